@@ -1,0 +1,31 @@
+# kernbench: `make demo` and `make test` work on a fresh machine (they create .venv).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/kernbench demo
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests scripts benchmarks
+	$(BIN)/python -m pytest -n 2 tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests scripts benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/sim_throughput.py
+
+clean:
+	rm -rf $(VENV) out build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""`kernbench demo`: placeholder until filled in below."""

@@ -1,0 +1,381 @@
+"""Reading and writing CMDQ JSON files.
+
+* `load_program(path)` reads a file (size-capped), `parse_program(obj)` a decoded JSON
+  object; both return a `CmdqProgram` or raise `InputError` with one line naming the file,
+  the entry, the field and the reason.
+* `parse_program_collect(obj)` returns every entry-level problem instead of the first
+  (the validator's `validate_document` builds on it).
+* `dump_program(program, path)` / `dumps_program(program)` write deterministic JSON: one
+  entry per line, fields in a fixed order, unset optional fields left out.
+
+Speed: the happy path validates the whole program in one pydantic-core call (the tagged
+union dispatches on ``opcode`` in Rust); only when that fails does the parser walk the
+entries one by one, with a dict lookup on ``opcode``, to say exactly what is wrong where.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from kernbench.cmdq.schema import (
+    CMDQ_VERSION,
+    MODEL_BY_OPCODE,
+    OPCODES,
+    QBITS_ALLOWED,
+    QBITS_FIELDS,
+    CmdqMetadata,
+    CmdqProgram,
+    EntryBase,
+    supported_version,
+)
+from kernbench.errors import InputError
+
+MAX_CMDQ_BYTES = 256 * 1024 * 1024
+"""Largest CMDQ file `load_program` reads (256 MiB)."""
+
+OLDEST_VERSION = "1.0"
+"""The version a file means when it says none (the spec's own example has no metadata)."""
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_CMDQ_BYTES) -> bytes:
+    """The file's bytes, or InputError if it is missing, not a file, or over ``max_bytes``."""
+    file = str(path)
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > max_bytes:
+                raise InputError(
+                    f"file is {size} bytes, over the {max_bytes}-byte limit for CMDQ programs",
+                    file=file,
+                )
+            data = fh.read(max_bytes + 1)
+    except IsADirectoryError:
+        raise InputError("is a directory, not a CMDQ JSON file", file=file) from None
+    except FileNotFoundError:
+        raise InputError("no such file", file=file) from None
+    except PermissionError:
+        raise InputError("permission denied", file=file) from None
+    if len(data) > max_bytes:
+        raise InputError(f"file is over the {max_bytes}-byte limit for CMDQ programs", file=file)
+    return data
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def decode_json(data: bytes | str, *, file: str | None = None) -> Any:
+    """json.loads, with a one-line InputError for malformed JSON (NaN/Infinity rejected)."""
+    try:
+        return json.loads(data, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=file
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"malformed JSON: not UTF-8 text ({exc.reason})", file=file) from None
+    except ValueError as exc:  # NaN / Infinity, from _reject_constant
+        raise InputError(f"malformed JSON: {exc}", file=file) from None
+    except RecursionError:
+        raise InputError("malformed JSON: nested too deeply", file=file) from None
+
+
+def load_program(
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_CMDQ_BYTES
+) -> CmdqProgram:
+    """Read and parse a CMDQ JSON file. Raises InputError (one line) on any problem."""
+    file = str(path)
+    data = read_bytes(path, max_bytes=max_bytes)
+    try:
+        program = CmdqProgram.model_validate_json(data)
+    except ValidationError:
+        # Slow path, for a precise message: decode, then walk the entries.
+        return parse_program(decode_json(data, file=file), file=file)
+    _check_metadata(program, file)
+    return program
+
+
+def parse_program(obj: Any, *, file: str | None = None) -> CmdqProgram:
+    """Build a `CmdqProgram` from a decoded JSON object; raise the first problem found."""
+    if isinstance(obj, Mapping):
+        try:
+            program = CmdqProgram.model_validate(obj)
+        except ValidationError:
+            pass
+        else:
+            _check_metadata(program, file)
+            return program
+    program, errors = parse_program_collect(obj, file=file, max_errors=1)
+    if errors:
+        raise errors[0]
+    assert program is not None
+    return program
+
+
+def parse_program_collect(
+    obj: Any, *, file: str | None = None, max_errors: int | None = None
+) -> tuple[CmdqProgram | None, list[InputError]]:
+    """Parse entry by entry, collecting problems (up to ``max_errors``).
+
+    Returns ``(program, [])`` on success, else ``(None, errors)``. Each error names the
+    entry (``entry <id>``, or ``entry at index <i>`` when the id itself is unusable), the
+    field and the reason.
+    """
+    errors: list[InputError] = []
+
+    def full() -> bool:
+        return max_errors is not None and len(errors) >= max_errors
+
+    if not isinstance(obj, Mapping):
+        return None, [InputError(
+            f"top level must be a JSON object with a 'cmdq' list, got {_json_type(obj)}",
+            file=file,
+        )]
+    raw_entries = obj.get("cmdq")
+    if raw_entries is None:
+        return None, [InputError("required field is missing", file=file, field="cmdq")]
+    if not isinstance(raw_entries, list):
+        return None, [InputError(
+            f"must be a list of entries, got {_json_type(raw_entries)}", file=file, field="cmdq"
+        )]
+
+    metadata: CmdqMetadata | None = None
+    raw_meta = obj.get("metadata")
+    if raw_meta is None:
+        metadata = CmdqMetadata(version=OLDEST_VERSION)
+    elif not isinstance(raw_meta, Mapping):
+        errors.append(InputError(
+            f"must be an object, got {_json_type(raw_meta)}", file=file, where="metadata"
+        ))
+    else:
+        try:
+            metadata = CmdqMetadata.model_validate(raw_meta)
+        except ValidationError as exc:
+            errors.extend(_convert(exc, file=file, where="metadata"))
+        else:
+            if "version" not in raw_meta:
+                metadata = metadata.model_copy(update={"version": OLDEST_VERSION})
+            elif not supported_version(metadata.version):
+                errors.append(_version_error(metadata.version, file))
+
+    entries: list[EntryBase] = []
+    for index, raw in enumerate(raw_entries):
+        if full():
+            break
+        where = _where(raw, index)
+        if not isinstance(raw, Mapping):
+            errors.append(InputError(
+                f"must be an object, got {_json_type(raw)}", file=file, where=where
+            ))
+            continue
+        opcode = raw.get("opcode")
+        if opcode is None:
+            errors.append(InputError("required field is missing", file=file, where=where,
+                                     field="opcode"))
+            continue
+        model = MODEL_BY_OPCODE.get(opcode) if isinstance(opcode, str) else None
+        if model is None:
+            errors.append(InputError(
+                f"unknown opcode {_show(opcode)} (known: {', '.join(OPCODES)})",
+                file=file, where=where, field="opcode",
+            ))
+            continue
+        try:
+            entries.append(model.model_validate(raw))
+        except ValidationError as exc:
+            errors.extend(_convert(exc, file=file, where=where))
+
+    extra = {k: v for k, v in obj.items() if k not in ("cmdq", "metadata")}
+    if errors or metadata is None:
+        if max_errors is not None:
+            del errors[max_errors:]
+        return None, errors
+    program = CmdqProgram.model_construct(cmdq=entries, metadata=metadata, **extra)
+    return program, []
+
+
+def _check_metadata(program: CmdqProgram, file: str | None) -> None:
+    """Fill in the implied version of a file that gives none; reject versions we can't read."""
+    if "metadata" not in program.model_fields_set:
+        program.metadata = CmdqMetadata(version=OLDEST_VERSION)
+    elif "version" not in program.metadata.model_fields_set:
+        program.metadata.version = OLDEST_VERSION
+    if not supported_version(program.metadata.version):
+        raise _version_error(program.metadata.version, file)
+
+
+def _version_error(version: str, file: str | None) -> InputError:
+    return InputError(
+        f"unsupported CMDQ version {version!r}: this kernbench reads 1.x "
+        f"(writes {CMDQ_VERSION})",
+        file=file, where="metadata", field="version",
+    )
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def _where(raw: Any, index: int) -> str:
+    if isinstance(raw, Mapping):
+        ident = raw.get("id")
+        if isinstance(ident, int) and not isinstance(ident, bool) and ident >= 0:
+            return f"entry {ident}"
+    return f"entry at index {index}"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def _show(value: Any, limit: int = 40) -> str:
+    try:
+        text = json.dumps(value, allow_nan=True, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_TYPE_NAMES = {
+    "int_type": "an integer", "int_from_float": "an integer", "int_parsing": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "string_type": "a string",
+    "bool_type": "a boolean (true/false)", "list_type": "a list", "dict_type": "an object",
+    "model_type": "an object",
+}
+
+
+def _reason(err: Mapping[str, Any], field: str) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    value = err.get("input")
+    if kind == "missing":
+        return "required field is missing"
+    if field in QBITS_FIELDS and kind in ("literal_error", "int_type", "int_from_float"):
+        allowed = ", ".join(str(q) for q in QBITS_ALLOWED)
+        return f"must be one of {allowed}, got {_show(value)}"
+    if field == "pe":
+        return ("must be a PE index (integer >= 0) or a dotted PE path like "
+                f"'sip0.cube0.pe3', got {_show(value)}")
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx.get('ge')}, got {_show(value)}"
+    if kind == "greater_than":
+        return f"must be > {ctx.get('gt')}, got {_show(value)}"
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected')}, got {_show(value)}"
+    if kind == "finite_number":
+        return f"must be a finite number, got {_show(value)}"
+    if kind in _TYPE_NAMES:
+        return f"must be {_TYPE_NAMES[kind]}, got {_show(value)}"
+    msg = str(err.get("msg", kind))
+    return f"{msg[:1].lower()}{msg[1:]}, got {_show(value)}"
+
+
+def _convert(exc: ValidationError, *, file: str | None, where: str) -> list[InputError]:
+    """One InputError per offending top-level field of a pydantic error."""
+    out: list[InputError] = []
+    seen: set[str] = set()
+    for err in exc.errors(include_url=False):
+        loc = err["loc"]
+        field = str(loc[0]) if loc else None
+        key = field or ""
+        if key in seen:
+            continue  # a union reports each branch; keep the first line per field
+        seen.add(key)
+        reason = _reason(err, field or "")
+        rest = [p for p in loc[1:] if not (field == "pe" and p in ("int", "str"))]
+        if rest:
+            reason = f"at [{']['.join(str(p) for p in rest)}]: {reason}"
+        out.append(InputError(reason, file=file, where=where, field=field))
+    return out
+
+
+# --------------------------------------------------------------------------- writing
+
+_LEADING = ("opcode", "id", "layer_id", "pe")
+_TRAILING = ("deps_before", "deps_after", "debug")
+
+
+def _key_order(model: type[EntryBase]) -> tuple[str, ...]:
+    middle = [f for f in model.model_fields if f not in _LEADING and f not in _TRAILING]
+    return (*_LEADING, *middle, *_TRAILING)
+
+
+_KEY_ORDER: dict[type[EntryBase], tuple[str, ...]] = {
+    m: _key_order(m) for m in MODEL_BY_OPCODE.values()
+}
+
+
+def entry_to_obj(entry: EntryBase) -> dict[str, Any]:
+    """An entry as a JSON object: declared fields in a fixed order (optional fields whose
+    value is null are left out, except ``layer_id``), then extra fields as given."""
+    data = entry.model_dump(mode="json")
+    fields = type(entry).model_fields
+    out: dict[str, Any] = {}
+    for key in _KEY_ORDER.get(type(entry)) or _key_order(type(entry)):
+        value = data.pop(key)
+        if value is None and key != "layer_id" and fields[key].default is None:
+            continue
+        out[key] = value
+    out.update(data)  # extras, in their own order
+    return out
+
+
+def program_to_obj(program: CmdqProgram) -> dict[str, Any]:
+    """The program as a JSON-ready dict (same content as `dumps_program`)."""
+    meta = program.metadata.model_dump(mode="json", exclude_none=True)
+    out: dict[str, Any] = {"cmdq": [entry_to_obj(e) for e in program.cmdq], "metadata": meta}
+    for key, value in (program.model_extra or {}).items():
+        out[key] = value
+    return out
+
+
+def dumps_program(program: CmdqProgram) -> str:
+    """Deterministic JSON text: one entry per line, metadata indented, trailing newline."""
+    obj = program_to_obj(program)
+    lines = ["{", '  "cmdq": [']
+    entries = obj.pop("cmdq")
+    for i, entry in enumerate(entries):
+        comma = "," if i + 1 < len(entries) else ""
+        lines.append("    " + json.dumps(entry, ensure_ascii=False, allow_nan=False) + comma)
+    lines.append("  ]" + ("," if obj else ""))
+    rest = list(obj.items())
+    for i, (key, value) in enumerate(rest):
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2)
+        text = text.replace("\n", "\n  ")
+        comma = "," if i + 1 < len(rest) else ""
+        lines.append(f"  {json.dumps(key)}: {text}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def dump_program(program: CmdqProgram, path: str | os.PathLike[str]) -> None:
+    """Write the program to ``path`` (atomically: a temporary file, then rename)."""
+    target = Path(path)
+    text = dumps_program(program)
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

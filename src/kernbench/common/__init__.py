@@ -1,0 +1,1 @@
+"""The contract both front ends target: PE commands, tile plans, tokens."""

@@ -1,0 +1,138 @@
+"""ComponentBase and PeEngineBase: the two shapes a hardware block takes.
+
+*ComponentBase* is any node of the topology: it has an id, its config spec, named ports
+(`out_ports`, filled by the simulator when it wires the graph) and the ADR-0020 D2 hooks
+`_on_process_start` / `_on_process_end`, the only place the op log is written. A block
+that only serves reservations (router, HBM controller, TCM port, SRAM) needs nothing else.
+
+*PeEngineBase* is a pipeline stage (ADR-0021 D4): inboxes whose capacity is the hardware
+queue depth, one worker process per inbox (a "channel"), and the common loop
+take token → hooks → service → trace → forward to the next stage named by the token's
+plan, or complete the tile. Subclasses implement `service(token)` only: return the busy
+time in ns (a float), or a SimPy event to wait on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import simpy
+
+if TYPE_CHECKING:
+    from kernbench.common.tile_plan import TileToken
+    from kernbench.sim_engine.engine import Simulator
+    from kernbench.topology.model import Node
+
+
+class ComponentBase:
+    KIND: ClassVar[str] = ""
+    IMPL: ClassVar[str] = ""
+
+    def __init__(self, node: Node, sim: Simulator) -> None:
+        self.node = node
+        self.id = node.id
+        self.spec = node.spec
+        self.sim = sim
+        self.env: simpy.Environment = sim.env
+        self.out_ports: dict[str, Any] = {}
+        self._op_logger = sim.op_logger
+        self.busy_ns = 0.0
+
+    # wiring and start-up -------------------------------------------------
+    def connect(self) -> None:
+        """Resolve references to other components (called once all exist)."""
+
+    def start(self) -> None:
+        """Start SimPy processes (called after connect)."""
+
+    # ADR-0020 D2 hooks ----------------------------------------------------
+    def _on_process_start(self, env: simpy.Environment, msg: Any) -> None:
+        if self._op_logger is not None and getattr(msg, "data_op", False):
+            self._op_logger.record_start(env.now, self.id, msg)
+
+    def _on_process_end(self, env: simpy.Environment, msg: Any) -> None:
+        if self._op_logger is not None and getattr(msg, "data_op", False):
+            self._op_logger.record_end(env.now, self.id, msg)
+
+    # reporting --------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def clock_ghz(self) -> float:
+        return getattr(self.spec, "clock_ghz", 1.0)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id}>"
+
+
+class PeEngineBase(ComponentBase):
+    """A pipeline stage with one worker per channel (ADR-0021 D4 chaining pattern)."""
+
+    #: channel name → the stage types it serves; most engines have one channel.
+    CHANNELS: ClassVar[dict[str, tuple[int, ...]]] = {"main": ()}
+
+    def __init__(self, node: Node, sim: Simulator) -> None:
+        super().__init__(node, sim)
+        depth = getattr(self.spec, "queue_depth", 4)
+        self.inboxes: dict[str, simpy.Store] = {
+            ch: simpy.Store(self.env, capacity=depth) for ch in self.CHANNELS
+        }
+        self._port_by_stage: dict[int, simpy.Store] = {}
+        for ch, stypes in self.CHANNELS.items():
+            for st in stypes:
+                self._port_by_stage[int(st)] = self.inboxes[ch]
+        self.channel_busy_ns: dict[str, float] = {ch: 0.0 for ch in self.CHANNELS}
+        self.ops = 0
+        self._slot: simpy.Resource | None = None  # shared compute slot (ADR-0014 D4), if any
+
+    def port(self, stage_type: int) -> simpy.Store:
+        return self._port_by_stage[int(stage_type)]
+
+    def start(self) -> None:
+        for ch, box in self.inboxes.items():
+            self.env.process(self._worker(ch, box))
+
+    def service(self, token: TileToken) -> float | simpy.Event:
+        raise NotImplementedError
+
+    def _worker(self, channel: str, inbox: simpy.Store):  # noqa: ANN202 - SimPy process
+        env = self.env
+        tracer = self.sim.tracer
+        timeout = env.timeout
+        slot = self._slot
+        while True:
+            token = yield inbox.get()
+            req = None
+            if slot is not None:
+                req = slot.request()
+                yield req
+            start = env.now
+            cmd = token.pipeline_ctx.command
+            if cmd.start_ns is None:
+                cmd.start_ns = start
+            self._on_process_start(env, token)
+            d = self.service(token)
+            if d.__class__ is float or d.__class__ is int:
+                if d > 0:
+                    yield timeout(d)
+            else:
+                yield d
+            end = env.now
+            self._on_process_end(env, token)
+            if req is not None:
+                slot.release(req)
+            busy = end - start
+            self.busy_ns += busy
+            self.channel_busy_ns[channel] += busy
+            self.ops += 1
+            tracer.span(self.id, channel, start, end, token)
+            idx = token.stage_idx + 1
+            stages = token.plan.stages
+            if idx < len(stages):
+                nxt = stages[idx]
+                token.stage_idx = idx
+                token.params = nxt.params
+                yield nxt.port.put(token)
+            else:
+                self.sim.tile_done(token, end)

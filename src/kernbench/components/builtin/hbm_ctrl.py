@@ -1,0 +1,92 @@
+"""HBM controller: address-interleaved channels, each a bandwidth server, plus latency.
+
+A transfer of B bytes at address a splits into per-channel shares by the interleave
+granularity (channel = (a // interleave) mod channels); every channel serves its share at
+`channel_bw_gbs`, all channels at once, and the access adds `latency_ns`. Addresses outside
+this cube's HBM window are an AddressError naming the access.
+"""
+
+from __future__ import annotations
+
+from kernbench.components.base import ComponentBase
+from kernbench.components.registry import register
+from kernbench.errors import AddressError
+from kernbench.sim_engine.fabric import Server
+
+
+class _HbmAccess:
+    """The HBM as one stage of a transfer: per-channel shares served in parallel."""
+
+    __slots__ = ("ctrl", "shares", "latency_ns")
+
+    def __init__(self, ctrl: HbmCtrl, shares: list[tuple[Server, int]]) -> None:
+        self.ctrl = ctrl
+        self.shares = shares
+        self.latency_ns = ctrl.spec.latency_ns
+
+    def occupy(self, head_ns: float, nbytes: int, min_end_ns: float) -> tuple[float, float]:
+        start = None
+        end = min_end_ns
+        for ch, b in self.shares:
+            s, e = ch.occupy(head_ns, b, 0.0)
+            if start is None or s < start:
+                start = s
+            if e > end:
+                end = e
+        self.ctrl.bytes += nbytes
+        return (head_ns if start is None else start), end
+
+
+@register("hbm_ctrl", "hbm_v1")
+class HbmCtrl(ComponentBase):
+    def __init__(self, node, sim) -> None:  # noqa: ANN001
+        super().__init__(node, sim)
+        cube = next(c for c in sim.topology.cubes if c.id == node.cube)
+        self.base = cube.hbm_base
+        self.size = cube.hbm_bytes
+        s = self.spec
+        self.channels = [
+            Server(f"{self.id}.ch{i}", 0.0, s.channel_bw_gbs) for i in range(s.channels)
+        ]
+        self.bytes = 0
+
+    def check(self, addr: int, nbytes: int, what: str) -> None:
+        if addr < self.base or addr + nbytes > self.base + self.size or nbytes < 0:
+            raise AddressError(
+                f"{what}: HBM range [{addr:#x}, {addr + nbytes:#x}) outside {self.id} "
+                f"[{self.base:#x}, {self.base + self.size:#x})"
+            )
+
+    def shares(self, addr: int, nbytes: int) -> list[tuple[int, int]]:
+        """(channel, bytes) for a contiguous range, exact, in channel order."""
+        il = self.spec.interleave_bytes
+        nch = self.spec.channels
+        out = [0] * nch
+        a = addr - self.base
+        end = a + nbytes
+        first = a // il
+        last = (end - 1) // il if nbytes else first - 1
+        nblocks = last - first + 1
+        if nblocks <= 0:
+            return []
+        full_rounds, rem = divmod(nblocks, nch)
+        for i in range(nch):
+            out[i] = full_rounds * il
+        for j in range(rem):
+            out[(first + full_rounds * nch + j) % nch] += il
+        # trim the partial first and last blocks
+        out[first % nch] -= a - first * il
+        out[last % nch] -= (last + 1) * il - end
+        return [(i, b) for i, b in enumerate(out) if b > 0]
+
+    def stage(self, addr: int, nbytes: int, what: str = "access") -> _HbmAccess:
+        self.check(addr, nbytes, what)
+        return _HbmAccess(self, [(self.channels[i], b) for i, b in self.shares(addr, nbytes)])
+
+    def stats(self) -> dict:
+        return {
+            "bytes": self.bytes,
+            "channels": {
+                ch.id: {"bytes": ch.bytes, "busy_ns": ch.busy_ns} for ch in self.channels
+            },
+        }

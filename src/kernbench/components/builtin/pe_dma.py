@@ -1,0 +1,54 @@
+"""PE_DMA: one read channel (memory → TCM) and one write channel (TCM → memory).
+
+Each channel serves one transfer at a time (ADR-0014 D4); read and write overlap. Cost
+(CMDQ spec §7.3): bytes → bursts → the wire: every row of a transfer is rounded up to
+whole bursts; then setup cycles, then the fabric path PE ↔ router ↔ mesh ↔ memory port ↔
+memory and the TCM port, each a contended server (sim_engine.fabric).
+Stage params: nbytes, space ("hbm" | "sram"), addr, rows (default 1).
+"""
+
+from __future__ import annotations
+
+from kernbench.common.tile_plan import StageType
+from kernbench.components.base import PeEngineBase
+from kernbench.components.registry import register
+from kernbench.sim_engine.fabric import transfer
+
+
+@register("pe_dma", "pe_dma_v1")
+class PeDma(PeEngineBase):
+    CHANNELS = {"read": (StageType.DMA_READ,), "write": (StageType.DMA_WRITE,)}
+
+    def connect(self) -> None:
+        pe_id = self.id.rsplit(".", 1)[0]
+        self.pe = self.sim.topology.pe(pe_id)
+        self.tcm = self.sim.components[f"{pe_id}.pe_tcm"]
+        self.mmu = self.sim.components[f"{pe_id}.pe_mmu"]
+        self.bytes_read = 0
+        self.bytes_written = 0
+
+    def wire_bytes(self, nbytes: int, rows: int) -> int:
+        burst = self.spec.burst_bytes
+        row = -(-nbytes // rows) if rows > 1 else nbytes
+        return rows * (-(-row // burst) * burst)
+
+    def service(self, token) -> float:  # noqa: ANN001
+        p = token.params
+        nbytes = p["nbytes"]
+        rows = p.get("rows", 1)
+        wire = self.wire_bytes(nbytes, rows)
+        addr, mmu_ns = self.mmu.translate(p.get("addr", 0))
+        now = self.env.now
+        start = now + self.spec.setup_cycles / self.spec.clock_ghz + mmu_ns
+        write = token.stage.stage_type == StageType.DMA_WRITE
+        what = f"{token.label} tile {token.tile_id}"
+        stages = self.sim.dma_stages(self.pe, p.get("space", "hbm"), addr, wire, write, what)
+        end = transfer(start, wire, stages)
+        if write:
+            self.bytes_written += wire
+        else:
+            self.bytes_read += wire
+        return end - now
+
+    def stats(self) -> dict:
+        return {"bytes_read": self.bytes_read, "bytes_written": self.bytes_written}

@@ -1,0 +1,62 @@
+"""PE_GEMM: a rows × cols systolic array (ADR-0021 D6: compute only, registers in/out).
+
+Busy time of an (m, n, k) tile = SCALE-Sim's compute cycles for the array and dataflow
+(components/builtin/systolic.py, checked against SCALE-Sim 3.0.0) divided by the
+throughput factor of the operand bitwidth (max of weight and activation bits), over the
+clock. Weights may stream straight from HBM (ADR-0014 D5): stage params
+`weight_stream_nbytes` and `weight_addr` make the tile also wait for that transfer.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kernbench.common.tile_plan import StageType
+from kernbench.components.base import PeEngineBase
+from kernbench.components.builtin.systolic import systolic_compute_cycles
+from kernbench.components.registry import register
+from kernbench.sim_engine.fabric import transfer
+
+
+@register("pe_gemm", "pe_gemm_v1")
+class PeGemm(PeEngineBase):
+    CHANNELS = {"main": (StageType.GEMM,)}
+
+    def connect(self) -> None:
+        pe_id = self.id.rsplit(".", 1)[0]
+        self.pe = self.sim.topology.pe(pe_id)
+        self.macs = 0
+        self._cache: dict[tuple[int, int, int, int], int] = {}
+
+    def cycles(self, m: int, n: int, k: int, bits: int) -> int:
+        key = (m, n, k, bits)
+        c = self._cache.get(key)
+        if c is None:
+            s = self.spec
+            raw = systolic_compute_cycles(m, n, k, s.rows, s.cols, s.dataflow)
+            factor = s.throughput_factor.get(bits, 1.0)
+            c = math.ceil(raw / factor)
+            self._cache[key] = c
+        return c
+
+    def service(self, token) -> float:  # noqa: ANN001
+        p = token.params
+        m, n, k = p["m"], p["n"], p["k"]
+        bits = max(p.get("qbits_weight", 8), p.get("qbits_activation", 8))
+        self.macs += m * n * k
+        busy = self.cycles(m, n, k, bits) / self.spec.clock_ghz
+        stream = p.get("weight_stream_nbytes", 0)
+        if stream:
+            now = self.env.now
+            stages = self.sim.dma_stages(self.pe, "hbm", p.get("weight_addr", 0), stream,
+                                         False, f"{token.label} weight stream")
+            end = transfer(now, stream, stages[:-1])  # straight to the array, not TCM
+            busy = max(busy, end - now)
+        return busy
+
+    def peak_macs_per_ns(self, bits: int) -> float:
+        s = self.spec
+        return s.rows * s.cols * s.throughput_factor.get(bits, 1.0) * s.clock_ghz
+
+    def stats(self) -> dict:
+        return {"macs": self.macs}

@@ -1,0 +1,126 @@
+"""PE_SCHEDULER (ADR-0014 D2/D3, ADR-0021 D2/D4): the sole dispatcher inside a PE.
+
+SubmissionQueue (inbox, written by PE_CPU) → plan generation → the single feeder
+(`_feed_loop`) puts every tile of one command into its first stage's queue before it
+starts the next command (no cross-command feed interleaving). A full first-stage queue
+blocks only the feeder. Tiles self-route through the engines; the last stage reports to
+the PipelineContext; when all tiles are done the scheduler appends a completion record
+to the CompletionQueue and fires the command's `done` event.
+
+Composite tiles hold `staging_bytes` of SchedulerReservedTCM from feed to completion:
+the reserved region bounds how many tiles are in flight, and a tile larger than the
+region is a CapacityError naming the command.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from kernbench.common.tile_plan import PipelineContext, Stage, StageType, TilePlan, TileToken
+from kernbench.components.base import ComponentBase
+from kernbench.components.registry import register
+from kernbench.errors import CapacityError
+
+_ENGINE_FOR = {
+    StageType.DMA_READ: "pe_dma",
+    StageType.DMA_WRITE: "pe_dma",
+    StageType.FETCH: "pe_fetch_store",
+    StageType.STORE: "pe_fetch_store",
+    StageType.GEMM: "pe_gemm",
+    StageType.MATH: "pe_math",
+}
+
+
+@register("pe_scheduler", "pe_scheduler_v2")
+class PeScheduler(ComponentBase):
+    def __init__(self, node, sim) -> None:  # noqa: ANN001
+        super().__init__(node, sim)
+        self.inbox = simpy.Store(self.env, capacity=self.spec.queue_depth)  # SubmissionQueue
+        self.completion_queue: list[tuple[float, str]] = []
+        self._pending_feeds = simpy.Store(self.env)
+        self._next_ctx = 0
+        self.pe_id = self.id.rsplit(".", 1)[0]
+
+    def connect(self) -> None:
+        comps = self.sim.components
+        self.engines = {st: comps[f"{self.pe_id}.{name}"] for st, name in _ENGINE_FOR.items()}
+        self._ports = {st: eng.port(st) for st, eng in self.engines.items()}
+        self._ids = {st: eng.id for st, eng in self.engines.items()}
+        tcm = comps[f"{self.pe_id}.pe_tcm"]
+        self.staging_capacity = tcm.reserved_bytes
+        self.staging = simpy.Container(
+            self.env, capacity=max(tcm.reserved_bytes, 1), init=max(tcm.reserved_bytes, 1)
+        )
+        if self.spec.shared_compute_slot:
+            slot = simpy.Resource(self.env, capacity=1)
+            self.engines[StageType.GEMM]._slot = slot
+            self.engines[StageType.MATH]._slot = slot
+
+    def start(self) -> None:
+        self.env.process(self._worker())
+        self.env.process(self._feed_loop())
+
+    def plan(self, cmd) -> list[TilePlan]:  # noqa: ANN001
+        ports, ids = self._ports, self._ids
+        plans = []
+        for t, stages in enumerate(cmd.tiles()):
+            plans.append(TilePlan(
+                t,
+                tuple(Stage(st, ids[st], params, ports[st]) for st, params in stages),
+                cmd.staging_bytes(t),
+            ))
+        return plans
+
+    def _worker(self):  # noqa: ANN202
+        env = self.env
+        tracer = self.sim.tracer
+        delay = self.spec.dispatch_latency_cycles / self.spec.clock_ghz
+        while True:
+            cmd = yield self.inbox.get()
+            tracer.event(env.now, "command_submitted", self.id, cmd.label)
+            if delay:
+                yield env.timeout(delay)
+            plans = self.plan(cmd)
+            done = env.event()
+            ctx = PipelineContext(f"{self.pe_id}#{self._next_ctx}", len(plans), done, cmd, self)
+            self._next_ctx += 1
+            done.callbacks.append(self._on_complete)
+            if not plans:
+                done.succeed(ctx)
+                continue
+            yield self._pending_feeds.put((plans, ctx))
+
+    def _feed_loop(self):  # noqa: ANN202
+        env = self.env
+        tracer = self.sim.tracer
+        staging = self.staging
+        while True:
+            plans, ctx = yield self._pending_feeds.get()
+            cmd = ctx.command
+            for plan in plans:
+                need = plan.staging_bytes
+                if need:
+                    if need > self.staging_capacity:
+                        raise CapacityError(
+                            f"{self.id}: TCM overflow: {cmd.label} tile {plan.tile_id} needs "
+                            f"{need} staging bytes, SchedulerReservedTCM has "
+                            f"{self.staging_capacity}"
+                        )
+                    yield staging.get(need)
+                first = plan.stages[0]
+                token = TileToken(plan.tile_id, ctx, plan, 0, first.params, cmd.data_op, cmd.label)
+                yield first.port.put(token)
+                tracer.event(env.now, "sub_command_dispatched", first.component, cmd.label,
+                             plan.tile_id)
+
+    def release_staging(self, plan: TilePlan) -> None:
+        if plan.staging_bytes:
+            self.staging.put(plan.staging_bytes)
+
+    def _on_complete(self, event) -> None:  # noqa: ANN001
+        ctx = event.value
+        cmd = ctx.command
+        now = self.env.now
+        self.completion_queue.append((now, cmd.label))
+        self.sim.tracer.event(now, "command_complete", self.id, cmd.label)
+        self.sim.command_complete(cmd, now)

@@ -1,0 +1,29 @@
+"""Shared SRAM of a cube: one bandwidth server behind a router port, bounds-checked."""
+
+from __future__ import annotations
+
+from kernbench.components.base import ComponentBase
+from kernbench.components.registry import register
+from kernbench.errors import AddressError
+from kernbench.sim_engine.fabric import Server
+
+
+@register("shared_sram", "sram_v1")
+class SharedSram(ComponentBase):
+    def __init__(self, node, sim) -> None:  # noqa: ANN001
+        super().__init__(node, sim)
+        cube = next(c for c in sim.topology.cubes if c.id == node.cube)
+        self.base = cube.sram_base
+        self.size = cube.sram_bytes
+        # the port link carries the latency; the array itself serialises at bw_gbs.
+        self.server = Server(f"{self.id}.array", 0.0, self.spec.bw_gbs)
+
+    def stage(self, addr: int, nbytes: int, what: str = "access") -> Server:
+        if addr < self.base or addr + nbytes > self.base + self.size:
+            raise AddressError(
+                f"{what}: SRAM range [{addr:#x}, {addr + nbytes:#x}) outside {self.id}"
+            )
+        return self.server
+
+    def stats(self) -> dict:
+        return {"bytes": self.server.bytes, "busy_ns": self.server.busy_ns}

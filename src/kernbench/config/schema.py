@@ -1,0 +1,271 @@
+"""Topology configuration: typed, unit-suffixed, validated.
+
+Every field carries its unit in its name (`_ns`, `_gbs` = GB/s = bytes per ns, `_kib`,
+`_gib`, `_ghz`, `_cycles`, `_bytes`) and a help line. Unknown keys are errors
+(`extra="forbid"`), so a typo in a YAML file or a `--set` path never passes silently.
+
+The shape of a system: `sip` (how many SIPs and how their cubes are laid out, the UCIe
+links between cubes) and `cube` (the router mesh, where PEs sit, the HBM controller, the
+optional shared SRAM, the command processor M_CPU, and the PE template instantiated once
+per PE). Each hardware block is a component spec with `kind` and `impl`; `impl` picks the
+timing model from the component registry (see kernbench.components.registry).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ROUTER_NAME = re.compile(r"^r(\d+)c(\d+)$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class ComponentSpec(_Strict):
+    """A hardware block: its kind, the timing model implementing it, and its parameters."""
+
+    kind: str = Field(description="what the block is (pe_gemm, router, ...)")
+    impl: str = Field(description="registered timing model for this kind")
+    queue_depth: int = Field(4, ge=1, description="inbox capacity = hardware queue depth (entries)")
+    clock_ghz: float = Field(1.0, gt=0, description="engine clock (GHz); cycles = ns × clock_ghz")
+
+
+# ---------------------------------------------------------------- PE template components
+
+
+class PeCpuSpec(ComponentSpec):
+    kind: Literal["pe_cpu"] = "pe_cpu"
+    impl: str = "pe_cpu_v1"
+    dispatch_latency_cycles: int = Field(2, ge=0, description="command decode → scheduler (cycles)")
+
+
+class PeSchedulerSpec(ComponentSpec):
+    kind: Literal["pe_scheduler"] = "pe_scheduler"
+    impl: str = "pe_scheduler_v2"
+    queue_depth: int = Field(16, ge=1, description="SubmissionQueue depth (commands)")
+    dispatch_latency_cycles: int = Field(1, ge=0, description="plan generation per command (cycles)")
+    shared_compute_slot: bool = Field(
+        False,
+        description="ADR-0014 D4: GEMM and MATH share one compute slot (no GEMM ∥ MATH overlap)",
+    )
+
+
+class PeDmaSpec(ComponentSpec):
+    kind: Literal["pe_dma"] = "pe_dma"
+    impl: str = "pe_dma_v1"
+    burst_bytes: int = Field(64, ge=1, description="transfer granularity (bytes); sizes round up")
+    setup_cycles: int = Field(8, ge=0, description="descriptor setup per transfer (cycles)")
+
+
+class PeFetchStoreSpec(ComponentSpec):
+    kind: Literal["pe_fetch_store"] = "pe_fetch_store"
+    impl: str = "pe_fetch_store_v1"
+    register_file_kib: int = Field(256, ge=1, description="register file capacity (KiB)")
+
+
+class PeGemmSpec(ComponentSpec):
+    kind: Literal["pe_gemm"] = "pe_gemm"
+    impl: str = "pe_gemm_v1"
+    rows: int = Field(32, ge=1, description="systolic array rows (PEs)")
+    cols: int = Field(32, ge=1, description="systolic array columns (PEs)")
+    dataflow: Literal["ws", "os", "is"] = Field("ws", description="weight/output/input stationary")
+    count: int = Field(1, ge=1, description="tensor engines per PE (te_id range)")
+    throughput_factor: dict[int, float] = Field(
+        default_factory=lambda: {2: 2.0, 4: 2.0, 8: 1.0, 16: 1.0, 32: 0.25},
+        description="MACs per cell per cycle by operand bitwidth (max of W and A bits)",
+    )
+
+    @model_validator(mode="after")
+    def _factors_positive(self) -> PeGemmSpec:
+        for bits, f in self.throughput_factor.items():
+            if f <= 0:
+                raise ValueError(f"throughput_factor[{bits}] must be > 0")
+        return self
+
+
+DEFAULT_MATH_OP_CYCLES: dict[str, float] = {
+    # cycles per element per lane (vector passes included), by operation
+    "add": 1.0, "sub": 1.0, "mul": 1.0, "div": 4.0, "max": 1.0, "min": 1.0, "where": 1.0,
+    "copy": 1.0, "transpose": 1.0, "cast": 1.0, "quantize": 2.0, "requantize": 2.0,
+    "exp": 4.0, "exp2": 4.0, "log": 4.0, "log2": 4.0, "sqrt": 4.0, "rsqrt": 4.0,
+    "sigmoid": 5.0, "tanh": 5.0, "erf": 5.0, "gelu": 8.0, "silu": 6.0,
+    "sum": 1.0, "reduce_max": 1.0, "reduce_min": 1.0,
+    "softmax": 7.0, "layernorm": 6.0, "rmsnorm": 4.0, "rope": 3.0,
+}
+
+
+class PeMathSpec(ComponentSpec):
+    kind: Literal["pe_math"] = "pe_math"
+    impl: str = "pe_math_v1"
+    lanes: int = Field(64, ge=1, description="SIMD lanes (elements per cycle for a 1-cycle op)")
+    count: int = Field(1, ge=1, description="vector engines per PE (ve_id range)")
+    pipeline_latency_cycles: int = Field(4, ge=0, description="fill latency per vector op (cycles)")
+    op_cycles: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_MATH_OP_CYCLES),
+        description="cost table: cycles per element per lane, by op name",
+    )
+
+
+class PeTcmSpec(ComponentSpec):
+    kind: Literal["pe_tcm"] = "pe_tcm"
+    impl: str = "pe_tcm_v1"
+    capacity_kib: int = Field(1024, ge=1, description="TCM capacity (KiB)")
+    banks: int = Field(16, ge=1, description="banks; a bank is capacity / banks bytes")
+    bw_gbs: float = Field(512.0, gt=0, description="port bandwidth shared by DMA and fetch/store")
+    latency_ns: float = Field(1.0, gt=0, description="access latency (ns)")
+    reserved_kib: int = Field(
+        256, ge=0, description="SchedulerReservedTCM (top of TCM): staging for composite tiles"
+    )
+
+    @model_validator(mode="after")
+    def _partition(self) -> PeTcmSpec:
+        cap = self.capacity_kib * 1024
+        if cap % self.banks:
+            raise ValueError(f"capacity_kib {self.capacity_kib} is not divisible into {self.banks} banks")
+        if self.reserved_kib >= self.capacity_kib:
+            raise ValueError("reserved_kib must leave an allocatable region")
+        if (self.reserved_kib * 1024) % (cap // self.banks):
+            raise ValueError("reserved_kib must be a whole number of banks")
+        return self
+
+
+class PeMmuSpec(ComponentSpec):
+    kind: Literal["pe_mmu"] = "pe_mmu"
+    impl: str = "pe_mmu_v1"
+    translation_latency_ns: float = Field(0.0, ge=0, description="per-access translation cost")
+
+
+class PeTemplate(_Strict):
+    """The PE, instantiated once per entry of cube.pe_layout (ADR-0014 D7, ADR-0021 D7)."""
+
+    pe_cpu: PeCpuSpec = PeCpuSpec()
+    pe_scheduler: PeSchedulerSpec = PeSchedulerSpec()
+    pe_dma: PeDmaSpec = PeDmaSpec()
+    pe_fetch_store: PeFetchStoreSpec = PeFetchStoreSpec()
+    pe_gemm: PeGemmSpec = PeGemmSpec()
+    pe_math: PeMathSpec = PeMathSpec()
+    pe_tcm: PeTcmSpec = PeTcmSpec()
+    pe_mmu: PeMmuSpec = PeMmuSpec()
+
+
+# ---------------------------------------------------------------- cube-level components
+
+
+class MeshSpec(_Strict):
+    rows: int = Field(2, ge=1, description="router rows")
+    cols: int = Field(2, ge=1, description="router columns")
+
+
+class RouterSpec(ComponentSpec):
+    kind: Literal["router"] = "router"
+    impl: str = "router_xy_v1"
+    hop_latency_ns: float = Field(2.0, gt=0, description="router traversal + wire, per hop (ns)")
+    link_bw_gbs: float = Field(128.0, gt=0, description="bandwidth of each mesh link, per direction")
+
+
+class HbmCtrlSpec(ComponentSpec):
+    kind: Literal["hbm_ctrl"] = "hbm_ctrl"
+    impl: str = "hbm_v1"
+    channels: int = Field(8, ge=1, description="independent channels")
+    channel_bw_gbs: float = Field(32.0, gt=0, description="bandwidth per channel (GB/s)")
+    latency_ns: float = Field(80.0, gt=0, description="access latency (ns)")
+    capacity_gib: float = Field(16.0, gt=0, description="capacity of this cube's HBM (GiB)")
+    interleave_bytes: int = Field(256, ge=1, description="address interleave across channels")
+    attach: list[str] | Literal["all"] = Field(
+        "all", description="routers with a port to the HBM controller ('all' or names)"
+    )
+    port_bw_gbs: float = Field(256.0, gt=0, description="router ↔ controller port bandwidth")
+    port_latency_ns: float = Field(1.0, gt=0, description="router ↔ controller port latency")
+
+
+class SharedSramSpec(ComponentSpec):
+    kind: Literal["shared_sram"] = "shared_sram"
+    impl: str = "sram_v1"
+    capacity_kib: int = Field(4096, ge=1, description="capacity (KiB)")
+    bw_gbs: float = Field(256.0, gt=0, description="bandwidth (GB/s)")
+    latency_ns: float = Field(10.0, gt=0, description="access latency (ns)")
+    router: str = Field("r0c0", description="router the SRAM hangs off")
+
+
+class MCpuSpec(ComponentSpec):
+    kind: Literal["m_cpu"] = "m_cpu"
+    impl: str = "m_cpu_v1"
+    router: str = Field("r0c0", description="router the command processor sits on")
+    issue_window: int = Field(64, ge=1, description="entries in flight (issued, not complete)")
+    issue_latency_cycles: int = Field(1, ge=0, description="fetch + decode + issue (cycles/entry)")
+    command_bytes: int = Field(64, ge=1, description="size of a command / completion packet")
+
+
+class CubeLinks(_Strict):
+    pe_router_bw_gbs: float = Field(128.0, gt=0, description="PE ↔ its router (GB/s)")
+    pe_router_latency_ns: float = Field(1.0, gt=0, description="PE ↔ its router (ns)")
+
+
+class CubeSpec(_Strict):
+    mesh: MeshSpec = MeshSpec()
+    pe_layout: list[str] = Field(
+        default_factory=lambda: ["r0c0", "r0c1", "r1c0", "r1c1"],
+        description="PE i sits on router pe_layout[i]",
+    )
+    router: RouterSpec = RouterSpec()
+    hbm_ctrl: HbmCtrlSpec = HbmCtrlSpec()
+    shared_sram: SharedSramSpec | None = None
+    m_cpu: MCpuSpec = MCpuSpec()
+    pe_template: PeTemplate = PeTemplate()
+    links: CubeLinks = CubeLinks()
+
+    @model_validator(mode="after")
+    def _references(self) -> CubeSpec:
+        def check(name: str, where: str) -> None:
+            m = ROUTER_NAME.match(name)
+            if not m:
+                raise ValueError(f"{where}: '{name}' is not a router name (r<row>c<col>)")
+            r, c = int(m.group(1)), int(m.group(2))
+            if r >= self.mesh.rows or c >= self.mesh.cols:
+                raise ValueError(
+                    f"{where}: router '{name}' is not in the {self.mesh.rows}x{self.mesh.cols} mesh"
+                )
+
+        if not self.pe_layout:
+            raise ValueError("pe_layout: a cube needs at least one PE")
+        for i, r in enumerate(self.pe_layout):
+            check(r, f"pe_layout[{i}]")
+        check(self.m_cpu.router, "m_cpu.router")
+        if self.shared_sram is not None:
+            check(self.shared_sram.router, "shared_sram.router")
+        if self.hbm_ctrl.attach != "all":
+            if not self.hbm_ctrl.attach:
+                raise ValueError("hbm_ctrl.attach: at least one router")
+            for i, r in enumerate(self.hbm_ctrl.attach):
+                check(r, f"hbm_ctrl.attach[{i}]")
+        return self
+
+
+class GridSpec(_Strict):
+    rows: int = Field(1, ge=1, description="cube rows in a SIP")
+    cols: int = Field(1, ge=1, description="cube columns in a SIP")
+
+
+class UcieSpec(ComponentSpec):
+    kind: Literal["ucie"] = "ucie"
+    impl: str = "ucie_v1"
+    latency_ns: float = Field(20.0, gt=0, description="die-to-die latency (ns)")
+    bw_gbs: float = Field(256.0, gt=0, description="bandwidth per direction (GB/s)")
+
+
+class SipSpec(_Strict):
+    count: int = Field(1, ge=1, description="SIPs in the system")
+    cubes: GridSpec = GridSpec()
+    ucie: UcieSpec = UcieSpec()
+
+
+class TopologyConfig(_Strict):
+    """The whole system. Load with kernbench.config.load_topology_config."""
+
+    name: str = Field("custom", description="preset or user name, shown in reports")
+    sip: SipSpec = SipSpec()
+    cube: CubeSpec = CubeSpec()

@@ -1,0 +1,92 @@
+"""Load an ONNX model safely: size cap, external data confined to the model's folder,
+onnx.checker (full) and strict shape inference. Every failure is an InputError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+from onnx import external_data_helper
+
+from kernbench.errors import InputError
+
+MIN_OPSET = 17
+MAX_OPSET = 23
+MAX_MODEL_BYTES = 4 * 1024**3
+
+
+def load_model(path: str | Path) -> onnx.ModelProto:
+    """Read, check and shape-infer `path`; returns the inferred ModelProto."""
+    path = Path(path)
+    f = str(path)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise InputError(f"cannot read model ({e.strerror})", file=f) from None
+    if size > MAX_MODEL_BYTES:
+        raise InputError(f"model too large ({size} bytes)", file=f)
+    try:
+        model = onnx.load(f, load_external_data=False)
+    except Exception as e:  # DecodeError, truncated protobuf, ...
+        raise InputError(f"not a valid ONNX protobuf ({_one_line(e)})", file=f) from None
+    _check_external_data(model, path)
+    try:
+        external_data_helper.load_external_data_for_model(model, str(path.parent.resolve()))
+    except Exception as e:
+        raise InputError(f"cannot load external data ({_one_line(e)})", file=f) from None
+    return prepare_model(model, file=f)
+
+
+def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
+    base = path.parent.resolve()
+    for t in external_data_helper._get_all_tensors(model):
+        if not external_data_helper.uses_external_data(t):
+            continue
+        info = external_data_helper.ExternalDataInfo(t)
+        loc = info.location or ""
+        target = (base / loc).resolve()
+        if Path(loc).is_absolute() or not target.is_relative_to(base):
+            raise InputError(
+                f"external data path {loc!r} leaves the model's folder; refused",
+                file=str(path),
+                where=f"initializer {t.name}",
+            )
+        if not target.is_file():
+            raise InputError(
+                f"external data file {loc!r} not found", file=str(path), where=f"initializer {t.name}"
+            )
+
+
+def prepare_model(model: onnx.ModelProto, *, file: str | None = None) -> onnx.ModelProto:
+    """Opset check, onnx.checker (full), strict shape inference with data propagation."""
+    opset = default_opset(model)
+    if opset is None:
+        raise InputError("model imports no default ('ai.onnx') opset", file=file)
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise InputError(
+            f"opset {opset} not supported (supported: {MIN_OPSET} to {MAX_OPSET})",
+            file=file,
+            field="opset_import",
+        )
+    try:
+        onnx.checker.check_model(model, full_check=False)
+    except Exception as e:
+        raise InputError(f"onnx.checker failed: {_one_line(e)}", file=file) from None
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True,
+                                                     data_prop=True)  # fmt: skip
+    except Exception as e:
+        raise InputError(f"shape inference failed: {_one_line(e)}", file=file) from None
+    return inferred
+
+
+def default_opset(model: onnx.ModelProto) -> int | None:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    return None
+
+
+def _one_line(e: BaseException) -> str:
+    s = " ".join(str(e).split())
+    return s[:400] + ("..." if len(s) > 400 else "")

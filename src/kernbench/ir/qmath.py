@@ -1,0 +1,213 @@
+"""Quantized primitive math, shared by the reference interpreter and the simulator's
+data pass (so both compute bit-identical results).
+
+Conventions (ADR-0102):
+- real = (q - zero_point) * scale; quantize rounds half to even (np.rint, as ONNX) and
+  saturates to the integer range of the bit width.
+- Weights: symmetric, per output channel (or per tensor), scale = max|w| / qmax.
+- Activations: symmetric per tensor; the scale is static when the IR carries one
+  (imported QDQ), else dynamic: max|x| / qmax of the tensor being quantized.
+- Integer GEMM: int8 (or int4 / uint8) operands, zero points subtracted, accumulated
+  exactly into int32 (`int_matmul`).
+- Requantization: int32 accumulator * (s_a * s_w / s_out) rounded half to even, + zero
+  point, saturated (`requantize`).
+- int4 values are held unpacked in int8 containers; `pack_int4` / `unpack_int4` convert
+  to / from the ONNX packed layout (two per byte, low nibble first).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "qrange",
+    "storage_dtype",
+    "symmetric_scale",
+    "quantize",
+    "dequantize",
+    "fake_quant",
+    "quantize_weight",
+    "int_matmul",
+    "requantize",
+    "pack_int4",
+    "unpack_int4",
+    "expand_blocked",
+    "round_to_float",
+]
+
+
+def qrange(bits: int, signed: bool = True) -> tuple[int, int]:
+    """Integer range of a `bits`-wide integer. Symmetric quantization uses
+    [-(2^(b-1)-1), 2^(b-1)-1] for the scale but saturates to the full range."""
+    if signed:
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def storage_dtype(bits: int, signed: bool = True) -> np.dtype:
+    """numpy container for integers of `bits` bits (int4 lives in int8)."""
+    if bits <= 8:
+        return np.dtype(np.int8 if signed else np.uint8)
+    if bits <= 16:
+        return np.dtype(np.int16 if signed else np.uint16)
+    return np.dtype(np.int32 if signed else np.uint32)
+
+
+def _qmax_sym(bits: int) -> int:
+    return (1 << (bits - 1)) - 1
+
+
+def symmetric_scale(x: np.ndarray, bits: int, axis: int | None = None) -> np.ndarray:
+    """max|x| / qmax, per tensor (axis None, returns a 0-d float32 array) or per slice
+    along `axis` (returns shape [x.shape[axis]]). Zero ranges get scale 1."""
+    x = np.asarray(x, dtype=np.float32)
+    if axis is None:
+        amax = np.float32(np.max(np.abs(x))) if x.size else np.float32(0)
+    else:
+        axis = axis % x.ndim
+        red = tuple(i for i in range(x.ndim) if i != axis)
+        amax = np.max(np.abs(x), axis=red) if red else np.abs(x)
+    amax = np.asarray(amax, dtype=np.float32)
+    scale = (amax / np.float32(_qmax_sym(bits))).astype(np.float32)
+    return np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+
+
+def expand_blocked(p: np.ndarray, shape: tuple[int, ...], axis: int | None,
+                   block_size: int = 0) -> np.ndarray:  # fmt: skip
+    """Broadcast a scale / zero point to `shape`: per tensor (scalar), per axis (1-D of
+    length shape[axis]) or blocked (same rank, shape[axis] = ceil(n / block_size))."""
+    p = np.asarray(p)
+    ndim = len(shape)
+    if p.ndim == 0 or p.size == 1 and axis is None:
+        return p.reshape(())
+    if axis is None:
+        raise ValueError("non-scalar quantization parameter needs an axis")
+    axis = axis % ndim
+    if block_size and block_size > 0:
+        rep = np.repeat(p, block_size, axis=axis)
+        idx = [slice(None)] * ndim
+        idx[axis] = slice(0, shape[axis])
+        return rep[tuple(idx)]
+    new = [1] * ndim
+    new[axis] = shape[axis]
+    return p.reshape(new)
+
+
+def quantize(x: np.ndarray, scale, zero_point=0, bits: int = 8, signed: bool = True,
+             axis: int | None = None, block_size: int = 0) -> np.ndarray:  # fmt: skip
+    """q = saturate(rint(x / scale) + zero_point), in the container of `bits`."""
+    x = np.asarray(x, dtype=np.float32)
+    s = expand_blocked(np.asarray(scale, dtype=np.float32), x.shape, axis, block_size)
+    zp = expand_blocked(np.asarray(zero_point), x.shape, axis, block_size).astype(np.int64)
+    lo, hi = qrange(bits, signed)
+    q = np.rint(x / s).astype(np.int64) if x.size else np.zeros(x.shape, np.int64)
+    q = np.clip(q + zp, lo, hi)
+    return q.astype(storage_dtype(bits, signed))
+
+
+def dequantize(q: np.ndarray, scale, zero_point=0, axis: int | None = None,
+               block_size: int = 0) -> np.ndarray:  # fmt: skip
+    """real = (q - zero_point) * scale, float32."""
+    q = np.asarray(q)
+    s = expand_blocked(np.asarray(scale, dtype=np.float32), q.shape, axis, block_size)
+    zp = expand_blocked(np.asarray(zero_point), q.shape, axis, block_size)
+    return ((q.astype(np.int32) - zp.astype(np.int32)).astype(np.float32) * s).astype(
+        np.float32
+    )
+
+
+def fake_quant(x: np.ndarray, bits: int, scale=None, zero_point=0, signed: bool = True,
+               axis: int | None = None) -> np.ndarray:  # fmt: skip
+    """dequantize(quantize(x)); symmetric dynamic scale when `scale` is None."""
+    if scale is None:
+        scale = symmetric_scale(x, bits, axis)
+    q = quantize(x, scale, zero_point, bits, signed, axis)
+    return dequantize(q, scale, zero_point, axis)
+
+
+def quantize_weight(w: np.ndarray, bits: int, axis: int | None = -1):
+    """Symmetric weight quantization: returns (q, scale). For a GEMM weight w[K, N] the
+    default axis -1 gives one scale per output channel."""
+    scale = symmetric_scale(w, bits, axis)
+    return quantize(w, scale, 0, bits, True, axis), scale
+
+
+def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
+    """Exact integer matmul: (a_q - a_zp) @ (b_q - b_zp) -> int32.
+
+    Computed with float64 BLAS: every product and partial sum is an integer below 2^53
+    (|a|,|b| <= 2^16 and K < 2^20), so the result is exact. Zero points broadcast like
+    ONNX MatMulInteger (a_zp per row of a, b_zp per column of b)."""
+    a = np.asarray(a_q).astype(np.float64) - _zp_rows(a_zp, np.asarray(a_q).shape)
+    b = np.asarray(b_q).astype(np.float64) - _zp_cols(b_zp, np.asarray(b_q).shape)
+    k = a.shape[-1]
+    bound = float(np.max(np.abs(a), initial=0)) * float(np.max(np.abs(b), initial=0)) * k
+    if bound >= 2.0**53:
+        acc = np.matmul(a.astype(np.int64), b.astype(np.int64))
+    else:
+        acc = np.matmul(a, b)
+    return acc.astype(np.int64).astype(np.int32)
+
+
+def _zp_rows(zp, shape) -> np.ndarray:
+    zp = np.asarray(zp, dtype=np.float64)
+    if zp.size == 1:
+        return zp.reshape(())
+    return zp.reshape(zp.shape + (1,))  # one zero point per row of a[..., M, K]
+
+
+def _zp_cols(zp, shape) -> np.ndarray:
+    zp = np.asarray(zp, dtype=np.float64)
+    if zp.size == 1:
+        return zp.reshape(())
+    return zp  # one zero point per column of b[..., K, N]
+
+
+def requantize(acc: np.ndarray, multiplier, zero_point=0, bits: int = 8,
+               signed: bool = True) -> np.ndarray:  # fmt: skip
+    """int32 accumulator -> `bits` integers: saturate(rint(acc * multiplier) + zp).
+
+    `multiplier` = s_a * s_w / s_out (float32, broadcast per output channel). Computed in
+    float32 like onnxruntime's QLinearMatMul."""
+    m = np.asarray(multiplier, dtype=np.float32)
+    y = np.rint(np.asarray(acc).astype(np.float32) * m).astype(np.int64)
+    lo, hi = qrange(bits, signed)
+    y = np.clip(y + np.asarray(zero_point).astype(np.int64), lo, hi)
+    return y.astype(storage_dtype(bits, signed))
+
+
+def pack_int4(q: np.ndarray) -> np.ndarray:
+    """Pack int4/uint4 values (held in int8/uint8) two per byte, low nibble first (ONNX
+    layout). Odd lengths are padded with a zero nibble. Returns flat uint8."""
+    flat = np.asarray(q).reshape(-1).astype(np.int16) & 0xF
+    if flat.size % 2:
+        flat = np.concatenate([flat, np.zeros(1, np.int16)])
+    return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+
+
+def unpack_int4(packed: np.ndarray, count: int, signed: bool = True) -> np.ndarray:
+    """Inverse of `pack_int4`: returns `count` values in int8 (signed) or uint8."""
+    p = np.asarray(packed, dtype=np.uint8).reshape(-1)
+    lo = (p & 0xF).astype(np.int16)
+    hi = (p >> 4).astype(np.int16)
+    out = np.empty(p.size * 2, np.int16)
+    out[0::2] = lo
+    out[1::2] = hi
+    out = out[:count]
+    if signed:
+        out = np.where(out >= 8, out - 16, out)
+        return out.astype(np.int8)
+    return out.astype(np.uint8)
+
+
+def round_to_float(x: np.ndarray, mode: str | None) -> np.ndarray:
+    """Round float32 values to fp16 / bf16 precision (returned as float32)."""
+    if mode is None:
+        return x
+    if mode == "fp16":
+        return np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
+    if mode == "bf16":
+        import ml_dtypes
+
+        return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    raise ValueError(f"unknown float mode {mode!r}")

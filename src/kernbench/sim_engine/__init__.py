@@ -1,0 +1,1 @@
+"""Simulation engine: SimPy run loop, fabric reservations, tracer, deadlock detection."""

@@ -1,0 +1,197 @@
+"""The simulator: builds components from a Topology, wires them, runs SimPy, reports.
+
+Internal command API (used by both front ends through kernbench.common):
+    sim = Simulator(topology)
+    ev = sim.submit(pe, cmd)        # PeCommand to a PE's PE_CPU; ev fires at completion
+    sim.run()                       # raises DeadlockError if work is left pending
+    done = sim.run_program(entries) # a Control-FSM program on the cube's M_CPU
+
+Time is in ns. A run that ends with commands submitted but not complete is a deadlock:
+the error names the pending commands and the queues holding or blocking them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import simpy
+
+from kernbench.common.pe_commands import PeCommand
+from kernbench.common.program import ProgramEntry
+from kernbench.components.base import ComponentBase, PeEngineBase
+from kernbench.components.registry import lookup
+from kernbench.errors import AddressError, DeadlockError
+from kernbench.sim_engine.fabric import Server
+from kernbench.sim_engine.tracer import Tracer
+from kernbench.topology.model import Pe, Topology
+
+
+class Simulator:
+    def __init__(self, topology: Topology, *, op_logger: Any = None, trace: bool = True) -> None:
+        self.topology = topology
+        self.env = simpy.Environment()
+        self.tracer = Tracer(trace)
+        self.op_logger = op_logger
+        self.components: dict[str, ComponentBase] = {}
+        self.servers: dict[str, Server] = {}
+        self.pending: dict[int, PeCommand] = {}
+        self.completed = 0
+        self._seq = 0
+        self._path_cache: dict[tuple, tuple] = {}
+        for lid, link in topology.links.items():
+            if link.kind == "ucie":
+                u = topology.config.sip.ucie
+                cls = lookup(u.kind, u.impl, "sip.ucie")
+                self.servers[lid] = cls(lid, link.latency_ns, link.bw_gbs)
+            else:
+                self.servers[lid] = Server(lid, link.latency_ns, link.bw_gbs)
+        for nid, node in topology.nodes.items():
+            cls = lookup(node.kind, node.impl, nid)
+            self.components[nid] = cls(node, self)
+        for comp in self.components.values():
+            comp.connect()
+        for comp in self.components.values():
+            comp.start()
+
+    # ------------------------------------------------------------ command API
+    def submit(self, pe: int | str | Pe, cmd: PeCommand) -> simpy.Event:
+        """Hand `cmd` to a PE's PE_CPU now; returns the command's completion event."""
+        p = pe if isinstance(pe, Pe) else self.topology.pe(pe)
+        if cmd.done is None:
+            cmd.done = self.env.event()
+        self._track(cmd)
+        cmd.submit_ns = self.env.now
+        self.components[f"{p.id}.pe_cpu"].inbox.put(cmd)
+        return cmd.done
+
+    def _track(self, cmd: PeCommand) -> None:
+        self._seq += 1
+        cmd.meta["seq"] = self._seq
+        self.pending[self._seq] = cmd
+
+    def run_program(self, entries: list[ProgramEntry], cube: int = 0) -> simpy.Event:
+        """Run a Control-FSM program on cube `cube`'s M_CPU; returns its end event."""
+        for e in entries:
+            if e.command is not None:
+                self._track(e.command)
+        mcpu = self.components[f"{self.topology.cubes[cube].id}.m_cpu"]
+        return mcpu.run_program(entries)
+
+    def command_complete(self, cmd: PeCommand, now: float) -> None:
+        """Called by PE_SCHEDULER when a command's completion record is published."""
+        cmd.end_ns = now
+        self.pending.pop(cmd.meta.get("seq", -1), None)
+        self.completed += 1
+        if not cmd.done.triggered:
+            cmd.done.succeed(now)
+
+    def tile_done(self, token: Any, now: float) -> None:
+        """Called by the last engine of a tile's plan (exactly once per tile)."""
+        ctx = token.pipeline_ctx
+        self.tracer.event(now, "tile_ready", token.plan.stages[-1].component, token.label,
+                          token.tile_id)
+        ctx.owner.release_staging(token.plan)
+        ctx.complete_tile()
+
+    # ------------------------------------------------------------ running
+    def run(self, until: float | simpy.Event | None = None) -> float:
+        """Run to completion (or `until`); raise DeadlockError if commands are left pending."""
+        self.env.run(until=until) if until is not None else self.env.run()
+        if until is None and self.pending:
+            raise DeadlockError(self.deadlock_report())
+        return self.env.now
+
+    def deadlock_report(self) -> str:
+        cmds = [c.label or f"command#{s}" for s, c in sorted(self.pending.items())]
+        queues = []
+        for cid in sorted(self.components):
+            comp = self.components[cid]
+            boxes: dict[str, simpy.Store] = {}
+            if isinstance(comp, PeEngineBase):
+                boxes = comp.inboxes
+            elif hasattr(comp, "inbox"):
+                boxes = {"inbox": comp.inbox}
+            for ch, box in boxes.items():
+                held = len(box.items)
+                blocked = len(box.put_queue)
+                if held or blocked:
+                    labels = sorted({getattr(t, "label", "?") for t in box.items})
+                    queues.append(
+                        f"{cid}.{ch} holds {held}/{box.capacity}"
+                        + (f" with {blocked} blocked put(s)" if blocked else "")
+                        + (f" [{', '.join(labels[:3])}]" if labels else "")
+                    )
+        shown = ", ".join(cmds[:8]) + (f" (+{len(cmds) - 8} more)" if len(cmds) > 8 else "")
+        return (
+            f"deadlock at t={self.env.now:g} ns: {len(cmds)} command(s) pending: {shown}; "
+            f"queues: {'; '.join(queues) or 'none hold work (a command waits on an event that never fires)'}"
+        )
+
+    # ------------------------------------------------------------ fabric paths
+    def _links(self, ids: tuple[str, ...]) -> list[Server]:
+        return [self.servers[i] for i in ids]
+
+    def dma_stages(self, pe: Pe, space: str, addr: int, nbytes: int, write: bool,
+                   what: str) -> list[Any]:
+        """Stages of a DMA between `pe`'s TCM and HBM / SRAM at `addr` (reads: memory first)."""
+        topo = self.topology
+        if space == "hbm":
+            try:
+                cube = topo.cube_of_hbm(addr)
+            except KeyError:
+                raise AddressError(
+                    f"{what}: HBM address {addr:#x} beyond the {topo.hbm_bytes:#x}-byte HBM"
+                ) from None
+            mem = self.components[f"{cube.id}.hbm_ctrl"]
+            key = ("hbm", pe.index, cube.index, write)
+            links = self._path_cache.get(key)
+            if links is None:
+                hr = topo.hbm_router_for(pe.router, cube)
+                if write:
+                    ids = (f"{pe.id}->{pe.router}", *topo.route(pe.router, hr),
+                           f"{hr}->{mem.id}")
+                else:
+                    ids = (f"{mem.id}->{hr}", *topo.route(hr, pe.router),
+                           f"{pe.router}->{pe.id}")
+                links = tuple(self._links(ids))
+                self._path_cache[key] = links
+        elif space == "sram":
+            cube = next((c for c in topo.cubes
+                         if c.sram_base <= addr < c.sram_base + c.sram_bytes), None)
+            if cube is None:
+                raise AddressError(f"{what}: SRAM address {addr:#x} is not in any shared SRAM")
+            mem = self.components[f"{cube.id}.shared_sram"]
+            key = ("sram", pe.index, cube.index, write)
+            links = self._path_cache.get(key)
+            if links is None:
+                sr = f"{cube.id}.{topo.config.cube.shared_sram.router}"
+                if write:
+                    ids = (f"{pe.id}->{pe.router}", *topo.route(pe.router, sr), f"{sr}->{mem.id}")
+                else:
+                    ids = (f"{mem.id}->{sr}", *topo.route(sr, pe.router), f"{pe.router}->{pe.id}")
+                links = tuple(self._links(ids))
+                self._path_cache[key] = links
+        else:
+            raise AddressError(f"{what}: unknown memory space '{space}'")
+        tcm = self.components[f"{pe.id}.pe_tcm"].port
+        mstage = mem.stage(addr, nbytes, what)
+        if write:
+            return [tcm, *links, mstage]
+        return [mstage, *links, tcm]
+
+    def command_path(self, cube_id: str, pe: Pe, to_pe: bool) -> tuple[Server, ...]:
+        """Links between a cube's M_CPU and a PE's PE_CPU (command out, completion back)."""
+        key = ("cmd", cube_id, pe.index, to_pe)
+        hit = self._path_cache.get(key)
+        if hit is not None:
+            return hit
+        topo = self.topology
+        mr = f"{cube_id}.{topo.config.cube.m_cpu.router}"
+        m = f"{cube_id}.m_cpu"
+        if to_pe:
+            ids = (f"{m}->{mr}", *topo.route(mr, pe.router), f"{pe.router}->{pe.id}")
+        else:
+            ids = (f"{pe.id}->{pe.router}", *topo.route(pe.router, mr), f"{mr}->{m}")
+        path = tuple(self._links(ids))
+        self._path_cache[key] = path
+        return path

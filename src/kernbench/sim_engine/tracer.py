@@ -1,0 +1,40 @@
+"""Deterministic trace recording (ADR-0014 D6).
+
+Two streams, both appended in simulation order (so identical inputs give identical logs):
+- `events`: (t_ns, name, component, label, tile) for command_submitted,
+  sub_command_dispatched, tile_ready, command_complete, barrier_pass;
+- `spans`: (component, channel, start_ns, end_ns, label, tile, stage) — one per engine
+  service, i.e. an engine_start / engine_complete pair.
+Recording is two list appends; export (report/perfetto.py) turns them into trace JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Tracer:
+    __slots__ = ("events", "spans", "enabled")
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.events: list[tuple[float, str, str, str, int]] = []
+        self.spans: list[tuple[str, str, float, float, str, int, int]] = []
+
+    def event(self, t: float, name: str, component: str, label: str, tile: int = -1) -> None:
+        if self.enabled:
+            self.events.append((t, name, component, label, tile))
+
+    def span(self, component: str, channel: str, start: float, end: float, token: Any) -> None:
+        if self.enabled:
+            self.spans.append((component, channel, start, end, token.label, token.tile_id,
+                               int(token.plan.stages[token.stage_idx].stage_type)))
+
+    def event_log(self) -> list[tuple[float, str, str, str, int]]:
+        """All ADR-0014 D6 events, engine_start/engine_complete included, in time order."""
+        out = list(self.events)
+        for comp, ch, s, e, label, tile, _ in self.spans:
+            out.append((s, "engine_start", f"{comp}.{ch}", label, tile))
+            out.append((e, "engine_complete", f"{comp}.{ch}", label, tile))
+        order = {"engine_complete": 0, "tile_ready": 1, "command_complete": 2}
+        return sorted(out, key=lambda ev: (ev[0], order.get(ev[1], 3)))

@@ -1,0 +1,201 @@
+"""The node graph a TopologyConfig expands to: ids, links, XY routes, address map.
+
+Node ids are dotted paths: `sip0.cube0.pe3.pe_gemm`, `sip0.cube0.r1c2`,
+`sip0.cube0.hbm_ctrl`, `sip0.cube0.m_cpu`. Links are directed (a full-duplex wire is two
+links) and carry latency and bandwidth. Nothing here simulates; the engine reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernbench.config.schema import ComponentSpec, TopologyConfig
+
+PE_COMPONENTS = (
+    "pe_cpu", "pe_scheduler", "pe_dma", "pe_fetch_store", "pe_gemm", "pe_math", "pe_tcm", "pe_mmu",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    id: str
+    kind: str
+    impl: str
+    spec: ComponentSpec | None
+    cube: str  # dotted id of the cube it belongs to ("sip0.cube1")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSpec:
+    id: str
+    src: str
+    dst: str
+    latency_ns: float
+    bw_gbs: float
+    kind: str  # "mesh" | "pe" | "hbm_port" | "sram_port" | "ucie"
+
+
+@dataclass(frozen=True, slots=True)
+class Cube:
+    id: str          # "sip0.cube1"
+    index: int       # global cube index (address map order)
+    sip: int
+    row: int         # position in the SIP's cube grid
+    col: int
+    hbm_base: int    # first HBM byte address owned by this cube
+    hbm_bytes: int
+    sram_base: int
+    sram_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pe:
+    id: str          # "sip0.cube0.pe3"
+    index: int       # global PE index (CMDQ `pe` field)
+    cube: Cube
+    local: int       # index inside the cube
+    router: str      # full router id
+
+
+@dataclass
+class Topology:
+    """Expanded hardware: nodes, links, PEs, cubes, and routing helpers."""
+
+    config: TopologyConfig
+    nodes: dict[str, Node] = field(default_factory=dict)
+    links: dict[str, LinkSpec] = field(default_factory=dict)
+    cubes: list[Cube] = field(default_factory=list)
+    pes: list[Pe] = field(default_factory=list)
+    _route_cache: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ lookups
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def pe(self, ref: int | str) -> Pe:
+        """A PE by global index or dotted path (`sip0.cube0.pe3`)."""
+        if isinstance(ref, int):
+            return self.pes[ref]
+        for p in self.pes:
+            if p.id == ref:
+                return p
+        raise KeyError(ref)
+
+    def cube_of_hbm(self, addr: int) -> Cube:
+        for c in self.cubes:
+            if c.hbm_base <= addr < c.hbm_base + c.hbm_bytes:
+                return c
+        raise KeyError(addr)
+
+    @property
+    def hbm_bytes(self) -> int:
+        return sum(c.hbm_bytes for c in self.cubes)
+
+    @property
+    def sram_bytes(self) -> int:
+        return sum(c.sram_bytes for c in self.cubes)
+
+    def router_id(self, cube: Cube, name: str) -> str:
+        return f"{cube.id}.{name}"
+
+    # ------------------------------------------------------------------ routing
+    def route(self, src_router: str, dst_router: str) -> tuple[str, ...]:
+        """Link ids from one router to another: XY inside a cube, cube-grid XY across cubes."""
+        key = (src_router, dst_router)
+        hit = self._route_cache.get(key)
+        if hit is not None:
+            return hit
+        path = tuple(self._route(src_router, dst_router))
+        self._route_cache[key] = path
+        return path
+
+    def _route(self, src: str, dst: str) -> list[str]:
+        s_cube, s_r, s_c = _split_router(src)
+        d_cube, d_r, d_c = _split_router(dst)
+        if s_cube == d_cube:
+            return _xy(s_cube, s_r, s_c, d_r, d_c)
+        sc = self._cube_by_id(s_cube)
+        dc = self._cube_by_id(d_cube)
+        if sc.sip != dc.sip:
+            raise KeyError(f"no route between SIPs ({src} → {dst}): inter-SIP links are not modelled")
+        # cube-level XY: move along columns first, then rows, through gateway routers.
+        mesh = self.config.cube.mesh
+        path: list[str] = []
+        cur = sc
+        r, c = s_r, s_c
+        while (cur.row, cur.col) != (dc.row, dc.col):
+            if cur.col != dc.col:
+                step = 1 if dc.col > cur.col else -1
+                nxt = self._cube_at(cur.sip, cur.row, cur.col + step)
+                gw_r, gw_c = mesh.rows // 2, (mesh.cols - 1 if step > 0 else 0)
+                in_r, in_c = gw_r, (0 if step > 0 else mesh.cols - 1)
+            else:
+                step = 1 if dc.row > cur.row else -1
+                nxt = self._cube_at(cur.sip, cur.row + step, cur.col)
+                gw_r, gw_c = (mesh.rows - 1 if step > 0 else 0), mesh.cols // 2
+                in_r, in_c = (0 if step > 0 else mesh.rows - 1), gw_c
+            path += _xy(cur.id, r, c, gw_r, gw_c)
+            path.append(f"{cur.id}.r{gw_r}c{gw_c}->{nxt.id}.r{in_r}c{in_c}")
+            cur, r, c = nxt, in_r, in_c
+        path += _xy(cur.id, r, c, d_r, d_c)
+        return path
+
+    def _cube_by_id(self, cid: str) -> Cube:
+        for c in self.cubes:
+            if c.id == cid:
+                return c
+        raise KeyError(cid)
+
+    def _cube_at(self, sip: int, row: int, col: int) -> Cube:
+        for c in self.cubes:
+            if (c.sip, c.row, c.col) == (sip, row, col):
+                return c
+        raise KeyError((sip, row, col))
+
+    def hbm_router_for(self, src_router: str, cube: Cube) -> str:
+        """The router whose HBM port a request from `src_router` uses to reach `cube`'s HBM."""
+        attach = self.config.cube.hbm_ctrl.attach
+        s_cube, s_r, s_c = _split_router(src_router)
+        if attach == "all":
+            if s_cube == cube.id:
+                return src_router
+            # enter the destination cube at its gateway: the route's last router is the entry.
+            links = self.route(src_router, f"{cube.id}.r0c0")
+            entry = _entry_router(links, cube.id) if links else f"{cube.id}.r0c0"
+            return entry
+        best = None
+        for name in attach:
+            rid = f"{cube.id}.{name}"
+            hops = len(self.route(src_router, rid))
+            if best is None or hops < best[0]:
+                best = (hops, rid)
+        assert best is not None
+        return best[1]
+
+
+def _entry_router(links: tuple[str, ...], cube_id: str) -> str:
+    for lid in links:
+        dst = lid.split("->")[1]
+        if dst.startswith(cube_id + "."):
+            return dst
+    return f"{cube_id}.r0c0"
+
+
+def _split_router(rid: str) -> tuple[str, int, int]:
+    cube, _, name = rid.rpartition(".")
+    r, _, c = name[1:].partition("c")
+    return cube, int(r), int(c)
+
+
+def _xy(cube: str, r: int, c: int, dr: int, dc: int) -> list[str]:
+    out = []
+    while c != dc:
+        nc = c + (1 if dc > c else -1)
+        out.append(f"{cube}.r{r}c{c}->{cube}.r{r}c{nc}")
+        c = nc
+    while r != dr:
+        nr = r + (1 if dr > r else -1)
+        out.append(f"{cube}.r{r}c{c}->{cube}.r{nr}c{c}")
+        r = nr
+    return out
