@@ -15,6 +15,7 @@ entries one by one, with a dict lookup on ``opcode``, to say exactly what is wro
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Mapping
@@ -96,8 +97,12 @@ def load_program(
     file = str(path)
     data = read_bytes(path, max_bytes=max_bytes)
     try:
+        if b"NaN" in data or b"Infinity" in data:
+            # pydantic's JSON parser accepts these constants; json.loads rejects them
+            # (they are not JSON). Take the slow path so both readers agree.
+            raise ValueError
         program = CmdqProgram.model_validate_json(data)
-    except ValidationError:
+    except (ValidationError, ValueError):
         # Slow path, for a precise message: decode, then walk the entries.
         return parse_program(decode_json(data, file=file), file=file)
     _check_metadata(program, file)
@@ -184,10 +189,8 @@ def parse_program_collect(
             continue
         model = MODEL_BY_OPCODE.get(opcode) if isinstance(opcode, str) else None
         if model is None:
-            errors.append(InputError(
-                f"unknown opcode {_show(opcode)} (known: {', '.join(OPCODES)})",
-                file=file, where=where, field="opcode",
-            ))
+            errors.append(InputError(_unknown_opcode(opcode), file=file, where=where,
+                                     field="opcode"))
             continue
         try:
             entries.append(model.model_validate(raw))
@@ -222,6 +225,15 @@ def _version_error(version: str, file: str | None) -> InputError:
 
 
 # --------------------------------------------------------------------------- messages
+
+
+def _unknown_opcode(opcode: Any) -> str:
+    if isinstance(opcode, str):
+        close = difflib.get_close_matches(opcode.upper(), OPCODES, n=1, cutoff=0.85)
+        if close:
+            return f"unknown opcode {_show(opcode)} (did you mean {close[0]}?)"
+        return f"unknown opcode {_show(opcode)} (known: {', '.join(OPCODES)})"
+    return f"must be an opcode string, got {_show(opcode)}"
 
 
 def _where(raw: Any, index: int) -> str:
@@ -302,7 +314,7 @@ def _convert(exc: ValidationError, *, file: str | None, where: str) -> list[Inpu
             continue  # a union reports each branch; keep the first line per field
         seen.add(key)
         reason = _reason(err, field or "")
-        rest = [p for p in loc[1:] if not (field == "pe" and p in ("int", "str"))]
+        rest = [] if field == "pe" else list(loc[1:])  # pe: drop the union branch names
         if rest:
             reason = f"at [{']['.join(str(p) for p in rest)}]: {reason}"
         out.append(InputError(reason, file=file, where=where, field=field))

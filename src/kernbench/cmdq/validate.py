@@ -25,8 +25,11 @@ Checked here (the models in `schema` check single-entry types, signs and bit wid
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, NamedTuple, Union, get_args, get_origin
 
 from kernbench.cmdq.io import MAX_CMDQ_BYTES, decode_json, parse_program_collect, read_bytes
 from kernbench.cmdq.limits import CmdqLimits
@@ -36,9 +39,9 @@ from kernbench.cmdq.schema import (
     SIGNED_INT_FIELDS,
     Barrier,
     CmdqProgram,
+    DmaTile,
     End,
     EntryBase,
-    DmaTile,
     TeConvTile,
     TeTile,
     VeAddTile,
@@ -105,6 +108,45 @@ def validate_file(
     return validate_document(obj, limits, file, max_errors=max_errors)
 
 
+class _Plan(NamedTuple):
+    """Which fields of one entry model need which cheap checks."""
+
+    qbits: tuple[str, ...]
+    ints: tuple[str, ...]  # must be >= 0
+    lists: tuple[str, ...]  # lists of ids, items >= 0
+    pairs: tuple[tuple[str, str], ...]  # (bank, offset) given together or not at all
+
+
+def _kinds(annotation: Any) -> set[str]:
+    if annotation is int:
+        return {"int"}
+    origin = get_origin(annotation)
+    if origin is list:
+        return {"list"}
+    if origin is Annotated:
+        return _kinds(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        return set().union(*(_kinds(a) for a in get_args(annotation)))
+    return set()
+
+
+@functools.cache
+def _plan(model: type[EntryBase]) -> _Plan:
+    fields = model.model_fields
+    qbits = tuple(f for f in fields if f in QBITS_FIELDS)
+    ints, lists = [], []
+    for name, info in fields.items():
+        if name in qbits or name in SIGNED_INT_FIELDS or name == "pe":
+            continue
+        kinds = _kinds(info.annotation)
+        if "int" in kinds:
+            ints.append(name)
+        elif "list" in kinds:
+            lists.append(name)
+    pairs = tuple((b, o) for b, o in _PAIRS if b in fields and o in fields)
+    return _Plan(qbits, tuple(ints), tuple(lists), pairs)
+
+
 class _Full(Exception):
     """Raised internally when max_errors problems have been collected."""
 
@@ -128,10 +170,8 @@ class _Checker:
             raise _Full
 
     def run(self) -> list[InputError]:
-        try:
+        with contextlib.suppress(_Full):
             self._run()
-        except _Full:
-            pass
         return self.errors
 
     def _run(self) -> None:
@@ -178,34 +218,37 @@ class _Checker:
     def _signs_and_bits(self, e: EntryBase, where: str) -> None:
         # The models enforce these on parse; this catches models built with
         # model_construct() or mutated afterwards.
-        for name, value in e.__dict__.items():
-            if value is None or name == "pe" or isinstance(value, bool | str | float):
-                continue
-            if isinstance(value, int):
-                if name in QBITS_FIELDS and value not in _QBITS_SET:
-                    self.add(where, name, f"must be one of {_QBITS_TEXT}, got {value}")
-                elif value < 0 and name not in SIGNED_INT_FIELDS:
-                    self.add(where, name, f"must be >= 0, got {value}")
-            elif isinstance(value, list):
-                for k, item in enumerate(value):
-                    if isinstance(item, int) and not isinstance(item, bool) and item < 0:
-                        self.add(where, name, f"at [{k}]: must be >= 0, got {item}")
-                        break
+        plan = _plan(type(e))
+        values = e.__dict__
+        for name in plan.qbits:
+            value = values.get(name)
+            if value is not None and value not in _QBITS_SET:
+                self.add(where, name, f"must be one of {_QBITS_TEXT}, got {value!r}")
+        for name in plan.ints:
+            value = values.get(name)
+            if isinstance(value, int) and value < 0:
+                self.add(where, name, f"must be >= 0, got {value}")
+        for name in plan.lists:
+            value = values.get(name)
+            if value and min(value) < 0:
+                k, item = next((k, v) for k, v in enumerate(value) if v < 0)
+                self.add(where, name, f"at [{k}]: must be >= 0, got {item}")
 
     def _deps(self, i: int, e: EntryBase, where: str) -> None:
         lists: list[tuple[str, list[int], bool]] = [("deps_before", e.deps_before, True)]
         if isinstance(e, Barrier):
             lists.append(("wait_for", e.wait_for, True))
         lists.append(("deps_after", e.deps_after, False))
+        n = len(self.program.cmdq)
         for field, ids, earlier in lists:
             for d in ids:
                 j = self.index_of.get(d)
-                if d == e.id or j == i:
-                    self.add(where, field, f"entry {d} is this entry itself "
+                if j is None:
+                    span = f" (ids are 0..{n - 1})" if d >= n else ""
+                    self.add(where, field, f"names entry {d}, which does not exist{span}")
+                elif j == i:
+                    self.add(where, field, f"names entry {d}, this entry itself "
                              "(a dependency on itself never resolves)")
-                elif j is None:
-                    self.add(where, field, f"names entry {d}, which does not exist "
-                             f"(ids are 0..{len(self.program.cmdq) - 1})")
                 elif earlier and j > i:
                     self.add(where, field, f"names entry {d}, which comes later: entries may "
                              "only wait for earlier entries (this could be a cycle)")
@@ -229,8 +272,9 @@ class _Checker:
     def _shape(self, e: EntryBase, where: str) -> bool:
         """Op-specific consistency; False when sizes are too broken to compute ranges."""
         ok = True
-        for bank, offset in _PAIRS:
-            b, o = getattr(e, bank, None), getattr(e, offset, None)
+        values = e.__dict__
+        for bank, offset in _plan(type(e)).pairs:
+            b, o = values.get(bank), values.get(offset)
             if (b is None) != (o is None):
                 missing = offset if o is None else bank
                 self.add(where, missing, f"{bank} and {offset} must be given together")
@@ -264,8 +308,9 @@ class _Checker:
                          f"{e.rows} equal rows")
                 ok = False
             elif (e.num_elements // e.rows * e.qbits) % 8:
-                self.add(where, "rows", f"a row of {e.num_elements // e.rows} elements at "
-                         f"{e.qbits} bits is not a whole number of bytes")
+                per_row = e.num_elements // e.rows
+                self.add(where, "rows", f"a row of {per_row} element{'s' if per_row > 1 else ''}"
+                         f" at {e.qbits} bits is not a whole number of bytes")
                 ok = False
         return ok
 

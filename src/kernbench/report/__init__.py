@@ -1,0 +1,1 @@
+"""Reports: stats.json, Perfetto trace, plots, HTML."""

@@ -60,6 +60,7 @@ class Simulator:
         if cmd.done is None:
             cmd.done = self.env.event()
         self._track(cmd)
+        cmd.meta["pe_id"] = p.id
         cmd.submit_ns = self.env.now
         self.components[f"{p.id}.pe_cpu"].inbox.put(cmd)
         return cmd.done

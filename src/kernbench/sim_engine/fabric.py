@@ -1,9 +1,10 @@
 """Transfers over links and memories: latency + bytes / bandwidth, FIFO-contended.
 
-Every wire, port and memory channel is a *reservation server*: it keeps the time it is
-next free, and a transfer reserves it in issue order. This is the occupancy model gem5's
-crossbar layers use; it needs no SimPy process per hop, so a DMA over k hops costs one
-event instead of k, and it is exact for FIFO service.
+Every wire, port and memory channel is a *reservation server*: it keeps the intervals it
+is reserved for, and a transfer takes the earliest gap that fits, in issue order. This is
+the occupancy model gem5's crossbar layers use; it needs no SimPy process per hop, so a
+DMA over k hops costs one event instead of k. A transfer that needs a port now is not
+pushed behind another transfer's reservation further in the future: it fills the gap.
 
 A transfer of B bytes over stages s_1..s_n (latency L_i, bandwidth W_i) is cut-through:
 stage i starts serialising at o_i = max(h_i, free_i), where h_i = o_{i-1} + L_{i-1} is when
@@ -21,33 +22,61 @@ from typing import Protocol
 class Stage(Protocol):
     latency_ns: float
 
-    def occupy(self, head_ns: float, nbytes: int, min_end_ns: float) -> tuple[float, float]:
+    def occupy(
+        self, head_ns: float, nbytes: int, min_end_ns: float, now: float
+    ) -> tuple[float, float]:
         """Reserve the stage for `nbytes` whose first byte arrives at `head_ns` and whose last
-        byte arrives no earlier than `min_end_ns`; return (start, end) of serialisation."""
+        byte arrives no earlier than `min_end_ns`; return (start, end) of serialisation.
+        `now` is the current simulation time: reservations ending before it are forgotten."""
         ...
 
 
 class Server:
     """One contended resource: a link direction, a memory port, a TCM port."""
 
-    __slots__ = ("id", "latency_ns", "bw_gbs", "free_ns", "busy_ns", "bytes", "transfers")
+    __slots__ = ("id", "latency_ns", "bw_gbs", "busy_ns", "bytes", "transfers", "_resv")
 
     def __init__(self, id: str, latency_ns: float, bw_gbs: float) -> None:
         self.id = id
         self.latency_ns = latency_ns
         self.bw_gbs = bw_gbs
-        self.free_ns = 0.0
         self.busy_ns = 0.0
         self.bytes = 0
         self.transfers = 0
+        self._resv: list[tuple[float, float]] = []  # disjoint (start, end), sorted
 
-    def occupy(self, head_ns: float, nbytes: int, min_end_ns: float) -> tuple[float, float]:
-        start = self.free_ns if self.free_ns > head_ns else head_ns
+    @property
+    def free_ns(self) -> float:
+        """When the last reservation ends."""
+        return self._resv[-1][1] if self._resv else 0.0
+
+    def occupy(
+        self, head_ns: float, nbytes: int, min_end_ns: float, now: float
+    ) -> tuple[float, float]:
         ser = nbytes / self.bw_gbs
+        resv = self._resv
+        while resv and resv[0][1] <= now:
+            resv.pop(0)
+        start = head_ns
+        i = 0
+        n = len(resv)
+        while i < n:
+            s, e = resv[i]
+            if e <= start:
+                i += 1
+                continue
+            end = start + ser
+            if min_end_ns > end:
+                end = min_end_ns
+            if end <= s:
+                break
+            if e > start:
+                start = e
+            i += 1
         end = start + ser
         if min_end_ns > end:
             end = min_end_ns
-        self.free_ns = end
+        resv.insert(i, (start, end))
         self.busy_ns += ser
         self.bytes += nbytes
         self.transfers += 1
@@ -60,7 +89,7 @@ def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...]) -
     end = now
     lat = 0.0
     for s in stages:
-        start, end = s.occupy(head, nbytes, end + lat)
+        start, end = s.occupy(head, nbytes, end + lat, now)
         lat = s.latency_ns
         head = start + lat
     return end + lat

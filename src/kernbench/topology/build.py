@@ -72,7 +72,10 @@ def build_topology(cfg: TopologyConfig) -> Topology:
             topo.pes.append(Pe(pid, pe_index, cube, local, rid))
             pe_index += 1
             for comp in PE_COMPONENTS:
-                add_node(f"{pid}.{comp}", getattr(cs.pe_template, comp), cube)
+                spec = getattr(cs.pe_template, comp)
+                add_node(f"{pid}.{comp}", spec, cube)
+                for extra in range(1, getattr(spec, "count", 1)):  # te_id / ve_id > 0
+                    add_node(f"{pid}.{comp}{extra}", spec, cube)
             add_link(pid, rid, cs.links.pe_router_latency_ns, cs.links.pe_router_bw_gbs, "pe")
             add_link(rid, pid, cs.links.pe_router_latency_ns, cs.links.pe_router_bw_gbs, "pe")
 

@@ -24,11 +24,13 @@ class _HbmAccess:
         self.shares = shares
         self.latency_ns = ctrl.spec.latency_ns
 
-    def occupy(self, head_ns: float, nbytes: int, min_end_ns: float) -> tuple[float, float]:
+    def occupy(
+        self, head_ns: float, nbytes: int, min_end_ns: float, now: float
+    ) -> tuple[float, float]:
         start = None
         end = min_end_ns
         for ch, b in self.shares:
-            s, e = ch.occupy(head_ns, b, 0.0)
+            s, e = ch.occupy(head_ns, b, 0.0, now)
             if start is None or s < start:
                 start = s
             if e > end:

@@ -129,7 +129,10 @@ class MCpu(ComponentBase):
         cmd.meta["entry"] = e
         pe_cpu = sim.components[f"{pe.id}.pe_cpu"]
 
+        cmd.meta["pe_id"] = pe.id
+
         def deliver(_ev) -> None:  # noqa: ANN001
+            cmd.submit_ns = env.now
             pe_cpu.inbox.put(cmd)
 
         def completed(_ev) -> None:  # noqa: ANN001

@@ -53,23 +53,29 @@ class PeScheduler(ComponentBase):
         )
         if self.spec.shared_compute_slot:
             slot = simpy.Resource(self.env, capacity=1)
-            self.engines[StageType.GEMM]._slot = slot
-            self.engines[StageType.MATH]._slot = slot
+            for cid, comp in comps.items():
+                if cid.startswith(self.pe_id + ".") and comp.KIND in ("pe_gemm", "pe_math"):
+                    comp._slot = slot
 
     def start(self) -> None:
         self.env.process(self._worker())
         self.env.process(self._feed_loop())
 
     def plan(self, cmd) -> list[TilePlan]:  # noqa: ANN001
-        ports, ids = self._ports, self._ids
         plans = []
         for t, stages in enumerate(cmd.tiles()):
             plans.append(TilePlan(
-                t,
-                tuple(Stage(st, ids[st], params, ports[st]) for st, params in stages),
-                cmd.staging_bytes(t),
+                t, tuple(self._stage(st, params) for st, params in stages), cmd.staging_bytes(t)
             ))
         return plans
+
+    def _stage(self, st: StageType, params: dict) -> Stage:
+        idx = params.get("te_id" if st == StageType.GEMM else "ve_id", 0) if st in (
+            StageType.GEMM, StageType.MATH) else 0
+        if idx:
+            eng = self.sim.components[f"{self.pe_id}.{_ENGINE_FOR[st]}{idx}"]
+            return Stage(st, eng.id, params, eng.port(st))
+        return Stage(st, self._ids[st], params, self._ports[st])
 
     def _worker(self):  # noqa: ANN202
         env = self.env

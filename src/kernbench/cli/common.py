@@ -1,0 +1,18 @@
+"""Options shared by several commands, and the stderr console."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+err = Console(stderr=True, highlight=False)
+
+TopologyOpt = Annotated[
+    str, typer.Option("--topology", "-t", help="preset name (small, base) or topology YAML file")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="override a topology key: a.b.c=value (repeatable)"),
+]

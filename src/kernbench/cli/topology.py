@@ -1,0 +1,74 @@
+"""`kernbench topology show [NAME|FILE] [--set k=v]... [--svg out.svg]`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kernbench.cli import app
+from kernbench.cli.common import SetOpt, err
+from kernbench.topology import load_topology
+
+topology_app = typer.Typer(help="Inspect NPU topologies.", no_args_is_help=True)
+app.add_typer(topology_app, name="topology")
+
+
+@topology_app.command("show")
+def show(
+    source: Annotated[str, typer.Argument(help="preset name or YAML file")] = "small",
+    set_: SetOpt = None,
+    svg: Annotated[Path | None, typer.Option("--svg", help="also draw the mesh to this SVG")] = None,
+) -> None:
+    """Print the component tree and links of a topology."""
+    from rich.tree import Tree
+
+    topo = load_topology(source, set_ or [])
+    cfg = topo.config
+    root = Tree(f"[bold]{topo.name}[/]: {cfg.sip.count} SIP × {len(topo.cubes) // cfg.sip.count} "
+                f"cube(s), {len(topo.pes)} PEs, HBM {topo.hbm_bytes / 2**30:g} GiB")
+    pt = cfg.cube.pe_template
+    for cube in topo.cubes:
+        c = root.add(f"[bold]{cube.id}[/] mesh {cfg.cube.mesh.rows}×{cfg.cube.mesh.cols}, "
+                     f"HBM [{cube.hbm_base:#x}, {cube.hbm_base + cube.hbm_bytes:#x})")
+        for nid, node in topo.nodes.items():
+            if node.cube == cube.id and ".pe" not in nid[len(cube.id):]:
+                c.add(f"{nid.split('.')[-1]}  [dim]{node.kind}/{node.impl}[/]")
+        for p in [p for p in topo.pes if p.cube is cube]:
+            pn = c.add(f"{p.id} @ {p.router.split('.')[-1]}")
+            if p.local == 0 or len(topo.pes) <= 8:
+                for name in ("pe_cpu", "pe_scheduler", "pe_dma", "pe_fetch_store", "pe_gemm",
+                             "pe_math", "pe_tcm", "pe_mmu"):
+                    spec = getattr(pt, name)
+                    pn.add(f"{name}  [dim]{spec.impl}  {_brief(name, spec)}[/]")
+    kinds = Counter(link.kind for link in topo.links.values())
+    links = root.add(f"links: {len(topo.links)} directed ("
+                     + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) + ")")
+    seen = set()
+    for link in topo.links.values():
+        if link.kind not in seen:
+            seen.add(link.kind)
+            links.add(f"{link.kind}: e.g. {link.id}  {link.latency_ns:g} ns, {link.bw_gbs:g} GB/s")
+    from rich.console import Console
+
+    Console(highlight=False).print(root)
+    if svg is not None:
+        from kernbench.report.mesh_svg import write_mesh_svg
+
+        write_mesh_svg(topo, svg)
+        err.print(f"wrote {svg}")
+
+
+def _brief(name: str, spec) -> str:  # noqa: ANN001
+    if name == "pe_gemm":
+        return f"{spec.rows}×{spec.cols} {spec.dataflow} @ {spec.clock_ghz:g} GHz"
+    if name == "pe_math":
+        return f"{spec.lanes} lanes"
+    if name == "pe_tcm":
+        return (f"{spec.capacity_kib} KiB / {spec.banks} banks, {spec.bw_gbs:g} GB/s, "
+                f"reserved {spec.reserved_kib} KiB")
+    if name == "pe_dma":
+        return f"burst {spec.burst_bytes} B, 1 read + 1 write channel"
+    return ""

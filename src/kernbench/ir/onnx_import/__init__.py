@@ -1,0 +1,52 @@
+"""ONNX -> NPU IR importer: load (safety, checker, shape inference) -> lower (primitive
+layers) -> fuse (one pattern per module in `fuse/`) -> finalize (ids, links, roles,
+layouts) -> QConfig annotations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+
+from kernbench.ir.model import Graph
+from kernbench.ir.onnx_import.finalize import finalize
+from kernbench.ir.onnx_import.fuse import run_fusions
+from kernbench.ir.onnx_import.loader import load_model, prepare_model
+from kernbench.ir.onnx_import.lower import SUPPORTED_OPS, Lowering
+from kernbench.ir.qconfig import QConfig, apply_qconfig
+
+__all__ = ["import_onnx", "import_model_proto", "SUPPORTED_OPS"]
+
+
+def import_onnx(path: str | Path, qconfig: QConfig | None = None, *, fuse: bool = True) -> Graph:
+    """Import the ONNX file at `path` into a verified IR Graph."""
+    model = load_model(path)
+    return _import(model, qconfig, fuse=fuse, file=str(path), name=Path(path).stem)
+
+
+def import_model_proto(model: onnx.ModelProto, qconfig: QConfig | None = None, *,
+                       fuse: bool = True, checked: bool = False) -> Graph:  # fmt: skip
+    """Import an in-memory ModelProto (used by the onnx Backend)."""
+    if not checked:
+        model = prepare_model(model)
+    return _import(model, qconfig, fuse=fuse, file=None, name=model.graph.name or "model")
+
+
+def _import(model: onnx.ModelProto, qconfig: QConfig | None, *, fuse: bool,
+            file: str | None, name: str) -> Graph:  # fmt: skip
+    from kernbench.ir.verify import verify
+
+    lw = Lowering(model, file=file)
+    g = lw.run()
+    g.metadata["model_name"] = name
+    if fuse:
+        run_fusions(g)
+    finalize(g)
+    prequant = any(t.quant is not None for t in g.tensors.values()) or any(
+        n.op_type in ("QUANTIZE", "DEQUANTIZE", "QDQ", "DYNAMIC_QUANTIZE", "MATMUL_INTEGER",
+                      "QLINEAR_MATMUL") for n in g.nodes  # fmt: skip
+    )
+    g.metadata["prequantized"] = prequant
+    apply_qconfig(g, qconfig, imported_default_float=prequant)
+    verify(g, file=file)
+    return g

@@ -1,0 +1,85 @@
+"""Chrome / Perfetto trace JSON from a Tracer (open in ui.perfetto.dev or chrome://tracing).
+
+One process per PE (and one per cube for M_CPU), one thread per engine channel
+(`pe_gemm.main`, `pe_dma.read`, ...). Engine services are complete ("X") events whose
+args keep the cycles; a channel serves one token at a time, so its events never overlap
+and nest trivially. Command lifetimes go on `commands[k]` threads, k chosen by a greedy
+interval colouring so that no two overlap on one thread. ts and dur are in µs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernbench.common.tile_plan import StageType
+
+
+def build_trace(sim: Any, commands: list[Any] | None = None) -> dict[str, Any]:
+    topo = sim.topology
+    clock = topo.config.cube.pe_template.pe_gemm.clock_ghz
+    pid_of: dict[str, int] = {}
+    meta: list[dict[str, Any]] = []
+    for p in topo.pes:
+        pid_of[p.id] = p.index + 1
+        meta.append({"ph": "M", "name": "process_name", "pid": p.index + 1, "tid": 0,
+                     "args": {"name": p.id}})
+        meta.append({"ph": "M", "name": "process_sort_index", "pid": p.index + 1, "tid": 0,
+                     "args": {"sort_index": p.index + 1}})
+    base = len(topo.pes) + 1
+    for c in topo.cubes:
+        pid_of[c.id] = base + c.index
+        meta.append({"ph": "M", "name": "process_name", "pid": base + c.index, "tid": 0,
+                     "args": {"name": f"{c.id} (M_CPU)"}})
+    tids: dict[tuple[int, str], int] = {}
+
+    def tid(pid: int, name: str) -> int:
+        key = (pid, name)
+        t = tids.get(key)
+        if t is None:
+            t = len([k for k in tids if k[0] == pid]) + 1
+            tids[key] = t
+            meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": t,
+                         "args": {"name": name}})
+        return t
+
+    events: list[dict[str, Any]] = []
+    for comp, ch, s, e, label, tile, stage in sim.tracer.spans:
+        pe_id, _, short = comp.rpartition(".")
+        pid = pid_of.get(pe_id, 0)
+        events.append({
+            "ph": "X", "name": label or short, "cat": StageType(stage).name,
+            "pid": pid, "tid": tid(pid, f"{short}.{ch}"),
+            "ts": round(s / 1000.0, 6), "dur": round((e - s) / 1000.0, 6),
+            "args": {"tile": tile, "cycles": round((e - s) * clock), "start_ns": s, "end_ns": e},
+        })
+    if commands:
+        lanes: dict[int, list[float]] = {}
+        for cmd in commands:
+            if cmd.start_ns is None or cmd.end_ns is None or cmd.submit_ns is None:
+                continue
+            pe = cmd.meta.get("pe_id")
+            pid = pid_of.get(pe, 0)
+            free = lanes.setdefault(pid, [])
+            k = next((i for i, f in enumerate(free) if f <= cmd.submit_ns), None)
+            if k is None:
+                free.append(cmd.end_ns)
+                k = len(free) - 1
+            else:
+                free[k] = cmd.end_ns
+            events.append({
+                "ph": "X", "name": cmd.label, "cat": "command", "pid": pid,
+                "tid": tid(pid, f"commands[{k}]"),
+                "ts": round(cmd.submit_ns / 1000.0, 6),
+                "dur": round((cmd.end_ns - cmd.submit_ns) / 1000.0, 6),
+                "args": {"start_ns": cmd.start_ns, "end_ns": cmd.end_ns,
+                         "cycles": round((cmd.end_ns - cmd.submit_ns) * clock)},
+            })
+    for t, name, comp, label, tile in sim.tracer.events:
+        if name in ("command_submitted", "tile_ready", "barrier_pass"):
+            pe_id = comp.rsplit(".", 1)[0]
+            pid = pid_of.get(pe_id, pid_of.get(comp.rsplit(".", 1)[0], 0))
+            events.append({"ph": "i", "s": "t", "name": name, "pid": pid,
+                           "tid": tid(pid, "events"), "ts": round(t / 1000.0, 6),
+                           "args": {"label": label, "tile": tile}})
+    return {"traceEvents": meta + events, "displayTimeUnit": "ns",
+            "otherData": {"topology": topo.name, "clock_ghz": clock}}

@@ -1,0 +1,47 @@
+"""Human summary of a run (rich tables on stderr) and writing the output folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from kernbench.report.stats import write_json
+
+
+def write_outputs(out_dir: Path, stats: dict[str, Any], trace: dict[str, Any]) -> list[Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "stats.json", out_dir / "trace.json"]
+    write_json(stats, paths[0])
+    write_json(trace, paths[1])
+    return paths
+
+
+def print_summary(stats: dict[str, Any], console: Console, top: int = 12) -> None:
+    console.print(
+        f"[bold]total[/] {stats['total_ns']:,.1f} ns = {stats['total_cycles']:,} cycles "
+        f"@ {stats['clock_ghz']:g} GHz on '{stats['topology']}'"
+    )
+    t = Table(title="engine utilization (busiest first)", show_lines=False)
+    t.add_column("engine")
+    t.add_column("busy ns", justify="right")
+    t.add_column("util", justify="right")
+    t.add_column("ops", justify="right")
+    rows = sorted(stats["engines"].items(), key=lambda kv: (-kv[1]["utilization"], kv[0]))
+    for cid, e in rows[:top]:
+        t.add_row(cid, f"{e['busy_ns']:,.1f}", f"{100 * e['utilization']:.1f}%", str(e["ops"]))
+    if len(rows) > top:
+        t.caption = f"{len(rows) - top} more engines in stats.json"
+    console.print(t)
+    b = stats["bottleneck"]
+    if b["component"]:
+        console.print(f"[bold]bottleneck[/]: {b['component']} ({b['kind']}) busy "
+                      f"{100 * b['utilization']:.1f}% of the time")
+    crit = stats.get("critical_path")
+    if crit:
+        console.print(f"[bold]critical path[/] ({len(crit)} entries): "
+                      + " → ".join(str(i) for i in crit[:20])
+                      + (" …" if len(crit) > 20 else ""))

@@ -1,0 +1,24 @@
+"""Helpers for hardware-model tests: build a simulator from a preset plus overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernbench.sim_engine.engine import Simulator
+from kernbench.topology import load_topology
+
+
+@pytest.fixture
+def make_sim():
+    def make(preset: str = "small", *overrides: str, **kw) -> Simulator:
+        return Simulator(load_topology(preset, list(overrides)), **kw)
+
+    return make
+
+
+def spans_of(sim: Simulator, component_suffix: str, channel: str | None = None) -> list[tuple]:
+    """Engine spans (component, channel, start, end, label, tile, stage) of one engine."""
+    return [
+        s for s in sim.tracer.spans
+        if s[0].endswith(component_suffix) and (channel is None or s[1] == channel)
+    ]
