@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 TopologyOpt = Annotated[
     str, typer.Option("--topology", "-t", help="preset name (small, base) or topology YAML file")

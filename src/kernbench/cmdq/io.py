@@ -96,29 +96,31 @@ def load_program(
     """Read and parse a CMDQ JSON file. Raises InputError (one line) on any problem."""
     file = str(path)
     data = read_bytes(path, max_bytes=max_bytes)
+    program = parse_bytes_fast(data, file=file)
+    if program is not None:
+        return program
+    # Slow path, for a precise message: decode, then walk the entries.
+    return parse_program(decode_json(data, file=file), file=file)
+
+
+def parse_bytes_fast(data: bytes, *, file: str | None = None) -> CmdqProgram | None:
+    """The program in ``data`` if it is well-formed, else None (no message: call
+    `decode_json` and `parse_program` / `parse_program_collect` to learn what is wrong).
+    An unsupported metadata.version raises InputError."""
+    if b"NaN" in data or b"Infinity" in data:
+        # pydantic's JSON parser accepts these constants; json.loads rejects them (they
+        # are not JSON). Leave such files to the slow path so both readers agree.
+        return None
     try:
-        if b"NaN" in data or b"Infinity" in data:
-            # pydantic's JSON parser accepts these constants; json.loads rejects them
-            # (they are not JSON). Take the slow path so both readers agree.
-            raise ValueError
         program = CmdqProgram.model_validate_json(data)
-    except (ValidationError, ValueError):
-        # Slow path, for a precise message: decode, then walk the entries.
-        return parse_program(decode_json(data, file=file), file=file)
+    except ValidationError:
+        return None
     _check_metadata(program, file)
     return program
 
 
 def parse_program(obj: Any, *, file: str | None = None) -> CmdqProgram:
     """Build a `CmdqProgram` from a decoded JSON object; raise the first problem found."""
-    if isinstance(obj, Mapping):
-        try:
-            program = CmdqProgram.model_validate(obj)
-        except ValidationError:
-            pass
-        else:
-            _check_metadata(program, file)
-            return program
     program, errors = parse_program_collect(obj, file=file, max_errors=1)
     if errors:
         raise errors[0]
@@ -145,6 +147,18 @@ def parse_program_collect(
             f"top level must be a JSON object with a 'cmdq' list, got {_json_type(obj)}",
             file=file,
         )]
+    # Fast path: one pydantic-core call for the whole program.
+    try:
+        program = CmdqProgram.model_validate(obj)
+    except ValidationError:
+        pass
+    else:
+        try:
+            _check_metadata(program, file)
+        except InputError as exc:
+            return None, [exc]
+        return program, []
+    # Slow path: entry by entry, with a dict lookup on opcode, to locate every problem.
     raw_entries = obj.get("cmdq")
     if raw_entries is None:
         return None, [InputError("required field is missing", file=file, field="cmdq")]

@@ -122,7 +122,6 @@ _ENTRY_CONFIG = ConfigDict(
     extra="allow",  # spec §14: unknown fields of a known opcode are tolerated and kept
     strict=True,  # JSON types as written: 8 not "8", ints not booleans
     allow_inf_nan=False,
-    populate_by_name=True,
 )
 
 

@@ -31,7 +31,13 @@ import os
 from types import UnionType
 from typing import Annotated, Any, NamedTuple, Union, get_args, get_origin
 
-from kernbench.cmdq.io import MAX_CMDQ_BYTES, decode_json, parse_program_collect, read_bytes
+from kernbench.cmdq.io import (
+    MAX_CMDQ_BYTES,
+    decode_json,
+    parse_bytes_fast,
+    parse_program_collect,
+    read_bytes,
+)
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.schema import (
     QBITS_ALLOWED,
@@ -102,7 +108,11 @@ def validate_file(
     program problems."""
     file = str(path)
     try:
-        obj = decode_json(read_bytes(path, max_bytes=max_bytes), file=file)
+        data = read_bytes(path, max_bytes=max_bytes)
+        program = parse_bytes_fast(data, file=file)
+        if program is not None:
+            return validate_program(program, limits, file, max_errors=max_errors)
+        obj = decode_json(data, file=file)
     except InputError as exc:
         return [exc]
     return validate_document(obj, limits, file, max_errors=max_errors)

@@ -99,8 +99,13 @@ class PeEngineBase(ComponentBase):
     def _worker(self, channel: str, inbox: simpy.Store):  # noqa: ANN202 - SimPy process
         env = self.env
         tracer = self.sim.tracer
+        spans = tracer.spans
         timeout = env.timeout
         slot = self._slot
+        logger = self._op_logger
+        comp_id = self.id
+        service = self.service
+        tile_done = self.sim.tile_done
         while True:
             token = yield inbox.get()
             req = None
@@ -111,28 +116,33 @@ class PeEngineBase(ComponentBase):
             cmd = token.pipeline_ctx.command
             if cmd.start_ns is None:
                 cmd.start_ns = start
-            self._on_process_start(env, token)
-            d = self.service(token)
+            if logger is not None:
+                self._on_process_start(env, token)
+            d = service(token)
             if d.__class__ is float or d.__class__ is int:
                 if d > 0:
                     yield timeout(d)
             else:
                 yield d
             end = env.now
-            self._on_process_end(env, token)
+            if logger is not None:
+                self._on_process_end(env, token)
             if req is not None:
                 slot.release(req)
             busy = end - start
             self.busy_ns += busy
             self.channel_busy_ns[channel] += busy
             self.ops += 1
-            tracer.span(self.id, channel, start, end, token)
-            idx = token.stage_idx + 1
+            idx = token.stage_idx
             stages = token.plan.stages
+            if tracer.enabled:
+                spans.append((comp_id, channel, start, end, token.label, token.tile_id,
+                              int(stages[idx].stage_type)))
+            idx += 1
             if idx < len(stages):
                 nxt = stages[idx]
                 token.stage_idx = idx
                 token.params = nxt.params
                 yield nxt.port.put(token)
             else:
-                self.sim.tile_done(token, end)
+                tile_done(token, end)

@@ -736,3 +736,12 @@ def run(graph: Graph, feeds: dict[str, np.ndarray], *, quantize: bool = True,
 def layer_outputs(graph: Graph, values: dict[str, np.ndarray]) -> dict[str, list[np.ndarray]]:
     """{layer id: [output arrays]} from the `keep_all` values of a run, in node order."""
     return {n.id: [values[o] for o in n.outputs if o in values] for n in graph.nodes}
+
+
+@kernel("ROPE")
+def _k_rope(it: Interpreter, n: LayerIR, ins: list[Any]) -> list[np.ndarray]:
+    x, cos, sin = ins
+    xf = x.astype(np.float32)
+    h = xf.shape[-1] // 2
+    rot = np.concatenate([-xf[..., h:], xf[..., :h]], axis=-1)
+    return [(xf * cos.astype(np.float32) + rot * sin.astype(np.float32)).astype(x.dtype)]

@@ -273,4 +273,4 @@ def _npz_safe(a: np.ndarray) -> np.ndarray:
         return a.astype(np.int8)
     if name in ("uint4", "uint2"):
         return a.astype(np.uint8)
-    return np.ascontiguousarray(a)
+    return a if a.flags.c_contiguous else a.copy(order="C")

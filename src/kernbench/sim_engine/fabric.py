@@ -55,6 +55,21 @@ class Server:
     ) -> tuple[float, float]:
         ser = nbytes / self.bw_gbs
         resv = self._resv
+        self.busy_ns += ser
+        self.bytes += nbytes
+        self.transfers += 1
+        if not resv or resv[-1][1] <= head_ns:
+            # fast path: free from head_ns on; forget reservations that ended before now
+            while resv and resv[0][1] <= now:
+                resv.pop(0)
+            end = head_ns + ser
+            if min_end_ns > end:
+                end = min_end_ns
+            if resv and resv[-1][1] == head_ns:
+                resv[-1] = (resv[-1][0], end)  # back-to-back: extend, keep the list short
+            else:
+                resv.append((head_ns, end))
+            return head_ns, end
         while resv and resv[0][1] <= now:
             resv.pop(0)
         start = head_ns
@@ -77,9 +92,6 @@ class Server:
         if min_end_ns > end:
             end = min_end_ns
         resv.insert(i, (start, end))
-        self.busy_ns += ser
-        self.bytes += nbytes
-        self.transfers += 1
         return start, end
 
 

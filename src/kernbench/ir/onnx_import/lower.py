@@ -99,7 +99,7 @@ class Lowering:
             self.vinfo[vi.name] = vi.type
         for init in gr.initializer:
             try:
-                self.add_const(init.name, to_array(init))
+                self.add_const(init.name, to_array(init), dtype=ONNX_TO_DTYPE.get(init.data_type))
             except ValueError as e:
                 raise InputError(str(e), file=file, where=f"initializer {init.name}") from None
 

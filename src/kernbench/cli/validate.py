@@ -1,0 +1,77 @@
+"""`kernbench validate FILE [--topology NAME|FILE]`: check without simulating.
+
+FILE may be a CMDQ program (JSON with a `cmdq` list), a bundle folder (its cmdq.json),
+an IR file (JSON with a `graph`), or a topology YAML. Every problem is printed as one
+line on stderr; exit 2 if there is any, 0 (and a one-line OK on stderr) otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kernbench.cli import app
+from kernbench.cli.common import SetOpt, TopologyOpt, err
+from kernbench.errors import InputError
+
+
+def _kind(path: Path) -> str:
+    if path.is_dir():
+        return "cmdq"
+    if path.suffix in (".yaml", ".yml"):
+        return "topology"
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", file=str(path)) from None
+    text = head.decode("utf-8", errors="replace")
+    if '"cmdq"' in text:
+        return "cmdq"
+    if '"graph"' in text or '"ir_version"' in text:
+        return "ir"
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return "cmdq"  # let the CMDQ reader report the malformed JSON precisely
+    if isinstance(obj, dict) and ("graph" in obj or "ir_version" in obj):
+        return "ir"
+    return "cmdq"
+
+
+@app.command("validate")
+def validate(
+    file: Annotated[Path, typer.Argument(help="CMDQ JSON, bundle folder, ir.json or topology YAML")],
+    topology: TopologyOpt = "small",
+    set_: SetOpt = None,
+    max_errors: Annotated[int, typer.Option(help="stop after this many problems")] = 50,
+) -> None:
+    """Check a CMDQ program, IR file or topology without simulating."""
+    from kernbench.topology import load_topology
+
+    kind = _kind(file)
+    if kind == "topology":
+        topo = load_topology(str(file), set_ or [])
+        err.print(f"OK: {file}: topology '{topo.name}', {len(topo.pes)} PEs")
+        return
+    if kind == "ir":
+        from kernbench.ir import validate_ir_file
+
+        graph = validate_ir_file(file)
+        n = len(getattr(graph, "nodes", []) or [])
+        err.print(f"OK: {file}: IR graph with {n} layers")
+        return
+    from kernbench.cmdq.hw import limits_for
+    from kernbench.cmdq.validate import validate_file
+
+    path = file / "cmdq.json" if file.is_dir() else file
+    topo = load_topology(topology, set_ or [])
+    problems = validate_file(path, limits_for(topo), max_errors=max_errors)
+    for p in problems:
+        err.print(f"error: {p}", markup=False)
+    if problems:
+        raise typer.Exit(2)
+    err.print(f"OK: {path}: valid CMDQ program for '{topo.name}'")

@@ -1,0 +1,116 @@
+"""CMDQ meets the hardware: limits from a topology, entries → Control-FSM program entries.
+
+Each CMDQ entry becomes one `ProgramEntry` for the cube's M_CPU:
+- DMA_LOAD_TILE / DMA_STORE_TILE → DmaRead / DmaWrite on the target PE's pe_dma; bytes
+  from num_elements × qbits; `stride_bytes` with `rows` > 1 makes it 2-D (rows of
+  contiguous bytes, each rounded up to whole bursts).
+- TE_GEMM_TILE → GemmCmd: fetch ifm + wgt (+ bias, + ofm when accumulating), pe_gemm on
+  (m, n, k), store ofm. TE_CONV_TILE runs as its implicit GEMM
+  (M = n·h_out·w_out, N = c_out, K = kh·kw·c_in).
+- VE_*_TILE → MathCmd: fetch the inputs, pe_math op on rows × length, store the output.
+- BARRIER / NOP / END keep their Control-FSM meaning.
+"""
+
+from __future__ import annotations
+
+from kernbench.cmdq.limits import CmdqLimits
+from kernbench.cmdq.schema import (
+    CmdqProgram,
+    DmaTile,
+    EntryBase,
+    TeConvTile,
+    TeGemmTile,
+    VeTile,
+)
+from kernbench.common.pe_commands import DmaRead, DmaWrite, GemmCmd, MathCmd
+from kernbench.common.program import ProgramEntry
+from kernbench.topology.model import Topology
+
+VE_OP = {
+    "VE_LAYERNORM_TILE": "layernorm", "VE_SOFTMAX_TILE": "softmax", "VE_RMSNORM_TILE": "rmsnorm",
+    "VE_GELU_TILE": "gelu", "VE_SILU_TILE": "silu", "VE_ADD_TILE": "add", "VE_MUL_TILE": "mul",
+    "VE_ROPE_TILE": "rope", "VE_COPY_TILE": "copy", "VE_TRANSPOSE_TILE": "transpose",
+    "VE_QUANTIZE_TILE": "quantize", "VE_REQUANTIZE_TILE": "requantize",
+}
+
+
+def limits_for(topology: Topology) -> CmdqLimits:
+    """What a CMDQ program may address on `topology`: PEs, engines, allocatable TCM, HBM.
+
+    CMDQ banks address the AllocatableTCM only (ADR-0014 D5.1): the SchedulerReservedTCM
+    banks at the top of the TCM are not visible to programs.
+    """
+    pt = topology.config.cube.pe_template
+    tcm = pt.pe_tcm
+    bank_bytes = tcm.capacity_kib * 1024 // tcm.banks
+    return CmdqLimits(
+        num_pes=len(topology.pes),
+        pe_paths=tuple(p.id for p in topology.pes),
+        te_per_pe=pt.pe_gemm.count,
+        ve_per_pe=pt.pe_math.count,
+        tcm_banks=(tcm.capacity_kib - tcm.reserved_kib) * 1024 // bank_bytes,
+        tcm_bank_bytes=bank_bytes,
+        hbm_bytes=topology.hbm_bytes,
+    )
+
+
+def engine_of(entry: EntryBase, pe_id: str) -> str | None:
+    """The component that does the entry's work (for stats)."""
+    if isinstance(entry, DmaTile):
+        return f"{pe_id}.pe_dma"
+    if isinstance(entry, TeGemmTile | TeConvTile):
+        te = entry.te_id
+        return f"{pe_id}.pe_gemm" + (str(te) if te else "")
+    if isinstance(entry, VeTile):
+        ve = entry.ve_id
+        return f"{pe_id}.pe_math" + (str(ve) if ve else "")
+    return None
+
+
+def to_program(program: CmdqProgram, topology: Topology,
+               limits: CmdqLimits | None = None) -> list[ProgramEntry]:
+    """Translate a validated program into Control-FSM entries."""
+    limits = limits or limits_for(topology)
+    bank = limits.tcm_bank_bytes
+    out: list[ProgramEntry] = []
+    for e in program.cmdq:
+        deps = tuple(e.deps_before)
+        label = f"#{e.id} {e.opcode}"
+        op = e.opcode
+        if op == "BARRIER":
+            out.append(ProgramEntry(e.id, "barrier", deps=deps, wait_for=tuple(e.wait_for),
+                                    label=label))
+            continue
+        if op == "NOP":
+            out.append(ProgramEntry(e.id, "nop", deps=deps, label=label))
+            continue
+        if op == "END":
+            out.append(ProgramEntry(e.id, "end", deps=deps, label=label))
+            continue
+        pe = limits.pe_index(e.pe)
+        ranges = e.tcm_ranges(pe)
+        rd = sum(r.nbytes for r in ranges if "r" in r.access)
+        wr = sum(r.nbytes for r in ranges if "w" in r.access)
+        meta = {"entry_id": e.id, "layer_id": e.layer_id}
+        if isinstance(e, DmaTile):
+            dr = e.dram_range()
+            params = {"nbytes": dr.nbytes, "rows": dr.rows, "space": "hbm", "addr": e.dram_addr,
+                      "tcm_addr": e.spm_bank * bank + e.spm_offset, "entry": e.id}
+            cmd = (DmaWrite if dr.write else DmaRead)(label=label, params=params, meta=meta)
+        elif isinstance(e, TeGemmTile | TeConvTile):
+            if isinstance(e, TeConvTile):
+                h_out, w_out = e.out_hw
+                m, n, k = e.n * h_out * w_out, e.c_out, e.kh * e.kw * e.c_in
+            else:
+                m, n, k = e.m, e.n, e.k
+            params = {"m": m, "n": n, "k": k, "qbits_weight": e.qbits_weight,
+                      "qbits_activation": e.qbits_activation, "te_id": e.te_id, "entry": e.id}
+            cmd = GemmCmd(label=label, params=params, fetch_nbytes=rd, store_nbytes=wr, meta=meta)
+        elif isinstance(e, VeTile):
+            params = {"op": VE_OP[op], "length": e.length, "rows": e.rows, "ve_id": e.ve_id,
+                      "entry": e.id}
+            cmd = MathCmd(label=label, params=params, fetch_nbytes=rd, store_nbytes=wr, meta=meta)
+        else:  # a known opcode without a hardware mapping (validated programs never get here)
+            raise ValueError(f"entry {e.id}: no hardware mapping for {op}")
+        out.append(ProgramEntry(e.id, "command", pe=pe, command=cmd, deps=deps, label=label))
+    return out

@@ -1,0 +1,87 @@
+"""Run a CMDQ program on the hardware model and report (stats entries, critical path)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kernbench.cmdq.hw import engine_of, limits_for, to_program
+from kernbench.cmdq.schema import CmdqProgram
+from kernbench.cmdq.validate import check_program
+from kernbench.common.program import ProgramEntry
+from kernbench.report.perfetto import build_trace
+from kernbench.report.stats import _ns, collect_stats
+from kernbench.sim_engine.engine import Simulator
+from kernbench.topology.model import Topology
+
+
+@dataclass
+class CmdqRun:
+    sim: Simulator
+    program: CmdqProgram
+    entries: list[ProgramEntry]
+    total_ns: float
+
+    def stats(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        rows: dict[str, Any] = {}
+        topo = self.sim.topology
+        for src, e in zip(self.program.cmdq, self.entries, strict=True):
+            pe_id = topo.pe(e.pe).id if e.kind == "command" else None
+            cmd = e.command
+            start = cmd.start_ns if cmd is not None and cmd.start_ns is not None else e.start_ns
+            rows[str(e.id)] = {
+                "opcode": src.opcode,
+                "layer_id": src.layer_id,
+                "pe": pe_id,
+                "engine": engine_of(src, pe_id) if pe_id else None,
+                "issue_ns": _ns(e.issue_ns) if e.issue_ns is not None else None,
+                "start_ns": _ns(start) if start is not None else None,
+                "end_ns": _ns(e.end_ns) if e.end_ns is not None else None,
+            }
+        data = {"entries": rows, "critical_path": critical_path(self.entries)}
+        if extra:
+            data.update(extra)
+        return collect_stats(self.sim, self.total_ns, data)
+
+    def trace(self) -> dict[str, Any]:
+        return build_trace(self.sim, [e.command for e in self.entries if e.command is not None])
+
+
+def critical_path(entries: list[ProgramEntry]) -> list[int]:
+    """Entry ids from the first to the last-ending entry along the latest-ending dependency."""
+    by_id = {e.id: e for e in entries}
+    last = max((e for e in entries if e.end_ns is not None and e.kind != "end"),
+               key=lambda e: (e.end_ns, -e.id), default=None)
+    path: list[int] = []
+    barrier_before: dict[int, int] = {}
+    cur_barrier = None
+    for e in entries:
+        if cur_barrier is not None:
+            barrier_before[e.id] = cur_barrier
+        if e.kind == "barrier":
+            cur_barrier = e.id
+    e = last
+    while e is not None:
+        path.append(e.id)
+        preds = [by_id[d] for d in (*e.deps, *e.wait_for)]
+        if e.id in barrier_before and not preds:
+            preds = [by_id[barrier_before[e.id]]]
+        preds = [p for p in preds if p.end_ns is not None]
+        e = max(preds, key=lambda p: (p.end_ns, -p.id)) if preds else None
+    return path[::-1]
+
+
+def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | None = None,
+                     op_logger: Any = None, trace: bool = True) -> CmdqRun:
+    """Validate `program` against `topology`, run it to the end, return the run."""
+    limits = limits_for(topology)
+    check_program(program, limits, file)
+    entries = to_program(program, topology, limits)
+    sim = Simulator(topology, op_logger=op_logger, trace=trace)
+    done = sim.run_program(entries)
+    total = sim.run()
+    if not done.triggered:
+        from kernbench.errors import DeadlockError
+
+        raise DeadlockError(f"the program did not reach END: {sim.deadlock_report()}")
+    return CmdqRun(sim, program, entries, total)
