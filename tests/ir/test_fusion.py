@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from conftest import model_path
+from ir_helpers import model_path
 
 from kernbench.ir.onnx_import import import_onnx
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FLOAT_MODELS, QUANT_MODELS, cosine, io, model_path, ort_run
+from ir_helpers import FLOAT_MODELS, QUANT_MODELS, cosine, io, model_path, ort_run
 
 from kernbench.ir import Graph, QConfig, verify
 from kernbench.ir.interpreter import layer_outputs, run

@@ -21,6 +21,7 @@ from kernbench.cmdq.schema import (
     TeConvTile,
     TeGemmTile,
     VeTile,
+    program_predecessors,
 )
 from kernbench.common.pe_commands import DmaRead, DmaWrite, GemmCmd, MathCmd
 from kernbench.common.program import ProgramEntry
@@ -72,14 +73,14 @@ def to_program(program: CmdqProgram, topology: Topology,
     """Translate a validated program into Control-FSM entries."""
     limits = limits or limits_for(topology)
     bank = limits.tcm_bank_bytes
+    preds = program_predecessors(program)  # deps_before ∪ wait_for ∪ reversed deps_after
     out: list[ProgramEntry] = []
     for e in program.cmdq:
-        deps = tuple(e.deps_before)
+        deps = tuple(preds[e.id])
         label = f"#{e.id} {e.opcode}"
         op = e.opcode
         if op == "BARRIER":
-            out.append(ProgramEntry(e.id, "barrier", deps=deps, wait_for=tuple(e.wait_for),
-                                    label=label))
+            out.append(ProgramEntry(e.id, "barrier", deps=(), wait_for=deps, label=label))
             continue
         if op == "NOP":
             out.append(ProgramEntry(e.id, "nop", deps=deps, label=label))

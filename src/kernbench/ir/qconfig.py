@@ -203,9 +203,8 @@ def annotate_tensors(graph: Any) -> None:
                     t.qbits = node.qbits_weight
             elif t.role == "kv" and node.qbits_kv is not None:
                 t.qbits = node.qbits_kv
-            elif t.role in ("activation", "intermediate") and node.qbits_activation is not None:
-                if t.qbits is None:
-                    t.qbits = node.qbits_activation
+            elif t.role in ("activation", "intermediate") and t.qbits is None:
+                t.qbits = node.qbits_activation
         for tid in node.outputs:
             t = graph.tensors.get(tid)
             if t is not None and t.role == "kv" and node.qbits_kv is not None:

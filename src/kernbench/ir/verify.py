@@ -189,10 +189,7 @@ def _check_shapes(g: Graph, n: LayerIR, err) -> None:
         want = _bcast(*ins)
         if want is None or outs[0] != want:
             raise bad(f"inputs {ins} broadcast to {want}, output is {outs[0]}")
-    elif op in UNARY_SAME or (op == "ELEMENTWISE" and len(ins) == 1):
-        if outs[0] != ins[0]:
-            raise bad(f"output {outs[0]} != input {ins[0]}")
-    elif op == "LAYER_NORM":
+    elif op in UNARY_SAME or (op == "ELEMENTWISE" and len(ins) == 1) or op == "LAYER_NORM":
         if outs[0] != ins[0]:
             raise bad(f"output {outs[0]} != input {ins[0]}")
     elif op == "RESHAPE":
@@ -215,9 +212,8 @@ def _check_shapes(g: Graph, n: LayerIR, err) -> None:
     elif op == "EMBEDDING":
         if len(ins[1]) != 2 or outs[0] != ins[0] + [ins[1][1]]:
             raise bad(f"ids {ins[0]} into table {ins[1]} -> {outs[0]}")
-    elif op == "EXPAND":
-        if _bcast(ins[0], outs[0]) != outs[0]:
-            raise bad(f"{ins[0]} does not broadcast to {outs[0]}")
+    elif op == "EXPAND" and _bcast(ins[0], outs[0]) != outs[0]:
+        raise bad(f"{ins[0]} does not broadcast to {outs[0]}")
 
 
 def _check_layouts(g: Graph, n: LayerIR, err) -> None:

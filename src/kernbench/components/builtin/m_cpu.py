@@ -11,6 +11,7 @@ when every issued entry has completed.
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING
 
 import simpy
@@ -43,27 +44,35 @@ class MCpu(ComponentBase):
 
     def _fsm(self, entries: list[ProgramEntry], done: simpy.Event):  # noqa: ANN202
         env = self.env
-        sim = self.sim
-        tracer = sim.tracer
+        tracer = self.sim.tracer
         window = self.spec.issue_window
         issue_ns = self.spec.issue_latency_cycles / self.spec.clock_ghz
         n = len(entries)
         complete = bytearray(n)
-        fetched: list[ProgramEntry] = []  # fetched, not yet issued, in id order
+        missing = [0] * n                       # unresolved deps of each fetched entry
+        dependents: dict[int, list[int]] = {}   # incomplete id → fetched entries waiting on it
+        ready: list[int] = []                   # heap of fetched, ready, unissued ids
         in_window = 0
         fetch = 0
         stopped = False
         outstanding = 0
+        completions = 0
 
         def finish(e: ProgramEntry) -> None:
-            nonlocal in_window, outstanding
+            nonlocal in_window, outstanding, completions
+            completions += 1
             e.end_ns = env.now
             complete[e.id] = 1
             in_window -= 1
             outstanding -= 1
+            for w in dependents.pop(e.id, ()):
+                missing[w] -= 1
+                if missing[w] == 0:
+                    heapq.heappush(ready, w)
             self._poke()
 
         while True:
+            seen = completions
             # fetch in order while the window has room
             while not stopped and fetch < n and in_window < window:
                 e = entries[fetch]
@@ -71,6 +80,10 @@ class MCpu(ComponentBase):
                     if all(complete[d] for d in e.wait_for) and all(complete[d] for d in e.deps):
                         e.fetch_ns = e.issue_ns = e.start_ns = e.end_ns = env.now
                         complete[e.id] = 1
+                        for w in dependents.pop(e.id, ()):
+                            missing[w] -= 1
+                            if missing[w] == 0:
+                                heapq.heappush(ready, w)
                         tracer.event(env.now, "barrier_pass", self.id, e.label or f"#{e.id}")
                         fetch += 1
                         continue
@@ -80,41 +93,43 @@ class MCpu(ComponentBase):
                     stopped = True
                     break
                 e.fetch_ns = env.now
-                fetched.append(e)
+                for d in e.deps:
+                    if not complete[d]:
+                        missing[e.id] += 1
+                        dependents.setdefault(d, []).append(e.id)
+                if missing[e.id] == 0:
+                    heapq.heappush(ready, e.id)
                 in_window += 1
                 fetch += 1
             # issue every ready fetched entry, lowest id first
-            progressed = False
-            i = 0
-            while i < len(fetched):
-                e = fetched[i]
-                if all(complete[d] for d in e.deps):
-                    del fetched[i]
-                    if issue_ns:
-                        yield env.timeout(issue_ns)
-                    e.issue_ns = env.now
-                    self.issued += 1
-                    outstanding += 1
-                    progressed = True
-                    if e.kind == "nop" or e.command is None:
-                        e.start_ns = env.now
-                        finish(e)
-                    else:
-                        self._send(e, finish)
+            while ready:
+                e = entries[heapq.heappop(ready)]
+                if issue_ns:
+                    yield env.timeout(issue_ns)
+                e.issue_ns = env.now
+                self.issued += 1
+                outstanding += 1
+                if e.kind == "nop" or e.command is None:
+                    e.start_ns = env.now
+                    finish(e)
                 else:
-                    i += 1
-            if stopped and outstanding == 0 and not fetched:
-                end = entries[fetch]
-                if all(complete[d] for d in end.deps):
-                    end.issue_ns = end.start_ns = end.end_ns = env.now
-                    complete[end.id] = 1
-                    done.succeed(env.now)
+                    self._send(e, finish)
+            if outstanding == 0 and not ready:
+                if stopped:
+                    end = entries[fetch]
+                    if all(complete[d] for d in end.deps):
+                        end.issue_ns = end.start_ns = end.end_ns = env.now
+                        complete[end.id] = 1
+                        done.succeed(env.now)
+                        return
+                elif fetch >= n:
+                    done.succeed(env.now)  # no END: validated programs always have one
                     return
-            if fetch >= n and outstanding == 0 and not fetched:
-                done.succeed(env.now)  # no END: validated programs always have one
-                return
-            if progressed and (fetch < n and in_window < window and not stopped):
-                continue
+            if completions != seen or (
+                not stopped and fetch < n and in_window < window
+                and entries[fetch].kind != "barrier"
+            ):
+                continue  # something completed while issuing: fetch and issue again
             self._wake = env.event()
             yield self._wake
             self._wake = None

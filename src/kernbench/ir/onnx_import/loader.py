@@ -57,12 +57,13 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
             )
 
 
-def prepare_model(model: onnx.ModelProto, *, file: str | None = None) -> onnx.ModelProto:
+def prepare_model(model: onnx.ModelProto, *, file: str | None = None,
+                  opset_range: tuple[int, int] = (MIN_OPSET, MAX_OPSET)) -> onnx.ModelProto:
     """Opset check, onnx.checker (full), strict shape inference with data propagation."""
     opset = default_opset(model)
     if opset is None:
         raise InputError("model imports no default ('ai.onnx') opset", file=file)
-    if not MIN_OPSET <= opset <= MAX_OPSET:
+    if not opset_range[0] <= opset <= opset_range[1]:
         raise InputError(
             f"opset {opset} not supported (supported: {MIN_OPSET} to {MAX_OPSET})",
             file=file,

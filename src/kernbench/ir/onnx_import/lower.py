@@ -313,7 +313,7 @@ class Lowering:
                 return True
             a = helper.get_attribute_value
             attrs = {x.name: a(x) for x in node.attribute}
-            start, end = attrs.get("start", 0), attrs.get("end", None)
+            start, end = attrs.get("start", 0), attrs.get("end")
             self.add_const(node.output[0], np.array(shape[start:end], np.int64))
             return True
         if not all(self.const(i) is not None for i in ins):

@@ -30,9 +30,7 @@ def _match(g: Graph, ix: Index, red) -> tuple | None:
     sq = ix.prod(red.inputs[0])
     if sq is None or not ix.single_use(red.inputs[0]):
         return None
-    if ew(sq) == "pow" and scalar(g, sq.inputs[1]) == 2.0:
-        x = sq.inputs[0]
-    elif ew(sq) == "mul" and sq.inputs[0] == sq.inputs[1]:
+    if ew(sq) == "pow" and scalar(g, sq.inputs[1]) == 2.0 or ew(sq) == "mul" and sq.inputs[0] == sq.inputs[1]:
         x = sq.inputs[0]
     else:
         return None

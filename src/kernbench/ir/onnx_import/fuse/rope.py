@@ -6,7 +6,14 @@
 from __future__ import annotations
 
 from kernbench.ir.model import Graph, LayerIR
-from kernbench.ir.onnx_import.fuse.common import Index, ew, new_layer, onnx_nodes, other_input, replace
+from kernbench.ir.onnx_import.fuse.common import (
+    Index,
+    ew,
+    new_layer,
+    onnx_nodes,
+    other_input,
+    replace,
+)
 
 
 def _half_slice(g: Graph, n: LayerIR | None, first: bool) -> str | None:

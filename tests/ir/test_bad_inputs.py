@@ -1,0 +1,149 @@
+"""Invalid inputs: exit code 2 and one clear line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from ir_helpers import model_path
+from onnx import TensorProto, helper
+
+from kernbench.cli import main
+from kernbench.errors import InputError
+from kernbench.ir import validate_ir_file
+
+
+def _run(capsys, argv: list[str]) -> str:
+    rc = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: ")
+    return err
+
+
+def _save(m: onnx.ModelProto, path) -> str:
+    m.ir_version = 9
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def _mm_model(nodes, inputs, outputs, inits=(), opset=18) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_truncated_file(tmp_path, capsys):
+    data = model_path("gpt2").read_bytes()
+    p = tmp_path / "trunc.onnx"
+    p.write_bytes(data[: len(data) // 3])
+    err = _run(capsys, ["import", str(p), "-o", str(tmp_path / "ir.json")])
+    assert "trunc.onnx" in err and "ONNX" in err
+
+
+def test_failing_checker(tmp_path, capsys):
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 2])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 2])
+    m = _mm_model([helper.make_node("Add", ["X", "Z"], ["Y"])], [x], [y])
+    err = _run(capsys, ["import", _save(m, tmp_path / "bad.onnx"), "-o", str(tmp_path / "o.json")])
+    assert "checker" in err
+
+
+def test_unsupported_ops_listed(tmp_path, capsys):
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 4])
+    nodes = [
+        helper.make_node("Hardmax", ["X"], ["A"], name="hm1"),
+        helper.make_node("Relu", ["A"], ["B"], name="relu"),
+        helper.make_node("Hardmax", ["B"], ["C"], name="hm2"),
+        helper.make_node("Softsign", ["C"], ["Y"], name="ss"),
+    ]
+    m = _mm_model(nodes, [x], [y])
+    err = _run(capsys, ["import", _save(m, tmp_path / "u.onnx"), "-o", str(tmp_path / "o.json")])
+    assert "Hardmax (nodes: hm1, hm2)" in err and "Softsign (nodes: ss)" in err
+    assert "Relu" not in err
+
+
+def test_unsupported_micro_nms(tmp_path, capsys):
+    import micro
+
+    m = micro.build_all()["unsupported_nms"]
+    err = _run(capsys, ["import", _save(m, tmp_path / "nms.onnx"), "-o", str(tmp_path / "o.json")])
+    assert "NonMaxSuppression" in err
+
+
+def test_external_data_outside_folder(tmp_path, capsys):
+    sub = tmp_path / "model"
+    sub.mkdir()
+    secret = tmp_path / "secret.bin"
+    w = np.ones((4, 4), np.float32)
+    secret.write_bytes(w.tobytes())
+    t = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[4, 4])
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "../secret.bin"), ("offset", "0"), ("length", str(w.nbytes))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 4])
+    m = _mm_model([helper.make_node("MatMul", ["X", "W"], ["Y"])], [x], [y], [t])
+    p = sub / "m.onnx"
+    m.ir_version = 9
+    p.write_bytes(m.SerializeToString())
+    err = _run(capsys, ["import", str(p), "-o", str(tmp_path / "o.json")])
+    assert "leaves the model's folder" in err
+
+
+def test_onnx_shape_mismatch(tmp_path, capsys):
+    import micro
+
+    m = micro.build_all()["shape_mismatch"]
+    err = _run(capsys, ["import", _save(m, tmp_path / "sm.onnx"), "-o", str(tmp_path / "o.json")])
+    assert "sm.onnx" in err
+
+
+def test_opset_out_of_range(tmp_path, capsys):
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2])
+    m = _mm_model([helper.make_node("Relu", ["X"], ["Y"])], [x], [y], opset=13)
+    err = _run(capsys, ["import", _save(m, tmp_path / "o13.onnx"), "-o", str(tmp_path / "o.json")])
+    assert "opset 13" in err
+
+
+def test_ir_json_shape_mismatch(tmp_path):
+    main(["import", str(model_path("llama")), "-o", str(tmp_path / "ir.json")])
+    d = json.loads((tmp_path / "ir.json").read_text())
+    gemm = next(n for n in d["graph"]["nodes"] if n["op_type"] == "GEMM")
+    d["tensors"][gemm["outputs"][0]]["shape"][-1] += 1
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    with pytest.raises(InputError, match="shape mismatch") as ei:
+        validate_ir_file(tmp_path / "bad.json", tmp_path / "weights.npz")
+    assert gemm["id"] in str(ei.value)
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: d["graph"]["nodes"][0].update(qbits_weight=3), "qbits_weight"),
+        (lambda d: d.update(extra=1), "unknown key"),
+        (lambda d: d["graph"]["nodes"].reverse(), "later layer"),
+        (lambda d: d["graph"]["nodes"][1]["inputs"].append("nope"), "not in the tensor table"),
+    ],
+)
+def test_ir_json_invalid(tmp_path, mutate, match):
+    main(["import", str(model_path("gpt2")), "-o", str(tmp_path / "ir.json")])
+    d = json.loads((tmp_path / "ir.json").read_text())
+    mutate(d)
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    with pytest.raises(InputError, match=match):
+        validate_ir_file(tmp_path / "bad.json", tmp_path / "weights.npz")
+
+
+def test_bad_qconfig(tmp_path, capsys):
+    q = tmp_path / "q.yaml"
+    q.write_text("default: {weight: 8, activaton: 8}\n")
+    err = _run(capsys, ["import", str(model_path("gpt2")), "-o", str(tmp_path / "o.json"),
+                        "--qconfig", str(q)])  # fmt: skip
+    assert "activaton" in err and "unknown key" in err

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ir_helpers import cosine, io, model_path
+
+from kernbench.errors import InputError
+from kernbench.ir import QConfig, load_qconfig
+from kernbench.ir.interpreter import run
+from kernbench.ir.onnx_import import import_onnx
+from kernbench.ir.qconfig import parse_qconfig
+
+
+def test_defaults_w8a8kv8():
+    qc = parse_qconfig({})
+    assert (qc.default.weight, qc.default.activation, qc.default.kv) == (8, 8, 8)
+
+
+def test_yaml_and_overrides(tmp_path):
+    p = tmp_path / "q.yaml"
+    p.write_text(
+        "default: {weight: 8, activation: 8, kv: 8}\n"
+        "overrides:\n"
+        "  - match: '*layers.0.mlp*'\n"
+        "    weight: 4\n"
+        "  - match: '*layers.1.self_attn*'\n"
+        "    kv: 4\n"
+    )
+    g = import_onnx(model_path("llama"), load_qconfig(p))
+    for n in g.nodes:
+        name = n.metadata["layer_name"]
+        if n.op_type == "GEMM" and "layers.0.mlp" in name:
+            assert n.qbits_weight == 4
+        elif n.op_type == "GEMM" and "layers.1.mlp" in name:
+            assert n.qbits_weight == 8
+        if n.op_type == "ATTENTION":
+            assert n.qbits_kv == (4 if "layers.1." in name else 8)
+        if n.op_type in ("RMS_NORM", "SILU", "ROPE"):
+            assert n.qbits_activation is None and n.qbits_weight is None
+    w4 = [t for t in g.tensors.values() if t.role == "weight" and t.qbits == 4]
+    assert len(w4) == 3
+    assert g.qconfig["overrides"][0]["weight"] == 4
+
+
+@pytest.mark.parametrize("mode", ["fp16", "bf16"])
+def test_float_modes(mode):
+    g = import_onnx(model_path("gpt2"), QConfig.float_mode(mode))
+    assert all(n.qbits_activation == mode for n in g.nodes if n.op_type == "GEMM")
+    ins, outs = io("gpt2")
+    got = run(g, ins)["logits"]
+    assert cosine(got, outs["logits"]) >= 0.999
+    assert not np.array_equal(got, run(g, ins, quantize=False)["logits"])
+
+
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"default": {"weight": 3}}, "default.weight"),
+        ({"defaults": {}}, "defaults"),
+        ({"overrides": [{"match": "*", "wieght": 4}]}, "overrides.0.wieght"),
+        ([1, 2], None),
+    ],
+)
+def test_invalid(data, field):
+    with pytest.raises(InputError) as ei:
+        parse_qconfig(data, file="q.yaml")
+    if field:
+        assert field in str(ei.value)
+
+
+def test_imported_bits_win_unless_overridden():
+    g = import_onnx(model_path("llama_int4"))
+    assert {n.qbits_weight for n in g.nodes if n.op_type in ("GEMM", "QKV_PROJ")} == {4}
+    # model is weight-only quantized: activations stay float by default
+    assert all(n.qbits_activation is None for n in g.nodes)
+    # (the int4 quantizer renamed the nodes and dropped the module metadata)
+    qc = parse_qconfig({"overrides": [{"match": "node_linear_3_*", "weight": 8}]})
+    g2 = import_onnx(model_path("llama_int4"), qc)
+    bits = {n.metadata["layer_name"]: n.qbits_weight for n in g2.nodes if n.op_type == "GEMM"}
+    assert bits.pop("node_linear_3_matmul_Q4") == 8
+    assert set(bits.values()) == {4}

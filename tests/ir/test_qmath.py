@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernbench.ir import qmath
+
+
+def test_quantize_rounds_half_to_even_and_saturates():
+    q = qmath.quantize(np.array([0.5, 1.5, 2.5, -0.5, 1000.0, -1000.0]), np.float32(1.0), 0, 8)
+    assert q.tolist() == [0, 2, 2, 0, 127, -128]
+    assert q.dtype == np.int8
+    u = qmath.quantize(np.array([-1.0, 0.0, 300.0]), np.float32(1.0), 128, 8, signed=False)
+    assert u.tolist() == [127, 128, 255] and u.dtype == np.uint8
+
+
+def test_weight_per_channel_symmetric():
+    w = np.array([[1.0, -0.5], [-2.0, 0.25]], np.float32)
+    q, s = qmath.quantize_weight(w, 8, axis=-1)
+    np.testing.assert_allclose(s, [2.0 / 127, 0.5 / 127], rtol=1e-6)
+    assert q[:, 0].tolist() == [64, -127] and q[:, 1].tolist() == [-127, 64]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 300), st.integers(1, 5), st.integers(0, 2**31 - 1))
+def test_int_matmul_exact(m, k, n, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    za, zb = int(rng.integers(-5, 5)), int(rng.integers(-5, 5))
+    want = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+    got = qmath.int_matmul(a, b, za, zb)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(-8, 7), min_size=0, max_size=33))
+def test_int4_pack_roundtrip(vals):
+    q = np.array(vals, np.int8)
+    packed = qmath.pack_int4(q)
+    assert packed.dtype == np.uint8 and packed.size == (len(vals) + 1) // 2
+    np.testing.assert_array_equal(qmath.unpack_int4(packed, len(vals)), q)
+
+
+def test_int4_pack_layout_low_nibble_first():
+    assert qmath.pack_int4(np.array([1, -1], np.int8)).tolist() == [0xF1]
+    assert qmath.unpack_int4(np.array([0x7F], np.uint8), 2, signed=False).tolist() == [15, 7]
+
+
+def test_requantize():
+    acc = np.array([1000, -1000, 5, 100000], np.int32)
+    y = qmath.requantize(acc, np.float32(0.01), 3, 8)
+    assert y.tolist() == [13, -7, 3, 127]
+
+
+def test_blocked_dequantize():
+    q = np.arange(8, dtype=np.int8).reshape(4, 2)
+    s = np.array([[1.0, 2.0], [10.0, 20.0]], np.float32)
+    d = qmath.dequantize(q, s, 0, axis=0, block_size=2)
+    np.testing.assert_array_equal(d, [[0, 2], [2, 6], [40, 100], [60, 140]])
+
+
+def test_fake_quant_error_bound():
+    x = np.random.default_rng(0).normal(size=1000).astype(np.float32)
+    y = qmath.fake_quant(x, 8)
+    assert np.max(np.abs(x - y)) <= qmath.symmetric_scale(x, 8) / 2 + 1e-7
