@@ -49,7 +49,7 @@ def bare_pipeline(items: int) -> tuple[int, float]:
 
 
 def component_stack(tiles: int, trace: bool) -> tuple[int, float]:
-    topo = load_topology("small", ["cube.pe_template.pe_tcm.reserved_kib=512"])
+    topo = load_topology("small", ["cube.pe_template.pe_tcm.reserved_kib=1024"])
     per_pe = tiles // len(topo.pes)
     t0 = time.perf_counter()
     sim, _ = gemm_pipeline(topo, tiles=per_pe, tile_m=32, n=32, k=32, trace=trace)

@@ -84,13 +84,13 @@ def _max_ahead(sim) -> int:
 def test_back_pressure_when_queues_are_full(make_sim):
     # a slow GEMM (k=512) behind a fast DMA: how far the DMA runs ahead is bounded by queues
     cmd = dict(m_tiles=16, tile_m=32, n=32, k=512)
-    shallow = make_sim("small", "cube.pe_template.pe_tcm.reserved_kib=768",
+    shallow = make_sim("small", "cube.pe_template.pe_tcm.reserved_kib=1024",
                        "cube.pe_template.pe_dma.queue_depth=1",
                        "cube.pe_template.pe_fetch_store.queue_depth=1",
                        "cube.pe_template.pe_gemm.queue_depth=1")
     shallow.submit(0, composite_gemm("cg", **cmd))
     shallow.run()
-    deep = make_sim("small", "cube.pe_template.pe_tcm.reserved_kib=768",
+    deep = make_sim("small", "cube.pe_template.pe_tcm.reserved_kib=1024",
                     "cube.pe_template.pe_dma.queue_depth=64",
                     "cube.pe_template.pe_fetch_store.queue_depth=64",
                     "cube.pe_template.pe_gemm.queue_depth=64")
@@ -106,7 +106,8 @@ def test_back_pressure_when_queues_are_full(make_sim):
 
 def test_staging_tcm_bounds_tiles_in_flight(make_sim):
     # each tile holds 32*512 + 32*32*4 = 20 KiB of SchedulerReservedTCM; 64 KiB → 3 in flight
-    sim = make_sim("small", "cube.pe_template.pe_tcm.reserved_kib=64",
+    sim = make_sim("small", "cube.pe_template.pe_tcm.banks=32",
+                   "cube.pe_template.pe_tcm.reserved_kib=64",
                    "cube.pe_template.pe_dma.queue_depth=64",
                    "cube.pe_template.pe_fetch_store.queue_depth=64",
                    "cube.pe_template.pe_gemm.queue_depth=64")
@@ -116,7 +117,8 @@ def test_staging_tcm_bounds_tiles_in_flight(make_sim):
 
 
 def test_tile_larger_than_staging_is_a_capacity_error(make_sim):
-    sim = make_sim("small", "cube.pe_template.pe_tcm.reserved_kib=64")
+    sim = make_sim("small", "cube.pe_template.pe_tcm.banks=32",
+                   "cube.pe_template.pe_tcm.reserved_kib=64")
     sim.submit(0, composite_gemm("huge-gemm", m_tiles=2, tile_m=256, n=256, k=512))
     with pytest.raises(CapacityError, match="huge-gemm tile 0"):
         sim.run()

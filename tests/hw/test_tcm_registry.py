@@ -17,7 +17,7 @@ def test_allocator_never_hands_out_reserved_bytes(make_sim):
     tcm = sim.components["sip0.cube0.pe0.pe_tcm"]
     assert tcm.reserved_base == tcm.capacity - tcm.reserved_bytes
     got = []
-    with pytest.raises(CapacityError, match="TCM overflow: block 12"):
+    with pytest.raises(CapacityError, match="TCM overflow: block 24"):
         for i in range(1000):
             got.append((tcm.allocator.alloc(64 * 1024, who=f"block {i}"), 64 * 1024))
     assert all(off + n <= tcm.reserved_base for off, n in got)

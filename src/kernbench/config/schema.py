@@ -113,12 +113,12 @@ class PeMathSpec(ComponentSpec):
 class PeTcmSpec(ComponentSpec):
     kind: Literal["pe_tcm"] = "pe_tcm"
     impl: str = "pe_tcm_v1"
-    capacity_kib: int = Field(1024, ge=1, description="TCM capacity (KiB)")
-    banks: int = Field(16, ge=1, description="banks; a bank is capacity / banks bytes")
+    capacity_kib: int = Field(2048, ge=1, description="TCM capacity (KiB)")
+    banks: int = Field(8, ge=1, description="banks; a bank is capacity / banks bytes")
     bw_gbs: float = Field(512.0, gt=0, description="port bandwidth shared by DMA and fetch/store")
     latency_ns: float = Field(1.0, gt=0, description="access latency (ns)")
     reserved_kib: int = Field(
-        256, ge=0, description="SchedulerReservedTCM (top of TCM): staging for composite tiles"
+        512, ge=0, description="SchedulerReservedTCM (top of TCM): staging for composite tiles"
     )
 
     @model_validator(mode="after")
