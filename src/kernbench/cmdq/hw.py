@@ -18,13 +18,17 @@ from kernbench.cmdq.schema import (
     CmdqProgram,
     DmaTile,
     EntryBase,
+    LayerOp,
     TeConvTile,
     TeGemmTile,
+    TeLayerOp,
+    VeLayerOp,
     VeTile,
     program_predecessors,
 )
-from kernbench.common.pe_commands import DmaRead, DmaWrite, GemmCmd, MathCmd
+from kernbench.common.pe_commands import CompositeCmd, DmaRead, DmaWrite, GemmCmd, MathCmd
 from kernbench.common.program import ProgramEntry
+from kernbench.common.tile_plan import StageType
 from kernbench.topology.model import Topology
 
 VE_OP = {
@@ -32,6 +36,7 @@ VE_OP = {
     "VE_GELU_TILE": "gelu", "VE_SILU_TILE": "silu", "VE_ADD_TILE": "add", "VE_MUL_TILE": "mul",
     "VE_ROPE_TILE": "rope", "VE_COPY_TILE": "copy", "VE_TRANSPOSE_TILE": "transpose",
     "VE_QUANTIZE_TILE": "quantize", "VE_REQUANTIZE_TILE": "requantize",
+    "VE_DEQUANTIZE_TILE": "dequantize",
 }
 
 
@@ -57,6 +62,10 @@ def limits_for(topology: Topology) -> CmdqLimits:
 
 def engine_of(entry: EntryBase, pe_id: str) -> str | None:
     """The component that does the entry's work (for stats)."""
+    if isinstance(entry, TeLayerOp):
+        return f"{pe_id}.pe_gemm"
+    if isinstance(entry, VeLayerOp):
+        return f"{pe_id}.pe_math"
     if isinstance(entry, DmaTile):
         return f"{pe_id}.pe_dma"
     if isinstance(entry, TeGemmTile | TeConvTile):
@@ -73,6 +82,7 @@ def to_program(program: CmdqProgram, topology: Topology,
     """Translate a validated program into Control-FSM entries."""
     limits = limits or limits_for(topology)
     bank = limits.tcm_bank_bytes
+    staging_bytes = topology.config.cube.pe_template.pe_tcm.reserved_kib * 1024
     preds = program_predecessors(program)  # deps_before ∪ wait_for ∪ reversed deps_after
     out: list[ProgramEntry] = []
     for e in program.cmdq:
@@ -111,7 +121,42 @@ def to_program(program: CmdqProgram, topology: Topology,
             params = {"op": VE_OP[op], "length": e.length, "rows": e.rows, "ve_id": e.ve_id,
                       "entry": e.id}
             cmd = MathCmd(label=label, params=params, fetch_nbytes=rd, store_nbytes=wr, meta=meta)
+        elif isinstance(e, LayerOp):
+            cmd = layer_op_command(e, label, meta, staging_bytes)
         else:  # a known opcode without a hardware mapping (validated programs never get here)
             raise ValueError(f"entry {e.id}: no hardware mapping for {op}")
         out.append(ProgramEntry(e.id, "command", pe=pe, command=cmd, deps=deps, label=label))
     return out
+
+
+def layer_op_command(e: LayerOp, label: str, meta: dict, staging_bytes: int) -> CompositeCmd:
+    """A whole layer streamed through SchedulerReservedTCM: chunks of input in, the
+    engine's share of the work, chunks of output out (ADR-0014 D3.2 composite)."""
+    chunk = max(1, staging_bytes // 2)
+    tiles = max(1, -(-max(e.in_bytes, e.out_bytes) // chunk))
+    stages = []
+    for t in range(tiles):
+        i0, i1 = e.in_bytes * t // tiles, e.in_bytes * (t + 1) // tiles
+        o0, o1 = e.out_bytes * t // tiles, e.out_bytes * (t + 1) // tiles
+        if isinstance(e, TeLayerOp):
+            m = max(1, e.m * (t + 1) // tiles - e.m * t // tiles)
+            compute = (StageType.GEMM, {"m": m, "n": e.n, "k": e.k, "te_id": e.te_id,
+                                        "qbits_weight": e.qbits_weight,
+                                        "qbits_activation": e.qbits_activation})
+        else:
+            n_el = max(1, e.elements * (t + 1) // tiles - e.elements * t // tiles)
+            compute = (StageType.MATH, {"op": e.op if e.op else "copy", "length": n_el,
+                                        "rows": 1, "ve_id": e.ve_id})
+        tile = []
+        if i1 > i0:
+            tile += [(StageType.DMA_READ, {"nbytes": i1 - i0, "space": "hbm",
+                                           "addr": e.dram_addr + i0}),
+                     (StageType.FETCH, {"nbytes": i1 - i0})]
+        tile.append(compute)
+        if o1 > o0:
+            tile += [(StageType.STORE, {"nbytes": o1 - o0}),
+                     (StageType.DMA_WRITE, {"nbytes": o1 - o0, "space": "hbm",
+                                            "addr": e.dram_addr + o0})]
+        stages.append(tile)
+    return CompositeCmd(label=label, meta=meta, tile_stages=stages,
+                        tile_staging_bytes=[(e.in_bytes + e.out_bytes) // tiles + 1] * tiles)

@@ -275,12 +275,17 @@ class TeTile(EntryBase):
 
 
 class TeGemmTile(TeTile):
-    """ofm[m, n] (+)= ifm[m, k] @ wgt[k, n] (+ bias[n]); row-major, packed (spec §8.1)."""
+    """ofm[m, n] (+)= ifm[m, k] @ wgt[k, n] (+ bias[n]); row-major, packed (spec §8.1).
+    With ``transpose_wgt`` (1.1) the weight tile is stored [n, k] and used transposed."""
 
     opcode: Literal["TE_GEMM_TILE"] = "TE_GEMM_TILE"
     m: PosInt
     n: PosInt
     k: PosInt
+    transpose_wgt: bool = Field(
+        False, description="(1.1) wgt is stored [n, k] (e.g. K of attention) and used as its "
+        "transpose."
+    )
 
     def _operand_elements(self) -> tuple[int, int, int, int]:
         return self.m * self.k, self.k * self.n, self.m * self.n, self.n
@@ -426,6 +431,16 @@ class VeSoftmaxTile(VeVectorTile):
     causal_offset: int | None = Field(
         None, description="(1.1) Causal mask diagonal; null: no mask. May be negative."
     )
+    bias_bank: NonNegInt | None = Field(
+        None, description="(1.1) Additive mask (rows x length fp32) added before the max."
+    )
+    bias_offset: NonNegInt | None = None
+
+    def _extra_inputs(self, pe: int) -> list[TcmRange]:
+        if self.bias_bank is None or self.bias_offset is None:
+            return []
+        return [TcmRange("bias", pe, self.bias_bank, self.bias_offset, self.rows * self.length,
+                         32, "r")]
 
 
 class VeGeluTile(VeVectorTile):
@@ -524,7 +539,9 @@ class VeTransposeTile(VeTile):
 
 class VeQuantTile(VeVectorTile):
     out_qbits: QBits = Field(description="Output bit width (required).")  # type: ignore[assignment]
-    scale: float = Field(gt=0, description="out = round(in * scale) + zero_point, saturated.")
+    scale: float = Field(
+        gt=0, description="out = saturate(round_half_even(in / scale) + zero_point) (ONNX)."
+    )
     zero_point: int = Field(0, description="Output zero point (may be negative).")
 
 
@@ -538,6 +555,60 @@ class VeRequantizeTile(VeQuantTile):
     """(1.1) Rescale integers (e.g. int32 accumulators) to out_qbits integers."""
 
     opcode: Literal["VE_REQUANTIZE_TILE"] = "VE_REQUANTIZE_TILE"
+
+
+class VeDequantizeTile(VeVectorTile):
+    """(1.1) out[r, c] = float(in[r, c]) * scale[c] (+ bias[c]): the GEMM epilogue.
+
+    The scale is either a vector of ``length`` fp32 values in TCM (``scale_bank``) or the
+    scalar field ``scale``; the optional bias is ``length`` fp32 values (``bias_bank``)."""
+
+    opcode: Literal["VE_DEQUANTIZE_TILE"] = "VE_DEQUANTIZE_TILE"
+    scale: float | None = Field(None, description="Scalar scale when no scale vector is given.")
+    scale_bank: NonNegInt | None = None
+    scale_offset: NonNegInt | None = None
+    bias_bank: NonNegInt | None = None
+    bias_offset: NonNegInt | None = None
+
+    def _extra_inputs(self, pe: int) -> list[TcmRange]:
+        out = []
+        if self.scale_bank is not None and self.scale_offset is not None:
+            out.append(TcmRange("scale", pe, self.scale_bank, self.scale_offset, self.length,
+                                32, "r"))
+        if self.bias_bank is not None and self.bias_offset is not None:
+            out.append(TcmRange("bias", pe, self.bias_bank, self.bias_offset, self.length,
+                                32, "r"))
+        return out
+
+
+class LayerOp(EntryBase):
+    """(1.1) One whole IR layer (`layer_id`) on one PE, streamed HBM → TCM → HBM through the
+    scheduler's staging buffers: the compiler's fallback for layers it does not tile.
+    Its data semantics are the IR op's (docs/compiler.md)."""
+
+    layer_id: str = Field(description="IR layer to execute.")  # type: ignore[assignment]
+    in_bytes: NonNegInt = Field(description="Bytes read from HBM.")
+    out_bytes: NonNegInt = Field(description="Bytes written to HBM.")
+    dram_addr: NonNegInt = Field(0, description="HBM address the stream starts at (routing).")
+
+
+class VeLayerOp(LayerOp):
+    engine: ClassVar[str] = "ve"
+    opcode: Literal["VE_LAYER_OP"] = "VE_LAYER_OP"
+    ve_id: NonNegInt = 0
+    elements: PosInt = Field(description="Elements computed (vector-engine cost).")
+    op: str = Field("copy", description="pe_math cost-table entry that prices the layer.")
+
+
+class TeLayerOp(LayerOp):
+    engine: ClassVar[str] = "te"
+    opcode: Literal["TE_LAYER_OP"] = "TE_LAYER_OP"
+    te_id: NonNegInt = 0
+    m: PosInt
+    n: PosInt
+    k: PosInt
+    qbits_weight: QBits = 8
+    qbits_activation: QBits = 8
 
 
 # SYNC / CONTROL ----------------------------------------------------------------------
@@ -570,7 +641,7 @@ ENTRY_MODELS: tuple[type[EntryBase], ...] = (
     TeGemmTile, TeConvTile,
     VeLayernormTile, VeSoftmaxTile,
     VeRmsnormTile, VeGeluTile, VeSiluTile, VeAddTile, VeMulTile, VeRopeTile, VeCopyTile,
-    VeTransposeTile, VeQuantizeTile, VeRequantizeTile,
+    VeTransposeTile, VeQuantizeTile, VeRequantizeTile, VeDequantizeTile, VeLayerOp, TeLayerOp,
     Barrier, Nop, End,
 )
 MODEL_BY_OPCODE: dict[str, type[EntryBase]] = {
@@ -585,7 +656,8 @@ OPCODES_1_0: frozenset[str] = frozenset({
 Entry = Annotated[
     DmaLoadTile | DmaStoreTile | TeGemmTile | TeConvTile | VeLayernormTile | VeSoftmaxTile
     | VeRmsnormTile | VeGeluTile | VeSiluTile | VeAddTile | VeMulTile | VeRopeTile
-    | VeCopyTile | VeTransposeTile | VeQuantizeTile | VeRequantizeTile | Barrier | Nop | End,
+    | VeCopyTile | VeTransposeTile | VeQuantizeTile | VeRequantizeTile | VeDequantizeTile
+    | VeLayerOp | TeLayerOp | Barrier | Nop | End,
     Field(discriminator="opcode"),
 ]
 

@@ -1,0 +1,1 @@
+"""The offline compiler: IR → TileGraph → CMDQ bundle (docs/compiler.md)."""

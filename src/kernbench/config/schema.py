@@ -91,6 +91,7 @@ DEFAULT_MATH_OP_CYCLES: dict[str, float] = {
     # cycles per element per lane (vector passes included), by operation
     "add": 1.0, "sub": 1.0, "mul": 1.0, "div": 4.0, "max": 1.0, "min": 1.0, "where": 1.0,
     "copy": 1.0, "transpose": 1.0, "cast": 1.0, "quantize": 2.0, "requantize": 2.0,
+    "dequantize": 2.0,
     "exp": 4.0, "exp2": 4.0, "log": 4.0, "log2": 4.0, "sqrt": 4.0, "rsqrt": 4.0,
     "sigmoid": 5.0, "tanh": 5.0, "erf": 5.0, "gelu": 8.0, "silu": 6.0,
     "sum": 1.0, "reduce_max": 1.0, "reduce_min": 1.0,

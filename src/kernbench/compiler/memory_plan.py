@@ -1,0 +1,273 @@
+"""Layout and memory passes: where every tensor lives in HBM, and in what format.
+
+`layout` folds data-moving transposes that only reorder (B, S, H, D) ↔ (B, H, S, D)
+around ATTENTION / KV_UPDATE into strided views: the attention tiles read and write the
+heads with 2-D DMAs instead of a separate copy layer. `memory` then places every tensor:
+
+- a *placement* is (storage key, address, shape, element strides, dtype); views share
+  their source's storage (reshape of contiguous data, folded transposes);
+- activations are allocated once, in cube 0's HBM, 256-byte aligned;
+- graph inputs and constants are replicated in every cube's HBM (the host deploys each
+  copy) so that PEs read them locally; DMAs use the copy in their own cube;
+- TE weights are stored at their own bitwidth: int8 / int4 (packed two per byte) with the
+  per-channel scales folded into a dequantisation vector, fp16 in fp16 mode, else fp32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kernbench.compiler.state import CompileState
+from kernbench.errors import InputError
+
+ALIGN = 256
+ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "int64": 8, "int32": 4, "int16": 2,
+            "int8": 1, "uint8": 1, "bool": 1, "int4": 0.5, "uint16": 2, "uint32": 4}
+NP_DTYPE = {"fp32": np.float32, "fp16": np.float16, "fp64": np.float64, "int64": np.int64,
+            "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8,
+            "bool": np.bool_, "uint16": np.uint16, "uint32": np.uint32}
+
+
+def nbytes_of(shape: tuple[int, ...] | list[int], dtype: str) -> int:
+    n = int(np.prod(shape)) if len(shape) else 1
+    return int(np.ceil(n * ITEMSIZE[dtype]))
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    acc = 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+@dataclass(frozen=True)
+class Placement:
+    key: str                      # storage key (dependency tracking, memory.json)
+    addr: int                     # address of element 0 (cube 0 copy)
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]      # element strides
+    dtype: str
+    replicas: tuple[int, ...] = ()  # per-cube addresses of element 0 (constants, inputs)
+
+    @property
+    def contiguous(self) -> bool:
+        return self.strides == contiguous_strides(self.shape)
+
+    def addr_in(self, cube: int) -> int:
+        return self.replicas[cube] if self.replicas else self.addr
+
+    def offset_of(self, cube: int, base_offset_elems: int) -> int:
+        return self.addr_in(cube) + int(base_offset_elems * ITEMSIZE[self.dtype])
+
+
+@dataclass
+class Allocation:
+    key: str
+    role: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    addrs: tuple[int, ...]        # one per copy (cube order); one entry if not replicated
+    source: str | None = None     # IR tensor id it holds (or derives from)
+    data: np.ndarray | None = field(default=None, repr=False)  # host data (constants)
+
+
+class MemoryPlan:
+    def __init__(self, n_cubes: int, cube_bytes: int) -> None:
+        self.n_cubes = n_cubes
+        self.cube_bytes = cube_bytes
+        self._next = [c * cube_bytes for c in range(n_cubes)]
+        self.allocations: dict[str, Allocation] = {}
+        self.placements: dict[str, Placement] = {}
+
+    def _bump(self, cube: int, nbytes: int) -> int:
+        a = self._next[cube]
+        self._next[cube] = a + -(-max(nbytes, 1) // ALIGN) * ALIGN
+        if self._next[cube] > (cube + 1) * self.cube_bytes:
+            raise InputError(f"model does not fit in cube {cube}'s HBM ({self.cube_bytes} B)")
+        return a
+
+    def allocate(self, key: str, shape, dtype: str, role: str, *, replicate: bool = False,
+                 source: str | None = None, data: np.ndarray | None = None) -> Allocation:
+        if key in self.allocations:
+            return self.allocations[key]
+        nb = nbytes_of(shape, dtype)
+        cubes = range(self.n_cubes) if replicate else (0,)
+        addrs = tuple(self._bump(c, nb) for c in cubes)
+        a = Allocation(key, role, dtype, tuple(shape), nb, addrs, source, data)
+        self.allocations[key] = a
+        return a
+
+    def place(self, tid: str, alloc: Allocation, shape=None, strides=None) -> Placement:
+        shape = tuple(alloc.shape if shape is None else shape)
+        p = Placement(alloc.key, alloc.addrs[0], shape,
+                      tuple(strides) if strides is not None else contiguous_strides(shape),
+                      alloc.dtype, alloc.addrs if len(alloc.addrs) > 1 else ())
+        self.placements[tid] = p
+        return p
+
+    def constant(self, key: str, array: np.ndarray, dtype: str, role: str = "weight",
+                 source: str | None = None) -> Placement:
+        """A replicated constant (weights, scale vectors, biases)."""
+        a = self.allocate(key, array.shape, dtype, role, replicate=True, source=source,
+                          data=array)
+        p = Placement(key, a.addrs[0], tuple(array.shape), contiguous_strides(array.shape),
+                      dtype, a.addrs if len(a.addrs) > 1 else ())
+        return p
+
+    def verify(self) -> None:
+        spans = []
+        for a in self.allocations.values():
+            for addr in a.addrs:
+                spans.append((addr, addr + a.nbytes, a.key))
+        spans.sort()
+        for (s0, e0, k0), (s1, _e1, k1) in zip(spans, spans[1:], strict=False):
+            if s1 < e0:
+                raise InputError(f"memory plan: '{k0}' and '{k1}' overlap in HBM")
+
+    def to_json(self) -> dict[str, Any]:
+        out = {}
+        for key in sorted(self.allocations):
+            a = self.allocations[key]
+            out[key] = {"role": a.role, "dtype": a.dtype, "shape": list(a.shape),
+                        "nbytes": a.nbytes, "address": a.addrs[0],
+                        "replicas": list(a.addrs) if len(a.addrs) > 1 else [],
+                        "tensor": a.source}
+        return {"version": "1.0", "tensors": out,
+                "views": {tid: {"storage": p.key, "address": p.addr, "shape": list(p.shape),
+                                "strides": list(p.strides), "dtype": p.dtype}
+                          for tid, p in sorted(self.placements.items())}}
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def _is_head_swap(n) -> bool:  # noqa: ANN001
+    return n.op_type == "TRANSPOSE" and list(n.attributes.get("perm", [])) == [0, 2, 1, 3]
+
+
+@dataclass(frozen=True)
+class FoldTransposes:
+    """Mark (0, 2, 1, 3) transposes next to ATTENTION / KV_UPDATE as strided views."""
+
+    name: str = "layout"
+
+    def apply(self, state: CompileState) -> CompileState:
+        g = state.graph
+        folded: dict[str, Any] = {}
+        for n in g.nodes:
+            if not _is_head_swap(n) or n.attributes.get("view"):
+                continue
+            out = g.tensors[n.outputs[0]]
+            src = g.tensors[n.inputs[0]]
+            consumers = [g.node(c) for c in out.consumers]
+            if consumers and out.id not in g.outputs and all(
+                c.op_type == "ATTENTION" and out.id in c.inputs[:3]
+                or c.op_type == "KV_UPDATE" and c.inputs[1] == out.id
+                for c in consumers
+            ):
+                folded[n.id] = "read"      # consumers read the source with strides
+            elif (src.producer and g.node(src.producer).op_type == "ATTENTION"
+                  and src.consumers == [n.id] and src.id not in g.outputs):
+                folded[n.id] = "write"     # attention writes straight into the output
+        state.folded = folded
+        if folded:
+            state.notes.append(f"layout: {len(folded)} head transposes folded into DMAs")
+        return state
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+@dataclass(frozen=True)
+class PlanMemory:
+    name: str = "memory"
+
+    def apply(self, state: CompileState) -> CompileState:
+        g = state.graph
+        topo = state.topology
+        plan = MemoryPlan(len(topo.cubes), topo.cubes[0].hbm_bytes)
+        role_of: dict[str, str] = {}
+        for tid in g.inputs:
+            role_of[tid] = "input"
+        for tid in g.outputs:
+            role_of[tid] = "output"
+        for n in g.nodes:
+            if n.op_type == "KV_UPDATE":
+                role_of.setdefault(n.inputs[0], "kv")
+                role_of.setdefault(n.outputs[0], "kv")
+        for tid in g.inputs:
+            t = g.tensors[tid]
+            a = plan.allocate(tid, t.shape, t.dtype, role_of[tid], replicate=True, source=tid)
+            plan.place(tid, a)
+        # constants are placed lazily by the lowerings (they choose the representation)
+        for n in g.nodes:
+            fold = state.folded.get(n.id)
+            if n.op_type in ("RESHAPE", "IDENTITY") and n.attributes.get("view", n.op_type ==
+                                                                        "IDENTITY"):
+                src = plan.placements.get(n.inputs[0])
+                if src is not None and src.contiguous:
+                    t = g.tensors[n.outputs[0]]
+                    plan.placements[n.outputs[0]] = Placement(
+                        src.key, src.addr, tuple(t.shape), contiguous_strides(tuple(t.shape)),
+                        src.dtype, src.replicas)
+                    continue
+            if n.op_type == "TRANSPOSE" and n.attributes.get("view"):
+                src = plan.placements.get(n.inputs[0])
+                if src is not None and src.contiguous:
+                    t = g.tensors[n.outputs[0]]
+                    plan.placements[n.outputs[0]] = Placement(
+                        src.key, src.addr, tuple(t.shape), contiguous_strides(tuple(t.shape)),
+                        src.dtype, src.replicas)
+                    continue
+            if fold == "read":
+                src = self._source(plan, g, n.inputs[0])
+                perm = n.attributes["perm"]
+                t = g.tensors[n.outputs[0]]
+                plan.placements[n.outputs[0]] = Placement(
+                    src.key, src.addr, tuple(t.shape), tuple(src.strides[p] for p in perm),
+                    src.dtype, src.replicas)
+                continue
+            if fold == "write":
+                continue  # placed together with the attention output below
+            for tid in n.outputs:
+                if not tid or tid in plan.placements:
+                    continue
+                t = g.tensors[tid]
+                a = plan.allocate(tid, t.shape, t.dtype, role_of.get(tid, "intermediate"),
+                                  source=tid)
+                plan.place(tid, a)
+                # an attention output whose transpose is folded lives in that transpose's
+                # (contiguous) output, seen through permuted strides
+                for c in t.consumers:
+                    if state.folded.get(c) == "write":
+                        tn = g.node(c)
+                        out = g.tensors[tn.outputs[0]]
+                        a2 = plan.allocate(out.id, out.shape, out.dtype,
+                                           role_of.get(out.id, "intermediate"), source=out.id)
+                        del plan.allocations[tid]
+                        p_out = plan.place(out.id, a2)
+                        perm = tn.attributes["perm"]
+                        inv = [perm.index(i) for i in range(len(perm))]
+                        plan.placements[tid] = Placement(
+                            a2.key, a2.addrs[0], tuple(t.shape),
+                            tuple(p_out.strides[i] for i in inv), a2.dtype)
+        for tid in g.outputs:
+            if tid not in plan.placements:
+                raise InputError(f"graph output '{tid}' has no placement")
+        state.memory = plan
+        return state
+
+    @staticmethod
+    def _source(plan: MemoryPlan, g, tid: str) -> Placement:  # noqa: ANN001
+        p = plan.placements.get(tid)
+        if p is None:
+            t = g.tensors[tid]
+            a = plan.allocate(tid, t.shape, t.dtype, "intermediate", source=tid)
+            p = plan.place(tid, a)
+        return p

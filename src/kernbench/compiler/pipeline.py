@@ -1,0 +1,103 @@
+"""The compiler: pass pipeline, bundle writing, and model loading helpers.
+
+    state = compile_graph(graph, topology)          # runs PASSES under a PassManager
+    write_bundle(state, out_dir, source_model=path) # cmdq.json, memory.json, weights.npz, ...
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernbench.compiler.emit import Emit
+from kernbench.compiler.lower import Tile
+from kernbench.compiler.memory_plan import NP_DTYPE, FoldTransposes, PlanMemory
+from kernbench.compiler.passes import PassManager
+from kernbench.compiler.quantize import QuantizeActivations
+from kernbench.compiler.schedule import AllocateTcm, Place, Schedule
+from kernbench.compiler.state import CompileOptions, CompileState
+from kernbench.errors import InputError
+from kernbench.ir.model import Graph
+from kernbench.topology.model import Topology
+
+PASSES = (QuantizeActivations(), FoldTransposes(), PlanMemory(), Tile(), Place(), AllocateTcm(),
+          Schedule(), Emit())
+PASS_NAMES = tuple(p.name for p in PASSES)
+
+
+def compile_graph(graph: Graph, topology: Topology, options: CompileOptions | None = None, *,
+                  dump_after: tuple[str, ...] = (), dump_dir: Path | None = None,
+                  progress: Any = None) -> tuple[CompileState, PassManager]:
+    state = CompileState(graph, topology, options or CompileOptions())
+    pm = PassManager(list(PASSES), dump_after=tuple(dump_after), dump_dir=dump_dir,
+                     progress=progress)
+    try:
+        state = pm.run(state)
+    except ValueError as e:
+        raise InputError(f"cannot compile: {e}") from None
+    return state, pm
+
+
+def load_model(path: Path, qconfig: Path | None = None) -> tuple[Graph, Path | None]:
+    """An ONNX model or an ir.json (with weights.npz beside it) → IR graph."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "ir.json"
+    if path.suffix == ".json":
+        g = Graph.load(path)
+        if qconfig is not None:
+            from kernbench.ir.qconfig import apply_qconfig, load_qconfig
+
+            apply_qconfig(g, load_qconfig(qconfig))
+        src = path.parent / "model.onnx"
+        return g, (src if src.exists() else None)
+    from kernbench.ir import import_onnx
+    from kernbench.ir.qconfig import load_qconfig
+
+    return import_onnx(path, load_qconfig(qconfig) if qconfig else None), path
+
+
+def write_bundle(state: CompileState, out: Path, source_model: Path | None = None) -> list[Path]:
+    """Write the bundle folder atomically (a temp folder renamed into place)."""
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    from kernbench.report.stats import write_json
+
+    write_json(state.cmdq, tmp / "cmdq.json")
+    write_json(state.memory.to_json(), tmp / "memory.json")
+    arrays = {}
+    for key, a in sorted(state.memory.allocations.items()):
+        if a.data is not None:
+            arrays[key] = np.ascontiguousarray(a.data)
+    np.savez(tmp / "weights.npz", **{_npz(k): v for k, v in arrays.items()})
+    state.graph.save(tmp / "ir.json", tmp / "ir_weights.npz")
+    if source_model is not None and Path(source_model).suffix == ".onnx":
+        shutil.copyfile(source_model, tmp / "model.onnx")
+    import yaml
+
+    (tmp / "topology.yaml").write_text(
+        yaml.safe_dump(state.topology.config.model_dump(mode="json"), sort_keys=True),
+        encoding="utf-8")
+    write_json({"passes": [p.name for p in PASSES], "notes": state.notes,
+                "entries": len(state.cmdq["cmdq"])}, tmp / "compile.json")
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return sorted(out.iterdir())
+
+
+def _npz(key: str) -> str:
+    return key.replace("/", "∕")
+
+
+def npz_key(key: str) -> str:
+    return _npz(key)
+
+
+__all__ = ["PASSES", "PASS_NAMES", "compile_graph", "load_model", "write_bundle", "NP_DTYPE"]

@@ -1,0 +1,115 @@
+"""Roofline: an analytic lower bound per layer on the chosen hardware.
+
+For a layer: compute bound = MACs / (peak MACs per ns of all PEs' arrays at the layer's
+operand bitwidth) plus vector work / (all PEs' SIMD lanes × clock); memory bound =
+compulsory HBM bytes (inputs read once, outputs written once, weights at their stored
+bitwidth) / aggregate HBM bandwidth. bound = max of the two; `bound_by` names the larger.
+A layer's simulated time is the span from its first entry's start to its last entry's
+end; roofline_fraction = bound_ns / ns (1.0 = at the roofline). The model's fraction is
+Σ bound / total simulated time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kernbench.compiler.memory_plan import ITEMSIZE
+
+
+def _macs(g, n) -> int:  # noqa: ANN001
+    t = g.tensors
+    if n.op_type == "GEMM":
+        return n.shape.get("M", 1) * n.shape.get("N", 1) * n.shape.get("K", 1)
+    if n.op_type == "QKV_PROJ":
+        x = t[n.inputs[0]].shape
+        m = int(np.prod(x[:-1]))
+        return sum(m * x[-1] * t[w].shape[-1] for w in n.inputs[1:4])
+    if n.op_type == "ATTENTION":
+        q, k, v = (t[i].shape for i in n.inputs[:3])
+        return int(np.prod(q[:-1])) * k[-2] * (q[-1] + v[-1])
+    if n.op_type in ("MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "CONV"):
+        from kernbench.compiler.lower import _te_dims
+
+        m, nn, k = _te_dims(g, n)
+        return m * nn * k
+    return 0
+
+
+def _elements(g, n) -> int:  # noqa: ANN001
+    return sum(int(np.prod(g.tensors[o].shape)) for o in n.outputs if o)
+
+
+def layer_bounds(state: Any) -> dict[str, dict[str, Any]]:
+    g = state.graph
+    topo = state.topology
+    pt = topo.config.cube.pe_template
+    n_pes = len(topo.pes)
+    hbm = topo.config.cube.hbm_ctrl
+    hbm_bw = hbm.channels * hbm.channel_bw_gbs * len(topo.cubes)
+    lanes = pt.pe_math.lanes * pt.pe_math.clock_ghz * n_pes
+    plan = state.memory
+    out: dict[str, dict[str, Any]] = {}
+    for n in g.nodes:
+        macs = _macs(g, n)
+        bits = max(b if isinstance(b, int) else (16 if b in ("fp16", "bf16") else 32)
+                   for b in (n.qbits_weight, n.qbits_activation))
+        factor = pt.pe_gemm.throughput_factor.get(bits, 1.0)
+        peak = pt.pe_gemm.rows * pt.pe_gemm.cols * factor * pt.pe_gemm.clock_ghz * n_pes
+        compute_ns = macs / peak if macs else _elements(g, n) / lanes
+        nbytes = 0
+        for tid in list(n.inputs) + list(n.outputs):
+            if not tid:
+                continue
+            tt = g.tensors[tid]
+            dt = tt.dtype
+            if tt.const and n.op_type in ("GEMM", "QKV_PROJ") and isinstance(n.qbits_weight,
+                                                                              int):
+                dt = "int4" if n.qbits_weight == 4 else "int8"
+            elif tt.const and n.qbits_weight in ("fp16", "bf16"):
+                dt = "fp16"
+            nbytes += math.ceil(int(np.prod(tt.shape)) * ITEMSIZE.get(dt, 4)) if tt.shape else 4
+        if plan is not None and n.op_type in ("RESHAPE", "TRANSPOSE", "IDENTITY"):
+            src = plan.placements.get(n.inputs[0])
+            dst = plan.placements.get(n.outputs[0])
+            if src is not None and dst is not None and src.key == dst.key:
+                nbytes, compute_ns = 0, 0.0  # a view moves nothing
+        if state.folded.get(n.id):
+            nbytes, compute_ns = 0, 0.0
+        mem_ns = nbytes / hbm_bw
+        bound = max(compute_ns, mem_ns)
+        out[n.id] = {"op_type": n.op_type, "macs": macs, "bytes": nbytes,
+                     "compute_bound_ns": round(compute_ns, 3), "memory_bound_ns": round(mem_ns, 3),
+                     "bound_ns": round(bound, 3),
+                     "bound_by": "compute" if compute_ns >= mem_ns else "memory"}
+    return out
+
+
+def layer_report(bounds: dict[str, dict[str, Any]], entries: dict[str, Any],
+                 engines_by_entry: dict[str, str] | None = None) -> dict[str, Any]:
+    """Merge bounds with simulated layer spans from stats `entries`."""
+    spans: dict[str, list[float]] = {}
+    busy: dict[str, dict[str, float]] = {}
+    for e in entries.values():
+        lid = e.get("layer_id")
+        if lid is None or e.get("start_ns") is None:
+            continue
+        s = spans.setdefault(lid, [e["start_ns"], e["end_ns"]])
+        s[0] = min(s[0], e["start_ns"])
+        s[1] = max(s[1], e["end_ns"])
+        kind = {"DMA": "dma", "TE_": "tensor engine", "VE_": "vector engine"}.get(
+            e["opcode"][:3], "other")
+        b = busy.setdefault(lid, {})
+        b[kind] = b.get(kind, 0.0) + (e["end_ns"] - e["start_ns"])
+    layers = {}
+    for lid, b in bounds.items():
+        if lid not in spans:
+            continue
+        ns = spans[lid][1] - spans[lid][0]
+        eng = max(busy[lid].items(), key=lambda kv: (kv[1], kv[0]))[0] if busy.get(lid) else None
+        layers[lid] = dict(b, ns=round(ns, 3),
+                           roofline_fraction=round(b["bound_ns"] / ns, 6) if ns > 0 else 1.0,
+                           bottleneck=eng)
+    return layers

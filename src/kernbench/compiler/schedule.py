@@ -1,0 +1,160 @@
+"""Placement, TCM allocation and scheduling passes over the TileGraph.
+
+- placement: program order. Within each lowering phase the per-PE op streams are merged
+  round-robin, one op per PE in turn, so that the Control FSM's in-order fetch window
+  always holds work for every PE; phases stay in order, so every dependency points back.
+- tcm_alloc: a ring allocator per PE over the AllocatableTCM. Buffers are allocated in
+  program order and freed after their last use; a buffer never straddles a bank; a new
+  buffer takes the oldest free space first (maximal distance to the last use, so loads of
+  the next tile overlap compute of this one). Reusing space records which dead buffers
+  it overwrites (their readers must finish first).
+- schedule: dependencies, as few and as precise as correctness needs: read-after-write
+  on TCM buffers (last writer), write-after-read / write-after-write on reused TCM space,
+  and read-after-write on HBM byte ranges (a load waits only for the stores that wrote
+  bytes it reads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernbench.compiler.state import CompileState
+from kernbench.compiler.tilegraph import Buf
+from kernbench.errors import CapacityError
+
+
+@dataclass(frozen=True)
+class Place:
+    name: str = "placement"
+
+    def apply(self, state: CompileState) -> CompileState:
+        ops = state.tiles.ops
+        order = []
+        i = 0
+        while i < len(ops):
+            j = i
+            while j < len(ops) and ops[j].stream == ops[i].stream:
+                j += 1
+            streams: dict[int, list] = {}
+            for o in ops[i:j]:
+                streams.setdefault(o.pe, []).append(o)
+            queues = [streams[pe] for pe in sorted(streams)]
+            pos = [0] * len(queues)
+            remaining = j - i
+            while remaining:
+                for qi, q in enumerate(queues):
+                    if pos[qi] < len(q):
+                        order.append(q[pos[qi]])
+                        pos[qi] += 1
+                        remaining -= 1
+            i = j
+        for idx, o in enumerate(order):
+            o.index = idx
+        state.tiles.ops = order
+        return state
+
+
+class _Ring:
+    def __init__(self, pe: int, capacity: int, bank: int) -> None:
+        self.pe = pe
+        self.capacity = capacity
+        self.bank = bank
+        self.cursor = 0
+        self.live: list[Buf] = []
+        self.dead: list[Buf] = []
+
+    def alloc(self, b: Buf) -> None:
+        size = b.nbytes
+        tried = 0
+        cur = self.cursor
+        while tried < 3 * (self.capacity // max(size, 1) + len(self.live) + 2):
+            tried += 1
+            if cur // self.bank != (cur + size - 1) // self.bank:
+                cur = (cur // self.bank + 1) * self.bank
+            if cur + size > self.capacity:
+                cur = 0
+                continue
+            clash = [x for x in self.live if x.offset < cur + size and cur < x.offset + x.nbytes]
+            if clash:
+                cur = max(x.offset + x.nbytes for x in clash)
+                continue
+            reused = [x for x in self.dead if x.offset < cur + size and cur < x.offset + x.nbytes]
+            for x in reused:
+                self.dead.remove(x)
+            b.war_after = reused
+            b.offset = cur
+            b.bank, b.bank_offset = divmod(cur, self.bank)
+            self.live.append(b)
+            self.cursor = cur + size
+            return
+        raise CapacityError(
+            f"TCM overflow on PE {self.pe}: {b.label} needs {size} B; live buffers: "
+            + ", ".join(f"{x.label}({x.nbytes})" for x in self.live[:6]))
+
+    def free(self, b: Buf) -> None:
+        if b in self.live:
+            self.live.remove(b)
+            self.dead.append(b)
+
+
+@dataclass(frozen=True)
+class AllocateTcm:
+    name: str = "tcm_alloc"
+
+    def apply(self, state: CompileState) -> CompileState:
+        tcm = state.topology.config.cube.pe_template.pe_tcm
+        bank = tcm.capacity_kib * 1024 // tcm.banks
+        cap = (tcm.capacity_kib - tcm.reserved_kib) * 1024
+        rings: dict[int, _Ring] = {}
+        for op in state.tiles.ops:
+            ring = rings.setdefault(op.pe, _Ring(op.pe, cap, bank))
+            for _, b in op.writes + op.reads:
+                if b.offset is None:
+                    ring.alloc(b)
+            for b in op.frees:
+                ring.free(b)
+        state.tiles.allocated = True
+        return state
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str = "schedule"
+
+    def apply(self, state: CompileState) -> CompileState:
+        last_writer: dict[int, int] = {}
+        readers: dict[int, list[int]] = {}
+        accessed: dict[int, list[int]] = {}
+        hbm_writes: dict[str, list[tuple[int, int, int]]] = {}
+        for op in state.tiles.ops:
+            deps: set[int] = set()
+            for _, b in op.reads:
+                w = last_writer.get(b.id)
+                if w is not None:
+                    deps.add(w)
+            for _, b in op.writes:
+                if b.id not in last_writer and b.war_after:
+                    for dead in b.war_after:  # space reuse: previous users finish first
+                        deps.update(accessed.get(dead.id, ()))
+                w = last_writer.get(b.id)
+                if w is not None:
+                    deps.add(w)
+                deps.update(readers.get(b.id, ()))
+            for key, lo, hi in op.hbm_reads:
+                for s, e, idx in hbm_writes.get(key, ()):
+                    if s < hi and lo < e:
+                        deps.add(idx)
+            deps.discard(op.index)
+            if any(d > op.index for d in deps):
+                raise RuntimeError(f"schedule: op {op.index} depends on a later op")
+            op.deps = sorted(deps)
+            for _, b in op.reads:
+                readers.setdefault(b.id, []).append(op.index)
+                accessed.setdefault(b.id, []).append(op.index)
+            for _, b in op.writes:
+                last_writer[b.id] = op.index
+                readers[b.id] = []
+                accessed.setdefault(b.id, []).append(op.index)
+            for key, lo, hi in op.hbm_writes:
+                hbm_writes.setdefault(key, []).append((lo, hi, op.index))
+        return state

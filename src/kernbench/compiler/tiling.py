@@ -1,0 +1,57 @@
+"""Tile-shape choice: GEMM tiles aligned to the systolic array, within a TCM bank.
+
+For an (M, N, K) GEMM the tiler picks (tm, tn, tk) from array-aligned candidates such
+that every operand tile (A tm×tk, W tk×tn, accumulator tm×tn int32/fp32) fits in one TCM
+bank and two of each (double buffering) fit in the AllocatableTCM, minimising the
+estimated compute time of the busiest PE: ceil(tiles / PEs) × Σ_k systolic cycles.
+Ties prefer fewer, larger tiles (fewer commands).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kernbench.components.builtin.systolic import systolic_compute_cycles
+
+
+@dataclass(frozen=True)
+class GemmTiles:
+    tm: int
+    tn: int
+    tk: int
+
+    def counts(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        return math.ceil(m / self.tm), math.ceil(n / self.tn), math.ceil(k / self.tk)
+
+
+def _cands(total: int, options: tuple[int, ...]) -> list[int]:
+    out = sorted({min(total, o) for o in options}, reverse=True)
+    return out or [total]
+
+
+def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
+                      bank_bytes: int, tcm_bytes: int, rows: int, cols: int, dataflow: str,
+                      n_pes: int) -> GemmTiles:
+    best = None
+    for tn in _cands(n, (256, 128, 64, 32)):
+        for tm in _cands(m, (1024, 512, 256, 128, 64, 32, 16)):
+            c = tm * tn * 4
+            if c > bank_bytes:
+                continue
+            for tk in _cands(k, (2048, 1024, 512, 256, 128, 64, 32)):
+                a = math.ceil(tm * tk * a_bytes)
+                w = math.ceil(tk * tn * w_bytes)
+                if a > bank_bytes or w > bank_bytes or 2 * (a + w + c) > tcm_bytes:
+                    continue
+                mt, nt, kt = math.ceil(m / tm), math.ceil(n / tn), math.ceil(k / tk)
+                per_tile = sum(
+                    systolic_compute_cycles(tm, tn, min(tk, k - i * tk), rows, cols, dataflow)
+                    for i in range(kt))
+                waves = math.ceil(mt * nt / n_pes)
+                score = (waves * per_tile, mt * nt * kt)
+                if best is None or score < best[0]:
+                    best = (score, GemmTiles(tm, tn, tk))
+    if best is None:
+        raise ValueError(f"no GEMM tiling of ({m}, {n}, {k}) fits a {bank_bytes}-byte bank")
+    return best[1]

@@ -1,0 +1,133 @@
+"""Each math op of the data pass vs numpy / the IR reference interpreter functions."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from kernbench.data import DataExecutor, MemoryStore, OpRecord
+from kernbench.ir import interpreter as I  # noqa: N812
+from kernbench.ir import qmath
+
+T = "tcm:pe0"
+rng = np.random.default_rng(7)
+X = rng.standard_normal((4, 6)).astype(np.float32)
+Y = rng.standard_normal((4, 6)).astype(np.float32) + 3.0
+P = np.abs(X) + 0.5
+
+
+def run(op, ins, shape_out, dtype="float32", **attrs):
+    st = MemoryStore({T: 1 << 16})
+    addrs, shapes, dts, imm = [], [], [], []
+    for i, x in enumerate(ins):
+        if np.ndim(x) == 0 and not isinstance(x, np.ndarray):
+            addrs.append(None)
+            shapes.append(())
+            dts.append(None)
+            imm.append(x)
+            continue
+        x = np.asarray(x)
+        st.write(T, 1024 * i, x)
+        addrs.append(1024 * i)
+        shapes.append(x.shape)
+        dts.append(x.dtype.name)
+        imm.append(None)
+    p = {"op": op, "space": T, "input_addrs": addrs, "input_shapes": shapes,
+         "input_dtypes": dts, "imm": imm, "dst_addr": 32768, "shape_out": shape_out,
+         "dtype": dtype, **attrs}
+    DataExecutor([OpRecord(0, 1, "pe0.pe_math", "math", op, p, [])], st).run()
+    return st.read(T, 32768, shape_out, dtype)
+
+
+@pytest.mark.parametrize("op,fn", [
+    ("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide),
+    ("maximum", np.maximum), ("minimum", np.minimum),
+])
+def test_binary(op, fn):
+    assert np.array_equal(run(op, [X, Y], X.shape), fn(X, Y))
+
+
+def test_broadcast_and_immediate():
+    col = Y[:, :1]
+    assert np.array_equal(run("sub", [X, col], X.shape), X - col)
+    assert np.array_equal(run("mul", [X, 2.0], X.shape), X * np.float32(2))
+
+
+@pytest.mark.parametrize("op,fn", [
+    ("exp", np.exp), ("exp2", np.exp2), ("log", np.log), ("log2", np.log2), ("sqrt", np.sqrt),
+    ("rsqrt", lambda x: 1 / np.sqrt(x)), ("tanh", np.tanh), ("neg", np.negative),
+    ("abs", np.abs), ("sigmoid", I.UNARY_FNS["sigmoid"]), ("erf", I._erf),
+])
+def test_unary(op, fn):
+    assert np.array_equal(run(op, [P], P.shape), fn(P).astype(np.float32))
+
+
+def test_where_and_cast():
+    c = X > 0
+    assert np.array_equal(run("where", [c, X, Y], X.shape), np.where(c, X, Y))
+    assert np.array_equal(run("cast", [X * 10], X.shape, "int32"), np.trunc(X * 10).astype(np.int32))
+    h = run("cast", [X], X.shape, "bfloat16")
+    assert h.dtype == ml_dtypes.bfloat16 and np.array_equal(h, X.astype(ml_dtypes.bfloat16))
+    assert np.array_equal(run("copy", [X], X.shape), X)
+
+
+def test_transpose_and_reductions():
+    assert np.array_equal(run("transpose", [X], (6, 4)), X.T)
+    assert np.array_equal(run("sum", [X], (4,), axis=1), X.sum(1))
+    assert np.array_equal(run("reduce_max", [X], (6,), axis=0), X.max(0))
+    assert np.array_equal(run("max", [X], (4,), axis=1), X.max(1))
+    assert np.array_equal(run("min", [X], (4, 1), axis=1, keepdims=True), X.min(1, keepdims=True))
+
+
+def test_f16_computes_in_f32_and_rounds():
+    h = X.astype(np.float16)
+    assert np.array_equal(run("exp", [h], X.shape, "float16"),
+                          np.exp(h.astype(np.float32)).astype(np.float16))
+
+
+def test_softmax_matches_interpreter_with_causal_mask():
+    assert np.array_equal(run("softmax", [X], X.shape), I.softmax(X, -1))
+    got = run("softmax", [X], X.shape, scale=0.5, causal_offset=-1)
+    np.seterr(all="ignore")
+    allowed = np.arange(6)[None, :] <= np.arange(4)[:, None] - 1
+    ref = I.softmax(X * np.float32(0.5) + np.where(allowed, 0, -np.inf).astype(np.float32), -1)
+    ref[0] = 0  # row 0 is fully masked
+    assert np.array_equal(got, np.nan_to_num(ref))
+
+
+def test_norms_gelu_silu_rope():
+    g = rng.standard_normal(6).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    n = type("N", (), {"attributes": {"axis": 1, "eps": 1e-5}})
+    assert np.array_equal(run("layernorm", [X, g, b], X.shape, eps=1e-5),
+                          I._k_layernorm(None, n, [X, g, b])[0])
+    n.attributes = {"axis": 1, "eps": 1e-6}
+    assert np.array_equal(run("rmsnorm", [X, g], X.shape, eps=1e-6),
+                          I._k_rmsnorm(None, n, [X, g])[0])
+    assert np.array_equal(run("gelu", [X], X.shape), I.gelu(X))
+    assert np.array_equal(run("gelu", [X], X.shape, approximate="tanh"), I.gelu(X, "tanh"))
+    assert np.array_equal(run("silu", [X], X.shape), X / (1 + np.exp(-X)))
+    ang = rng.standard_normal((4, 3)).astype(np.float32)
+    cos = np.concatenate([np.cos(ang)] * 2, -1)
+    sin = np.concatenate([np.sin(ang)] * 2, -1)
+    ref = X * cos + np.concatenate([-X[:, 3:], X[:, :3]], -1) * sin
+    np.testing.assert_allclose(run("rope", [X, cos, sin], X.shape), ref, rtol=1e-6)
+
+
+def test_quantization_ops():
+    q = run("quantize", [X], X.shape, "int8", scale=0.02, zero_point=0, bits=8)
+    assert np.array_equal(q, qmath.quantize(X, np.float32(0.02), 0, 8))
+    q4 = run("quantize", [X], X.shape, "int4", scale=0.3, bits=4)
+    assert np.array_equal(q4, qmath.quantize(X, np.float32(0.3), 0, 4))
+    assert np.array_equal(run("dequantize", [q], X.shape, scale=0.02),
+                          qmath.dequantize(q, np.float32(0.02)))
+    acc = rng.integers(-20000, 20000, (4, 6)).astype(np.int32)
+    assert np.array_equal(run("requantize", [acc], X.shape, "int8", multiplier=0.003),
+                          qmath.requantize(acc, np.float32(0.003)))
+    sc = rng.random(6).astype(np.float32)
+    assert np.array_equal(run("dequant_scale", [acc, sc], X.shape),
+                          acc.astype(np.float32) * sc)
+    assert math.isfinite(float(run("sum", [X], (), axis=None)))
