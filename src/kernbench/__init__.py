@@ -6,3 +6,28 @@ triton_emu → data → report → cli.
 """
 
 __version__ = "0.1.0"
+
+# Kernel front end, loaded lazily so that `import kernbench` stays light.
+_LAZY = {
+    "jit": "kernbench.triton_emu.runtime",
+    "to_device": "kernbench.triton_emu.runtime",
+    "empty": "kernbench.triton_emu.runtime",
+    "zeros": "kernbench.triton_emu.runtime",
+    "cdiv": "kernbench.triton_emu.runtime",
+    "next_power_of_2": "kernbench.triton_emu.runtime",
+    "autotune": "kernbench.triton_emu.runtime",
+    "heuristics": "kernbench.triton_emu.runtime",
+    "Config": "kernbench.triton_emu.runtime",
+    "DeviceBuffer": "kernbench.triton_emu.runtime",
+}
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562 lazy exports
+    import importlib
+
+    if name == "tl":
+        return importlib.import_module("kernbench.tl")
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'kernbench' has no attribute {name!r}")
+    return getattr(importlib.import_module(mod), name)

@@ -13,6 +13,8 @@ Each CMDQ entry becomes one `ProgramEntry` for the cube's M_CPU:
 
 from __future__ import annotations
 
+from typing import Any
+
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.schema import (
     CmdqProgram,
@@ -78,8 +80,11 @@ def engine_of(entry: EntryBase, pe_id: str) -> str | None:
 
 
 def to_program(program: CmdqProgram, topology: Topology,
-               limits: CmdqLimits | None = None) -> list[ProgramEntry]:
-    """Translate a validated program into Control-FSM entries."""
+               limits: CmdqLimits | None = None, data: Any = None) -> list[ProgramEntry]:
+    """Translate a validated program into Control-FSM entries.
+
+    With `data` (a cmdq.bundle.DataContext), every command also carries its `"data"`
+    description for the op log (cmdq/data.py)."""
     limits = limits or limits_for(topology)
     bank = limits.tcm_bank_bytes
     staging_bytes = topology.config.cube.pe_template.pe_tcm.reserved_kib * 1024
@@ -125,6 +130,8 @@ def to_program(program: CmdqProgram, topology: Topology,
             cmd = layer_op_command(e, label, meta, staging_bytes)
         else:  # a known opcode without a hardware mapping (validated programs never get here)
             raise ValueError(f"entry {e.id}: no hardware mapping for {op}")
+        if data is not None:
+            data.attach(e, cmd, topology.pes[pe].id, bank)
         out.append(ProgramEntry(e.id, "command", pe=pe, command=cmd, deps=deps, label=label))
     return out
 

@@ -72,11 +72,11 @@ def critical_path(entries: list[ProgramEntry]) -> list[int]:
 
 
 def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | None = None,
-                     op_logger: Any = None, trace: bool = True) -> CmdqRun:
+                     op_logger: Any = None, trace: bool = True, data: Any = None) -> CmdqRun:
     """Validate `program` against `topology`, run it to the end, return the run."""
     limits = limits_for(topology)
     check_program(program, limits, file)
-    entries = to_program(program, topology, limits)
+    entries = to_program(program, topology, limits, data)
     sim = Simulator(topology, op_logger=op_logger, trace=trace)
     done = sim.run_program(entries)
     total = sim.run()

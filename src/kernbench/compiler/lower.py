@@ -24,7 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.compiler.memory_plan import ITEMSIZE, Placement, contiguous_strides
+from kernbench.compiler.memory_plan import (
+    ITEMSIZE,
+    Placement,
+    contiguous_strides,
+    tiled_attention,
+)
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.compiler.tiling import choose_gemm_tiles
@@ -348,7 +353,8 @@ class Lowerer:
                     frees.append(bb)
                 y = self.buf(pe, tm * tn * 4, f"{n.id}.y")
                 self.op("VE_DEQUANTIZE_TILE", pe, n.id,
-                        {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": 32},
+                        {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": 32,
+                         "in_dtype": "int32" if mode == "int" else "float32"},
                         reads=reads, writes=[("out", y)], frees=frees)
                 self.dma(True, pe, y, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[y])
         return True
@@ -458,17 +464,21 @@ class Lowerer:
 
     # ------------------------------------------------------------------ KV_UPDATE
     def lower_kv_update(self, n) -> bool:  # noqa: ANN001
+        """present[b, h] = concat(past[b, h], new[b, h]) along the sequence; a cache stored
+        at KV bits is quantized on the way (VE_QUANTIZE with its calibrated scale)."""
         past = self.placement(n.inputs[0])
         new = self.placement(n.inputs[1])
         out = self.plan.placements[n.outputs[0]]
-        if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or past.dtype != out.dtype \
-                or new.dtype != out.dtype or not out.contiguous or not past.contiguous:
+        quant = out.dtype != past.dtype
+        if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or not out.contiguous \
+                or not past.contiguous or new.strides[3] != 1 or past.dtype != new.dtype:
             return False
+        if quant and (past.dtype != "fp32" or out.dtype != "int8"):
+            return False
+        scale = self.plan.scales.get(out.key)
         b_, h_, p_len, d = past.shape
         s_len = new.shape[2]
-        if new.strides[3] != 1:
-            return False
-        isz = ITEMSIZE[out.dtype]
+        isz = ITEMSIZE[past.dtype]
         for b in range(b_):
             for h in range(h_):
                 for src, rows, dst_row in ((past, p_len, 0), (new, s_len, p_len)):
@@ -479,6 +489,13 @@ class Lowerer:
                         bb = self.buf(pe, r * d * isz, f"{n.id}.rows")
                         off = b * src.strides[0] + h * src.strides[1] + r0 * src.strides[2]
                         self.dma(False, pe, bb, src, off, r, d, src.strides[2], n.id, role="kv")
+                        if quant:
+                            bq = self.buf(pe, r * d, f"{n.id}.rowsq")
+                            self.op("VE_QUANTIZE_TILE", pe, n.id,
+                                    {"length": d, "rows": r, "qbits_activation": 32,
+                                     "out_qbits": 8, "scale": scale, "zero_point": 0},
+                                    reads=[("in", bb)], writes=[("out", bq)], frees=[bb])
+                            bb = bq
                         o = b * out.strides[0] + h * out.strides[1] + (dst_row + r0) * d
                         self.dma(True, pe, bb, out, o, r, d, d, n.id, role="kv", frees=[bb])
         return True
@@ -486,30 +503,36 @@ class Lowerer:
     # ------------------------------------------------------------------ ATTENTION
     def lower_attention(self, n) -> bool:  # noqa: ANN001
         a = n.attributes
-        if not (isinstance(n.qbits_activation, int) and isinstance(n.qbits_kv, int)):
-            return False
-        if a.get("softcap", 0.0) or n.qbits_activation > 8 or n.qbits_kv > 8:
+        if not tiled_attention(self.g, n):
             return False
         q, k, v = (self.placement(t) for t in n.inputs[:3])
         out = self.plan.placements[n.outputs[0]]
-        if any(p.dtype != "fp32" or p.strides[3] != 1 for p in (q, k, v, out)):
-            return False
+        if q.dtype != "fp32" or out.dtype != "fp32" or any(
+                p.strides[3] != 1 for p in (q, k, v, out)) or any(
+                p.dtype not in ("fp32", "int8") for p in (k, v)):
+            raise ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
         scales = []
         for tid in n.inputs[:3]:
             t = self.g.tensors[tid]
             if t.quant is None or t.quant.zero_point:
-                return False
+                raise ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
             scales.append(np.asarray(self.g.weights[t.quant.scale], np.float32).reshape(()))
         sq, sk, sv = scales
         mask = None
         if len(n.inputs) > 3 and n.inputs[3]:
-            mask = self.placement(n.inputs[3])
-            if mask.dtype != "fp32" or len(mask.shape) != 4 or mask.strides[3] != 1:
-                return False
+            mt = self.g.tensors[n.inputs[3]]
+            if mt.dtype == "bool":  # constant: as the additive bias the interpreter builds
+                m = np.asarray(self.g.weights[n.inputs[3]], bool)
+                bias = np.where(m, np.float32(0), np.float32(-np.inf)).astype(np.float32)
+                mask = self.const(f"{n.inputs[3]}@bias", bias, "fp32", source=n.inputs[3])
+            else:
+                mask = self.placement(n.inputs[3])
+            if mask.strides[3] != 1:
+                raise ValueError(f"{n.id}: mask must be contiguous in its last axis")
         bsz, hq, s_len, d = q.shape
         hkv, t_len, dv = k.shape[1], k.shape[2], v.shape[3]
         if mask is not None and mask.shape[-1] < t_len:
-            return False
+            raise ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
         rep = hq // hkv
         score_scale = float(np.float32(sq) * np.float32(sk) * np.float32(a["scale"]))
         out_scale = float(np.float32(1.0 / 127.0) * np.float32(sv))
@@ -517,14 +540,20 @@ class Lowerer:
         bits_a, bits_kv = n.qbits_activation, n.qbits_kv
         s_blk = max(1, min(s_len, self.bank // (t_len * 4)))
         if t_len * d * 4 > self.bank or t_len * dv * 4 > self.bank:
-            return False
+            raise ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
         for b in range(bsz):
             for g in range(hkv):
                 pe = self.next_pe()
                 kv = []
                 for src, dim, sc, tag in ((k, d, sk, "k"), (v, dv, sv, "v")):
-                    b32 = self.buf(pe, t_len * dim * 4, f"{n.id}.{tag}32")
                     off = b * src.strides[0] + g * src.strides[1]
+                    if src.dtype == "int8":  # a cache already stored at KV bits
+                        bq = self.buf(pe, t_len * dim, f"{n.id}.{tag}q")
+                        self.dma(False, pe, bq, src, off, t_len, dim, src.strides[2], n.id,
+                                 role="kv")
+                        kv.append(bq)
+                        continue
+                    b32 = self.buf(pe, t_len * dim * 4, f"{n.id}.{tag}32")
                     self.dma(False, pe, b32, src, off, t_len, dim, src.strides[2], n.id, role="kv")
                     bq = self.buf(pe, t_len * dim, f"{n.id}.{tag}q")
                     self.op("VE_QUANTIZE_TILE", pe, n.id,
@@ -555,7 +584,7 @@ class Lowerer:
                         sc32 = self.buf(pe, s * t_len * 4, f"{n.id}.s32")
                         self.op("VE_DEQUANTIZE_TILE", pe, n.id,
                                 {"length": t_len, "rows": s, "qbits_activation": 32,
-                                 "out_qbits": 32, "scale": score_scale},
+                                 "out_qbits": 32, "scale": score_scale, "in_dtype": "int32"},
                                 reads=[("in", acc)], writes=[("out", sc32)], frees=[acc])
                         sm_fields: dict[str, Any] = {"length": t_len, "rows": s,
                                                      "qbits_activation": 32, "out_qbits": 32}
@@ -590,7 +619,7 @@ class Lowerer:
                         o32 = self.buf(pe, s * dv * 4, f"{n.id}.o32")
                         self.op("VE_DEQUANTIZE_TILE", pe, n.id,
                                 {"length": dv, "rows": s, "qbits_activation": 32,
-                                 "out_qbits": 32, "scale": out_scale},
+                                 "out_qbits": 32, "scale": out_scale, "in_dtype": "int32"},
                                 reads=[("in", oacc)], writes=[("out", o32)], frees=[oacc])
                         ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
                         self.dma(True, pe, o32, out, ooff, s, dv, out.strides[2], n.id,

@@ -84,6 +84,7 @@ class MemoryPlan:
         self._next = [c * cube_bytes for c in range(n_cubes)]
         self.allocations: dict[str, Allocation] = {}
         self.placements: dict[str, Placement] = {}
+        self.scales: dict[str, float] = {}  # storage key → scale of a quantized activation
 
     def _bump(self, cube: int, nbytes: int) -> int:
         a = self._next[cube]
@@ -139,8 +140,10 @@ class MemoryPlan:
                         "replicas": list(a.addrs) if len(a.addrs) > 1 else [],
                         "tensor": a.source}
         return {"version": "1.0", "tensors": out,
-                "views": {tid: {"storage": p.key, "address": p.addr, "shape": list(p.shape),
-                                "strides": list(p.strides), "dtype": p.dtype}
+                "views": {tid: dict({"storage": p.key, "address": p.addr, "shape": list(p.shape),
+                                     "strides": list(p.strides), "dtype": p.dtype},
+                                    **({"scale": self.scales[p.key]} if p.key in self.scales
+                                       else {}))
                           for tid, p in sorted(self.placements.items())}}
 
 
@@ -149,6 +152,22 @@ class MemoryPlan:
 
 def _is_head_swap(n) -> bool:  # noqa: ANN001
     return n.op_type == "TRANSPOSE" and list(n.attributes.get("perm", [])) == [0, 2, 1, 3]
+
+
+def tiled_attention(g, n) -> bool:  # noqa: ANN001
+    """ATTENTION layers the compiler tiles (integer Q·K and P·V, an additive fp32 mask or a
+    constant boolean one); the others run whole as a layer op."""
+    qa, kv = n.qbits_activation, n.qbits_kv
+    if not (n.op_type == "ATTENTION" and isinstance(qa, int) and isinstance(kv, int)
+            and qa <= 8 and kv <= 8 and not n.attributes.get("softcap", 0.0)):
+        return False
+    if any(g.tensors[t].dtype != "fp32" for t in n.inputs[:3]):
+        return False
+    if len(n.inputs) > 3 and n.inputs[3]:
+        m = g.tensors[n.inputs[3]]
+        if len(m.shape) != 4 or not (m.dtype == "fp32" or m.dtype == "bool" and m.const):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -167,12 +186,13 @@ class FoldTransposes:
             src = g.tensors[n.inputs[0]]
             consumers = [g.node(c) for c in out.consumers]
             if consumers and out.id not in g.outputs and all(
-                c.op_type == "ATTENTION" and out.id in c.inputs[:3]
+                tiled_attention(g, c) and out.id in c.inputs[:3]
                 or c.op_type == "KV_UPDATE" and c.inputs[1] == out.id
+                and c.attributes.get("axis", 2) == 2
                 for c in consumers
             ):
                 folded[n.id] = "read"      # consumers read the source with strides
-            elif (src.producer and g.node(src.producer).op_type == "ATTENTION"
+            elif (src.producer and tiled_attention(g, g.node(src.producer))
                   and src.consumers == [n.id] and src.id not in g.outputs):
                 folded[n.id] = "write"     # attention writes straight into the output
         state.folded = folded
@@ -239,7 +259,11 @@ class PlanMemory:
                 if not tid or tid in plan.placements:
                     continue
                 t = g.tensors[tid]
-                a = plan.allocate(tid, t.shape, t.dtype, role_of.get(tid, "intermediate"),
+                dtype = t.dtype
+                if n.op_type == "KV_UPDATE" and t.quant is not None and t.dtype == "fp32":
+                    dtype = "int8" if t.quant.dtype == "int8" else t.quant.dtype
+                    plan.scales[tid] = float(np.asarray(g.weights[t.quant.scale]).reshape(()))
+                a = plan.allocate(tid, t.shape, dtype, role_of.get(tid, "intermediate"),
                                   source=tid)
                 plan.place(tid, a)
                 # an attention output whose transpose is folded lives in that transpose's

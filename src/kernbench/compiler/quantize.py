@@ -57,7 +57,14 @@ class QuantizeActivations:
                 if kind == "kv" and _bits(n.qbits_activation) is None:
                     continue  # the interpreter quantizes K/V only when A is integer too
                 want.setdefault(tid, bits)
-        if not want:
+        kv_out: dict[str, tuple[int, str, str]] = {}
+        for n in g.nodes:
+            bits = _bits(n.qbits_kv)
+            if n.op_type == "KV_UPDATE" and bits is not None and g.tensors[n.outputs[0]].quant \
+                    is None and g.tensors[n.outputs[0]].dtype == "fp32":
+                kv_out[n.outputs[0]] = (bits, n.inputs[0], n.inputs[1])
+                want.pop(n.outputs[0], None)
+        if not want and not kv_out:
             return state
         feeds = state.options.calib_inputs or default_inputs(g, state.options.seed)
         interp = Interpreter(g)
@@ -72,6 +79,19 @@ class QuantizeActivations:
 
             g.tensors[sid] = TensorIR(id=sid, shape=[], dtype="fp32", role="weight", const=True)
             g.tensors[tid].quant = QuantParams(scale=sid, dtype=f"int{bits}")
+        for tid in sorted(kv_out):
+            # the cache is stored at kv bits: calibrate on the value before quantization
+            bits, past, new = kv_out[tid]
+            axis = g.node(g.tensors[tid].producer).attributes.get("axis", 2)
+            x = np.concatenate([np.asarray(values[past], np.float32),
+                                np.asarray(values[new], np.float32)], axis=axis)
+            sid = f"{tid}::kv_scale"
+            g.weights[sid] = np.asarray(qmath.symmetric_scale(x, bits), np.float32).reshape(())
+            from kernbench.ir.model import TensorIR
+
+            g.tensors[sid] = TensorIR(id=sid, shape=[], dtype="fp32", role="weight", const=True)
+            g.tensors[tid].quant = QuantParams(scale=sid, dtype=f"int{bits}")
         g.rebuild_links()
-        state.notes.append(f"quantize: static scales for {len(want)} activations")
+        state.notes.append(f"quantize: static scales for {len(want)} activations, "
+                           f"{len(kv_out)} KV caches stored at KV bits")
         return state

@@ -22,6 +22,8 @@ from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf
 from kernbench.errors import CapacityError
 
+TCM_ALIGN = 64
+
 
 @dataclass(frozen=True)
 class Place:
@@ -64,7 +66,7 @@ class _Ring:
         self.dead: list[Buf] = []
 
     def alloc(self, b: Buf) -> None:
-        size = b.nbytes
+        size = -(-b.nbytes // TCM_ALIGN) * TCM_ALIGN  # every buffer starts 64-byte aligned
         tried = 0
         cur = self.cursor
         while tried < 3 * (self.capacity // max(size, 1) + len(self.live) + 2):
@@ -77,6 +79,7 @@ class _Ring:
             clash = [x for x in self.live if x.offset < cur + size and cur < x.offset + x.nbytes]
             if clash:
                 cur = max(x.offset + x.nbytes for x in clash)
+                cur = -(-cur // TCM_ALIGN) * TCM_ALIGN
                 continue
             reused = [x for x in self.dead if x.offset < cur + size and cur < x.offset + x.nbytes]
             for x in reused:

@@ -9,7 +9,7 @@
 See docs/data-pass.md for the "data" dict a stage carries for each op kind.
 """
 
-from kernbench.data.executor import DataError, DataExecutor, gather, op_ranges
+from kernbench.data.executor import DataError, DataExecutor, gather, op_ranges, scatter
 from kernbench.data.math_ops import MATH_OPS, math_op
 from kernbench.data.memory_store import MemoryStore
 from kernbench.data.op_log import OpLogger, OpRecord
@@ -17,5 +17,5 @@ from kernbench.data.verify import compare, tolerance
 
 __all__ = [
     "MATH_OPS", "DataError", "DataExecutor", "MemoryStore", "OpLogger", "OpRecord",
-    "compare", "gather", "math_op", "op_ranges", "tolerance",
+    "compare", "gather", "math_op", "op_ranges", "scatter", "tolerance",
 ]  # fmt: skip

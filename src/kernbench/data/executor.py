@@ -179,19 +179,7 @@ class DataExecutor:
 
     def _scatter_commit(self, space: str, payload: tuple) -> None:
         addrs, vals, dtype = payload
-        st = self.store
-        isz = np_dtype(dtype).itemsize
-        order = np.argsort(addrs, kind="stable")
-        addrs = addrs[order]
-        vals = vals[order]
-        # runs of consecutive addresses are written as one block
-        if addrs.size == 0:
-            return
-        brk = np.nonzero(np.diff(addrs) != isz)[0] + 1
-        starts = np.concatenate([[0], brk])
-        ends = np.concatenate([brk, [addrs.size]])
-        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-            st.write(space, int(addrs[s]), np.ascontiguousarray(vals[s:e]))
+        scatter(self.store, space, addrs, vals, dtype)
 
     # -------------------------------------------------------------- groups
     def _group(self, idxs: list[int], t: float) -> None:
@@ -447,6 +435,27 @@ def gather(store: MemoryStore, space: str, addrs: Any, dtype: Any, mask: Any = N
         vals = win[(on - lo) // isz]
         out[m] = vals
     return out
+
+
+def scatter(store: MemoryStore, space: str, addrs: Any, vals: Any, dtype: Any) -> None:
+    """Element-address scatter (tl.store semantics); runs of consecutive addresses are
+    written as one block. Later lanes win on duplicate addresses."""
+    addrs = np.asarray(addrs, np.int64).reshape(-1)
+    vals = np.asarray(vals).astype(np_dtype(dtype)).reshape(-1)
+    if addrs.size == 0:
+        return
+    isz = np_dtype(dtype).itemsize
+    order = np.argsort(addrs, kind="stable")
+    addrs = addrs[order]
+    vals = vals[order]
+    if addrs.size > 1:
+        last = np.append(addrs[1:] != addrs[:-1], True)  # keep the last lane per address
+        addrs, vals = addrs[last], vals[last]
+    brk = np.nonzero(np.diff(addrs) != isz)[0] + 1
+    starts = np.concatenate([[0], brk]).tolist()
+    ends = np.concatenate([brk, [addrs.size]]).tolist()
+    for s, e in zip(starts, ends, strict=True):
+        store.write(space, int(addrs[s]), np.ascontiguousarray(vals[s:e]))
 
 
 def _check_written(store: MemoryStore, space: str, addrs: np.ndarray, isz: int) -> None:

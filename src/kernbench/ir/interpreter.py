@@ -543,7 +543,11 @@ def _k_kv_update(it: Interpreter, n: LayerIR, ins: list[Any]) -> list[np.ndarray
     past, new = ins[0], ins[1]
     y = np.concatenate([past, new], axis=n.attributes.get("axis", 2))
     kv = it.qkv(n)
-    if isinstance(kv, int) and y.dtype.kind == "f":
+    out = it.g.tensors.get(n.outputs[0])
+    if isinstance(kv, int) and y.dtype.kind == "f" and out is not None and out.quant is not None:
+        # a statically calibrated cache (compiler): stored at kv bits with that scale
+        y = qmath.fake_quant(y, kv, scale=it.g.weights[out.quant.scale])
+    elif isinstance(kv, int) and y.dtype.kind == "f":
         y = qmath.fake_quant(y, kv)
     elif _float_mode(kv):
         y = qmath.round_to_float(y, kv)

@@ -1,0 +1,27 @@
+"""The tl front end: the triton.language API, @jit / launch, and the greenlet
+KernelRunner (ADR-0020 D3). Public as `kernbench.tl`, `kernbench.jit`, ..."""
+
+from kernbench.triton_emu.runtime import (
+    DEVICE,
+    Config,
+    DeviceBuffer,
+    JITFunction,
+    KernelRunner,
+    LaunchResult,
+    autotune,
+    cdiv,
+    empty,
+    heuristics,
+    jit,
+    launch,
+    next_power_of_2,
+    roofline,
+    to_device,
+    zeros,
+)
+
+__all__ = [
+    "DEVICE", "Config", "DeviceBuffer", "JITFunction", "KernelRunner", "LaunchResult",
+    "autotune", "cdiv", "empty", "heuristics", "jit", "launch", "next_power_of_2", "roofline",
+    "to_device", "zeros",
+]  # fmt: skip
