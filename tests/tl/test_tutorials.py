@@ -226,10 +226,10 @@ def test_vector_add():
     n = 1000
     x = rng.random(n, dtype=np.float32)
     y = rng.random(n, dtype=np.float32)
-    X, Y, O = triton.to_device(x), triton.to_device(y), triton.empty(n, np.float32)
+    X, Y, Out = triton.to_device(x), triton.to_device(y), triton.empty(n, np.float32)
     grid = lambda meta: (triton.cdiv(n, meta['BLOCK_SIZE']), )  # noqa: E731
-    add_kernel[grid](X, Y, O, n, BLOCK_SIZE=256)
-    assert np.array_equal(O.numpy(), x + y)
+    add_kernel[grid](X, Y, Out, n, BLOCK_SIZE=256)
+    assert np.array_equal(Out.numpy(), x + y)
 
 
 def test_fused_softmax():

@@ -1,4 +1,5 @@
-"""`kernbench demo`: run a bundled workload on the default NPU and write out/."""
+"""`kernbench demo`: compile the bundled tiny GPT-2, simulate it on the default NPU,
+verify the numbers, and write out/."""
 
 from __future__ import annotations
 
@@ -16,19 +17,14 @@ def demo(
     topology: TopologyOpt = "small",
     set_: SetOpt = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
+    verify: Annotated[bool, typer.Option("--verify/--no-verify",
+                                         help="data pass + checks (default on)")] = True,
 ) -> None:
-    """Run the built-in GEMM pipeline scenario and print its report."""
-    from kernbench.report.perfetto import build_trace
-    from kernbench.report.stats import collect_stats
-    from kernbench.report.summary import print_summary, write_outputs
-    from kernbench.scenarios import gemm_pipeline
-    from kernbench.topology import load_topology
+    """Run the bundled tiny GPT-2 end to end and print its report."""
+    from kernbench.cli.compile import run_cmd
+    from kernbench.models import DEMO_MODEL
 
-    topo = load_topology(topology, set_ or [])
-    err.print(f"[bold]kernbench demo[/]: composite GEMM pipeline on every PE of '{topo.name}'")
-    sim, cmds = gemm_pipeline(topo)
-    total = sim.run()
-    stats = collect_stats(sim, total)
-    paths = write_outputs(out, stats, build_trace(sim, cmds))
-    print_summary(stats, err)
-    err.print("wrote " + ", ".join(str(p) for p in paths))
+    err.print(f"[bold]kernbench demo[/]: {DEMO_MODEL.name} (2 layers, d=64, 16 tokens, W8A8) "
+              f"on '{topology}'")
+    run_cmd(DEMO_MODEL, topology=topology, set_=set_, qconfig=None, out=out, verify=verify,
+            inputs=None, dump_intermediates=False, no_trace=False)

@@ -206,6 +206,10 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
     from kernbench.data import DataExecutor, MemoryStore, OpLogger
 
     store = MemoryStore.for_topology(topology)
+    tcm = topology.config.cube.pe_template.pe_tcm
+    zeros = np.zeros((tcm.capacity_kib - tcm.reserved_kib) * 1024, np.uint8)
+    for pe in topology.pes:  # TCM is cleared at reset: a stale read is wrong data, not a crash
+        store.write_bytes(f"tcm:{pe.id}", 0, zeros)
     deploy(store, bundle, inputs)
     init = store.snapshot()
     log = OpLogger()

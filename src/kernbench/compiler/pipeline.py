@@ -86,6 +86,9 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
         encoding="utf-8")
     write_json({"passes": [p.name for p in PASSES], "notes": state.notes,
                 "entries": len(state.cmdq["cmdq"])}, tmp / "compile.json")
+    from kernbench.compiler.roofline import layer_bounds
+
+    write_json(layer_bounds(state), tmp / "roofline.json")
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)

@@ -45,3 +45,18 @@ def print_summary(stats: dict[str, Any], console: Console, top: int = 12) -> Non
         console.print(f"[bold]critical path[/] ({len(crit)} entries): "
                       + " → ".join(str(i) for i in crit[:20])
                       + (" …" if len(crit) > 20 else ""))
+
+
+def print_layers(stats: dict[str, Any], console: Console, top: int = 10) -> None:
+    t = Table(title=f"layers (slowest first); whole-model roofline fraction "
+                    f"{stats.get('roofline_fraction', 0):.3f}")
+    for col in ("layer", "op", "ns", "bound ns", "roofline", "bound by", "busiest"):
+        t.add_column(col, justify="right" if col in ("ns", "bound ns", "roofline") else "left")
+    rows = sorted(stats["layers"].items(), key=lambda kv: (-kv[1]["ns"], kv[0]))
+    for lid, layer in rows[:top]:
+        t.add_row(lid, layer["op_type"], f"{layer['ns']:,.0f}", f"{layer['bound_ns']:,.0f}",
+                  f"{layer['roofline_fraction']:.2f}", layer["bound_by"],
+                  str(layer["bottleneck"]))
+    if len(rows) > top:
+        t.caption = f"{len(rows) - top} more layers in stats.json"
+    console.print(t)

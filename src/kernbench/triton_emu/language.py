@@ -425,12 +425,19 @@ def _binop(op: str, a: Any, b: Any) -> Tensor:
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         return const(_NP_BIN[op](a, b) if op in _NP_BIN else a / b)
     out = _result_dtype("floordiv" if op == "floordiv" else op, [a, b])
-    if _all_const(a, b):
+    if _all_const(a, b) or _scalar_real(a, b):
         data = _eager_bin(op, a, b, out)
         return Tensor("const", data.shape, out, data)
     if op == "floordiv":
         return _compute("div", [a, b], out, attrs={"int_div": True})
     return _compute(op, [a, b], out)
+
+
+def _scalar_real(*xs: Any) -> bool:
+    """Scalar ops on real data (loaded scalars) run on the PE's scalar unit in pass 1."""
+    ts = [x for x in xs if isinstance(x, Tensor)]
+    return all(t.kind in ("const", "loaded") and t.data is not None and t.numel == 1
+               for t in ts)
 
 
 def _all_const(*xs: Any) -> bool:
@@ -487,6 +494,11 @@ def _index(x: Tensor, idx: Any) -> Tensor:
     if x.kind in ("const", "pointer") or (x.kind == "loaded" and x.buf is None):
         d = x.data[idx]
         return Tensor(x.kind, np.shape(d), x.dtype_name, d, ptr_buf=x.ptr_buf)
+    views = all(it is None or it is Ellipsis or (isinstance(it, slice) and it == slice(None))
+                for it in idx)
+    if x.kind == "loaded" and x.data is not None and not views:
+        d = np.asarray(x.data[idx])  # element access on real (loaded) data
+        return Tensor("const", d.shape, x.dtype_name, _store_const(d, x.dtype_name))
     # TCM values: only adding unit axes (x[:, None]) is a free view
     new: list[int] = []
     src = list(x.shape)

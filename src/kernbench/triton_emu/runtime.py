@@ -21,6 +21,7 @@ Launch = pass 1 + pass 2:
 
 from __future__ import annotations
 
+import contextlib
 import time
 import weakref
 from collections.abc import Callable
@@ -323,10 +324,8 @@ class KernelRunner:
         alloc = self.alloc[pe]
         for addr, evs in self.deferred[pe]:
             if force or all(e.triggered for e in evs):
-                try:
+                with contextlib.suppress(KeyError):  # freed at program end already
                     alloc.free(addr)
-                except KeyError:
-                    pass
             else:
                 keep.append((addr, evs))
         self.deferred[pe] = keep
@@ -586,8 +585,10 @@ def launch(kernel: JITFunction, grid: Any, args: tuple, meta: dict[str, Any], *,
     try:
         total = sim.run()
     except BaseException as e:
-        if getattr(e, "_kernbench_kernel", False):
-            raise e.with_traceback(e.__traceback__) from None
+        # SimPy re-raises a copy of a process's exception, the original as __cause__
+        orig = e.__cause__ if type(e.__cause__) is type(e) else e
+        if getattr(orig, "_kernbench_kernel", False) or orig is not e:
+            raise orig.with_traceback(orig.__traceback__) from None
         raise
     t1 = time.perf_counter()
     if data_pass:

@@ -1,0 +1,98 @@
+"""`kernbench compile` and `kernbench run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kernbench.cli import app
+from kernbench.cli.common import SetOpt, TopologyOpt, err
+
+QconfigOpt = Annotated[Path | None, typer.Option("--qconfig", "-q",
+                                                 help="quantization config YAML")]
+DumpOpt = Annotated[list[str] | None, typer.Option(
+    "--dump-after", help="write the state after this pass (repeatable; e.g. tiling)")]
+
+
+def _progress():  # noqa: ANN202
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), console=err,
+                    transient=True)
+
+
+@app.command("compile")
+def compile_cmd(
+    model: Annotated[Path, typer.Argument(help="MODEL.onnx or ir.json")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="bundle folder to write")],
+    topology: TopologyOpt = "small",
+    set_: SetOpt = None,
+    qconfig: QconfigOpt = None,
+    dump_after: DumpOpt = None,
+) -> None:
+    """Compile a model into a bundle: cmdq.json, memory.json, weights.npz, ir.json, ..."""
+    from kernbench.flow import compile_model
+    from kernbench.topology import load_topology
+
+    topo = load_topology(topology, set_ or [])
+    with _progress() as prog:
+        task = prog.add_task("compiling")
+        state, pm = compile_model(model, topo, out, qconfig=qconfig,
+                                  dump_after=tuple(dump_after or ()),
+                                  progress=lambda name: prog.update(task,
+                                                                    description=f"pass {name}"))
+    err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq['cmdq'])} CMDQ entries → "
+              f"{out}")
+    for t in pm.timings:
+        err.print(f"  {t.name:10s} {1000 * t.seconds:8.1f} ms")
+
+
+@app.command("run")
+def run_cmd(
+    model: Annotated[Path, typer.Argument(help="MODEL.onnx or ir.json")],
+    topology: TopologyOpt = "small",
+    set_: SetOpt = None,
+    qconfig: QconfigOpt = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
+    verify: Annotated[bool, typer.Option("--verify", help="run the data pass and check")] = False,
+    inputs: Annotated[Path | None, typer.Option("--inputs", help="inputs .npz")] = None,
+    dump_intermediates: Annotated[bool, typer.Option(
+        "--dump-intermediates", help="compare every layer's output")] = False,
+    no_trace: Annotated[bool, typer.Option("--no-trace", help="skip trace.json")] = False,
+) -> None:
+    """Compile, simulate and report (and verify with --verify)."""
+    from kernbench.topology import load_topology
+
+    topo = load_topology(topology, set_ or [])
+    bundle = Path(out) / "bundle"
+    from kernbench.flow import compile_model
+
+    with _progress() as prog:
+        task = prog.add_task("compiling")
+        state, _ = compile_model(model, topo, bundle, qconfig=qconfig,
+                                 progress=lambda name: prog.update(task,
+                                                                   description=f"pass {name}"))
+    err.print(f"compiled {model}: {len(state.cmdq['cmdq'])} CMDQ entries")
+    simulate_and_report(bundle, topo, Path(out), verify, inputs, dump_intermediates, not no_trace)
+
+
+def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Path | None,  # noqa: ANN001
+                        dump_intermediates: bool, trace: bool) -> None:
+    from kernbench.flow import simulate_bundle
+    from kernbench.report.summary import print_layers, print_summary
+    from kernbench.verify import print_verdict
+
+    with _progress() as prog:
+        prog.add_task("simulating" + (" + data pass" if verify else ""))
+        res = simulate_bundle(bundle, topo, out, verify=verify, inputs=inputs,
+                              dump_intermediates=dump_intermediates, trace=trace)
+    print_summary(res.stats, err)
+    if "layers" in res.stats:
+        print_layers(res.stats, err)
+    err.print("wrote " + ", ".join(str(p) for p in res.written))
+    if res.verdict is not None:
+        print_verdict(res.verdict, err)
+        if not res.verdict.ok:
+            raise typer.Exit(1)

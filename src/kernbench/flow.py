@@ -1,0 +1,130 @@
+"""The end-to-end flows the CLI exposes: compile a model, simulate a bundle (with the data
+pass and verification on request), and run = compile + simulate + report (+ verify)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernbench.errors import InputError
+
+
+@dataclass
+class SimResult:
+    stats: dict[str, Any]
+    verdict: Any = None
+    outputs: dict[str, np.ndarray] | None = None
+    written: list[Path] | None = None
+
+
+def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None = None,
+                  dump_after: tuple[str, ...] = (), progress: Any = None):  # noqa: ANN201
+    from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
+
+    graph, source = load_model(Path(model), qconfig)
+    state, pm = compile_graph(graph, topology, dump_after=dump_after, dump_dir=Path(out).parent
+                              if dump_after else None, progress=progress)
+    write_bundle(state, Path(out), source)
+    return state, pm
+
+
+def load_inputs(path: Path | None, graph: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    from kernbench.compiler.inputs import default_inputs
+
+    if path is None:
+        return default_inputs(graph, seed)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            feeds = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read inputs: {e}", file=str(path)) from None
+    missing = [t for t in graph.inputs if t not in feeds]
+    if missing:
+        raise InputError(f"missing input(s) {', '.join(missing)}", file=str(path))
+    return feeds
+
+
+def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = False,
+                    inputs: Path | None = None, dump_intermediates: bool = False,
+                    trace: bool = True) -> SimResult:
+    from kernbench.cmdq.io import load_program
+    from kernbench.report.stats import write_json
+
+    program = Path(program)
+    bundle_dir = program if program.is_dir() else program.parent
+    cmdq_path = program / "cmdq.json" if program.is_dir() else program
+    prog = load_program(cmdq_path)
+    verdict, outputs = None, None
+    if verify:
+        from kernbench.cmdq.bundle import Bundle, run_with_data
+        from kernbench.verify import verify_outputs
+
+        bundle = Bundle.load(bundle_dir)
+        feeds = load_inputs(inputs, bundle.graph)
+        run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=trace)
+        source = bundle_dir / "model.onnx"
+        verdict = verify_outputs(bundle, outputs, feeds, store,
+                                 source if source.exists() else None,
+                                 dump_intermediates=dump_intermediates)
+    else:
+        from kernbench.cmdq.simulate import simulate_program
+
+        run = simulate_program(prog, topology, file=str(cmdq_path), trace=trace)
+    stats = run.stats()
+    roof = bundle_dir / "roofline.json"
+    if roof.exists():
+        from kernbench.compiler.roofline import layer_report
+
+        bounds = json.loads(roof.read_text(encoding="utf-8"))
+        layers = layer_report(bounds, stats["entries"])
+        stats["layers"] = layers
+        total_bound = sum(v["bound_ns"] for v in layers.values())
+        stats["roofline_fraction"] = round(total_bound / stats["total_ns"], 6) \
+            if stats["total_ns"] else 0.0
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "stats.json"]
+    write_json(stats, out / "stats.json")
+    if trace:
+        write_json(run.trace(), out / "trace.json")
+        written.append(out / "trace.json")
+    if outputs is not None:
+        tmp = out / "outputs.npz.tmp"
+        with open(tmp, "wb") as f:
+            np.savez(f, **outputs)
+        tmp.replace(out / "outputs.npz")
+        written.append(out / "outputs.npz")
+        write_json(verdict.to_json(), out / "verification.json")
+        written.append(out / "verification.json")
+    (out / "summary.txt").write_text(summary_text(stats, verdict), encoding="utf-8")
+    written.append(out / "summary.txt")
+    return SimResult(stats, verdict, outputs, written)
+
+
+def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
+    lines = [f"total {stats['total_ns']:.1f} ns = {stats['total_cycles']} cycles at "
+             f"{stats['clock_ghz']} GHz on {stats['topology']}"]
+    b = stats["bottleneck"]
+    lines.append(f"bottleneck: {b['component']} ({b['kind']}), {100 * b['utilization']:.1f}% busy")
+    if "roofline_fraction" in stats:
+        lines.append(f"roofline fraction (whole model): {stats['roofline_fraction']:.3f}")
+        lines.append("")
+        lines.append(f"{'layer':28s} {'op':12s} {'ns':>10s} {'bound ns':>10s} {'frac':>6s} "
+                     f"{'bound by':8s} busiest")
+        for lid, layer in sorted(stats["layers"].items(), key=lambda kv: -kv[1]["ns"]):
+            lines.append(f"{lid:28s} {layer['op_type']:12s} {layer['ns']:10.1f} "
+                         f"{layer['bound_ns']:10.1f} {layer['roofline_fraction']:6.3f} "
+                         f"{layer['bound_by']:8s} {layer['bottleneck']}")
+    if verdict is not None:
+        lines.append("")
+        lines.append("verification: " + ("PASS" if verdict.ok else "FAIL"))
+        for c in verdict.checks:
+            lines.append(f"  {c.output} vs {c.reference}: max abs {c.max_abs_err:.3g}, "
+                         f"cosine {c.cosine:.6f} ({c.threshold}) {'ok' if c.ok else 'FAIL'}")
+        if verdict.first_divergence:
+            lines.append(f"  first diverging layer: {verdict.first_divergence['layer']}")
+    return "\n".join(lines) + "\n"
