@@ -28,7 +28,8 @@ def test_gemm_tile_busy_equals_systolic_formula(make_sim, dataflow, mnk):
 
 
 def test_throughput_factor_by_bitwidth(make_sim):
-    sim = make_sim("small", "cube.pe_template.pe_gemm.throughput_factor={4: 2.0, 8: 1.0}")
+    sim = make_sim("small", "cube.pe_template.pe_gemm.throughput_factor={4: 2.0, 8: 1.0}",
+                   "cube.pe_template.pe_gemm.dataflow=ws")
     sim.submit(0, GemmCmd(label="w4", params={"m": 64, "n": 64, "k": 64, "qbits_weight": 4,
                                                "qbits_activation": 4}))
     sim.submit(0, GemmCmd(label="w8", params={"m": 64, "n": 64, "k": 64}))
@@ -85,12 +86,14 @@ def test_back_pressure_when_queues_are_full(make_sim):
     # a slow GEMM (k=512) behind a fast DMA: how far the DMA runs ahead is bounded by queues
     cmd = dict(m_tiles=16, tile_m=32, n=32, k=512)
     shallow = make_sim("small", "cube.pe_template.pe_tcm.reserved_kib=1024",
+                       "cube.pe_template.pe_gemm.dataflow=ws",
                        "cube.pe_template.pe_dma.queue_depth=1",
                        "cube.pe_template.pe_fetch_store.queue_depth=1",
                        "cube.pe_template.pe_gemm.queue_depth=1")
     shallow.submit(0, composite_gemm("cg", **cmd))
     shallow.run()
     deep = make_sim("small", "cube.pe_template.pe_tcm.reserved_kib=1024",
+                    "cube.pe_template.pe_gemm.dataflow=ws",
                     "cube.pe_template.pe_dma.queue_depth=64",
                     "cube.pe_template.pe_fetch_store.queue_depth=64",
                     "cube.pe_template.pe_gemm.queue_depth=64")

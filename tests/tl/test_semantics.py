@@ -68,7 +68,7 @@ def test_out_of_bounds_names_line_and_offsets():
 @kernbench.jit
 def hog(x_ptr, BLOCK: tl.constexpr):
     keep = []
-    for i in range(64):
+    for _ in range(64):
         keep.append(tl.load(x_ptr + tl.arange(0, BLOCK)))
 
 

@@ -105,7 +105,10 @@ def to_program(program: CmdqProgram, topology: Topology,
             continue
         pe = limits.pe_index(e.pe)
         ranges = e.tcm_ranges(pe)
-        rd = sum(r.nbytes for r in ranges if "r" in r.access)
+        # an accumulating GEMM keeps its partial sums in the array's accumulators: the ofm
+        # is written back, not fetched again
+        rd = sum(r.nbytes for r in ranges if "r" in r.access and not (
+            r.role == "ofm" and isinstance(e, TeGemmTile | TeConvTile)))
         wr = sum(r.nbytes for r in ranges if "w" in r.access)
         meta = {"entry_id": e.id, "layer_id": e.layer_id}
         if isinstance(e, DmaTile):

@@ -146,7 +146,7 @@ class Lowerer:
             if self._is_view(n):
                 continue
             fold = self.state.folded.get(n.id)
-            if fold:
+            if fold or self._dequant_bypassed(n):
                 continue
             handler = getattr(self, f"lower_{n.op_type.lower()}", None)
             done = False
@@ -155,6 +155,23 @@ class Lowerer:
             if not done:
                 self.layer_op(n)
         return self.tg
+
+    def _dequant_bypassed(self, n) -> bool:  # noqa: ANN001
+        """A DEQUANTIZE whose every consumer is an integer TE layer reading the int8 source
+        directly (see _prepare_x) needs no operation of its own."""
+        if n.op_type != "DEQUANTIZE":
+            return False
+        from kernbench.compiler.quantize import _int8_dequant_source
+
+        out = n.outputs[0]
+        t = self.g.tensors[out]
+        if out in self.g.outputs or t.quant is None or not t.consumers:
+            return False
+        if _int8_dequant_source(self.g, out) is None:
+            return False
+        return all(self.g.node(c).op_type in ("GEMM", "QKV_PROJ")
+                   and self.g.node(c).inputs[0] == out
+                   and self._mode(self.g.node(c)) == "int" for c in t.consumers)
 
     def _is_view(self, n) -> bool:  # noqa: ANN001
         if n.op_type not in ("RESHAPE", "TRANSPOSE", "IDENTITY"):
@@ -252,6 +269,18 @@ class Lowerer:
 
     def _prepare_x(self, n, x_tid: str, mode: str, bits: int):  # noqa: ANN001
         """The activation as the TE reads it: quantized / cast into an HBM scratch."""
+        from kernbench.compiler.quantize import _int8_dequant_source
+
+        if mode == "int":
+            dq = _int8_dequant_source(self.g, x_tid)
+            if dq is not None and self.g.tensors[x_tid].quant is not None:
+                src = self.placement(dq[0])
+                if src.contiguous:  # int8 data already in HBM: the TE reads it directly
+                    k = src.shape[-1]
+                    m = int(np.prod(src.shape[:-1]))
+                    sx = np.asarray(self.g.weights[dq[1]], np.float32).reshape(())
+                    return Placement(src.key, src.addr, (m, k), (k, 1), "int8",
+                                     src.replicas), sx
         xp = self.placement(x_tid)
         if not xp.contiguous or xp.dtype != "fp32":
             return None
@@ -324,40 +353,57 @@ class Lowerer:
         t = choose_gemm_tiles(m, nn, k, a_bytes=ab, w_bytes=wb, bank_bytes=self.bank,
                               tcm_bytes=self.tcm_bytes, rows=g.rows, cols=g.cols,
                               dataflow=g.dataflow, n_pes=self.n_pes)
+        # output tiles round-robin over PEs; on each PE two tiles' K loops interleave, so
+        # one tile's fetch, store and command round trip hide behind the other's compute
+        per_pe: dict[int, list[tuple[int, int, int, int]]] = {}
         for m0 in range(0, m, t.tm):
-            tm = min(t.tm, m - m0)
             for n0 in range(0, nn, t.tn):
-                tn = min(t.tn, nn - n0)
-                pe = self.next_pe()
-                c = self.buf(pe, tm * tn * 4, f"{n.id}.acc")
-                for i, k0 in enumerate(range(0, k, t.tk)):
+                per_pe.setdefault(self.next_pe(), []).append(
+                    (m0, n0, min(t.tm, m - m0), min(t.tn, nn - n0)))
+        ksteps = list(range(0, k, t.tk))
+        width = 2 if len(ksteps) > 1 else 1
+        for pe in sorted(per_pe):
+            tiles = per_pe[pe]
+            for g0 in range(0, len(tiles), width):
+                group = tiles[g0:g0 + width]
+                accs = [self.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]
+                for i, k0 in enumerate(ksteps):
                     tk = min(t.tk, k - k0)
-                    ba = self.buf(pe, tm * tk * ab, f"{n.id}.a")
-                    bw = self.buf(pe, tk * tn * wb, f"{n.id}.w")
-                    self.dma(False, pe, ba, xq, m0 * k + k0, tm, tk, k, n.id)
-                    self.dma(False, pe, bw, wp, k0 * nn + n0, tk, tn, nn, n.id, role="weight")
-                    self.op("TE_GEMM_TILE", pe, n.id,
-                            {"m": tm, "n": tn, "k": tk, "qbits_weight": wbits,
-                             "qbits_activation": qa_bits, "ofm_qbits": 32,
-                             "accumulate": i > 0},
-                            reads=[("ifm", ba), ("wgt", bw)] + ([("ofm", c)] if i else []),
-                            writes=[("ofm", c)], frees=[ba, bw])
-                bs = self.buf(pe, tn * 4, f"{n.id}.scale")
-                self.dma(False, pe, bs, sp, n0, 1, tn, tn, n.id, role="weight")
-                reads = [("in", c), ("scale", bs)]
-                frees = [c, bs]
-                if bp is not None:
-                    bb = self.buf(pe, tn * 4, f"{n.id}.bias")
-                    self.dma(False, pe, bb, bp, n0, 1, tn, tn, n.id, role="weight")
-                    reads.append(("bias", bb))
-                    frees.append(bb)
-                y = self.buf(pe, tm * tn * 4, f"{n.id}.y")
-                self.op("VE_DEQUANTIZE_TILE", pe, n.id,
-                        {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": 32,
-                         "in_dtype": "int32" if mode == "int" else "float32"},
-                        reads=reads, writes=[("out", y)], frees=frees)
-                self.dma(True, pe, y, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[y])
+                    for (m0, n0, tm, tn), c in zip(group, accs, strict=True):
+                        ba = self.buf(pe, tm * tk * ab, f"{n.id}.a")
+                        bw = self.buf(pe, tk * tn * wb, f"{n.id}.w")
+                        self.dma(False, pe, ba, xq, m0 * k + k0, tm, tk, k, n.id)
+                        self.dma(False, pe, bw, wp, k0 * nn + n0, tk, tn, nn, n.id,
+                                 role="weight")
+                        self.op("TE_GEMM_TILE", pe, n.id,
+                                {"m": tm, "n": tn, "k": tk, "qbits_weight": wbits,
+                                 "qbits_activation": qa_bits, "ofm_qbits": 32,
+                                 "accumulate": i > 0},
+                                reads=[("ifm", ba), ("wgt", bw)] + ([("ofm", c)] if i else []),
+                                writes=[("ofm", c)], frees=[ba, bw])
+                for (m0, n0, tm, tn), c in zip(group, accs, strict=True):
+                    self._epilogue(n, pe, c, sp, bp, op, m0, n0, tm, tn, nn, mode)
         return True
+
+    def _epilogue(self, n, pe: int, c: Buf, sp: Placement, bp: Placement | None,  # noqa: ANN001
+                  op: Placement, m0: int, n0: int, tm: int, tn: int, nn: int,
+                  mode: str) -> None:
+        """Scale (and bias) the accumulator tile into fp32 and store it."""
+        bs = self.buf(pe, tn * 4, f"{n.id}.scale")
+        self.dma(False, pe, bs, sp, n0, 1, tn, tn, n.id, role="weight")
+        reads = [("in", c), ("scale", bs)]
+        frees = [c, bs]
+        if bp is not None:
+            bb = self.buf(pe, tn * 4, f"{n.id}.bias")
+            self.dma(False, pe, bb, bp, n0, 1, tn, tn, n.id, role="weight")
+            reads.append(("bias", bb))
+            frees.append(bb)
+        # in place: the fp32 result overwrites the accumulator it is computed from
+        self.op("VE_DEQUANTIZE_TILE", pe, n.id,
+                {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": 32,
+                 "in_dtype": "int32" if mode == "int" else "float32"},
+                reads=reads, writes=[("out", c)], frees=frees[1:])
+        self.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
 
     def lower_gemm(self, n) -> bool:  # noqa: ANN001
         mode = self._mode(n)

@@ -32,6 +32,24 @@ def _bits(v) -> int | None:  # noqa: ANN001
     return v if isinstance(v, int) else None
 
 
+def _int8_dequant_source(g, tid: str) -> tuple[str, str] | None:  # noqa: ANN001
+    """(int8 source, scale id) when `tid` = DEQUANTIZE(int8 x, per-tensor scale, zp 0)."""
+    t = g.tensors[tid]
+    if t.producer is None:
+        return None
+    n = g.node(t.producer)
+    if n.op_type != "DEQUANTIZE" or len(n.inputs) < 2:
+        return None
+    src, scale = n.inputs[0], n.inputs[1]
+    if g.tensors[src].dtype != "int8" or not g.tensors[scale].const:
+        return None
+    if int(np.asarray(g.weights[scale]).size) != 1:
+        return None
+    if len(n.inputs) > 2 and n.inputs[2] and np.any(np.asarray(g.weights[n.inputs[2]]) != 0):
+        return None
+    return src, scale
+
+
 @dataclass(frozen=True)
 class QuantizeActivations:
     name: str = "quantize"
@@ -64,6 +82,14 @@ class QuantizeActivations:
                     is None and g.tensors[n.outputs[0]].dtype == "fp32":
                 kv_out[n.outputs[0]] = (bits, n.inputs[0], n.inputs[1])
                 want.pop(n.outputs[0], None)
+        # an activation that is the per-tensor dequantization of an int8 tensor is already
+        # quantized: its scale is the DequantizeLinear scale (the TE reads the int8 data)
+        for tid in sorted(want):
+            dq = _int8_dequant_source(g, tid)
+            if dq is not None:
+                src, scale_id = dq
+                g.tensors[tid].quant = QuantParams(scale=scale_id, dtype="int8")
+                del want[tid]
         if not want and not kv_out:
             return state
         feeds = state.options.calib_inputs or default_inputs(g, state.options.seed)

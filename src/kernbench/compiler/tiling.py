@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from kernbench.components.builtin.systolic import systolic_compute_cycles
 
 
+#: fixed cost charged per TE command when comparing tilings (issue, fetch/store latency):
+#: it makes the tiler prefer fewer, larger K steps when the array time is otherwise equal
+OP_OVERHEAD_CYCLES = 300
+
+
 @dataclass(frozen=True)
 class GemmTiles:
     tm: int
@@ -42,12 +47,13 @@ def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
             for tk in _cands(k, (2048, 1024, 512, 256, 128, 64, 32)):
                 a = math.ceil(tm * tk * a_bytes)
                 w = math.ceil(tk * tn * w_bytes)
+                # two output tiles in flight per PE (interleaved K loops), A/W double-buffered
                 if a > bank_bytes or w > bank_bytes or 2 * (a + w + c) > tcm_bytes:
                     continue
                 mt, nt, kt = math.ceil(m / tm), math.ceil(n / tn), math.ceil(k / tk)
                 per_tile = sum(
                     systolic_compute_cycles(tm, tn, min(tk, k - i * tk), rows, cols, dataflow)
-                    for i in range(kt))
+                    + OP_OVERHEAD_CYCLES for i in range(kt))
                 waves = math.ceil(mt * nt / n_pes)
                 score = (waves * per_tile, mt * nt * kt)
                 if best is None or score < best[0]:

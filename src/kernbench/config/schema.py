@@ -72,7 +72,7 @@ class PeGemmSpec(ComponentSpec):
     impl: str = "pe_gemm_v1"
     rows: int = Field(32, ge=1, description="systolic array rows (PEs)")
     cols: int = Field(32, ge=1, description="systolic array columns (PEs)")
-    dataflow: Literal["ws", "os", "is"] = Field("ws", description="weight/output/input stationary")
+    dataflow: Literal["ws", "os", "is"] = Field("os", description="weight/output/input stationary")
     count: int = Field(1, ge=1, description="tensor engines per PE (te_id range)")
     throughput_factor: dict[int, float] = Field(
         default_factory=lambda: {2: 2.0, 4: 2.0, 8: 1.0, 16: 1.0, 32: 0.25},
@@ -196,7 +196,7 @@ class MCpuSpec(ComponentSpec):
     kind: Literal["m_cpu"] = "m_cpu"
     impl: str = "m_cpu_v1"
     router: str = Field("r0c0", description="router the command processor sits on")
-    issue_window: int = Field(64, ge=1, description="entries in flight (issued, not complete)")
+    issue_window: int = Field(1024, ge=1, description="entries fetched and not yet complete")
     issue_latency_cycles: int = Field(1, ge=0, description="fetch + decode + issue (cycles/entry)")
     command_bytes: int = Field(64, ge=1, description="size of a command / completion packet")
 

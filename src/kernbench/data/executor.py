@@ -124,6 +124,35 @@ def _overlap(xs: Iterable[Range], ys: Iterable[Range]) -> bool:
     return False
 
 
+class _RangeSet:
+    """Byte ranges per space with a bounding box per space (fast disjointness test)."""
+
+    __slots__ = ("by_space",)
+
+    def __init__(self) -> None:
+        self.by_space: dict[str, tuple[int, int, list[tuple[int, int]]]] = {}
+
+    def add(self, ranges: list[Range]) -> None:
+        for sp, a, b in ranges:
+            hit = self.by_space.get(sp)
+            if hit is None:
+                self.by_space[sp] = (a, b, [(a, b)])
+            else:
+                lo, hi, lst = hit
+                lst.append((a, b))
+                self.by_space[sp] = (min(lo, a), max(hi, b), lst)
+
+    def hits(self, ranges: list[Range]) -> bool:
+        for sp, a, b in ranges:
+            hit = self.by_space.get(sp)
+            if hit is None or b <= hit[0] or hit[1] <= a:
+                continue
+            for x, y in hit[2]:
+                if a < y and x < b:
+                    return True
+        return False
+
+
 # ---------------------------------------------------------------------- executor
 class DataExecutor:
     """Run an op log on a store (normally a snapshot of the pass-1 initial state)."""
@@ -189,18 +218,18 @@ class DataExecutor:
                 self._exec_one(idx, t)
             return
         cur: list[int] = []
-        cur_r: list[Range] = []
-        cur_w: list[Range] = []
+        cur_r = _RangeSet()
+        cur_w = _RangeSet()
         for idx in idxs:
             rec = recs[idx]
             r, w = op_ranges(rec)
             dep = any(d in cur for d in rec.dependency_ids)
-            if cur and (dep or _overlap(r, cur_w) or _overlap(w, cur_r) or _overlap(w, cur_w)):
+            if cur and (dep or cur_w.hits(r) or cur_r.hits(w) or cur_w.hits(w)):
                 self._exec_set(cur, t)
-                cur, cur_r, cur_w = [], [], []
+                cur, cur_r, cur_w = [], _RangeSet(), _RangeSet()
             cur.append(idx)
-            cur_r += r
-            cur_w += w
+            cur_r.add(r)
+            cur_w.add(w)
         if cur:
             self._exec_set(cur, t)
 

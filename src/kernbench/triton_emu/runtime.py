@@ -591,18 +591,22 @@ def launch(kernel: JITFunction, grid: Any, args: tuple, meta: dict[str, Any], *,
             raise orig.with_traceback(orig.__traceback__) from None
         raise
     t1 = time.perf_counter()
+    dp: dict[str, Any] = {}
     if data_pass:
-        DataExecutor(logger, init).run()
+        ex = DataExecutor(logger, init)
+        ex.run()
         DEVICE.store = init
+        dp = {"ops_executed": ex.executed, "gemms_batched": ex.batched,
+              "forced_dependencies": ex.forced}
     t2 = time.perf_counter()
     programs = int(np.prod(g))
     extra = {"kernel": {"name": kernel.__name__, "grid": list(g), "programs": programs,
                         "pes": min(len(use), programs), "commands": len(runner.commands),
-                        "ops_logged": len(logger) if logger else 0}}
+                        "ops_logged": len(logger) if logger else 0, "data_pass": dp}}
     stats = collect_stats(sim, total, extra)
     tr = build_trace(sim, runner.commands) if trace else None
     return LaunchResult(kernel.__name__, g, total, stats, tr, sim, logger, len(runner.commands),
-                        min(len(use), programs), t1 - t0, t2 - t1)
+                        min(len(use), programs), t1 - t0, t2 - t1, dp)
 
 
 def roofline(topology: Any, flops: float, hbm_bytes: float, bits_: int = 16,
