@@ -22,12 +22,19 @@ class SimResult:
 
 
 def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None = None,
-                  dump_after: tuple[str, ...] = (), progress: Any = None):  # noqa: ANN201
+                  dump_after: tuple[str, ...] = (), progress: Any = None,
+                  calib_inputs: Path | None = None):  # noqa: ANN201
+    """Compile; activation scales are calibrated on `calib_inputs` (an .npz keyed by input
+    name) or, without it, on seeded random inputs valid for the model."""
     from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
+    from kernbench.compiler.state import CompileOptions
 
     graph, source = load_model(Path(model), qconfig)
-    state, pm = compile_graph(graph, topology, dump_after=dump_after, dump_dir=Path(out).parent
-                              if dump_after else None, progress=progress)
+    opts = CompileOptions(calib_inputs=load_inputs(calib_inputs, graph) if calib_inputs
+                          else None)
+    state, pm = compile_graph(graph, topology, opts, dump_after=dump_after,
+                              dump_dir=Path(out).parent if dump_after else None,
+                              progress=progress)
     write_bundle(state, Path(out), source)
     return state, pm
 

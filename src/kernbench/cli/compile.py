@@ -31,6 +31,8 @@ def compile_cmd(
     set_: SetOpt = None,
     qconfig: QconfigOpt = None,
     dump_after: DumpOpt = None,
+    calib_inputs: Annotated[Path | None, typer.Option(
+        "--calib-inputs", help="inputs .npz to calibrate activation scales on")] = None,
 ) -> None:
     """Compile a model into a bundle: cmdq.json, memory.json, weights.npz, ir.json, ..."""
     from kernbench.flow import compile_model
@@ -40,7 +42,7 @@ def compile_cmd(
     with _progress() as prog:
         task = prog.add_task("compiling")
         state, pm = compile_model(model, topo, out, qconfig=qconfig,
-                                  dump_after=tuple(dump_after or ()),
+                                  dump_after=tuple(dump_after or ()), calib_inputs=calib_inputs,
                                   progress=lambda name: prog.update(task,
                                                                     description=f"pass {name}"))
     err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq['cmdq'])} CMDQ entries → "
@@ -71,7 +73,7 @@ def run_cmd(
 
     with _progress() as prog:
         task = prog.add_task("compiling")
-        state, _ = compile_model(model, topo, bundle, qconfig=qconfig,
+        state, _ = compile_model(model, topo, bundle, qconfig=qconfig, calib_inputs=inputs,
                                  progress=lambda name: prog.update(task,
                                                                    description=f"pass {name}"))
     err.print(f"compiled {model}: {len(state.cmdq['cmdq'])} CMDQ entries")

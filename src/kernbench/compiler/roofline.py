@@ -110,6 +110,6 @@ def layer_report(bounds: dict[str, dict[str, Any]], entries: dict[str, Any],
         ns = spans[lid][1] - spans[lid][0]
         eng = max(busy[lid].items(), key=lambda kv: (kv[1], kv[0]))[0] if busy.get(lid) else None
         layers[lid] = dict(b, ns=round(ns, 3),
-                           roofline_fraction=round(b["bound_ns"] / ns, 6) if ns > 0 else 1.0,
+                           roofline_fraction=float(f"{b['bound_ns'] / ns:.6g}") if ns > 0 else 1.0,
                            bottleneck=eng)
     return layers

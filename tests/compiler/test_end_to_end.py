@@ -1,0 +1,52 @@
+"""Every committed test model compiles, validates, simulates and verifies on small and base."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernbench.cli import main
+from kernbench.cmdq.hw import limits_for
+from kernbench.cmdq.validate import validate_file
+from kernbench.topology import load_topology
+
+MODELS = Path(__file__).parent.parent / "models"
+ALL = ["gpt2", "bert", "llama", "gpt2_decode", "llama_decode", "llama_opset23", "gpt2_qdq",
+       "bert_qdq", "llama_qdq", "bert_qoperator", "bert_dynamic", "llama_int4"]
+
+
+@pytest.mark.parametrize("topology", ["small", "base"])
+@pytest.mark.parametrize("model", ALL)
+def test_model_runs_and_verifies(tmp_path, capsys, model, topology):
+    out = tmp_path / "out"
+    code = main(["run", str(MODELS / f"{model}.onnx"), "--topology", topology, "--out", str(out),
+                 "--verify", "--inputs", str(MODELS / f"{model}.inputs.npz"), "--no-trace"])
+    err = capsys.readouterr().err
+    assert code == 0, err[-2000:]
+    bundle = out / "bundle"
+    assert validate_file(bundle / "cmdq.json", limits_for(load_topology(topology))) == []
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["layers"], "per-layer stats"
+    for lid, layer in stats["layers"].items():
+        assert layer["bound_by"] in ("compute", "memory"), lid
+        assert layer["bottleneck"] is not None, lid
+        assert 0 < layer["roofline_fraction"] <= 1.0 + 1e-9, (lid, layer)
+    verdict = json.loads((out / "verification.json").read_text())
+    assert verdict["ok"]
+    interp = [c for c in verdict["checks"] if c["reference"] == "interpreter"]
+    assert interp and all(c["max_abs_err"] == 0.0 for c in interp), "bit-exact vs the IR"
+    ort = [c for c in verdict["checks"] if c["reference"] == "onnxruntime"]
+    assert ort and all(c["cosine"] >= 0.999 for c in ort)
+    got = np.load(out / "outputs.npz")
+    assert set(got.files) == set(np.load(MODELS / f"{model}.outputs.npz").files)
+
+
+def test_timing_is_unchanged_by_the_data_pass(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["run", str(MODELS / "llama.onnx"), "--out", str(a)]) == 0
+    assert main(["run", str(MODELS / "llama.onnx"), "--out", str(b), "--verify"]) == 0
+    assert (a / "stats.json").read_bytes() == (b / "stats.json").read_bytes()
+    assert (a / "trace.json").read_bytes() == (b / "trace.json").read_bytes()
