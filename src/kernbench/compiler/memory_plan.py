@@ -127,7 +127,7 @@ class MemoryPlan:
             for addr in a.addrs:
                 spans.append((addr, addr + a.nbytes, a.key))
         spans.sort()
-        for (s0, e0, k0), (s1, _e1, k1) in zip(spans, spans[1:], strict=False):
+        for (_s0, e0, k0), (s1, _e1, k1) in zip(spans, spans[1:], strict=False):
             if s1 < e0:
                 raise InputError(f"memory plan: '{k0}' and '{k1}' overlap in HBM")
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from kernbench.components.builtin.systolic import systolic_compute_cycles
 
-
 #: fixed cost charged per TE command when comparing tilings (issue, fetch/store latency):
 #: it makes the tiler prefer fewer, larger K steps when the array time is otherwise equal
 OP_OVERHEAD_CYCLES = 300
