@@ -14,6 +14,35 @@ QconfigOpt = Annotated[Path | None, typer.Option("--qconfig", "-q",
                                                  help="quantization config YAML")]
 DumpOpt = Annotated[list[str] | None, typer.Option(
     "--dump-after", help="write the state after this pass (repeatable; e.g. tiling)")]
+SeqLenOpt = Annotated[int | None, typer.Option(
+    "--seq-len", help="named model (gpt2, llama, gpt2-small): new tokens "
+                      "[default: 16 prefill, 1 decode]")]
+KvLenOpt = Annotated[int | None, typer.Option(
+    "--kv-len", help="named model: KV-cache length; > 0 builds a decode step [default: 0]")]
+
+
+def _named_model(model: Path, seq_len: int | None, kv_len: int | None, save_dir: Path) -> Path:
+    """MODEL is a file, or a built-in name (kernbench.models.builders.MODELS) built with
+    the given shapes and saved into save_dir."""
+    from kernbench.errors import InputError
+    from kernbench.models.builders import MODELS, model_for
+
+    if model.exists() or str(model) not in MODELS:
+        if seq_len is not None or kv_len is not None:
+            raise InputError("--seq-len/--kv-len apply to the named models "
+                             f"({', '.join(MODELS)}); a model file's shapes are fixed",
+                             file=str(model))
+        return model
+    import onnx
+
+    kv = kv_len or 0
+    seq = seq_len if seq_len is not None else (1 if kv > 0 else 16)
+    m = model_for(str(model), seq_len=seq, kv_len=kv)
+    save_dir.mkdir(parents=True, exist_ok=True)
+    path = save_dir / f"{model}_seq{seq}_kv{kv}.onnx"
+    onnx.save(m, str(path))
+    err.print(f"built {model} ({'decode' if kv else 'prefill'}: seq {seq}, kv {kv})")
+    return path
 
 
 def _progress():  # noqa: ANN202
@@ -33,8 +62,22 @@ def compile_cmd(
     dump_after: DumpOpt = None,
     calib_inputs: Annotated[Path | None, typer.Option(
         "--calib-inputs", help="inputs .npz to calibrate activation scales on")] = None,
+    seq_len: SeqLenOpt = None,
+    kv_len: KvLenOpt = None,
 ) -> None:
-    """Compile a model into a bundle: cmdq.json, memory.json, weights.npz, ir.json, ..."""
+    """Compile a model into a bundle: cmdq.json, memory.json, weights.npz, ir.json, ...
+
+    MODEL may also be gpt2, llama or gpt2-small, built for --seq-len / --kv-len."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:  # a built model is copied into the bundle
+        _compile(_named_model(model, seq_len, kv_len, Path(tmp)), out, topology, set_, qconfig,
+                 dump_after, calib_inputs)
+
+
+def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
+             qconfig: Path | None, dump_after: list[str] | None,
+             calib_inputs: Path | None) -> None:
     from kernbench.flow import compile_model
     from kernbench.topology import load_topology
 
@@ -63,9 +106,15 @@ def run_cmd(
     dump_intermediates: Annotated[bool, typer.Option(
         "--dump-intermediates", help="compare every layer's output")] = False,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="skip trace.json")] = False,
+    seq_len: SeqLenOpt = None,
+    kv_len: KvLenOpt = None,
 ) -> None:
-    """Compile, simulate and report (and verify with --verify)."""
+    """Compile, simulate and report (and verify with --verify).
+
+    MODEL may also be gpt2, llama or gpt2-small, built for --seq-len / --kv-len."""
     from kernbench.topology import load_topology
+
+    model = _named_model(model, seq_len, kv_len, Path(out))
 
     topo = load_topology(topology, set_ or [])
     bundle = Path(out) / "bundle"
