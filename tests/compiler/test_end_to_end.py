@@ -50,3 +50,25 @@ def test_timing_is_unchanged_by_the_data_pass(tmp_path):
     assert main(["run", str(MODELS / "llama.onnx"), "--out", str(b), "--verify"]) == 0
     assert (a / "stats.json").read_bytes() == (b / "stats.json").read_bytes()
     assert (a / "trace.json").read_bytes() == (b / "trace.json").read_bytes()
+
+
+FLOAT_MODELS = ["gpt2", "bert", "llama", "gpt2_decode", "llama_decode", "llama_opset23"]
+
+
+@pytest.mark.parametrize("topology", ["small", "base"])
+@pytest.mark.parametrize("model", FLOAT_MODELS)
+def test_fp16_mode_verifies_within_1e_3(tmp_path, capsys, model, topology):
+    q = tmp_path / "fp16.yaml"
+    q.write_text("default: {weight: fp16, activation: fp16, kv: fp16}\n")
+    out = tmp_path / "out"
+    code = main(["run", str(MODELS / f"{model}.onnx"), "--qconfig", str(q), "--topology",
+                 topology, "--out", str(out), "--verify", "--inputs",
+                 str(MODELS / f"{model}.inputs.npz"), "--no-trace"])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    verdict = json.loads((out / "verification.json").read_text())
+    assert verdict["mode"] == "fp16"
+    for c in verdict["checks"]:
+        if c["reference"] == "onnxruntime":
+            assert c["max_abs_err"] <= 1e-3, c
+        else:
+            assert c["ok"], c

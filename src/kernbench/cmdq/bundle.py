@@ -217,7 +217,11 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
     run = simulate_program(program, topology, file=str(bundle.path / "cmdq.json"),
                            op_logger=log, trace=trace, data=ctx)
     final = DataExecutor(log, init).run()
-    outs = {tid: read_tensor(final, bundle, tid) for tid in bundle.graph.outputs}
+    outs = {}
+    for tid in bundle.graph.outputs:  # in the graph's own dtypes (fp16 storage widened)
+        x = read_tensor(final, bundle, tid)
+        want = np_dtype(bundle.graph.tensors[tid].dtype)
+        outs[tid] = x.astype(want) if x.dtype != want else x
     return run, outs, final
 
 

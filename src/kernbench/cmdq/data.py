@@ -80,7 +80,7 @@ def ve_data(e: Any, tcm_space: str, addr) -> dict[str, Any]:  # noqa: ANN001
         raise ValueError(f"no data semantics for {e.opcode}")
     rows, length = e.rows, e.length
     in_dt = getattr(e, "in_dtype", None) or dtype_of(e.qbits_activation, integer=False)
-    out_dt = dtype_of(e.out_bits, integer=op in ("quantize",) and e.out_bits <= 8)
+    out_dt = dtype_of(e.out_bits, integer=False)
     if op == "quantize":
         out_dt = dtype_of(e.out_bits)
     addrs = [addr("in")]
@@ -120,7 +120,7 @@ def ve_data(e: Any, tcm_space: str, addr) -> dict[str, Any]:  # noqa: ANN001
         extra = {"approximate": e.approximate}
     elif op in ("add", "mul"):
         rows2 = e.in2_rows if e.in2_rows is not None else rows
-        add("in2", [rows2, length])
+        add("in2", [rows2, length], dtype_of(e.in2_qbits or e.qbits_activation, integer=False))
     return {"op_kind": "math", "op_name": e.opcode.lower(), "op": op, "space": tcm_space,
             "input_addrs": addrs, "input_shapes": shapes, "input_dtypes": dtypes,
             "dst_addr": addr("out"), "shape_out": [rows, length], "dtype": out_dt, **extra}
@@ -183,6 +183,9 @@ def _ir_layer(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
             args.append(interp.const_value(tid))
         else:
             args.append(next(it))
+    # the interpreter holds fp16-mode values in fp32 arrays: widen fp16 storage the same way
+    args = [a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype == np.float16 else a
+            for a in args]
     outs = KERNELS[layer.op_type](interp, layer, args)
     y = np.asarray(outs[out_idx])
     t = interp.g.tensors[layer.outputs[out_idx]]

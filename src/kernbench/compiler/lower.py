@@ -282,10 +282,14 @@ class Lowerer:
                     return Placement(src.key, src.addr, (m, k), (k, 1), "int8",
                                      src.replicas), sx
         xp = self.placement(x_tid)
-        if not xp.contiguous or xp.dtype != "fp32":
+        if not xp.contiguous:
             return None
         k = xp.shape[-1]
         m = int(np.prod(xp.shape[:-1]))
+        if mode == "fp16" and xp.dtype == "fp16":  # already fp16 in HBM
+            return Placement(xp.key, xp.addr, (m, k), (k, 1), "fp16", xp.replicas), None
+        if xp.dtype != "fp32":
+            return None
         if mode == "fp32":
             return Placement(xp.key, xp.addr, (m, k), (k, 1), "fp32", xp.replicas), None
         t = self.g.tensors[x_tid]
@@ -332,7 +336,8 @@ class Lowerer:
         k, nn = wp.shape
         m = xq.shape[0]
         op = self.plan.placements[out_tid]
-        if not op.contiguous or op.dtype != "fp32" or int(np.prod(op.shape)) != m * nn:
+        if not op.contiguous or op.dtype not in ("fp32", "fp16") \
+                or int(np.prod(op.shape)) != m * nn:
             return False
         # epilogue constants: scale vector (sx·sw) and bias, fp32 [N]
         if mode == "int":
@@ -384,6 +389,7 @@ class Lowerer:
                 for (m0, n0, tm, tn), c in zip(group, accs, strict=True):
                     self._epilogue(n, pe, c, sp, bp, op, m0, n0, tm, tn, nn, mode)
         return True
+        return True
 
     def _epilogue(self, n, pe: int, c: Buf, sp: Placement, bp: Placement | None,  # noqa: ANN001
                   op: Placement, m0: int, n0: int, tm: int, tn: int, nn: int,
@@ -398,9 +404,10 @@ class Lowerer:
             self.dma(False, pe, bb, bp, n0, 1, tn, tn, n.id, role="weight")
             reads.append(("bias", bb))
             frees.append(bb)
-        # in place: the fp32 result overwrites the accumulator it is computed from
+        # in place: the result overwrites the accumulator it is computed from
         self.op("VE_DEQUANTIZE_TILE", pe, n.id,
-                {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": 32,
+                {"length": tn, "rows": tm, "qbits_activation": 32,
+                 "out_qbits": QBITS_OF[op.dtype],
                  "in_dtype": "int32" if mode == "int" else "float32"},
                 reads=reads, writes=[("out", c)], frees=frees[1:])
         self.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
@@ -444,11 +451,14 @@ class Lowerer:
         x = self.placement(n.inputs[0])
         out_tid = n.outputs[0]
         y = self.plan.placements.get(out_tid)
-        if y is None or x.dtype != "fp32" or y.dtype != "fp32" or not x.contiguous \
-                or not y.contiguous or x.shape != y.shape or self.g.tensors[n.inputs[0]].const:
+        if y is None or x.dtype not in ("fp32", "fp16") or y.dtype not in ("fp32", "fp16") \
+                or not x.contiguous or not y.contiguous or x.shape != y.shape \
+                or self.g.tensors[n.inputs[0]].const:
             return False
         rows, cols = self._rows(x)
-        fields: dict[str, Any] = {"length": cols, "qbits_activation": 32, "out_qbits": 32}
+        xs, ys = ITEMSIZE[x.dtype], ITEMSIZE[y.dtype]
+        fields: dict[str, Any] = {"length": cols, "qbits_activation": QBITS_OF[x.dtype],
+                                  "out_qbits": QBITS_OF[y.dtype]}
         extra: list[tuple[str, Placement, bool]] = []  # (role, placement, per-row?)
         if n.op_type in ("LAYER_NORM", "RMS_NORM"):
             if n.attributes.get("axis", -1) % len(x.shape) != len(x.shape) - 1:
@@ -470,8 +480,9 @@ class Lowerer:
             fields["approximate"] = n.attributes.get("approximate", "none")
         elif n.op_type in ("ADD", "MUL"):
             b = self.placement(n.inputs[1])
-            if b.dtype != "fp32" or not b.contiguous:
+            if b.dtype not in ("fp32", "fp16") or not b.contiguous:
                 return False
+            fields["in2_qbits"] = QBITS_OF[b.dtype]
             if tuple(b.shape) == tuple(x.shape):
                 extra.append(("in2", b, True))
             elif int(np.prod(b.shape)) == cols and (not b.shape or b.shape[-1] == cols):
@@ -483,18 +494,18 @@ class Lowerer:
         for r0 in range(0, rows, per):
             r = min(per, rows - r0)
             pe = self.next_pe()
-            bi = self.buf(pe, r * cols * 4, f"{n.id}.in")
+            bi = self.buf(pe, r * cols * xs, f"{n.id}.in")
             self.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
             reads = [("in", bi)]
             frees = [bi]
             for role, p, per_row in extra:
                 cnt = r * cols if per_row else cols
-                be = self.buf(pe, cnt * 4, f"{n.id}.{role}")
+                be = self.buf(pe, cnt * ITEMSIZE[p.dtype], f"{n.id}.{role}")
                 self.dma(False, pe, be, p, r0 * cols if per_row else 0, 1, cnt, cnt, n.id,
                          role="activation" if per_row else "weight")
                 reads.append((role, be))
                 frees.append(be)
-            bo = self.buf(pe, r * cols * 4, f"{n.id}.out")
+            bo = self.buf(pe, r * cols * ys, f"{n.id}.out")
             self.op(opcode, pe, n.id, dict(fields, rows=r), reads=reads, writes=[("out", bo)],
                     frees=frees)
             self.dma(True, pe, bo, y, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bo])
@@ -517,14 +528,14 @@ class Lowerer:
         out = self.plan.placements[n.outputs[0]]
         quant = out.dtype != past.dtype
         if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or not out.contiguous \
-                or not past.contiguous or new.strides[3] != 1 or past.dtype != new.dtype:
+                or not past.contiguous or new.strides[3] != 1:
             return False
-        if quant and (past.dtype != "fp32" or out.dtype != "int8"):
+        if quant and (past.dtype != "fp32" or out.dtype not in ("int8", "fp16")):
             return False
         scale = self.plan.scales.get(out.key)
         b_, h_, p_len, d = past.shape
         s_len = new.shape[2]
-        isz = ITEMSIZE[past.dtype]
+        isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype])
         for b in range(b_):
             for h in range(h_):
                 for src, rows, dst_row in ((past, p_len, 0), (new, s_len, p_len)):
@@ -535,7 +546,14 @@ class Lowerer:
                         bb = self.buf(pe, r * d * isz, f"{n.id}.rows")
                         off = b * src.strides[0] + h * src.strides[1] + r0 * src.strides[2]
                         self.dma(False, pe, bb, src, off, r, d, src.strides[2], n.id, role="kv")
-                        if quant:
+                        if src.dtype != out.dtype and out.dtype == "fp16":
+                            bq = self.buf(pe, r * d * 2, f"{n.id}.rows16")
+                            self.op("VE_COPY_TILE", pe, n.id,
+                                    {"length": d, "rows": r, "qbits_activation": 32,
+                                     "out_qbits": 16},
+                                    reads=[("in", bb)], writes=[("out", bq)], frees=[bb])
+                            bb = bq
+                        elif src.dtype != out.dtype:
                             bq = self.buf(pe, r * d, f"{n.id}.rowsq")
                             self.op("VE_QUANTIZE_TILE", pe, n.id,
                                     {"length": d, "rows": r, "qbits_activation": 32,

@@ -260,6 +260,8 @@ class PlanMemory:
                     continue
                 t = g.tensors[tid]
                 dtype = t.dtype
+                if t.dtype == "fp32" and n.op_type == "KV_UPDATE" and n.qbits_kv == "fp16":
+                    dtype = "fp16"  # an fp16 KV cache is stored in fp16
                 if n.op_type == "KV_UPDATE" and t.quant is not None and t.dtype == "fp32":
                     dtype = "int8" if t.quant.dtype == "int8" else t.quant.dtype
                     plan.scales[tid] = float(np.asarray(g.weights[t.quant.scale]).reshape(()))

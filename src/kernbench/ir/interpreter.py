@@ -107,9 +107,6 @@ class Interpreter:
                 want = np_dtype(t.dtype) if t.quant is None else val.dtype
                 if val.dtype != want:
                     val = val.astype(want)
-                if self.quantize and node.qbits_activation in ("fp16", "bf16") \
-                        and val.dtype == np.float32:  # fmt: skip
-                    val = qmath.round_to_float(val, node.qbits_activation)
                 env[tid] = val
         outs = {o: env[o] if o in env else self.const_value(o) for o in self.g.outputs}
         if keep_all:
