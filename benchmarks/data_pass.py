@@ -6,7 +6,9 @@ and the effect of GEMM batching.
 Kernel rows: pass-1 wall time (SimPy + greenlets + pass-1 memory data), pass-2 wall time
 (DataExecutor on the op log), records logged, GEMMs batched. The batching row runs a
 synthetic log of 64 independent alike GEMMs at one t_start, batched vs one by one.
-(The CMDQ rows are added by the CMDQ data path.)
+CMDQ rows: a compiled test model (bundle) simulated three ways in one process: the
+timing pass alone, the timing pass with the op logger on (pass 1 of the data path), and
+the DataExecutor (pass 2) on that log.
 """
 
 from __future__ import annotations
@@ -49,6 +51,41 @@ def kernel_rows(preset: str) -> list[dict]:
     return rows
 
 
+def cmdq_rows(preset: str) -> list[dict]:
+    import tempfile
+
+    from kernbench.cmdq.bundle import Bundle, DataContext, deploy
+    from kernbench.cmdq.io import load_program
+    from kernbench.cmdq.simulate import simulate_program
+    from kernbench.compiler.inputs import default_inputs
+    from kernbench.data import OpLogger
+    from kernbench.flow import compile_model
+
+    topo = load_topology(preset)
+    rows = []
+    models = Path(__file__).resolve().parents[1] / "tests" / "models"
+    for name in ("gpt2", "llama", "bert"):
+        d = Path(tempfile.mkdtemp(prefix="kb-dp-"))
+        compile_model(models / f"{name}.onnx", topo, d / "b")
+        prog = load_program(d / "b" / "cmdq.json")
+        bundle = Bundle.load(d / "b")
+        t0 = time.perf_counter()
+        simulate_program(prog, topo, trace=False)
+        t1 = time.perf_counter()
+        store = MemoryStore.for_topology(topo)
+        deploy(store, bundle, default_inputs(bundle.graph, 0))
+        init = store.snapshot()
+        log = OpLogger()
+        t2 = time.perf_counter()
+        simulate_program(prog, topo, trace=False, op_logger=log, data=DataContext(bundle))
+        t3 = time.perf_counter()
+        DataExecutor(log, init).run()
+        t4 = time.perf_counter()
+        rows.append({"model": name, "entries": len(prog.cmdq), "records": len(log),
+                     "timing_s": t1 - t0, "timing_logged_s": t3 - t2, "pass2_s": t4 - t3})
+    return rows
+
+
 def batching_row(n: int = 64, m: int = 64) -> dict:
     rng = np.random.default_rng(0)
     space = "tcm:pe0"
@@ -80,6 +117,12 @@ def main() -> None:
     for r in kernel_rows(a.preset):
         print(f"{r['kernel']:<16} {r['records']:>8} {r['sim_ns']:>10.0f} {r['pass1_s']:>8.2f} "
               f"{r['pass2_s']:>8.2f} {r['batched_gemms']:>8} {r['ok']!s:>4}")
+    print(f"\n{'CMDQ bundle':<16} {'entries':>8} {'records':>8} {'timing s':>9} "
+          f"{'+logger s':>9} {'pass2 s':>8} {'pass2/timing':>12}")
+    for r in cmdq_rows(a.preset):
+        print(f"{r['model']:<16} {r['entries']:>8} {r['records']:>8} {r['timing_s']:>9.3f} "
+              f"{r['timing_logged_s']:>9.3f} {r['pass2_s']:>8.3f} "
+              f"{r['pass2_s'] / r['timing_s']:>12.2f}")
     b = batching_row()
     print(f"\n{b['gemms']} independent {b['shape']}^3 fp32 GEMMs at one t_start: "
           f"batched {b['batched_s'] * 1e3:.1f} ms, one by one {b['unbatched_s'] * 1e3:.1f} ms")

@@ -89,9 +89,12 @@ class Simulator:
     def tile_done(self, token: Any, now: float) -> None:
         """Called by the last engine of a tile's plan (exactly once per tile)."""
         ctx = token.pipeline_ctx
-        self.tracer.event(now, "tile_ready", token.plan.stages[-1].component, token.label,
-                          token.tile_id)
-        ctx.owner.release_staging(token.plan)
+        tracer = self.tracer
+        if tracer.enabled:
+            tracer.events.append((now, "tile_ready", token.plan.stages[-1].component,
+                                  token.label, token.tile_id))
+        if token.plan.staging_bytes:
+            ctx.owner.release_staging(token.plan)
         ctx.complete_tile()
 
     # ------------------------------------------------------------ running

@@ -116,8 +116,9 @@ class PeScheduler(ComponentBase):
                 first = plan.stages[0]
                 token = TileToken(plan.tile_id, ctx, plan, 0, first.params, cmd.data_op, cmd.label)
                 yield first.port.put(token)
-                tracer.event(env.now, "sub_command_dispatched", first.component, cmd.label,
-                             plan.tile_id)
+                if tracer.enabled:
+                    tracer.events.append((env.now, "sub_command_dispatched", first.component,
+                                          cmd.label, plan.tile_id))
 
     def release_staging(self, plan: TilePlan) -> None:
         if plan.staging_bytes:
