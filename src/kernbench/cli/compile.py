@@ -54,7 +54,7 @@ def _progress():  # noqa: ANN202
 
 @app.command("compile")
 def compile_cmd(
-    model: Annotated[Path, typer.Argument(help="MODEL.onnx or ir.json")],
+    model: Annotated[Path, typer.Argument(help="MODEL.onnx, ir.json or gpt2 | llama | gpt2-small")],
     out: Annotated[Path, typer.Option("--out", "-o", help="bundle folder to write")],
     topology: TopologyOpt = "small",
     set_: SetOpt = None,
@@ -96,7 +96,7 @@ def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
 
 @app.command("run")
 def run_cmd(
-    model: Annotated[Path, typer.Argument(help="MODEL.onnx or ir.json")],
+    model: Annotated[Path, typer.Argument(help="MODEL.onnx, ir.json or gpt2 | llama | gpt2-small")],
     topology: TopologyOpt = "small",
     set_: SetOpt = None,
     qconfig: QconfigOpt = None,
