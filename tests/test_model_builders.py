@@ -161,3 +161,16 @@ def test_cli_compile_named_and_file_errors(tmp_path: Path) -> None:
     assert (out / "cmdq.json").exists() and (out / "model.onnx").exists()
     model = Path(__file__).parent / "models" / "gpt2.onnx"
     assert main(["compile", str(model), "--kv-len", "4", "-o", str(tmp_path / "c")]) == 2
+
+
+def test_llama_decode_with_512_kv_is_memory_bound(tmp_path):
+    import json
+
+    from kernbench.cli import main
+
+    out = tmp_path / "out"
+    assert main(["run", "llama", "--kv-len", "512", "--out", str(out), "--no-trace"]) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["model_bound"]["bound_by"] == "memory"
+    assert all(layer["bound_by"] == "memory" for layer in stats["layers"].values())
+    assert "the model is memory-bound" in (out / "summary.txt").read_text()

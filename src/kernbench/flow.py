@@ -92,6 +92,10 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         total_bound = sum(v["bound_ns"] for v in layers.values())
         stats["roofline_fraction"] = round(total_bound / stats["total_ns"], 6) \
             if stats["total_ns"] else 0.0
+        comp = round(sum(v["compute_bound_ns"] for v in layers.values()), 3)
+        mem = round(sum(v["memory_bound_ns"] for v in layers.values()), 3)
+        stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
+                                "bound_by": "compute" if comp >= mem else "memory"}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
@@ -119,6 +123,10 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
     lines.append(f"bottleneck: {b['component']} ({b['kind']}), {100 * b['utilization']:.1f}% busy")
     if "roofline_fraction" in stats:
         lines.append(f"roofline fraction (whole model): {stats['roofline_fraction']:.3f}")
+        mb = stats["model_bound"]
+        lines.append(f"the model is {mb['bound_by']}-bound: Σ compute bound "
+                     f"{mb['compute_bound_ns']:.1f} ns vs Σ memory bound "
+                     f"{mb['memory_bound_ns']:.1f} ns")
         lines.append("")
         lines.append(f"{'layer':28s} {'op':12s} {'ns':>10s} {'bound ns':>10s} {'frac':>6s} "
                      f"{'bound by':8s} busiest")

@@ -60,3 +60,8 @@ def print_layers(stats: dict[str, Any], console: Console, top: int = 10) -> None
     if len(rows) > top:
         t.caption = f"{len(rows) - top} more layers in stats.json"
     console.print(t)
+    mb = stats.get("model_bound")
+    if mb:
+        console.print(f"[bold]the model is {mb['bound_by']}-bound[/]: Σ compute bound "
+                      f"{mb['compute_bound_ns']:,.0f} ns vs Σ memory bound "
+                      f"{mb['memory_bound_ns']:,.0f} ns (per-layer rooflines)")
