@@ -100,3 +100,34 @@ def test_contended_link_is_shared_fifo(make_sim):
     (w1,) = spans_of(sim, "pe1.pe_dma", "write")
     # the port serialises 512 ns per write, so the two finish at least 512 ns apart
     assert abs(w1[3] - w0[3]) >= 4096 / 8
+
+
+def test_dma_to_shared_sram_crosses_the_mesh(make_sim):
+    # SRAM hangs off r0c0; PE3 (r1c1) reaches it over two mesh hops, PE0 over none
+    times = {}
+    for pe in (0, 3):
+        sim = make_sim("small")
+        base = sim.topology.cubes[0].sram_base
+        done = sim.submit(pe, DmaRead(label="s", params={"nbytes": 4096, "space": "sram",
+                                                          "addr": base}))
+        sim.run()
+        times[pe] = done.value
+    hop = load_hop_latency()
+    assert times[3] - times[0] == 2 * hop
+
+
+def load_hop_latency() -> float:
+    from kernbench.config import load_topology_config
+
+    return load_topology_config("small").cube.router.hop_latency_ns
+
+
+def test_out_of_range_hbm_address_is_an_error(make_sim):
+    import pytest
+
+    from kernbench.errors import AddressError
+
+    sim = make_sim("small")
+    sim.submit(0, DmaRead(label="bad", params={"nbytes": 64, "addr": 1 << 40}))
+    with pytest.raises(AddressError, match="bad"):
+        sim.run()

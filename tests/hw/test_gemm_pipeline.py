@@ -167,3 +167,22 @@ def test_planted_deadlock_is_reported_not_hung(make_sim):
     assert "sip0.cube0.pe0.pe_fetch_store.fetch holds 1/1" in msg
     assert "sip0.cube0.pe0.pe_gemm.main holds 1/1" in msg
     assert "\n" not in msg
+
+
+def test_weights_stream_from_hbm_straight_to_the_array(make_sim):
+    # ADR-0014 D5: a GEMM may pull its weights from HBM; the tile then takes the longer of
+    # the array time and the transfer (which skips the TCM)
+    sim = make_sim("small", "cube.pe_template.pe_dma.setup_cycles=0")
+    small = {"m": 32, "n": 32, "k": 32}
+    sim.submit(0, GemmCmd(label="plain", params=dict(small)))
+    sim.submit(1, GemmCmd(label="streamed", params=dict(
+        small, weight_stream_nbytes=1 << 20, weight_addr=0)))
+    sim.run()
+    (plain,) = spans_of(sim, "pe0.pe_gemm")
+    (streamed,) = spans_of(sim, "pe1.pe_gemm")
+    cfg = sim.topology.config
+    bw = min(cfg.cube.hbm_ctrl.channel_bw_gbs * cfg.cube.hbm_ctrl.channels,
+             cfg.cube.hbm_ctrl.port_bw_gbs, cfg.cube.links.pe_router_bw_gbs)
+    assert plain[3] - plain[2] == systolic_compute_cycles(32, 32, 32, 32, 32, "os")
+    assert streamed[3] - streamed[2] >= (1 << 20) / bw
+    assert sim.components["sip0.cube0.pe1.pe_tcm"].port.bytes == 0, "not through the TCM"
