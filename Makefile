@@ -18,11 +18,11 @@ demo: $(STAMP)
 	$(BIN)/kernbench demo
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests scripts benchmarks
+	$(BIN)/ruff check src tests scripts benchmarks benches
 	$(BIN)/python -m pytest -n 2 tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests scripts benchmarks
+	$(BIN)/ruff check src tests scripts benchmarks benches
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_throughput.py

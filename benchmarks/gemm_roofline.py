@@ -21,10 +21,9 @@ from pathlib import Path
 import onnx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from models import int8_gemm  # noqa: E402
-
 from kernbench.flow import compile_model, simulate_bundle  # noqa: E402
 from kernbench.topology import load_topology  # noqa: E402
+from models import int8_gemm  # noqa: E402
 
 QCONFIG = 'overrides:\n  - {match: "*", activation: 8}\n'
 

@@ -63,7 +63,7 @@ class _Ring:
         self.bank = bank
         self.cursor = 0
         self.live: list[Buf] = []
-        self.dead: list[Buf] = []
+        self.dead: dict[int, list[Buf]] = {}  # bank → freed buffers not yet overwritten
 
     def alloc(self, b: Buf) -> None:
         size = -(-b.nbytes // TCM_ALIGN) * TCM_ALIGN  # every buffer starts 64-byte aligned
@@ -81,9 +81,10 @@ class _Ring:
                 cur = max(x.offset + x.nbytes for x in clash)
                 cur = -(-cur // TCM_ALIGN) * TCM_ALIGN
                 continue
-            reused = [x for x in self.dead if x.offset < cur + size and cur < x.offset + x.nbytes]
-            for x in reused:
-                self.dead.remove(x)
+            bank_dead = self.dead.get(cur // self.bank, [])
+            reused = [x for x in bank_dead if x.offset < cur + size and cur < x.offset + x.nbytes]
+            if reused:
+                self.dead[cur // self.bank] = [x for x in bank_dead if x not in reused]
             b.war_after = reused
             b.offset = cur
             b.bank, b.bank_offset = divmod(cur, self.bank)
@@ -97,7 +98,7 @@ class _Ring:
     def free(self, b: Buf) -> None:
         if b in self.live:
             self.live.remove(b)
-            self.dead.append(b)
+            self.dead.setdefault(b.offset // self.bank, []).append(b)
 
 
 @dataclass(frozen=True)

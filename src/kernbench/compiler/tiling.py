@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kernbench.components.builtin.systolic import systolic_compute_cycles
 
@@ -34,6 +35,12 @@ def _cands(total: int, options: tuple[int, ...]) -> list[int]:
     return out or [total]
 
 
+@lru_cache(maxsize=4096)
+def _cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> int:
+    return systolic_compute_cycles(m, n, k, rows, cols, dataflow)
+
+
+@lru_cache(maxsize=1024)
 def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
                       bank_bytes: int, tcm_bytes: int, rows: int, cols: int, dataflow: str,
                       n_pes: int) -> GemmTiles:
@@ -50,9 +57,11 @@ def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
                 if a > bank_bytes or w > bank_bytes or 2 * (a + w + c) > tcm_bytes:
                     continue
                 mt, nt, kt = math.ceil(m / tm), math.ceil(n / tn), math.ceil(k / tk)
-                per_tile = sum(
-                    systolic_compute_cycles(tm, tn, min(tk, k - i * tk), rows, cols, dataflow)
-                    + OP_OVERHEAD_CYCLES for i in range(kt))
+                full, rest = divmod(k, tk)
+                per_tile = full * (_cycles(tm, tn, tk, rows, cols, dataflow)
+                                   + OP_OVERHEAD_CYCLES)
+                if rest:
+                    per_tile += _cycles(tm, tn, rest, rows, cols, dataflow) + OP_OVERHEAD_CYCLES
                 waves = math.ceil(mt * nt / n_pes)
                 score = (waves * per_tile, mt * nt * kt)
                 if best is None or score < best[0]:

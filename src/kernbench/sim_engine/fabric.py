@@ -16,6 +16,7 @@ size over the bottleneck bandwidth.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Protocol
 
 
@@ -32,9 +33,13 @@ class Stage(Protocol):
 
 
 class Server:
-    """One contended resource: a link direction, a memory port, a TCM port."""
+    """One contended resource: a link direction, a memory port, a TCM port.
 
-    __slots__ = ("id", "latency_ns", "bw_gbs", "busy_ns", "bytes", "transfers", "_resv")
+    Reservations are disjoint intervals kept as two sorted lists (starts, ends), so finding
+    the first gap is a bisection, not a scan."""
+
+    __slots__ = ("id", "latency_ns", "bw_gbs", "busy_ns", "bytes", "transfers", "_starts",
+                 "_ends")
 
     def __init__(self, id: str, latency_ns: float, bw_gbs: float) -> None:
         self.id = id
@@ -43,55 +48,53 @@ class Server:
         self.busy_ns = 0.0
         self.bytes = 0
         self.transfers = 0
-        self._resv: list[tuple[float, float]] = []  # disjoint (start, end), sorted
+        self._starts: list[float] = []
+        self._ends: list[float] = []
 
     @property
     def free_ns(self) -> float:
         """When the last reservation ends."""
-        return self._resv[-1][1] if self._resv else 0.0
+        return self._ends[-1] if self._ends else 0.0
 
     def occupy(
         self, head_ns: float, nbytes: int, min_end_ns: float, now: float
     ) -> tuple[float, float]:
         ser = nbytes / self.bw_gbs
-        resv = self._resv
         self.busy_ns += ser
         self.bytes += nbytes
         self.transfers += 1
-        if not resv or resv[-1][1] <= head_ns:
-            # fast path: free from head_ns on; forget reservations that ended before now
-            while resv and resv[0][1] <= now:
-                resv.pop(0)
+        starts, ends = self._starts, self._ends
+        if ends and ends[0] <= now:  # forget reservations that ended
+            k = bisect_right(ends, now)
+            del starts[:k]
+            del ends[:k]
+        if not ends or ends[-1] <= head_ns:  # fast path: free from head_ns on
             end = head_ns + ser
             if min_end_ns > end:
                 end = min_end_ns
-            if resv and resv[-1][1] == head_ns:
-                resv[-1] = (resv[-1][0], end)  # back-to-back: extend, keep the list short
+            if ends and ends[-1] == head_ns:
+                ends[-1] = end  # back-to-back: extend, keep the lists short
             else:
-                resv.append((head_ns, end))
+                starts.append(head_ns)
+                ends.append(end)
             return head_ns, end
-        while resv and resv[0][1] <= now:
-            resv.pop(0)
+        i = bisect_right(ends, head_ns)  # first reservation still busy at head_ns
         start = head_ns
-        i = 0
-        n = len(resv)
+        n = len(ends)
         while i < n:
-            s, e = resv[i]
-            if e <= start:
-                i += 1
-                continue
             end = start + ser
             if min_end_ns > end:
                 end = min_end_ns
-            if end <= s:
-                break
-            if e > start:
-                start = e
+            if end <= starts[i]:
+                break  # fits in the gap before reservation i
+            if ends[i] > start:
+                start = ends[i]
             i += 1
         end = start + ser
         if min_end_ns > end:
             end = min_end_ns
-        resv.insert(i, (start, end))
+        starts.insert(i, start)
+        ends.insert(i, end)
         return start, end
 
 
