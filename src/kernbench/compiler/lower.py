@@ -412,29 +412,30 @@ class Lowerer:
                 reads=reads, writes=[("out", c)], frees=frees[1:])
         self.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
 
-    def lower_gemm(self, n) -> bool:  # noqa: ANN001
+    def _te_inputs(self, n, weights: list[str]):  # noqa: ANN001, ANN202
+        """(mode, prepared activation, its scale) when the layer can be tiled, else None."""
         mode = self._mode(n)
-        if mode is None or not self.g.tensors[n.inputs[1]].const:
-            return False
+        if mode is None or not all(self.g.tensors[t].const for t in weights):
+            return None
+        if any(self._weight(n, w, mode) is None for w in weights):
+            return None
         bits = n.qbits_activation if mode == "int" else 16
         prep = self._prepare_x(n, n.inputs[0], mode, bits)
-        if prep is None:
+        return None if prep is None else (mode, *prep)
+
+    def lower_gemm(self, n) -> bool:  # noqa: ANN001
+        te = self._te_inputs(n, [n.inputs[1]])
+        if te is None:
             return False
-        xq, sx = prep
+        mode, xq, sx = te
         b = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else None
         return self._gemm(n, xq, sx, n.inputs[1], b, n.outputs[0], mode)
 
     def lower_qkv_proj(self, n) -> bool:  # noqa: ANN001
-        mode = self._mode(n)
-        if mode is None or not all(self.g.tensors[t].const for t in n.inputs[1:4]):
+        te = self._te_inputs(n, n.inputs[1:4])
+        if te is None:
             return False
-        if any(self._weight(n, w, mode) is None for w in n.inputs[1:4]):
-            return False
-        bits = n.qbits_activation if mode == "int" else 16
-        prep = self._prepare_x(n, n.inputs[0], mode, bits)
-        if prep is None:
-            return False
-        xq, sx = prep
+        mode, xq, sx = te
         for j in range(3):
             b = n.inputs[4 + j] if len(n.inputs) > 4 + j and n.inputs[4 + j] else None
             if not self._gemm(n, xq, sx, n.inputs[1 + j], b, n.outputs[j], mode):

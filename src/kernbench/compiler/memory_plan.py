@@ -228,16 +228,9 @@ class PlanMemory:
         # constants are placed lazily by the lowerings (they choose the representation)
         for n in g.nodes:
             fold = state.folded.get(n.id)
-            if n.op_type in ("RESHAPE", "IDENTITY") and n.attributes.get("view", n.op_type ==
-                                                                        "IDENTITY"):
-                src = plan.placements.get(n.inputs[0])
-                if src is not None and src.contiguous:
-                    t = g.tensors[n.outputs[0]]
-                    plan.placements[n.outputs[0]] = Placement(
-                        src.key, src.addr, tuple(t.shape), contiguous_strides(tuple(t.shape)),
-                        src.dtype, src.replicas)
-                    continue
-            if n.op_type == "TRANSPOSE" and n.attributes.get("view"):
+            view = (n.op_type in ("RESHAPE", "TRANSPOSE") and n.attributes.get("view")
+                    or n.op_type == "IDENTITY")
+            if view:  # same bytes, same order: the output aliases its contiguous source
                 src = plan.placements.get(n.inputs[0])
                 if src is not None and src.contiguous:
                     t = g.tensors[n.outputs[0]]
