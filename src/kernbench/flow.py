@@ -57,7 +57,7 @@ def load_inputs(path: Path | None, graph: Any, seed: int = 0) -> dict[str, np.nd
 
 def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = False,
                     inputs: Path | None = None, dump_intermediates: bool = False,
-                    trace: bool = True) -> SimResult:
+                    trace: bool = True, report: bool = True) -> SimResult:
     from kernbench.cmdq.io import load_program
     from kernbench.report.stats import write_json
 
@@ -100,8 +100,9 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
     write_json(stats, out / "stats.json")
-    if trace:
-        write_json(run.trace(), out / "trace.json")
+    trace_obj = run.trace() if trace else None
+    if trace_obj is not None:
+        write_json(trace_obj, out / "trace.json")
         written.append(out / "trace.json")
     if outputs is not None:
         tmp = out / "outputs.npz.tmp"
@@ -113,6 +114,10 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         written.append(out / "verification.json")
     (out / "summary.txt").write_text(summary_text(stats, verdict), encoding="utf-8")
     written.append(out / "summary.txt")
+    if report:
+        from kernbench.report.html import write_report
+
+        written.append(write_report(out, stats, trace_obj, verdict, topology))
     return SimResult(stats, verdict, outputs, written)
 
 

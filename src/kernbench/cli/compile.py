@@ -108,6 +108,7 @@ def run_cmd(
     no_trace: Annotated[bool, typer.Option("--no-trace", help="skip trace.json")] = False,
     seq_len: SeqLenOpt = None,
     kv_len: KvLenOpt = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -126,11 +127,12 @@ def run_cmd(
                                  progress=lambda name: prog.update(task,
                                                                    description=f"pass {name}"))
     err.print(f"compiled {model}: {len(state.cmdq['cmdq'])} CMDQ entries")
-    simulate_and_report(bundle, topo, Path(out), verify, inputs, dump_intermediates, not no_trace)
+    simulate_and_report(bundle, topo, Path(out), verify, inputs, dump_intermediates, not no_trace,
+                        not no_report)
 
 
 def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Path | None,  # noqa: ANN001
-                        dump_intermediates: bool, trace: bool) -> None:
+                        dump_intermediates: bool, trace: bool, report: bool = True) -> None:
     from kernbench.flow import simulate_bundle
     from kernbench.report.summary import print_layers, print_summary
     from kernbench.verify import print_verdict
@@ -138,7 +140,7 @@ def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Pat
     with _progress() as prog:
         prog.add_task("simulating" + (" + data pass" if verify else ""))
         res = simulate_bundle(bundle, topo, out, verify=verify, inputs=inputs,
-                              dump_intermediates=dump_intermediates, trace=trace)
+                              dump_intermediates=dump_intermediates, trace=trace, report=report)
     print_summary(res.stats, err)
     if "layers" in res.stats:
         print_layers(res.stats, err)

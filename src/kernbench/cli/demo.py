@@ -27,4 +27,5 @@ def demo(
     err.print(f"[bold]kernbench demo[/]: {DEMO_MODEL.name} (2 layers, d=64, 16 tokens, W8A8) "
               f"on '{topology}'")
     run_cmd(DEMO_MODEL, topology=topology, set_=set_, qconfig=None, out=out, verify=verify,
-            inputs=None, dump_intermediates=False, no_trace=False)
+            inputs=None, dump_intermediates=False, no_trace=False, seq_len=None, kv_len=None,
+            no_report=False)

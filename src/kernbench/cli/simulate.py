@@ -24,6 +24,7 @@ def simulate(
     dump_intermediates: Annotated[bool, typer.Option(
         "--dump-intermediates", help="compare every layer's output")] = False,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="skip trace.json")] = False,
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
 ) -> None:
     """Run a CMDQ program on the NPU model; write stats.json and trace.json."""
     from kernbench.cli.compile import simulate_and_report
@@ -38,4 +39,5 @@ def simulate(
 
         raise InputError("no such file or folder", file=str(program))
     err.print(f"simulating {program} on '{topo.name}'")
-    simulate_and_report(program, topo, out, verify, inputs, dump_intermediates, not no_trace)
+    simulate_and_report(program, topo, out, verify, inputs, dump_intermediates, not no_trace,
+                        not no_report)

@@ -126,6 +126,9 @@ class Schedule:
     name: str = "schedule"
 
     def apply(self, state: CompileState) -> CompileState:
+        # PE → (layer of its latest compute op, that op, the latest compute op of an earlier
+        # layer): bounds how far ahead loads of constants may run
+        last_compute: dict[int, tuple[str, int, int | None]] = {}
         last_writer: dict[int, int] = {}
         readers: dict[int, list[int]] = {}
         accessed: dict[int, list[int]] = {}
@@ -148,6 +151,15 @@ class Schedule:
                 for s, e, idx in hbm_writes.get(key, ()):
                     if s < hi and lo < e:
                         deps.add(idx)
+            if not deps and op.opcode == "DMA_LOAD_TILE" and op.pe in last_compute:
+                # a load of constants depends on nothing: without a bound the FSM would
+                # prefetch every later layer's weights first and starve the critical path.
+                # It may run ahead within its layer, but not before the PE's previous layer
+                # has computed.
+                layer, idx, before = last_compute[op.pe]
+                bound = before if layer == op.layer else idx
+                if bound is not None:
+                    deps.add(bound)
             deps.discard(op.index)
             if any(d > op.index for d in deps):
                 raise RuntimeError(f"schedule: op {op.index} depends on a later op")
@@ -161,4 +173,12 @@ class Schedule:
                 accessed.setdefault(b.id, []).append(op.index)
             for key, lo, hi in op.hbm_writes:
                 hbm_writes.setdefault(key, []).append((lo, hi, op.index))
+            if not op.opcode.startswith("DMA"):
+                prev = last_compute.get(op.pe)
+                if prev is None:
+                    last_compute[op.pe] = (op.layer, op.index, None)
+                elif prev[0] == op.layer:
+                    last_compute[op.pe] = (op.layer, op.index, prev[2])
+                else:
+                    last_compute[op.pe] = (op.layer, op.index, prev[1])
         return state
