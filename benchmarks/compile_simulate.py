@@ -34,7 +34,7 @@ def measure(model: Path, topology: str, work: Path) -> dict:
     t0 = time.perf_counter()
     state, _ = compile_model(model, topo, bundle)
     t1 = time.perf_counter()
-    res = simulate_bundle(bundle, topo, work / "out", trace=False)
+    res = simulate_bundle(bundle, topo, work / "out", trace=False, report=False)
     t2 = time.perf_counter()
     return {"compile_s": t1 - t0, "simulate_s": t2 - t1, "entries": len(state.cmdq["cmdq"]),
             "sim_ns": res.stats["total_ns"], "stats": res.stats}

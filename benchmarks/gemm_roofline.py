@@ -36,7 +36,7 @@ def run(size: int, preset: str) -> dict:
     t0 = time.perf_counter()
     state, _ = compile_model(d / "gemm.onnx", topo, d / "bundle", qconfig=d / "q.yaml")
     t1 = time.perf_counter()
-    res = simulate_bundle(d / "bundle", topo, d / "out", trace=False)
+    res = simulate_bundle(d / "bundle", topo, d / "out", trace=False, report=False)
     t2 = time.perf_counter()
     (lid, layer), = [(k, v) for k, v in res.stats["layers"].items() if v["op_type"] == "GEMM"]
     util = [e["utilization"] for k, e in res.stats["engines"].items() if k.endswith("pe_gemm")]

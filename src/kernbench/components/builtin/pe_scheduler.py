@@ -48,9 +48,9 @@ class PeScheduler(ComponentBase):
         self._ids = {st: eng.id for st, eng in self.engines.items()}
         tcm = comps[f"{self.pe_id}.pe_tcm"]
         self.staging_capacity = tcm.reserved_bytes
-        self.staging = simpy.Container(
-            self.env, capacity=max(tcm.reserved_bytes, 1), init=max(tcm.reserved_bytes, 1)
-        )
+        # SchedulerReservedTCM as a counting semaphore: no SimPy event unless a tile waits
+        self.staging_free = tcm.reserved_bytes
+        self._staging_waiters: list[tuple[int, simpy.Event]] = []
         if self.spec.shared_compute_slot:
             slot = simpy.Resource(self.env, capacity=1)
             for cid, comp in comps.items():
@@ -99,7 +99,6 @@ class PeScheduler(ComponentBase):
     def _feed_loop(self):  # noqa: ANN202
         env = self.env
         tracer = self.sim.tracer
-        staging = self.staging
         while True:
             plans, ctx = yield self._pending_feeds.get()
             cmd = ctx.command
@@ -112,7 +111,12 @@ class PeScheduler(ComponentBase):
                             f"{need} staging bytes, SchedulerReservedTCM has "
                             f"{self.staging_capacity}"
                         )
-                    yield staging.get(need)
+                    if need <= self.staging_free and not self._staging_waiters:
+                        self.staging_free -= need
+                    else:
+                        ev = env.event()
+                        self._staging_waiters.append((need, ev))
+                        yield ev
                 first = plan.stages[0]
                 token = TileToken(plan.tile_id, ctx, plan, 0, first.params, cmd.data_op, cmd.label)
                 yield first.port.put(token)
@@ -121,8 +125,12 @@ class PeScheduler(ComponentBase):
                                           cmd.label, plan.tile_id))
 
     def release_staging(self, plan: TilePlan) -> None:
-        if plan.staging_bytes:
-            self.staging.put(plan.staging_bytes)
+        self.staging_free += plan.staging_bytes
+        waiters = self._staging_waiters
+        while waiters and waiters[0][0] <= self.staging_free:
+            need, ev = waiters.pop(0)
+            self.staging_free -= need
+            ev.succeed()
 
     def _on_complete(self, event) -> None:  # noqa: ANN001
         ctx = event.value
