@@ -38,11 +38,12 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
 
 
 def setup(M: int = 200, N: int = 136, K: int = 120, block_m: int = 64, block_n: int = 64,
-          block_k: int = 32, seed: int = 0) -> dict[str, Any]:  # fmt: skip
+          block_k: int = 32, seed: int = 0, replicate: bool = False) -> dict[str, Any]:  # fmt: skip
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
-    A, B = kernbench.to_device(a, "a"), kernbench.to_device(b, "b")
+    A = kernbench.to_device(a, "a", replicate=replicate)
+    B = kernbench.to_device(b, "b", replicate=replicate)
     C = kernbench.empty((M, N), np.float16)
     ref = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
     grid = (kernbench.cdiv(M, block_m) * kernbench.cdiv(N, block_n),)

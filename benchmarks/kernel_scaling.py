@@ -32,6 +32,8 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=64)
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-replicate", action="store_true",
+                    help="keep A and B only in cube 0's HBM (default: replicated per cube)")
     a = ap.parse_args()
     topo = load_topology(a.preset, a.set)
     n = a.size
@@ -40,7 +42,7 @@ def main() -> None:
     while p <= len(topo.pes):
         t0 = time.perf_counter()
         r = matmul.run(topo, pes=p, M=n, N=n, K=n, block_m=a.block, block_n=a.block,
-                       block_k=a.block)
+                       block_k=a.block, replicate=not a.no_replicate)
         wall = time.perf_counter() - t0
         rf = roofline(topo, 2 * n ** 3, 2 * 3 * n * n, 16, pes=p)
         rows.append({"pes": p, "ok": r["ok"], "total_ns": r["total_ns"],

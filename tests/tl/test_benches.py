@@ -35,3 +35,17 @@ def test_matmul_grid_spreads_over_pes():
     many = matmul.run(topo("base"))
     assert one["ok"] and many["ok"]
     assert many["pes"] == 12 and many["total_ns"] < one["total_ns"] / 4
+
+
+def test_replicated_inputs_are_read_from_the_local_cube():
+    from benches import matmul
+
+    from kernbench.topology import load_topology
+
+    # 64 programs over the 64 PEs of base: 48 of them sit on cubes 1-3
+    topo = load_topology("base")
+    kw = dict(M=256, N=256, K=64, block_m=32, block_n=32, block_k=32)
+    far = matmul.run(topo, **kw)                    # A, B only in cube 0
+    near = matmul.run(topo, replicate=True, **kw)   # a copy in every cube
+    assert far["ok"] and near["ok"]
+    assert near["total_ns"] < far["total_ns"]

@@ -64,7 +64,10 @@ DEVICE = Device()
 class DeviceBuffer:
     """A tensor in simulated HBM. Pass it to a kernel as a pointer; `.numpy()` reads it."""
 
-    def __init__(self, shape: Any, dtype: Any, name: str = "") -> None:
+    def __init__(self, shape: Any, dtype: Any, name: str = "", replicate: bool = False) -> None:
+        #: a read-only input the host also copies into every cube's HBM (same offset):
+        #: loads use the copy in the loading PE's cube
+        self.replicate = replicate
         self.shape = (int(shape),) if isinstance(shape, int | np.integer) else tuple(
             int(s) for s in shape)
         self.dtype = canon(dtype)
@@ -94,11 +97,14 @@ class DeviceBuffer:
         return f"<DeviceBuffer {self.name} {list(self.shape)} {self.dtype} @hbm:{self.addr:#x}>"
 
 
-def to_device(array: Any, name: str = "") -> DeviceBuffer:
+def to_device(array: Any, name: str = "", replicate: bool = False) -> DeviceBuffer:
+    """Copy `array` into simulated HBM. With `replicate=True` the host also deploys it into
+    every cube (the buffer is then read-only for kernels: loads read their own cube's copy,
+    so a PE on cube 3 does not cross UCIe to reach it)."""
     a = np.ascontiguousarray(np.array(array))
     if a.dtype == np.float64:
         a = a.astype(np.float32)
-    b = DeviceBuffer(a.shape, a.dtype, name)
+    b = DeviceBuffer(a.shape, a.dtype, name, replicate)
     DEVICE.store.write("hbm", b.addr, a.copy())
     return b
 
@@ -394,6 +400,9 @@ class KernelRunner:
         addrs = np.broadcast_to(np.asarray(addrs, np.int64), shape)
         on = addrs if mask is None else addrs[mask]
         first = int(on.min()) if on.size else int(ptr.ptr_buf.addr if ptr.ptr_buf else 0)
+        src = getattr(ptr, "ptr_buf", None)
+        timing_addr = first + (prog.pe.cube.hbm_base if src is not None and src.replicate
+                               else 0)
         flat = addrs.reshape(-1)
         isz = np_dtype(dtype).itemsize
         rows = int(np.count_nonzero(np.diff(flat) != isz)) + 1 if flat.size > 1 else 1
@@ -401,7 +410,7 @@ class KernelRunner:
                 "addrs": addrs, "mask": mask, "other": other, "dtype": dtype,
                 "shape": tuple(shape), "dst_space": self._tcm(prog), "dst_addr": buf.addr}
         cmd = DmaRead(label=self._label(prog, "load", line), params={
-            "nbytes": max(nbytes, 1), "addr": first, "space": "hbm", "rows": rows,
+            "nbytes": max(nbytes, 1), "addr": timing_addr, "space": "hbm", "rows": rows,
             "data": data})
         done = self._submit(prog, cmd)
         buf.events.append(done)
