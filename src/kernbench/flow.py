@@ -52,7 +52,35 @@ def load_inputs(path: Path | None, graph: Any, seed: int = 0) -> dict[str, np.nd
     missing = [t for t in graph.inputs if t not in feeds]
     if missing:
         raise InputError(f"missing input(s) {', '.join(missing)}", file=str(path))
-    return feeds
+    return check_inputs(feeds, graph, str(path))
+
+
+def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[str, np.ndarray]:
+    """Inputs as the model declares them: shape, a safe cast to the dtype, token ids inside
+    the vocabulary. The cast arrays are what every consumer (simulator, interpreter,
+    onnxruntime) receives."""
+    from kernbench.compiler.inputs import _NP, _vocab
+
+    out = {}
+    for tid in graph.inputs:
+        t = graph.tensors[tid]
+        x = np.asarray(feeds[tid])
+        if list(x.shape) != list(t.shape):
+            raise InputError(f"shape {list(x.shape)}, the model expects {t.shape}", file=file,
+                             where=f"input '{tid}'")
+        want = np.dtype(_NP.get(t.dtype, np.float32))
+        if x.dtype != want:
+            if want.kind in "iub" and x.dtype.kind == "f" and not np.all(np.mod(x, 1) == 0):
+                raise InputError(f"{x.dtype} values that are not integers, the model expects "
+                                 f"{t.dtype}", file=file, where=f"input '{tid}'")
+            x = x.astype(want)
+        if want.kind in "iu":
+            vocab = _vocab(graph, tid)
+            if vocab is not None and x.size and (x.min() < 0 or x.max() >= vocab):
+                raise InputError(f"ids must lie in [0, {vocab}) (got {x.min()}..{x.max()})",
+                                 file=file, where=f"input '{tid}'")
+        out[tid] = x
+    return out
 
 
 def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = False,
@@ -86,7 +114,10 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     if roof.exists():
         from kernbench.compiler.roofline import layer_report
 
-        bounds = json.loads(roof.read_text(encoding="utf-8"))
+        try:
+            bounds = json.loads(roof.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise InputError(f"unreadable: {e}", file=str(roof)) from None
         layers = layer_report(bounds, stats["entries"])
         stats["layers"] = layers
         total_bound = sum(v["bound_ns"] for v in layers.values())

@@ -81,9 +81,14 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _err(a: np.ndarray, b: np.ndarray) -> float:
+    """Max abs error; NaN where the other has none counts as an infinite error."""
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    if np.any(np.isnan(a) != np.isnan(b)):
+        return float("inf")
     with np.errstate(invalid="ignore"):
-        d = np.abs(a.astype(np.float64) - b.astype(np.float64))
-    return float(np.nanmax(d)) if d.size else 0.0
+        d = np.abs(a - b)
+    return float(np.nanmax(d)) if d.size and not np.all(np.isnan(d)) else 0.0
 
 
 def onnxruntime_outputs(model: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -45,11 +45,29 @@ class Bundle:
         for name in ("cmdq.json", "memory.json", "weights.npz", "ir.json"):
             if not (path / name).exists():
                 raise InputError(f"not a bundle: {name} is missing", file=str(path))
-        memory = json.loads((path / "memory.json").read_text(encoding="utf-8"))
+        try:
+            memory = json.loads((path / "memory.json").read_text(encoding="utf-8"))
+            if not isinstance(memory, dict) or "tensors" not in memory or "views" not in memory:
+                raise ValueError("expected 'tensors' and 'views'")
+        except (OSError, ValueError) as e:
+            raise InputError(f"unreadable: {e}", file=str(path / "memory.json")) from None
         graph = Graph.load(path / "ir.json", path / "ir_weights.npz")
-        with np.load(path / "weights.npz", allow_pickle=False) as z:
-            weights = {k.replace("∕", "/"): z[k] for k in z.files}
+        try:
+            with np.load(path / "weights.npz", allow_pickle=False) as z:
+                weights = {k.replace("∕", "/"): z[k] for k in z.files}
+        except (OSError, ValueError) as e:
+            raise InputError(f"unreadable: {e}", file=str(path / "weights.npz")) from None
         return cls(path, memory, graph, weights)
+
+    def check_fits(self, topology: Any) -> None:
+        """Every tensor of the memory map lies inside `topology`'s HBM."""
+        for key, a in sorted(self.memory["tensors"].items()):
+            for addr in a["replicas"] or [a["address"]]:
+                if addr + a["nbytes"] > topology.hbm_bytes:
+                    raise InputError(
+                        f"tensor '{key}' at {addr:#x} (+{a['nbytes']} B) is beyond the "
+                        f"{topology.hbm_bytes:#x}-byte HBM of '{topology.name}': the bundle "
+                        "was compiled for a larger NPU", file=str(self.path / "memory.json"))
 
     def view(self, tid: str) -> dict[str, Any]:
         v = self.memory["views"].get(tid)
@@ -93,7 +111,7 @@ class DataContext:
             raise InputError(f"entry {e.id}: layer '{e.layer_id}' is not in ir.json",
                              field="layer_id")
         g = self.bundle.graph
-        addrs, shapes, dtypes, consts = [], [], [], {}
+        addrs, shapes, dtypes, consts, scales = [], [], [], {}, []
         for i, tid in enumerate(layer.inputs):
             if not tid:
                 continue
@@ -107,6 +125,7 @@ class DataContext:
             addrs.append(v["address"])
             shapes.append(v["shape"])
             dtypes.append(v["dtype"])
+            scales.append(v.get("scale"))  # a cache stored at KV bits is read as real values
         compute = [s for s in _compute_stages(cmd)]
         for j, tid in enumerate(layer.outputs):
             if not tid or tid not in self.bundle.memory["views"]:
@@ -120,7 +139,7 @@ class DataContext:
                 "input_addrs": list(addrs), "input_shapes": list(shapes),
                 "input_dtypes": list(dtypes), "input_spaces": ["hbm"] * len(addrs),
                 "dst_addr": v["address"], "shape_out": v["shape"], "dtype": v["dtype"],
-                "ctx": (self.interp, layer, j, consts),
+                "input_scales": list(scales), "ctx": (self.interp, layer, j, consts),
             }
 
 
@@ -202,9 +221,13 @@ def _contig(shape: tuple[int, ...]) -> tuple[int, ...]:
 def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str, np.ndarray],
                   *, trace: bool = True, keep_layers: bool = False) -> tuple[Any, dict, Any]:
     """Timing pass with op log, then the data pass. Returns (run, outputs, final store)."""
+    from kernbench.cmdq.hw import limits_for
     from kernbench.cmdq.simulate import simulate_program
+    from kernbench.cmdq.validate import check_program
     from kernbench.data import DataExecutor, MemoryStore, OpLogger
 
+    check_program(program, limits_for(topology), str(bundle.path / "cmdq.json"))
+    bundle.check_fits(topology)
     store = MemoryStore.for_topology(topology)
     tcm = topology.config.cube.pe_template.pe_tcm
     zeros = np.zeros((tcm.capacity_kib - tcm.reserved_kib) * 1024, np.uint8)

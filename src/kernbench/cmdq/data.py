@@ -173,7 +173,12 @@ def _ir_layer(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     {input index: constant tensor id})."""
     from kernbench.ir.interpreter import KERNELS
 
+    from kernbench.ir import qmath
+
     interp, layer, out_idx, consts = p["ctx"]
+    scales = p.get("input_scales") or [None] * len(ins)
+    ins = [x if s is None else qmath.dequantize(x, np.float32(s), 0)
+           for x, s in zip(ins, scales, strict=True)]
     args: list[Any] = []
     it = iter(ins)
     for i, tid in enumerate(layer.inputs):

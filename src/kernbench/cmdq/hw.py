@@ -169,4 +169,5 @@ def layer_op_command(e: LayerOp, label: str, meta: dict, staging_bytes: int) -> 
                                             "addr": e.dram_addr + o0})]
         stages.append(tile)
     return CompositeCmd(label=label, meta=meta, tile_stages=stages,
-                        tile_staging_bytes=[(e.in_bytes + e.out_bytes) // tiles + 1] * tiles)
+                        tile_staging_bytes=[min(staging_bytes, -(-(e.in_bytes + e.out_bytes)
+                                                                 // tiles))] * tiles)

@@ -48,6 +48,7 @@ from kernbench.cmdq.schema import (
     DmaTile,
     End,
     EntryBase,
+    LayerOp,
     TeConvTile,
     TeTile,
     VeAddTile,
@@ -211,6 +212,8 @@ class _Checker:
             self._tcm(e, where, pe)
         if isinstance(e, DmaTile) and shape_ok:
             self._dram(e, where)
+        if isinstance(e, LayerOp):
+            self._layer_op(e, where)
 
     def _ident(self, i: int, e: EntryBase, where: str) -> None:
         ident = e.id
@@ -349,6 +352,13 @@ class _Checker:
                      if r.rows > 1 else f"{r.nbytes} bytes")
             self.add(where, "dram_addr", f"HBM range of {shape} at address {r.addr} ends at "
                      f"{r.end}, beyond the {self.limits.hbm_bytes}-byte HBM")
+
+    def _layer_op(self, e: LayerOp, where: str) -> None:
+        for field in ("in_bytes", "out_bytes"):
+            n = getattr(e, field)
+            if e.dram_addr + n > self.limits.hbm_bytes:
+                self.add(where, field, f"{n} bytes from address {e.dram_addr} run past the "
+                         f"{self.limits.hbm_bytes}-byte HBM")
 
     # ----------------------------------------------------------------- program level
 

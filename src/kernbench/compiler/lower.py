@@ -27,7 +27,6 @@ import numpy as np
 from kernbench.compiler.memory_plan import (
     ITEMSIZE,
     Placement,
-    contiguous_strides,
     tiled_attention,
 )
 from kernbench.compiler.state import CompileState
@@ -59,6 +58,7 @@ class Lowerer:
         self.tg = TileGraph()
         self._rr = 0
         self._stream = 0
+        self._prepared: dict[tuple[str, str, int], Any] = {}
         self._per_channel = (self.g.qconfig or {}).get("weight_granularity",
                                                       "per_channel") == "per_channel"
 
@@ -115,8 +115,9 @@ class Lowerer:
         return self.op("DMA_LOAD_TILE", pe, layer, fields, writes=[("spm", b)],
                        hbm_reads=[rng], frees=frees)
 
-    def const(self, key: str, array: np.ndarray, dtype: str, source: str | None = None):
-        return self.plan.constant(key, array, dtype, source=source)
+    def const(self, key: str, array: np.ndarray, dtype: str, source: str | None = None,
+              shape: tuple[int, ...] | None = None):  # noqa: ANN201
+        return self.plan.constant(key, array, dtype, source=source, shape=shape)
 
     def raw_const(self, tid: str) -> Placement:
         p = self.plan.placements.get(tid)
@@ -224,8 +225,10 @@ class Lowerer:
 
     # ------------------------------------------------------------------ GEMM
     def _mode(self, n) -> str | None:  # noqa: ANN001
+        """How a TE layer is tiled: "int" (A8 with W8 / W4), "fp16", "fp32"; None: the
+        layer runs whole as a layer op (e.g. A4 or W2, which the tiles do not pack)."""
         qa, qw = n.qbits_activation, n.qbits_weight
-        if isinstance(qa, int) and qa <= 8 and (isinstance(qw, int) and qw <= 8 or qw is None):
+        if qa == 8 and qw in (8, 4, None):
             return "int"
         if qa == "fp16" and qw in ("fp16", None):
             return "fp16"
@@ -248,19 +251,20 @@ class Lowerer:
                 if q.axis is not None and q.axis % 2 != 1:
                     return None
                 bits = int(q.dtype.lstrip("uint"))
-                if q.dtype.startswith("u"):
+                if q.dtype.startswith("u") or bits not in (4, 8):
                     return None
                 wq, sw = w.astype(np.int8), np.asarray(self.g.weights[q.scale], np.float32)
             else:
                 bits = n.qbits_weight if isinstance(n.qbits_weight, int) else 8
+                if bits not in (4, 8):
+                    return None
                 wq, sw = qmath.quantize_weight(w.astype(np.float32), bits,
                                                -1 if self._per_channel else None)
                 sw = np.asarray(sw, np.float32)
             dt = "int4" if bits == 4 else "int8"
             data = qmath.pack_int4(wq) if bits == 4 else wq.astype(np.int8)
-            p = self.const(f"{w_tid}@int{bits}", np.asarray(data), dt, source=w_tid)
-            p = Placement(p.key, p.addr, tuple(w.shape), contiguous_strides(tuple(w.shape)),
-                          dt, p.replicas)
+            p = self.const(f"{w_tid}@int{bits}", np.asarray(data), dt, source=w_tid,
+                           shape=tuple(w.shape))
             return p, sw, bits
         if mode == "fp16":
             arr = qmath.round_to_float(w.astype(np.float32), "fp16").astype(np.float16)
@@ -268,7 +272,14 @@ class Lowerer:
         return self.const(f"{w_tid}@fp32", w.astype(np.float32), "fp32", source=w_tid), None, 32
 
     def _prepare_x(self, n, x_tid: str, mode: str, bits: int):  # noqa: ANN001
-        """The activation as the TE reads it: quantized / cast into an HBM scratch."""
+        """The activation as the TE reads it: quantized / cast into an HBM scratch, once per
+        (tensor, format) however many layers read it."""
+        key = (x_tid, mode, bits)
+        if key not in self._prepared:
+            self._prepared[key] = self._prepare_x_once(n, x_tid, mode, bits)
+        return self._prepared[key]
+
+    def _prepare_x_once(self, n, x_tid: str, mode: str, bits: int):  # noqa: ANN001
         from kernbench.compiler.quantize import _int8_dequant_source
 
         if mode == "int":
@@ -527,12 +538,15 @@ class Lowerer:
         past = self.placement(n.inputs[0])
         new = self.placement(n.inputs[1])
         out = self.plan.placements[n.outputs[0]]
+        t_out = self.g.tensors[n.outputs[0]]
+        if t_out.quant is not None and out.dtype == "fp32":
+            return False  # fake-quantized at other than 8 bits: the layer runs whole
         quant = out.dtype != past.dtype
         if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or not out.contiguous \
                 or not past.contiguous or new.strides[3] != 1:
             return False
         if quant and (past.dtype != "fp32" or out.dtype not in ("int8", "fp16")):
-            return False
+            return False  # e.g. a 4-bit cache: the layer runs whole
         scale = self.plan.scales.get(out.key)
         b_, h_, p_len, d = past.shape
         s_len = new.shape[2]

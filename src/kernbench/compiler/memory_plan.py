@@ -113,13 +113,16 @@ class MemoryPlan:
         return p
 
     def constant(self, key: str, array: np.ndarray, dtype: str, role: str = "weight",
-                 source: str | None = None) -> Placement:
-        """A replicated constant (weights, scale vectors, biases)."""
-        a = self.allocate(key, array.shape, dtype, role, replicate=True, source=source,
-                          data=array)
-        p = Placement(key, a.addrs[0], tuple(array.shape), contiguous_strides(array.shape),
-                      dtype, a.addrs if len(a.addrs) > 1 else ())
-        return p
+                 source: str | None = None, shape: tuple[int, ...] | None = None) -> Placement:
+        """A replicated constant (weights, scale vectors, biases). `shape` is the logical
+        shape when `array` is a packed encoding of it (int4: two values per byte)."""
+        shape = tuple(array.shape if shape is None else shape)
+        a = self.allocate(key, shape, dtype, role, replicate=True, source=source, data=array)
+        if a.data is not None and a.dtype == "int4" and np.asarray(a.data).nbytes != a.nbytes:
+            raise ValueError(f"{key}: {np.asarray(a.data).nbytes} packed bytes for a "
+                             f"{a.nbytes}-byte int4 allocation")
+        return Placement(key, a.addrs[0], shape, contiguous_strides(shape), dtype,
+                         a.addrs if len(a.addrs) > 1 else ())
 
     def verify(self) -> None:
         spans = []
@@ -158,8 +161,8 @@ def tiled_attention(g, n) -> bool:  # noqa: ANN001
     """ATTENTION layers the compiler tiles (integer Q·K and P·V, an additive fp32 mask or a
     constant boolean one); the others run whole as a layer op."""
     qa, kv = n.qbits_activation, n.qbits_kv
-    if not (n.op_type == "ATTENTION" and isinstance(qa, int) and isinstance(kv, int)
-            and qa <= 8 and kv <= 8 and not n.attributes.get("softcap", 0.0)):
+    if not (n.op_type == "ATTENTION" and qa == 8 and kv == 8
+            and not n.attributes.get("softcap", 0.0)):
         return False
     if any(g.tensors[t].dtype != "fp32" for t in n.inputs[:3]):
         return False
@@ -255,8 +258,9 @@ class PlanMemory:
                 dtype = t.dtype
                 if t.dtype == "fp32" and n.op_type == "KV_UPDATE" and n.qbits_kv == "fp16":
                     dtype = "fp16"  # an fp16 KV cache is stored in fp16
-                if n.op_type == "KV_UPDATE" and t.quant is not None and t.dtype == "fp32":
-                    dtype = "int8" if t.quant.dtype == "int8" else t.quant.dtype
+                if n.op_type == "KV_UPDATE" and t.quant is not None and t.dtype == "fp32" \
+                        and t.quant.dtype == "int8":  # the cache is stored at KV bits
+                    dtype = "int8"
                     plan.scales[tid] = float(np.asarray(g.weights[t.quant.scale]).reshape(()))
                 a = plan.allocate(tid, t.shape, dtype, role_of.get(tid, "intermediate"),
                                   source=tid)

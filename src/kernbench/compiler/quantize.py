@@ -78,7 +78,7 @@ class QuantizeActivations:
         kv_out: dict[str, tuple[int, str, str]] = {}
         for n in g.nodes:
             bits = _bits(n.qbits_kv)
-            if n.op_type == "KV_UPDATE" and bits is not None and g.tensors[n.outputs[0]].quant \
+            if n.op_type == "KV_UPDATE" and bits == 8 and g.tensors[n.outputs[0]].quant \
                     is None and g.tensors[n.outputs[0]].dtype == "fp32":
                 kv_out[n.outputs[0]] = (bits, n.inputs[0], n.inputs[1])
                 want.pop(n.outputs[0], None)

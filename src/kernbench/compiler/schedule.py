@@ -10,8 +10,8 @@
   it overwrites (their readers must finish first).
 - schedule: dependencies, as few and as precise as correctness needs: read-after-write
   on TCM buffers (last writer), write-after-read / write-after-write on reused TCM space,
-  and read-after-write on HBM byte ranges (a load waits only for the stores that wrote
-  bytes it reads).
+  and on HBM byte ranges read-after-write (a load waits only for the stores that wrote
+  bytes it reads), write-after-write and write-after-read.
 """
 
 from __future__ import annotations
@@ -133,6 +133,7 @@ class Schedule:
         readers: dict[int, list[int]] = {}
         accessed: dict[int, list[int]] = {}
         hbm_writes: dict[str, list[tuple[int, int, int]]] = {}
+        hbm_reads: dict[str, list[tuple[int, int, int]]] = {}
         for op in state.tiles.ops:
             deps: set[int] = set()
             for _, b in op.reads:
@@ -149,6 +150,10 @@ class Schedule:
                 deps.update(readers.get(b.id, ()))
             for key, lo, hi in op.hbm_reads:
                 for s, e, idx in hbm_writes.get(key, ()):
+                    if s < hi and lo < e:
+                        deps.add(idx)
+            for key, lo, hi in op.hbm_writes:  # WAW and WAR on HBM bytes
+                for s, e, idx in hbm_writes.get(key, []) + hbm_reads.get(key, []):
                     if s < hi and lo < e:
                         deps.add(idx)
             if not deps and op.opcode == "DMA_LOAD_TILE" and op.pe in last_compute:
@@ -173,6 +178,8 @@ class Schedule:
                 accessed.setdefault(b.id, []).append(op.index)
             for key, lo, hi in op.hbm_writes:
                 hbm_writes.setdefault(key, []).append((lo, hi, op.index))
+            for key, lo, hi in op.hbm_reads:
+                hbm_reads.setdefault(key, []).append((lo, hi, op.index))
             if not op.opcode.startswith("DMA"):
                 prev = last_compute.get(op.pe)
                 if prev is None:
