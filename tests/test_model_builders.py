@@ -174,3 +174,16 @@ def test_llama_decode_with_512_kv_is_memory_bound(tmp_path):
     assert stats["model_bound"]["bound_by"] == "memory"
     assert all(layer["bound_by"] == "memory" for layer in stats["layers"].values())
     assert "the model is memory-bound" in (out / "summary.txt").read_text()
+
+
+def test_long_kv_decode_stays_accurate(tmp_path):
+    """Per-row probability scales keep a 256-token decode within W8A8 accuracy."""
+    import json
+
+    from kernbench.cli import main
+
+    out = tmp_path / "out"
+    assert main(["run", "llama", "--kv-len", "256", "--out", str(out), "--verify",
+                 "--no-trace", "--no-report"]) == 0
+    v = json.loads((out / "verification.json").read_text())
+    assert all(c["cosine"] >= 0.999 for c in v["checks"] if c["reference"] == "onnxruntime")

@@ -86,6 +86,8 @@ SAMPLES: dict[str, dict] = {
     "VE_DEQUANTIZE_TILE": dict(in_bank=2, in_offset=0, out_bank=3, out_offset=0, length=64,
                                rows=4, qbits_activation=32, out_qbits=32, scale_bank=5,
                                scale_offset=0, bias_bank=5, bias_offset=256),
+    "VE_ROWSCALE_TILE": dict(in_bank=2, in_offset=0, out_bank=3, out_offset=0, length=64,
+                             rows=4, qbits_activation=32, bits=8),
     "VE_LAYER_OP": dict(layer_id="embedding_1", in_bytes=4096, out_bytes=4096, dram_addr=0,
                         elements=1024, op="copy"),
     "TE_LAYER_OP": dict(layer_id="conv_3", in_bytes=4096, out_bytes=4096, m=64, n=32, k=27),

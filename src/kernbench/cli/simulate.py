@@ -33,12 +33,12 @@ def simulate(
     bundled = program / "topology.yaml" if program.is_dir() else None
     if topology is None:
         topology = str(bundled) if bundled is not None and bundled.exists() else "small"
-        if bundled is None or not bundled.exists():
-            err.print("note: no topology.yaml beside the program: simulating on 'small'")
+        if bundled is not None and not bundled.exists():
+            err.print("note: the bundle has no topology.yaml: simulating on 'small'")
     topo = load_topology(topology, set_ or [])
-    if bundled is not None and bundled.exists() and str(bundled) != topology:
-        if load_topology(str(bundled)).config != topo.config:
-            err.print(f"warning: the bundle was compiled for a different NPU "
+    if (bundled is not None and bundled.exists() and str(bundled) != topology
+            and load_topology(str(bundled)).config != topo.config):
+        err.print(f"warning: the bundle was compiled for a different NPU "
                       f"({bundled}); simulating it on '{topo.name}'")
     if not program.exists():
         from kernbench.errors import InputError

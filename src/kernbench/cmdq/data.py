@@ -28,6 +28,7 @@ _VE_OP = {
     "VE_DEQUANTIZE_TILE": "cmdq_dequantize", "VE_SOFTMAX_TILE": "attn_softmax",
     "VE_LAYERNORM_TILE": "layernorm", "VE_RMSNORM_TILE": "rmsnorm", "VE_GELU_TILE": "gelu",
     "VE_SILU_TILE": "silu", "VE_ADD_TILE": "add", "VE_MUL_TILE": "mul", "VE_COPY_TILE": "cast",
+    "VE_ROWSCALE_TILE": "cmdq_row_scale",
 }
 
 
@@ -96,8 +97,18 @@ def ve_data(e: Any, tcm_space: str, addr) -> dict[str, Any]:  # noqa: ANN001
     if op == "quantize":
         extra = {"scale": e.scale, "zero_point": e.zero_point, "bits": e.out_bits,
                  "signed": True}
+        if e.row_scale_bank is not None:
+            add("row_scale", [rows, 1])
+            op = "cmdq_quantize_rows"
+    elif op == "cmdq_row_scale":
+        extra = {"bits": e.bits}
+        out_dt = "float32"
     elif op == "cmdq_dequantize":
-        if e.scale_bank is not None:
+        if e.row_scale_bank is not None:
+            add("row_scale", [rows, 1])
+            extra["row_scale"] = True
+            extra["scale"] = e.scale
+        elif e.scale_bank is not None:
             add("scale", [length])
             extra["vector_scale"] = True
         else:
@@ -121,9 +132,10 @@ def ve_data(e: Any, tcm_space: str, addr) -> dict[str, Any]:  # noqa: ANN001
     elif op in ("add", "mul"):
         rows2 = e.in2_rows if e.in2_rows is not None else rows
         add("in2", [rows2, length], dtype_of(e.in2_qbits or e.qbits_activation, integer=False))
+    shape_out = [rows, 1] if op == "cmdq_row_scale" else [rows, length]
     return {"op_kind": "math", "op_name": e.opcode.lower(), "op": op, "space": tcm_space,
             "input_addrs": addrs, "input_shapes": shapes, "input_dtypes": dtypes,
-            "dst_addr": addr("out"), "shape_out": [rows, length], "dtype": out_dt, **extra}
+            "dst_addr": addr("out"), "shape_out": shape_out, "dtype": out_dt, **extra}
 
 
 # --------------------------------------------------------------------------- math ops
@@ -134,7 +146,10 @@ def _cmdq_dequantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     """acc × scale (+ bias): the interpreter's `acc.astype(f32) * (sx·sw)` then `+ bias`."""
     x = np.asarray(ins[0]).astype(np.float32)
     i = 1
-    if p.get("vector_scale"):
+    if p.get("row_scale"):
+        y = x * (np.asarray(ins[1], np.float32) * np.float32(p["scale"]))
+        i += 1
+    elif p.get("vector_scale"):
         y = x * np.asarray(ins[i], np.float32)
         i += 1
     else:
@@ -142,6 +157,20 @@ def _cmdq_dequantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     if p.get("has_bias"):
         y = y + np.asarray(ins[i], np.float32)
     return y.astype(np.float32)
+
+
+@math_op("cmdq_row_scale")
+def _cmdq_row_scale(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
+    from kernbench.ir import qmath
+
+    return qmath.row_scale(np.asarray(ins[0], np.float32), int(p["bits"]))
+
+
+@math_op("cmdq_quantize_rows")
+def _cmdq_quantize_rows(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
+    from kernbench.ir import qmath
+
+    return qmath.quantize_rows(ins[0], ins[1], int(p["bits"]))
 
 
 @math_op("attn_softmax")
@@ -171,9 +200,8 @@ def _attn_softmax(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 def _ir_layer(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     """A whole IR layer by its reference kernel; `ctx` = (interpreter, layer, output index,
     {input index: constant tensor id})."""
-    from kernbench.ir.interpreter import KERNELS
-
     from kernbench.ir import qmath
+    from kernbench.ir.interpreter import KERNELS
 
     interp, layer, out_idx, consts = p["ctx"]
     scales = p.get("input_scales") or [None] * len(ins)

@@ -38,7 +38,7 @@ VE_OP = {
     "VE_GELU_TILE": "gelu", "VE_SILU_TILE": "silu", "VE_ADD_TILE": "add", "VE_MUL_TILE": "mul",
     "VE_ROPE_TILE": "rope", "VE_COPY_TILE": "copy", "VE_TRANSPOSE_TILE": "transpose",
     "VE_QUANTIZE_TILE": "quantize", "VE_REQUANTIZE_TILE": "requantize",
-    "VE_DEQUANTIZE_TILE": "dequantize",
+    "VE_DEQUANTIZE_TILE": "dequantize", "VE_ROWSCALE_TILE": "reduce_max",
 }
 
 

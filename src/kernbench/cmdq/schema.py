@@ -539,6 +539,16 @@ class VeTransposeTile(VeTile):
 
 class VeQuantTile(VeVectorTile):
     out_qbits: QBits = Field(description="Output bit width (required).")  # type: ignore[assignment]
+    row_scale_bank: NonNegInt | None = Field(
+        None, description="(1.1) Per-row scales (rows fp32 values) that replace `scale`."
+    )
+    row_scale_offset: NonNegInt | None = None
+
+    def _extra_inputs(self, pe: int) -> list[TcmRange]:
+        if self.row_scale_bank is None or self.row_scale_offset is None:
+            return []
+        return [TcmRange("row_scale", pe, self.row_scale_bank, self.row_scale_offset,
+                         self.rows, 32, "r")]
     scale: float = Field(
         gt=0, description="out = saturate(round_half_even(in / scale) + zero_point) (ONNX)."
     )
@@ -569,9 +579,15 @@ class VeDequantizeTile(VeVectorTile):
     scale_offset: NonNegInt | None = None
     bias_bank: NonNegInt | None = None
     bias_offset: NonNegInt | None = None
+    row_scale_bank: NonNegInt | None = Field(
+        None, description="Per-row scales (rows fp32): out = in * (row_scale[r] * scale).")
+    row_scale_offset: NonNegInt | None = None
 
     def _extra_inputs(self, pe: int) -> list[TcmRange]:
         out = []
+        if self.row_scale_bank is not None and self.row_scale_offset is not None:
+            out.append(TcmRange("row_scale", pe, self.row_scale_bank, self.row_scale_offset,
+                                self.rows, 32, "r"))
         if self.scale_bank is not None and self.scale_offset is not None:
             out.append(TcmRange("scale", pe, self.scale_bank, self.scale_offset, self.length,
                                 32, "r"))
@@ -579,6 +595,22 @@ class VeDequantizeTile(VeVectorTile):
             out.append(TcmRange("bias", pe, self.bias_bank, self.bias_offset, self.length,
                                 32, "r"))
         return out
+
+
+class VeRowScaleTile(VeVectorTile):
+    """(1.1) out[r] = max_c |in[r, c]| / (2^(bits-1) - 1) as fp32 (1 for an all-zero row):
+    the per-row scale a following VE_QUANTIZE_TILE / VE_DEQUANTIZE_TILE uses."""
+
+    opcode: Literal["VE_ROWSCALE_TILE"] = "VE_ROWSCALE_TILE"
+    bits: QBits = Field(8, description="Bit width the scale quantizes to.")
+    out_qbits: QBits | None = 32
+
+    def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
+        return (
+            TcmRange("in", pe, self.in_bank, self.in_offset, self.rows * self.length,
+                     self.qbits_activation, "r"),
+            TcmRange("out", pe, self.out_bank, self.out_offset, self.rows, 32, "w"),
+        )
 
 
 class LayerOp(EntryBase):
@@ -641,7 +673,8 @@ ENTRY_MODELS: tuple[type[EntryBase], ...] = (
     TeGemmTile, TeConvTile,
     VeLayernormTile, VeSoftmaxTile,
     VeRmsnormTile, VeGeluTile, VeSiluTile, VeAddTile, VeMulTile, VeRopeTile, VeCopyTile,
-    VeTransposeTile, VeQuantizeTile, VeRequantizeTile, VeDequantizeTile, VeLayerOp, TeLayerOp,
+    VeTransposeTile, VeQuantizeTile, VeRequantizeTile, VeDequantizeTile, VeRowScaleTile,
+    VeLayerOp, TeLayerOp,
     Barrier, Nop, End,
 )
 MODEL_BY_OPCODE: dict[str, type[EntryBase]] = {
@@ -657,7 +690,7 @@ Entry = Annotated[
     DmaLoadTile | DmaStoreTile | TeGemmTile | TeConvTile | VeLayernormTile | VeSoftmaxTile
     | VeRmsnormTile | VeGeluTile | VeSiluTile | VeAddTile | VeMulTile | VeRopeTile
     | VeCopyTile | VeTransposeTile | VeQuantizeTile | VeRequantizeTile | VeDequantizeTile
-    | VeLayerOp | TeLayerOp | Barrier | Nop | End,
+    | VeRowScaleTile | VeLayerOp | TeLayerOp | Barrier | Nop | End,
     Field(discriminator="opcode"),
 ]
 

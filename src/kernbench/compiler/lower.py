@@ -614,8 +614,7 @@ class Lowerer:
             raise ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
         rep = hq // hkv
         score_scale = float(np.float32(sq) * np.float32(sk) * np.float32(a["scale"]))
-        out_scale = float(np.float32(1.0 / 127.0) * np.float32(sv))
-        p_scale = float(np.float32(1.0 / 127.0))
+        sv_f = float(np.float32(sv))
         bits_a, bits_kv = n.qbits_activation, n.qbits_kv
         s_blk = max(1, min(s_len, self.bank // (t_len * 4)))
         if t_len * d * 4 > self.bank or t_len * dv * 4 > self.bank:
@@ -683,11 +682,18 @@ class Lowerer:
                         prob = self.buf(pe, s * t_len * 4, f"{n.id}.p")
                         self.op("VE_SOFTMAX_TILE", pe, n.id, sm_fields, reads=reads,
                                 writes=[("out", prob)], frees=frees)
+                        # P is quantized with a per-row scale (row max / 127)
+                        rsc = self.buf(pe, s * 4, f"{n.id}.prow")
+                        self.op("VE_ROWSCALE_TILE", pe, n.id,
+                                {"length": t_len, "rows": s, "qbits_activation": 32,
+                                 "bits": bits_a},
+                                reads=[("in", prob)], writes=[("out", rsc)])
                         pq = self.buf(pe, s * t_len, f"{n.id}.pq")
                         self.op("VE_QUANTIZE_TILE", pe, n.id,
                                 {"length": t_len, "rows": s, "qbits_activation": 32,
-                                 "out_qbits": bits_a, "scale": p_scale, "zero_point": 0},
-                                reads=[("in", prob)], writes=[("out", pq)], frees=[prob])
+                                 "out_qbits": bits_a, "scale": 1.0, "zero_point": 0},
+                                reads=[("in", prob), ("row_scale", rsc)], writes=[("out", pq)],
+                                frees=[prob])
                         oacc = self.buf(pe, s * dv * 4, f"{n.id}.oacc")
                         last = hh == rep - 1 and s0 + s >= s_len
                         self.op("TE_GEMM_TILE", pe, n.id,
@@ -698,8 +704,9 @@ class Lowerer:
                         o32 = self.buf(pe, s * dv * 4, f"{n.id}.o32")
                         self.op("VE_DEQUANTIZE_TILE", pe, n.id,
                                 {"length": dv, "rows": s, "qbits_activation": 32,
-                                 "out_qbits": 32, "scale": out_scale, "in_dtype": "int32"},
-                                reads=[("in", oacc)], writes=[("out", o32)], frees=[oacc])
+                                 "out_qbits": 32, "scale": sv_f, "in_dtype": "int32"},
+                                reads=[("in", oacc), ("row_scale", rsc)],
+                                writes=[("out", o32)], frees=[oacc, rsc])
                         ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
                         self.dma(True, pe, o32, out, ooff, s, dv, out.strides[2], n.id,
                                  frees=[o32])

@@ -647,10 +647,13 @@ def _k_attention(it: Interpreter, n: LayerIR, ins: list[Any]) -> list[np.ndarray
     p = np.where(dead, np.float32(0), p)
     p = np.nan_to_num(p, nan=0.0)
     if isinstance(qa, int) and isinstance(kvb, int):
-        pq = qmath.quantize(p, np.float32(1.0 / 127.0), 0, qa, True)
+        # probabilities: a per-row scale (max of the row / qmax), so flat rows of long
+        # sequences keep their resolution
+        ps = qmath.row_scale(p, qa)
+        pq = qmath.quantize_rows(p, ps, qa)
         vq, sv, _ = it.act_quant(v, n.inputs[2], kvb)
         acc = qmath.int_matmul(pq, vq)
-        y = acc.astype(np.float32) * (np.float32(1.0 / 127.0) * np.float32(sv))
+        y = acc.astype(np.float32) * (ps * np.float32(sv))
     else:
         y = p @ v
     return [y.astype(ins[0].dtype)]

@@ -28,6 +28,8 @@ __all__ = [
     "fake_quant",
     "quantize_weight",
     "int_matmul",
+    "row_scale",
+    "quantize_rows",
     "requantize",
     "pack_int4",
     "unpack_int4",
@@ -130,6 +132,22 @@ def quantize_weight(w: np.ndarray, bits: int, axis: int | None = -1):
     default axis -1 gives one scale per output channel."""
     scale = symmetric_scale(w, bits, axis)
     return quantize(w, scale, 0, bits, True, axis), scale
+
+
+def row_scale(x: np.ndarray, bits: int) -> np.ndarray:
+    """Per-row symmetric scale max|x| / qmax over the last axis (keepdims), float32;
+    all-zero rows get scale 1. Used for attention probabilities, whose rows span very
+    different ranges (≈ 1/T for long, flat rows)."""
+    amax = np.max(np.abs(np.asarray(x, np.float32)), axis=-1, keepdims=True)
+    s = (amax / np.float32(_qmax_sym(bits))).astype(np.float32)
+    return np.where(s > 0, s, np.float32(1.0)).astype(np.float32)
+
+
+def quantize_rows(x: np.ndarray, scale: np.ndarray, bits: int) -> np.ndarray:
+    """q = saturate(rint(x / scale)) with a per-row scale (shape [..., 1])."""
+    lo, hi = qrange(bits, True)
+    q = np.rint(np.asarray(x, np.float32) / np.asarray(scale, np.float32))
+    return np.clip(q, lo, hi).astype(storage_dtype(bits, True))
 
 
 def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
