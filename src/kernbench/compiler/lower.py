@@ -92,11 +92,15 @@ class Lowerer:
 
     @staticmethod
     def _range(p: Placement, elem_off: int, rows: int, row_elems: int,
-               row_stride: int) -> tuple[str, int, int]:
+               row_stride: int) -> tuple[str, int, int, int, int]:
+        """(storage key, first byte, end of hull, row stride, row bytes): a strided range
+        exact enough that two column blocks of the same rows do not look overlapping."""
         isz = ITEMSIZE[p.dtype]
         start = p.addr + int(elem_off * isz)
         end = p.addr + int(math.ceil((elem_off + (rows - 1) * row_stride + row_elems) * isz))
-        return (p.key, start, end)
+        if rows == 1 or row_stride == row_elems:
+            return (p.key, start, end, end - start, end - start)
+        return (p.key, start, end, int(row_stride * isz), int(math.ceil(row_elems * isz)))
 
     def dma(self, write: bool, pe: int, b: Buf, p: Placement, elem_off: int, rows: int,
             row_elems: int, row_stride: int, layer: str, role: str = "activation",
@@ -198,7 +202,7 @@ class Lowerer:
                 hi = p.addr + int(math.ceil(
                     (sum((d - 1) * s for d, s in zip(p.shape, p.strides, strict=True)) + 1)
                     * ITEMSIZE[p.dtype]))
-                reads.append((p.key, lo, hi))
+                reads.append((p.key, lo, hi, hi - lo, hi - lo))
         writes, out_bytes, elements = [], 0, 1
         for tid in n.outputs:
             if not tid:
@@ -209,7 +213,7 @@ class Lowerer:
             nb = int(math.ceil(int(np.prod(p.shape)) * ITEMSIZE[p.dtype]))
             out_bytes += nb
             elements = max(elements, int(np.prod(p.shape)))
-            writes.append((p.key, p.addr, p.addr + nb))
+            writes.append((p.key, p.addr, p.addr + nb, nb, nb))
         fields: dict[str, Any] = {"layer_id": n.id, "in_bytes": in_bytes,
                                   "out_bytes": out_bytes,
                                   "dram_addr": first.addr_in(self.cube(pe)) if first else 0}

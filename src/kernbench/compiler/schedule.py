@@ -121,6 +121,21 @@ class AllocateTcm:
         return state
 
 
+def overlaps(a: tuple, b: tuple) -> bool:
+    """Do two HBM ranges (lo, hi, stride, row_bytes) of one storage share a byte?"""
+    lo1, hi1, st1, rb1 = a
+    lo2, hi2, st2, rb2 = b
+    if not (lo1 < hi2 and lo2 < hi1):
+        return False
+    if st1 == st2 and rb1 < st1 and rb2 < st2:
+        # same row pitch: overlapping only if the column intervals meet
+        c1 = lo1 % st1
+        c2 = lo2 % st1
+        if c1 + rb1 <= st1 and c2 + rb2 <= st1:
+            return c1 < c2 + rb2 and c2 < c1 + rb1
+    return True
+
+
 @dataclass(frozen=True)
 class Schedule:
     name: str = "schedule"
@@ -132,8 +147,8 @@ class Schedule:
         last_writer: dict[int, int] = {}
         readers: dict[int, list[int]] = {}
         accessed: dict[int, list[int]] = {}
-        hbm_writes: dict[str, list[tuple[int, int, int]]] = {}
-        hbm_reads: dict[str, list[tuple[int, int, int]]] = {}
+        hbm_writes: dict[str, list[tuple[tuple, int]]] = {}
+        hbm_reads: dict[str, list[tuple[tuple, int]]] = {}
         for op in state.tiles.ops:
             deps: set[int] = set()
             for _, b in op.reads:
@@ -148,13 +163,13 @@ class Schedule:
                 if w is not None:
                     deps.add(w)
                 deps.update(readers.get(b.id, ()))
-            for key, lo, hi in op.hbm_reads:
-                for s, e, idx in hbm_writes.get(key, ()):
-                    if s < hi and lo < e:
+            for key, *rng in op.hbm_reads:
+                for other, idx in hbm_writes.get(key, ()):
+                    if overlaps(rng, other):
                         deps.add(idx)
-            for key, lo, hi in op.hbm_writes:  # WAW and WAR on HBM bytes
-                for s, e, idx in hbm_writes.get(key, []) + hbm_reads.get(key, []):
-                    if s < hi and lo < e:
+            for key, *rng in op.hbm_writes:  # WAW and WAR on HBM bytes
+                for other, idx in hbm_writes.get(key, []) + hbm_reads.get(key, []):
+                    if overlaps(rng, other):
                         deps.add(idx)
             if not deps and op.opcode == "DMA_LOAD_TILE" and op.pe in last_compute:
                 # a load of constants depends on nothing: without a bound the FSM would
@@ -176,10 +191,10 @@ class Schedule:
                 last_writer[b.id] = op.index
                 readers[b.id] = []
                 accessed.setdefault(b.id, []).append(op.index)
-            for key, lo, hi in op.hbm_writes:
-                hbm_writes.setdefault(key, []).append((lo, hi, op.index))
-            for key, lo, hi in op.hbm_reads:
-                hbm_reads.setdefault(key, []).append((lo, hi, op.index))
+            for key, *rng in op.hbm_writes:
+                hbm_writes.setdefault(key, []).append((tuple(rng), op.index))
+            for key, *rng in op.hbm_reads:
+                hbm_reads.setdefault(key, []).append((tuple(rng), op.index))
             if not op.opcode.startswith("DMA"):
                 prev = last_compute.get(op.pe)
                 if prev is None:

@@ -3,8 +3,9 @@
 A `TileOp` becomes one CMDQ entry. It names its PE, its CMDQ fields (without TCM
 addresses), the TCM buffers it reads and writes by operand role (`spm`, `ifm`, `wgt`,
 `ofm`, `in`, `in2`, `out`, `bias`, `gamma`, `beta`, `scale`), and the HBM byte ranges it
-reads and writes (storage key, start, end). A `Buf` gets its TCM offset in the tcm_alloc
-pass; dependencies come from these read/write sets in the schedule pass.
+reads and writes (storage key, first byte, hull end, row stride, row bytes). A `Buf` gets
+its TCM offset in the tcm_alloc pass; dependencies come from these read/write sets in the
+schedule pass.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ class TileOp:
     fields: dict[str, Any]
     reads: list[tuple[str, Buf]] = field(default_factory=list)
     writes: list[tuple[str, Buf]] = field(default_factory=list)
-    hbm_reads: list[tuple[str, int, int]] = field(default_factory=list)
-    hbm_writes: list[tuple[str, int, int]] = field(default_factory=list)
+    # (storage key, first byte, end of hull, row stride, row bytes)
+    hbm_reads: list[tuple[str, int, int, int, int]] = field(default_factory=list)
+    hbm_writes: list[tuple[str, int, int, int, int]] = field(default_factory=list)
     frees: list[Buf] = field(default_factory=list)
     stream: int = 0               # lowering stream (layer part) for interleaving
     index: int = -1               # program position, set by the placement pass
