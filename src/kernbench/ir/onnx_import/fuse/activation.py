@@ -13,7 +13,13 @@ import math
 import numpy as np
 
 from kernbench.ir.model import Graph, LayerIR
-from kernbench.ir.onnx_import.fuse.common import Index, const_value, new_layer, onnx_nodes
+from kernbench.ir.onnx_import.fuse.common import (
+    Index,
+    const_value,
+    new_layer,
+    onnx_nodes,
+    rewrite_until_fixed,
+)
 
 ANCHORS = {"erf", "tanh", "sigmoid"}
 EW_OPS = {"add", "sub", "mul", "div", "pow", "erf", "tanh", "sigmoid", "sqrt", "neg"}
@@ -139,23 +145,21 @@ def _try_anchor(g: Graph, ix: Index, anchor: LayerIR) -> tuple | None:
 
 
 def fuse_activations(g: Graph) -> None:
-    changed = True
-    while changed:
-        changed = False
-        ix = Index(g)
-        for n in g.nodes:
-            from kernbench.ir.onnx_import.fuse.common import ew
+    rewrite_until_fixed(g, _rewrite)
 
-            if ew(n) not in ANCHORS:
-                continue
-            m = _try_anchor(g, ix, n)
-            if m is None:
-                continue
-            op, attrs, x, y, sub = m
-            last = next(s for s in sub if s.outputs[0] == y)
-            node = new_layer(op, [x], [y], dict(attrs), last, onnx_nodes(*sub))
-            from kernbench.ir.onnx_import.fuse.common import replace
 
-            replace(g, sub, node, last)
-            changed = True
-            break
+def _rewrite(g: Graph, ix: Index, n: LayerIR) -> bool:
+    from kernbench.ir.onnx_import.fuse.common import ew
+
+    if ew(n) not in ANCHORS:
+        return False
+    m = _try_anchor(g, ix, n)
+    if m is None:
+        return False
+    op, attrs, x, y, sub = m
+    last = next(s for s in sub if s.outputs[0] == y)
+    node = new_layer(op, [x], [y], dict(attrs), last, onnx_nodes(*sub))
+    from kernbench.ir.onnx_import.fuse.common import replace
+
+    replace(g, sub, node, last)
+    return True

@@ -20,6 +20,7 @@ from kernbench.ir.onnx_import.fuse.common import (
     onnx_nodes,
     other_input,
     replace,
+    rewrite_until_fixed,
     scalar,
 )
 
@@ -131,30 +132,27 @@ def _scores(g: Graph, ix: Index, s: str):
 
 
 def fuse_attention(g: Graph) -> None:
-    changed = True
-    while changed:
-        changed = False
-        ix = Index(g)
-        for sm in g.nodes:
-            if sm.op_type != "SOFTMAX":
-                continue
-            rank = len(g.tensors[sm.outputs[0]].shape)
-            if rank != 4 or sm.attributes.get("axis") != 3:
-                continue
-            m = _match(g, ix, sm)
-            if m is None:
-                continue
-            q, k, v, mask, kind, scale, hq, hkv, out, chain = m
-            d = g.tensors[q].shape[3]
-            attrs = {"num_heads": hq, "num_kv_heads": hkv, "head_dim": d, "scale": scale,
-                     "causal": False, "causal_offset": 0, "softcap": 0.0, "mask": kind}  # fmt: skip
-            ins = [q, k, v] + ([mask] if mask else [])
-            last = chain[-1]
-            node = new_layer("ATTENTION", ins, [out], attrs, last, onnx_nodes(*chain))
-            replace(g, [last], node, last)
-            changed = True
-            break
+    rewrite_until_fixed(g, _rewrite)
 
+
+def _rewrite(g: Graph, ix: Index, sm: LayerIR) -> bool:
+    if sm.op_type != "SOFTMAX":
+        return False
+    rank = len(g.tensors[sm.outputs[0]].shape)
+    if rank != 4 or sm.attributes.get("axis") != 3:
+        return False
+    m = _match(g, ix, sm)
+    if m is None:
+        return False
+    q, k, v, mask, kind, scale, hq, hkv, out, chain = m
+    d = g.tensors[q].shape[3]
+    attrs = {"num_heads": hq, "num_kv_heads": hkv, "head_dim": d, "scale": scale,
+             "causal": False, "causal_offset": 0, "softcap": 0.0, "mask": kind}  # fmt: skip
+    ins = [q, k, v] + ([mask] if mask else [])
+    last = chain[-1]
+    node = new_layer("ATTENTION", ins, [out], attrs, last, onnx_nodes(*chain))
+    replace(g, [last], node, last)
+    return True
 
 def _match(g: Graph, ix: Index, sm: LayerIR):
     p = sm.outputs[0]

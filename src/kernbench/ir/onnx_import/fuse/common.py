@@ -132,3 +132,16 @@ def onnx_nodes(*layers: LayerIR) -> list[str]:
             if x not in out:
                 out.append(x)
     return out
+
+
+def rewrite_until_fixed(g: Any, rewrite: Any) -> None:
+    """Apply `rewrite(g, ix, node) -> bool` to every node until none changes the graph. A
+    successful rewrite edits the node list, so the scan restarts with a fresh Index."""
+    changed = True
+    while changed:
+        changed = False
+        ix = Index(g)
+        for n in g.nodes:
+            if rewrite(g, ix, n):
+                changed = True
+                break

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernbench.ir.model import Graph
+from kernbench.ir.model import Graph, LayerIR
 from kernbench.ir.onnx_import.fuse.common import (
     Index,
     add_const,
@@ -19,6 +19,7 @@ from kernbench.ir.onnx_import.fuse.common import (
     onnx_nodes,
     other_input,
     replace,
+    rewrite_until_fixed,
     scalar,
 )
 
@@ -83,23 +84,21 @@ def _match(g: Graph, ix: Index, red) -> tuple | None:
 
 
 def fuse_rms_norm(g: Graph) -> None:
-    changed = True
-    while changed:
-        changed = False
-        ix = Index(g)
-        for red in g.nodes:
-            if red.op_type != "REDUCE":
-                continue
-            m = _match(g, ix, red)
-            if m is None:
-                continue
-            x, eps, weight, y, chain = m
-            if weight is None:
-                d = g.tensors[x].shape[-1]
-                weight = add_const(g, f"{y}.rms_weight", np.ones(d, np.float32))
-            rank = len(g.tensors[x].shape)
-            node = new_layer("RMS_NORM", [x, weight], [y], {"axis": rank - 1, "eps": eps},
-                             chain[-1], onnx_nodes(*chain))  # fmt: skip
-            replace(g, chain, node, chain[-1])
-            changed = True
-            break
+    rewrite_until_fixed(g, _rewrite)
+
+
+def _rewrite(g: Graph, ix: Index, red: LayerIR) -> bool:
+    if red.op_type != "REDUCE":
+        return False
+    m = _match(g, ix, red)
+    if m is None:
+        return False
+    x, eps, weight, y, chain = m
+    if weight is None:
+        d = g.tensors[x].shape[-1]
+        weight = add_const(g, f"{y}.rms_weight", np.ones(d, np.float32))
+    rank = len(g.tensors[x].shape)
+    node = new_layer("RMS_NORM", [x, weight], [y], {"axis": rank - 1, "eps": eps},
+                     chain[-1], onnx_nodes(*chain))  # fmt: skip
+    replace(g, chain, node, chain[-1])
+    return True
