@@ -58,6 +58,11 @@ class Lowerer:
         self.tg = TileGraph()
         self._rr = 0
         self._stream = 0
+        #: on a multi-cube NPU every layer's tiles start again at PE 0 (cube 0, where
+        #: activations live): a small layer stays near its data, a big one still spreads
+        #: over all PEs. (Measured: tiny GPT-2 on base 24.7 → 17.0 µs; on one cube a
+        #: counter that rotates across layers balances the PEs better.)
+        self.restart_placement = len(self.topo.cubes) > 1
         self._prepared: dict[tuple[str, str, int], Any] = {}
         self._per_channel = (self.g.qconfig or {}).get("weight_granularity",
                                                       "per_channel") == "per_channel"
@@ -148,6 +153,8 @@ class Lowerer:
     def run(self) -> TileGraph:
         for n in self.g.nodes:
             self.phase()
+            if self.restart_placement:
+                self._rr = 0
             if self._is_view(n):
                 continue
             fold = self.state.folded.get(n.id)
