@@ -28,11 +28,11 @@ from models import int8_gemm  # noqa: E402
 QCONFIG = 'overrides:\n  - {match: "*", activation: 8}\n'
 
 
-def run(size: int, preset: str) -> dict:
+def run(size: int, preset: str, overrides: list[str] | None = None) -> dict:
     d = Path(tempfile.mkdtemp(prefix="kb-gemm-"))
     onnx.save(int8_gemm(size, size, size), d / "gemm.onnx")
     (d / "q.yaml").write_text(QCONFIG)
-    topo = load_topology(preset)
+    topo = load_topology(preset, overrides or [])
     t0 = time.perf_counter()
     state, _ = compile_model(d / "gemm.onnx", topo, d / "bundle", qconfig=d / "q.yaml")
     t1 = time.perf_counter()
@@ -49,13 +49,15 @@ def run(size: int, preset: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1024³ on small only")
+    ap.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                    help="topology override, e.g. cube.pe_template.pe_gemm.dataflow=ws")
     args = ap.parse_args()
     cases = [(1024, "small")] + ([] if args.quick else [(4096, "base")])
     print(f"{'GEMM':>10s} {'preset':6s} {'entries':>7s} {'sim ns':>12s} {'bound ns':>12s} "
           f"{'bound by':8s} {'fraction':>8s} {'pe_gemm util':>14s} {'compile s':>9s} "
           f"{'sim s':>6s}")
     for size, preset in cases:
-        r = run(size, preset)
+        r = run(size, preset, args.set)
         print(f"{size:>4d}^3 int8 {preset:6s} {r['entries']:7d} {r['ns']:12,.0f} "
               f"{r['bound_ns']:12,.0f} {r['bound_by']:8s} {r['fraction']:8.3f} "
               f"{r['util_min']:.3f}-{r['util_max']:.3f} {r['compile_s']:9.2f} {r['sim_s']:6.2f}")

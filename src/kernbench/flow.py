@@ -59,7 +59,8 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
     """Inputs as the model declares them: shape, a safe cast to the dtype, token ids inside
     the vocabulary. The cast arrays are what every consumer (simulator, interpreter,
     onnxruntime) receives."""
-    from kernbench.compiler.inputs import _NP, _vocab
+    from kernbench.compiler.inputs import _vocab
+    from kernbench.ir.onnx_import.lower import np_dtype
 
     out = {}
     for tid in graph.inputs:
@@ -68,7 +69,7 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
         if list(x.shape) != list(t.shape):
             raise InputError(f"shape {list(x.shape)}, the model expects {t.shape}", file=file,
                              where=f"input '{tid}'")
-        want = np.dtype(_NP.get(t.dtype, np.float32))
+        want = np_dtype(t.dtype)
         if x.dtype != want:
             if want.kind in "iub" and x.dtype.kind == "f" and not np.all(np.mod(x, 1) == 0):
                 raise InputError(f"{x.dtype} values that are not integers, the model expects "
@@ -136,9 +137,10 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         write_json(trace_obj, out / "trace.json")
         written.append(out / "trace.json")
     if outputs is not None:
+        from kernbench.ir.model import save_weights
+
         tmp = out / "outputs.npz.tmp"
-        with open(tmp, "wb") as f:
-            np.savez(f, **outputs)
+        save_weights(outputs, tmp)  # deterministic npz (fixed zip timestamps)
         tmp.replace(out / "outputs.npz")
         written.append(out / "outputs.npz")
         write_json(verdict.to_json(), out / "verification.json")

@@ -69,28 +69,6 @@ class Verdict:
                 "first_divergence": self.first_divergence}
 
 
-def _cos(a: np.ndarray, b: np.ndarray) -> float:
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    if na == 0 and nb == 0:
-        return 1.0
-    if na == 0 or nb == 0:
-        return 0.0
-    return float(np.dot(a, b) / (na * nb))
-
-
-def _err(a: np.ndarray, b: np.ndarray) -> float:
-    """Max abs error; NaN where the other has none counts as an infinite error."""
-    a = a.astype(np.float64)
-    b = b.astype(np.float64)
-    if np.any(np.isnan(a) != np.isnan(b)):
-        return float("inf")
-    with np.errstate(invalid="ignore"):
-        d = np.abs(a - b)
-    return float(np.nanmax(d)) if d.size and not np.all(np.isnan(d)) else 0.0
-
-
 def onnxruntime_outputs(model: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime as ort
 
@@ -107,6 +85,7 @@ def verify_outputs(bundle: Any, outputs: dict[str, np.ndarray], inputs: dict[str
                    store: Any, source_model: Path | None, data_error: str | None = None,
                    dump_intermediates: bool = False) -> Verdict:
     from kernbench.cmdq.bundle import layer_divergence
+    from kernbench.data import compare
     from kernbench.ir.interpreter import Interpreter
 
     g = bundle.graph
@@ -119,27 +98,23 @@ def verify_outputs(bundle: Any, outputs: dict[str, np.ndarray], inputs: dict[str
         if got is None:
             v.checks.append(Check(name, "interpreter", float("inf"), 0.0, "present", False))
             continue
-        if exp.dtype.kind in "iub":
-            ok = bool(np.array_equal(got, exp))
-            thr = "exact"
-        else:
-            ok = bool(np.allclose(got.astype(np.float64), exp.astype(np.float64), rtol=tol,
-                                  atol=tol, equal_nan=True))
-            thr = f"allclose {tol:g}"
-        v.checks.append(Check(name, "interpreter", _err(got, exp), _cos(got, exp), thr, ok))
+        exact = exp.dtype.kind in "iub"
+        c = compare(got, exp, tol=None if exact else tol)
+        v.checks.append(Check(name, "interpreter", c["max_abs_err"], c["cosine"],
+                              "exact" if exact else f"allclose {tol:g}", c["allclose"]))
     if source_model is not None and Path(source_model).exists():
         ort_out = onnxruntime_outputs(Path(source_model), inputs)
         for name in g.outputs:
             if name not in ort_out or name not in outputs:
                 continue
-            got, exp = outputs[name], ort_out[name]
-            e, c = _err(got, exp), _cos(got, exp)
+            c = compare(outputs[name], ort_out[name])
+            e, cos = c["max_abs_err"], c["cosine"]
             if mode == "quantized":
-                ok, thr = c >= COSINE_MIN, f"cosine >= {COSINE_MIN}"
+                ok, thr = cos >= COSINE_MIN, f"cosine >= {COSINE_MIN}"
             else:
                 lim = ORT_MAX_ABS.get(mode, 1e-4)
                 ok, thr = e <= lim, f"max abs <= {lim:g}"
-            v.checks.append(Check(name, "onnxruntime", e, c, thr, ok))
+            v.checks.append(Check(name, "onnxruntime", e, cos, thr, ok))
     if dump_intermediates or not v.ok:
         rows = layer_divergence(bundle, store, values)
         v.layers = rows

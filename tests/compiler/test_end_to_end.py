@@ -72,3 +72,17 @@ def test_fp16_mode_verifies_within_1e_3(tmp_path, capsys, model, topology):
             assert c["max_abs_err"] <= 1e-3, c
         else:
             assert c["ok"], c
+
+
+def test_bundle_and_outputs_are_deterministic_files(tmp_path):
+    import zipfile
+
+    assert main(["run", str(MODELS / "gpt2.onnx"), "--out", str(tmp_path), "--verify",
+                 "--no-report"]) == 0
+    for npz in (tmp_path / "bundle" / "weights.npz", tmp_path / "outputs.npz"):
+        with zipfile.ZipFile(npz) as z:  # no wall-clock timestamps inside the archives
+            assert {i.date_time for i in z.infolist()} == {(1980, 1, 1, 0, 0, 0)}, npz
+    again = tmp_path / "again"
+    assert main(["compile", str(MODELS / "gpt2.onnx"), "-o", str(again)]) == 0
+    for name in ("cmdq.json", "memory.json", "weights.npz", "ir.json", "roofline.json"):
+        assert (again / name).read_bytes() == (tmp_path / "bundle" / name).read_bytes(), name

@@ -23,10 +23,6 @@ from kernbench.cmdq.schema import DmaTile, LayerOp, TeGemmTile, VeTile
 from kernbench.common.tile_plan import StageType
 from kernbench.errors import InputError
 
-_NP = {"fp32": np.float32, "fp16": np.float16, "int64": np.int64, "int32": np.int32,
-       "int8": np.int8, "uint8": np.uint8, "bool": np.bool_, "fp64": np.float64,
-       "int16": np.int16}
-
 
 @dataclass
 class Bundle:
@@ -39,7 +35,7 @@ class Bundle:
     def load(cls, path: Path) -> Bundle:
         import json
 
-        from kernbench.ir.model import Graph
+        from kernbench.ir.model import Graph, load_weights
 
         path = Path(path)
         for name in ("cmdq.json", "memory.json", "weights.npz", "ir.json"):
@@ -52,12 +48,7 @@ class Bundle:
         except (OSError, ValueError) as e:
             raise InputError(f"unreadable: {e}", file=str(path / "memory.json")) from None
         graph = Graph.load(path / "ir.json", path / "ir_weights.npz")
-        try:
-            with np.load(path / "weights.npz", allow_pickle=False) as z:
-                weights = {k.replace("∕", "/"): z[k] for k in z.files}
-        except (OSError, ValueError) as e:
-            raise InputError(f"unreadable: {e}", file=str(path / "weights.npz")) from None
-        return cls(path, memory, graph, weights)
+        return cls(path, memory, graph, load_weights(path / "weights.npz"))
 
     def check_fits(self, topology: Any) -> None:
         """Every tensor of the memory map lies inside `topology`'s HBM."""
@@ -157,7 +148,10 @@ def _extra_tile(cmd: Any) -> dict[str, Any]:
 
 
 def np_dtype(dt: str) -> Any:
-    return _NP.get(dt, np.float32)
+    """numpy dtype of an IR / memory-map dtype string."""
+    from kernbench.ir.onnx_import.lower import np_dtype as ir_np_dtype
+
+    return ir_np_dtype(dt)
 
 
 def deploy(store: Any, bundle: Bundle, inputs: dict[str, np.ndarray]) -> None:

@@ -16,7 +16,6 @@ Element types come from the qbits fields (8 → int8, 4 → int4 packed, 16 → 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -175,25 +174,14 @@ def _cmdq_quantize_rows(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 
 @math_op("attn_softmax")
 def _attn_softmax(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    """ATTENTION's softmax exactly as the reference interpreter computes it."""
-    from kernbench.ir.interpreter import softmax
+    """ATTENTION's softmax: the reference interpreter's own function, on a row block."""
+    from kernbench.ir.interpreter import attention_probs
 
     s = np.asarray(ins[0], np.float32)
     if p.get("scale", 1.0) != 1.0:
         s = s * np.float32(p["scale"])
-    rows, cols = s.shape
-    bias = np.zeros((rows, cols), np.float32)
-    if p.get("has_bias"):
-        bias = bias + np.asarray(ins[1], np.float32)
-    off = p.get("causal_offset")
-    if off is not None:
-        allowed = np.arange(cols)[None, :] <= (np.arange(rows)[:, None] + off)
-        bias = bias + np.where(allowed, np.float32(0), np.float32(-np.inf))
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        y = softmax(s + bias, -1)
-    dead = np.isneginf(np.max(bias, axis=-1, keepdims=True))
-    y = np.where(dead, np.float32(0), y)
-    return np.nan_to_num(y, nan=0.0).astype(np.float32)
+    bias = np.asarray(ins[1], np.float32) if p.get("has_bias") else None
+    return attention_probs(s, bias, p.get("causal_offset")).astype(np.float32)
 
 
 @math_op("ir_layer")
@@ -227,6 +215,3 @@ def _ir_layer(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     want = np_dtype(t.dtype) if t.quant is None else y.dtype
     return y.astype(want) if y.dtype != want else y
 
-
-def ceil_bytes(n: float) -> int:
-    return int(math.ceil(n))

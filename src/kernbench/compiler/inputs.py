@@ -6,9 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.ir.model import Graph
-
-_NP = {"fp32": np.float32, "fp16": np.float16, "int64": np.int64, "int32": np.int32,
-       "int8": np.int8, "uint8": np.uint8, "bool": np.bool_, "fp64": np.float64}
+from kernbench.ir.onnx_import.lower import np_dtype
 
 
 def _vocab(g: Graph, tid: str, seen: set[str] | None = None) -> int | None:
@@ -34,7 +32,7 @@ def default_inputs(g: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     for tid in g.inputs:
         t = g.tensors[tid]
         shape = tuple(t.shape)
-        dt = _NP.get(t.dtype, np.float32)
+        dt = np_dtype(t.dtype)
         if "mask" in tid.lower():
             feeds[tid] = np.ones(shape, dtype=dt)
         elif np.issubdtype(dt, np.integer):

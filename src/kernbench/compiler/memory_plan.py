@@ -26,10 +26,6 @@ from kernbench.errors import InputError
 ALIGN = 256
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "int64": 8, "int32": 4, "int16": 2,
             "int8": 1, "uint8": 1, "bool": 1, "int4": 0.5, "uint16": 2, "uint32": 4}
-NP_DTYPE = {"fp32": np.float32, "fp16": np.float16, "fp64": np.float64, "int64": np.int64,
-            "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8,
-            "bool": np.bool_, "uint16": np.uint16, "uint32": np.uint32}
-
 
 def nbytes_of(shape: tuple[int, ...] | list[int], dtype: str) -> int:
     n = int(np.prod(shape)) if len(shape) else 1

@@ -14,13 +14,13 @@ import numpy as np
 
 from kernbench.compiler.emit import Emit
 from kernbench.compiler.lower import Tile
-from kernbench.compiler.memory_plan import NP_DTYPE, FoldTransposes, PlanMemory
+from kernbench.compiler.memory_plan import FoldTransposes, PlanMemory
 from kernbench.compiler.passes import PassManager
 from kernbench.compiler.quantize import QuantizeActivations
 from kernbench.compiler.schedule import AllocateTcm, Place, Schedule
 from kernbench.compiler.state import CompileOptions, CompileState
 from kernbench.errors import InputError
-from kernbench.ir.model import Graph
+from kernbench.ir.model import Graph, save_weights
 from kernbench.topology.model import Topology
 
 PASSES = (QuantizeActivations(), FoldTransposes(), PlanMemory(), Tile(), Place(), AllocateTcm(),
@@ -75,7 +75,7 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     for key, a in sorted(state.memory.allocations.items()):
         if a.data is not None:
             arrays[key] = np.ascontiguousarray(a.data)
-    np.savez(tmp / "weights.npz", **{_npz(k): v for k, v in arrays.items()})
+    save_weights(arrays, tmp / "weights.npz")
     state.graph.save(tmp / "ir.json", tmp / "ir_weights.npz")
     if source_model is not None and Path(source_model).suffix == ".onnx":
         shutil.copyfile(source_model, tmp / "model.onnx")
@@ -95,12 +95,4 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     return sorted(out.iterdir())
 
 
-def _npz(key: str) -> str:
-    return key.replace("/", "∕")
-
-
-def npz_key(key: str) -> str:
-    return _npz(key)
-
-
-__all__ = ["PASSES", "PASS_NAMES", "compile_graph", "load_model", "write_bundle", "NP_DTYPE"]
+__all__ = ["PASSES", "PASS_NAMES", "compile_graph", "load_model", "write_bundle"]

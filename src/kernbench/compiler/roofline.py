@@ -87,8 +87,7 @@ def layer_bounds(state: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def layer_report(bounds: dict[str, dict[str, Any]], entries: dict[str, Any],
-                 engines_by_entry: dict[str, str] | None = None) -> dict[str, Any]:
+def layer_report(bounds: dict[str, dict[str, Any]], entries: dict[str, Any]) -> dict[str, Any]:
     """Merge bounds with simulated layer spans from stats `entries`."""
     spans: dict[str, list[float]] = {}
     busy: dict[str, dict[str, float]] = {}

@@ -22,7 +22,6 @@ from kernbench.topology.model import Topology
 class CompileOptions:
     seed: int = 0                     # calibration / default-input seed
     calib_inputs: dict[str, np.ndarray] | None = None
-    issue_window: int | None = None   # stamped into the bundle's topology, if set
 
 
 @dataclass

@@ -66,7 +66,6 @@ class TileGraph:
             if b.offset // bank_bytes != (b.offset + b.nbytes - 1) // bank_bytes:
                 raise CapacityError(f"TileGraph: buffer {b.label} straddles two banks")
         # buffers live at the same time on one PE never overlap
-        live: dict[int, list[Buf]] = {}
         first: dict[int, int] = {}
         last: dict[int, int] = {}
         for i, op in enumerate(self.ops):
@@ -86,7 +85,6 @@ class TileGraph:
                         raise CapacityError(
                             f"TileGraph: live buffers {ab.label} and {b.label} overlap in TCM")
                 active.append((e, b))
-        del live
 
     def dump(self) -> str:
         lines = []

@@ -598,6 +598,24 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides: list[int], pads: list[int],
     return np.concatenate(outs, axis=1).astype(np.float32)
 
 
+def attention_probs(s: np.ndarray, mask_bias: np.ndarray | None,
+                    causal_offset: int | None) -> np.ndarray:
+    """softmax(s + mask + causal) over the last axis; rows masked entirely give 0. Shared
+    with the simulator's data pass (cmdq/data.py), which runs it on row blocks."""
+    rows, cols = s.shape[-2], s.shape[-1]
+    bias = np.zeros((rows, cols), np.float32)
+    if mask_bias is not None:
+        bias = bias + mask_bias
+    if causal_offset is not None:
+        allowed = np.arange(cols)[None, :] <= (np.arange(rows)[:, None] + causal_offset)
+        bias = bias + np.where(allowed, np.float32(0), np.float32(-np.inf))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        p = softmax(s + bias, -1)
+    dead = np.isneginf(np.max(bias, axis=-1, keepdims=True))
+    p = np.where(dead, np.float32(0), p)
+    return np.nan_to_num(p, nan=0.0)
+
+
 @kernel("ATTENTION")
 def _k_attention(it: Interpreter, n: LayerIR, ins: list[Any]) -> list[np.ndarray]:
     a = n.attributes
@@ -626,26 +644,17 @@ def _k_attention(it: Interpreter, n: LayerIR, ins: list[Any]) -> list[np.ndarray
     if a.get("softcap", 0.0):
         cap = np.float32(a["softcap"])
         s = np.tanh(s / cap) * cap
-    sq_len, t_len = s.shape[-2], s.shape[-1]
-    bias = np.zeros((sq_len, t_len), np.float32)
+    t_len = s.shape[-1]
+    mask_bias = None
     if mask is not None:
         if mask.shape[-1] < t_len:
             padv = False if mask.dtype == np.bool_ else -np.inf
             mask = np.pad(mask, [(0, 0)] * (mask.ndim - 1) + [(0, t_len - mask.shape[-1])],
                           constant_values=padv)  # fmt: skip
-        if mask.dtype == np.bool_:
-            bias = bias + np.where(mask, np.float32(0), np.float32(-np.inf))
-        else:
-            bias = bias + mask.astype(np.float32)
-    if a.get("causal"):
-        off = int(a.get("causal_offset", 0))
-        allowed = np.arange(t_len)[None, :] <= (np.arange(sq_len)[:, None] + off)
-        bias = bias + np.where(allowed, np.float32(0), np.float32(-np.inf))
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        p = softmax(s + bias, -1)
-    dead = np.isneginf(np.max(bias, axis=-1, keepdims=True))
-    p = np.where(dead, np.float32(0), p)
-    p = np.nan_to_num(p, nan=0.0)
+        mask_bias = (np.where(mask, np.float32(0), np.float32(-np.inf))
+                     if mask.dtype == np.bool_ else mask.astype(np.float32))
+    off = int(a.get("causal_offset", 0)) if a.get("causal") else None
+    p = attention_probs(s, mask_bias, off)
     if isinstance(qa, int) and isinstance(kvb, int):
         # probabilities: a per-row scale (max of the row / qmax), so flat rows of long
         # sequences keep their resolution

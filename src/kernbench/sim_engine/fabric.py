@@ -51,11 +51,6 @@ class Server:
         self._starts: list[float] = []
         self._ends: list[float] = []
 
-    @property
-    def free_ns(self) -> float:
-        """When the last reservation ends."""
-        return self._ends[-1] if self._ends else 0.0
-
     def occupy(
         self, head_ns: float, nbytes: int, min_end_ns: float, now: float
     ) -> tuple[float, float]:

@@ -4,13 +4,12 @@ Two streams, both appended in simulation order (so identical inputs give identic
 - `events`: (t_ns, name, component, label, tile) for command_submitted,
   sub_command_dispatched, tile_ready, command_complete, barrier_pass;
 - `spans`: (component, channel, start_ns, end_ns, label, tile, stage) — one per engine
-  service, i.e. an engine_start / engine_complete pair.
-Recording is two list appends; export (report/perfetto.py) turns them into trace JSON.
+  service, i.e. an engine_start / engine_complete pair, appended by PeEngineBase's
+  worker loop directly (it is the simulator's hot path).
+Recording is a list append; export (report/perfetto.py) turns them into trace JSON.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 
 class Tracer:
@@ -24,11 +23,6 @@ class Tracer:
     def event(self, t: float, name: str, component: str, label: str, tile: int = -1) -> None:
         if self.enabled:
             self.events.append((t, name, component, label, tile))
-
-    def span(self, component: str, channel: str, start: float, end: float, token: Any) -> None:
-        if self.enabled:
-            self.spans.append((component, channel, start, end, token.label, token.tile_id,
-                               int(token.plan.stages[token.stage_idx].stage_type)))
 
     def event_log(self) -> list[tuple[float, str, str, str, int]]:
         """All ADR-0014 D6 events, engine_start/engine_complete included, in time order."""
