@@ -1,8 +1,8 @@
 """kernbench: an NPU simulator and offline compiler.
 
-Layers (each imports only the ones above it in this list):
-config → topology → sim_engine → components → common → cmdq / ir → compiler →
-triton_emu → data → report → cli.
+Layers (each imports only the ones before it in this list; docs/architecture.md):
+errors → config → topology → common → components → sim_engine → report → ir → data →
+cmdq → compiler → triton_emu → models → verify / flow → cli.
 """
 
 __version__ = "0.1.0"

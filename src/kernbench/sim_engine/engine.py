@@ -19,9 +19,9 @@ import simpy
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
 from kernbench.components.base import ComponentBase, PeEngineBase
+from kernbench.components.fabric import Server
 from kernbench.components.registry import lookup
 from kernbench.errors import AddressError, DeadlockError
-from kernbench.sim_engine.fabric import Server
 from kernbench.sim_engine.tracer import Tracer
 from kernbench.topology.model import Pe, Topology
 

@@ -9,9 +9,9 @@ this cube's HBM window are an AddressError naming the access.
 from __future__ import annotations
 
 from kernbench.components.base import ComponentBase
+from kernbench.components.fabric import Server
 from kernbench.components.registry import register
 from kernbench.errors import AddressError
-from kernbench.sim_engine.fabric import Server
 
 
 class _HbmAccess:

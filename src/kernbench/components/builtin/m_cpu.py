@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import simpy
 
 from kernbench.components.base import ComponentBase
+from kernbench.components.fabric import transfer
 from kernbench.components.registry import register
-from kernbench.sim_engine.fabric import transfer
 
 if TYPE_CHECKING:
     from kernbench.common.program import ProgramEntry

@@ -3,7 +3,7 @@
 Each channel serves one transfer at a time (ADR-0014 D4); read and write overlap. Cost
 (CMDQ spec §7.3): bytes → bursts → the wire: every row of a transfer is rounded up to
 whole bursts; then setup cycles, then the fabric path PE ↔ router ↔ mesh ↔ memory port ↔
-memory and the TCM port, each a contended server (sim_engine.fabric).
+memory and the TCM port, each a contended server (components.fabric).
 Stage params: nbytes, space ("hbm" | "sram"), addr, rows (default 1).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from kernbench.common.tile_plan import StageType
 from kernbench.components.base import PeEngineBase
+from kernbench.components.fabric import transfer
 from kernbench.components.registry import register
-from kernbench.sim_engine.fabric import transfer
 
 
 @register("pe_dma", "pe_dma_v1")

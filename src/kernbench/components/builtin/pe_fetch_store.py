@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from kernbench.common.tile_plan import StageType
 from kernbench.components.base import PeEngineBase
+from kernbench.components.fabric import transfer
 from kernbench.components.registry import register
-from kernbench.sim_engine.fabric import transfer
 
 
 @register("pe_fetch_store", "pe_fetch_store_v1")

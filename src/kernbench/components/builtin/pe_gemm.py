@@ -14,8 +14,8 @@ import math
 from kernbench.common.tile_plan import StageType
 from kernbench.components.base import PeEngineBase
 from kernbench.components.builtin.systolic import systolic_compute_cycles
+from kernbench.components.fabric import transfer
 from kernbench.components.registry import register
-from kernbench.sim_engine.fabric import transfer
 
 
 @register("pe_gemm", "pe_gemm_v1")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from kernbench.components.base import ComponentBase
+from kernbench.components.fabric import Server
 from kernbench.components.registry import register
 from kernbench.errors import AddressError
-from kernbench.sim_engine.fabric import Server
 
 
 @register("shared_sram", "sram_v1")
