@@ -10,7 +10,7 @@ from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.validate import check_program
 from kernbench.common.program import ProgramEntry
 from kernbench.report.perfetto import build_trace
-from kernbench.report.stats import _ns, collect_stats
+from kernbench.report.stats import collect_stats, round_ns
 from kernbench.sim_engine.engine import Simulator
 from kernbench.topology.model import Topology
 
@@ -34,9 +34,9 @@ class CmdqRun:
                 "layer_id": src.layer_id,
                 "pe": pe_id,
                 "engine": engine_of(src, pe_id) if pe_id else None,
-                "issue_ns": _ns(e.issue_ns) if e.issue_ns is not None else None,
-                "start_ns": _ns(start) if start is not None else None,
-                "end_ns": _ns(e.end_ns) if e.end_ns is not None else None,
+                "issue_ns": round_ns(e.issue_ns) if e.issue_ns is not None else None,
+                "start_ns": round_ns(start) if start is not None else None,
+                "end_ns": round_ns(e.end_ns) if e.end_ns is not None else None,
             }
         data = {"entries": rows, "critical_path": critical_path(self.entries)}
         if extra:

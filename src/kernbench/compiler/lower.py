@@ -64,6 +64,7 @@ class Lowerer:
         #: counter that rotates across layers balances the PEs better.)
         self.restart_placement = len(self.topo.cubes) > 1
         self._prepared: dict[tuple[str, str, int], Any] = {}
+        self._weights: dict[tuple[str, str, Any], Any] = {}
         self._per_channel = (self.g.qconfig or {}).get("weight_granularity",
                                                       "per_channel") == "per_channel"
 
@@ -248,7 +249,14 @@ class Lowerer:
         return None
 
     def _weight(self, n, w_tid: str, mode: str):  # noqa: ANN001
-        """(placement of the stored weight, per-column scale [N] or None, wbits)."""
+        """(placement of the stored weight, per-column scale [N] or None, wbits), computed
+        once per (weight, mode, bits): checking a layer and lowering it both ask."""
+        key = (w_tid, mode, n.qbits_weight)
+        if key not in self._weights:
+            self._weights[key] = self._weight_once(n, w_tid, mode)
+        return self._weights[key]
+
+    def _weight_once(self, n, w_tid: str, mode: str):  # noqa: ANN001, ANN202
         t = self.g.tensors[w_tid]
         w = np.asarray(self.g.weights[w_tid])
         if w.ndim != 2:

@@ -15,7 +15,8 @@ from kernbench.components.base import PeEngineBase
 STATS_SCHEMA_VERSION = "1.0"
 
 
-def _ns(x: float) -> float:
+def round_ns(x: float) -> float:
+    """Times in stats.json: ns rounded to 1e-3 ns."""
     return round(float(x), 3)
 
 
@@ -33,14 +34,14 @@ def collect_stats(sim: Any, total_ns: float, extra: dict[str, Any] | None = None
             continue
         row: dict[str, Any] = {
             "kind": comp.KIND,
-            "busy_ns": _ns(comp.busy_ns),
+            "busy_ns": round_ns(comp.busy_ns),
             # a multi-channel engine (pe_dma: read + write) is fully used when all channels are
             "utilization": _u(comp.busy_ns, total_ns * len(comp.channel_busy_ns)),
             "ops": comp.ops,
         }
         if len(comp.channel_busy_ns) > 1:
             row["channels"] = {
-                ch: {"busy_ns": _ns(b), "utilization": _u(b, total_ns)}
+                ch: {"busy_ns": round_ns(b), "utilization": _u(b, total_ns)}
                 for ch, b in sorted(comp.channel_busy_ns.items())
             }
         row.update(comp.stats())
@@ -49,7 +50,7 @@ def collect_stats(sim: Any, total_ns: float, extra: dict[str, Any] | None = None
     for lid in sorted(sim.servers):
         s = sim.servers[lid]
         if s.bytes:
-            links[lid] = {"bytes": s.bytes, "busy_ns": _ns(s.busy_ns),
+            links[lid] = {"bytes": s.bytes, "busy_ns": round_ns(s.busy_ns),
                           "utilization": _u(s.busy_ns, total_ns)}
     memories: dict[str, Any] = {}
     for cid in sorted(sim.components):
@@ -59,19 +60,19 @@ def collect_stats(sim: Any, total_ns: float, extra: dict[str, Any] | None = None
             if comp.KIND == "hbm_ctrl":
                 chans = st["channels"]
                 for ch in chans.values():
-                    ch["busy_ns"] = _ns(ch["busy_ns"])
+                    ch["busy_ns"] = round_ns(ch["busy_ns"])
                     ch["utilization"] = _u(ch["busy_ns"], total_ns)
                 busiest = max((c["busy_ns"] for c in chans.values()), default=0.0)
                 st["utilization"] = _u(busiest, total_ns)
             else:
                 st["utilization"] = _u(st["busy_ns"], total_ns)
-                st["busy_ns"] = _ns(st["busy_ns"])
+                st["busy_ns"] = round_ns(st["busy_ns"])
             if st.get("bytes"):
                 memories[cid] = st
     stats: dict[str, Any] = {
         "schema_version": STATS_SCHEMA_VERSION,
         "topology": sim.topology.name,
-        "total_ns": _ns(total_ns),
+        "total_ns": round_ns(total_ns),
         "clock_ghz": clock,
         "total_cycles": round(total_ns * clock),
         "commands_completed": sim.completed,
