@@ -63,8 +63,11 @@ def kernel(
     from kernbench.report.summary import print_summary
     from kernbench.topology import load_topology
 
+    from kernbench.triton_emu.runtime import DEVICE
+
     topo = load_topology(topology, set_ or [])
     kern, setup = _load(target)
+    DEVICE.reset()  # a fresh device: results never depend on what ran before in the process
     s = setup()
     g = s.get("grid")
     if grid is not None:
