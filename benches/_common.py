@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.data import compare
+from kernbench.numerics.compare import compare
 from kernbench.topology import Topology, load_topology
 from kernbench.triton_emu.runtime import DEVICE, LaunchResult, roofline
 

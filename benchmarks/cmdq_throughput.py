@@ -15,8 +15,8 @@ import time
 
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.io import parse_bytes_fast
-from kernbench.cmdq.simulate import simulate_program
 from kernbench.cmdq.validate import validate_program
+from kernbench.host.simulate import simulate_program
 from kernbench.topology import load_topology
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import onnx
 
-from kernbench.flow import compile_model, simulate_bundle
+from kernbench.host.flow import compile_model, simulate_bundle
 from kernbench.models.builders import build_gpt2, model_for
 from kernbench.topology import load_topology
 

@@ -22,7 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernbench.data import DataExecutor, MemoryStore, OpRecord  # noqa: E402
+from kernbench.sim_engine.executor import DataExecutor  # noqa: E402
+from kernbench.sim_engine.memory_store import MemoryStore  # noqa: E402
+from kernbench.sim_engine.op_log import OpRecord  # noqa: E402
 from kernbench.topology import load_topology  # noqa: E402
 
 
@@ -54,12 +56,12 @@ def kernel_rows(preset: str) -> list[dict]:
 def cmdq_rows(preset: str) -> list[dict]:
     import tempfile
 
-    from kernbench.cmdq.bundle import Bundle, DataContext, deploy
     from kernbench.cmdq.io import load_program
-    from kernbench.cmdq.simulate import simulate_program
     from kernbench.compiler.inputs import default_inputs
-    from kernbench.data import OpLogger
-    from kernbench.flow import compile_model
+    from kernbench.host.bundle import Bundle, DataContext, deploy
+    from kernbench.host.flow import compile_model
+    from kernbench.host.simulate import simulate_program
+    from kernbench.sim_engine.op_log import OpLogger
 
     topo = load_topology(preset)
     rows = []

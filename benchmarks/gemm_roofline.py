@@ -21,7 +21,7 @@ from pathlib import Path
 import onnx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernbench.flow import compile_model, simulate_bundle  # noqa: E402
+from kernbench.host.flow import compile_model, simulate_bundle  # noqa: E402
 from kernbench.topology import load_topology  # noqa: E402
 from models import int8_gemm  # noqa: E402
 

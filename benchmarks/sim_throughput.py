@@ -17,7 +17,7 @@ import time
 
 import simpy
 
-from kernbench.scenarios import gemm_pipeline
+from kernbench.host.scenarios import gemm_pipeline
 from kernbench.topology import load_topology
 
 

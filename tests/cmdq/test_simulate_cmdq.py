@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from kernbench.cli import main
 from kernbench.cmdq.io import load_program, parse_program
-from kernbench.cmdq.simulate import simulate_program
 from kernbench.components.builtin.systolic import systolic_compute_cycles
+from kernbench.host.simulate import simulate_program
 from kernbench.topology import load_topology
 
 DATA = Path(__file__).parent / "data"

@@ -51,6 +51,8 @@ def cases() -> list[tuple[str, list[str]]]:
 
 
 def _strip(obj):  # noqa: ANN001, ANN202
+    if isinstance(obj, dict) and obj.get("reference") == "onnxruntime":
+        return None  # onnxruntime's own numbers move with its version; ours must not
     if isinstance(obj, dict):
         return {k: _strip(v) for k, v in obj.items() if k not in VOLATILE}
     if isinstance(obj, list):

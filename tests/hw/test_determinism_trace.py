@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kernbench.host.scenarios import gemm_pipeline
 from kernbench.report.perfetto import build_trace
 from kernbench.report.stats import collect_stats
-from kernbench.scenarios import gemm_pipeline
 from kernbench.topology import load_topology
 
 

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernbench.ir import qmath
+from kernbench.numerics import quant as qmath
 
 
 def test_quantize_rounds_half_to_even_and_saturates():

@@ -78,7 +78,7 @@ def compile_cmd(
 def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
              qconfig: Path | None, dump_after: list[str] | None,
              calib_inputs: Path | None) -> None:
-    from kernbench.flow import compile_model
+    from kernbench.host.flow import compile_model
     from kernbench.topology import load_topology
 
     topo = load_topology(topology, set_ or [])
@@ -119,7 +119,7 @@ def run_cmd(
 
     topo = load_topology(topology, set_ or [])
     bundle = Path(out) / "bundle"
-    from kernbench.flow import compile_model
+    from kernbench.host.flow import compile_model
 
     with _progress() as prog:
         task = prog.add_task("compiling")
@@ -133,9 +133,9 @@ def run_cmd(
 
 def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Path | None,  # noqa: ANN001
                         dump_intermediates: bool, trace: bool, report: bool = True) -> None:
-    from kernbench.flow import simulate_bundle
+    from kernbench.host.flow import simulate_bundle
+    from kernbench.host.verify import print_verdict
     from kernbench.report.summary import print_layers, print_summary
-    from kernbench.verify import print_verdict
 
     with _progress() as prog:
         prog.add_task("simulating" + (" + data pass" if verify else ""))

@@ -57,12 +57,11 @@ def kernel(
     no_data: Annotated[bool, typer.Option("--no-data", help="timing only (skip pass 2)")] = False,
 ) -> None:
     """Run a tl kernel on the NPU model (pass 1) and the data pass; write stats and trace."""
-    from kernbench.data import compare
     from kernbench.errors import InputError, VerificationError
+    from kernbench.numerics.compare import compare
     from kernbench.report.stats import write_json
     from kernbench.report.summary import print_summary
     from kernbench.topology import load_topology
-
     from kernbench.triton_emu.runtime import DEVICE
 
     topo = load_topology(topology, set_ or [])

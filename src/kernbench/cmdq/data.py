@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.data.math_ops import math_op
+from kernbench.sim_engine.math_ops import math_op
 
 _VE_OP = {
     "VE_QUANTIZE_TILE": "quantize", "VE_REQUANTIZE_TILE": "quantize",
@@ -160,14 +160,14 @@ def _cmdq_dequantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 
 @math_op("cmdq_row_scale")
 def _cmdq_row_scale(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    from kernbench.ir import qmath
+    from kernbench.numerics import quant as qmath
 
     return qmath.row_scale(np.asarray(ins[0], np.float32), int(p["bits"]))
 
 
 @math_op("cmdq_quantize_rows")
 def _cmdq_quantize_rows(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    from kernbench.ir import qmath
+    from kernbench.numerics import quant as qmath
 
     return qmath.quantize_rows(ins[0], ins[1], int(p["bits"]))
 
@@ -188,8 +188,8 @@ def _attn_softmax(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 def _ir_layer(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     """A whole IR layer by its reference kernel; `ctx` = (interpreter, layer, output index,
     {input index: constant tensor id})."""
-    from kernbench.ir import qmath
     from kernbench.ir.interpreter import KERNELS
+    from kernbench.numerics import quant as qmath
 
     interp, layer, out_idx, consts = p["ctx"]
     scales = p.get("input_scales") or [None] * len(ins)

@@ -32,7 +32,7 @@ from kernbench.compiler.memory_plan import (
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.compiler.tiling import choose_gemm_tiles
-from kernbench.ir import qmath
+from kernbench.numerics import quant as qmath
 
 QBITS_OF = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "uint8": 8, "int4": 4, "int32": 32,
             "bool": 8, "int16": 16}

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernbench.compiler.state import CompileState
-from kernbench.ir import qmath
 from kernbench.ir.model import QuantParams
+from kernbench.numerics import quant as qmath
 
 #: op → indices of inputs it quantizes with activation bits (a) or KV bits (kv)
 TE_INPUTS = {

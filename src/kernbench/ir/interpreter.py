@@ -1,7 +1,7 @@
 """Reference interpreter: runs an IR Graph with numpy.
 
 Quantization semantics (ADR-0102), applied when `quantize=True` (the default) from each
-layer's qbits annotations; all quantized arithmetic goes through `kernbench.ir.qmath`:
+layer's qbits annotations; all quantized arithmetic goes through `kernbench.numerics.quant`:
 
 - TE layers (GEMM, QKV_PROJ, CONV, MATMUL, ATTENTION) with integer qbits quantize their
   activation inputs (per tensor, symmetric; static scale if the tensor carries `quant`,
@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from kernbench.errors import InputError
-from kernbench.ir import qmath
 from kernbench.ir.model import Graph, LayerIR, TensorIR
 from kernbench.ir.onnx_import.lower import np_dtype
+from kernbench.numerics import quant as qmath
 
 Kernel = Callable[["Interpreter", LayerIR, list[Any]], list[np.ndarray]]
 KERNELS: dict[str, Kernel] = {}

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.data.dtypes import canon, np_dtype
 from kernbench.errors import InputError
+from kernbench.numerics.dtypes import canon, np_dtype
 
 # ---------------------------------------------------------------------- errors
 
@@ -83,7 +83,7 @@ class dtype:  # noqa: N801 - triton.language spelling
 
     @property
     def primitive_bitwidth(self) -> int:
-        from kernbench.data.dtypes import bits
+        from kernbench.numerics.dtypes import bits
 
         return bits(self.name)
 
@@ -473,7 +473,7 @@ def _unop(op: str, x: Any) -> Tensor:
             fn = {"neg": np.negative, "abs": np.abs, "not": np.invert if x.data.dtype.kind
                   in "iu" else np.logical_not}.get(op)
             if fn is None:
-                from kernbench.data.math_ops import MATH_OPS
+                from kernbench.sim_engine.math_ops import MATH_OPS
 
                 r = MATH_OPS[op]([x.data.astype(np.float32) if x.data.dtype.kind in "iu"
                                   else x.data], {"op": op})
@@ -596,7 +596,7 @@ def cast(x: Any, dtype: Any, **_: Any) -> Tensor:
     if x.dtype_name == dn:
         return x
     if x.kind == "const":
-        from kernbench.data.math_ops import MATH_OPS
+        from kernbench.sim_engine.math_ops import MATH_OPS
 
         r = MATH_OPS["cast"]([np.asarray(x.data).astype(np_dtype(x.dtype_name))], {"dtype": dn})
         return Tensor("const", x.shape, dn, _store_const(r, dn))

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.data.dtypes import bits, canon, nbytes_of, np_dtype
-from kernbench.data.memory_store import MemoryStore
+from kernbench.numerics.dtypes import bits, canon, nbytes_of, np_dtype
+from kernbench.sim_engine.memory_store import MemoryStore
 from kernbench.triton_emu import language as L
 from kernbench.triton_emu.language import KernelError
 
@@ -389,7 +389,7 @@ class KernelRunner:
     def _do_load(self, prog: Program, addrs: Any, mask: Any, other: Any, dtype: str,
                  shape: tuple, line: str, ptr: Any):  # noqa: ANN202
         from kernbench.common.pe_commands import DmaRead
-        from kernbench.data.executor import gather
+        from kernbench.sim_engine.executor import gather
 
         evs = [e for e in prog.stores if not e.triggered]
         if evs:
@@ -426,7 +426,7 @@ class KernelRunner:
     def _do_store(self, prog: Program, addrs: Any, mask: Any, value: dict, dtype: str,
                   shape: tuple, line: str, real: Any):  # noqa: ANN202
         from kernbench.common.pe_commands import DmaWrite
-        from kernbench.data.executor import scatter
+        from kernbench.sim_engine.executor import scatter
 
         vbuf = value["buf"]
         yield from self._wait_bufs([vbuf])
@@ -564,11 +564,11 @@ def launch(kernel: JITFunction, grid: Any, args: tuple, meta: dict[str, Any], *,
            topology: Any = None, pes: int | None = None, data_pass: bool = True,
            trace: bool = True) -> LaunchResult:  # fmt: skip
     """Run `kernel` over `grid` on the simulated NPU (pass 1) and the data pass (pass 2)."""
-    from kernbench.data.executor import DataExecutor
-    from kernbench.data.op_log import OpLogger
     from kernbench.report.perfetto import build_trace
     from kernbench.report.stats import collect_stats
     from kernbench.sim_engine.engine import Simulator
+    from kernbench.sim_engine.executor import DataExecutor
+    from kernbench.sim_engine.op_log import OpLogger
     from kernbench.topology import Topology, load_topology
 
     topo = topology if isinstance(topology, Topology) else load_topology(topology or "small")

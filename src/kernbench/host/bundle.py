@@ -199,7 +199,7 @@ def _dequant(view: dict[str, Any], x: np.ndarray) -> np.ndarray:
     """A tensor the compiler stores quantized (a KV cache) is read back as real values."""
     if "scale" not in view:
         return x
-    from kernbench.ir import qmath
+    from kernbench.numerics import quant as qmath
 
     return qmath.dequantize(x, np.float32(view["scale"]), 0)
 
@@ -216,9 +216,11 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
                   *, trace: bool = True, keep_layers: bool = False) -> tuple[Any, dict, Any]:
     """Timing pass with op log, then the data pass. Returns (run, outputs, final store)."""
     from kernbench.cmdq.hw import limits_for
-    from kernbench.cmdq.simulate import simulate_program
     from kernbench.cmdq.validate import check_program
-    from kernbench.data import DataExecutor, MemoryStore, OpLogger
+    from kernbench.host.simulate import simulate_program
+    from kernbench.sim_engine.executor import DataExecutor
+    from kernbench.sim_engine.memory_store import MemoryStore
+    from kernbench.sim_engine.op_log import OpLogger
 
     check_program(program, limits_for(topology), str(bundle.path / "cmdq.json"))
     bundle.check_fits(topology)
@@ -245,7 +247,7 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
 def layer_divergence(bundle: Bundle, store: Any, ref_values: dict[str, np.ndarray],
                      ) -> list[dict[str, Any]]:
     """Compare every layer's stored outputs with the reference, in topological order."""
-    from kernbench.data import compare
+    from kernbench.numerics.compare import compare
 
     rows = []
     views = bundle.memory["views"]

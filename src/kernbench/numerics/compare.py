@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.data.dtypes import canon
+from kernbench.numerics.dtypes import canon
 
 TOLERANCES: dict[str, float] = {
     "float32": 1e-5, "float64": 1e-5, "float16": 1e-3, "bfloat16": 1e-2, "float8_e4m3fn": 1e-2,

@@ -96,8 +96,8 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     prog = load_program(cmdq_path)
     verdict, outputs = None, None
     if verify:
-        from kernbench.cmdq.bundle import Bundle, run_with_data
-        from kernbench.verify import verify_outputs
+        from kernbench.host.bundle import Bundle, run_with_data
+        from kernbench.host.verify import verify_outputs
 
         bundle = Bundle.load(bundle_dir)
         feeds = load_inputs(inputs, bundle.graph)
@@ -107,7 +107,7 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
                                  source if source.exists() else None,
                                  dump_intermediates=dump_intermediates)
     else:
-        from kernbench.cmdq.simulate import simulate_program
+        from kernbench.host.simulate import simulate_program
 
         run = simulate_program(prog, topology, file=str(cmdq_path), trace=trace)
     stats = run.stats()

@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 from kernbench.common.pe_commands import DmaRead, DmaWrite, GemmCmd, MathCmd
-from kernbench.data import DataExecutor, MemoryStore, OpLogger, OpRecord
-from kernbench.ir import qmath
+from kernbench.numerics import quant as qmath
 from kernbench.sim_engine.engine import Simulator
+from kernbench.sim_engine.executor import DataExecutor
+from kernbench.sim_engine.memory_store import MemoryStore
+from kernbench.sim_engine.op_log import OpLogger, OpRecord
 from kernbench.topology import load_topology
 
 T = "tcm:pe0"
@@ -73,7 +75,7 @@ def _gemm(t, a, b, c, shape_a, shape_b, dt="float32", acc="float32", out="float3
 
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
 def test_batching_matches_unbatched(dt):
-    from kernbench.data.dtypes import np_dtype
+    from kernbench.numerics.dtypes import np_dtype
 
     rng = np.random.default_rng(1)
     outs = []

@@ -21,12 +21,16 @@ import numpy as np
 COSINE_MIN = 0.999
 ORT_MAX_ABS = {"fp16": 1e-3, "bf16": 1e-2, "fp32": 1e-4}
 TOL = {"fp32": 1e-5, "fp16": 1e-3, "bf16": 1e-2}
+QUANT_OPS = {"DYNAMIC_QUANTIZE", "MATMUL_INTEGER", "QLINEAR_MATMUL", "QUANTIZE", "DEQUANTIZE",
+             "QDQ"}
 
 
 def precision_mode(graph: Any) -> str:
     """'quantized' if any layer computes with integer bits, else fp16 / bf16 / fp32."""
     modes = set()
     for n in graph.nodes:
+        if n.op_type in QUANT_OPS:  # imported quantization (dynamic, QOperator, QDQ)
+            modes.add("quantized")
         for b in (n.qbits_weight, n.qbits_activation, n.qbits_kv):
             if isinstance(b, int):
                 modes.add("quantized")
@@ -84,9 +88,9 @@ def onnxruntime_outputs(model: Path, inputs: dict[str, np.ndarray]) -> dict[str,
 def verify_outputs(bundle: Any, outputs: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
                    store: Any, source_model: Path | None, data_error: str | None = None,
                    dump_intermediates: bool = False) -> Verdict:
-    from kernbench.cmdq.bundle import layer_divergence
-    from kernbench.data import compare
+    from kernbench.host.bundle import layer_divergence
     from kernbench.ir.interpreter import Interpreter
+    from kernbench.numerics.compare import compare
 
     g = bundle.graph
     mode = precision_mode(g)

@@ -8,7 +8,7 @@ Numerics: sub-32-bit float inputs (f16, bf16, fp8) are widened to float32 before
 and the result is rounded to the output dtype at the end (the SIMD unit computes in
 fp32). Softmax, layernorm, rmsnorm, gelu, silu, rope and erf reuse the IR reference
 interpreter's functions, so results are bit-identical to it; quantize / dequantize /
-requantize are kernbench.ir.qmath.
+requantize are kernbench.numerics.quant.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.data.dtypes import np_dtype
+from kernbench.numerics.dtypes import np_dtype
 
 MathFn = Callable[[list[np.ndarray], dict[str, Any]], np.ndarray]
 MATH_OPS: dict[str, MathFn] = {}
@@ -162,7 +162,7 @@ def _cast(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
         return x.copy()
     dt = np_dtype(to)
     if str(to) in ("int4", "uint4"):
-        from kernbench.ir import qmath
+        from kernbench.numerics import quant as qmath
 
         lo, hi = qmath.qrange(4, to == "int4")
         return np.clip(np.trunc(widen(x)), lo, hi).astype(dt)
@@ -287,7 +287,7 @@ def _rope(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 # ------------------------------------------------------------------ quantization
 @math_op("quantize")
 def _quantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    from kernbench.ir import qmath
+    from kernbench.numerics import quant as qmath
 
     scale = ins[1] if len(ins) > 1 else p["scale"]
     return qmath.quantize(_fl(ins[0]), np.asarray(scale, np.float32), p.get("zero_point", 0),
@@ -297,7 +297,7 @@ def _quantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 
 @math_op("dequantize")
 def _dequantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    from kernbench.ir import qmath
+    from kernbench.numerics import quant as qmath
 
     scale = ins[1] if len(ins) > 1 else p["scale"]
     return qmath.dequantize(ins[0], np.asarray(scale, np.float32), p.get("zero_point", 0),
@@ -306,7 +306,7 @@ def _dequantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 
 @math_op("requantize")
 def _requantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    from kernbench.ir import qmath
+    from kernbench.numerics import quant as qmath
 
     mult = ins[1] if len(ins) > 1 else p.get("multiplier", p.get("scale"))
     return qmath.requantize(ins[0], np.asarray(mult, np.float32), p.get("zero_point", 0),

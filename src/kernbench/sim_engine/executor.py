@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.data.dtypes import PACKED, bits, canon, nbytes_of, np_dtype
-from kernbench.data.math_ops import MATH_OPS, widen
-from kernbench.data.memory_store import MemoryStore
-from kernbench.data.op_log import OpRecord
 from kernbench.errors import AddressError, SimulationError
+from kernbench.numerics.dtypes import PACKED, bits, canon, nbytes_of, np_dtype
+from kernbench.sim_engine.math_ops import MATH_OPS, widen
+from kernbench.sim_engine.memory_store import MemoryStore
+from kernbench.sim_engine.op_log import OpRecord
 
 Range = tuple[str, int, int]  # space, start, end (bytes, end exclusive)
 Write = tuple[str, int, Any, Any]  # space, addr, array (or uint8 bytes), dtype | None
@@ -352,7 +352,7 @@ class DataExecutor:
             b = np.swapaxes(b, -1, -2)
         integer = np_dtype(ta).kind in "iu" and np_dtype(tb).kind in "iu"
         if integer:
-            from kernbench.ir import qmath
+            from kernbench.numerics import quant as qmath
 
             y = qmath.int_matmul(a, b, p0.get("zero_point_a", 0), p0.get("zero_point_b", 0))
             y = y.astype(np.int64) if np_dtype(acc_t).kind in "iu" else y.astype(np.float32)
@@ -493,7 +493,7 @@ def _check_written(store: MemoryStore, space: str, addrs: np.ndarray, isz: int) 
     raw = store.read_bytes(space, lo, hi - lo, zeros_ok=True)  # bounds check
     del raw
     s = store._space(space)
-    from kernbench.data.memory_store import PAGE, PAGE_BITS
+    from kernbench.sim_engine.memory_store import PAGE, PAGE_BITS
 
     for p in range(lo >> PAGE_BITS, ((hi - 1) >> PAGE_BITS) + 1):
         if p not in s.masks:

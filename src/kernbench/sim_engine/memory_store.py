@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.data.dtypes import PACKED, canon, nbytes_of, np_dtype
 from kernbench.errors import AddressError
+from kernbench.numerics.dtypes import PACKED, canon, nbytes_of, np_dtype
 
 PAGE_BITS = 16
 PAGE = 1 << PAGE_BITS
@@ -193,7 +193,7 @@ class MemoryStore:
             if dtype is not None and np_dtype(dtype) != a.dtype:
                 a = a.astype(np_dtype(dtype))
         if packed:
-            from kernbench.ir import qmath
+            from kernbench.numerics import quant as qmath
 
             buf = qmath.pack_int4(a.astype(np.int8 if packed == "int4" else np.uint8))
         else:
@@ -238,7 +238,7 @@ class MemoryStore:
         self._check(s, addr, nbytes, "read")
         raw = self._get(s, addr, nbytes, zeros_ok)
         if c in PACKED:
-            from kernbench.ir import qmath
+            from kernbench.numerics import quant as qmath
 
             n = int(np.prod(shape, dtype=np.int64))
             return qmath.unpack_int4(raw, n, signed=c == "int4").reshape(shape)

@@ -8,9 +8,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kernbench.data import DataExecutor, MemoryStore, OpRecord
 from kernbench.ir import interpreter as I  # noqa: N812
-from kernbench.ir import qmath
+from kernbench.numerics import quant as qmath
+from kernbench.sim_engine.executor import DataExecutor
+from kernbench.sim_engine.memory_store import MemoryStore
+from kernbench.sim_engine.op_log import OpRecord
 
 T = "tcm:pe0"
 rng = np.random.default_rng(7)

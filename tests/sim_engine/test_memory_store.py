@@ -7,9 +7,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kernbench.data import MemoryStore
 from kernbench.errors import AddressError
-from kernbench.ir import qmath
+from kernbench.numerics import quant as qmath
+from kernbench.sim_engine.memory_store import MemoryStore
 from kernbench.topology import load_topology
 
 

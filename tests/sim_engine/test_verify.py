@@ -5,7 +5,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from kernbench.data import compare
+from kernbench.numerics.compare import compare
 
 
 def test_tolerances_by_dtype():
