@@ -42,7 +42,7 @@ class KernbenchRep(BackendRep):
         keep = [i for i in m.graph.input if i.name not in bound]
         del m.graph.input[:]
         m.graph.input.extend(keep)
-        self._set(import_model_proto(m, QConfig.fp32(), any_opset=True))
+        self._set(import_model_proto(m, QConfig.fp32()))
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         if isinstance(inputs, dict):
@@ -66,7 +66,7 @@ class KernbenchBackend(Backend):
         from kernbench.errors import InputError
 
         try:
-            g = import_model_proto(model, QConfig.fp32(), any_opset=True)
+            g = import_model_proto(model, QConfig.fp32())
         except InputError as e:
             if "non-constant" not in e.reason:
                 raise

@@ -274,6 +274,10 @@ class Lowering:
             "opset_version": self.opset,
             "producer_name": self.model.producer_name,
         }
+        source = next((int(p.value) for p in self.model.metadata_props
+                       if p.key == "kernbench.source_opset" and p.value.isdigit()), self.opset)
+        if source != self.opset:  # converted on import (ir/onnx_import/opset.py)
+            self.g.metadata["source_opset"] = source
         return self.g
 
     def _rename(self, old: str, new: str) -> None:
