@@ -186,11 +186,14 @@ def _check_grid(spec: SweepSpec, source: str, fixed: list[str], base: dict[str, 
     for key, values in spec.grid.items():
         node: Any = base
         for part in key.split(".")[:-1]:
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif node is not None and not isinstance(node, dict):
-                raise InputError(f"'{part}' is not a mapping in the topology", file=label,
-                                 where="grid", field=key)
+            if node is None:  # an optional section absent in the base: validation decides
+                break
+            if not isinstance(node, dict):
+                break
+            node = node.get(part)  # a missing part is an unknown key: validation says so
+        if node is not None and not isinstance(node, dict):
+            raise InputError(f"'{key.rpartition('.')[0]}' is not a mapping in the topology",
+                             file=label, where="grid", field=key)
         for v in values:
             try:
                 load_topology_config(source, [*fixed, _assign(key, v)])

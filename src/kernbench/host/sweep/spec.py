@@ -32,7 +32,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -49,17 +48,14 @@ def _as_list(v: Any) -> Any:
     return v if isinstance(v, list) else [v]
 
 
-def _one_or_many(item: dict[str, Any]) -> Any:
-    """JSON Schema of a field that takes one value or a non-empty list of values."""
-    return WithJsonSchema({"anyOf": [item, {"type": "array", "items": item, "minItems": 1}]})
-
-
 PosInts = Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(_as_list),
-                    Field(min_length=1), _one_or_many({"type": "integer", "minimum": 1})]
+                    Field(min_length=1)]
 NonNegInts = Annotated[list[Annotated[int, Field(ge=0)]], BeforeValidator(_as_list),
-                       Field(min_length=1), _one_or_many({"type": "integer", "minimum": 0})]
+                       Field(min_length=1)]
 Names = Annotated[list[Annotated[str, Field(min_length=1)]], BeforeValidator(_as_list),
-                  Field(min_length=1), _one_or_many({"type": "string", "minLength": 1})]
+                  Field(min_length=1)]
+#: fields that take one value or a list (the JSON Schema says so: see schema_text)
+ONE_OR_MANY = ("models", "seq_len", "kv_len", "batch", "qconfig", "qconfigs")
 
 
 class _Strict(BaseModel):
@@ -79,9 +75,7 @@ class InlineQConfig(_Strict):
 
 
 QEntry = Annotated[str, Field(min_length=1)] | InlineQConfig
-QEntries = Annotated[list[QEntry], BeforeValidator(_as_list), Field(min_length=1),
-                     _one_or_many({"anyOf": [{"type": "string", "minLength": 1},
-                                             {"$ref": "#/$defs/InlineQConfig"}]})]
+QEntries = Annotated[list[QEntry], BeforeValidator(_as_list), Field(min_length=1)]
 
 
 class SweepSpec(_Strict):
@@ -97,9 +91,9 @@ class SweepSpec(_Strict):
     grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(
         default_factory=dict, description="swept topology key paths → list of values")
     seq_len: PosInts | None = Field(None, description="new tokens [default: 16, 1 for decode]")
-    kv_len: NonNegInts = Field(default_factory=lambda: [0],
+    kv_len: NonNegInts = Field([0],
                                description="KV-cache length; > 0 builds a decode step")
-    batch: PosInts = Field(default_factory=lambda: [1], description="batch size")
+    batch: PosInts = Field([1], description="batch size")
     qconfig: QEntries | None = Field(None, description="qconfig files or inline W/A/KV bits")
     qconfigs: QEntries | None = Field(None, description="same as `qconfig`")
     random: int | None = Field(None, ge=1, description="sample this many points of the grid")
@@ -144,12 +138,28 @@ class SweepSpec(_Strict):
 def schema_text() -> str:
     """The spec's JSON Schema, as committed in schemas/sweep.schema.json."""
     schema = SweepSpec.model_json_schema(by_alias=True)
+    for name in ONE_OR_MANY:  # the model holds lists; the YAML may give one value
+        prop = schema["properties"][name]
+        alts = prop.pop("anyOf", None) or [{k: v for k, v in prop.items()
+                                             if k not in ("default", "description", "title")}]
+        arrays = [a for a in alts if a.get("type") == "array"]
+        for key in [k for k in prop if k not in ("default", "description", "title")]:
+            del prop[key]
+        prop["anyOf"] = [arrays[0]["items"], *alts]
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def _is_branch_tag(part: Any) -> bool:
+    """Pydantic's names for union branches in an error location (not keys of the spec)."""
+    return isinstance(part, str) and ("[" in part or "-" in part or part in (
+        "InlineQConfig", "str", "int", "list", "dict"))
+
+
 def _error_line(e: ValidationError, label: str) -> InputError:
-    err = e.errors()[0]
-    loc = [x for x in err["loc"] if not (isinstance(x, str) and "[" in x)]  # union branches
+    errs = e.errors()
+    # a union reports one error per branch: the deepest location is the specific one
+    err = max(errs, key=lambda x: len(x["loc"]))
+    loc = [x for x in err["loc"] if not _is_branch_tag(x)]
     path = "".join(f"[{x}]" if isinstance(x, int) else ("." if i else "") + str(x)
                    for i, x in enumerate(loc)).replace("set_", "set")
     msg = err["msg"].removeprefix("Value error, ")
