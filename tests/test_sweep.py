@@ -21,7 +21,7 @@ import pytest
 import kernbench.host.sweep.runner as runner_mod
 from kernbench.cli import main
 from kernbench.host.flow import compile_model, simulate_bundle
-from kernbench.host.sweep import plan_sweep
+from kernbench.host.sweep import finish_sweep, plan_sweep
 from kernbench.host.sweep.report import pareto_front
 from kernbench.host.sweep.spec import schema_text
 from kernbench.models.builders import model_for
@@ -232,3 +232,21 @@ def test_committed_json_schema_matches_the_model():
 def test_example_spec_is_valid():
     plan = plan_sweep(REPO / "examples" / "sweep_small.yaml")
     assert len(plan.points) == 16 and plan.swept[0] == "seq_len"
+
+
+def test_table_reads_energy_when_the_stats_carry_it(tmp_path):
+    plan = plan_sweep(_spec(tmp_path, f"model: gpt2\nseq_len: 8\ngrid: {{{ROWS}: [16, 32]}}\n"))
+    out = tmp_path / "out"
+    for p, (ns, pj) in zip(plan.points, [(2000.0, 7.5), (1000.0, None)], strict=True):
+        stats = {"total_ns": ns, "roofline_fraction": 0.5,
+                 "model_bound": {"bound_by": "compute"}}
+        if pj is not None:
+            stats["energy"] = {"total_pj": pj}
+        (out / "points" / p.id).mkdir(parents=True)
+        (out / "points" / p.id / "stats.json").write_text(json.dumps(stats))
+    table, csv_path, html_path = finish_sweep(plan, out)
+    rows = _rows(out)
+    assert [r["energy_pj"] for r in rows] == ["7.5", ""]
+    assert [float(r["tokens_per_s"]) for r in rows] == [8 * 1e9 / 2000.0, 8 * 1e9 / 1000.0]
+    assert [r["bound_by"] for r in rows] == ["compute", "compute"]
+    assert html_path.read_text().count("<img") == 2  # Pareto + the one swept key

@@ -163,7 +163,11 @@ def run_ray(todo: list[Point], address: str | None, workers: int, on_result: OnR
     started = not ray.is_initialized()
     if started:
         if address:
-            ray.init(address=address, log_to_driver=False)
+            try:
+                ray.init(address=address, log_to_driver=False)
+            except Exception as e:  # unreachable or not a Ray cluster: the user's address
+                raise InputError(f"cannot connect: {_one_line(str(e))}", file="--ray-address",
+                                 where=address) from None
         else:
             ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
     try:
