@@ -48,10 +48,11 @@ def _as_list(v: Any) -> Any:
     return v if isinstance(v, list) else [v]
 
 
-PosInts = Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(_as_list),
-                    Field(min_length=1)]
-NonNegInts = Annotated[list[Annotated[int, Field(ge=0)]], BeforeValidator(_as_list),
-                       Field(min_length=1)]
+# strict: `true` or `4.0` is not a length
+PosInts = Annotated[list[Annotated[int, Field(ge=1, strict=True)]],
+                    BeforeValidator(_as_list), Field(min_length=1)]
+NonNegInts = Annotated[list[Annotated[int, Field(ge=0, strict=True)]],
+                       BeforeValidator(_as_list), Field(min_length=1)]
 Names = Annotated[list[Annotated[str, Field(min_length=1)]], BeforeValidator(_as_list),
                   Field(min_length=1)]
 #: fields that take one value or a list (the JSON Schema says so: see schema_text)
@@ -96,8 +97,9 @@ class SweepSpec(_Strict):
     batch: PosInts = Field([1], description="batch size")
     qconfig: QEntries | None = Field(None, description="qconfig files or inline W/A/KV bits")
     qconfigs: QEntries | None = Field(None, description="same as `qconfig`")
-    random: int | None = Field(None, ge=1, description="sample this many points of the grid")
-    seed: int = Field(0, description="seed of the `random` sample")
+    random: int | None = Field(None, ge=1, strict=True,
+                               description="sample this many points of the grid")
+    seed: int = Field(0, strict=True, description="seed of the `random` sample")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True,
                               title="kernbench sweep spec")
@@ -160,8 +162,10 @@ def _error_line(e: ValidationError, label: str) -> InputError:
     # a union reports one error per branch: the deepest location is the specific one
     err = max(errs, key=lambda x: len(x["loc"]))
     loc = [x for x in err["loc"] if not _is_branch_tag(x)]
+    if loc and loc[0] == "set_":
+        loc[0] = "set"  # the field's name in the YAML (`set` is a Python builtin)
     path = "".join(f"[{x}]" if isinstance(x, int) else ("." if i else "") + str(x)
-                   for i, x in enumerate(loc)).replace("set_", "set")
+                   for i, x in enumerate(loc))
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         known = sorted(f.alias or n for n, f in SweepSpec.model_fields.items())
