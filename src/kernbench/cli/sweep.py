@@ -38,7 +38,7 @@ def sweep_cmd(
     spec: Annotated[Path, typer.Argument(help="sweep spec YAML (docs/sweep.md)")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")],
     workers: Annotated[int | None, typer.Option(
-        "--workers", "-j", min=1, help="parallel points [default: CPU count]")] = None,
+        "--workers", "-j", min=1, help="parallel points (default: the CPU count)")] = None,
     ray: Annotated[bool, typer.Option("--ray", help="run the points as Ray tasks "
                                       "(a local Ray unless --ray-address)")] = False,
     ray_address: Annotated[str | None, typer.Option(
