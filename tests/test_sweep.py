@@ -250,3 +250,18 @@ def test_table_reads_energy_when_the_stats_carry_it(tmp_path):
     assert [float(r["tokens_per_s"]) for r in rows] == [8 * 1e9 / 2000.0, 8 * 1e9 / 1000.0]
     assert [r["bound_by"] for r in rows] == ["compute", "compute"]
     assert html_path.read_text().count("<img") == 2  # Pareto + the one swept key
+
+
+def test_invalid_combination_is_a_failed_point_retried_only_on_request(tmp_path, monkeypatch):
+    # 512 KiB alone is a valid capacity, but not above small's 512 KiB reserved region
+    spec = _spec(tmp_path, "model: gpt2\ngrid: {cube.pe_template.pe_tcm.capacity_kib: [512]}\n")
+    out = tmp_path / "out"
+    calls = []
+    real = runner_mod.run_point
+    monkeypatch.setattr(runner_mod, "run_point", lambda p: calls.append(p.id) or real(p))
+    assert _sweep(spec, out, "--workers", "1") == 0
+    (row,) = _rows(out)
+    assert row["status"] == "error" and "reserved_kib must leave an allocatable region" in \
+        row["error"] and row["total_ns"] == "" and row["pes"] == ""
+    assert _sweep(spec, out, "--workers", "1") == 0 and len(calls) == 1  # failed = finished
+    assert _sweep(spec, out, "--workers", "1", "--retry-failed") == 0 and len(calls) == 2
