@@ -20,7 +20,7 @@ import numpy as np
 from kernbench.compiler.inputs import default_inputs
 from kernbench.compiler.state import CompileState
 from kernbench.ir.interpreter import Interpreter
-from kernbench.ir.model import Graph, QuantParams, TensorIR
+from kernbench.ir.model import Graph, QBits, QuantParams, TensorIR
 from kernbench.numerics import quant as qmath
 
 #: op → indices of inputs it quantizes with activation bits (a) or KV bits (kv)
@@ -31,11 +31,11 @@ TE_INPUTS = {
 }
 
 
-def _bits(v) -> int | None:  # noqa: ANN001
+def _bits(v: QBits) -> int | None:
     return v if isinstance(v, int) else None
 
 
-def int8_dequant_source(g, tid: str) -> tuple[str, str] | None:  # noqa: ANN001
+def int8_dequant_source(g: Graph, tid: str) -> tuple[str, str] | None:
     """(int8 source, scale id) when `tid` = DEQUANTIZE(int8 x, per-tensor scale, zp 0)."""
     t = g.tensors[tid]
     if t.producer is None:

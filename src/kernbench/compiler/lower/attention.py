@@ -24,7 +24,7 @@ from kernbench.compiler.hbm import Placement
 from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.tilegraph import Buf
-from kernbench.ir.model import LayerIR
+from kernbench.ir.model import LayerIR, QBits
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,10 @@ class AttentionTiles:
     v: Placement
     out: Placement
     mask: Placement | None
-    scales: tuple[Any, Any, Any]   # s_q, s_k, s_v (0-d float32)
+    scales: tuple[np.ndarray, np.ndarray, np.ndarray]  # s_q, s_k, s_v (0-d float32)
     score_scale: float             # s_q · s_k · softmax scale
-    bits_a: Any
-    bits_kv: Any
+    bits_a: QBits
+    bits_kv: QBits
     causal: bool
     causal_offset: int
     s_blk: int                     # query rows per block
@@ -69,7 +69,7 @@ def _mask(lw: Lowering, n: LayerIR) -> Placement | None:
     return mask
 
 
-def _static_scales(lw: Lowering, n: LayerIR) -> list[Any]:
+def _static_scales(lw: Lowering, n: LayerIR) -> list[np.ndarray]:
     scales = []
     for tid in n.inputs[:3]:
         t = lw.g.tensors[tid]

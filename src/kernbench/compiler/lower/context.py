@@ -12,6 +12,7 @@ that a weight or an activation read by several layers is converted once.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,6 +21,7 @@ from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.placement import PeCursor, raw_const, tensor_placement
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
+from kernbench.ir.model import QBits
 
 #: CMDQ `qbits` of an HBM dtype
 QBITS_OF = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "uint8": 8, "int4": 4, "int32": 32,
@@ -27,6 +29,8 @@ QBITS_OF = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "uint8": 8, "int4": 4
 
 #: (storage key, first byte, end of hull, row stride, row bytes)
 HbmRange = tuple[str, int, int, int, int]
+#: TCM operands of a tile op by role ("in", "out", "ifm", "wgt", "ofm", "scale", ...)
+Operands = Sequence[tuple[str, Buf]]
 
 
 class TeWeight(NamedTuple):
@@ -79,7 +83,7 @@ class Lowering:
         self.per_channel = (self.g.qconfig or {}).get("weight_granularity",
                                                       "per_channel") == "per_channel"
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
-        self.weights: dict[tuple[str, str, Any], TeWeight | None] = {}
+        self.weights: dict[tuple[str, str, QBits], TeWeight | None] = {}
 
     def next_pe(self) -> int:
         return self.pes.next()
@@ -109,8 +113,8 @@ class Lowering:
         return b
 
     def op(self, opcode: str, pe: int, layer: str, fields: dict[str, Any], *,
-           reads: Any = (), writes: Any = (), hbm_reads: Any = (), hbm_writes: Any = (),
-           frees: Any = ()) -> TileOp:
+           reads: Operands = (), writes: Operands = (), hbm_reads: Sequence[HbmRange] = (),
+           hbm_writes: Sequence[HbmRange] = (), frees: Sequence[Buf] = ()) -> TileOp:
         o = TileOp(opcode, pe, layer, fields, list(reads), list(writes), list(hbm_reads),
                    list(hbm_writes), list(frees), self.stream)
         self.tg.ops.append(o)
@@ -119,7 +123,7 @@ class Lowering:
 
     def dma(self, write: bool, pe: int, b: Buf, p: Placement, elem_off: int, rows: int,
             row_elems: int, row_stride: int, layer: str, role: str = "activation",
-            frees: Any = ()) -> TileOp:
+            frees: Sequence[Buf] = ()) -> TileOp:
         """DMA_STORE_TILE (write) or DMA_LOAD_TILE of `rows` rows of `row_elems` elements,
         `row_stride` elements apart, from element `elem_off` of placement `p`."""
         isz = ITEMSIZE[p.dtype]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.compiler.hbm import ITEMSIZE
+from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import HbmRange, Lowering
 from kernbench.ir.model import Graph, LayerIR
 
@@ -56,9 +56,10 @@ def te_dims(g: Graph, n: LayerIR) -> tuple[int, int, int]:
     return max(1, osz // max(nn, 1)), nn, k
 
 
-def _reads(lw: Lowering, n: LayerIR) -> tuple[list[HbmRange], int, Any]:
+def _reads(lw: Lowering, n: LayerIR) -> tuple[list[HbmRange], int, Placement | None]:
     """HBM ranges of the non-constant inputs, bytes of all inputs, the first input."""
-    reads, in_bytes, first = [], 0, None
+    reads: list[HbmRange] = []
+    in_bytes, first = 0, None
     for tid in n.inputs:
         if not tid:
             continue
