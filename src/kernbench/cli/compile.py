@@ -64,6 +64,8 @@ def compile_cmd(
         "--calib-inputs", help="inputs .npz to calibrate activation scales on")] = None,
     seq_len: SeqLenOpt = None,
     kv_len: KvLenOpt = None,
+    time_passes: Annotated[bool, typer.Option(
+        "--time-passes", help="print each pass's time (and its checks') on stderr")] = False,
 ) -> None:
     """Compile a model into a bundle: cmdq.json, memory.json, weights.npz, ir.json, ...
 
@@ -72,12 +74,12 @@ def compile_cmd(
 
     with tempfile.TemporaryDirectory() as tmp:  # a built model is copied into the bundle
         _compile(_named_model(model, seq_len, kv_len, Path(tmp)), out, topology, set_, qconfig,
-                 dump_after, calib_inputs)
+                 dump_after, calib_inputs, time_passes)
 
 
 def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
              qconfig: Path | None, dump_after: list[str] | None,
-             calib_inputs: Path | None) -> None:
+             calib_inputs: Path | None, time_passes: bool) -> None:
     from kernbench.host.flow import compile_model
     from kernbench.topology import load_topology
 
@@ -88,10 +90,11 @@ def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
                                   dump_after=tuple(dump_after or ()), calib_inputs=calib_inputs,
                                   progress=lambda name: prog.update(task,
                                                                     description=f"pass {name}"))
-    err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq['cmdq'])} CMDQ entries → "
+    err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq.entries)} CMDQ entries → "
               f"{out}")
-    for t in pm.timings:
-        err.print(f"  {t.name:10s} {1000 * t.seconds:8.1f} ms")
+    if time_passes:
+        for line in pm.timing_lines():
+            err.print(line)
 
 
 @app.command("run")
@@ -126,7 +129,7 @@ def run_cmd(
         state, _ = compile_model(model, topo, bundle, qconfig=qconfig, calib_inputs=inputs,
                                  progress=lambda name: prog.update(task,
                                                                    description=f"pass {name}"))
-    err.print(f"compiled {model}: {len(state.cmdq['cmdq'])} CMDQ entries")
+    err.print(f"compiled {model}: {len(state.cmdq.entries)} CMDQ entries")
     simulate_and_report(bundle, topo, Path(out), verify, inputs, dump_intermediates, not no_trace,
                         not no_report)
 

@@ -16,10 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.compiler.memory_plan import ITEMSIZE
+from kernbench.compiler.hbm import ITEMSIZE
+from kernbench.compiler.lower.layer_op import te_dims
+from kernbench.compiler.state import CompileState
+from kernbench.ir.model import Graph, LayerIR
 
 
-def _macs(g, n) -> int:  # noqa: ANN001
+def _macs(g: Graph, n: LayerIR) -> int:
     t = g.tensors
     if n.op_type == "GEMM":
         return n.shape.get("M", 1) * n.shape.get("N", 1) * n.shape.get("K", 1)
@@ -31,18 +34,16 @@ def _macs(g, n) -> int:  # noqa: ANN001
         q, k, v = (t[i].shape for i in n.inputs[:3])
         return int(np.prod(q[:-1])) * k[-2] * (q[-1] + v[-1])
     if n.op_type in ("MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "CONV"):
-        from kernbench.compiler.lower import _te_dims
-
-        m, nn, k = _te_dims(g, n)
+        m, nn, k = te_dims(g, n)
         return m * nn * k
     return 0
 
 
-def _elements(g, n) -> int:  # noqa: ANN001
+def _elements(g: Graph, n: LayerIR) -> int:
     return sum(int(np.prod(g.tensors[o].shape)) for o in n.outputs if o)
 
 
-def layer_bounds(state: Any) -> dict[str, dict[str, Any]]:
+def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
     g = state.graph
     topo = state.topology
     pt = topo.config.cube.pe_template

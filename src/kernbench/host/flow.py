@@ -59,7 +59,7 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
     """Inputs as the model declares them: shape, a safe cast to the dtype, token ids inside
     the vocabulary. The cast arrays are what every consumer (simulator, interpreter,
     onnxruntime) receives."""
-    from kernbench.compiler.inputs import _vocab
+    from kernbench.compiler.inputs import vocab_size
     from kernbench.ir.onnx_import.lower import np_dtype
 
     out = {}
@@ -76,7 +76,7 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
                                  f"{t.dtype}", file=file, where=f"input '{tid}'")
             x = x.astype(want)
         if want.kind in "iu":
-            vocab = _vocab(graph, tid)
+            vocab = vocab_size(graph, tid)
             if vocab is not None and x.size and (x.min() < 0 or x.max() >= vocab):
                 raise InputError(f"ids must lie in [0, {vocab}) (got {x.min()}..{x.max()})",
                                  file=file, where=f"input '{tid}'")
