@@ -43,7 +43,7 @@ class _HbmAccess:
 class HbmCtrl(ComponentBase):
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
-        cube = next(c for c in sim.topology.cubes if c.id == node.cube)
+        cube = sim.topology.cube(node.cube)
         self.base = cube.hbm_base
         self.size = cube.hbm_bytes
         s = self.spec

@@ -18,6 +18,7 @@ import simpy
 
 from kernbench.components.base import ComponentBase
 from kernbench.components.fabric import transfer
+from kernbench.components.ports import Port
 from kernbench.components.registry import register
 
 if TYPE_CHECKING:
@@ -26,10 +27,16 @@ if TYPE_CHECKING:
 
 @register("m_cpu", "m_cpu_v1")
 class MCpu(ComponentBase):
+    PORTS = (Port("pe_cpus", "pe_cpu", many=True,
+                  doc="every PE's PE_CPU, in global PE index order (the CMDQ `pe` field)"),)
+
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
         self._wake: simpy.Event | None = None
         self.issued = 0
+
+    def connect(self) -> None:
+        self.pe_cpus = self.peers_of("pe_cpus")
 
     def run_program(self, entries: list[ProgramEntry]) -> simpy.Event:
         """Start executing `entries`; the returned event fires when the program has ended."""
@@ -142,7 +149,7 @@ class MCpu(ComponentBase):
         arrive = transfer(env.now, nbytes, sim.command_path(self.node.cube, pe, to_pe=True))
         cmd = e.command
         cmd.meta["entry"] = e
-        pe_cpu = sim.components[f"{pe.id}.pe_cpu"]
+        pe_cpu = self.pe_cpus[pe.index]
 
         cmd.meta["pe_id"] = pe.id
 

@@ -12,7 +12,7 @@ from kernbench.errors import AddressError
 class SharedSram(ComponentBase):
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
-        cube = next(c for c in sim.topology.cubes if c.id == node.cube)
+        cube = sim.topology.cube(node.cube)
         self.base = cube.sram_base
         self.size = cube.sram_bytes
         # the port link carries the latency; the array itself serialises at bw_gbs.
