@@ -17,7 +17,12 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+from kernbench.topology.peaks import Roofs, roofs
+
+if TYPE_CHECKING:
+    from kernbench.topology.model import Topology
 
 DPI = 100
 MAX_TIMELINE_ROWS = 32
@@ -292,35 +297,27 @@ def utilization_png(stats: dict[str, Any], max_bars: int = MAX_UTIL_BARS) -> byt
 
 
 # ------------------------------------------------------------------------------ roofline
-def peaks_from_topology(topology: Any) -> dict[str, float]:
-    """The roofs of kernbench.compiler.roofline for 8-bit operands: all PEs' array MACs per
-    ns (rows × cols × factor(8) × clock × PEs) and aggregate HBM GB/s (= bytes per ns:
-    channels × channel bandwidth × cubes)."""
-    pt = topology.config.cube.pe_template
-    g = pt.pe_gemm
-    factor = g.throughput_factor.get(8, 1.0)
-    hbm = topology.config.cube.hbm_ctrl
-    return {
-        "peak_macs_per_ns": float(g.rows * g.cols * factor * g.clock_ghz * len(topology.pes)),
-        "hbm_gbs": float(hbm.channels * hbm.channel_bw_gbs * len(topology.cubes)),
-    }
+def peaks_from_topology(topology: Topology) -> Roofs:
+    """The roofs of kernbench.compiler.roofline for 8-bit operands (topology.peaks.roofs):
+    all PEs' array MACs per ns and aggregate HBM GB/s (= bytes per ns)."""
+    return roofs(topology, 8)
 
 
-def peaks_from_stats(stats: dict[str, Any]) -> dict[str, float] | None:
+def peaks_from_stats(stats: dict[str, Any]) -> Roofs | None:
     """Roofs recovered from the per-layer bounds (no topology at hand): HBM GB/s = bytes /
     memory_bound_ns of the layer moving the most bytes; peak MACs/ns = MACs /
     compute_bound_ns of the layer with the most MACs (that layer's operand bitwidth)."""
     layers = stats.get("layers") or {}
-    out: dict[str, float] = {}
+    hbm = peak = None
     mem = [v for v in layers.values() if v.get("bytes") and v.get("memory_bound_ns")]
     if mem:
         v = max(mem, key=lambda v: (v["bytes"], v["memory_bound_ns"]))
-        out["hbm_gbs"] = v["bytes"] / v["memory_bound_ns"]
+        hbm = v["bytes"] / v["memory_bound_ns"]
     comp = [v for v in layers.values() if v.get("macs") and v.get("compute_bound_ns")]
     if comp:
         v = max(comp, key=lambda v: (v["macs"], v["compute_bound_ns"]))
-        out["peak_macs_per_ns"] = v["macs"] / v["compute_bound_ns"]
-    return out or None
+        peak = v["macs"] / v["compute_bound_ns"]
+    return Roofs(peak, hbm) if (hbm or peak) else None
 
 
 def _roofline_points(stats: dict[str, Any]) -> tuple[list[tuple[str, str, float, float, float]],
@@ -336,13 +333,13 @@ def _roofline_points(stats: dict[str, Any]) -> tuple[list[tuple[str, str, float,
     return pts, skipped
 
 
-def _roofline_fig(stats: dict[str, Any], peaks: dict[str, float] | None) -> Any:
+def _roofline_fig(stats: dict[str, Any], peaks: Roofs | None) -> Any:
     pts, skipped = _roofline_points(stats)
     if not pts:
         return None
-    peaks = peaks or {}
-    peak_ops = 2.0 * float(peaks["peak_macs_per_ns"]) if peaks.get("peak_macs_per_ns") else None
-    bw = float(peaks["hbm_gbs"]) if peaks.get("hbm_gbs") else None
+    peaks = peaks or Roofs(None, None)
+    peak_ops = 2.0 * float(peaks.peak_macs_per_ns) if peaks.peak_macs_per_ns else None
+    bw = float(peaks.hbm_gbs) if peaks.hbm_gbs else None
     xs = [p[2] for p in pts]
     ys = [p[3] for p in pts]
     x_lo, x_hi = min(xs), max(xs)
@@ -414,16 +411,16 @@ def _roofline_fig(stats: dict[str, Any], peaks: dict[str, float] | None) -> Any:
     return fig
 
 
-def roofline(stats: dict[str, Any], topology_peaks: dict[str, float] | None,
+def roofline(stats: dict[str, Any], topology_peaks: Roofs | None,
              path: PathLike) -> PathLike | None:
     """Per-layer roofline: x = 2·MACs / bytes, y = 2·MACs / ns for every layer that does
     MACs (element-wise and data-movement layers are skipped, and counted in the title),
     plus the whole model as a star; roofs from `topology_peaks`
-    (`{"peak_macs_per_ns", "hbm_gbs"}`, e.g. `peaks_from_topology(topo)`); a roof whose
+    (topology.peaks.Roofs, e.g. `peaks_from_topology(topo)`); a roof whose
     peak is missing is not drawn. None when stats has no layer with MACs."""
     return _write(roofline_png(stats, topology_peaks), path)
 
 
-def roofline_png(stats: dict[str, Any], topology_peaks: dict[str, float] | None) -> bytes | None:
+def roofline_png(stats: dict[str, Any], topology_peaks: Roofs | None) -> bytes | None:
     """roofline as PNG bytes (None without a layer that does MACs)."""
     return _png(_roofline_fig, stats, topology_peaks)

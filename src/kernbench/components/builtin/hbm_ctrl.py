@@ -9,8 +9,8 @@ this cube's HBM window are an AddressError naming the access.
 from __future__ import annotations
 
 from kernbench.components.base import ComponentBase
+from kernbench.components.catalog import register
 from kernbench.components.fabric import Server
-from kernbench.components.registry import register
 from kernbench.errors import AddressError
 
 

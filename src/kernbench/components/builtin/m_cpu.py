@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 import simpy
 
 from kernbench.components.base import ComponentBase
+from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
 from kernbench.components.ports import Port
-from kernbench.components.registry import register
 
 if TYPE_CHECKING:
     from kernbench.common.program import ProgramEntry

@@ -6,8 +6,8 @@ from __future__ import annotations
 import simpy
 
 from kernbench.components.base import ComponentBase
+from kernbench.components.catalog import register
 from kernbench.components.ports import Port
-from kernbench.components.registry import register
 
 
 @register("pe_cpu", "pe_cpu_v1")

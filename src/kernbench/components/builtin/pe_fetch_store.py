@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from kernbench.common.tile_plan import StageType
 from kernbench.components.base import PeEngineBase
+from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
 from kernbench.components.ports import Port
-from kernbench.components.registry import register
 
 
 @register("pe_fetch_store", "pe_fetch_store_v1")

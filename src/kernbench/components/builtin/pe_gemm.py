@@ -14,8 +14,8 @@ import math
 from kernbench.common.tile_plan import StageType
 from kernbench.components.base import PeEngineBase
 from kernbench.components.builtin.systolic import systolic_compute_cycles
+from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
-from kernbench.components.registry import register
 from kernbench.topology.peaks import pe_macs_per_ns, throughput_factor
 
 

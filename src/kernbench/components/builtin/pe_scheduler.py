@@ -18,8 +18,8 @@ import simpy
 
 from kernbench.common.tile_plan import PipelineContext, Stage, StageType, TilePlan, TileToken
 from kernbench.components.base import ComponentBase
+from kernbench.components.catalog import register
 from kernbench.components.ports import Port
-from kernbench.components.registry import register
 from kernbench.errors import CapacityError
 
 #: the port whose engine serves each stage type (gemm / math: one peer per te_id / ve_id)
