@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import simpy
 
+from kernbench.components.counters import MemoryCounters
 from kernbench.components.ports import Port, SimContext, declared
 from kernbench.errors import InputError
 
@@ -91,8 +92,13 @@ class ComponentBase:
             self._op_logger.record_end(env.now, self.id, msg)
 
     # reporting --------------------------------------------------------------
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, int | float]:
+        """An engine's own counters, reported beside its busy time (e.g. `macs`)."""
         return {}
+
+    def memory_counters(self) -> MemoryCounters | None:
+        """A memory's counters (bytes, busy time or channels); None for non-memories."""
+        return None
 
     @property
     def clock_ghz(self) -> float:

@@ -15,9 +15,12 @@ without engine spans, stats without layers or without any layer that does MACs).
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
 
 from kernbench.topology.peaks import Roofs, roofs
 
@@ -41,6 +44,7 @@ PathLike = str | Path | IO[bytes]
 
 # ---------------------------------------------------------------------------- helpers
 def _new_figure(width: float, height: float) -> Any:
+    # why: matplotlib is heavy and optional: imported only when a plot is drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -52,6 +56,7 @@ def _new_figure(width: float, height: float) -> Any:
 def _png(builder: Callable[..., Any], *args: Any) -> bytes | None:
     """Build a figure and render it to PNG bytes under matplotlib's default style (the
     user's matplotlibrc does not change the picture); None when the builder has no data."""
+    # why: matplotlib is heavy and optional: imported only when a plot is drawn
     import matplotlib.style
 
     with matplotlib.style.context("default"):
@@ -190,6 +195,7 @@ def _timeline_fig(trace: dict[str, Any], max_rows: int) -> Any:
     else:
         shown = f"all {total} engine channels"
     ax.set_title(f"engine timeline — {shown}", fontsize=10, loc="left")
+    # why: matplotlib is heavy and optional: imported only when a plot is drawn
     from matplotlib.patches import Patch
 
     order = [c for c in STAGE_COLORS if c in cats_seen] + sorted(cats_seen - set(STAGE_COLORS))
@@ -275,6 +281,7 @@ def _util_fig(stats: dict[str, Any], max_bars: int) -> Any:
         shown = f"busiest {len(rows)} of {total}" if total > len(rows) else f"all {total}"
         ax.set_title(f"{what} — {shown}", fontsize=10)
         if i:
+            # why: matplotlib is heavy and optional: imported only when a plot is drawn
             from matplotlib.patches import Patch
 
             kinds = sorted({r[2] for r in rows})
@@ -356,8 +363,6 @@ def _roofline_fig(stats: dict[str, Any], peaks: Roofs | None) -> Any:
     ax.set_xscale("log")
     ax.set_yscale("log")
     if peak_ops or bw:
-        import numpy as np
-
         gx = np.geomspace(x_lo, x_hi, 256)
         roof = np.full_like(gx, np.inf)
         if bw:
@@ -372,6 +377,7 @@ def _roofline_fig(stats: dict[str, Any], peaks: Roofs | None) -> Any:
             xt = x_lo * 1.5
             ax.text(xt, bw * xt / 1.6, f"HBM roof {_fmt(bw)} GB/s", ha="left", va="top",
                     fontsize=8)
+    # why: matplotlib is heavy and optional: imported only when a plot is drawn
     import matplotlib
 
     cmap = matplotlib.colormaps["tab10"]
@@ -380,8 +386,6 @@ def _roofline_fig(stats: dict[str, Any], peaks: Roofs | None) -> Any:
         sel = [p for p in pts if p[1] == op]
         ax.scatter([p[2] for p in sel], [p[3] for p in sel], s=28, color=cmap(i % 10),
                    label=op, zorder=3, edgecolors="black", linewidths=0.4)
-    import math
-
     notes: list[tuple[float, float, list[str]]] = []  # the slowest layers, close ones merged
     for lid, _, x, y, _ in sorted(pts, key=lambda p: (-p[4], p[0]))[:4]:
         near = next((a for a in notes if abs(math.log10(a[0] / x)) < 0.05

@@ -24,6 +24,11 @@ import simpy
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
 from kernbench.components.base import ComponentBase, PeEngineBase
+from kernbench.components.counters import (
+    EngineCounters,
+    HardwareCounters,
+    ServerCounters,
+)
 from kernbench.components.fabric import Server
 from kernbench.components.registry import lookup
 from kernbench.errors import AddressError, DeadlockError
@@ -120,6 +125,22 @@ class Simulator:
         if token.plan.staging_bytes:
             ctx.owner.release_staging(token.plan)
         ctx.complete_tile()
+
+    # ------------------------------------------------------------ counters
+    def counters(self) -> HardwareCounters:
+        """A typed snapshot of every engine, link and memory counter (sorted by id)."""
+        comps = [self.components[cid] for cid in sorted(self.components)]
+        engines = tuple(
+            EngineCounters(c.id, c.KIND, c.busy_ns, dict(c.channel_busy_ns), c.ops,
+                           dict(c.stats()))
+            for c in comps if isinstance(c, PeEngineBase)
+        )
+        links = tuple(ServerCounters(lid, s.bytes, s.busy_ns)
+                      for lid, s in sorted(self.servers.items()))
+        memories = tuple(m for m in (c.memory_counters() for c in comps) if m is not None)
+        return HardwareCounters(self.topology.name,
+                                self.topology.config.cube.pe_template.pe_gemm.clock_ghz,
+                                self.completed, engines, links, memories)
 
     # ------------------------------------------------------------ running
     def run(self, until: float | simpy.Event | None = None) -> float:

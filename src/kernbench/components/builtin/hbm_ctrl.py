@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
+from kernbench.components.counters import MemoryCounters, ServerCounters
 from kernbench.components.fabric import Server
 from kernbench.errors import AddressError
 
@@ -85,10 +86,7 @@ class HbmCtrl(ComponentBase):
         self.check(addr, nbytes, what)
         return _HbmAccess(self, [(self.channels[i], b) for i, b in self.shares(addr, nbytes)])
 
-    def stats(self) -> dict:
-        return {
-            "bytes": self.bytes,
-            "channels": {
-                ch.id: {"bytes": ch.bytes, "busy_ns": ch.busy_ns} for ch in self.channels
-            },
-        }
+    def memory_counters(self) -> MemoryCounters:
+        """Bytes served and each channel's bytes and busy time."""
+        return MemoryCounters(self.id, self.KIND, self.bytes, None, tuple(
+            ServerCounters(ch.id, ch.bytes, ch.busy_ns) for ch in self.channels))

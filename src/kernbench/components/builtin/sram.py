@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
+from kernbench.components.counters import MemoryCounters
 from kernbench.components.fabric import Server
 from kernbench.errors import AddressError
 
@@ -25,5 +26,6 @@ class SharedSram(ComponentBase):
             )
         return self.server
 
-    def stats(self) -> dict:
-        return {"bytes": self.server.bytes, "busy_ns": self.server.busy_ns}
+    def memory_counters(self) -> MemoryCounters:
+        """Bytes and busy time of the SRAM array."""
+        return MemoryCounters(self.id, self.KIND, self.server.bytes, self.server.busy_ns)
