@@ -62,6 +62,13 @@ def test_a_peer_of_the_wrong_kind_fails_at_build_time():
         Simulator(topo)
 
 
+def test_a_wire_to_an_unknown_node_fails_at_build_time():
+    topo = load_topology("small")
+    topo.wires.append(Wire("sip0.cube0.m_cpu", "pe_cpus", "sip0.cube0.pe9.pe_cpu"))
+    with pytest.raises(InputError, match="no node 'sip0.cube0.pe9.pe_cpu' exists"):
+        Simulator(topo)
+
+
 def test_a_scalar_port_wired_twice_fails():
     topo = load_topology("small")
     topo.wires.append(Wire("sip0.cube0.pe0.pe_dma", "tcm", "sip0.cube0.pe1.pe_tcm"))

@@ -31,12 +31,14 @@ from kernbench.components.counters import (
 )
 from kernbench.components.fabric import Server
 from kernbench.components.registry import lookup
-from kernbench.errors import AddressError, DeadlockError
+from kernbench.errors import AddressError, DeadlockError, InputError
 from kernbench.sim_engine.tracer import Tracer
 from kernbench.topology.model import Pe, Topology
 
 
 class Simulator:
+    """One simulated system built from a Topology (implements components.ports.SimContext)."""
+
     def __init__(self, topology: Topology, *, op_logger: Any = None, trace: bool = True) -> None:
         self.topology = topology
         self.env = simpy.Environment()
@@ -69,7 +71,11 @@ class Simulator:
         the entry points the simulator itself uses (PE_CPUs, M_CPUs, memories, TCMs)."""
         comps = self.components
         for w in topology.wires:
-            comps[w.src].bind(w.port, comps[w.dst])
+            src, dst = comps.get(w.src), comps.get(w.dst)
+            if src is None or dst is None:
+                raise InputError(f"port '{w.port}' is wired to {w.dst}, but no node "
+                                 f"'{w.src if src is None else w.dst}' exists", where=w.src)
+            src.bind(w.port, dst)
         for comp in comps.values():
             comp.check_ports()
         self._pe_cpu = [comps[p.cpu] for p in topology.pes]
