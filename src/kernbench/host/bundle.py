@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from kernbench.cmdq import data as cdata
-from kernbench.cmdq.schema import DmaTile, LayerOp, TeGemmTile, VeTile
+from kernbench.cmdq.schema import DmaTile, LayerOp, TeConvTile, TeGemmTile, VeTile
 from kernbench.common.tile_plan import StageType
 from kernbench.errors import InputError
+from kernbench.numerics.dtypes import np_dtype
 
 
 @dataclass
@@ -69,7 +70,9 @@ class Bundle:
 
 @dataclass
 class DataContext:
-    """What attaching data descriptions needs: the IR, its interpreter, the memory map."""
+    """What attaching data descriptions needs: the IR (and the interpreter's quantization
+    state, to describe whole-layer ops), the memory map. The descriptions themselves are
+    plain data: the op log holds no IR object."""
 
     bundle: Bundle
     interp: Any = None
@@ -91,6 +94,8 @@ class DataContext:
             cmd.params["data"] = cdata.dma_data(e, space, addr("spm"))
         elif isinstance(e, TeGemmTile):
             cmd.params["data"] = cdata.gemm_data(e, space, addr)
+        elif isinstance(e, TeConvTile):
+            cmd.params["data"] = cdata.conv_data(e, space, addr)
         elif isinstance(e, VeTile):
             cmd.params["data"] = cdata.ve_data(e, space, addr)
         elif isinstance(e, LayerOp):
@@ -101,37 +106,54 @@ class DataContext:
         if layer is None:
             raise InputError(f"entry {e.id}: layer '{e.layer_id}' is not in ir.json",
                              field="layer_id")
+        data = self.layer_data(e.id, layer)
+        if data is None:
+            return
+        compute = _compute_stages(cmd)
+        compute[0]["data"] = data
+        for _ in range(len(data["dst_addrs"]) - len(compute)):
+            _timing_tile(cmd)
+
+    def layer_data(self, entry_id: int, layer: Any) -> dict[str, Any] | None:
+        """The `layer` math record of an IR layer: its numerics kernel and plain params
+        (the interpreter's own LayerCall), its constants as arrays, the HBM addresses,
+        shapes, dtypes and scales of its inputs and of its placed outputs."""
+        from kernbench.ir.interpreter import prepare
+
         g = self.bundle.graph
-        addrs, shapes, dtypes, consts, scales = [], [], [], {}, []
-        for i, tid in enumerate(layer.inputs):
+        addrs, shapes, dtypes, scales, args, consts = [], [], [], [], [], []
+        for tid in layer.inputs:
             if not tid:
-                continue
-            if g.tensors[tid].const:
-                consts[i] = tid
-                continue
-            v = self.bundle.view(tid)
-            if list(v["strides"]) != list(_contig(tuple(v["shape"]))):
-                raise InputError(f"entry {e.id}: layer '{layer.id}' input '{tid}' is a strided "
-                                 "view; a layer op reads contiguous tensors only")
-            addrs.append(v["address"])
-            shapes.append(v["shape"])
-            dtypes.append(v["dtype"])
-            scales.append(v.get("scale"))  # a cache stored at KV bits is read as real values
-        compute = [s for s in _compute_stages(cmd)]
-        for j, tid in enumerate(layer.outputs):
-            if not tid or tid not in self.bundle.memory["views"]:
-                continue
-            v = self.bundle.view(tid)
-            stage = compute[min(j, len(compute) - 1)]
-            if "data" in stage:  # more outputs than tiles: add a zero-cost extra tile
-                stage = _extra_tile(cmd)
-            stage["data"] = {
-                "op_kind": "math", "op_name": "ir_layer", "op": "ir_layer", "space": "hbm",
-                "input_addrs": list(addrs), "input_shapes": list(shapes),
-                "input_dtypes": list(dtypes), "input_spaces": ["hbm"] * len(addrs),
-                "dst_addr": v["address"], "shape_out": v["shape"], "dtype": v["dtype"],
-                "input_scales": list(scales), "ctx": (self.interp, layer, j, consts),
-            }
+                args.append(None)
+            elif g.tensors[tid].const:
+                args.append("const")
+                consts.append(self.interp.const_value(tid))
+            else:
+                v = self.bundle.view(tid)
+                if list(v["strides"]) != list(_contig(tuple(v["shape"]))):
+                    raise InputError(f"entry {entry_id}: layer '{layer.id}' input '{tid}' is a "
+                                     "strided view; a layer op reads contiguous tensors only")
+                args.append("in")
+                addrs.append(v["address"])
+                shapes.append(v["shape"])
+                dtypes.append(v["dtype"])
+                scales.append(v.get("scale"))  # a cache stored at KV bits is read as real
+        outs = [(j, tid) for j, tid in enumerate(layer.outputs)
+                if tid and tid in self.bundle.memory["views"]]
+        if not outs:
+            return None
+        views = [self.bundle.view(tid) for _, tid in outs]
+        call = prepare(self.interp, layer)
+        cast = [self.interp.out_dtype(tid) for _, tid in outs]
+        return {
+            "op_kind": "math", "op_name": "layer", "op": "layer", "space": "hbm",
+            "input_addrs": addrs, "input_shapes": shapes, "input_dtypes": dtypes,
+            "input_spaces": ["hbm"] * len(addrs), "input_scales": scales,
+            "kernel": call.kernel, "params": call.params, "args": args, "consts": consts,
+            "outputs": [j for j, _ in outs], "cast": [None if c is None else c.name for c in cast],
+            "dst_addrs": [v["address"] for v in views], "shapes_out": [v["shape"] for v in views],
+            "dtypes_out": [v["dtype"] for v in views],
+        }
 
 
 def _compute_stages(cmd: Any) -> list[dict[str, Any]]:
@@ -139,19 +161,12 @@ def _compute_stages(cmd: Any) -> list[dict[str, Any]]:
             if st in (StageType.GEMM, StageType.MATH)]
 
 
-def _extra_tile(cmd: Any) -> dict[str, Any]:
-    params = {"op": "copy", "length": 1, "rows": 1}
-    cmd.tile_stages.append([(StageType.MATH, params)])
+def _timing_tile(cmd: Any) -> None:
+    """A zero-data MATH stage the data pass once needed per extra output; kept so that
+    timing stays identical while the op record writes every output."""
+    cmd.tile_stages.append([(StageType.MATH, {"op": "copy", "length": 1, "rows": 1})])
     if cmd.tile_staging_bytes:
         cmd.tile_staging_bytes.append(1)
-    return params
-
-
-def np_dtype(dt: str) -> Any:
-    """numpy dtype of an IR / memory-map dtype string."""
-    from kernbench.ir.onnx_import.lower import np_dtype as ir_np_dtype
-
-    return ir_np_dtype(dt)
 
 
 def deploy(store: Any, bundle: Bundle, inputs: dict[str, np.ndarray]) -> None:

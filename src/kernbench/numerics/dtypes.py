@@ -78,3 +78,17 @@ def is_float(dtype: Any) -> bool:
 
 def is_int(dtype: Any) -> bool:
     return canon(dtype) in PACKED or np_dtype(dtype).kind in "iu"
+
+
+def dtype_for_bits(bits: int, integer: bool = True) -> str:
+    """The element type of `bits`-wide hardware data: 32 → int32 (float32 when not
+    `integer`), 16 → float16, 8 → int8, 4 → int4 (packed)."""
+    if bits == 32:
+        return "int32" if integer else "float32"
+    if bits == 16:
+        return "float16"
+    if bits == 8:
+        return "int8"
+    if bits == 4:
+        return "int4"
+    raise ValueError(f"no element type for {bits}-bit data")

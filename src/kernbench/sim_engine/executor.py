@@ -111,8 +111,8 @@ def op_ranges(rec: OpRecord) -> tuple[list[Range], list[Range]]:
                                   p.get("input_dtypes", ()), spaces, strict=False):
             if a is not None:
                 reads.append((sp, int(a), int(a) + nbytes_of(tuple(shp), dt)))
-        return reads, [(space, int(p["dst_addr"]),
-                        int(p["dst_addr"]) + nbytes_of(tuple(p["shape_out"]), p["dtype"]))]
+        return reads, [(space, int(a), int(a) + nbytes_of(tuple(shp), dt))
+                       for a, shp, dt in _destinations(p)]
     raise DataError(f"unknown op_kind {k!r} ({rec.component_id})")
 
 
@@ -277,7 +277,7 @@ class DataExecutor:
             elif rec.op_kind == "gemm":
                 writes = [self._gemm_batch([rec.params])[0]]
             elif rec.op_kind == "math":
-                writes = [self._math(rec)]
+                writes = self._math(rec)
             else:
                 raise DataError(f"unknown op_kind {rec.op_kind!r}")
         except (KeyError, ValueError, TypeError) as e:
@@ -382,7 +382,7 @@ class DataExecutor:
         return outs
 
     # -------------------------------------------------------------- math
-    def _math(self, rec: OpRecord) -> Write:
+    def _math(self, rec: OpRecord) -> list[Write]:
         p = rec.params
         op = p.get("op", rec.op_name)
         fn = MATH_OPS.get(op)
@@ -405,15 +405,31 @@ class DataExecutor:
                 ins.append(self.store.read(sp, int(a), tuple(shp), dt))
         with np.errstate(all="ignore"):
             y = fn(ins, p)
-        out_t = canon(p["dtype"])
-        shape = tuple(p["shape_out"])
-        y = np.asarray(y)
-        if y.shape != shape:
-            if y.size == int(np.prod(shape, dtype=np.int64)):
-                y = y.reshape(shape)
-            else:
-                y = np.broadcast_to(y, shape)
-        return (space, int(p["dst_addr"]), _to(y, out_t), _store_dt(out_t))
+        dests = _destinations(p)
+        ys = y if "dst_addrs" in p else [y]
+        if len(ys) != len(dests):
+            raise DataError(f"math op {op!r} gave {len(ys)} outputs for {len(dests)} "
+                            "destinations")
+        out: list[Write] = []
+        for yk, (addr, shp, dt) in zip(ys, dests, strict=True):
+            out_t = canon(dt)
+            shape = tuple(shp)
+            yk = np.asarray(yk)
+            if yk.shape != shape:
+                if yk.size == int(np.prod(shape, dtype=np.int64)):
+                    yk = yk.reshape(shape)
+                else:
+                    yk = np.broadcast_to(yk, shape)
+            out.append((space, int(addr), _to(yk, out_t), _store_dt(out_t)))
+        return out
+
+
+def _destinations(p: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
+    """(address, shape, dtype) of each output of a math record: `dst_addrs`,
+    `shapes_out`, `dtypes_out` for several, else `dst_addr`, `shape_out`, `dtype`."""
+    if "dst_addrs" in p:
+        return list(zip(p["dst_addrs"], p["shapes_out"], p["dtypes_out"], strict=True))
+    return [(p["dst_addr"], p["shape_out"], p["dtype"])]
 
 
 def _store_dt(dtype: str) -> Any:
