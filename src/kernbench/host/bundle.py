@@ -12,6 +12,7 @@ timing pass with the op logger on, runs the DataExecutor, and reads the graph ou
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from kernbench.common.tile_plan import StageType
 from kernbench.errors import InputError
 from kernbench.numerics.dtypes import np_dtype
 
+OUTPUTS_JSON = "outputs.json"  # a saved run's graph outputs (save_run, host/replay.py)
+
 
 @dataclass
 class Bundle:
@@ -34,8 +37,6 @@ class Bundle:
 
     @classmethod
     def load(cls, path: Path) -> Bundle:
-        import json
-
         from kernbench.ir.model import Graph, load_weights
 
         path = Path(path)
@@ -195,7 +196,12 @@ def deploy(store: Any, bundle: Bundle, inputs: dict[str, np.ndarray]) -> None:
 
 def read_tensor(store: Any, bundle: Bundle, tid: str) -> np.ndarray:
     """A tensor back from HBM through its placement (strided views included)."""
-    v = bundle.view(tid)
+    return read_view(store, bundle.view(tid))
+
+
+def read_view(store: Any, v: dict[str, Any]) -> np.ndarray:
+    """The tensor of memory-map view `v` (address, shape, element strides, dtype, and a
+    `scale` when stored quantized) back from HBM, as real values."""
     shape = tuple(v["shape"])
     strides = tuple(v["strides"])
     dt = np_dtype(v["dtype"])
@@ -228,8 +234,11 @@ def _contig(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str, np.ndarray],
-                  *, trace: bool = True, keep_layers: bool = False) -> tuple[Any, dict, Any]:
-    """Timing pass with op log, then the data pass. Returns (run, outputs, final store)."""
+                  *, trace: bool = True, keep_layers: bool = False,
+                  save_oplog: Path | None = None) -> tuple[Any, dict, Any]:
+    """Timing pass with op log, then the data pass. Returns (run, outputs, final store).
+    With `save_oplog`, the op log, the initial memory and the outputs' placements are
+    written there first (host/replay.py replays them)."""
     from kernbench.cmdq.hw import limits_for
     from kernbench.cmdq.validate import check_program
     from kernbench.host.simulate import simulate_program
@@ -250,6 +259,8 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
     ctx = DataContext(bundle)
     run = simulate_program(program, topology, file=str(bundle.path / "cmdq.json"),
                            op_logger=log, trace=trace, data=ctx)
+    if save_oplog is not None:
+        save_run(Path(save_oplog), log.log(), init, bundle)
     final = DataExecutor(log, init).run()
     outs = {}
     for tid in bundle.graph.outputs:  # in the graph's own dtypes (fp16 storage widened)
@@ -257,6 +268,18 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
         want = np_dtype(bundle.graph.tensors[tid].dtype)
         outs[tid] = x.astype(want) if x.dtype != want else x
     return run, outs, final
+
+
+def save_run(path: Path, log: Any, init: Any, bundle: Bundle) -> None:
+    """Write op log `log`, the initial memory `init` and `bundle`'s graph outputs
+    (placement and dtype) to folder `path`: what host/replay.py needs."""
+    path.mkdir(parents=True, exist_ok=True)
+    log.save(path)
+    init.save(path)
+    outs = {tid: {"view": bundle.view(tid), "dtype": bundle.graph.tensors[tid].dtype}
+            for tid in bundle.graph.outputs}
+    (path / OUTPUTS_JSON).write_text(json.dumps(outs, indent=1, sort_keys=True) + "\n",
+                                     encoding="utf-8")
 
 
 def layer_divergence(bundle: Bundle, store: Any, ref_values: dict[str, np.ndarray],
