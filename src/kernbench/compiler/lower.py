@@ -33,9 +33,10 @@ from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.compiler.tiling import choose_gemm_tiles
 from kernbench.numerics import quant as qmath
+from kernbench.numerics.dtypes import bits as dtype_bits
 
-QBITS_OF = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "uint8": 8, "int4": 4, "int32": 32,
-            "bool": 8, "int16": 16}
+QBITS_OF = {n: dtype_bits(n) for n in ("fp32", "fp16", "bf16", "int8", "uint8", "int4", "int32",
+                                  "bool", "int16")}  # the dtypes a CMDQ tile carries
 TE_LAYER_OPS = ("CONV", "MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "GEMM", "QKV_PROJ",
                 "ATTENTION")
 ROW_OPS = {"LAYER_NORM": "VE_LAYERNORM_TILE", "RMS_NORM": "VE_RMSNORM_TILE",

@@ -60,7 +60,7 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
     the vocabulary. The cast arrays are what every consumer (simulator, interpreter,
     onnxruntime) receives."""
     from kernbench.compiler.inputs import _vocab
-    from kernbench.ir.onnx_import.lower import np_dtype
+    from kernbench.numerics.dtypes import np_dtype
 
     out = {}
     for tid in graph.inputs:
