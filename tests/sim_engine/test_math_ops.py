@@ -135,3 +135,28 @@ def test_quantization_ops():
     assert np.array_equal(run("dequant_scale", [acc, sc], X.shape),
                           acc.astype(np.float32) * sc)
     assert math.isfinite(float(run("sum", [X], (), axis=None)))
+
+
+def test_layer_record_writes_several_outputs():
+    """A whole-layer record: a numerics layer kernel (split), constants as arrays, a
+    quantized input read back as real values, one destination per output."""
+    st = MemoryStore({"hbm": 1 << 16})
+    q = np.arange(-12, 12, dtype=np.int8).reshape(4, 6)
+    st.write("hbm", 0, q)
+    c = np.ones((4, 6), np.float32)
+    p = {"op": "layer", "space": "hbm", "input_addrs": [0], "input_shapes": [(4, 6)],
+         "input_dtypes": ["int8"], "input_scales": [0.5], "kernel": "elementwise",
+         "params": {"op": "add"}, "args": ["in", "const"], "consts": [c], "outputs": [0],
+         "cast": ["float16"], "dst_addrs": [4096], "shapes_out": [(4, 6)],
+         "dtypes_out": ["float16"]}
+    split = {"op": "layer", "space": "hbm", "input_addrs": [4096], "input_shapes": [(4, 6)],
+             "input_dtypes": ["float16"], "kernel": "split",
+             "params": {"axis": 1, "sizes": [2, 4]}, "args": ["in"], "outputs": [1, 0],
+             "dst_addrs": [8192, 12288], "shapes_out": [(4, 4), (4, 2)],
+             "dtypes_out": ["float32", "float32"]}
+    DataExecutor([OpRecord(0, 1, "pe0.pe_math", "math", "layer", p, []),
+                  OpRecord(2, 3, "pe0.pe_math", "math", "layer", split, [])], st).run()
+    real = q.astype(np.float32) * 0.5 + 1
+    assert np.array_equal(st.read("hbm", 4096, (4, 6), "float16"), real.astype(np.float16))
+    assert np.array_equal(st.read("hbm", 8192, (4, 4), "float32"), real[:, 2:])
+    assert np.array_equal(st.read("hbm", 12288, (4, 2), "float32"), real[:, :2])

@@ -20,10 +20,20 @@ from typing import Any
 import numpy as np
 
 from kernbench.cmdq import data as cdata
+from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.schema import DmaTile, LayerOp, TeConvTile, TeGemmTile, VeTile
+from kernbench.cmdq.validate import check_program
 from kernbench.common.tile_plan import StageType
 from kernbench.errors import InputError
+from kernbench.host.simulate import simulate_program
+from kernbench.ir.interpreter import Interpreter, prepare
+from kernbench.ir.model import Graph, load_weights
+from kernbench.numerics import quant as qmath
+from kernbench.numerics.compare import compare
 from kernbench.numerics.dtypes import np_dtype
+from kernbench.sim_engine.executor import DataExecutor
+from kernbench.sim_engine.memory_store import MemoryStore
+from kernbench.sim_engine.op_log import OpLogger
 
 OUTPUTS_JSON = "outputs.json"  # a saved run's graph outputs (save_run, host/replay.py)
 
@@ -37,8 +47,6 @@ class Bundle:
 
     @classmethod
     def load(cls, path: Path) -> Bundle:
-        from kernbench.ir.model import Graph, load_weights
-
         path = Path(path)
         for name in ("cmdq.json", "memory.json", "weights.npz", "ir.json"):
             if not (path / name).exists():
@@ -80,8 +88,6 @@ class DataContext:
     layers: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from kernbench.ir.interpreter import Interpreter
-
         self.interp = Interpreter(self.bundle.graph)
         self.layers = {n.id: n for n in self.bundle.graph.nodes}
 
@@ -119,8 +125,6 @@ class DataContext:
         """The `layer` math record of an IR layer: its numerics kernel and plain params
         (the interpreter's own LayerCall), its constants as arrays, the HBM addresses,
         shapes, dtypes and scales of its inputs and of its placed outputs."""
-        from kernbench.ir.interpreter import prepare
-
         g = self.bundle.graph
         addrs, shapes, dtypes, scales, args, consts = [], [], [], [], [], []
         for tid in layer.inputs:
@@ -220,8 +224,6 @@ def _dequant(view: dict[str, Any], x: np.ndarray) -> np.ndarray:
     """A tensor the compiler stores quantized (a KV cache) is read back as real values."""
     if "scale" not in view:
         return x
-    from kernbench.numerics import quant as qmath
-
     return qmath.dequantize(x, np.float32(view["scale"]), 0)
 
 
@@ -239,13 +241,6 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
     """Timing pass with op log, then the data pass. Returns (run, outputs, final store).
     With `save_oplog`, the op log, the initial memory and the outputs' placements are
     written there first (host/replay.py replays them)."""
-    from kernbench.cmdq.hw import limits_for
-    from kernbench.cmdq.validate import check_program
-    from kernbench.host.simulate import simulate_program
-    from kernbench.sim_engine.executor import DataExecutor
-    from kernbench.sim_engine.memory_store import MemoryStore
-    from kernbench.sim_engine.op_log import OpLogger
-
     check_program(program, limits_for(topology), str(bundle.path / "cmdq.json"))
     bundle.check_fits(topology)
     store = MemoryStore.for_topology(topology)
@@ -285,8 +280,6 @@ def save_run(path: Path, log: Any, init: Any, bundle: Bundle) -> None:
 def layer_divergence(bundle: Bundle, store: Any, ref_values: dict[str, np.ndarray],
                      ) -> list[dict[str, Any]]:
     """Compare every layer's stored outputs with the reference, in topological order."""
-    from kernbench.numerics.compare import compare
-
     rows = []
     views = bundle.memory["views"]
     for n in bundle.graph.nodes:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from kernbench.errors import AddressError, InputError
+from kernbench.numerics import quant as qmath
 from kernbench.numerics.dtypes import PACKED, canon, nbytes_of, np_dtype
 from kernbench.numerics.npz import write_npz
 
@@ -198,8 +199,6 @@ class MemoryStore:
             if dtype is not None and np_dtype(dtype) != a.dtype:
                 a = a.astype(np_dtype(dtype))
         if packed:
-            from kernbench.numerics import quant as qmath
-
             buf = qmath.pack_int4(a.astype(np.int8 if packed == "int4" else np.uint8))
         else:
             a = np.ascontiguousarray(a)
@@ -243,8 +242,6 @@ class MemoryStore:
         self._check(s, addr, nbytes, "read")
         raw = self._get(s, addr, nbytes, zeros_ok)
         if c in PACKED:
-            from kernbench.numerics import quant as qmath
-
             n = int(np.prod(shape, dtype=np.int64))
             return qmath.unpack_int4(raw, n, signed=c == "int4").reshape(shape)
         return raw.view(dt).reshape(shape)
