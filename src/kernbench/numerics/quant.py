@@ -17,6 +17,7 @@ Conventions (ADR-0102):
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 __all__ = [
@@ -228,8 +229,6 @@ def round_to_float(x: np.ndarray, mode: str | None) -> np.ndarray:
     if mode == "fp16":
         return np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
     if mode == "bf16":
-        import ml_dtypes
-
         return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
     raise ValueError(f"unknown float mode {mode!r}")
 
