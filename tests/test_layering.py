@@ -80,10 +80,6 @@ def _violations() -> list[str]:
 # Violations being removed by the restructure in progress; this list only shrinks, and is
 # empty when the "one house" issue is done.
 KNOWN: list[str] = [
-    "cmdq/data.py: imports kernbench.ir.interpreter (a higher layer)",
-    "cmdq/data.py: imports kernbench.ir.interpreter (cmdq never imports ir)",
-    "sim_engine/math_ops.py: imports kernbench.ir (a higher layer)",
-    "sim_engine/math_ops.py: imports kernbench.ir (sim_engine never imports ir)",
 ]
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import SetOpt, TopologyOpt, err
+from kernbench.cli.common import SaveOplogOpt, SetOpt, TopologyOpt, err
 
 QconfigOpt = Annotated[Path | None, typer.Option("--qconfig", "-q",
                                                  help="quantization config YAML")]
@@ -112,6 +112,7 @@ def run_cmd(
     seq_len: SeqLenOpt = None,
     kv_len: KvLenOpt = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
+    save_oplog: SaveOplogOpt = None,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -131,11 +132,12 @@ def run_cmd(
                                                                    description=f"pass {name}"))
     err.print(f"compiled {model}: {len(state.cmdq.entries)} CMDQ entries")
     simulate_and_report(bundle, topo, Path(out), verify, inputs, dump_intermediates, not no_trace,
-                        not no_report)
+                        not no_report, save_oplog=save_oplog)
 
 
 def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Path | None,  # noqa: ANN001
-                        dump_intermediates: bool, trace: bool, report: bool = True) -> None:
+                        dump_intermediates: bool, trace: bool, report: bool = True,
+                        save_oplog: Path | None = None) -> None:
     from kernbench.host.flow import simulate_bundle
     from kernbench.host.verify import print_verdict
     from kernbench.report.summary import print_layers, print_summary
@@ -143,7 +145,8 @@ def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Pat
     with _progress() as prog:
         prog.add_task("simulating" + (" + data pass" if verify else ""))
         res = simulate_bundle(bundle, topo, out, verify=verify, inputs=inputs,
-                              dump_intermediates=dump_intermediates, trace=trace, report=report)
+                              dump_intermediates=dump_intermediates, trace=trace, report=report,
+                              save_oplog=save_oplog)
     print_summary(res.stats, err)
     if "layers" in res.stats:
         print_layers(res.stats, err)

@@ -16,10 +16,13 @@ from typing import Any
 import numpy as np
 
 from kernbench.errors import InputError
+from kernbench.numerics.dtypes import bits as dtype_bits
 
 ALIGN = 256
-ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "int64": 8, "int32": 4, "int16": 2,
-            "int8": 1, "uint8": 1, "bool": 1, "int4": 0.5, "uint16": 2, "uint32": 4}
+#: bytes per element of the dtypes the compiler places (numerics.dtypes; int4 packed)
+ITEMSIZE = {n: dtype_bits(n) // 8 if dtype_bits(n) % 8 == 0 else dtype_bits(n) / 8 for n in (
+    "fp32", "fp16", "bf16", "fp64", "int64", "int32", "int16", "int8", "uint8", "bool", "int4",
+    "uint16", "uint32")}
 
 def nbytes_of(shape: tuple[int, ...] | list[int], dtype: str) -> int:
     n = int(np.prod(shape)) if len(shape) else 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.ir.model import Graph
-from kernbench.ir.onnx_import.lower import np_dtype
+from kernbench.numerics.dtypes import np_dtype
 
 
 def vocab_size(g: Graph, tid: str, seen: set[str] | None = None) -> int | None:

@@ -60,7 +60,7 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
     the vocabulary. The cast arrays are what every consumer (simulator, interpreter,
     onnxruntime) receives."""
     from kernbench.compiler.inputs import vocab_size
-    from kernbench.ir.onnx_import.lower import np_dtype
+    from kernbench.numerics.dtypes import np_dtype
 
     out = {}
     for tid in graph.inputs:
@@ -86,7 +86,8 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
 
 def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = False,
                     inputs: Path | None = None, dump_intermediates: bool = False,
-                    trace: bool = True, report: bool = True) -> SimResult:
+                    trace: bool = True, report: bool = True,
+                    save_oplog: Path | None = None) -> SimResult:
     from kernbench.cmdq.io import load_program
     from kernbench.report.stats import write_json
 
@@ -101,13 +102,18 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
 
         bundle = Bundle.load(bundle_dir)
         feeds = load_inputs(inputs, bundle.graph)
-        run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=trace)
+        run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=trace,
+                                            save_oplog=save_oplog)
         source = bundle_dir / "model.onnx"
         verdict = verify_outputs(bundle, outputs, feeds, store,
                                  source if source.exists() else None,
                                  dump_intermediates=dump_intermediates)
     else:
         from kernbench.host.simulate import simulate_program
+
+        if save_oplog is not None:
+            raise InputError("--save-oplog saves the data pass: it needs --verify",
+                             field="--save-oplog")
 
         run = simulate_program(prog, topology, file=str(cmdq_path), trace=trace)
     stats = run.stats()

@@ -22,10 +22,11 @@ from kernbench.compiler.lower.placement import PeCursor, raw_const, tensor_place
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.ir.model import QBits
+from kernbench.numerics.dtypes import bits as dtype_bits
 
 #: CMDQ `qbits` of an HBM dtype
-QBITS_OF = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "uint8": 8, "int4": 4, "int32": 32,
-            "bool": 8, "int16": 16}
+QBITS_OF = {n: dtype_bits(n) for n in ("fp32", "fp16", "bf16", "int8", "uint8", "int4", "int32",
+                                       "bool", "int16")}
 
 #: (storage key, first byte, end of hull, row stride, row bytes)
 HbmRange = tuple[str, int, int, int, int]
