@@ -9,7 +9,7 @@ is given.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.opcodes.base import NO_DATA, Lowering, Opcode, TcmDataEnv
@@ -47,7 +47,8 @@ def engine_of(entry: Opcode, pe_id: str) -> str | None:
 
 
 def to_program(program: CmdqProgram, topology: Topology,
-               limits: CmdqLimits | None = None, data: Any = None) -> list[ProgramEntry]:
+               limits: CmdqLimits | None = None,
+               data: DataAttacher | None = None) -> list[ProgramEntry]:
     """Translate a validated program into Control-FSM entries.
 
     With `data` (a `DataAttacher`), every command also carries its `"data"` description
