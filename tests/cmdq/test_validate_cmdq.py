@@ -23,6 +23,8 @@ from kernbench.errors import InputError
 SPEC_EXAMPLE = Path(__file__).resolve().parent / "data" / "spec_example.json"
 LIMITS = CmdqLimits.default_small()
 GIB = 1 << 30
+BANK = LIMITS.tcm_bank_bytes
+OFM_OVER = BANK - 65535  # the 64x256 fp32 GEMM ofm (65536 bytes) ends one byte past its bank
 
 # The spec §15 example: 0 load act (bank 0), 1 load wgt (bank 1), 2 GEMM 64x256x256 -> bank 2,
 # 3 LayerNorm bank 2 -> 3, 4 store bank 3, 5 END.
@@ -113,11 +115,12 @@ CASES: list[tuple[str, Mutation, list[tuple[str | None, str | None]]]] = [
     ("wrong type", setf(2, m="64"), [("entry 2", "m")]),
     ("missing required field", delf(2, "k"), [("entry 2", "k")]),
     ("DMA bank beyond TCM", setf(1, spm_bank=8), [("entry 1", "spm_bank")]),
-    ("DMA range beyond bank", setf(0, spm_offset=128 * 1024 - 4095),
+    ("DMA range beyond bank", setf(0, spm_offset=BANK - 4095),
      [("entry 0", "spm_offset")]),
-    ("GEMM ofm (32-bit) beyond bank", setf(2, ofm_offset=70000), [("entry 2", "ofm_offset")]),
+    ("GEMM ofm (32-bit) beyond bank", setf(2, ofm_offset=OFM_OVER),
+     [("entry 2", "ofm_offset")]),
     ("GEMM wgt bank beyond TCM", setf(2, wgt_bank=9), [("entry 2", "wgt_bank")]),
-    ("VE out range beyond bank", setf(3, rows=300, out_offset=100000),
+    ("VE out range beyond bank", setf(3, rows=300, out_offset=BANK - 100),
      [("entry 3", "out_offset")]),
     ("DMA beyond HBM", setf(4, dram_addr=16 * GIB - 4095), [("entry 4", "dram_addr")]),
     ("strided DMA beyond HBM", setf(0, stride_bytes=GIB, rows=32), [("entry 0", "dram_addr")]),
@@ -171,9 +174,9 @@ def test_messages_read_well() -> None:
 
     assert first(setf(0, qbits=3)) == (
         "p.json: entry 0: field 'qbits': must be one of 2, 4, 8, 16, 32, got 3")
-    assert first(setf(2, ofm_offset=70000)) == (
+    assert first(setf(2, ofm_offset=OFM_OVER)) == (
         "p.json: entry 2: field 'ofm_offset': ofm range of 65536 bytes (16384 elements at "
-        "32 bits) at offset 70000 ends at byte 135536, beyond the 131072-byte bank 2")
+        f"32 bits) at offset {OFM_OVER} ends at byte {BANK + 1}, beyond the {BANK}-byte bank 2")
     assert first(setf(2, deps_before=[0, 1, 4])) == (
         "p.json: entry 2: field 'deps_before': names entry 4, which comes later: entries may "
         "only wait for earlier entries (this could be a cycle)")
@@ -186,7 +189,7 @@ def test_messages_read_well() -> None:
 
 def test_ofm_qbits_changes_the_byte_count() -> None:
     doc = copy.deepcopy(BASE)
-    doc["cmdq"][2]["ofm_offset"] = 70000  # 64x256 at 32 bits overflows bank 2 from here ...
+    doc["cmdq"][2]["ofm_offset"] = OFM_OVER  # 64x256 at 32 bits overflows bank 2 from here ...
     doc["cmdq"][2]["ofm_qbits"] = 8  # ... at 8 bits it fits
     assert validate_document(doc, LIMITS) == []
 

@@ -58,7 +58,7 @@ def _tcm(draw: Draw, limits: CmdqLimits, *roles: str) -> dict[str, int]:
 
 def _dma(draw: Draw, limits: CmdqLimits) -> dict[str, Any]:
     qbits = draw(QBITS)
-    rows = draw(st.integers(1, 8))
+    rows = draw(st.integers(2, 8))  # a stride needs rows > 1 (ADR-0204)
     strided = draw(st.booleans())
     e: dict[str, Any] = {
         "opcode": draw(st.sampled_from(["DMA_LOAD_TILE", "DMA_STORE_TILE"])),

@@ -2,7 +2,8 @@
 
 FILE may be a CMDQ program (JSON with a `cmdq` list), a bundle folder (its cmdq.json),
 an IR file (JSON with a `graph`), or a topology YAML. Every problem is printed as one
-line on stderr; exit 2 if there is any, 0 (and a one-line OK on stderr) otherwise.
+line on stderr; exit 2 if there is any, 0 (and a one-line OK on stderr) otherwise. A CMDQ
+field that is unknown but close to a known one gets a `warning:` line (exit unchanged).
 """
 
 from __future__ import annotations
@@ -65,11 +66,13 @@ def validate(
         err.print(f"OK: {file}: IR graph with {n} layers")
         return
     from kernbench.cmdq.hw import limits_for
-    from kernbench.cmdq.validate import validate_file
+    from kernbench.cmdq.validate import validate_file_report
 
     path = file / "cmdq.json" if file.is_dir() else file
     topo = load_topology(topology, set_ or [])
-    problems = validate_file(path, limits_for(topo), max_errors=max_errors)
+    problems, warnings = validate_file_report(path, limits_for(topo), max_errors=max_errors)
+    for w in warnings:  # unknown fields are kept (spec §14), but a near miss is worth a line
+        err.print(f"warning: {w}", markup=False)
     for p in problems:
         err.print(f"error: {p}", markup=False)
     if problems:

@@ -3,14 +3,16 @@
 * `load_program(path)` reads a file (size-capped), `parse_program(obj)` a decoded JSON
   object; both return a `CmdqProgram` or raise `InputError` with one line naming the file,
   the entry, the field and the reason.
-* `parse_program_collect(obj)` returns every entry-level problem instead of the first
-  (the validator's `validate_document` builds on it).
+* `parse_program_collect(obj)` returns every entry-level problem instead of the first;
+  `parse_partial(obj)` also keeps the entries that did parse (the validator's
+  `validate_document` checks those too).
 * `dump_program(program, path)` / `dumps_program(program)` write deterministic JSON: one
   entry per line, fields in a fixed order, unset optional fields left out.
 
 Speed: the happy path validates the whole program in one pydantic-core call (the tagged
 union dispatches on ``opcode`` in Rust); only when that fails does the parser walk the
-entries one by one, with a dict lookup on ``opcode``, to say exactly what is wrong where.
+entries one by one, with a dict lookup on ``opcode`` in the opcode registry, to say
+exactly what is wrong where.
 """
 
 from __future__ import annotations
@@ -20,16 +22,15 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
+from kernbench.cmdq.opcodes.registry import qbits_fields
 from kernbench.cmdq.schema import (
     CMDQ_VERSION,
     MODEL_BY_OPCODE,
-    OPCODES,
     QBITS_ALLOWED,
-    QBITS_FIELDS,
     CmdqMetadata,
     CmdqProgram,
     EntryBase,
@@ -137,16 +138,31 @@ def parse_program_collect(
     entry (``entry <id>``, or ``entry at index <i>`` when the id itself is unusable), the
     field and the reason.
     """
-    errors: list[InputError] = []
+    result = parse_partial(obj, file=file, max_errors=max_errors)
+    return result.program, result.errors
 
-    def full() -> bool:
-        return max_errors is not None and len(errors) >= max_errors
 
+class ParseResult(NamedTuple):
+    """What the parser made of a decoded JSON object: the program when there is no problem;
+    else each raw entry's model (None where it did not parse, `raw` holds the JSON), and
+    the problems."""
+
+    program: CmdqProgram | None
+    entries: list[EntryBase | None]
+    raw: list[Any]
+    errors: list[InputError]
+
+
+def parse_partial(
+    obj: Any, *, file: str | None = None, max_errors: int | None = None
+) -> ParseResult:
+    """`parse_program_collect`, keeping the entries that did parse (the validator checks
+    them too, so one run lists every problem)."""
     if not isinstance(obj, Mapping):
-        return None, [InputError(
+        return ParseResult(None, [], [], [InputError(
             f"top level must be a JSON object with a 'cmdq' list, got {_json_type(obj)}",
             file=file,
-        )]
+        )])
     # Fast path: one pydantic-core call for the whole program.
     try:
         program = CmdqProgram.model_validate(obj)
@@ -156,68 +172,78 @@ def parse_program_collect(
         try:
             _check_metadata(program, file)
         except InputError as exc:
-            return None, [exc]
-        return program, []
+            return ParseResult(None, list(program.cmdq), list(program.cmdq), [exc])
+        return ParseResult(program, list(program.cmdq), list(program.cmdq), [])
     # Slow path: entry by entry, with a dict lookup on opcode, to locate every problem.
     raw_entries = obj.get("cmdq")
     if raw_entries is None:
-        return None, [InputError("required field is missing", file=file, field="cmdq")]
+        return ParseResult(None, [], [], [InputError("required field is missing", file=file,
+                                                     field="cmdq")])
     if not isinstance(raw_entries, list):
-        return None, [InputError(
+        return ParseResult(None, [], [], [InputError(
             f"must be a list of entries, got {_json_type(raw_entries)}", file=file, field="cmdq"
-        )]
-
-    metadata: CmdqMetadata | None = None
-    raw_meta = obj.get("metadata")
-    if raw_meta is None:
-        metadata = CmdqMetadata(version=OLDEST_VERSION)
-    elif not isinstance(raw_meta, Mapping):
-        errors.append(InputError(
-            f"must be an object, got {_json_type(raw_meta)}", file=file, where="metadata"
-        ))
-    else:
-        try:
-            metadata = CmdqMetadata.model_validate(raw_meta)
-        except ValidationError as exc:
-            errors.extend(_convert(exc, file=file, where="metadata"))
-        else:
-            if "version" not in raw_meta:
-                metadata = metadata.model_copy(update={"version": OLDEST_VERSION})
-            elif not supported_version(metadata.version):
-                errors.append(_version_error(metadata.version, file))
-
-    entries: list[EntryBase] = []
+        )])
+    errors: list[InputError] = []
+    metadata = _parse_metadata(obj.get("metadata"), file, errors)
+    entries: list[EntryBase | None] = []
     for index, raw in enumerate(raw_entries):
-        if full():
+        if max_errors is not None and len(errors) >= max_errors:
             break
-        where = _where(raw, index)
-        if not isinstance(raw, Mapping):
-            errors.append(InputError(
-                f"must be an object, got {_json_type(raw)}", file=file, where=where
-            ))
-            continue
-        opcode = raw.get("opcode")
-        if opcode is None:
-            errors.append(InputError("required field is missing", file=file, where=where,
-                                     field="opcode"))
-            continue
-        model = MODEL_BY_OPCODE.get(opcode) if isinstance(opcode, str) else None
-        if model is None:
-            errors.append(InputError(_unknown_opcode(opcode), file=file, where=where,
-                                     field="opcode"))
-            continue
-        try:
-            entries.append(model.model_validate(raw))
-        except ValidationError as exc:
-            errors.extend(_convert(exc, file=file, where=where))
-
+        entries.append(_parse_entry(raw, index, file, errors))
     extra = {k: v for k, v in obj.items() if k not in ("cmdq", "metadata")}
     if errors or metadata is None:
         if max_errors is not None:
             del errors[max_errors:]
-        return None, errors
+        return ParseResult(None, entries, raw_entries, errors)
     program = CmdqProgram.model_construct(cmdq=entries, metadata=metadata, **extra)
-    return program, []
+    return ParseResult(program, list(program.cmdq), raw_entries, [])
+
+
+def _parse_metadata(raw_meta: Any, file: str | None,
+                    errors: list[InputError]) -> CmdqMetadata | None:
+    """The metadata (version 1.0 when it gives none); None, with errors added, if broken."""
+    if raw_meta is None:
+        return CmdqMetadata(version=OLDEST_VERSION)
+    if not isinstance(raw_meta, Mapping):
+        errors.append(InputError(
+            f"must be an object, got {_json_type(raw_meta)}", file=file, where="metadata"
+        ))
+        return None
+    try:
+        metadata = CmdqMetadata.model_validate(raw_meta)
+    except ValidationError as exc:
+        errors.extend(_convert(exc, file=file, where="metadata"))
+        return None
+    if "version" not in raw_meta:
+        return metadata.model_copy(update={"version": OLDEST_VERSION})
+    if not supported_version(metadata.version):
+        errors.append(_version_error(metadata.version, file))
+    return metadata
+
+
+def _parse_entry(raw: Any, index: int, file: str | None,
+                 errors: list[InputError]) -> EntryBase | None:
+    """One entry's model, or None with its problems added to ``errors``."""
+    where = _where(raw, index)
+    if not isinstance(raw, Mapping):
+        errors.append(InputError(f"must be an object, got {_json_type(raw)}", file=file,
+                                 where=where))
+        return None
+    opcode = raw.get("opcode")
+    if opcode is None:
+        errors.append(InputError("required field is missing", file=file, where=where,
+                                 field="opcode"))
+        return None
+    model = MODEL_BY_OPCODE.get(opcode) if isinstance(opcode, str) else None
+    if model is None:
+        errors.append(InputError(_unknown_opcode(opcode), file=file, where=where,
+                                 field="opcode"))
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        errors.extend(_convert(exc, file=file, where=where, qbits=qbits_fields(model)))
+        return None
 
 
 def _check_metadata(program: CmdqProgram, file: str | None) -> None:
@@ -243,10 +269,11 @@ def _version_error(version: str, file: str | None) -> InputError:
 
 def _unknown_opcode(opcode: Any) -> str:
     if isinstance(opcode, str):
-        close = difflib.get_close_matches(opcode.upper(), OPCODES, n=1, cutoff=0.85)
+        known = list(MODEL_BY_OPCODE)
+        close = difflib.get_close_matches(opcode.upper(), known, n=1, cutoff=0.85)
         if close:
             return f"unknown opcode {_show(opcode)} (did you mean {close[0]}?)"
-        return f"unknown opcode {_show(opcode)} (known: {', '.join(OPCODES)})"
+        return f"unknown opcode {_show(opcode)} (known: {', '.join(known)})"
     return f"must be an opcode string, got {_show(opcode)}"
 
 
@@ -290,13 +317,13 @@ _TYPE_NAMES = {
 }
 
 
-def _reason(err: Mapping[str, Any], field: str) -> str:
+def _reason(err: Mapping[str, Any], field: str, qbits: tuple[str, ...] = ()) -> str:
     kind = err["type"]
     ctx = err.get("ctx") or {}
     value = err.get("input")
     if kind == "missing":
         return "required field is missing"
-    if field in QBITS_FIELDS and kind in ("literal_error", "int_type", "int_from_float"):
+    if field in qbits and kind in ("literal_error", "int_type", "int_from_float"):
         allowed = ", ".join(str(q) for q in QBITS_ALLOWED)
         return f"must be one of {allowed}, got {_show(value)}"
     if field == "pe":
@@ -316,7 +343,8 @@ def _reason(err: Mapping[str, Any], field: str) -> str:
     return f"{msg[:1].lower()}{msg[1:]}, got {_show(value)}"
 
 
-def _convert(exc: ValidationError, *, file: str | None, where: str) -> list[InputError]:
+def _convert(exc: ValidationError, *, file: str | None, where: str,
+             qbits: tuple[str, ...] = ()) -> list[InputError]:
     """One InputError per offending top-level field of a pydantic error."""
     out: list[InputError] = []
     seen: set[str] = set()
@@ -327,7 +355,7 @@ def _convert(exc: ValidationError, *, file: str | None, where: str) -> list[Inpu
         if key in seen:
             continue  # a union reports each branch; keep the first line per field
         seen.add(key)
-        reason = _reason(err, field or "")
+        reason = _reason(err, field or "", qbits)
         rest = [] if field == "pe" else list(loc[1:])  # pe: drop the union branch names
         if rest:
             reason = f"at [{']['.join(str(p) for p in rest)}]: {reason}"

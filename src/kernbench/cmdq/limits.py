@@ -2,13 +2,20 @@
 
 `CmdqLimits` is the small, topology-independent summary the validator needs: how many PEs
 there are and what they are called, how many tensor / vector engines each PE has, the TCM
-geometry of one PE, and the HBM size. It is built from a topology by the lead's
-`CmdqLimits.from_topology(...)` (to come); tests build it directly or use `default_small()`.
+geometry of one PE (the AllocatableTCM a program may address), the HBM size and the pe_math
+cost table's ops. `CmdqLimits.for_topology(topology)` derives it from a topology;
+`default_small()` is that of the `small` preset (derived, never copied: a test checks it
+against the preset's YAML).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+
+from kernbench.config.schema import DEFAULT_MATH_OP_CYCLES
+from kernbench.topology import load_topology
+from kernbench.topology.model import Topology
 
 GIB = 1024**3
 KIB = 1024
@@ -25,6 +32,8 @@ class CmdqLimits:
     * ``tcm_banks`` x ``tcm_bank_bytes``: one PE's TCM (``spm_bank`` / ``*_bank`` fields
       index the banks; a range must fit inside its bank).
     * ``hbm_bytes``: the HBM physical address space ``dram_addr`` lives in.
+    * ``math_ops``: the ops pe_math has a cost for (VE opcodes and VE_LAYER_OP ``op`` must
+      name one: the simulator prices them by it).
     """
 
     num_pes: int
@@ -34,6 +43,7 @@ class CmdqLimits:
     tcm_banks: int
     tcm_bank_bytes: int
     hbm_bytes: int
+    math_ops: frozenset[str] = frozenset(DEFAULT_MATH_OP_CYCLES)
     _pe_lookup: dict[str, int] = field(
         init=False, repr=False, compare=False, hash=False, default_factory=dict
     )
@@ -44,6 +54,7 @@ class CmdqLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"CmdqLimits.{name} must be a positive integer, got {value!r}")
+        object.__setattr__(self, "math_ops", frozenset(self.math_ops))
         paths = tuple(self.pe_paths)
         object.__setattr__(self, "pe_paths", paths)
         if len(paths) != self.num_pes:
@@ -74,17 +85,31 @@ class CmdqLimits:
         return self.tcm_banks * self.tcm_bank_bytes
 
     @classmethod
-    def default_small(cls) -> CmdqLimits:
-        """The `small` NPU: 1 cube, 4 PEs, 1 TE and 1 VE per PE, 8 x 128 KiB TCM, 16 GiB HBM."""
+    def for_topology(cls, topology: Topology) -> CmdqLimits:
+        """What a CMDQ program may address on ``topology``: PEs, engines, allocatable TCM,
+        HBM, pe_math cost ops.
+
+        CMDQ banks address the AllocatableTCM only (ADR-0014 D5.1): the
+        SchedulerReservedTCM banks at the top of the TCM are not visible to programs.
+        """
+        pt = topology.config.cube.pe_template
+        tcm = pt.pe_tcm
+        bank_bytes = tcm.capacity_kib * KIB // tcm.banks
         return cls(
-            num_pes=4,
-            pe_paths=tuple(f"sip0.cube0.pe{i}" for i in range(4)),
-            te_per_pe=1,
-            ve_per_pe=1,
-            tcm_banks=8,
-            tcm_bank_bytes=128 * KIB,
-            hbm_bytes=16 * GIB,
+            num_pes=len(topology.pes),
+            pe_paths=tuple(p.id for p in topology.pes),
+            te_per_pe=pt.pe_gemm.count,
+            ve_per_pe=pt.pe_math.count,
+            tcm_banks=(tcm.capacity_kib - tcm.reserved_kib) * KIB // bank_bytes,
+            tcm_bank_bytes=bank_bytes,
+            hbm_bytes=topology.hbm_bytes,
+            math_ops=frozenset(pt.pe_math.op_cycles),
         )
+
+    @classmethod
+    def default_small(cls) -> CmdqLimits:
+        """The limits of the `small` preset (config/presets/small.yaml), derived from it."""
+        return _preset_limits("small")
 
     def pe_index(self, pe: int | str | None) -> int:
         """The PE index an entry's ``pe`` field names (None: the first PE, 0).
@@ -108,3 +133,8 @@ class CmdqLimits:
             more = f", ... ({self.num_pes} in all)" if self.num_pes > 4 else ""
             raise ValueError(f"no PE named {pe!r} in this topology (PEs: {shown}{more})")
         return index
+
+
+@functools.cache
+def _preset_limits(name: str) -> CmdqLimits:
+    return CmdqLimits.for_topology(load_topology(name))

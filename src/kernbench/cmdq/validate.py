@@ -17,10 +17,18 @@ Checked here (the models in `schema` check single-entry types, signs and bit wid
 * every TCM operand (`schema.entry_tcm_ranges`) lies inside an existing bank;
 * every DMA's HBM range (`schema.entry_dram_range`) lies inside the HBM; a strided DMA
   splits into whole rows of whole bytes that do not overlap;
-* operand pairs (``bias_bank``/``bias_offset``, ...) come together; conv kernels fit
-  their padded input; RoPE ``head_dim`` is even and divides ``length``; ``in2_rows`` is 1
-  or ``rows``;
+* operand pairs (``bias_bank``/``bias_offset``, ...) come together;
+* each opcode's own rules (its class's ``rules`` / ``check_hbm``: conv kernels fit their
+  padded input; RoPE ``head_dim`` is even and divides ``length``; ``in2_rows`` is 1 or
+  ``rows``; a DMA ``stride_bytes`` comes with ``rows`` > 1; layer-op streams fit the HBM);
+* every pe_math op the simulator will price an entry by (a VE opcode's cost op, a
+  VE_LAYER_OP's ``op``) is in the topology's cost table: validate checks everything
+  simulate relies on;
 * exactly one END, and it is the last entry.
+
+When some entries do not parse, the others are still checked, so one run lists every
+problem. `field_warnings` names unknown fields (kept, spec §14) that look like a misspelt
+known field.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+from collections.abc import Iterable
 from types import UnionType
 from typing import Annotated, Any, NamedTuple, Union, get_args, get_origin
 
@@ -35,38 +44,17 @@ from kernbench.cmdq.io import (
     MAX_CMDQ_BYTES,
     decode_json,
     parse_bytes_fast,
-    parse_program_collect,
+    parse_partial,
     read_bytes,
 )
 from kernbench.cmdq.limits import CmdqLimits
-from kernbench.cmdq.schema import (
-    QBITS_ALLOWED,
-    QBITS_FIELDS,
-    SIGNED_INT_FIELDS,
-    Barrier,
-    CmdqProgram,
-    DmaTile,
-    End,
-    EntryBase,
-    LayerOp,
-    TeConvTile,
-    TeTile,
-    VeAddTile,
-    VeMulTile,
-    VeRopeTile,
-    VeTile,
-)
+from kernbench.cmdq.opcodes.registry import qbits_fields
+from kernbench.cmdq.schema import QBITS_ALLOWED, CmdqProgram, EntryBase
 from kernbench.errors import InputError
 
 _QBITS_SET = frozenset(QBITS_ALLOWED)
 _QBITS_TEXT = ", ".join(str(q) for q in QBITS_ALLOWED)
-_PAIRS = (
-    ("bias_bank", "bias_offset"),
-    ("gamma_bank", "gamma_offset"),
-    ("beta_bank", "beta_offset"),
-    ("cos_bank", "cos_offset"),
-    ("sin_bank", "sin_offset"),
-)
+
 
 
 def validate_program(
@@ -78,7 +66,7 @@ def validate_program(
 ) -> list[InputError]:
     """Every problem of ``program`` on hardware ``limits``, in entry order (program-level
     problems such as a missing END come last). Empty list: the program is valid."""
-    return _Checker(program, limits, file, max_errors).run()
+    return _Checker(list(program.cmdq), limits, file, max_errors).run()
 
 
 def check_program(program: CmdqProgram, limits: CmdqLimits, file: str | None = None) -> None:
@@ -91,11 +79,9 @@ def check_program(program: CmdqProgram, limits: CmdqLimits, file: str | None = N
 def validate_document(
     obj: Any, limits: CmdqLimits, file: str | None = None, *, max_errors: int | None = None
 ) -> list[InputError]:
-    """Parse problems of a decoded JSON object, or, if it parses, `validate_program`'s."""
-    program, errors = parse_program_collect(obj, file=file, max_errors=max_errors)
-    if program is None:
-        return errors
-    return validate_program(program, limits, file, max_errors=max_errors)
+    """Parse problems of a decoded JSON object, then the program problems of every entry
+    that parsed (all of `validate_program`'s when the whole program parsed)."""
+    return _validate_obj(obj, limits, file, max_errors)[0]
 
 
 def validate_file(
@@ -107,16 +93,94 @@ def validate_file(
 ) -> list[InputError]:
     """Every problem of a CMDQ file: unreadable or malformed file, parse problems, then
     program problems."""
+    return validate_file_report(path, limits, max_errors=max_errors, max_bytes=max_bytes)[0]
+
+
+def validate_file_report(
+    path: str | os.PathLike[str],
+    limits: CmdqLimits,
+    *,
+    max_errors: int | None = None,
+    max_bytes: int = MAX_CMDQ_BYTES,
+) -> tuple[list[InputError], list[str]]:
+    """(`validate_file`'s problems, `field_warnings` lines) of a CMDQ file."""
     file = str(path)
     try:
         data = read_bytes(path, max_bytes=max_bytes)
         program = parse_bytes_fast(data, file=file)
         if program is not None:
-            return validate_program(program, limits, file, max_errors=max_errors)
+            return (validate_program(program, limits, file, max_errors=max_errors),
+                    field_warnings(program.cmdq, file))
         obj = decode_json(data, file=file)
     except InputError as exc:
-        return [exc]
-    return validate_document(obj, limits, file, max_errors=max_errors)
+        return [exc], []
+    return _validate_obj(obj, limits, file, max_errors)
+
+
+def _validate_obj(obj: Any, limits: CmdqLimits, file: str | None,
+                  max_errors: int | None) -> tuple[list[InputError], list[str]]:
+    parsed = parse_partial(obj, file=file, max_errors=max_errors)
+    warnings = field_warnings(parsed.entries, file)
+    if parsed.program is not None:
+        return validate_program(parsed.program, limits, file, max_errors=max_errors), warnings
+    errors = list(parsed.errors)
+    left = None if max_errors is None else max_errors - len(errors)
+    if parsed.entries and (left is None or left > 0):
+        entries, skip = _stand_ins(parsed.entries, parsed.raw)
+        errors += _Checker(entries, limits, file, left, skip=skip, complete=False).run()
+    return errors, warnings
+
+
+def _stand_ins(entries: list[EntryBase | None],
+               raw: list[Any]) -> tuple[list[EntryBase], set[int]]:
+    """The parsed entries, with an unchecked stand-in (its raw id and opcode, no deps) for
+    each entry that did not parse, so ids and dependencies still resolve."""
+    out: list[EntryBase] = []
+    skip: set[int] = set()
+    for i, e in enumerate(entries):
+        if e is not None:
+            out.append(e)
+            continue
+        r = raw[i] if isinstance(raw[i], dict) else {}
+        ident = r.get("id")
+        ok_id = isinstance(ident, int) and not isinstance(ident, bool) and ident >= 0
+        opcode = r.get("opcode")
+        out.append(EntryBase.model_construct(
+            opcode=opcode if isinstance(opcode, str) else "", id=ident if ok_id else i))
+        skip.add(i)
+    return out, skip
+
+
+# ------------------------------------------------------------------ misspelt fields
+
+
+def field_warnings(entries: Iterable[EntryBase | None], file: str | None = None) -> list[str]:
+    """One line per unknown field (kept, spec §14) within edit distance 2 of a field its
+    opcode knows: ``file: entry 3: field 'lenght': unknown field kept (spec §14); did you
+    mean 'length'?``. Fields of two letters or fewer are never suggested."""
+    out = []
+    for e in entries:
+        if e is None or not e.model_extra:
+            continue
+        known = [f for f in type(e).model_fields if len(f) > 2]
+        for name in e.model_extra:
+            near = min(known, key=lambda f: (edit_distance(name, f), f), default=None)
+            if near is not None and edit_distance(name, near) <= 2:
+                out.append(InputError(
+                    f"unknown field kept (spec §14); did you mean '{near}'?",
+                    file=file, where=f"entry {e.id}", field=name).line())
+    return out
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions) between two strings."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
 
 
 class _Plan(NamedTuple):
@@ -144,17 +208,20 @@ def _kinds(annotation: Any) -> set[str]:
 @functools.cache
 def _plan(model: type[EntryBase]) -> _Plan:
     fields = model.model_fields
-    qbits = tuple(f for f in fields if f in QBITS_FIELDS)
+    qbits = qbits_fields(model)
     ints, lists = [], []
     for name, info in fields.items():
-        if name in qbits or name in SIGNED_INT_FIELDS or name == "pe":
+        if name in qbits or name in model.signed_fields or name == "pe":
             continue
         kinds = _kinds(info.annotation)
         if "int" in kinds:
             ints.append(name)
         elif "list" in kinds:
             lists.append(name)
-    pairs = tuple((b, o) for b, o in _PAIRS if b in fields and o in fields)
+    # an optional operand is a (bank, offset) pair that must come together
+    pairs = tuple((b, f"{b[:-5]}_offset") for b, info in fields.items()
+                  if b.endswith("_bank") and info.default is None
+                  and f"{b[:-5]}_offset" in fields)
     return _Plan(qbits, tuple(ints), tuple(lists), pairs)
 
 
@@ -162,14 +229,28 @@ class _Full(Exception):
     """Raised internally when max_errors problems have been collected."""
 
 
+class _Sink:
+    """One entry's view of the checker, as an opcode's rules see it (`Rules`)."""
+
+    def __init__(self, checker: _Checker, where: str) -> None:
+        self.limits = checker.limits
+        self._checker = checker
+        self._where = where
+
+    def add(self, field: str | None, reason: str) -> None:
+        self._checker.add(self._where, field, reason)
+
+
 class _Checker:
-    def __init__(
-        self, program: CmdqProgram, limits: CmdqLimits, file: str | None, max_errors: int | None
-    ) -> None:
-        self.program = program
+    def __init__(self, entries: list[EntryBase], limits: CmdqLimits, file: str | None,
+                 max_errors: int | None, *, skip: set[int] | None = None,
+                 complete: bool = True) -> None:
+        self.entries = entries
         self.limits = limits
         self.file = file
         self.max_errors = max_errors
+        self.skip = skip or set()  # stand-ins of entries that did not parse
+        self.complete = complete  # every entry parsed: program-level checks apply
         self.errors: list[InputError] = []
         # id -> index of its first occurrence
         self.index_of: dict[int, int] = {}
@@ -186,13 +267,14 @@ class _Checker:
         return self.errors
 
     def _run(self) -> None:
-        entries = self.program.cmdq
+        entries = self.entries
         for i, e in enumerate(entries):
             ident = e.id
             if isinstance(ident, int) and ident not in self.index_of:
                 self.index_of[ident] = i
         for i, e in enumerate(entries):
-            self._entry(i, e)
+            if i not in self.skip:
+                self._entry(i, e)
         self._end(entries)
 
     # ----------------------------------------------------------------- per entry
@@ -203,22 +285,20 @@ class _Checker:
         self._signs_and_bits(e, where)
         self._deps(i, e, where)
         pe = self._pe(e, where)
-        if isinstance(e, TeTile) and e.te_id >= self.limits.te_per_pe:
-            self.add(where, "te_id", self._engine_range("te_id", e.te_id, self.limits.te_per_pe))
-        if isinstance(e, VeTile) and e.ve_id >= self.limits.ve_per_pe:
-            self.add(where, "ve_id", self._engine_range("ve_id", e.ve_id, self.limits.ve_per_pe))
-        shape_ok = self._shape(e, where)
+        self._pairs(e, where)
+        sink = _Sink(self, where)
+        shape_ok = e.rules(sink)
+        self._costs(e, where)
         if shape_ok:
             self._tcm(e, where, pe)
-        if isinstance(e, DmaTile) and shape_ok:
-            self._dram(e, where)
-        if isinstance(e, LayerOp):
-            self._layer_op(e, where)
+            e.check_hbm(sink)
 
     def _ident(self, i: int, e: EntryBase, where: str) -> None:
         ident = e.id
-        if ident == i or self.id_reported:
-            return  # once ids are off, every later id is off too: report the first only
+        if ident == i or self.id_reported or self.skip:
+            # once ids are off, every later id is off too: report the first only; with
+            # entries that did not parse, their parse errors come first
+            return
         self.id_reported = True
         first = self.index_of.get(ident)
         if first is not None and first != i:
@@ -249,10 +329,10 @@ class _Checker:
 
     def _deps(self, i: int, e: EntryBase, where: str) -> None:
         lists: list[tuple[str, list[int], bool]] = [("deps_before", e.deps_before, True)]
-        if isinstance(e, Barrier):
+        if "wait_for" in type(e).model_fields:
             lists.append(("wait_for", e.wait_for, True))
         lists.append(("deps_after", e.deps_after, False))
-        n = len(self.program.cmdq)
+        n = len(self.entries)
         for field, ids, earlier in lists:
             for d in ids:
                 j = self.index_of.get(d)
@@ -276,56 +356,21 @@ class _Checker:
             self.add(where, "pe", str(exc))
             return None
 
-    @staticmethod
-    def _engine_range(field: str, value: int, count: int) -> str:
-        return (f"{field} {value} is out of range: each PE has {count} "
-                f"{'tensor' if field == 'te_id' else 'vector'} engine"
-                f"{'s' if count != 1 else ''} (0..{count - 1})")
-
-    def _shape(self, e: EntryBase, where: str) -> bool:
-        """Op-specific consistency; False when sizes are too broken to compute ranges."""
-        ok = True
+    def _pairs(self, e: EntryBase, where: str) -> None:
         values = e.__dict__
         for bank, offset in _plan(type(e)).pairs:
             b, o = values.get(bank), values.get(offset)
             if (b is None) != (o is None):
                 missing = offset if o is None else bank
                 self.add(where, missing, f"{bank} and {offset} must be given together")
-        if isinstance(e, TeConvTile):
-            h_out, w_out = e.out_hw
-            if h_out < 1:
-                self.add(where, "kh", f"kernel height {e.kh} does not fit the input height "
-                         f"{e.h} with padding {e.padding}")
-                ok = False
-            if w_out < 1:
-                self.add(where, "kw", f"kernel width {e.kw} does not fit the input width "
-                         f"{e.w} with padding {e.padding}")
-                ok = False
-        elif isinstance(e, VeRopeTile):
-            hd = e.head_dim_or_length
-            if hd % 2:
-                self.add(where, "head_dim" if e.head_dim is not None else "length",
-                         f"RoPE head_dim must be even, got {hd}")
-                ok = False
-            elif e.length % hd:
-                self.add(where, "head_dim", f"head_dim {hd} does not divide length {e.length}")
-                ok = False
-        elif isinstance(e, VeAddTile | VeMulTile):
-            if e.in2_rows is not None and e.in2_rows not in (1, e.rows):
-                self.add(where, "in2_rows", f"must be 1 (broadcast) or rows ({e.rows}), "
-                         f"got {e.in2_rows}")
-                ok = False
-        elif isinstance(e, DmaTile) and e.strided:
-            if e.num_elements % e.rows:
-                self.add(where, "rows", f"num_elements {e.num_elements} does not split into "
-                         f"{e.rows} equal rows")
-                ok = False
-            elif (e.num_elements // e.rows * e.qbits) % 8:
-                per_row = e.num_elements // e.rows
-                self.add(where, "rows", f"a row of {per_row} element{'s' if per_row > 1 else ''}"
-                         f" at {e.qbits} bits is not a whole number of bytes")
-                ok = False
-        return ok
+
+    def _costs(self, e: EntryBase, where: str) -> None:
+        known = self.limits.math_ops
+        for field, op in e.cost_ops().items():
+            if op not in known:
+                what = f"{e.opcode} is priced by" if field == "opcode" else "names"
+                self.add(where, field, f"{what} pe_math op '{op}', which has no cost on this "
+                         f"topology (op_cycles has: {', '.join(sorted(known))})")
 
     def _tcm(self, e: EntryBase, where: str, pe: int | None) -> None:
         banks = self.limits.tcm_banks
@@ -341,34 +386,17 @@ class _Checker:
                          f"({r.elements} elements at {r.qbits} bits) at offset {r.offset} "
                          f"ends at byte {r.end}, beyond the {bank_bytes}-byte bank {r.bank}")
 
-    def _dram(self, e: DmaTile, where: str) -> None:
-        r = e.dram_range()
-        if e.strided and r.stride_bytes < r.row_bytes:
-            self.add(where, "stride_bytes", f"stride of {r.stride_bytes} bytes is shorter than "
-                     f"a row ({r.row_bytes} bytes): rows would overlap")
-            return
-        if r.end > self.limits.hbm_bytes:
-            shape = (f"{r.rows} rows of {r.row_bytes} bytes every {r.stride_bytes} bytes"
-                     if r.rows > 1 else f"{r.nbytes} bytes")
-            self.add(where, "dram_addr", f"HBM range of {shape} at address {r.addr} ends at "
-                     f"{r.end}, beyond the {self.limits.hbm_bytes}-byte HBM")
-
-    def _layer_op(self, e: LayerOp, where: str) -> None:
-        for field in ("in_bytes", "out_bytes"):
-            n = getattr(e, field)
-            if e.dram_addr + n > self.limits.hbm_bytes:
-                self.add(where, field, f"{n} bytes from address {e.dram_addr} run past the "
-                         f"{self.limits.hbm_bytes}-byte HBM")
-
     # ----------------------------------------------------------------- program level
 
     def _end(self, entries: list[EntryBase]) -> None:
         n = len(entries)
-        ends = [i for i, e in enumerate(entries) if isinstance(e, End)]
+        ends = [i for i, e in enumerate(entries) if e.opcode == "END"]
         for i in ends:
             if i != n - 1:
                 self.add(f"entry {entries[i].id}", "opcode",
                          f"END must be the last entry, but this is index {i} of {n}")
+        if not self.complete and (not ends or n - 1 in self.skip):
+            return  # the entries that did not parse may hold the END
         if not ends:
             if n:
                 self.add(f"entry {entries[-1].id}", "opcode",

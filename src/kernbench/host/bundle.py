@@ -19,9 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.cmdq import data as cdata
 from kernbench.cmdq.hw import limits_for
-from kernbench.cmdq.schema import DmaTile, LayerOp, TeConvTile, TeGemmTile, VeTile
+from kernbench.cmdq.opcodes.base import TcmDataEnv
 from kernbench.cmdq.validate import check_program
 from kernbench.common.tile_plan import StageType
 from kernbench.errors import InputError
@@ -92,21 +91,10 @@ class DataContext:
         self.layers = {n.id: n for n in self.bundle.graph.nodes}
 
     def attach(self, e: Any, cmd: Any, pe_id: str, bank_bytes: int) -> None:
-        space = f"tcm:{pe_id}"
-
-        def addr(role: str) -> int:
-            return getattr(e, f"{role}_bank") * bank_bytes + getattr(e, f"{role}_offset")
-
-        if isinstance(e, DmaTile):
-            cmd.params["data"] = cdata.dma_data(e, space, addr("spm"))
-        elif isinstance(e, TeGemmTile):
-            cmd.params["data"] = cdata.gemm_data(e, space, addr)
-        elif isinstance(e, TeConvTile):
-            cmd.params["data"] = cdata.conv_data(e, space, addr)
-        elif isinstance(e, VeTile):
-            cmd.params["data"] = cdata.ve_data(e, space, addr)
-        elif isinstance(e, LayerOp):
-            self._attach_layer(e, cmd)
+        """Attach entry ``e``'s data description to its command (the opcode's ``data``)."""
+        desc = e.data(_DataEnv(self, e, cmd, pe_id, bank_bytes))
+        if desc is not None:
+            cmd.params["data"] = desc
 
     def _attach_layer(self, e: Any, cmd: Any) -> None:
         layer = self.layers.get(e.layer_id)
@@ -159,6 +147,18 @@ class DataContext:
             "dst_addrs": [v["address"] for v in views], "shapes_out": [v["shape"] for v in views],
             "dtypes_out": [v["dtype"] for v in views],
         }
+
+
+class _DataEnv(TcmDataEnv):
+    """The ISA's TCM data environment plus the bundle's IR for whole-layer entries."""
+
+    def __init__(self, ctx: DataContext, entry: Any, cmd: Any, pe_id: str,
+                 bank_bytes: int) -> None:
+        super().__init__(entry, pe_id, bank_bytes)
+        self.ctx, self.cmd = ctx, cmd
+
+    def ir_layer(self, entry: Any) -> None:
+        self.ctx._attach_layer(entry, self.cmd)
 
 
 def _compute_stages(cmd: Any) -> list[dict[str, Any]]:

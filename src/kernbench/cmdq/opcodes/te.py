@@ -1,0 +1,239 @@
+"""Tensor-engine opcodes: TE_GEMM_TILE (spec §8.1) and TE_CONV_TILE (§8.2, fields 1.1).
+
+Lowering: a GemmCmd on the PE's pe_gemm{te_id}: fetch ifm + wgt (+ bias), the array on
+(m, n, k), store ofm. An accumulating tile keeps its partial sums in the array's
+accumulators, so its ofm is written back but not fetched again. TE_CONV_TILE runs as its
+implicit GEMM (M = n·h_out·w_out, N = c_out, K = kh·kw·c_in).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from kernbench.cmdq.data import dtype_of
+from kernbench.cmdq.opcodes.base import (
+    DEFAULT_OFM_QBITS,
+    DataEnv,
+    Lowering,
+    NonNegInt,
+    Opcode,
+    PosInt,
+    QBits,
+    Rules,
+    TcmRange,
+    check_engine_id,
+    require_math_op,
+)
+from kernbench.cmdq.opcodes.registry import register_opcode
+from kernbench.common.pe_commands import GemmCmd, PeCommand
+
+
+class TeTile(Opcode):
+    engine: ClassVar[str] = "te"
+    since: ClassVar[str] = "1.0"
+    timing: ClassVar[str] = "gemm"
+
+    te_id: NonNegInt = Field(0, description="Tensor engine inside the PE (0..te_per_pe-1).")
+    ifm_bank: NonNegInt
+    ifm_offset: NonNegInt
+    wgt_bank: NonNegInt
+    wgt_offset: NonNegInt
+    ofm_bank: NonNegInt
+    ofm_offset: NonNegInt
+    qbits_weight: QBits
+    qbits_activation: QBits
+    ofm_qbits: QBits = Field(
+        DEFAULT_OFM_QBITS, description="(1.1) Bit width of the output (accumulator) tile."
+    )
+    accumulate: bool = Field(
+        False, description="(1.1) Add the product to the ofm tile instead of overwriting it."
+    )
+    bias_bank: NonNegInt | None = Field(
+        None, description="(1.1) Bank of an optional bias vector (n values, c_out for conv)."
+    )
+    bias_offset: NonNegInt | None = None
+    bias_qbits: QBits = Field(DEFAULT_OFM_QBITS, description="(1.1) Bias bit width.")
+
+    def _operand_elements(self) -> tuple[int, int, int, int]:
+        """(ifm, wgt, ofm, bias) element counts."""
+        raise NotImplementedError
+
+    def gemm_dims(self) -> tuple[int, int, int]:
+        """(m, n, k) of the array's work."""
+        raise NotImplementedError
+
+    def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
+        ifm, wgt, ofm, bias = self._operand_elements()
+        ranges = [
+            TcmRange("ifm", pe, self.ifm_bank, self.ifm_offset, ifm, self.qbits_activation, "r"),
+            TcmRange("wgt", pe, self.wgt_bank, self.wgt_offset, wgt, self.qbits_weight, "r"),
+        ]
+        if self.bias_bank is not None and self.bias_offset is not None:
+            ranges.append(
+                TcmRange("bias", pe, self.bias_bank, self.bias_offset, bias, self.bias_qbits, "r")
+            )
+        ranges.append(
+            TcmRange("ofm", pe, self.ofm_bank, self.ofm_offset, ofm, self.ofm_qbits,
+                     "rw" if self.accumulate else "w")
+        )
+        return tuple(ranges)
+
+    @property
+    def work_elements(self) -> int:
+        return self._operand_elements()[2]
+
+    def rules(self, v: Rules) -> bool:
+        check_engine_id(v, "te_id", self.te_id, v.limits.te_per_pe)
+        return True
+
+    def traffic(self, pe: int) -> tuple[int, int]:
+        # an accumulating GEMM keeps its partial sums in the array's accumulators: the ofm
+        # is written back, not fetched again
+        ranges = self.tcm_ranges(pe)
+        rd = sum(r.nbytes for r in ranges if "r" in r.access and r.role != "ofm")
+        wr = sum(r.nbytes for r in ranges if "w" in r.access)
+        return rd, wr
+
+    def unit(self, pe_id: str) -> str | None:
+        return f"{pe_id}.pe_gemm" + (str(self.te_id) if self.te_id else "")
+
+    def command(self, low: Lowering) -> PeCommand:
+        m, n, k = self.gemm_dims()
+        rd, wr = self.traffic(low.pe)
+        params = {"m": m, "n": n, "k": k, "qbits_weight": self.qbits_weight,
+                  "qbits_activation": self.qbits_activation, "te_id": self.te_id,
+                  "entry": self.id}
+        return GemmCmd(label=low.label, params=params, fetch_nbytes=rd, store_nbytes=wr,
+                       meta=low.meta)
+
+    def accumulator_dtype(self) -> str:
+        """int32 when both operands are integers (<= 8 bits), else float32."""
+        return "int32" if self.qbits_activation <= 8 and self.qbits_weight <= 8 else "float32"
+
+
+@register_opcode
+class TeGemmTile(TeTile):
+    """ofm[m, n] (+)= ifm[m, k] @ wgt[k, n] (+ bias[n]); row-major, packed (spec §8.1).
+    With ``transpose_wgt`` (1.1) the weight tile is stored [n, k] and used transposed."""
+
+    opcode: Literal["TE_GEMM_TILE"] = "TE_GEMM_TILE"
+    m: PosInt
+    n: PosInt
+    k: PosInt
+    transpose_wgt: bool = Field(
+        False, description="(1.1) wgt is stored [n, k] (e.g. K of attention) and used as its "
+        "transpose."
+    )
+
+    def _operand_elements(self) -> tuple[int, int, int, int]:
+        return self.m * self.k, self.k * self.n, self.m * self.n, self.n
+
+    def gemm_dims(self) -> tuple[int, int, int]:
+        return self.m, self.n, self.k
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.n * self.k
+
+    def data(self, env: DataEnv) -> dict[str, Any]:
+        """``gemm`` on TCM operands: int8/int4 × int8 → int32 exact, float → fp32."""
+        addr = env.addr
+        qa, qw = self.qbits_activation, self.qbits_weight
+        tw = bool(self.transpose_wgt)
+        acc = self.accumulator_dtype()
+        return {
+            "op_kind": "gemm", "op_name": "te_gemm", "space": env.space,
+            "src_a_addr": addr("ifm"), "src_b_addr": addr("wgt"), "dst_addr": addr("ofm"),
+            "shape_a": [self.m, self.k], "shape_b": [self.n, self.k] if tw else [self.k, self.n],
+            "shape_out": [self.m, self.n], "dtype_a": dtype_of(qa, False),
+            "dtype_b": dtype_of(qw, False),
+            "dtype_acc": acc, "dtype_out": acc, "transpose_a": False, "transpose_b": tw,
+            "accumulate": bool(self.accumulate),
+        }
+
+
+@register_opcode
+class TeConvTile(TeTile):
+    """2-D convolution tile (spec §8.2, fields defined in 1.1).
+
+    ifm is NHWC ``[n, h, w, c_in]``, wgt is ``[kh, kw, c_in, c_out]``, ofm is NHWC
+    ``[n, h_out, w_out, c_out]`` with ``h_out = (h + 2*padding - kh) // stride + 1`` (same for
+    w). Padding is implicit zeros, not stored.
+    """
+
+    math_op: ClassVar[str] = "conv"
+    opcode: Literal["TE_CONV_TILE"] = "TE_CONV_TILE"
+    n: PosInt = Field(1, description="Batch.")
+    h: PosInt = Field(description="Input height (unpadded).")
+    w: PosInt = Field(description="Input width (unpadded).")
+    c_in: PosInt
+    c_out: PosInt
+    kh: PosInt
+    kw: PosInt
+    stride: PosInt = 1
+    padding: NonNegInt = Field(0, description="Zero padding on each side of h and w.")
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        """(h_out, w_out); a value below 1 means the kernel does not fit (invalid entry)."""
+        h_out = (self.h + 2 * self.padding - self.kh) // self.stride + 1
+        w_out = (self.w + 2 * self.padding - self.kw) // self.stride + 1
+        return h_out, w_out
+
+    def _operand_elements(self) -> tuple[int, int, int, int]:
+        h_out, w_out = self.out_hw
+        return (
+            self.n * self.h * self.w * self.c_in,
+            self.kh * self.kw * self.c_in * self.c_out,
+            self.n * max(h_out, 0) * max(w_out, 0) * self.c_out,
+            self.c_out,
+        )
+
+    def gemm_dims(self) -> tuple[int, int, int]:
+        h_out, w_out = self.out_hw
+        return self.n * h_out * w_out, self.c_out, self.kh * self.kw * self.c_in
+
+    @property
+    def macs(self) -> int:
+        h_out, w_out = self.out_hw
+        return self.n * max(h_out, 0) * max(w_out, 0) * self.c_out * self.kh * self.kw * self.c_in
+
+    def rules(self, v: Rules) -> bool:
+        """The kernel fits the padded input in both dimensions."""
+        super().rules(v)
+        h_out, w_out = self.out_hw
+        if h_out < 1:
+            v.add("kh", f"kernel height {self.kh} does not fit the input height "
+                  f"{self.h} with padding {self.padding}")
+        if w_out < 1:
+            v.add("kw", f"kernel width {self.kw} does not fit the input width "
+                  f"{self.w} with padding {self.padding}")
+        return h_out >= 1 and w_out >= 1
+
+    def data(self, env: DataEnv) -> dict[str, Any]:
+        """Math op ``conv`` (the data pass's NHWC convolution): inputs ifm ``[n, h, w,
+        c_in]``, wgt ``[kh, kw, c_in, c_out]``, then bias ``[c_out]`` (``has_bias``) and,
+        when accumulating, the old ofm (``accumulate``); params ``stride``, ``padding``."""
+        require_math_op(self, self.math_op)
+        qa, qw = self.qbits_activation, self.qbits_weight
+        h_out, w_out = self.out_hw
+        acc = self.accumulator_dtype()
+        addrs = [env.addr("ifm"), env.addr("wgt")]
+        shapes = [[self.n, self.h, self.w, self.c_in], [self.kh, self.kw, self.c_in, self.c_out]]
+        dtypes = [dtype_of(qa, False), dtype_of(qw, False)]
+        out_shape = [self.n, h_out, w_out, self.c_out]
+        if self.bias_bank is not None:
+            addrs.append(env.addr("bias"))
+            shapes.append([self.c_out])
+            dtypes.append(dtype_of(self.bias_qbits, qa <= 8 and qw <= 8))
+        if self.accumulate:
+            addrs.append(env.addr("ofm"))
+            shapes.append(out_shape)
+            dtypes.append(acc)
+        return {"op_kind": "math", "op_name": "te_conv_tile", "op": self.math_op, "space": env.space,
+                "input_addrs": addrs, "input_shapes": shapes, "input_dtypes": dtypes,
+                "dst_addr": env.addr("ofm"), "shape_out": out_shape, "dtype": acc,
+                "stride": self.stride, "padding": self.padding,
+                "has_bias": self.bias_bank is not None, "accumulate": bool(self.accumulate)}

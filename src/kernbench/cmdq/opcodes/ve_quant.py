@@ -1,0 +1,142 @@
+"""Vector-engine quantization opcodes (1.1): quantize, requantize, dequantize (the GEMM
+epilogue) and the per-row scale that feeds them. Lowering and the data description are
+`ve.VeTile`'s; each class adds its inputs and op parameters."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from kernbench.cmdq.data import dtype_of
+from kernbench.cmdq.opcodes.base import NonNegInt, QBits, Rules, TcmRange
+from kernbench.cmdq.opcodes.registry import register_opcode
+from kernbench.cmdq.opcodes.ve import MathData, VeVectorTile
+
+
+class VeQuantTile(VeVectorTile):
+    signed_fields: ClassVar[frozenset[str]] = frozenset({"zero_point"})
+    math_op: ClassVar[str] = "quantize"
+
+    out_qbits: QBits = Field(description="Output bit width (required).")  # type: ignore[assignment]
+    row_scale_bank: NonNegInt | None = Field(
+        None, description="(1.1) Per-row scales (rows fp32 values) that replace `scale`."
+    )
+    row_scale_offset: NonNegInt | None = None
+
+    def _extra_inputs(self, pe: int) -> list[TcmRange]:
+        if self.row_scale_bank is None or self.row_scale_offset is None:
+            return []
+        return [TcmRange("row_scale", pe, self.row_scale_bank, self.row_scale_offset,
+                         self.rows, 32, "r")]
+    scale: float = Field(
+        gt=0, description="out = saturate(round_half_even(in / scale) + zero_point) (ONNX)."
+    )
+    zero_point: int = Field(0, description="Output zero point (may be negative).")
+
+    def data_params(self, d: MathData) -> None:
+        """Integer output; per-row scales switch to ``cmdq_quantize_rows``."""
+        d.dtype = dtype_of(self.out_bits)
+        d.params = {"scale": self.scale, "zero_point": self.zero_point, "bits": self.out_bits,
+                    "signed": True}
+        if self.row_scale_bank is not None:
+            d.add("row_scale", [self.rows, 1])
+            d.op = "cmdq_quantize_rows"
+
+
+@register_opcode
+class VeQuantizeTile(VeQuantTile):
+    """(1.1) Quantize a (wider, usually float) input to out_qbits integers."""
+
+    cost_op: ClassVar[str] = "quantize"
+    opcode: Literal["VE_QUANTIZE_TILE"] = "VE_QUANTIZE_TILE"
+
+
+@register_opcode
+class VeRequantizeTile(VeQuantTile):
+    """(1.1) Rescale integers (e.g. int32 accumulators) to out_qbits integers."""
+
+    cost_op: ClassVar[str] = "requantize"
+    opcode: Literal["VE_REQUANTIZE_TILE"] = "VE_REQUANTIZE_TILE"
+
+
+@register_opcode
+class VeDequantizeTile(VeVectorTile):
+    """(1.1) out[r, c] = float(in[r, c]) * scale[c] (+ bias[c]): the GEMM epilogue.
+
+    The scale is either a vector of ``length`` fp32 values in TCM (``scale_bank``) or the
+    scalar field ``scale``; the optional bias is ``length`` fp32 values (``bias_bank``)."""
+
+    cost_op: ClassVar[str] = "dequantize"
+    math_op: ClassVar[str] = "cmdq_dequantize"
+    opcode: Literal["VE_DEQUANTIZE_TILE"] = "VE_DEQUANTIZE_TILE"
+    scale: float | None = Field(None, description="Scalar scale when no scale vector is given.")
+    scale_bank: NonNegInt | None = None
+    scale_offset: NonNegInt | None = None
+    bias_bank: NonNegInt | None = None
+    bias_offset: NonNegInt | None = None
+    row_scale_bank: NonNegInt | None = Field(
+        None, description="Per-row scales (rows fp32): out = in * (row_scale[r] * scale).")
+    row_scale_offset: NonNegInt | None = None
+
+    def _extra_inputs(self, pe: int) -> list[TcmRange]:
+        out = []
+        if self.row_scale_bank is not None and self.row_scale_offset is not None:
+            out.append(TcmRange("row_scale", pe, self.row_scale_bank, self.row_scale_offset,
+                                self.rows, 32, "r"))
+        if self.scale_bank is not None and self.scale_offset is not None:
+            out.append(TcmRange("scale", pe, self.scale_bank, self.scale_offset, self.length,
+                                32, "r"))
+        if self.bias_bank is not None and self.bias_offset is not None:
+            out.append(TcmRange("bias", pe, self.bias_bank, self.bias_offset, self.length,
+                                32, "r"))
+        return out
+
+    def rules(self, v: Rules) -> bool:
+        """A scale is given: the scalar ``scale`` (also the factor of row scales) or a
+        scale vector."""
+        super().rules(v)
+        if self.scale is None and (self.scale_bank is None or self.row_scale_bank is not None):
+            v.add("scale", "needs a scale: the scalar field 'scale' (with or without "
+                  "row_scale_bank) or a scale vector (scale_bank, scale_offset)")
+        return True
+
+    def data_params(self, d: MathData) -> None:
+        """Row scales (× ``scale``), a scale vector, or the scalar; then the bias."""
+        rows, length = self.rows, self.length
+        if self.row_scale_bank is not None:
+            d.add("row_scale", [rows, 1])
+            d.params["row_scale"] = True
+            d.params["scale"] = self.scale
+        elif self.scale_bank is not None:
+            d.add("scale", [length])
+            d.params["vector_scale"] = True
+        else:
+            d.params["scale"] = self.scale
+        if self.bias_bank is not None:
+            d.add("bias", [length])
+            d.params["has_bias"] = True
+
+
+@register_opcode
+class VeRowScaleTile(VeVectorTile):
+    """(1.1) out[r] = max_c |in[r, c]| / (2^(bits-1) - 1) as fp32 (1 for an all-zero row):
+    the per-row scale a following VE_QUANTIZE_TILE / VE_DEQUANTIZE_TILE uses."""
+
+    cost_op: ClassVar[str] = "reduce_max"
+    math_op: ClassVar[str] = "cmdq_row_scale"
+    opcode: Literal["VE_ROWSCALE_TILE"] = "VE_ROWSCALE_TILE"
+    bits: QBits = Field(8, description="Bit width the scale quantizes to.")
+    out_qbits: QBits | None = 32
+
+    def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
+        return (
+            TcmRange("in", pe, self.in_bank, self.in_offset, self.rows * self.length,
+                     self.qbits_activation, "r"),
+            TcmRange("out", pe, self.out_bank, self.out_offset, self.rows, 32, "w"),
+        )
+
+    def data_params(self, d: MathData) -> None:
+        d.params = {"bits": self.bits}
+        d.dtype = "float32"
+        d.shape_out = [self.rows, 1]
