@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from kernbench.cmdq import data as cdata
+from kernbench.cmdq.opcodes.base import TcmDataEnv
 from kernbench.cmdq.schema import TeConvTile, VeRopeTile
 from kernbench.errors import InputError
 from kernbench.sim_engine.executor import DataExecutor
@@ -29,8 +29,9 @@ def _run(d: dict, writes: dict[int, tuple[np.ndarray, str | None]]) -> MemorySto
     return st
 
 
-def _addr(e):  # noqa: ANN001, ANN202
-    return lambda role: getattr(e, f"{role}_bank") * BANK + getattr(e, f"{role}_offset")
+def _data(e):  # noqa: ANN001, ANN202
+    """The entry's data description as the host attaches it (its opcode class's `data`)."""
+    return e.data(TcmDataEnv(e, "pe0", BANK))
 
 
 def _conv_ref(x, w, b, stride, pad):  # noqa: ANN001, ANN202
@@ -61,7 +62,7 @@ def test_conv_tile_int_exact_with_bias_and_accumulate(qa):
     b = rng.integers(-1000, 1000, 2).astype(np.int32)
     h_out, w_out = e.out_hw
     prev = rng.integers(-50, 50, (1, h_out, w_out, 2)).astype(np.int32)
-    d = cdata.conv_data(e, T, _addr(e))
+    d = _data(e)
     st = _run(d, {0: (x, "int4" if qa == 4 else None), 1: (w, None), 2: (prev, None),
                   3: (b, None)})
     got = st.read(T, 2 * BANK, (1, h_out, w_out, 2), "int32")
@@ -74,7 +75,7 @@ def test_conv_tile_float():
                    ofm_bank=2, ofm_offset=0)
     x = rng.standard_normal((1, 4, 4, 2)).astype(np.float16)
     w = rng.standard_normal((3, 3, 2, 3)).astype(np.float16)
-    st = _run(cdata.conv_data(e, T, _addr(e)), {0: (x, None), 1: (w, None)})
+    st = _run(_data(e), {0: (x, None), 1: (w, None)})
     got = st.read(T, 2 * BANK, (1, 2, 2, 3), "float32")
     ref = np.array([[[[sum(float(x[0, i + a, j + c, k]) * float(w[a, c, k, o])
                            for a in range(3) for c in range(3) for k in range(2))
@@ -91,7 +92,7 @@ def test_rope_tile(style):
     x = rng.standard_normal((rows, hd * heads)).astype(np.float32)
     ang = rng.standard_normal((rows, hd // 2))
     cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
-    d = cdata.ve_data(e, T, _addr(e))
+    d = _data(e)
     st = _run(d, {0: (x, None), 2: (cos, None), 3: (sin, None)})
     got = st.read(T, BANK, (rows, hd * heads), "float32")
     for r in range(rows):
@@ -108,5 +109,5 @@ def test_rope_tile(style):
 def test_rope_tile_without_tables_is_refused():
     e = VeRopeTile(id=3, rows=1, length=8, qbits_activation=32, in_bank=0, in_offset=0,
                    out_bank=1, out_offset=0)
-    with pytest.raises(InputError, match="entry 3: VE_ROPE_TILE needs cos_bank"):
-        cdata.ve_data(e, T, _addr(e))
+    with pytest.raises(InputError, match="entry 3.*VE_ROPE_TILE needs cos_bank"):
+        _data(e)
