@@ -213,11 +213,13 @@ def _contig(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str, np.ndarray],
-                  *, trace: bool = True, keep_layers: bool = False) -> tuple[Any, dict, Any]:
-    """Timing pass with op log, then the data pass. Returns (run, outputs, final store)."""
+                  *, trace: bool = True, keep_layers: bool = False,
+                  phase: Any = None) -> tuple[Any, dict, Any]:
+    """Timing pass with op log, then the data pass. Returns (run, outputs, final store).
+    `phase(name, total, poll)`: a context manager around each pass (progress display)."""
     from kernbench.cmdq.hw import limits_for
     from kernbench.cmdq.validate import check_program
-    from kernbench.host.simulate import simulate_program
+    from kernbench.host.simulate import no_phase, simulate_program
     from kernbench.sim_engine.executor import DataExecutor
     from kernbench.sim_engine.memory_store import MemoryStore
     from kernbench.sim_engine.op_log import OpLogger
@@ -234,8 +236,10 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
     log = OpLogger()
     ctx = DataContext(bundle)
     run = simulate_program(program, topology, file=str(bundle.path / "cmdq.json"),
-                           op_logger=log, trace=trace, data=ctx)
-    final = DataExecutor(log, init).run()
+                           op_logger=log, trace=trace, data=ctx, phase=phase)
+    ex = DataExecutor(log, init)
+    with (phase or no_phase)("data pass", len(log), lambda: ex.executed):
+        final = ex.run()
     outs = {}
     for tid in bundle.graph.outputs:  # in the graph's own dtypes (fp16 storage widened)
         x = read_tensor(final, bundle, tid)

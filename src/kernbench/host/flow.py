@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.errors import InputError
+from kernbench.errors import MAX_JSON_BYTES, MAX_MODEL_BYTES, InputError, check_input_file, warn
 
 
 @dataclass
@@ -23,9 +23,11 @@ class SimResult:
 
 def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None = None,
                   dump_after: tuple[str, ...] = (), progress: Any = None,
-                  calib_inputs: Path | None = None):  # noqa: ANN201
+                  calib_inputs: Path | None = None, strict: bool = False):  # noqa: ANN201
     """Compile; activation scales are calibrated on `calib_inputs` (an .npz keyed by input
-    name) or, without it, on seeded random inputs valid for the model."""
+    name) or, without it, on seeded random inputs valid for the model. Suspicious input
+    (a QConfig glob that matches no layer, NaN/Inf weights) warns, or with `strict` is
+    refused."""
     from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
     from kernbench.compiler.state import CompileOptions
 
@@ -39,26 +41,42 @@ def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None
     return state, pm
 
 
-def load_inputs(path: Path | None, graph: Any, seed: int = 0) -> dict[str, np.ndarray]:
+def load_inputs(path: Path | None, graph: Any, seed: int = 0, *,
+                strict: bool = False) -> dict[str, np.ndarray]:
+    """The model's inputs from an .npz keyed by input name (checked: check_inputs), or
+    seeded random inputs valid for the model when `path` is None."""
     from kernbench.compiler.inputs import default_inputs
 
     if path is None:
         return default_inputs(graph, seed)
+    check_input_file(path, MAX_MODEL_BYTES, label=f"--inputs {path}")
     try:
         with np.load(path, allow_pickle=False) as z:
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise InputError("a single array (.npy); --inputs wants an .npz keyed by "
+                                 f"input name ({', '.join(graph.inputs)})", file=str(path))
             feeds = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError) as e:
         raise InputError(f"cannot read inputs: {e}", file=str(path)) from None
+    except AttributeError:  # np.load returned a plain array: the context manager is missing
+        raise InputError("a single array (.npy); --inputs wants an .npz keyed by input name "
+                         f"({', '.join(graph.inputs)})", file=str(path)) from None
     missing = [t for t in graph.inputs if t not in feeds]
     if missing:
-        raise InputError(f"missing input(s) {', '.join(missing)}", file=str(path))
-    return check_inputs(feeds, graph, str(path))
+        raise InputError(f"missing input(s) {', '.join(missing)} (the file has "
+                         f"{', '.join(sorted(feeds)) or 'no arrays'})", file=str(path))
+    extra = sorted(set(feeds) - set(graph.inputs))
+    if extra:
+        raise InputError(f"unknown input(s) {', '.join(extra)}; the model's inputs are "
+                         f"{', '.join(graph.inputs)}", file=str(path))
+    return check_inputs(feeds, graph, str(path), strict=strict)
 
 
-def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[str, np.ndarray]:
+def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str, *,
+                 strict: bool = False) -> dict[str, np.ndarray]:
     """Inputs as the model declares them: shape, a safe cast to the dtype, token ids inside
-    the vocabulary. The cast arrays are what every consumer (simulator, interpreter,
-    onnxruntime) receives."""
+    the vocabulary, finite floats (NaN/Inf warn; refused with `strict`). The cast arrays
+    are what every consumer (simulator, interpreter, onnxruntime) receives."""
     from kernbench.compiler.inputs import _vocab
     from kernbench.ir.onnx_import.lower import np_dtype
 
@@ -70,11 +88,16 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
             raise InputError(f"shape {list(x.shape)}, the model expects {t.shape}", file=file,
                              where=f"input '{tid}'")
         want = np_dtype(t.dtype)
+        if x.dtype.kind not in "biuf":
+            raise InputError(f"dtype {x.dtype}, the model expects {t.dtype}", file=file,
+                             where=f"input '{tid}'")
         if x.dtype != want:
             if want.kind in "iub" and x.dtype.kind == "f" and not np.all(np.mod(x, 1) == 0):
                 raise InputError(f"{x.dtype} values that are not integers, the model expects "
                                  f"{t.dtype}", file=file, where=f"input '{tid}'")
             x = x.astype(want)
+        if x.dtype.kind == "f":
+            check_finite(x, f"input '{tid}'", file, strict)
         if want.kind in "iu":
             vocab = _vocab(graph, tid)
             if vocab is not None and x.size and (x.min() < 0 or x.max() >= vocab):
@@ -84,24 +107,49 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
     return out
 
 
+def check_finite(x: np.ndarray, what: str, file: str | None, strict: bool) -> None:
+    """NaN or Inf in a tensor: a warning naming it (an InputError with `strict`). Such a
+    value propagates through every layer; it is legal but almost always a mistake."""
+    bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
+    if not bad:
+        return
+    msg = f"{bad} NaN/Inf value(s) of {np.size(x)}"
+    if strict:
+        raise InputError(msg + " (refused with --strict)", file=file, where=what)
+    warn(f"{file + ': ' if file else ''}{what}: {msg}")
+
+
 def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = False,
                     inputs: Path | None = None, dump_intermediates: bool = False,
-                    trace: bool = True, report: bool = True) -> SimResult:
+                    trace: bool = True, report: bool = True, phase: Any = None,
+                    strict: bool = False) -> SimResult:
+    """Simulate a cmdq.json or a bundle (with the data pass and verification on request)
+    and write stats.json, summary.txt, report.html (`report`), trace.json (`trace`),
+    outputs.npz and verification.json (`verify`) into `out`. `phase(name, total, poll)`
+    gives a context manager around each long phase (progress display); None: nothing."""
     from kernbench.cmdq.io import load_program
     from kernbench.report.stats import write_json
+
+    record = trace or report  # the report's timeline needs the trace, the file may not
 
     program = Path(program)
     bundle_dir = program if program.is_dir() else program.parent
     cmdq_path = program / "cmdq.json" if program.is_dir() else program
+    check_input_file(cmdq_path, MAX_JSON_BYTES)  # never block on a FIFO, never read /dev/zero
     prog = load_program(cmdq_path)
     verdict, outputs = None, None
     if verify:
         from kernbench.host.bundle import Bundle, run_with_data
+        from kernbench.host.bundle_check import check_bundle
         from kernbench.host.verify import verify_outputs
 
+        problems = check_bundle(bundle_dir, topology, max_errors=1, cmdq=False)
+        if problems:  # a tampered bundle: refused before anything is deployed
+            raise problems[0]
         bundle = Bundle.load(bundle_dir)
-        feeds = load_inputs(inputs, bundle.graph)
-        run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=trace)
+        feeds = load_inputs(inputs, bundle.graph, strict=strict)
+        run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=record,
+                                            phase=phase)
         source = bundle_dir / "model.onnx"
         verdict = verify_outputs(bundle, outputs, feeds, store,
                                  source if source.exists() else None,
@@ -109,7 +157,7 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     else:
         from kernbench.host.simulate import simulate_program
 
-        run = simulate_program(prog, topology, file=str(cmdq_path), trace=trace)
+        run = simulate_program(prog, topology, file=str(cmdq_path), trace=record, phase=phase)
     stats = run.stats()
     roof = bundle_dir / "roofline.json"
     if roof.exists():
@@ -132,8 +180,8 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
     write_json(stats, out / "stats.json")
-    trace_obj = run.trace() if trace else None
-    if trace_obj is not None:
+    trace_obj = run.trace() if record else None
+    if trace:
         write_json(trace_obj, out / "trace.json")
         written.append(out / "trace.json")
     if outputs is not None:

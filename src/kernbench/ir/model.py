@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kernbench.errors import InputError
+from kernbench.errors import MAX_MODEL_BYTES, InputError, check_input_file, read_input_text
 
 IR_VERSION = "1.0"
 SPEC_VERSION = "1.0"
@@ -212,13 +212,7 @@ class Graph(_Strict):
         """Read ir.json; read weights from `weights_path` (or `weights.npz` beside it if
         that exists)."""
         path = Path(path)
-        try:
-            size = path.stat().st_size
-        except OSError as e:
-            raise InputError(f"cannot read ({e.strerror})", file=str(path)) from None
-        if size > MAX_IR_JSON_BYTES:
-            raise InputError(f"file too large ({size} bytes)", file=str(path))
-        g = cls.from_json(path.read_text(errors="replace"), file=str(path))
+        g = cls.from_json(read_input_text(path, MAX_IR_JSON_BYTES), file=str(path))
         wpath = Path(weights_path) if weights_path else path.with_name("weights.npz")
         if weights_path or wpath.exists():
             g.weights = load_weights(wpath)
@@ -256,7 +250,9 @@ def _npz_key(k: str) -> str:
 
 
 def load_weights(path: str | Path) -> dict[str, np.ndarray]:
+    """Read an .npz of arrays (no pickle; a regular file of bounded size)."""
     path = Path(path)
+    check_input_file(path, MAX_MODEL_BYTES)
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k.replace("\u2215", "/"): z[k] for k in z.files}

@@ -138,6 +138,14 @@ class Tensor:
 
     def __init__(self, kind: str, shape: tuple[int, ...], dtype_name: str, data: Any = None,
                  buf: Any = None, origin: str = "", ptr_buf: Any = None) -> None:  # fmt: skip
+        p = _CTX[0]
+        if p is not None:  # every tl op makes a Tensor: the op budget stops endless loops
+            r = p.runner
+            r.ops += 1
+            if r.ops > r.max_ops:
+                raise KernelError(f"{kernel_line()}: the launch exceeded its budget of "
+                                  f"{r.max_ops} tl operations (an endless loop?); raise it "
+                                  "with --max-ops")
         self.kind = kind
         self.shape = tuple(int(s) for s in shape)
         self.dtype_name = dtype_name

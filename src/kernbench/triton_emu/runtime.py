@@ -130,6 +130,11 @@ next_power_of_2 = L.next_power_of_2
 # ---------------------------------------------------------------------- jit
 
 
+# tl operations one launch may run (each op makes a tl tensor); the bundled benches use
+# under 10 000. Ends a kernel that loops forever on tl ops (docs/errors.md).
+DEFAULT_MAX_OPS = 5_000_000
+
+
 class JITFunction:
     """`@kernbench.jit`: call it inside a kernel (a helper) or launch it: kernel[grid](...)."""
 
@@ -144,9 +149,10 @@ class JITFunction:
 
     def __getitem__(self, grid: Any) -> Callable[..., LaunchResult]:
         def launcher(*args: Any, topology: Any = None, pes: int | None = None,
-                     data_pass: bool = True, trace: bool = True, **meta: Any) -> LaunchResult:
+                     data_pass: bool = True, trace: bool = True,
+                     max_ops: int = DEFAULT_MAX_OPS, **meta: Any) -> LaunchResult:
             return launch(self, grid, args, meta, topology=topology, pes=pes,
-                          data_pass=data_pass, trace=trace)
+                          data_pass=data_pass, trace=trace, max_ops=max_ops)
 
         return launcher
 
@@ -244,9 +250,12 @@ class Program:
 
 class KernelRunner:
     def __init__(self, sim: Any, kernel: JITFunction, grid: tuple[int, ...], args: tuple,
-                 meta: dict[str, Any], store: MemoryStore, pes: list[Any]) -> None:  # fmt: skip
+                 meta: dict[str, Any], store: MemoryStore, pes: list[Any],
+                 max_ops: int = 0) -> None:  # fmt: skip
         import greenlet
 
+        self.ops = 0  # tl operations so far, over all programs (language.Tensor counts)
+        self.max_ops = max_ops or DEFAULT_MAX_OPS
         self.greenlet_mod = greenlet
         self.main = greenlet.getcurrent()
         self.sim = sim
@@ -562,8 +571,11 @@ def _grid_of(grid: Any, meta: dict[str, Any]) -> tuple[int, ...]:
 
 def launch(kernel: JITFunction, grid: Any, args: tuple, meta: dict[str, Any], *,
            topology: Any = None, pes: int | None = None, data_pass: bool = True,
-           trace: bool = True) -> LaunchResult:  # fmt: skip
-    """Run `kernel` over `grid` on the simulated NPU (pass 1) and the data pass (pass 2)."""
+           trace: bool = True, max_ops: int = 0) -> LaunchResult:  # fmt: skip
+    """Run `kernel` over `grid` on the simulated NPU (pass 1) and the data pass (pass 2).
+
+    `max_ops` (default DEFAULT_MAX_OPS) bounds the tl operations of the whole launch: a
+    kernel that loops forever ends with a KernelError (exit 2) instead of hanging."""
     from kernbench.report.perfetto import build_trace
     from kernbench.report.stats import collect_stats
     from kernbench.sim_engine.engine import Simulator
@@ -588,7 +600,7 @@ def launch(kernel: JITFunction, grid: Any, args: tuple, meta: dict[str, Any], *,
     init = store.snapshot() if data_pass else None
     logger = OpLogger() if data_pass else None
     sim = Simulator(topo, op_logger=logger, trace=trace)
-    runner = KernelRunner(sim, kernel, g, args, meta, store, use)
+    runner = KernelRunner(sim, kernel, g, args, meta, store, use, max_ops)
     t0 = time.perf_counter()
     runner.start()
     try:

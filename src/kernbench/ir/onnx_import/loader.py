@@ -8,23 +8,17 @@ from pathlib import Path
 import onnx
 from onnx import external_data_helper
 
-from kernbench.errors import InputError
+from kernbench.errors import MAX_MODEL_BYTES, InputError, check_input_file
 
 MIN_OPSET = 17
 MAX_OPSET = 23
-MAX_MODEL_BYTES = 4 * 1024**3
 
 
 def load_model(path: str | Path) -> onnx.ModelProto:
     """Read, check and shape-infer `path`; returns the inferred ModelProto."""
     path = Path(path)
     f = str(path)
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise InputError(f"cannot read model ({e.strerror})", file=f) from None
-    if size > MAX_MODEL_BYTES:
-        raise InputError(f"model too large ({size} bytes)", file=f)
+    check_input_file(path, MAX_MODEL_BYTES)  # a regular file (never a FIFO), bounded
     try:
         model = onnx.load(f, load_external_data=False)
     except Exception as e:  # DecodeError, truncated protobuf, ...
@@ -55,6 +49,8 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
             raise InputError(
                 f"external data file {loc!r} not found", file=str(path), where=f"initializer {t.name}"
             )
+        check_input_file(target, MAX_MODEL_BYTES, label=f"{path}: initializer {t.name}: "
+                                                        f"external data {loc!r}")
 
 
 def prepare_model(model: onnx.ModelProto, *, file: str | None = None,
