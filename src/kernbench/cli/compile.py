@@ -48,8 +48,13 @@ def _named_model(model: Path, seq_len: int | None, kv_len: int | None, save_dir:
         return model
     import onnx
 
+    from kernbench.host.estimate import named_model_bytes, refuse_above_limit
+
     kv = kv_len or 0
     seq = seq_len if seq_len is not None else (1 if kv > 0 else 16)
+    if seq >= 1 and kv >= 0:  # (bad values are refused by the builder, by name)
+        refuse_above_limit(named_model_bytes(MODELS[str(model)], seq, kv),
+                           f"{model} --seq-len {seq} --kv-len {kv}")
     m = model_for(str(model), seq_len=seq, kv_len=kv)
     save_dir.mkdir(parents=True, exist_ok=True)
     path = save_dir / f"{model}_seq{seq}_kv{kv}.onnx"

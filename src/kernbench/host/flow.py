@@ -30,15 +30,38 @@ def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None
     refused."""
     from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
     from kernbench.compiler.state import CompileOptions
+    from kernbench.host.estimate import graph_bytes, refuse_above_limit
 
     graph, source = load_model(Path(model), qconfig)
-    opts = CompileOptions(calib_inputs=load_inputs(calib_inputs, graph) if calib_inputs
-                          else None)
+    refuse_above_limit(graph_bytes(graph), f"model {model}")
+    check_graph_inputs(graph, str(qconfig) if qconfig else None, str(model), strict)
+    calib = load_inputs(calib_inputs, graph, strict=strict) if calib_inputs else None
+    opts = CompileOptions(calib_inputs=calib)
     state, pm = compile_graph(graph, topology, opts, dump_after=dump_after,
                               dump_dir=Path(out).parent if dump_after else None,
                               progress=progress)
     write_bundle(state, Path(out), source)
     return state, pm
+
+
+def check_graph_inputs(graph: Any, qconfig_file: str | None, model_file: str,
+                       strict: bool) -> None:
+    """What the user gave that is legal but almost surely a mistake: a QConfig override
+    whose glob matches no layer, NaN/Inf in the weights. Warnings, errors with `strict`."""
+    from kernbench.ir.qconfig import parse_qconfig, unmatched_overrides
+
+    if qconfig_file is not None and graph.qconfig:
+        for glob in unmatched_overrides(graph, parse_qconfig(graph.qconfig)):
+            msg = (f"override match {glob!r} matches no layer (names tried: IR layer ids, "
+                   "metadata.layer_name, ONNX node names; see docs/ir.md)")
+            if strict:
+                raise InputError(msg + " (refused with --strict)", file=qconfig_file,
+                                 field="overrides")
+            warn(f"{qconfig_file}: {msg}")
+    for key in sorted(graph.weights):
+        w = np.asarray(graph.weights[key])
+        if w.dtype.kind == "f":
+            check_finite(w, f"weight '{key}'", model_file, strict)
 
 
 def load_inputs(path: Path | None, graph: Any, seed: int = 0, *,
@@ -51,16 +74,17 @@ def load_inputs(path: Path | None, graph: Any, seed: int = 0, *,
         return default_inputs(graph, seed)
     check_input_file(path, MAX_MODEL_BYTES, label=f"--inputs {path}")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            if not isinstance(z, np.lib.npyio.NpzFile):
-                raise InputError("a single array (.npy); --inputs wants an .npz keyed by "
-                                 f"input name ({', '.join(graph.inputs)})", file=str(path))
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise InputError(f"cannot read inputs: {e}", file=str(path)) from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise InputError("a single array (.npy); --inputs wants an .npz keyed by input name "
+                         f"({', '.join(graph.inputs)})", file=str(path))
+    try:
+        with z:
             feeds = {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError) as e:
         raise InputError(f"cannot read inputs: {e}", file=str(path)) from None
-    except AttributeError:  # np.load returned a plain array: the context manager is missing
-        raise InputError("a single array (.npy); --inputs wants an .npz keyed by input name "
-                         f"({', '.join(graph.inputs)})", file=str(path)) from None
     missing = [t for t in graph.inputs if t not in feeds]
     if missing:
         raise InputError(f"missing input(s) {', '.join(missing)} (the file has "
