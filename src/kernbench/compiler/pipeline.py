@@ -78,7 +78,9 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     save_weights(arrays, tmp / "weights.npz")
     state.graph.save(tmp / "ir.json", tmp / "ir_weights.npz")
     if source_model is not None and Path(source_model).suffix == ".onnx":
-        shutil.copyfile(source_model, tmp / "model.onnx")
+        from kernbench.ir.onnx_import.loader import copy_with_external_data
+
+        copy_with_external_data(source_model, tmp / "model.onnx")  # + its external data
     import yaml
 
     (tmp / "topology.yaml").write_text(

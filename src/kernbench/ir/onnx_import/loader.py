@@ -31,6 +31,29 @@ def load_model(path: str | Path) -> onnx.ModelProto:
     return prepare_model(model, file=f)
 
 
+def copy_with_external_data(src: str | Path, dst: str | Path) -> None:
+    """Copy an ONNX model file and the external data files it references (paths kept
+    relative to the model, so onnxruntime finds them beside the copy). The references
+    were confined to the model's folder when the model was loaded."""
+    import shutil
+
+    src, dst = Path(src), Path(dst)
+    shutil.copyfile(src, dst)
+    model = onnx.load(str(src), load_external_data=False)
+    base, out = src.parent.resolve(), dst.parent.resolve()
+    seen: set[str] = set()
+    for t in external_data_helper._get_all_tensors(model):
+        if not external_data_helper.uses_external_data(t):
+            continue
+        loc = external_data_helper.ExternalDataInfo(t).location or ""
+        target = (base / loc).resolve()
+        if loc in seen or Path(loc).is_absolute() or not target.is_relative_to(base):
+            continue
+        seen.add(loc)
+        (out / loc).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(target, out / loc)
+
+
 def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
     base = path.parent.resolve()
     for t in external_data_helper._get_all_tensors(model):
