@@ -51,6 +51,9 @@ def _register() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the app and map kernbench errors to exit codes; returns the code."""
+    from kernbench.cli.common import set_quiet
+
+    set_quiet(False)  # --quiet lasts one command (main may run several in one process)
     try:
         _register()
         # standalone mode: usage errors print their own message and exit 2; typer turns a

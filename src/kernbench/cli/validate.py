@@ -8,6 +8,7 @@ line on stderr; exit 2 if there is any, 0 (and a one-line OK on stderr) otherwis
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -81,8 +82,8 @@ def validate(
         path = file
         topo = load_topology(topology or "small", set_ or [])
         problems = validate_file(path, limits_for(topo), max_errors=max_errors)
-    for p in problems:
-        err.print(f"error: {p}", markup=False)
+    for p in problems:  # errors bypass the console: --quiet never hides them
+        print(f"error: {p}", file=sys.stderr)
     if problems:
         raise typer.Exit(2)
     what = "consistent bundle" if file.is_dir() else "valid CMDQ program"
