@@ -61,8 +61,14 @@ class QuantParams(_Strict):
     dtype: Literal["int2", "int4", "int8", "int16", "uint2", "uint4", "uint8", "uint16"]
 
 
-class TensorIR(_Strict):
-    """One TensorTable entry (spec §6.1)."""
+class _Open(BaseModel):
+    # IR spec §12: the IR grows fields with new opcodes, backward-compatibly. A field this
+    # version does not know is kept (model_extra) and written back unchanged.
+    model_config = ConfigDict(extra="allow", validate_assignment=False)
+
+
+class TensorIR(_Open):
+    """One TensorTable entry (spec §6.1). Unknown fields are kept (spec §12)."""
 
     id: str
     shape: list[int]
@@ -78,8 +84,9 @@ class TensorIR(_Strict):
     quant: QuantParams | None = None
 
 
-class LayerIR(_Strict):
-    """One node of the layer graph (spec §5.1)."""
+class LayerIR(_Open):
+    """One node of the layer graph (spec §5.1). Unknown fields are kept (spec §12);
+    `metadata` is free-form (`layer_name`, `subgraph`, `onnx_nodes`, ...)."""
 
     id: str
     op_type: str
@@ -109,6 +116,11 @@ class Graph(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     tensors: dict[str, TensorIR] = Field(default_factory=dict)
     qconfig: dict[str, Any] | None = None
+    #: `graph.edges` (spec §3: tensor references between layers), kept as given; the
+    #: compiler derives the edges from the nodes' inputs / outputs.
+    edges: list[Any] | None = None
+    #: Unknown top-level and `graph` fields, kept and written back (spec §12).
+    extensions: dict[str, Any] = Field(default_factory=dict)
     weights: dict[str, np.ndarray] = Field(default_factory=dict, exclude=True)
 
     # ---------------------------------------------------------------- helpers
@@ -137,6 +149,15 @@ class Graph(_Strict):
 
     # ---------------------------------------------------------------- JSON
     def to_dict(self) -> dict[str, Any]:
+        graph_ext = self.extensions.get("graph", {})
+        top_ext = {k: v for k, v in self.extensions.items() if k != "graph"}
+        d = self._core_dict()
+        d["graph"].update(graph_ext)
+        if self.edges is not None:
+            d["graph"]["edges"] = self.edges
+        return {**top_ext, **d}
+
+    def _core_dict(self) -> dict[str, Any]:
         return {
             "ir_version": self.ir_version,
             "spec_version": self.spec_version,
@@ -164,17 +185,18 @@ class Graph(_Strict):
             raise InputError("top level must be a JSON object", file=file)
         allowed = {"ir_version", "spec_version", "created_by", "created_at", "graph",
                    "tensors", "qconfig"}  # fmt: skip
-        extra = sorted(set(d) - allowed)
-        if extra:
-            raise InputError(f"unknown key(s) {extra}", file=file)
         if "graph" not in d or not isinstance(d["graph"], dict):
             raise InputError("missing 'graph' object", file=file, field="graph")
         g = d["graph"]
-        extra = sorted(set(g) - {"nodes", "inputs", "outputs", "metadata"})
-        if extra:
-            raise InputError(f"unknown key(s) {extra}", file=file, where="graph")
+        known_g = {"nodes", "inputs", "outputs", "metadata", "edges"}
+        ext: dict[str, Any] = {k: v for k, v in d.items() if k not in allowed}
+        if any(k not in known_g for k in g):
+            ext["graph"] = {k: v for k, v in g.items() if k not in known_g}
+        d = {k: v for k, v in d.items() if k in allowed}
+        g = {k: v for k, v in g.items() if k in known_g}
         payload = {k: v for k, v in d.items() if k != "graph"}
         payload.update(g)
+        payload["extensions"] = ext
         if str(payload.get("ir_version", IR_VERSION)).split(".")[0] != IR_VERSION.split(".")[0]:
             raise InputError(
                 f"ir_version {payload.get('ir_version')!r} not supported (expected {IR_VERSION})",
