@@ -62,6 +62,9 @@ class PeSchedulerSpec(ComponentSpec):
         False,
         description="ADR-0014 D4: GEMM and MATH share one compute slot (no GEMM ∥ MATH overlap)",
     )
+    max_transfer_bytes: int = Field(
+        0, ge=0, description="ADR-0014: a DMA stage larger than this is split into transfers "
+                             "of at most this many bytes (0 = no limit)")
 
 
 class PeDmaSpec(ComponentSpec):
