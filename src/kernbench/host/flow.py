@@ -10,7 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.errors import MAX_JSON_BYTES, MAX_MODEL_BYTES, InputError, check_input_file, warn
+from kernbench.errors import (
+    MAX_JSON_BYTES,
+    MAX_MODEL_BYTES,
+    InputError,
+    check_input_file,
+    read_input_text,
+    warn,
+)
 
 
 @dataclass
@@ -183,23 +190,7 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
 
         run = simulate_program(prog, topology, file=str(cmdq_path), trace=record, phase=phase)
     stats = run.stats()
-    roof = bundle_dir / "roofline.json"
-    if roof.exists():
-        from kernbench.compiler.roofline import layer_report
-
-        try:
-            bounds = json.loads(roof.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise InputError(f"unreadable: {e}", file=str(roof)) from None
-        layers = layer_report(bounds, stats["entries"])
-        stats["layers"] = layers
-        total_bound = sum(v["bound_ns"] for v in layers.values())
-        stats["roofline_fraction"] = round(total_bound / stats["total_ns"], 6) \
-            if stats["total_ns"] else 0.0
-        comp = round(sum(v["compute_bound_ns"] for v in layers.values()), 3)
-        mem = round(sum(v["memory_bound_ns"] for v in layers.values()), 3)
-        stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
-                                "bound_by": "compute" if comp >= mem else "memory"}
+    add_roofline(stats, bundle_dir / "roofline.json")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
@@ -224,6 +215,26 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
 
         written.append(write_report(out, stats, trace_obj, verdict, topology))
     return SimResult(stats, verdict, outputs, written)
+
+
+def add_roofline(stats: dict[str, Any], roof: Path) -> None:
+    """Per-layer roofline bounds (a bundle's roofline.json, if any) into `stats`."""
+    if roof.exists():
+        from kernbench.compiler.roofline import layer_report
+
+        try:
+            bounds = json.loads(read_input_text(roof, MAX_JSON_BYTES))
+        except ValueError as e:
+            raise InputError(f"unreadable: {e}", file=str(roof)) from None
+        layers = layer_report(bounds, stats["entries"])
+        stats["layers"] = layers
+        total_bound = sum(v["bound_ns"] for v in layers.values())
+        stats["roofline_fraction"] = round(total_bound / stats["total_ns"], 6) \
+            if stats["total_ns"] else 0.0
+        comp = round(sum(v["compute_bound_ns"] for v in layers.values()), 3)
+        mem = round(sum(v["memory_bound_ns"] for v in layers.values()), 3)
+        stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
+                                "bound_by": "compute" if comp >= mem else "memory"}
 
 
 def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
