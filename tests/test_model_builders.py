@@ -146,7 +146,7 @@ def test_cli_run_llama_decode(tmp_path: Path) -> None:
     from kernbench.cli import main
 
     out = tmp_path / "run"
-    assert main(["run", "llama", "--kv-len", "64", "--out", str(out), "--no-trace"]) == 0
+    assert main(["run", "--keep-bundle", "--trace", "llama", "--kv-len", "64", "--out", str(out), "--no-trace"]) == 0
     assert (out / "stats.json").exists()
     assert (out / "bundle" / "model.onnx").exists()
     m = onnx.load(str(out / "bundle" / "model.onnx"))
@@ -169,7 +169,7 @@ def test_llama_decode_with_512_kv_is_memory_bound(tmp_path):
     from kernbench.cli import main
 
     out = tmp_path / "out"
-    assert main(["run", "llama", "--kv-len", "512", "--out", str(out), "--no-trace"]) == 0
+    assert main(["run", "--keep-bundle", "--trace", "llama", "--kv-len", "512", "--out", str(out), "--no-trace"]) == 0
     stats = json.loads((out / "stats.json").read_text())
     assert stats["model_bound"]["bound_by"] == "memory"
     assert all(layer["bound_by"] == "memory" for layer in stats["layers"].values())
@@ -183,7 +183,7 @@ def test_long_kv_decode_stays_accurate(tmp_path):
     from kernbench.cli import main
 
     out = tmp_path / "out"
-    assert main(["run", "llama", "--kv-len", "256", "--out", str(out), "--verify",
+    assert main(["run", "--keep-bundle", "--trace", "llama", "--kv-len", "256", "--out", str(out), "--verify",
                  "--no-trace", "--no-report"]) == 0
     v = json.loads((out / "verification.json").read_text())
     assert all(c["cosine"] >= 0.999 for c in v["checks"] if c["reference"] == "onnxruntime")

@@ -43,7 +43,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
 @pytest.fixture(scope="module")
 def gpt2_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
     out = tmp_path_factory.mktemp("gpt2_run")
-    assert main(["run", str(GPT2), "--out", str(out)]) == 0
+    assert main(["run", "--keep-bundle", "--trace", str(GPT2), "--out", str(out)]) == 0
     stats, trace = _load(out)
     return out, stats, trace
 
@@ -121,7 +121,7 @@ def test_verdict_table_is_escaped(gpt2_run, tmp_path: Path) -> None:  # noqa: AN
 
 
 def test_cmdq_simulation_report_has_no_roofline(tmp_path: Path) -> None:
-    assert main(["simulate", str(SPEC_EXAMPLE), "--out", str(tmp_path)]) == 0
+    assert main(["simulate", str(SPEC_EXAMPLE), "--out", str(tmp_path), "--trace"]) == 0
     stats, trace = _load(tmp_path)
     assert "layers" not in stats
     page = write_report(tmp_path, stats, trace).read_text(encoding="utf-8")

@@ -72,3 +72,67 @@ class CapacityError(SimulationError):
 
 class AddressError(SimulationError):
     """An access fell outside the memory it addresses."""
+
+
+def warn(message: str) -> None:
+    """One `warning: ...` line on stderr: something suspicious that does not stop the run
+    (a NaN in the weights, a QConfig glob that matches nothing). Kept here so every layer
+    reports warnings the same way without importing the CLI."""
+    import sys
+
+    print(f"warning: {message}".replace("\n", " "), file=sys.stderr)
+
+
+# Size limits of the files kernbench reads (docs/errors.md). A file above its limit is
+# refused before it is read; a device or FIFO is refused before it is opened (reading
+# /dev/zero never ends, opening a FIFO blocks until a writer comes).
+MAX_TEXT_BYTES = 1 << 20  # topology YAML, QConfig YAML
+MAX_JSON_BYTES = 1 << 30  # cmdq.json, memory.json, ir.json
+MAX_MODEL_BYTES = 1 << 31  # model.onnx (protobuf's own 2 GiB limit) and .npz files
+
+
+def check_input_file(path: object, limit: int, *, label: str | None = None) -> int:
+    """Refuse (InputError) a path that is missing, not a regular file, or larger than
+    `limit` bytes; return its size. Never opens the file."""
+    import os
+    import stat
+
+    label = label or str(path)
+    try:
+        st = os.stat(str(path))
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", file=label) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("is a folder, expected a file", file=label)
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError("not a regular file (a device, FIFO or socket)", file=label)
+    if st.st_size > limit:
+        raise InputError(f"{st.st_size} bytes, larger than the limit of {limit} bytes",
+                         file=label)
+    return st.st_size
+
+
+def read_input_bytes(path: object, limit: int, *, label: str | None = None) -> bytes:
+    """The bytes of a user's file, read with a bound (check_input_file first)."""
+    label = label or str(path)
+    check_input_file(path, limit, label=label)
+    try:
+        with open(str(path), "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", file=label) from None
+    if len(data) > limit:  # grew while we looked
+        raise InputError(f"larger than the limit of {limit} bytes", file=label)
+    return data
+
+
+def read_input_text(path: object, limit: int, *, label: str | None = None) -> str:
+    """A user's text file as str: bounded (read_input_bytes) and strictly UTF-8."""
+    label = label or str(path)
+    data = read_input_bytes(path, limit, label=label)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text: byte {data[e.start]:#04x} at offset {e.start}",
+                         file=label, where=f"line {line}") from None

@@ -38,7 +38,7 @@ def test_spec_example_runs_unchanged_and_respects_deps(tmp_path):
     assert stats["total_ns"] == entries["5"]["end_ns"]
     assert stats["critical_path"][-1] == 4
     # the CLI writes the same numbers
-    assert main(["simulate", str(DATA / "spec_example.json"), "--out", str(tmp_path)]) == 0
+    assert main(["simulate", str(DATA / "spec_example.json"), "--out", str(tmp_path), "--trace"]) == 0
     on_disk = json.loads((tmp_path / "stats.json").read_text())
     assert on_disk["entries"] == json.loads(json.dumps(entries))
     trace = json.loads((tmp_path / "trace.json").read_text())

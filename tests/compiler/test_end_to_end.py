@@ -22,7 +22,7 @@ ALL = ["gpt2", "bert", "llama", "gpt2_decode", "llama_decode", "llama_opset23", 
 @pytest.mark.parametrize("model", ALL)
 def test_model_runs_and_verifies(tmp_path, capsys, model, topology):
     out = tmp_path / "out"
-    code = main(["run", str(MODELS / f"{model}.onnx"), "--topology", topology, "--out", str(out),
+    code = main(["run", "--keep-bundle", "--trace", str(MODELS / f"{model}.onnx"), "--topology", topology, "--out", str(out),
                  "--verify", "--inputs", str(MODELS / f"{model}.inputs.npz"), "--no-trace"])
     err = capsys.readouterr().err
     assert code == 0, err[-2000:]
@@ -46,8 +46,8 @@ def test_model_runs_and_verifies(tmp_path, capsys, model, topology):
 
 def test_timing_is_unchanged_by_the_data_pass(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    assert main(["run", str(MODELS / "llama.onnx"), "--out", str(a)]) == 0
-    assert main(["run", str(MODELS / "llama.onnx"), "--out", str(b), "--verify"]) == 0
+    assert main(["run", "--keep-bundle", "--trace", str(MODELS / "llama.onnx"), "--out", str(a)]) == 0
+    assert main(["run", "--keep-bundle", "--trace", str(MODELS / "llama.onnx"), "--out", str(b), "--verify"]) == 0
     assert (a / "stats.json").read_bytes() == (b / "stats.json").read_bytes()
     assert (a / "trace.json").read_bytes() == (b / "trace.json").read_bytes()
 
@@ -61,7 +61,7 @@ def test_fp16_mode_verifies_within_1e_3(tmp_path, capsys, model, topology):
     q = tmp_path / "fp16.yaml"
     q.write_text("default: {weight: fp16, activation: fp16, kv: fp16}\n")
     out = tmp_path / "out"
-    code = main(["run", str(MODELS / f"{model}.onnx"), "--qconfig", str(q), "--topology",
+    code = main(["run", "--keep-bundle", "--trace", str(MODELS / f"{model}.onnx"), "--qconfig", str(q), "--topology",
                  topology, "--out", str(out), "--verify", "--inputs",
                  str(MODELS / f"{model}.inputs.npz"), "--no-trace"])
     assert code == 0, capsys.readouterr().err[-2000:]
@@ -77,7 +77,7 @@ def test_fp16_mode_verifies_within_1e_3(tmp_path, capsys, model, topology):
 def test_bundle_and_outputs_are_deterministic_files(tmp_path):
     import zipfile
 
-    assert main(["run", str(MODELS / "gpt2.onnx"), "--out", str(tmp_path), "--verify",
+    assert main(["run", "--keep-bundle", "--trace", str(MODELS / "gpt2.onnx"), "--out", str(tmp_path), "--verify",
                  "--no-report"]) == 0
     for npz in (tmp_path / "bundle" / "weights.npz", tmp_path / "outputs.npz"):
         with zipfile.ZipFile(npz) as z:  # no wall-clock timestamps inside the archives

@@ -19,7 +19,7 @@ def test_gemm_tiles_run_concurrently_on_every_pe(tmp_path):
     q = tmp_path / "q.yaml"
     q.write_text('overrides:\n  - {match: "*", activation: 8}\n')
     out = tmp_path / "out"
-    assert main(["run", str(tmp_path / "g.onnx"), "--qconfig", str(q), "--out", str(out),
+    assert main(["run", "--keep-bundle", "--trace", str(tmp_path / "g.onnx"), "--qconfig", str(q), "--out", str(out),
                  "--verify"]) == 0
     stats = json.loads((out / "stats.json").read_text())
     util = {k: v["utilization"] for k, v in stats["engines"].items() if k.endswith("pe_gemm")}

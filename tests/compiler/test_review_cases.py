@@ -25,7 +25,7 @@ def test_quantization_variants_verify(tmp_path, capsys, qconfig):
     q = tmp_path / "q.yaml"
     q.write_text(qconfig + "\n")
     out = tmp_path / "out"
-    code = main(["run", str(MODELS / "gpt2_decode.onnx"), "--qconfig", str(q), "--out",
+    code = main(["run", "--keep-bundle", "--trace", str(MODELS / "gpt2_decode.onnx"), "--qconfig", str(q), "--out",
                  str(out), "--verify", "--no-trace", "--no-report", "--inputs",
                  str(MODELS / "gpt2_decode.inputs.npz")])
     err = capsys.readouterr().err
@@ -47,7 +47,7 @@ def test_layer_op_filling_the_staging_tcm_exactly(tmp_path):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256, 256])])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=9),
               tmp_path / "exp.onnx")
-    assert main(["run", str(tmp_path / "exp.onnx"), "--out", str(tmp_path / "o"),
+    assert main(["run", "--keep-bundle", "--trace", str(tmp_path / "exp.onnx"), "--out", str(tmp_path / "o"),
                  "--verify", "--no-report"]) == 0
 
 
@@ -77,7 +77,7 @@ def test_corrupt_memory_json(bundle, tmp_path, capsys):
     b = tmp_path / "b"
     shutil.copytree(bundle, b)
     (b / "memory.json").write_text("garbage")
-    line = _one_line_exit_2(capsys, ["simulate", str(b), "--verify", "--out", str(tmp_path)])
+    line = _one_line_exit_2(capsys, ["simulate", str(b), "--verify", "--out", str(tmp_path / "o")])
     assert "memory.json" in line
 
 

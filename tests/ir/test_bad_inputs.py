@@ -128,7 +128,7 @@ def test_ir_json_shape_mismatch(tmp_path):
     "mutate, match",
     [
         (lambda d: d["graph"]["nodes"][0].update(qbits_weight=3), "qbits_weight"),
-        (lambda d: d.update(extra=1), "unknown key"),
+        (lambda d: d["graph"].update(nodes={}), "graph.nodes|nodes"),
         (lambda d: d["graph"]["nodes"].reverse(), "later layer"),
         (lambda d: d["graph"]["nodes"][1]["inputs"].append("nope"), "not in the tensor table"),
     ],

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_kernel_cli_runs_and_verifies(tmp_path, capsys):
     rc = main(["kernel", f"{ROOT}/benches/vector_add.py::add_kernel", "--grid", "10",
-               "--topology", "small", "--set", "cube.hbm_ctrl.channel_bw_gbs=16",
+               "--topology", "small", "--set", "cube.hbm_ctrl.channel_bw_gbs=16", "--trace",
                "--out", str(tmp_path)])
     assert rc == 0
     stats = json.loads((tmp_path / "stats.json").read_text())

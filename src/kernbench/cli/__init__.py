@@ -1,8 +1,9 @@
 """The `kernbench` command line (typer).
 
 Each sub-command lives in its own module of this package and registers itself on `app`.
-Machine-readable results go to files or stdout; progress and tables go to stderr.
-Exit codes: 0 ok, 1 verification failed, 2 invalid input, 3 internal error.
+Results go to files and stdout (the summary, or stats.json with --json); diagnostics,
+progress and tables go to stderr. Exit codes (docs/errors.md): 0 ok, 1 verification
+failed, 2 invalid input (one line), 3 internal error (a bug), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -22,6 +23,20 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from kernbench import __version__
+
+        print(f"kernbench {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """NPU simulator and offline compiler."""
+
+
 def _register() -> None:
     # Imported for their side effect of adding commands to `app`.
     import importlib
@@ -37,15 +52,22 @@ def _register() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the app and map kernbench errors to exit codes; returns the code."""
-    _register()
+    from kernbench.cli.common import set_quiet
+
+    set_quiet(False)  # --quiet lasts one command (main may run several in one process)
     try:
-        # standalone mode: usage errors print their own message and exit 2.
+        _register()
+        # standalone mode: usage errors print their own message and exit 2; typer turns a
+        # KeyboardInterrupt inside a command into exit 130.
         app(args=argv, standalone_mode=True)
+    except KeyboardInterrupt:
+        return _interrupted()
     except KernbenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
     except SystemExit as e:
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        return _interrupted() if code == INTERRUPTED else code
     except Exception as e:
         import traceback
 
@@ -53,6 +75,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"internal error: {type(e).__name__}: {e}", file=sys.stderr)
         return 3
     return 0
+
+
+INTERRUPTED = 130
+
+
+def _interrupted() -> int:
+    print("interrupted", file=sys.stderr)
+    return INTERRUPTED
 
 
 def run() -> None:

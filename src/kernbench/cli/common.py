@@ -1,9 +1,16 @@
-"""Options shared by several commands, and the stderr console."""
+"""Options shared by several commands, the stderr console, and where results go.
+
+Conventions (docs/errors.md): results on stdout (the summary text, or stats.json with
+`--json`); diagnostics, progress and tables on stderr. `--quiet` silences the tables and
+progress bars on stderr but never an error or a warning.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,3 +29,23 @@ SaveOplogOpt = Annotated[
     typer.Option("--save-oplog", help="with --verify: save the op log and the initial memory "
                                       "to this folder (kernbench replay DIR)"),
 ]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", help="no tables or progress bars on stderr (errors and warnings remain)")]
+JsonOpt = Annotated[bool, typer.Option(
+    "--json", help="print stats.json to stdout instead of the summary text")]
+TraceOpt = Annotated[bool, typer.Option(
+    "--trace/--no-trace", help="also write trace.json (Perfetto; large for big models)")]
+
+
+def set_quiet(quiet: bool) -> None:
+    """Silence (or restore) the informational stderr console."""
+    err.quiet = quiet
+
+
+def print_result(stats: dict[str, Any], summary: str, as_json: bool) -> None:
+    """The result of a command on stdout: stats.json's text, or the summary text."""
+    if as_json:
+        sys.stdout.write(json.dumps(stats, indent=1, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(summary)
+    sys.stdout.flush()

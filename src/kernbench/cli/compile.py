@@ -8,7 +8,18 @@ from typing import Annotated
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import SaveOplogOpt, SetOpt, TopologyOpt, err
+from kernbench.cli.common import (
+    JsonOpt,
+    QuietOpt,
+    SaveOplogOpt,
+    SetOpt,
+    TopologyOpt,
+    TraceOpt,
+    err,
+    print_result,
+    set_quiet,
+)
+from kernbench.cli.progress import Phases
 
 QconfigOpt = Annotated[Path | None, typer.Option("--qconfig", "-q",
                                                  help="quantization config YAML")]
@@ -17,6 +28,9 @@ DumpOpt = Annotated[list[str] | None, typer.Option(
 SeqLenOpt = Annotated[int | None, typer.Option(
     "--seq-len", help="named model (gpt2, llama, gpt2-small): new tokens "
                       "[default: 16 prefill, 1 decode]")]
+StrictOpt = Annotated[bool, typer.Option(
+    "--strict", help="turn warnings about the inputs (a QConfig glob matching no layer, "
+                     "NaN/Inf in weights or inputs) into errors")]
 KvLenOpt = Annotated[int | None, typer.Option(
     "--kv-len", help="named model: KV-cache length; > 0 builds a decode step [default: 0]")]
 
@@ -35,21 +49,19 @@ def _named_model(model: Path, seq_len: int | None, kv_len: int | None, save_dir:
         return model
     import onnx
 
+    from kernbench.host.estimate import named_model_bytes, refuse_above_limit
+
     kv = kv_len or 0
     seq = seq_len if seq_len is not None else (1 if kv > 0 else 16)
+    if seq >= 1 and kv >= 0:  # (bad values are refused by the builder, by name)
+        refuse_above_limit(named_model_bytes(MODELS[str(model)], seq, kv),
+                           f"{model} --seq-len {seq} --kv-len {kv}")
     m = model_for(str(model), seq_len=seq, kv_len=kv)
     save_dir.mkdir(parents=True, exist_ok=True)
     path = save_dir / f"{model}_seq{seq}_kv{kv}.onnx"
     onnx.save(m, str(path))
     err.print(f"built {model} ({'decode' if kv else 'prefill'}: seq {seq}, kv {kv})")
     return path
-
-
-def _progress():  # noqa: ANN202
-    from rich.progress import Progress, SpinnerColumn, TextColumn
-
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), console=err,
-                    transient=True)
 
 
 @app.command("compile")
@@ -64,6 +76,8 @@ def compile_cmd(
         "--calib-inputs", help="inputs .npz to calibrate activation scales on")] = None,
     seq_len: SeqLenOpt = None,
     kv_len: KvLenOpt = None,
+    strict: StrictOpt = False,
+    quiet: QuietOpt = False,
     time_passes: Annotated[bool, typer.Option(
         "--time-passes", help="print each pass's time (and its checks') on stderr")] = False,
 ) -> None:
@@ -72,26 +86,30 @@ def compile_cmd(
     MODEL may also be gpt2, llama or gpt2-small, built for --seq-len / --kv-len."""
     import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:  # a built model is copied into the bundle
-        _compile(_named_model(model, seq_len, kv_len, Path(tmp)), out, topology, set_, qconfig,
-                 dump_after, calib_inputs, time_passes)
+    from kernbench.cli.outdir import OutDir
+
+    set_quiet(quiet)
+    phases = Phases(err, enabled=not quiet)
+    with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
+        src = _named_model(model, seq_len, kv_len, Path(tmp))
+        _compile(src, stage, topology, set_, qconfig, dump_after, calib_inputs, phases, strict,
+                 time_passes)
+    err.print(f"wrote the bundle {out}")
 
 
 def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
              qconfig: Path | None, dump_after: list[str] | None,
-             calib_inputs: Path | None, time_passes: bool) -> None:
+             calib_inputs: Path | None, phases: Phases, strict: bool,
+             time_passes: bool = False) -> None:
     from kernbench.host.flow import compile_model
     from kernbench.topology import load_topology
 
     topo = load_topology(topology, set_ or [])
-    with _progress() as prog:
-        task = prog.add_task("compiling")
+    with phases.phase("compile"):
         state, pm = compile_model(model, topo, out, qconfig=qconfig,
                                   dump_after=tuple(dump_after or ()), calib_inputs=calib_inputs,
-                                  progress=lambda name: prog.update(task,
-                                                                    description=f"pass {name}"))
-    err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq.entries)} CMDQ entries → "
-              f"{out}")
+                                  progress=phases.update, strict=strict)
+    err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq.entries)} CMDQ entries")
     if time_passes:
         for line in pm.timing_lines():
             err.print(line)
@@ -108,50 +126,66 @@ def run_cmd(
     inputs: Annotated[Path | None, typer.Option("--inputs", help="inputs .npz")] = None,
     dump_intermediates: Annotated[bool, typer.Option(
         "--dump-intermediates", help="compare every layer's output")] = False,
-    no_trace: Annotated[bool, typer.Option("--no-trace", help="skip trace.json")] = False,
+    trace: TraceOpt = False,
+    keep_bundle: Annotated[bool, typer.Option(
+        "--keep-bundle", help="also write the compiled bundle to OUT/bundle (large: weights, "
+                              "the model)")] = False,
     seq_len: SeqLenOpt = None,
     kv_len: KvLenOpt = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
+    strict: StrictOpt = False,
+    quiet: QuietOpt = False,
+    json_: JsonOpt = False,
     save_oplog: SaveOplogOpt = None,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
-    MODEL may also be gpt2, llama or gpt2-small, built for --seq-len / --kv-len."""
+    MODEL may also be gpt2, llama or gpt2-small, built for --seq-len / --kv-len.
+    Writes stats.json, summary.txt, report.html (+ trace.json with --trace, outputs.npz and
+    verification.json with --verify, bundle/ with --keep-bundle) into --out."""
+    import tempfile
+
+    from kernbench.cli.outdir import OutDir
+    from kernbench.host.flow import compile_model
     from kernbench.topology import load_topology
 
-    model = _named_model(model, seq_len, kv_len, Path(out))
-
+    set_quiet(quiet)
+    phases = Phases(err, enabled=not quiet)
     topo = load_topology(topology, set_ or [])
-    bundle = Path(out) / "bundle"
-    from kernbench.host.flow import compile_model
-
-    with _progress() as prog:
-        task = prog.add_task("compiling")
-        state, _ = compile_model(model, topo, bundle, qconfig=qconfig, calib_inputs=inputs,
-                                 progress=lambda name: prog.update(task,
-                                                                   description=f"pass {name}"))
-    err.print(f"compiled {model}: {len(state.cmdq.entries)} CMDQ entries")
-    simulate_and_report(bundle, topo, Path(out), verify, inputs, dump_intermediates, not no_trace,
-                        not no_report, save_oplog=save_oplog)
+    with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
+        src = _named_model(model, seq_len, kv_len, Path(tmp))
+        bundle = (stage if keep_bundle else Path(tmp)) / "bundle"
+        with phases.phase("compile"):
+            state, _ = compile_model(src, topo, bundle, qconfig=qconfig, calib_inputs=inputs,
+                                     progress=phases.update, strict=strict)
+        err.print(f"compiled {src.name}: {len(state.cmdq.entries)} CMDQ entries")
+        ok = simulate_and_report(bundle, topo, stage, verify, inputs, dump_intermediates,
+                                 trace, not no_report, phases=phases, as_json=json_,
+                                 strict=strict, save_oplog=save_oplog)
+    err.print(f"wrote {out}/")
+    if not ok:
+        raise typer.Exit(1)
 
 
 def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Path | None,  # noqa: ANN001
-                        dump_intermediates: bool, trace: bool, report: bool = True,
-                        save_oplog: Path | None = None) -> None:
-    from kernbench.host.flow import simulate_bundle
+                        dump_intermediates: bool, trace: bool, report: bool = True, *,
+                        phases: Phases | None = None, as_json: bool = False,
+                        strict: bool = False, save_oplog: Path | None = None) -> bool:
+    """Simulate (and verify), write the results into `out`, print the summary on stdout
+    (stats.json with `as_json`) and the tables on stderr. Returns False when the
+    verification failed (the caller exits 1 after the files are in place)."""
+    from kernbench.host.flow import simulate_bundle, summary_text
     from kernbench.host.verify import print_verdict
     from kernbench.report.summary import print_layers, print_summary
 
-    with _progress() as prog:
-        prog.add_task("simulating" + (" + data pass" if verify else ""))
-        res = simulate_bundle(bundle, topo, out, verify=verify, inputs=inputs,
-                              dump_intermediates=dump_intermediates, trace=trace, report=report,
-                              save_oplog=save_oplog)
+    res = simulate_bundle(bundle, topo, out, verify=verify, inputs=inputs,
+                          dump_intermediates=dump_intermediates, trace=trace, report=report,
+                          phase=phases.phase if phases else None, strict=strict,
+                          save_oplog=save_oplog)
     print_summary(res.stats, err)
     if "layers" in res.stats:
         print_layers(res.stats, err)
-    err.print("wrote " + ", ".join(str(p) for p in res.written))
     if res.verdict is not None:
         print_verdict(res.verdict, err)
-        if not res.verdict.ok:
-            raise typer.Exit(1)
+    print_result(res.stats, summary_text(res.stats, res.verdict), as_json)
+    return res.verdict is None or res.verdict.ok

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import SetOpt, TopologyOpt, err
+from kernbench.cli.common import JsonOpt, QuietOpt, SetOpt, TopologyOpt, TraceOpt, err
 
 
 @app.command("demo")
@@ -19,6 +19,9 @@ def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
     verify: Annotated[bool, typer.Option("--verify/--no-verify",
                                          help="data pass + checks (default on)")] = True,
+    trace: TraceOpt = True,
+    quiet: QuietOpt = False,
+    json_: JsonOpt = False,
 ) -> None:
     """Run the bundled tiny GPT-2 end to end and print its report."""
     from kernbench.cli.compile import run_cmd
@@ -27,5 +30,5 @@ def demo(
     err.print(f"[bold]kernbench demo[/]: {DEMO_MODEL.name} (2 layers, d=64, 16 tokens, W8A8) "
               f"on '{topology}'")
     run_cmd(DEMO_MODEL, topology=topology, set_=set_, qconfig=None, out=out, verify=verify,
-            inputs=None, dump_intermediates=False, no_trace=False, seq_len=None, kv_len=None,
-            no_report=False)
+            inputs=None, dump_intermediates=False, trace=trace, keep_bundle=True, seq_len=None,
+            kv_len=None, no_report=False, strict=False, quiet=quiet, json_=json_)

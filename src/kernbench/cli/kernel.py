@@ -8,13 +8,41 @@ The benches/ kernels follow this convention.
 
 from __future__ import annotations
 
+import contextlib
+import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import SetOpt, err
+from kernbench.cli.common import JsonOpt, QuietOpt, SetOpt, TraceOpt, err, print_result, set_quiet
+from kernbench.triton_emu.runtime import DEFAULT_MAX_OPS
+
+MAX_KERNEL_BYTES = 1 << 20
+
+
+@contextlib.contextmanager
+def user_code(path: Path) -> Iterator[None]:
+    """Errors raised by the user's kernel file (import, setup(), the kernel body) become
+    one InputError line `file:line: Type: message` (exit 2); kernbench's own errors and
+    Ctrl-C pass through."""
+    from kernbench.errors import InputError, KernbenchError
+
+    try:
+        yield
+    except KernbenchError:
+        raise
+    except SyntaxError as e:
+        raise InputError(f"SyntaxError: {e.msg}", file=f"{e.filename}:{e.lineno}") from None
+    except Exception as e:
+        where = str(path)
+        want = str(path.resolve())
+        for fs in traceback.extract_tb(e.__traceback__):
+            if str(Path(fs.filename).resolve()) == want:
+                where = f"{path}:{fs.lineno}"
+        raise InputError(f"{type(e).__name__}: {e}", file=where) from None
 
 
 def _load(target: str):  # noqa: ANN202
@@ -29,12 +57,16 @@ def _load(target: str):  # noqa: ANN202
         raise InputError("expected FILE.py::NAME", file=target)
     if not path.is_file():
         raise InputError("no such file", file=str(path))
+    if not path.is_file() or path.stat().st_size > MAX_KERNEL_BYTES:
+        raise InputError(f"not a regular file of at most {MAX_KERNEL_BYTES} bytes",
+                         file=str(path))
     sys.path.insert(0, str(path.resolve().parent))
     spec = importlib.util.spec_from_file_location(f"_kb_kernel_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise InputError("not a Python file", file=str(path))
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    with user_code(path):
+        spec.loader.exec_module(mod)
     kern = getattr(mod, name, None)
     if kern is None or not hasattr(kern, "fn"):
         raise InputError(f"'{name}' is not a @kernbench.jit kernel in the file", file=str(path))
@@ -53,21 +85,33 @@ def kernel(
     set_: SetOpt = None,
     pes: Annotated[int | None, typer.Option("--pes", help="use only the first N PEs")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
-    no_trace: Annotated[bool, typer.Option("--no-trace", help="skip trace.json")] = False,
+    trace: TraceOpt = False,
     no_data: Annotated[bool, typer.Option("--no-data", help="timing only (skip pass 2)")] = False,
+    max_ops: Annotated[int, typer.Option(
+        "--max-ops", min=1, help="tl operations the launch may run before it is stopped "
+                                 "(an endless loop)")] = DEFAULT_MAX_OPS,
+    quiet: QuietOpt = False,
+    json_: JsonOpt = False,
 ) -> None:
-    """Run a tl kernel on the NPU model (pass 1) and the data pass; write stats and trace."""
+    """Run a tl kernel on the NPU model (pass 1) and the data pass; write stats.json
+    (+ trace.json with --trace) and print the summary."""
+    from kernbench.cli.outdir import OutDir
     from kernbench.errors import InputError, VerificationError
-    from kernbench.numerics.compare import compare
     from kernbench.report.stats import write_json
     from kernbench.report.summary import print_summary
     from kernbench.topology import load_topology
     from kernbench.triton_emu.runtime import DEVICE
 
+    set_quiet(quiet)
     topo = load_topology(topology, set_ or [])
     kern, setup = _load(target)
+    path = Path(target.partition("::")[0])
     DEVICE.reset()  # a fresh device: results never depend on what ran before in the process
-    s = setup()
+    with user_code(path):
+        s = setup()
+    if not isinstance(s, dict) or "args" not in s:
+        raise InputError("setup() must return a dict with 'args' (and 'grid', 'meta', ...)",
+                         file=str(path))
     g = s.get("grid")
     if grid is not None:
         try:
@@ -78,30 +122,47 @@ def kernel(
     if g is None:
         raise InputError("no grid: pass --grid or return 'grid' from setup()", file=target)
     err.print(f"kernel {kern.__name__} grid {g} on '{topo.name}'")
-    res = kern[g](*s["args"], topology=topo, pes=pes, data_pass=not no_data,
-                  trace=not no_trace, **s.get("meta", {}))
-    verdict = None
-    if not no_data and s.get("out") is not None and s.get("expected") is not None:
-        import numpy as np
-
-        actual = s["out"].numpy()
-        exp = np.asarray(s["expected"])
-        c = compare(actual.astype(np.float32) if actual.dtype.kind == "f" else actual,
-                    exp.astype(np.float32) if exp.dtype.kind == "f" else exp,
-                    dtype=actual.dtype, tol=s.get("tol"))
-        verdict = c
-        res.stats["verify"] = c
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(res.stats, out / "stats.json")
-    written = [out / "stats.json"]
-    if res.trace is not None:
-        write_json(res.trace, out / "trace.json")
-        written.append(out / "trace.json")
+    with OutDir(out) as stage:
+        with user_code(path):
+            res = kern[g](*s["args"], topology=topo, pes=pes, data_pass=not no_data,
+                          trace=trace, max_ops=max_ops, **s.get("meta", {}))
+        verdict = _check(s, res) if not no_data else None
+        write_json(res.stats, stage / "stats.json")
+        if res.trace is not None:
+            write_json(res.trace, stage / "trace.json")
+        summary = _summary(res.stats, verdict)
+        (stage / "summary.txt").write_text(summary, encoding="utf-8")
     print_summary(res.stats, err)
-    err.print("wrote " + ", ".join(str(p) for p in written))
+    print_result(res.stats, summary, json_)
+    err.print(f"wrote {out}/")
+    if verdict is not None and not verdict["allclose"]:
+        raise VerificationError(f"{target}: output differs from the reference "
+                                f"(max abs err {verdict['max_abs_err']:.3g})")
+
+
+def _check(s: dict, res) -> dict | None:  # noqa: ANN001
+    """Compare the kernel's output buffer with setup()'s `expected`, if it gave both."""
+    if s.get("out") is None or s.get("expected") is None:
+        return None
+    import numpy as np
+
+    from kernbench.numerics.compare import compare
+
+    actual = s["out"].numpy()
+    exp = np.asarray(s["expected"])
+    c = compare(actual.astype(np.float32) if actual.dtype.kind == "f" else actual,
+                exp.astype(np.float32) if exp.dtype.kind == "f" else exp,
+                dtype=actual.dtype, tol=s.get("tol"))
+    res.stats["verify"] = c
+    return c
+
+
+def _summary(stats: dict, verdict: dict | None) -> str:
+    lines = [f"total {stats['total_ns']:.1f} ns = {stats['total_cycles']} cycles at "
+             f"{stats['clock_ghz']} GHz on {stats['topology']}"]
+    b = stats["bottleneck"]
+    lines.append(f"bottleneck: {b['component']} ({b['kind']}), {100 * b['utilization']:.1f}% busy")
     if verdict is not None:
-        err.print(f"verify: allclose={verdict['allclose']} max_abs_err={verdict['max_abs_err']:.3g}"
-                  f" cosine={verdict['cosine']:.6f}")
-        if not verdict["allclose"]:
-            raise VerificationError(f"{target}: output differs from the reference "
-                                    f"(max abs err {verdict['max_abs_err']:.3g})")
+        lines.append(f"verify: allclose={verdict['allclose']} "
+                     f"max_abs_err={verdict['max_abs_err']:.3g} cosine={verdict['cosine']:.6f}")
+    return "\n".join(lines) + "\n"

@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import SaveOplogOpt, SetOpt, err
+from kernbench.cli.common import (
+    JsonOpt,
+    QuietOpt,
+    SaveOplogOpt,
+    SetOpt,
+    TraceOpt,
+    err,
+    set_quiet,
+)
 
 
 @app.command("simulate")
@@ -23,14 +31,23 @@ def simulate(
     inputs: Annotated[Path | None, typer.Option("--inputs", help="inputs .npz")] = None,
     dump_intermediates: Annotated[bool, typer.Option(
         "--dump-intermediates", help="compare every layer's output")] = False,
-    no_trace: Annotated[bool, typer.Option("--no-trace", help="skip trace.json")] = False,
+    trace: TraceOpt = False,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
     save_oplog: SaveOplogOpt = None,
+    strict: Annotated[bool, typer.Option("--strict", help="NaN/Inf inputs are errors")] = False,
+    quiet: QuietOpt = False,
+    json_: JsonOpt = False,
 ) -> None:
-    """Run a CMDQ program on the NPU model; write stats.json and trace.json."""
+    """Run a CMDQ program on the NPU model; write stats.json (+ trace.json with --trace)."""
     from kernbench.cli.compile import simulate_and_report
+    from kernbench.cli.outdir import OutDir
+    from kernbench.cli.progress import Phases
+    from kernbench.errors import InputError
     from kernbench.topology import load_topology
 
+    set_quiet(quiet)
+    if not program.exists():
+        raise InputError("no such file or folder", file=str(program))
     bundled = program / "topology.yaml" if program.is_dir() else None
     if topology is None:
         topology = str(bundled) if bundled is not None and bundled.exists() else "small"
@@ -40,11 +57,12 @@ def simulate(
     if (bundled is not None and bundled.exists() and str(bundled) != topology
             and load_topology(str(bundled)).config != topo.config):
         err.print(f"warning: the bundle was compiled for a different NPU "
-                      f"({bundled}); simulating it on '{topo.name}'")
-    if not program.exists():
-        from kernbench.errors import InputError
-
-        raise InputError("no such file or folder", file=str(program))
+                  f"({bundled}); simulating it on '{topo.name}'")
     err.print(f"simulating {program} on '{topo.name}'")
-    simulate_and_report(program, topo, out, verify, inputs, dump_intermediates, not no_trace,
-                        not no_report, save_oplog=save_oplog)
+    with OutDir(out, keep=[program]) as stage:
+        ok = simulate_and_report(program, topo, stage, verify, inputs, dump_intermediates,
+                                 trace, not no_report, phases=Phases(err, enabled=not quiet),
+                                 as_json=json_, strict=strict, save_oplog=save_oplog)
+    err.print(f"wrote {out}/")
+    if not ok:
+        raise typer.Exit(1)

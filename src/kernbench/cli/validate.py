@@ -9,13 +9,14 @@ field that is unknown but close to a known one gets a `warning:` line (exit unch
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import SetOpt, TopologyOpt, err
+from kernbench.cli.common import SetOpt, err
 from kernbench.errors import InputError
 
 
@@ -46,13 +47,16 @@ def _kind(path: Path) -> str:
 @app.command("validate")
 def validate(
     file: Annotated[Path, typer.Argument(help="CMDQ JSON, bundle folder, ir.json or topology YAML")],
-    topology: TopologyOpt = "small",
+    topology: Annotated[str | None, typer.Option(
+        "--topology", "-t", help="preset or YAML (default: a bundle's own topology.yaml, "
+                                 "else small)")] = None,
     set_: SetOpt = None,
     max_errors: Annotated[int, typer.Option(help="stop after this many problems")] = 50,
 ) -> None:
     """Check a CMDQ program, IR file or topology without simulating."""
     from kernbench.topology import load_topology
 
+    check_input_path(file)
     kind = _kind(file)
     if kind == "topology":
         topo = load_topology(str(file), set_ or [])
@@ -68,13 +72,31 @@ def validate(
     from kernbench.cmdq.hw import limits_for
     from kernbench.cmdq.validate import validate_file_report
 
-    path = file / "cmdq.json" if file.is_dir() else file
-    topo = load_topology(topology, set_ or [])
-    problems, warnings = validate_file_report(path, limits_for(topo), max_errors=max_errors)
+    warnings: list[str] = []
+    if file.is_dir():  # a bundle: everything in it, on its own NPU unless told otherwise
+        own = file / "topology.yaml"
+        topo = load_topology(topology or (str(own) if own.is_file() else "small"), set_ or [])
+        from kernbench.host.bundle_check import check_bundle
+
+        problems = check_bundle(file, topo, max_errors=max_errors)
+        path = file
+    else:
+        path = file
+        topo = load_topology(topology or "small", set_ or [])
+        problems, warnings = validate_file_report(path, limits_for(topo), max_errors=max_errors)
     for w in warnings:  # unknown fields are kept (spec §14), but a near miss is worth a line
-        err.print(f"warning: {w}", markup=False)
-    for p in problems:
-        err.print(f"error: {p}", markup=False)
+        print(f"warning: {w}", file=sys.stderr)
+    for p in problems:  # errors bypass the console: --quiet never hides them
+        print(f"error: {p}", file=sys.stderr)
     if problems:
         raise typer.Exit(2)
-    err.print(f"OK: {path}: valid CMDQ program for '{topo.name}'")
+    what = "consistent bundle" if file.is_dir() else "valid CMDQ program"
+    err.print(f"OK: {path}: {what} for '{topo.name}'")
+
+
+def check_input_path(file: Path) -> None:
+    """A folder, or a regular file within the size limit (never block on a FIFO)."""
+    from kernbench.errors import MAX_JSON_BYTES, check_input_file
+
+    if not file.is_dir():
+        check_input_file(file, MAX_JSON_BYTES)

@@ -29,6 +29,7 @@ from kernbench.compiler.tcm_alloc import AllocateTcm
 from kernbench.errors import InputError
 from kernbench.ir import import_onnx
 from kernbench.ir.model import Graph, save_weights
+from kernbench.ir.onnx_import.loader import copy_with_external_data
 from kernbench.ir.qconfig import apply_qconfig, load_qconfig
 from kernbench.report.stats import write_json
 from kernbench.topology.model import Topology
@@ -86,7 +87,7 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     save_weights(arrays, tmp / "weights.npz")
     state.graph.save(tmp / "ir.json", tmp / "ir_weights.npz")
     if source_model is not None and Path(source_model).suffix == ".onnx":
-        shutil.copyfile(source_model, tmp / "model.onnx")
+        copy_with_external_data(source_model, tmp / "model.onnx")  # + its external data
     (tmp / "topology.yaml").write_text(
         yaml.safe_dump(state.topology.config.model_dump(mode="json"), sort_keys=True),
         encoding="utf-8")

@@ -15,11 +15,11 @@ import yaml
 from pydantic import ValidationError
 
 from kernbench.config.schema import TopologyConfig
-from kernbench.errors import InputError
+from kernbench.errors import MAX_TEXT_BYTES, InputError, read_input_text
 
 PRESET_DIR = Path(__file__).parent / "presets"
 DEFAULT_PRESET = "small"
-MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_BYTES = MAX_TEXT_BYTES
 
 
 def preset_names() -> list[str]:
@@ -27,12 +27,9 @@ def preset_names() -> list[str]:
 
 
 def _read_yaml(path: Path, label: str) -> dict[str, Any]:
+    text = read_input_text(path, MAX_CONFIG_BYTES, label=label)
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise InputError(f"larger than {MAX_CONFIG_BYTES} bytes", file=label)
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror}", file=label) from None
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else None

@@ -14,15 +14,25 @@ timing model from the component registry (see kernbench.components.registry).
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ROUTER_NAME = re.compile(r"^r(\d+)c(\d+)$")
 
 
+# Size limits of a topology (docs/errors.md): a larger system is refused at load time,
+# before anything is built (building a 10^6-router mesh would take minutes and gigabytes).
+MAX_PES = 8192
+MAX_ROUTERS = 16384
+MAX_ENGINES_PER_PE = 64
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # allow_inf_nan=False: `.inf` / `nan` as a latency or bandwidth is refused here, once,
+    # instead of crashing (or silently never finishing) deep in the simulator
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
+                              allow_inf_nan=False)
 
 
 class ComponentSpec(_Strict):
@@ -52,6 +62,9 @@ class PeSchedulerSpec(ComponentSpec):
         False,
         description="ADR-0014 D4: GEMM and MATH share one compute slot (no GEMM ∥ MATH overlap)",
     )
+    max_transfer_bytes: int = Field(
+        0, ge=0, description="ADR-0014: a DMA stage larger than this is split into transfers "
+                             "of at most this many bytes (0 = no limit)")
 
 
 class PeDmaSpec(ComponentSpec):
@@ -73,7 +86,8 @@ class PeGemmSpec(ComponentSpec):
     rows: int = Field(32, ge=1, description="systolic array rows (PEs)")
     cols: int = Field(32, ge=1, description="systolic array columns (PEs)")
     dataflow: Literal["ws", "os", "is"] = Field("os", description="weight/output/input stationary")
-    count: int = Field(1, ge=1, description="tensor engines per PE (te_id range)")
+    count: int = Field(1, ge=1, le=MAX_ENGINES_PER_PE,
+                       description="tensor engines per PE (te_id range)")
     throughput_factor: dict[int, float] = Field(
         default_factory=lambda: {2: 2.0, 4: 2.0, 8: 1.0, 16: 1.0, 32: 0.25},
         description="MACs per cell per cycle by operand bitwidth (max of W and A bits)",
@@ -103,12 +117,20 @@ class PeMathSpec(ComponentSpec):
     kind: Literal["pe_math"] = "pe_math"
     impl: str = "pe_math_v1"
     lanes: int = Field(64, ge=1, description="SIMD lanes (elements per cycle for a 1-cycle op)")
-    count: int = Field(1, ge=1, description="vector engines per PE (ve_id range)")
+    count: int = Field(1, ge=1, le=MAX_ENGINES_PER_PE,
+                       description="vector engines per PE (ve_id range)")
     pipeline_latency_cycles: int = Field(4, ge=0, description="fill latency per vector op (cycles)")
     op_cycles: dict[str, float] = Field(
         default_factory=lambda: dict(DEFAULT_MATH_OP_CYCLES),
-        description="cost table: cycles per element per lane, by op name",
+        description="cost table: cycles per element per lane, by op name; an override "
+                    "names only the ops it changes (merged over the defaults)",
     )
+
+    @field_validator("op_cycles", mode="before")
+    @classmethod
+    def _merge_op_cycles(cls, v: Any) -> Any:
+        # a partial table must not wipe the defaults (every op needs a cost)
+        return {**DEFAULT_MATH_OP_CYCLES, **v} if isinstance(v, dict) else v
 
 
 class PeTcmSpec(ComponentSpec):
@@ -270,3 +292,15 @@ class TopologyConfig(_Strict):
     name: str = Field("custom", description="preset or user name, shown in reports")
     sip: SipSpec = SipSpec()
     cube: CubeSpec = CubeSpec()
+
+    @model_validator(mode="after")
+    def _size_limits(self) -> TopologyConfig:
+        cubes = self.sip.count * self.sip.cubes.rows * self.sip.cubes.cols
+        routers = cubes * self.cube.mesh.rows * self.cube.mesh.cols
+        pes = cubes * len(self.cube.pe_layout)
+        if routers > MAX_ROUTERS:
+            raise ValueError(f"{routers} routers in the system (sip.count × cube grid × mesh); "
+                             f"the limit is {MAX_ROUTERS}")
+        if pes > MAX_PES:
+            raise ValueError(f"{pes} PEs in the system; the limit is {MAX_PES}")
+        return self

@@ -24,7 +24,7 @@ from kernbench.cmdq.opcodes.base import TcmDataEnv
 from kernbench.cmdq.validate import check_program
 from kernbench.common.tile_plan import StageType
 from kernbench.errors import InputError
-from kernbench.host.simulate import simulate_program
+from kernbench.host.simulate import no_phase, simulate_program
 from kernbench.ir.interpreter import Interpreter, prepare
 from kernbench.ir.model import Graph, load_weights
 from kernbench.numerics import quant as qmath
@@ -237,10 +237,11 @@ def _contig(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str, np.ndarray],
                   *, trace: bool = True, keep_layers: bool = False,
-                  save_oplog: Path | None = None) -> tuple[Any, dict, Any]:
+                  save_oplog: Path | None = None, phase: Any = None) -> tuple[Any, dict, Any]:
     """Timing pass with op log, then the data pass. Returns (run, outputs, final store).
     With `save_oplog`, the op log, the initial memory and the outputs' placements are
-    written there first (host/replay.py replays them)."""
+    written there first (host/replay.py replays them). `phase(name, total, poll)`: a
+    context manager around each pass (progress display)."""
     check_program(program, limits_for(topology), str(bundle.path / "cmdq.json"))
     bundle.check_fits(topology)
     store = MemoryStore.for_topology(topology)
@@ -253,10 +254,12 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
     log = OpLogger()
     ctx = DataContext(bundle)
     run = simulate_program(program, topology, file=str(bundle.path / "cmdq.json"),
-                           op_logger=log, trace=trace, data=ctx)
+                           op_logger=log, trace=trace, data=ctx, phase=phase)
     if save_oplog is not None:
         save_run(Path(save_oplog), log.log(), init, bundle)
-    final = DataExecutor(log, init).run()
+    ex = DataExecutor(log, init)
+    with (phase or no_phase)("data pass", len(log), lambda: ex.executed):
+        final = ex.run()
     outs = {}
     for tid in bundle.graph.outputs:  # in the graph's own dtypes (fp16 storage widened)
         x = read_tensor(final, bundle, tid)

@@ -10,7 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.errors import InputError
+from kernbench.errors import (
+    MAX_JSON_BYTES,
+    MAX_MODEL_BYTES,
+    InputError,
+    check_input_file,
+    read_input_text,
+    warn,
+)
 
 
 @dataclass
@@ -23,15 +30,20 @@ class SimResult:
 
 def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None = None,
                   dump_after: tuple[str, ...] = (), progress: Any = None,
-                  calib_inputs: Path | None = None):  # noqa: ANN201
+                  calib_inputs: Path | None = None, strict: bool = False):  # noqa: ANN201
     """Compile; activation scales are calibrated on `calib_inputs` (an .npz keyed by input
-    name) or, without it, on seeded random inputs valid for the model."""
+    name) or, without it, on seeded random inputs valid for the model. Suspicious input
+    (a QConfig glob that matches no layer, NaN/Inf weights) warns, or with `strict` is
+    refused."""
     from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
     from kernbench.compiler.state import CompileOptions
+    from kernbench.host.estimate import graph_bytes, refuse_above_limit
 
     graph, source = load_model(Path(model), qconfig)
-    opts = CompileOptions(calib_inputs=load_inputs(calib_inputs, graph) if calib_inputs
-                          else None)
+    refuse_above_limit(graph_bytes(graph), f"model {model}")
+    check_graph_inputs(graph, str(qconfig) if qconfig else None, str(model), strict)
+    calib = load_inputs(calib_inputs, graph, strict=strict) if calib_inputs else None
+    opts = CompileOptions(calib_inputs=calib)
     state, pm = compile_graph(graph, topology, opts, dump_after=dump_after,
                               dump_dir=Path(out).parent if dump_after else None,
                               progress=progress)
@@ -39,26 +51,63 @@ def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None
     return state, pm
 
 
-def load_inputs(path: Path | None, graph: Any, seed: int = 0) -> dict[str, np.ndarray]:
+def check_graph_inputs(graph: Any, qconfig_file: str | None, model_file: str,
+                       strict: bool) -> None:
+    """What the user gave that is legal but almost surely a mistake: a QConfig override
+    whose glob matches no layer, NaN/Inf in the weights. Warnings, errors with `strict`."""
+    from kernbench.ir.qconfig import parse_qconfig, unmatched_overrides
+
+    if qconfig_file is not None and graph.qconfig:
+        for glob in unmatched_overrides(graph, parse_qconfig(graph.qconfig)):
+            msg = (f"override match {glob!r} matches no layer (names tried: IR layer ids, "
+                   "metadata.layer_name, ONNX node names; see docs/ir.md)")
+            if strict:
+                raise InputError(msg + " (refused with --strict)", file=qconfig_file,
+                                 field="overrides")
+            warn(f"{qconfig_file}: {msg}")
+    for key in sorted(graph.weights):
+        w = np.asarray(graph.weights[key])
+        if w.dtype.kind == "f":
+            check_finite(w, f"weight '{key}'", model_file, strict)
+
+
+def load_inputs(path: Path | None, graph: Any, seed: int = 0, *,
+                strict: bool = False) -> dict[str, np.ndarray]:
+    """The model's inputs from an .npz keyed by input name (checked: check_inputs), or
+    seeded random inputs valid for the model when `path` is None."""
     from kernbench.compiler.inputs import default_inputs
 
     if path is None:
         return default_inputs(graph, seed)
+    check_input_file(path, MAX_MODEL_BYTES, label=f"--inputs {path}")
     try:
-        with np.load(path, allow_pickle=False) as z:
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise InputError(f"cannot read inputs: {e}", file=str(path)) from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise InputError("a single array (.npy); --inputs wants an .npz keyed by input name "
+                         f"({', '.join(graph.inputs)})", file=str(path))
+    try:
+        with z:
             feeds = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError) as e:
         raise InputError(f"cannot read inputs: {e}", file=str(path)) from None
     missing = [t for t in graph.inputs if t not in feeds]
     if missing:
-        raise InputError(f"missing input(s) {', '.join(missing)}", file=str(path))
-    return check_inputs(feeds, graph, str(path))
+        raise InputError(f"missing input(s) {', '.join(missing)} (the file has "
+                         f"{', '.join(sorted(feeds)) or 'no arrays'})", file=str(path))
+    extra = sorted(set(feeds) - set(graph.inputs))
+    if extra:
+        raise InputError(f"unknown input(s) {', '.join(extra)}; the model's inputs are "
+                         f"{', '.join(graph.inputs)}", file=str(path))
+    return check_inputs(feeds, graph, str(path), strict=strict)
 
 
-def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[str, np.ndarray]:
+def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str, *,
+                 strict: bool = False) -> dict[str, np.ndarray]:
     """Inputs as the model declares them: shape, a safe cast to the dtype, token ids inside
-    the vocabulary. The cast arrays are what every consumer (simulator, interpreter,
-    onnxruntime) receives."""
+    the vocabulary, finite floats (NaN/Inf warn; refused with `strict`). The cast arrays
+    are what every consumer (simulator, interpreter, onnxruntime) receives."""
     from kernbench.compiler.inputs import vocab_size
     from kernbench.numerics.dtypes import np_dtype
 
@@ -70,11 +119,16 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
             raise InputError(f"shape {list(x.shape)}, the model expects {t.shape}", file=file,
                              where=f"input '{tid}'")
         want = np_dtype(t.dtype)
+        if x.dtype.kind not in "biuf":
+            raise InputError(f"dtype {x.dtype}, the model expects {t.dtype}", file=file,
+                             where=f"input '{tid}'")
         if x.dtype != want:
             if want.kind in "iub" and x.dtype.kind == "f" and not np.all(np.mod(x, 1) == 0):
                 raise InputError(f"{x.dtype} values that are not integers, the model expects "
                                  f"{t.dtype}", file=file, where=f"input '{tid}'")
             x = x.astype(want)
+        if x.dtype.kind == "f":
+            check_finite(x, f"input '{tid}'", file, strict)
         if want.kind in "iu":
             vocab = vocab_size(graph, tid)
             if vocab is not None and x.size and (x.min() < 0 or x.max() >= vocab):
@@ -84,26 +138,50 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
     return out
 
 
+def check_finite(x: np.ndarray, what: str, file: str | None, strict: bool) -> None:
+    """NaN or Inf in a tensor: a warning naming it (an InputError with `strict`). Such a
+    value propagates through every layer; it is legal but almost always a mistake."""
+    bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
+    if not bad:
+        return
+    msg = f"{bad} NaN/Inf value(s) of {np.size(x)}"
+    if strict:
+        raise InputError(msg + " (refused with --strict)", file=file, where=what)
+    warn(f"{file + ': ' if file else ''}{what}: {msg}")
+
+
 def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = False,
                     inputs: Path | None = None, dump_intermediates: bool = False,
-                    trace: bool = True, report: bool = True,
-                    save_oplog: Path | None = None) -> SimResult:
+                    trace: bool = True, report: bool = True, phase: Any = None,
+                    strict: bool = False, save_oplog: Path | None = None) -> SimResult:
+    """Simulate a cmdq.json or a bundle (with the data pass and verification on request)
+    and write stats.json, summary.txt, report.html (`report`), trace.json (`trace`),
+    outputs.npz and verification.json (`verify`) into `out`. `phase(name, total, poll)`
+    gives a context manager around each long phase (progress display); None: nothing.
+    `save_oplog` (with `verify`) saves the op log and initial memory for `replay`."""
     from kernbench.cmdq.io import load_program
     from kernbench.report.stats import write_json
+
+    record = trace or report  # the report's timeline needs the trace, the file may not
 
     program = Path(program)
     bundle_dir = program if program.is_dir() else program.parent
     cmdq_path = program / "cmdq.json" if program.is_dir() else program
+    check_input_file(cmdq_path, MAX_JSON_BYTES)  # never block on a FIFO, never read /dev/zero
     prog = load_program(cmdq_path)
     verdict, outputs = None, None
     if verify:
         from kernbench.host.bundle import Bundle, run_with_data
+        from kernbench.host.bundle_check import check_bundle
         from kernbench.host.verify import verify_outputs
 
+        problems = check_bundle(bundle_dir, topology, max_errors=1, cmdq=False)
+        if problems:  # a tampered bundle: refused before anything is deployed
+            raise problems[0]
         bundle = Bundle.load(bundle_dir)
-        feeds = load_inputs(inputs, bundle.graph)
-        run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=trace,
-                                            save_oplog=save_oplog)
+        feeds = load_inputs(inputs, bundle.graph, strict=strict)
+        run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=record,
+                                            phase=phase, save_oplog=save_oplog)
         source = bundle_dir / "model.onnx"
         verdict = verify_outputs(bundle, outputs, feeds, store,
                                  source if source.exists() else None,
@@ -114,32 +192,15 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         if save_oplog is not None:
             raise InputError("--save-oplog saves the data pass: it needs --verify",
                              field="--save-oplog")
-
-        run = simulate_program(prog, topology, file=str(cmdq_path), trace=trace)
+        run = simulate_program(prog, topology, file=str(cmdq_path), trace=record, phase=phase)
     stats = run.stats()
-    roof = bundle_dir / "roofline.json"
-    if roof.exists():
-        from kernbench.compiler.roofline import layer_report
-
-        try:
-            bounds = json.loads(roof.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise InputError(f"unreadable: {e}", file=str(roof)) from None
-        layers = layer_report(bounds, stats["entries"])
-        stats["layers"] = layers
-        total_bound = sum(v["bound_ns"] for v in layers.values())
-        stats["roofline_fraction"] = round(total_bound / stats["total_ns"], 6) \
-            if stats["total_ns"] else 0.0
-        comp = round(sum(v["compute_bound_ns"] for v in layers.values()), 3)
-        mem = round(sum(v["memory_bound_ns"] for v in layers.values()), 3)
-        stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
-                                "bound_by": "compute" if comp >= mem else "memory"}
+    add_roofline(stats, bundle_dir / "roofline.json")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
     write_json(stats, out / "stats.json")
-    trace_obj = run.trace() if trace else None
-    if trace_obj is not None:
+    trace_obj = run.trace() if record else None
+    if trace:
         write_json(trace_obj, out / "trace.json")
         written.append(out / "trace.json")
     if outputs is not None:
@@ -158,6 +219,26 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
 
         written.append(write_report(out, stats, trace_obj, verdict, topology))
     return SimResult(stats, verdict, outputs, written)
+
+
+def add_roofline(stats: dict[str, Any], roof: Path) -> None:
+    """Per-layer roofline bounds (a bundle's roofline.json, if any) into `stats`."""
+    if roof.exists():
+        from kernbench.compiler.roofline import layer_report
+
+        try:
+            bounds = json.loads(read_input_text(roof, MAX_JSON_BYTES))
+        except ValueError as e:
+            raise InputError(f"unreadable: {e}", file=str(roof)) from None
+        layers = layer_report(bounds, stats["entries"])
+        stats["layers"] = layers
+        total_bound = sum(v["bound_ns"] for v in layers.values())
+        stats["roofline_fraction"] = round(total_bound / stats["total_ns"], 6) \
+            if stats["total_ns"] else 0.0
+        comp = round(sum(v["compute_bound_ns"] for v in layers.values()), 3)
+        mem = round(sum(v["memory_bound_ns"] for v in layers.values()), 3)
+        stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
+                                "bound_by": "compute" if comp >= mem else "memory"}
 
 
 def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:

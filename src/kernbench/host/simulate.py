@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,11 @@ from kernbench.report.perfetto import build_trace
 from kernbench.report.stats import collect_stats, round_ns
 from kernbench.sim_engine.engine import Simulator
 from kernbench.topology.model import Topology
+
+
+def no_phase(name: str, total: int | None = None, poll: Any = None) -> Any:
+    """The phase hook that shows nothing."""
+    return contextlib.nullcontext()
 
 
 @dataclass
@@ -72,14 +78,18 @@ def critical_path(entries: list[ProgramEntry]) -> list[int]:
 
 
 def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | None = None,
-                     op_logger: Any = None, trace: bool = True, data: Any = None) -> CmdqRun:
-    """Validate `program` against `topology`, run it to the end, return the run."""
+                     op_logger: Any = None, trace: bool = True, data: Any = None,
+                     phase: Any = None) -> CmdqRun:
+    """Validate `program` against `topology`, run it to the end, return the run.
+    `phase(name, total, poll)`: a context manager around the run (progress display)."""
     limits = limits_for(topology)
     check_program(program, limits, file)
     entries = to_program(program, topology, limits, data)
     sim = Simulator(topology, op_logger=op_logger, trace=trace)
     done = sim.run_program(entries)
-    total = sim.run()
+    with (phase or no_phase)("simulate", len(entries),
+                             lambda: sum(e.end_ns is not None for e in entries)):
+        total = sim.run()
     if not done.triggered:
         from kernbench.errors import DeadlockError
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kernbench.errors import InputError
+from kernbench.errors import MAX_MODEL_BYTES, InputError, check_input_file, read_input_text
 from kernbench.numerics.npz import write_npz
 
 IR_VERSION = "1.0"
@@ -62,8 +62,14 @@ class QuantParams(_Strict):
     dtype: Literal["int2", "int4", "int8", "int16", "uint2", "uint4", "uint8", "uint16"]
 
 
-class TensorIR(_Strict):
-    """One TensorTable entry (spec §6.1)."""
+class _Open(BaseModel):
+    # IR spec §12: the IR grows fields with new opcodes, backward-compatibly. A field this
+    # version does not know is kept (model_extra) and written back unchanged.
+    model_config = ConfigDict(extra="allow", validate_assignment=False)
+
+
+class TensorIR(_Open):
+    """One TensorTable entry (spec §6.1). Unknown fields are kept (spec §12)."""
 
     id: str
     shape: list[int]
@@ -79,8 +85,9 @@ class TensorIR(_Strict):
     quant: QuantParams | None = None
 
 
-class LayerIR(_Strict):
-    """One node of the layer graph (spec §5.1)."""
+class LayerIR(_Open):
+    """One node of the layer graph (spec §5.1). Unknown fields are kept (spec §12);
+    `metadata` is free-form (`layer_name`, `subgraph`, `onnx_nodes`, ...)."""
 
     id: str
     op_type: str
@@ -110,6 +117,11 @@ class Graph(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     tensors: dict[str, TensorIR] = Field(default_factory=dict)
     qconfig: dict[str, Any] | None = None
+    #: `graph.edges` (spec §3: tensor references between layers), kept as given; the
+    #: compiler derives the edges from the nodes' inputs / outputs.
+    edges: list[Any] | None = None
+    #: Unknown top-level and `graph` fields, kept and written back (spec §12).
+    extensions: dict[str, Any] = Field(default_factory=dict)
     weights: dict[str, np.ndarray] = Field(default_factory=dict, exclude=True)
 
     # ---------------------------------------------------------------- helpers
@@ -138,6 +150,15 @@ class Graph(_Strict):
 
     # ---------------------------------------------------------------- JSON
     def to_dict(self) -> dict[str, Any]:
+        graph_ext = self.extensions.get("graph", {})
+        top_ext = {k: v for k, v in self.extensions.items() if k != "graph"}
+        d = self._core_dict()
+        d["graph"].update(graph_ext)
+        if self.edges is not None:
+            d["graph"]["edges"] = self.edges
+        return {**top_ext, **d}
+
+    def _core_dict(self) -> dict[str, Any]:
         return {
             "ir_version": self.ir_version,
             "spec_version": self.spec_version,
@@ -165,17 +186,18 @@ class Graph(_Strict):
             raise InputError("top level must be a JSON object", file=file)
         allowed = {"ir_version", "spec_version", "created_by", "created_at", "graph",
                    "tensors", "qconfig"}  # fmt: skip
-        extra = sorted(set(d) - allowed)
-        if extra:
-            raise InputError(f"unknown key(s) {extra}", file=file)
         if "graph" not in d or not isinstance(d["graph"], dict):
             raise InputError("missing 'graph' object", file=file, field="graph")
         g = d["graph"]
-        extra = sorted(set(g) - {"nodes", "inputs", "outputs", "metadata"})
-        if extra:
-            raise InputError(f"unknown key(s) {extra}", file=file, where="graph")
+        known_g = {"nodes", "inputs", "outputs", "metadata", "edges"}
+        ext: dict[str, Any] = {k: v for k, v in d.items() if k not in allowed}
+        if any(k not in known_g for k in g):
+            ext["graph"] = {k: v for k, v in g.items() if k not in known_g}
+        d = {k: v for k, v in d.items() if k in allowed}
+        g = {k: v for k, v in g.items() if k in known_g}
         payload = {k: v for k, v in d.items() if k != "graph"}
         payload.update(g)
+        payload["extensions"] = ext
         if str(payload.get("ir_version", IR_VERSION)).split(".")[0] != IR_VERSION.split(".")[0]:
             raise InputError(
                 f"ir_version {payload.get('ir_version')!r} not supported (expected {IR_VERSION})",
@@ -213,13 +235,7 @@ class Graph(_Strict):
         """Read ir.json; read weights from `weights_path` (or `weights.npz` beside it if
         that exists)."""
         path = Path(path)
-        try:
-            size = path.stat().st_size
-        except OSError as e:
-            raise InputError(f"cannot read ({e.strerror})", file=str(path)) from None
-        if size > MAX_IR_JSON_BYTES:
-            raise InputError(f"file too large ({size} bytes)", file=str(path))
-        g = cls.from_json(path.read_text(errors="replace"), file=str(path))
+        g = cls.from_json(read_input_text(path, MAX_IR_JSON_BYTES), file=str(path))
         wpath = Path(weights_path) if weights_path else path.with_name("weights.npz")
         if weights_path or wpath.exists():
             g.weights = load_weights(wpath)
@@ -250,7 +266,9 @@ def _npz_key(k: str) -> str:
 
 
 def load_weights(path: str | Path) -> dict[str, np.ndarray]:
+    """Read an .npz of arrays (no pickle; a regular file of bounded size)."""
     path = Path(path)
+    check_input_file(path, MAX_MODEL_BYTES)
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k.replace("\u2215", "/"): z[k] for k in z.files}

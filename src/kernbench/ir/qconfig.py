@@ -27,7 +27,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kernbench.errors import InputError
+from kernbench.errors import MAX_TEXT_BYTES, InputError, read_input_text
 
 BitsSpec = Literal[2, 4, 8, 16, "fp16", "bf16", "fp32"]
 
@@ -108,15 +108,11 @@ def to_qbits(spec: BitsSpec | None) -> Any:
 
 
 def load_qconfig(path: str | Path) -> QConfig:
+    """Read a QConfig YAML (bounded, UTF-8, a regular file: docs/errors.md)."""
     path = Path(path)
+    text = read_input_text(path, MAX_TEXT_BYTES)
     try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise InputError(f"cannot read ({e.strerror})", file=str(path)) from None
-    if len(raw) > 1 << 20:
-        raise InputError("file too large for a qconfig", file=str(path))
-    try:
-        data = yaml.safe_load(raw.decode("utf-8", errors="replace"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise InputError(f"not valid YAML ({str(e).splitlines()[0]})", file=str(path)) from None
     return parse_qconfig(data, file=str(path))
@@ -139,9 +135,25 @@ def parse_qconfig(data: Any, *, file: str | None = None) -> QConfig:
         raise return_err from None
 
 
+def layer_names(node: Any) -> list[str]:
+    """The names an override's `match` glob is tried against, in order: the IR layer id
+    (what `kernbench import` and the report show, e.g. `gemm_23`), the module path the
+    exporter recorded (`metadata.layer_name`, e.g. `transformer.h.0.attn.c_attn/addmm`),
+    and the ONNX node names the layer was fused from (`metadata.onnx_nodes`)."""
+    names = [node.id, str(node.metadata.get("layer_name") or "")]
+    names += [str(x) for x in node.metadata.get("onnx_nodes", []) or []]
+    return [n for n in names if n]
+
+
 def _match(ov: Override, node: Any) -> bool:
-    name = str(node.metadata.get("layer_name") or "")
-    return fnmatch.fnmatchcase(name, ov.match) or fnmatch.fnmatchcase(node.id, ov.match)
+    return any(fnmatch.fnmatchcase(n, ov.match) for n in layer_names(node))
+
+
+def unmatched_overrides(graph: Any, qc: QConfig) -> list[str]:
+    """The `match` globs of `qc.overrides` that match no layer of `graph` (a typo that
+    would otherwise silently quantize nothing)."""
+    return [ov.match for ov in qc.overrides
+            if not any(_match(ov, n) for n in graph.nodes)]
 
 
 def apply_qconfig(graph: Any, qc: QConfig | None, *, imported_default_float: bool = False) -> None:

@@ -69,11 +69,19 @@ class Program:
         return self.runner.main.switch((kind, spec))
 
 
+# tl operations one launch may run (each op makes a tl tensor); the bundled benches use
+# under 10 000. Ends a kernel that loops forever on tl ops (docs/errors.md).
+DEFAULT_MAX_OPS = 5_000_000
+
+
 class KernelRunner:
     """Runs a kernel's grid programs as greenlets inside the simulator (pass 1)."""
 
     def __init__(self, sim: Any, kernel: JITFunction, grid: tuple[int, ...], args: tuple,
-                 meta: dict[str, Any], store: MemoryStore, pes: list[Any]) -> None:  # fmt: skip
+                 meta: dict[str, Any], store: MemoryStore, pes: list[Any],
+                 max_ops: int = 0) -> None:  # fmt: skip
+        self.ops = 0  # tl operations so far, over all programs (tensor.Tensor counts them)
+        self.max_ops = max_ops or DEFAULT_MAX_OPS
         self.greenlet_mod = greenlet
         self.main = greenlet.getcurrent()
         self.sim = sim

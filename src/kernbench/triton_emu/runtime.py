@@ -27,7 +27,7 @@ from kernbench.topology import Topology, load_topology, peaks
 from kernbench.triton_emu.context import KernelError
 from kernbench.triton_emu.device import DEVICE, DeviceBuffer, cdiv, empty, to_device, zeros
 from kernbench.triton_emu.ops import next_power_of_2
-from kernbench.triton_emu.runner import KernelRunner
+from kernbench.triton_emu.runner import DEFAULT_MAX_OPS, KernelRunner
 
 __all__ = [
     "DEVICE", "Config", "DeviceBuffer", "JITFunction", "KernelRunner", "LaunchResult",
@@ -52,9 +52,10 @@ class JITFunction:
 
     def __getitem__(self, grid: Any) -> Callable[..., LaunchResult]:
         def launcher(*args: Any, topology: Any = None, pes: int | None = None,
-                     data_pass: bool = True, trace: bool = True, **meta: Any) -> LaunchResult:
+                     data_pass: bool = True, trace: bool = True,
+                     max_ops: int = DEFAULT_MAX_OPS, **meta: Any) -> LaunchResult:
             return launch(self, grid, args, meta, topology=topology, pes=pes,
-                          data_pass=data_pass, trace=trace)
+                          data_pass=data_pass, trace=trace, max_ops=max_ops)
 
         return launcher
 
@@ -133,8 +134,11 @@ def _grid_of(grid: Any, meta: dict[str, Any]) -> tuple[int, ...]:
 
 def launch(kernel: JITFunction, grid: Any, args: tuple, meta: dict[str, Any], *,
            topology: Any = None, pes: int | None = None, data_pass: bool = True,
-           trace: bool = True) -> LaunchResult:  # fmt: skip
-    """Run `kernel` over `grid` on the simulated NPU (pass 1) and the data pass (pass 2)."""
+           trace: bool = True, max_ops: int = 0) -> LaunchResult:  # fmt: skip
+    """Run `kernel` over `grid` on the simulated NPU (pass 1) and the data pass (pass 2).
+
+    `max_ops` (default DEFAULT_MAX_OPS) bounds the tl operations of the whole launch: a
+    kernel that loops forever ends with a KernelError (exit 2) instead of hanging."""
     topo = topology if isinstance(topology, Topology) else load_topology(topology or "small")
     g = _grid_of(grid, meta)
     all_pes = topo.pes
@@ -152,7 +156,7 @@ def launch(kernel: JITFunction, grid: Any, args: tuple, meta: dict[str, Any], *,
     init = store.snapshot() if data_pass else None
     logger = OpLogger() if data_pass else None
     sim = Simulator(topo, op_logger=logger, trace=trace)
-    runner = KernelRunner(sim, kernel, g, args, meta, store, use)
+    runner = KernelRunner(sim, kernel, g, args, meta, store, use, max_ops)
     t0 = time.perf_counter()
     runner.start()
     try:

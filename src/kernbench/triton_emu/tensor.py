@@ -25,7 +25,13 @@ import numpy as np
 
 from kernbench.numerics.dtypes import canon, np_dtype
 from kernbench.sim_engine.math_ops import MATH_OPS
-from kernbench.triton_emu.context import KernelError, PendingValueError, kernel_line, prog
+from kernbench.triton_emu.context import (
+    CTX,
+    KernelError,
+    PendingValueError,
+    kernel_line,
+    prog,
+)
 from kernbench.triton_emu.dtypes import PtrType, constexpr, dtype, dtype_name
 
 
@@ -34,6 +40,14 @@ class Tensor:
 
     def __init__(self, kind: str, shape: tuple[int, ...], dtype_name: str, data: Any = None,
                  buf: Any = None, origin: str = "", ptr_buf: Any = None) -> None:  # fmt: skip
+        p = CTX[0]
+        if p is not None:  # every tl op makes a Tensor: the op budget stops endless loops
+            r = p.runner
+            r.ops += 1
+            if r.ops > r.max_ops:
+                raise KernelError(f"{kernel_line()}: the launch exceeded its budget of "
+                                  f"{r.max_ops} tl operations (an endless loop?); raise it "
+                                  "with --max-ops")
         self.kind = kind
         self.shape = tuple(int(s) for s in shape)
         self.dtype_name = dtype_name

@@ -33,6 +33,29 @@ _PORT_FOR = {
 }
 
 
+def split_transfers(stages: list, limit: int) -> list:  # noqa: ANN001
+    """Each DMA stage of more than `limit` bytes becomes ceil(nbytes / limit) consecutive
+    transfers of at most `limit` bytes (rows shared out, addresses advancing). The data
+    description stays on the last piece: the data moves once the whole transfer is done."""
+    out = []
+    for st, params in stages:
+        nbytes = params.get("nbytes", 0)
+        if st not in (StageType.DMA_READ, StageType.DMA_WRITE) or nbytes <= limit:
+            out.append((st, params))
+            continue
+        n = -(-nbytes // limit)
+        rows = params.get("rows", 1)
+        base = {k: v for k, v in params.items() if k != "data"}
+        for i in range(n):
+            piece = dict(base, nbytes=min(limit, nbytes - i * limit),
+                         addr=params.get("addr", 0) + i * limit,
+                         rows=max(1, -(-rows // n)))
+            if i == n - 1 and "data" in params:
+                piece["data"] = params["data"]
+            out.append((st, piece))
+    return out
+
+
 @register("pe_scheduler", "pe_scheduler_v2")
 class PeScheduler(ComponentBase):
     PORTS = (
@@ -74,10 +97,21 @@ class PeScheduler(ComponentBase):
         self.env.process(self._feed_loop())
 
     def plan(self, cmd) -> list[TilePlan]:  # noqa: ANN001
+        """Tile plans of `cmd`: DMA stages above `max_transfer_bytes` split (ADR-0014: "if
+        the DMA payload exceeds hardware tile size, PE_SCHEDULER splits the transfer"),
+        and every tile's buffers checked against the TCM before anything is fed."""
         plans = []
+        limit = self.spec.max_transfer_bytes
         for t, stages in enumerate(cmd.tiles()):
+            if limit:
+                stages = split_transfers(stages, limit)
+            need = cmd.staging_bytes(t)
+            if need > self.staging_capacity:
+                raise CapacityError(
+                    f"{self.id}: TCM overflow: {cmd.label} tile {t} needs {need} staging "
+                    f"bytes, SchedulerReservedTCM has {self.staging_capacity}")
             plans.append(TilePlan(
-                t, tuple(self._stage(st, params) for st, params in stages), cmd.staging_bytes(t)
+                t, tuple(self._stage(st, params) for st, params in stages), need
             ))
         return plans
 

@@ -8,22 +8,15 @@ from pathlib import Path
 import onnx
 from onnx import external_data_helper
 
-from kernbench.errors import InputError
+from kernbench.errors import MAX_MODEL_BYTES, InputError, check_input_file
 from kernbench.ir.onnx_import.opset import MAX_OPSET, MIN_OPSET, default_opset, normalize_opset
-
-MAX_MODEL_BYTES = 4 * 1024**3
 
 
 def load_model(path: str | Path) -> onnx.ModelProto:
     """Read, check and shape-infer `path`; returns the inferred ModelProto."""
     path = Path(path)
     f = str(path)
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise InputError(f"cannot read model ({e.strerror})", file=f) from None
-    if size > MAX_MODEL_BYTES:
-        raise InputError(f"model too large ({size} bytes)", file=f)
+    check_input_file(path, MAX_MODEL_BYTES)  # a regular file (never a FIFO), bounded
     try:
         model = onnx.load(f, load_external_data=False)
     except Exception as e:  # DecodeError, truncated protobuf, ...
@@ -34,6 +27,29 @@ def load_model(path: str | Path) -> onnx.ModelProto:
     except Exception as e:
         raise InputError(f"cannot load external data ({_one_line(e)})", file=f) from None
     return prepare_model(model, file=f)
+
+
+def copy_with_external_data(src: str | Path, dst: str | Path) -> None:
+    """Copy an ONNX model file and the external data files it references (paths kept
+    relative to the model, so onnxruntime finds them beside the copy). The references
+    were confined to the model's folder when the model was loaded."""
+    import shutil
+
+    src, dst = Path(src), Path(dst)
+    shutil.copyfile(src, dst)
+    model = onnx.load(str(src), load_external_data=False)
+    base, out = src.parent.resolve(), dst.parent.resolve()
+    seen: set[str] = set()
+    for t in external_data_helper._get_all_tensors(model):
+        if not external_data_helper.uses_external_data(t):
+            continue
+        loc = external_data_helper.ExternalDataInfo(t).location or ""
+        target = (base / loc).resolve()
+        if loc in seen or Path(loc).is_absolute() or not target.is_relative_to(base):
+            continue
+        seen.add(loc)
+        (out / loc).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(target, out / loc)
 
 
 def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
@@ -54,6 +70,8 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
             raise InputError(
                 f"external data file {loc!r} not found", file=str(path), where=f"initializer {t.name}"
             )
+        check_input_file(target, MAX_MODEL_BYTES, label=f"{path}: initializer {t.name}: "
+                                                        f"external data {loc!r}")
 
 
 def prepare_model(model: onnx.ModelProto, *, file: str | None = None) -> onnx.ModelProto:
