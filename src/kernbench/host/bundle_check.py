@@ -61,14 +61,14 @@ def check_bundle(path: Path, topology: Any, max_errors: int = 50, *,
 
 
 def _itemsize(dtype: str) -> float | None:
-    from kernbench.compiler.memory_plan import ITEMSIZE
+    from kernbench.compiler.hbm import ITEMSIZE
 
     return ITEMSIZE.get(dtype)
 
 
 def check_memory(memory: dict[str, Any], hbm_bytes: int, file: str) -> list[InputError]:
     """memory.json's tensors and views: well formed, aligned, inside HBM, no overlap."""
-    from kernbench.compiler.memory_plan import nbytes_of
+    from kernbench.compiler.hbm import nbytes_of
 
     bad: list[InputError] = []
     spans: list[tuple[int, int, str]] = []
