@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from kernbench.components.base import PeEngineBase
+from kernbench.report.energy import energy_report
+from kernbench.topology.area import area_report
 
 STATS_SCHEMA_VERSION = "1.0"
 
@@ -80,6 +82,9 @@ def collect_stats(sim: Any, total_ns: float, extra: dict[str, Any] | None = None
         "links": links,
         "memories": memories,
         "bottleneck": bottleneck(engines, links, memories),
+        # priced from the action counts the engines recorded with their timing (ADR-0400)
+        "energy": energy_report(sim.topology, sim.actions.totals, total_ns).to_json(),
+        "area_mm2": area_report(sim.topology).to_json(),
     }
     if extra:
         stats.update(extra)
