@@ -59,7 +59,7 @@ def test_gemm_dynamic_energy_equals_closed_form(make_sim, bits, mac):
     n_inst = {}
     for node in sim.topology.nodes.values():
         n_inst[node.kind] = n_inst.get(node.kind, 0) + 1
-    static = sum(n_inst[kd] * getattr(getattr(pt, kd), "static_power_mw") for kd in
+    static = sum(n_inst[kd] * getattr(pt, kd).static_power_mw for kd in
                  ("pe_cpu", "pe_scheduler", "pe_dma", "pe_fetch_store", "pe_gemm", "pe_math",
                   "pe_tcm", "pe_mmu"))
     static += (n_inst["router"] * cfg.cube.router.static_power_mw
