@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kernbench.cli import main
@@ -18,7 +19,6 @@ HBM_PRICE = "cube.hbm_ctrl.energy_pj_per_byte"
 
 
 def _gemm_model(path: Path) -> Path:
-    import numpy as np  # only for the weight
     import onnx  # optional heavy import, only this test builds a model
     from onnx import TensorProto, helper, numpy_helper
 
