@@ -160,3 +160,17 @@ def test_topology_show_json_is_the_whole_config_and_loads_back(tmp_path, capsys)
     assert load_topology_config(str(f)) == load_topology_config("base", [f"{HBM_PRICE}=7.5"])
     assert main(["topology", "show", "small"]) == 0
     assert "die area" in capsys.readouterr().out
+
+
+def test_simulating_a_bundle_with_other_prices_is_not_another_npu(runs, tmp_path, capsys):
+    bundle = runs["base"] / "bundle"
+    assert main(["simulate", str(bundle), "-t", "small", "--set", f"{HBM_PRICE}=1",
+                 "--out", str(tmp_path / "a"), "--no-report", "--no-trace"]) == 0
+    assert "different NPU" not in capsys.readouterr().err
+    assert main(["simulate", str(bundle), "-t", "small", "--set", "cube.hbm_ctrl.latency_ns=9",
+                 "--out", str(tmp_path / "b"), "--no-report", "--no-trace"]) == 0
+    assert "different NPU" in capsys.readouterr().err
+    a = _load(tmp_path / "a", "stats.json")
+    assert a["total_ns"] == _load(runs["base"], "stats.json")["total_ns"]
+    assert a["energy"]["by_component_kind"]["hbm_ctrl"]["dynamic_pj"] == \
+        a["energy"]["actions"]["hbm_byte"] * 1.0

@@ -124,3 +124,19 @@ class UcieEnergy(BaseModel):
     area_mm2_per_gbs: float = Field(
         0.00077, ge=0, description="PHY area per GB/s of a directed link, half on each die "
                                    "(mm² per GB/s)")
+
+
+def is_energy_or_area_field(name: str) -> bool:
+    """Whether a config key is an energy, static-power or area parameter (no timing model
+    reads those; two configs that differ only in them time a program identically)."""
+    return name.startswith(("energy_", "area_")) or name == "static_power_mw"
+
+
+def timing_view(data: object) -> object:
+    """A config dump (`model_dump()`) without its energy and area parameters."""
+    if isinstance(data, dict):
+        return {k: timing_view(v) for k, v in data.items()
+                if not is_energy_or_area_field(str(k))}
+    if isinstance(data, list):
+        return [timing_view(v) for v in data]
+    return data
