@@ -85,10 +85,11 @@ def test_report_headline_and_tables(gpt2_run, gpt2_report) -> None:  # noqa: ANN
     assert not re.search(r'(src|href)="(?!data:)', page)
 
 
-def test_report_embeds_three_pngs(gpt2_report) -> None:  # noqa: ANN001
+def test_report_embeds_five_pngs(gpt2_report) -> None:  # noqa: ANN001
     _, page = gpt2_report
     imgs = _pngs(page)
-    assert set(imgs) == {"Engine timeline", "Utilization", "Roofline (per layer)"}
+    assert set(imgs) == {"Engine timeline", "Utilization", "Roofline (per layer)",
+                         "Energy by component kind", "Energy per layer (by component kind)"}
     for data in imgs.values():
         w, h = _png_size(data)
         assert w >= 400 and h >= 200
@@ -116,8 +117,10 @@ def test_verdict_table_is_escaped(gpt2_run, tmp_path: Path) -> None:  # noqa: AN
     assert "&lt;logits&gt;" in page and "<logits>" not in page
     assert "cosine &gt;= 0.999" in page
     assert "gemm_&lt;7&gt;" in page
-    # no trace, no topology: utilization and roofline (roofs recovered from the layers)
-    assert set(_pngs(page)) == {"Utilization", "Roofline (per layer)"}
+    # no trace, no topology: utilization, roofline (roofs recovered from the layers), energy
+    assert set(_pngs(page)) == {"Utilization", "Roofline (per layer)",
+                                "Energy by component kind",
+                                "Energy per layer (by component kind)"}
 
 
 def test_cmdq_simulation_report_has_no_roofline(tmp_path: Path) -> None:
@@ -127,7 +130,8 @@ def test_cmdq_simulation_report_has_no_roofline(tmp_path: Path) -> None:
     page = write_report(tmp_path, stats, trace).read_text(encoding="utf-8")
     assert f"{stats['total_ns']:,.1f} ns" in page
     assert "Layers (slowest first)" not in page
-    assert set(_pngs(page)) == {"Engine timeline", "Utilization"}
+    # no layers: no roofline and no per-layer energy
+    assert set(_pngs(page)) == {"Engine timeline", "Utilization", "Energy by component kind"}
     assert plots.roofline(stats, None, tmp_path / "r.png") is None
     assert not (tmp_path / "r.png").exists()
     p = plots.engine_timeline(trace, tmp_path / "t.png")

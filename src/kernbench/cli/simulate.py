@@ -17,6 +17,7 @@ from kernbench.cli.common import (
     err,
     set_quiet,
 )
+from kernbench.config.energy import timing_view
 
 
 @app.command("simulate")
@@ -55,7 +56,8 @@ def simulate(
             err.print("note: the bundle has no topology.yaml: simulating on 'small'")
     topo = load_topology(topology, set_ or [])
     if (bundled is not None and bundled.exists() and str(bundled) != topology
-            and load_topology(str(bundled)).config != topo.config):
+            and timing_view(load_topology(str(bundled)).config.model_dump())
+            != timing_view(topo.config.model_dump())):  # energy/area prices never move timing
         err.print(f"warning: the bundle was compiled for a different NPU "
                   f"({bundled}); simulating it on '{topo.name}'")
     err.print(f"simulating {program} on '{topo.name}'")

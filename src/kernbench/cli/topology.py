@@ -1,7 +1,9 @@
-"""`kernbench topology show [NAME|FILE] [--set k=v]... [--svg out.svg]`."""
+"""`kernbench topology show [NAME|FILE] [--set k=v]... [--svg out.svg] [--json]`."""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +13,7 @@ import typer
 from kernbench.cli import app
 from kernbench.cli.common import SetOpt, err
 from kernbench.topology import load_topology
+from kernbench.topology.area import area_report
 
 topology_app = typer.Typer(help="Inspect NPU topologies.", no_args_is_help=True)
 app.add_typer(topology_app, name="topology")
@@ -21,18 +24,28 @@ def show(
     source: Annotated[str, typer.Argument(help="preset name or YAML file")] = "small",
     set_: SetOpt = None,
     svg: Annotated[Path | None, typer.Option("--svg", help="also draw the mesh to this SVG")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="print the whole resolved topology config (timing, energy and area "
+                       "parameters) as JSON on stdout; it loads back as a topology file")] = False,
 ) -> None:
-    """Print the component tree and links of a topology."""
+    """Print the component tree, links and die area of a topology (or, with --json, the
+    resolved configuration)."""
     from rich.tree import Tree
 
     topo = load_topology(source, set_ or [])
     cfg = topo.config
+    if as_json:
+        sys.stdout.write(json.dumps(cfg.model_dump(mode="json"), indent=1, sort_keys=True) + "\n")
+        return
+    area = area_report(topo)
     root = Tree(f"[bold]{topo.name}[/]: {cfg.sip.count} SIP × {len(topo.cubes) // cfg.sip.count} "
-                f"cube(s), {len(topo.pes)} PEs, HBM {topo.hbm_bytes / 2**30:g} GiB")
+                f"cube(s), {len(topo.pes)} PEs, HBM {topo.hbm_bytes / 2**30:g} GiB, "
+                f"die area {area.total:.2f} mm²")
     pt = cfg.cube.pe_template
     for cube in topo.cubes:
         c = root.add(f"[bold]{cube.id}[/] mesh {cfg.cube.mesh.rows}×{cfg.cube.mesh.cols}, "
-                     f"HBM [{cube.hbm_base:#x}, {cube.hbm_base + cube.hbm_bytes:#x})")
+                     f"HBM [{cube.hbm_base:#x}, {cube.hbm_base + cube.hbm_bytes:#x}), "
+                     f"area {area.by_cube[cube.id]:.2f} mm²")
         for nid, node in topo.nodes.items():
             if node.cube == cube.id and ".pe" not in nid[len(cube.id):]:
                 c.add(f"{nid.split('.')[-1]}  [dim]{node.kind}/{node.impl}[/]")
@@ -51,6 +64,9 @@ def show(
         if link.kind not in seen:
             seen.add(link.kind)
             links.add(f"{link.kind}: e.g. {link.id}  {link.latency_ns:g} ns, {link.bw_gbs:g} GB/s")
+    kinds_area = root.add("area by component kind (mm², docs/energy.md)")
+    for kind, mm2 in sorted(area.by_kind.items(), key=lambda kv: (-kv[1], kv[0])):
+        kinds_area.add(f"{kind}: {mm2:.3f}")
     from rich.console import Console
 
     Console(highlight=False).print(root)

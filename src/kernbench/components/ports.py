@@ -23,6 +23,7 @@ from kernbench.errors import InputError
 if TYPE_CHECKING:
     import simpy
 
+    from kernbench.components.actions import ActionLedger
     from kernbench.components.fabric import Stage
     from kernbench.topology.model import Pe, Topology
 
@@ -69,6 +70,7 @@ class SimContext(Protocol):
     tracer: TraceSink
     op_logger: OpLogSink | None
     topology: Topology
+    actions: ActionLedger  # what the engines did, counted with their timing (energy)
 
     def tile_done(self, token: Any, now: float) -> None:
         """The last stage of a tile's plan finished at `now` (called once per tile)."""

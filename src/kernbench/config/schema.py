@@ -8,7 +8,9 @@ The shape of a system: `sip` (how many SIPs and how their cubes are laid out, th
 links between cubes) and `cube` (the router mesh, where PEs sit, the HBM controller, the
 optional shared SRAM, the command processor M_CPU, and the PE template instantiated once
 per PE). Each hardware block is a component spec with `kind` and `impl`; `impl` picks the
-timing model from the component registry (see kernbench.components.registry).
+timing model from the component registry (see kernbench.components.registry). Each spec
+also carries its energy and area parameters (kernbench.config.energy, docs/energy.md); no
+timing model reads them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,22 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kernbench.config.energy import (
+    HbmCtrlEnergy,
+    MCpuEnergy,
+    PeCpuEnergy,
+    PeDmaEnergy,
+    PeFetchStoreEnergy,
+    PeGemmEnergy,
+    PeMathEnergy,
+    PeMmuEnergy,
+    PeSchedulerEnergy,
+    PeTcmEnergy,
+    RouterEnergy,
+    SharedSramEnergy,
+    UcieEnergy,
+)
 
 ROUTER_NAME = re.compile(r"^r(\d+)c(\d+)$")
 
@@ -47,13 +65,13 @@ class ComponentSpec(_Strict):
 # ---------------------------------------------------------------- PE template components
 
 
-class PeCpuSpec(ComponentSpec):
+class PeCpuSpec(PeCpuEnergy, ComponentSpec):
     kind: Literal["pe_cpu"] = "pe_cpu"
     impl: str = "pe_cpu_v1"
     dispatch_latency_cycles: int = Field(2, ge=0, description="command decode → scheduler (cycles)")
 
 
-class PeSchedulerSpec(ComponentSpec):
+class PeSchedulerSpec(PeSchedulerEnergy, ComponentSpec):
     kind: Literal["pe_scheduler"] = "pe_scheduler"
     impl: str = "pe_scheduler_v2"
     queue_depth: int = Field(16, ge=1, description="SubmissionQueue depth (commands)")
@@ -67,20 +85,20 @@ class PeSchedulerSpec(ComponentSpec):
                              "of at most this many bytes (0 = no limit)")
 
 
-class PeDmaSpec(ComponentSpec):
+class PeDmaSpec(PeDmaEnergy, ComponentSpec):
     kind: Literal["pe_dma"] = "pe_dma"
     impl: str = "pe_dma_v1"
     burst_bytes: int = Field(64, ge=1, description="transfer granularity (bytes); sizes round up")
     setup_cycles: int = Field(8, ge=0, description="descriptor setup per transfer (cycles)")
 
 
-class PeFetchStoreSpec(ComponentSpec):
+class PeFetchStoreSpec(PeFetchStoreEnergy, ComponentSpec):
     kind: Literal["pe_fetch_store"] = "pe_fetch_store"
     impl: str = "pe_fetch_store_v1"
     register_file_kib: int = Field(256, ge=1, description="register file capacity (KiB)")
 
 
-class PeGemmSpec(ComponentSpec):
+class PeGemmSpec(PeGemmEnergy, ComponentSpec):
     kind: Literal["pe_gemm"] = "pe_gemm"
     impl: str = "pe_gemm_v1"
     rows: int = Field(32, ge=1, description="systolic array rows (PEs)")
@@ -113,7 +131,7 @@ DEFAULT_MATH_OP_CYCLES: dict[str, float] = {
 }
 
 
-class PeMathSpec(ComponentSpec):
+class PeMathSpec(PeMathEnergy, ComponentSpec):
     kind: Literal["pe_math"] = "pe_math"
     impl: str = "pe_math_v1"
     lanes: int = Field(64, ge=1, description="SIMD lanes (elements per cycle for a 1-cycle op)")
@@ -133,7 +151,7 @@ class PeMathSpec(ComponentSpec):
         return {**DEFAULT_MATH_OP_CYCLES, **v} if isinstance(v, dict) else v
 
 
-class PeTcmSpec(ComponentSpec):
+class PeTcmSpec(PeTcmEnergy, ComponentSpec):
     kind: Literal["pe_tcm"] = "pe_tcm"
     impl: str = "pe_tcm_v1"
     capacity_kib: int = Field(2048, ge=1, description="TCM capacity (KiB)")
@@ -156,7 +174,7 @@ class PeTcmSpec(ComponentSpec):
         return self
 
 
-class PeMmuSpec(ComponentSpec):
+class PeMmuSpec(PeMmuEnergy, ComponentSpec):
     kind: Literal["pe_mmu"] = "pe_mmu"
     impl: str = "pe_mmu_v1"
     translation_latency_ns: float = Field(0.0, ge=0, description="per-access translation cost")
@@ -183,14 +201,14 @@ class MeshSpec(_Strict):
     cols: int = Field(2, ge=1, description="router columns")
 
 
-class RouterSpec(ComponentSpec):
+class RouterSpec(RouterEnergy, ComponentSpec):
     kind: Literal["router"] = "router"
     impl: str = "router_xy_v1"
     hop_latency_ns: float = Field(2.0, gt=0, description="router traversal + wire, per hop (ns)")
     link_bw_gbs: float = Field(128.0, gt=0, description="bandwidth of each mesh link, per direction")
 
 
-class HbmCtrlSpec(ComponentSpec):
+class HbmCtrlSpec(HbmCtrlEnergy, ComponentSpec):
     kind: Literal["hbm_ctrl"] = "hbm_ctrl"
     impl: str = "hbm_v1"
     channels: int = Field(8, ge=1, description="independent channels")
@@ -205,7 +223,7 @@ class HbmCtrlSpec(ComponentSpec):
     port_latency_ns: float = Field(1.0, gt=0, description="router ↔ controller port latency")
 
 
-class SharedSramSpec(ComponentSpec):
+class SharedSramSpec(SharedSramEnergy, ComponentSpec):
     kind: Literal["shared_sram"] = "shared_sram"
     impl: str = "sram_v1"
     capacity_kib: int = Field(4096, ge=1, description="capacity (KiB)")
@@ -214,7 +232,7 @@ class SharedSramSpec(ComponentSpec):
     router: str = Field("r0c0", description="router the SRAM hangs off")
 
 
-class MCpuSpec(ComponentSpec):
+class MCpuSpec(MCpuEnergy, ComponentSpec):
     kind: Literal["m_cpu"] = "m_cpu"
     impl: str = "m_cpu_v1"
     router: str = Field("r0c0", description="router the command processor sits on")
@@ -273,7 +291,7 @@ class GridSpec(_Strict):
     cols: int = Field(1, ge=1, description="cube columns in a SIP")
 
 
-class UcieSpec(ComponentSpec):
+class UcieSpec(UcieEnergy, ComponentSpec):
     kind: Literal["ucie"] = "ucie"
     impl: str = "ucie_v1"
     latency_ns: float = Field(20.0, gt=0, description="die-to-die latency (ns)")

@@ -18,6 +18,7 @@ from kernbench.errors import (
     read_input_text,
     warn,
 )
+from kernbench.report.energy import energy_lines, fmt_energy
 
 
 @dataclass
@@ -195,6 +196,11 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         run = simulate_program(prog, topology, file=str(cmdq_path), trace=record, phase=phase)
     stats = run.stats()
     add_roofline(stats, bundle_dir / "roofline.json")
+    if "layers" in stats:
+        layers = stats["layers"]
+        for lid, row in run.layer_energy({k: v["ns"] for k, v in layers.items()}).items():
+            layers[lid].update(row)
+    add_token_energy(stats, bundle_dir)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
@@ -241,11 +247,31 @@ def add_roofline(stats: dict[str, Any], roof: Path) -> None:
                                 "bound_by": "compute" if comp >= mem else "memory"}
 
 
+def add_token_energy(stats: dict[str, Any], bundle_dir: Path) -> None:
+    """For a language model (a bundle whose memory.json has an `input_ids` input): the tokens
+    one run processes (prefill: batch × sequence; a decode step: the generated tokens) and
+    the energy per token, into stats["energy"]."""
+    mem = bundle_dir / "memory.json"
+    if not mem.exists() or "energy" not in stats:
+        return
+    try:
+        ids = json.loads(read_input_text(mem, MAX_JSON_BYTES)).get("tensors", {}).get("input_ids")
+    except ValueError as e:
+        raise InputError(f"unreadable: {e}", file=str(mem)) from None
+    if not isinstance(ids, dict) or not ids.get("shape"):
+        return
+    tokens = int(np.prod(ids["shape"]))
+    if tokens > 0:
+        stats["energy"]["tokens"] = tokens
+        stats["energy"]["per_token_pj"] = round(stats["energy"]["total_pj"] / tokens, 3)
+
+
 def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
     lines = [f"total {stats['total_ns']:.1f} ns = {stats['total_cycles']} cycles at "
              f"{stats['clock_ghz']} GHz on {stats['topology']}"]
     b = stats["bottleneck"]
     lines.append(f"bottleneck: {b['component']} ({b['kind']}), {100 * b['utilization']:.1f}% busy")
+    lines += energy_lines(stats)
     if "roofline_fraction" in stats:
         lines.append(f"roofline fraction (whole model): {stats['roofline_fraction']:.3f}")
         mb = stats["model_bound"]
@@ -254,11 +280,12 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
                      f"{mb['memory_bound_ns']:.1f} ns")
         lines.append("")
         lines.append(f"{'layer':28s} {'op':12s} {'ns':>10s} {'bound ns':>10s} {'frac':>6s} "
-                     f"{'bound by':8s} busiest")
+                     f"{'bound by':8s} {'energy':>10s} busiest")
         for lid, layer in sorted(stats["layers"].items(), key=lambda kv: -kv[1]["ns"]):
             lines.append(f"{lid:28s} {layer['op_type']:12s} {layer['ns']:10.1f} "
                          f"{layer['bound_ns']:10.1f} {layer['roofline_fraction']:6.3f} "
-                         f"{layer['bound_by']:8s} {layer['bottleneck']}")
+                         f"{layer['bound_by']:8s} {fmt_energy(layer.get('energy_pj', 0)):>10s} "
+                         f"{layer['bottleneck']}")
     if verdict is not None:
         lines.append("")
         lines.append("verification: " + ("PASS" if verdict.ok else "FAIL"))

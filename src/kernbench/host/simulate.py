@@ -10,6 +10,7 @@ from kernbench.cmdq.hw import engine_of, limits_for, to_program
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.validate import check_program
 from kernbench.common.program import ProgramEntry
+from kernbench.report.energy import group_energy
 from kernbench.report.perfetto import build_trace
 from kernbench.report.stats import collect_stats, round_ns
 from kernbench.sim_engine.engine import Simulator
@@ -48,6 +49,16 @@ class CmdqRun:
         if extra:
             data.update(extra)
         return collect_stats(self.sim, self.total_ns, data)
+
+    def layer_energy(self, spans_ns: dict[str, float]) -> dict[str, dict[str, Any]]:
+        """Energy of each layer in `spans_ns` (layer id → its ns): the dynamic energy of its
+        entries' actions plus its time share of the static energy (report.energy.group_energy)."""
+        groups: dict[str, list[int]] = {lid: [] for lid in spans_ns}
+        for src, e in zip(self.program.cmdq, self.entries, strict=True):
+            if src.layer_id in groups and e.command is not None:
+                groups[src.layer_id].append(e.command.meta["seq"])
+        return group_energy(self.sim.topology, self.sim.actions, groups, spans_ns,
+                            self.total_ns)
 
     def trace(self) -> dict[str, Any]:
         return build_trace(self.sim, [e.command for e in self.entries if e.command is not None])

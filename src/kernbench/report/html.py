@@ -13,7 +13,8 @@ import html
 from pathlib import Path
 from typing import Any
 
-from kernbench.report import plots
+from kernbench.report import energy_plots, plots
+from kernbench.report.energy import fmt_energy
 from kernbench.topology.peaks import hbm_gbs
 
 MAX_LAYER_ROWS = 25
@@ -114,6 +115,17 @@ def _headline(stats: dict[str, Any], topology: Any) -> str:
         cards.append(_card("model is", f"{mb.get('bound_by', '?')}-bound",
                            f"Σ compute {_num(mb.get('compute_bound_ns'))} ns vs Σ memory "
                            f"{_num(mb.get('memory_bound_ns'))} ns"))
+    en = stats.get("energy")
+    if en:
+        per = (f"{fmt_energy(en['per_token_pj'])} per token" if en.get("tokens")
+               else f"dynamic {fmt_energy(en['dynamic_pj'])}")
+        cards.append(_card("energy", fmt_energy(en["total_pj"]), per))
+        cards.append(_card("average power", f"{en['average_power_mw']:,.1f} mW",
+                           f"{en['tops_per_w']:.3f} TOPS/W"))
+    area = stats.get("area_mm2")
+    if area:
+        cards.append(_card("die area", f"{area['total']:,.2f} mm²",
+                           f"{len(area.get('per_cube', {}))} cube(s)"))
     crit = stats.get("critical_path")
     if crit:
         cards.append(_card("critical path", f"{len(crit):,} entries"))
@@ -221,7 +233,8 @@ def render_plots(stats: dict[str, Any], trace: dict[str, Any] | None = None,
                  topology: Any = None) -> dict[str, bytes]:
     """PNG bytes of the plots whose data exists: `engine_timeline` (needs a trace with
     engine spans), `utilization`, `roofline` (needs stats["layers"] with a MAC layer;
-    roofs from the topology, else recovered from the layers' bounds)."""
+    roofs from the topology, else recovered from the layers' bounds), `energy_by_kind`
+    (needs stats["energy"]) and `energy_per_layer` (needs per-layer energy)."""
     out: dict[str, bytes] = {}
     if trace:
         data = plots.timeline_png(trace)
@@ -230,6 +243,12 @@ def render_plots(stats: dict[str, Any], trace: dict[str, Any] | None = None,
     data = plots.utilization_png(stats)
     if data:
         out["utilization"] = data
+    data = energy_plots.energy_kind_png(stats)
+    if data:
+        out["energy_by_kind"] = data
+    data = energy_plots.energy_layers_png(stats)
+    if data:
+        out["energy_per_layer"] = data
     if stats.get("layers"):
         peaks = (plots.peaks_from_topology(topology) if topology is not None
                  else plots.peaks_from_stats(stats))
@@ -240,7 +259,9 @@ def render_plots(stats: dict[str, Any], trace: dict[str, Any] | None = None,
 
 
 _PLOT_TITLES = {"engine_timeline": "Engine timeline", "utilization": "Utilization",
-                "roofline": "Roofline (per layer)"}
+                "roofline": "Roofline (per layer)",
+                "energy_by_kind": "Energy by component kind",
+                "energy_per_layer": "Energy per layer (by component kind)"}
 
 
 def render_report(stats: dict[str, Any], trace: dict[str, Any] | None = None,
@@ -260,7 +281,8 @@ def render_report(stats: dict[str, Any], trace: dict[str, Any] | None = None,
     parts.append(_engines_section(stats))
     if plot_png:
         parts.append("<h2>Plots</h2>")
-        for key in ("engine_timeline", "utilization", "roofline"):
+        for key in ("engine_timeline", "utilization", "roofline", "energy_by_kind",
+                    "energy_per_layer"):
             if key in plot_png:
                 parts.append(f"<h3>{_e(_PLOT_TITLES[key])}</h3>"
                              + _img(plot_png[key], _PLOT_TITLES[key]))
@@ -277,7 +299,8 @@ def write_report(out_dir: str | Path, stats: dict[str, Any], trace: dict[str, An
     data exists, all in one self-contained page. `topology` (a kernbench Topology) gives the
     roofline's roofs and the topology line; without it the roofs are recovered from the
     layers' bounds. With `save_plots` the PNGs are also written next to the page
-    (engine_timeline.png, utilization.png, roofline.png). Returns the page's path."""
+    (engine_timeline.png, utilization.png, roofline.png, energy_by_kind.png,
+    energy_per_layer.png). Returns the page's path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     png = render_plots(stats, trace, topology)

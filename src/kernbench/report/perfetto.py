@@ -4,7 +4,9 @@ One process per PE (and one per cube for M_CPU), one thread per engine channel
 (`pe_gemm.main`, `pe_dma.read`, ...). Engine services are complete ("X") events whose
 args keep the cycles; a channel serves one token at a time, so its events never overlap
 and nest trivially. Command lifetimes go on `commands[k]` threads, k chosen by a greedy
-interval colouring so that no two overlap on one thread. ts and dur are in µs.
+interval colouring so that no two overlap on one thread. ts and dur are in µs. A `power`
+process carries counter ("C") tracks of the average power per time bin (mW), in total and
+by component kind, priced from the same action counts as stats.json's `energy`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernbench.common.tile_plan import StageType
+from kernbench.report.energy import power_counter_events
 
 
 def build_trace(sim: Any, commands: list[Any] | None = None) -> dict[str, Any]:
@@ -81,5 +84,10 @@ def build_trace(sim: Any, commands: list[Any] | None = None) -> dict[str, Any]:
             events.append({"ph": "i", "s": "t", "name": name, "pid": pid,
                            "tid": tid(pid, "events"), "ts": round(t / 1000.0, 6),
                            "args": {"label": label, "tile": tile}})
+    if sim.actions.record_events:
+        pid = base + len(topo.cubes)
+        meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                     "args": {"name": "power"}})
+        events += power_counter_events(topo, sim.actions.events, sim.env.now, pid)
     return {"traceEvents": meta + events, "displayTimeUnit": "ns",
             "otherData": {"topology": topo.name, "clock_ghz": clock}}

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kernbench.components.counters import EngineCounters, HardwareCounters, MemoryCounters
+from kernbench.report.energy import energy_report
+from kernbench.topology.area import area_report
 
 STATS_SCHEMA_VERSION = "1.0"
 
@@ -56,6 +58,9 @@ def collect_stats(sim: CounterSource, total_ns: float,
         "links": links,
         "memories": memories,
         "bottleneck": bottleneck(engines, links, memories),
+        # priced from the action counts the engines recorded with their timing (ADR-0600)
+        "energy": energy_report(sim.topology, sim.actions.totals, total_ns).to_json(),
+        "area_mm2": area_report(sim.topology).to_json(),
     }
     if extra:
         stats.update(extra)

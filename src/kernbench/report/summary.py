@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from kernbench.report.energy import energy_lines, fmt_energy
 from kernbench.report.stats import write_json
 
 
@@ -40,6 +41,8 @@ def print_summary(stats: dict[str, Any], console: Console, top: int = 12) -> Non
     if b["component"]:
         console.print(f"[bold]bottleneck[/]: {b['component']} ({b['kind']}) busy "
                       f"{100 * b['utilization']:.1f}% of the time")
+    for line in energy_lines(stats):
+        console.print(line)
     crit = stats.get("critical_path")
     if crit:
         console.print(f"[bold]critical path[/] ({len(crit)} entries): "
@@ -50,13 +53,14 @@ def print_summary(stats: dict[str, Any], console: Console, top: int = 12) -> Non
 def print_layers(stats: dict[str, Any], console: Console, top: int = 10) -> None:
     t = Table(title=f"layers (slowest first); whole-model roofline fraction "
                     f"{stats.get('roofline_fraction', 0):.3f}")
-    for col in ("layer", "op", "ns", "bound ns", "roofline", "bound by", "busiest"):
-        t.add_column(col, justify="right" if col in ("ns", "bound ns", "roofline") else "left")
+    for col in ("layer", "op", "ns", "bound ns", "roofline", "bound by", "energy", "busiest"):
+        t.add_column(col, justify="right" if col in ("ns", "bound ns", "roofline", "energy")
+                     else "left")
     rows = sorted(stats["layers"].items(), key=lambda kv: (-kv[1]["ns"], kv[0]))
     for lid, layer in rows[:top]:
         t.add_row(lid, layer["op_type"], f"{layer['ns']:,.0f}", f"{layer['bound_ns']:,.0f}",
                   f"{layer['roofline_fraction']:.2f}", layer["bound_by"],
-                  str(layer["bottleneck"]))
+                  fmt_energy(layer.get("energy_pj", 0.0)), str(layer["bottleneck"]))
     if len(rows) > top:
         t.caption = f"{len(rows) - top} more layers in stats.json"
     console.print(t)

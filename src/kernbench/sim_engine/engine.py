@@ -23,6 +23,7 @@ import simpy
 
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
+from kernbench.components.actions import ActionLedger
 from kernbench.components.base import ComponentBase, PeEngineBase
 from kernbench.components.counters import (
     EngineCounters,
@@ -50,6 +51,8 @@ class Simulator:
         self.completed = 0
         self._seq = 0
         self._path_cache: dict[tuple, tuple] = {}
+        # energy-relevant action counts, recorded by the engines beside their timing
+        self.actions = ActionLedger({lid: k.kind for lid, k in topology.links.items()}, trace)
         for lid, link in topology.links.items():
             if link.kind == "ucie":
                 u = topology.config.sip.ucie

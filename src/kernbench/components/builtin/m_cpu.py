@@ -176,8 +176,10 @@ class MCpu(ComponentBase):
         sim = self.sim
         pe = sim.topology.pe(e.pe)
         nbytes = self.spec.command_bytes
-        arrive = transfer(env.now, nbytes, sim.command_path(self.node.cube, pe, to_pe=True))
+        path = sim.command_path(self.node.cube, pe, to_pe=True)
+        arrive = transfer(env.now, nbytes, path)
         cmd = e.command
+        sim.actions.links(cmd, path, nbytes, env.now, arrive)
         cmd.meta["entry"] = e
         pe_cpu = self.pe_cpus[pe.index]
 
@@ -188,7 +190,9 @@ class MCpu(ComponentBase):
             pe_cpu.inbox.put(cmd)
 
         def completed(_ev) -> None:  # noqa: ANN001
-            back = transfer(env.now, nbytes, sim.command_path(self.node.cube, pe, to_pe=False))
+            path_back = sim.command_path(self.node.cube, pe, to_pe=False)
+            back = transfer(env.now, nbytes, path_back)
+            sim.actions.links(cmd, path_back, nbytes, env.now, back)
             t = env.timeout(back - env.now)
             t.callbacks.append(lambda _e: finish(e))
 

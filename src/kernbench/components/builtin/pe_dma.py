@@ -44,8 +44,12 @@ class PeDma(PeEngineBase):
         start = now + self.spec.setup_cycles / self.spec.clock_ghz + mmu_ns
         write = token.stage.stage_type == StageType.DMA_WRITE
         what = f"{token.label} tile {token.tile_id}"
-        stages = self.sim.dma_stages(self.pe, p.get("space", "hbm"), addr, wire, write, what)
+        space = p.get("space", "hbm")
+        stages = self.sim.dma_stages(self.pe, space, addr, wire, write, what)
         end = transfer(start, wire, stages)
+        # stages are memory, links, TCM port (reads) or TCM port, links, memory (writes)
+        self.sim.actions.dma(token.pipeline_ctx.command, space, wire, stages[1:-1],
+                             "read" if write else "write", start, end)
         if write:
             self.bytes_written += wire
         else:

@@ -21,10 +21,26 @@ class PeFetchStore(PeEngineBase):
 
     def connect(self) -> None:
         self._stages = (self.peer("tcm").port,)
+        self.bytes_fetched = 0
+        self.bytes_stored = 0
 
     def service(self, token) -> float:  # noqa: ANN001
         nbytes = token.params.get("nbytes", 0)
         if nbytes <= 0:
             return 0.0
         now = self.env.now
-        return transfer(now, nbytes, self._stages) - now
+        end = transfer(now, nbytes, self._stages)
+        cmd = token.pipeline_ctx.command
+        acts = self.sim.actions
+        if token.stage.stage_type == StageType.FETCH:  # TCM → registers
+            self.bytes_fetched += nbytes
+            acts.add(cmd, "tcm_read_byte", nbytes, now, end)
+            acts.add(cmd, "rf_write_byte", nbytes, now, end)
+        else:  # registers → TCM
+            self.bytes_stored += nbytes
+            acts.add(cmd, "rf_read_byte", nbytes, now, end)
+            acts.add(cmd, "tcm_write_byte", nbytes, now, end)
+        return end - now
+
+    def stats(self) -> dict:
+        return {"bytes_fetched": self.bytes_fetched, "bytes_stored": self.bytes_stored}

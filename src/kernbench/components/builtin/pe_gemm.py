@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from kernbench.common.tile_plan import StageType
+from kernbench.components.actions import mac_action
 from kernbench.components.base import PeEngineBase
 from kernbench.components.builtin.systolic import systolic_compute_cycles
 from kernbench.components.catalog import register
@@ -46,12 +47,15 @@ class PeGemm(PeEngineBase):
         self.macs += m * n * k
         busy = self.cycles(m, n, k, bits) / self.spec.clock_ghz
         stream = p.get("weight_stream_nbytes", 0)
+        now = self.env.now
+        cmd = token.pipeline_ctx.command
         if stream:
-            now = self.env.now
             stages = self.sim.dma_stages(self.pe, "hbm", p.get("weight_addr", 0), stream,
                                          False, f"{token.label} weight stream")
             end = transfer(now, stream, stages[:-1])  # straight to the array, not TCM
+            self.sim.actions.dma(cmd, "hbm", stream, stages[1:-1], None, now, end)
             busy = max(busy, end - now)
+        self.sim.actions.add(cmd, mac_action(bits), m * n * k, now, now + busy)
         return busy
 
     def peak_macs_per_ns(self, bits: int) -> float:

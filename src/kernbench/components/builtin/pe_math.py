@@ -30,4 +30,11 @@ class PeMath(PeEngineBase):
 
     def service(self, token) -> float:  # noqa: ANN001
         p = token.params
-        return self.cycles(p["op"], p["length"], p.get("rows", 1)) / self.spec.clock_ghz
+        cycles = self.cycles(p["op"], p["length"], p.get("rows", 1))
+        busy = cycles / self.spec.clock_ghz
+        # every lane is busy for the cycles after the pipeline fill
+        now = self.env.now
+        self.sim.actions.add(token.pipeline_ctx.command, "math_lane_cycle",
+                             (cycles - self.spec.pipeline_latency_cycles) * self.spec.lanes,
+                             now, now + busy)
+        return busy

@@ -1,0 +1,102 @@
+"""The action ledger: what the hardware did, counted where the timing is computed.
+
+Every engine that spends time on work also records the work here, with the same numbers
+its timing used: a GEMM tile's m·n·k MACs at its operand width, a DMA's wire bytes at the
+memory, on every link of its path and at the TCM port, a fetch's or store's bytes at the
+TCM and the register file, a vector op's busy lane-cycles, an M_CPU command packet's bytes
+on its links. Energy (kernbench.report.energy) prices these counts after the run; nothing
+here feeds back into timing.
+
+Counts are kept in total and per command (`cmd.meta["seq"]`, set when the command is
+tracked), so a CMDQ entry's and a layer's energy come from the same counts as the total.
+With `record_events` (tracing on) each record also keeps its time interval, from which the
+trace's power counter track is built.
+
+Actions (unit):
+  mac_int4, mac_int8, mac_fp16, mac_fp32   MACs by operand width (max of W and A bits)
+  math_lane_cycle                          SIMD lane-cycles of pe_math
+  hbm_byte, sram_byte                      bytes read or written at HBM / shared SRAM
+  tcm_read_byte, tcm_write_byte            bytes through the TCM port, by direction
+  rf_write_byte, rf_read_byte              register file: bytes fetched in / stored out
+  mesh_hop_byte                            bytes × router-to-router links crossed
+  port_byte                                bytes × local port links (PE/M_CPU/HBM/SRAM ↔ router)
+  ucie_byte                                bytes × die-to-die links crossed
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+ACTIONS = ("mac_int4", "mac_int8", "mac_fp16", "mac_fp32", "math_lane_cycle", "hbm_byte",
+           "sram_byte", "tcm_read_byte", "tcm_write_byte", "rf_write_byte", "rf_read_byte",
+           "mesh_hop_byte", "port_byte", "ucie_byte")
+
+# link kind (topology.LinkSpec.kind) → the action a byte on it counts as
+LINK_ACTION = {"mesh": "mesh_hop_byte", "pe": "port_byte", "hbm_port": "port_byte",
+               "sram_port": "port_byte", "ucie": "ucie_byte"}
+
+
+def mac_action(bits: int) -> str:
+    """The MAC action of an operand width: ≤4 int4, ≤8 int8, ≤16 fp16/bf16, else fp32."""
+    if bits <= 4:
+        return "mac_int4"
+    if bits <= 8:
+        return "mac_int8"
+    if bits <= 16:
+        return "mac_fp16"
+    return "mac_fp32"
+
+
+class ActionLedger:
+    """Action counts in total, per command seq, and (optionally) as timed events."""
+
+    def __init__(self, link_kinds: Mapping[str, str], record_events: bool = False) -> None:
+        self._link_action = {lid: LINK_ACTION[k] for lid, k in link_kinds.items()}
+        self.totals: dict[str, int] = dict.fromkeys(ACTIONS, 0)
+        self.by_seq: dict[int, dict[str, int]] = {}
+        self.record_events = record_events
+        #: (start_ns, end_ns, action, amount), in record order (deterministic)
+        self.events: list[tuple[float, float, str, int]] = []
+
+    def add(self, cmd: Any, action: str, amount: int, start: float, end: float) -> None:
+        """Count `amount` of `action`, done by `cmd` (or None) during [start, end]."""
+        if amount <= 0:
+            return
+        self.totals[action] += amount
+        seq = cmd.meta.get("seq") if cmd is not None else None
+        if seq is not None:
+            row = self.by_seq.get(seq)
+            if row is None:
+                row = self.by_seq[seq] = {}
+            row[action] = row.get(action, 0) + amount
+        if self.record_events:
+            self.events.append((start, end, action, amount))
+
+    def links(self, cmd: Any, links: Iterable[Any], nbytes: int, start: float,
+              end: float) -> None:
+        """`nbytes` over each link of `links` (servers whose id is a topology link)."""
+        per: dict[str, int] = {}
+        for s in links:
+            a = self._link_action[s.id]
+            per[a] = per.get(a, 0) + nbytes
+        for a in sorted(per):
+            self.add(cmd, a, per[a], start, end)
+
+    def dma(self, cmd: Any, space: str, nbytes: int, links: Iterable[Any], tcm: str | None,
+            start: float, end: float) -> None:
+        """A transfer between memory `space` ("hbm" | "sram") and a PE: the memory access,
+        the links between, and the TCM port (`tcm` "read" | "write", None when it bypasses
+        the TCM, e.g. weights streamed into the array)."""
+        self.add(cmd, "hbm_byte" if space == "hbm" else "sram_byte", nbytes, start, end)
+        self.links(cmd, links, nbytes, start, end)
+        if tcm is not None:
+            self.add(cmd, f"tcm_{tcm}_byte", nbytes, start, end)
+
+    def for_seqs(self, seqs: Iterable[int]) -> dict[str, int]:
+        """Summed counts of the given commands (e.g. one CMDQ entry, one layer)."""
+        out: dict[str, int] = {}
+        for s in seqs:
+            for a, n in self.by_seq.get(s, {}).items():
+                out[a] = out.get(a, 0) + n
+        return out
