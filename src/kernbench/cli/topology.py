@@ -22,7 +22,8 @@ def show(
     set_: SetOpt = None,
     svg: Annotated[Path | None, typer.Option("--svg", help="also draw the mesh to this SVG")] = None,
 ) -> None:
-    """Print the component tree and links of a topology."""
+    """Print the component tree and links of a topology, then one line of its peaks
+    (dense TOPS by precision, HBM bandwidth and capacity)."""
     from rich.tree import Tree
 
     topo = load_topology(source, set_ or [])
@@ -53,7 +54,10 @@ def show(
             links.add(f"{link.kind}: e.g. {link.id}  {link.latency_ns:g} ns, {link.bw_gbs:g} GB/s")
     from rich.console import Console
 
+    from kernbench.topology.peaks import peak_figures
+
     Console(highlight=False).print(root)
+    print(peak_figures(topo).line())
     if svg is not None:
         from kernbench.report.mesh_svg import write_mesh_svg
 
