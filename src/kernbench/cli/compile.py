@@ -15,34 +15,29 @@ QconfigOpt = Annotated[Path | None, typer.Option("--qconfig", "-q",
 DumpOpt = Annotated[list[str] | None, typer.Option(
     "--dump-after", help="write the state after this pass (repeatable; e.g. tiling)")]
 SeqLenOpt = Annotated[int | None, typer.Option(
-    "--seq-len", help="named model (gpt2, llama, gpt2-small): new tokens "
-                      "[default: 16 prefill, 1 decode]")]
+    "--seq-len", help="new tokens (built-in names, config.json, ONNX with a symbolic "
+                      "sequence dim) [default: 16 prefill, 1 decode]")]
 KvLenOpt = Annotated[int | None, typer.Option(
-    "--kv-len", help="named model: KV-cache length; > 0 builds a decode step [default: 0]")]
+    "--kv-len", help="KV-cache length; > 0 builds a decode step [default: 0]")]
+BatchOpt = Annotated[int | None, typer.Option(
+    "--batch", help="sequences per step (built-in names, config.json, ONNX with a symbolic "
+                    "batch dim) [default: 1]")]
+MODEL_HELP = ("MODEL.onnx, ir.json, a Hugging Face config.json (or its folder), or "
+              "gpt2 | llama | gpt2-small")
 
 
-def _named_model(model: Path, seq_len: int | None, kv_len: int | None, save_dir: Path) -> Path:
-    """MODEL is a file, or a built-in name (kernbench.models.builders.MODELS) built with
-    the given shapes and saved into save_dir."""
-    from kernbench.errors import InputError
-    from kernbench.models.builders import MODELS, model_for
+def _named_model(model: Path, seq_len: int | None, kv_len: int | None, save_dir: Path,
+                 batch: int | None = None, qconfig: Path | None = None,
+                 verify: bool = False):  # noqa: ANN202
+    """MODEL resolved by kernbench.host.models.resolve_model (built-in names and config.json
+    files are built with the given shapes into save_dir; ONNX dims are bound)."""
+    from kernbench.host.models import ShapeOptions, resolve_model
 
-    if model.exists() or str(model) not in MODELS:
-        if seq_len is not None or kv_len is not None:
-            raise InputError("--seq-len/--kv-len apply to the named models "
-                             f"({', '.join(MODELS)}); a model file's shapes are fixed",
-                             file=str(model))
-        return model
-    import onnx
-
-    kv = kv_len or 0
-    seq = seq_len if seq_len is not None else (1 if kv > 0 else 16)
-    m = model_for(str(model), seq_len=seq, kv_len=kv)
-    save_dir.mkdir(parents=True, exist_ok=True)
-    path = save_dir / f"{model}_seq{seq}_kv{kv}.onnx"
-    onnx.save(m, str(path))
-    err.print(f"built {model} ({'decode' if kv else 'prefill'}: seq {seq}, kv {kv})")
-    return path
+    res = resolve_model(model, ShapeOptions(batch, seq_len, kv_len), Path(save_dir), qconfig,
+                        need_values=verify)
+    for line in res.notes:
+        err.print(line)
+    return res
 
 
 def _progress():  # noqa: ANN202
@@ -54,7 +49,7 @@ def _progress():  # noqa: ANN202
 
 @app.command("compile")
 def compile_cmd(
-    model: Annotated[Path, typer.Argument(help="MODEL.onnx, ir.json or gpt2 | llama | gpt2-small")],
+    model: Annotated[Path, typer.Argument(help=MODEL_HELP)],
     out: Annotated[Path, typer.Option("--out", "-o", help="bundle folder to write")],
     topology: TopologyOpt = "small",
     set_: SetOpt = None,
@@ -64,15 +59,17 @@ def compile_cmd(
         "--calib-inputs", help="inputs .npz to calibrate activation scales on")] = None,
     seq_len: SeqLenOpt = None,
     kv_len: KvLenOpt = None,
+    batch: BatchOpt = None,
 ) -> None:
     """Compile a model into a bundle: cmdq.json, memory.json, weights.npz, ir.json, ...
 
-    MODEL may also be gpt2, llama or gpt2-small, built for --seq-len / --kv-len."""
+    MODEL may also be gpt2, llama or gpt2-small, or a Hugging Face config.json (a
+    shape-only model), built for --batch / --seq-len / --kv-len."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:  # a built model is copied into the bundle
-        _compile(_named_model(model, seq_len, kv_len, Path(tmp)), out, topology, set_, qconfig,
-                 dump_after, calib_inputs)
+        res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig)
+        _compile(res.path, out, topology, set_, qconfig, dump_after, calib_inputs)
 
 
 def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
@@ -96,7 +93,7 @@ def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
 
 @app.command("run")
 def run_cmd(
-    model: Annotated[Path, typer.Argument(help="MODEL.onnx, ir.json or gpt2 | llama | gpt2-small")],
+    model: Annotated[Path, typer.Argument(help=MODEL_HELP)],
     topology: TopologyOpt = "small",
     set_: SetOpt = None,
     qconfig: QconfigOpt = None,
@@ -109,13 +106,16 @@ def run_cmd(
     seq_len: SeqLenOpt = None,
     kv_len: KvLenOpt = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
+    batch: BatchOpt = None,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
-    MODEL may also be gpt2, llama or gpt2-small, built for --seq-len / --kv-len."""
+    MODEL may also be gpt2, llama or gpt2-small, or a Hugging Face config.json (a
+    shape-only model: timing only), built for --batch / --seq-len / --kv-len."""
     from kernbench.topology import load_topology
 
-    model = _named_model(model, seq_len, kv_len, Path(out))
+    res = _named_model(model, seq_len, kv_len, Path(out), batch, qconfig, verify)
+    model = res.path
 
     topo = load_topology(topology, set_ or [])
     bundle = Path(out) / "bundle"

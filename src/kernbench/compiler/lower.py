@@ -32,6 +32,7 @@ from kernbench.compiler.memory_plan import (
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.compiler.tiling import choose_gemm_tiles
+from kernbench.ir.model import is_shape_only_array
 from kernbench.numerics import quant as qmath
 
 QBITS_OF = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "uint8": 8, "int4": 4, "int32": 32,
@@ -203,6 +204,10 @@ class Lowerer:
                 continue
             p = self.placement(tid)
             nb = int(math.ceil(int(np.prod(p.shape)) * ITEMSIZE[p.dtype])) if p.shape else 8
+            if n.attributes.get("gather_rows") and tid == n.inputs[1]:
+                # a row gather reads the rows it gathers, not the table
+                ids = int(np.prod(self.g.tensors[n.inputs[0]].shape))
+                nb = int(math.ceil(ids * p.shape[-1] * ITEMSIZE[p.dtype]))
             in_bytes += nb
             first = first if first is not None else p
             if not self.g.tensors[tid].const:
@@ -277,6 +282,11 @@ class Lowerer:
                 bits = n.qbits_weight if isinstance(n.qbits_weight, int) else 8
                 if bits not in (4, 8):
                     return None
+                if is_shape_only_array(w):  # shape-only model: stored bits, no values
+                    dt = "int4" if bits == 4 else "int8"
+                    p = self.const(f"{w_tid}@int{bits}", None, dt, source=w_tid,
+                                   shape=tuple(w.shape))
+                    return p, np.ones((w.shape[1],), np.float32), bits
                 wq, sw = qmath.quantize_weight(w.astype(np.float32), bits,
                                                -1 if self._per_channel else None)
                 sw = np.asarray(sw, np.float32)
@@ -285,6 +295,10 @@ class Lowerer:
             p = self.const(f"{w_tid}@int{bits}", np.asarray(data), dt, source=w_tid,
                            shape=tuple(w.shape))
             return p, sw, bits
+        if is_shape_only_array(w):
+            dt = "fp16" if mode == "fp16" else "fp32"
+            return (self.const(f"{w_tid}@{dt}", None, dt, source=w_tid, shape=tuple(w.shape)),
+                    None, 16 if mode == "fp16" else 32)
         if mode == "fp16":
             arr = qmath.round_to_float(w.astype(np.float32), "fp16").astype(np.float16)
             return self.const(f"{w_tid}@fp16", arr, "fp16", source=w_tid), None, 16
@@ -572,7 +586,10 @@ class Lowerer:
         isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype])
         for b in range(b_):
             for h in range(h_):
-                for src, rows, dst_row in ((past, p_len, 0), (new, s_len, p_len)):
+                # in place (a paged / ring cache): only the new rows are written
+                srcs = ((new, s_len, p_len),) if n.attributes.get("in_place") else (
+                    (past, p_len, 0), (new, s_len, p_len))
+                for src, rows, dst_row in srcs:
                     per = max(1, min(rows, self.bank // (d * isz)))
                     for r0 in range(0, rows, per):
                         r = min(per, rows - r0)
@@ -636,7 +653,8 @@ class Lowerer:
         sv_f = float(np.float32(sv))
         bits_a, bits_kv = n.qbits_activation, n.qbits_kv
         s_blk = max(1, min(s_len, self.bank // (t_len * 4)))
-        if t_len * d * 4 > self.bank or t_len * dv * 4 > self.bank:
+        kv_isz = 1 if k.dtype == "int8" and v.dtype == "int8" else 4  # staged at fp32?
+        if t_len * d * kv_isz > self.bank or t_len * dv * kv_isz > self.bank:
             raise ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
         for b in range(bsz):
             for g in range(hkv):

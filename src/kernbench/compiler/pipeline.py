@@ -20,7 +20,7 @@ from kernbench.compiler.quantize import QuantizeActivations
 from kernbench.compiler.schedule import AllocateTcm, Place, Schedule
 from kernbench.compiler.state import CompileOptions, CompileState
 from kernbench.errors import InputError
-from kernbench.ir.model import Graph, save_weights
+from kernbench.ir.model import Graph, is_shape_only, save_weights
 from kernbench.topology.model import Topology
 
 PASSES = (QuantizeActivations(), FoldTransposes(), PlanMemory(), Tile(), Place(), AllocateTcm(),
@@ -72,8 +72,9 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     write_json(state.cmdq, tmp / "cmdq.json")
     write_json(state.memory.to_json(), tmp / "memory.json")
     arrays = {}
+    shape_only = is_shape_only(state.graph)  # no weight values: weights.npz stays empty
     for key, a in sorted(state.memory.allocations.items()):
-        if a.data is not None:
+        if a.data is not None and not shape_only:
             arrays[key] = np.ascontiguousarray(a.data)
     save_weights(arrays, tmp / "weights.npz")
     state.graph.save(tmp / "ir.json", tmp / "ir_weights.npz")

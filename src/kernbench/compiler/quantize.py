@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernbench.compiler.state import CompileState
-from kernbench.ir.model import QuantParams
+from kernbench.ir.model import QuantParams, is_shape_only
 from kernbench.numerics import quant as qmath
 
 #: op → indices of inputs it quantizes with activation bits (a) or KV bits (kv)
@@ -58,7 +58,7 @@ class QuantizeActivations:
         from kernbench.compiler.inputs import default_inputs
         from kernbench.ir.interpreter import Interpreter
 
-        g = state.graph
+        g = state.graph  # a shape-only graph (no weight values) gets unit scales instead
         want: dict[str, int] = {}
         for n in g.nodes:
             spec = TE_INPUTS.get(n.op_type)
@@ -92,13 +92,15 @@ class QuantizeActivations:
                 del want[tid]
         if not want and not kv_out:
             return state
-        feeds = state.options.calib_inputs or default_inputs(g, state.options.seed)
-        interp = Interpreter(g)
-        _, values = interp.run(feeds, keep_all=True)
+        if is_shape_only(g):  # no values to calibrate on: the QConfig bits, unit scales
+            values = None
+        else:
+            feeds = state.options.calib_inputs or default_inputs(g, state.options.seed)
+            _, values = Interpreter(g).run(feeds, keep_all=True)
         for tid in sorted(want):
             bits = want[tid]
-            x = np.asarray(values[tid], dtype=np.float32)
-            scale = qmath.symmetric_scale(x, bits)
+            scale = (1.0 if values is None
+                     else qmath.symmetric_scale(np.asarray(values[tid], np.float32), bits))
             sid = f"{tid}::act_scale"
             g.weights[sid] = np.asarray(scale, dtype=np.float32).reshape(())
             from kernbench.ir.model import TensorIR
@@ -109,10 +111,14 @@ class QuantizeActivations:
             # the cache is stored at kv bits: calibrate on the value before quantization
             bits, past, new = kv_out[tid]
             axis = g.node(g.tensors[tid].producer).attributes.get("axis", 2)
-            x = np.concatenate([np.asarray(values[past], np.float32),
-                                np.asarray(values[new], np.float32)], axis=axis)
+            if values is None:
+                kv_scale = 1.0
+            else:
+                x = np.concatenate([np.asarray(values[past], np.float32),
+                                    np.asarray(values[new], np.float32)], axis=axis)
+                kv_scale = qmath.symmetric_scale(x, bits)
             sid = f"{tid}::kv_scale"
-            g.weights[sid] = np.asarray(qmath.symmetric_scale(x, bits), np.float32).reshape(())
+            g.weights[sid] = np.asarray(kv_scale, np.float32).reshape(())
             from kernbench.ir.model import TensorIR
 
             g.tensors[sid] = TensorIR(id=sid, shape=[], dtype="fp32", role="weight", const=True)
