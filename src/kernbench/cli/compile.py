@@ -107,28 +107,57 @@ def run_cmd(
     kv_len: KvLenOpt = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
     batch: BatchOpt = None,
+    exact: Annotated[bool, typer.Option(
+        "--exact", help="simulate every layer (no replay of identical blocks)")] = False,
+    llm: Annotated[bool, typer.Option(
+        "--llm", help="LLM figures (TTFT / TPOT, tokens/s, KV bytes, HBM fit) for any model "
+                      "with attention; config.json models always get them")] = False,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
     MODEL may also be gpt2, llama or gpt2-small, or a Hugging Face config.json (a
     shape-only model: timing only), built for --batch / --seq-len / --kv-len."""
+    from kernbench.host.run import RunOptions
     from kernbench.topology import load_topology
 
     res = _named_model(model, seq_len, kv_len, Path(out), batch, qconfig, verify)
-    model = res.path
-
     topo = load_topology(topology, set_ or [])
-    bundle = Path(out) / "bundle"
-    from kernbench.host.flow import compile_model
+    opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
+                      dump_intermediates=dump_intermediates, trace=not no_trace,
+                      report=not no_report, exact=exact, llm=llm)
+    _run_and_report(res.path, topo, Path(out), opts)
+
+
+def _run_and_report(model: Path, topo, out: Path, opts) -> None:  # noqa: ANN001
+    from kernbench.cli.progress import simulation_watch
+    from kernbench.host.llm import llm_lines
+    from kernbench.host.run import RunHooks, run_model
+    from kernbench.host.verify import print_verdict
+    from kernbench.report.summary import print_layers, print_summary
 
     with _progress() as prog:
         task = prog.add_task("compiling")
-        state, _ = compile_model(model, topo, bundle, qconfig=qconfig, calib_inputs=inputs,
-                                 progress=lambda name: prog.update(task,
-                                                                   description=f"pass {name}"))
-    err.print(f"compiled {model}: {len(state.cmdq['cmdq'])} CMDQ entries")
-    simulate_and_report(bundle, topo, Path(out), verify, inputs, dump_intermediates, not no_trace,
-                        not no_report)
+        hooks = RunHooks(note=err.print, watch=simulation_watch(err),
+                         compile_progress=lambda name: prog.update(
+                             task, description=f"pass {name}" if name else "simulating"))
+        res = run_model(model, topo, out, opts, hooks)
+    err.print(f"compiled {model}: {len(res.stats['entries'])} CMDQ entries simulated")
+    print_summary(res.stats, err)
+    if "layers" in res.stats:
+        print_layers(res.stats, err)
+    if "llm" in res.stats:  # results on stdout
+        print("\n".join(llm_lines(res.stats["llm"])))
+    if "replay" in res.stats:
+        r = res.stats["replay"]
+        err.print(f"replay: {r['simulated_blocks']} of {r['blocks']} blocks simulated, block "
+                  f"period {r['block_period_ns']:,.1f} ns (previous "
+                  f"{r['previous_period_ns']:,.1f} ns); tables above cover the simulated "
+                  "blocks")
+    err.print("wrote " + ", ".join(str(p) for p in res.written))
+    if res.verdict is not None:
+        print_verdict(res.verdict, err)
+        if not res.verdict.ok:
+            raise typer.Exit(1)
 
 
 def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Path | None,  # noqa: ANN001

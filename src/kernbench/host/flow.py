@@ -26,10 +26,20 @@ def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None
                   calib_inputs: Path | None = None):  # noqa: ANN201
     """Compile; activation scales are calibrated on `calib_inputs` (an .npz keyed by input
     name) or, without it, on seeded random inputs valid for the model."""
-    from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
-    from kernbench.compiler.state import CompileOptions
+    from kernbench.compiler.pipeline import load_model
 
     graph, source = load_model(Path(model), qconfig)
+    return compile_loaded(graph, source, topology, out, dump_after=dump_after,
+                          progress=progress, calib_inputs=calib_inputs)
+
+
+def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
+                   dump_after: tuple[str, ...] = (), progress: Any = None,
+                   calib_inputs: Path | None = None):  # noqa: ANN201
+    """compile_model for a graph already loaded (or built, or truncated for replay)."""
+    from kernbench.compiler.pipeline import compile_graph, write_bundle
+    from kernbench.compiler.state import CompileOptions
+
     opts = CompileOptions(calib_inputs=load_inputs(calib_inputs, graph) if calib_inputs
                           else None)
     state, pm = compile_graph(graph, topology, opts, dump_after=dump_after,
@@ -86,7 +96,12 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
 
 def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = False,
                     inputs: Path | None = None, dump_intermediates: bool = False,
-                    trace: bool = True, report: bool = True) -> SimResult:
+                    trace: bool = True, report: bool = True, post_stats: Any = None,
+                    watch: Any = None) -> SimResult:
+    """Simulate a bundle (with the data pass and verification on request) and write
+    stats.json, trace.json, summary.txt, report.html. `post_stats(stats)` may amend the
+    stats before anything is written (replay, LLM figures); `watch(entries, layer_ids)` is
+    called before the timing run starts and returns a function that stops it (progress)."""
     from kernbench.cmdq.io import load_program
     from kernbench.report.stats import write_json
 
@@ -109,7 +124,7 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     else:
         from kernbench.host.simulate import simulate_program
 
-        run = simulate_program(prog, topology, file=str(cmdq_path), trace=trace)
+        run = simulate_program(prog, topology, file=str(cmdq_path), trace=trace, watch=watch)
     stats = run.stats()
     roof = bundle_dir / "roofline.json"
     if roof.exists():
@@ -128,6 +143,8 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         mem = round(sum(v["memory_bound_ns"] for v in layers.values()), 3)
         stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
                                 "bound_by": "compute" if comp >= mem else "memory"}
+    if post_stats is not None:
+        stats = post_stats(stats)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
@@ -172,6 +189,17 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
             lines.append(f"{lid:28s} {layer['op_type']:12s} {layer['ns']:10.1f} "
                          f"{layer['bound_ns']:10.1f} {layer['roofline_fraction']:6.3f} "
                          f"{layer['bound_by']:8s} {layer['bottleneck']}")
+    if "llm" in stats:
+        from kernbench.host.llm import llm_lines
+
+        lines.append("")
+        lines.extend(llm_lines(stats["llm"]))
+    if "replay" in stats:
+        r = stats["replay"]
+        lines.append(f"replay: {r['simulated_blocks']} of {r['blocks']} identical blocks "
+                     f"simulated, period {r['block_period_ns']:.1f} ns (previous "
+                     f"{r['previous_period_ns']:.1f} ns); per-layer rows are the simulated "
+                     "blocks")
     if verdict is not None:
         lines.append("")
         lines.append("verification: " + ("PASS" if verdict.ok else "FAIL"))

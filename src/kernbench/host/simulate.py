@@ -72,14 +72,23 @@ def critical_path(entries: list[ProgramEntry]) -> list[int]:
 
 
 def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | None = None,
-                     op_logger: Any = None, trace: bool = True, data: Any = None) -> CmdqRun:
-    """Validate `program` against `topology`, run it to the end, return the run."""
+                     op_logger: Any = None, trace: bool = True, data: Any = None,
+                     watch: Any = None) -> CmdqRun:
+    """Validate `program` against `topology`, run it to the end, return the run.
+    `watch(entries, layer_ids)` (optional) starts an observer of the entries (e.g. a progress bar that
+    polls which have ended) and returns the function that stops it; it only reads."""
     limits = limits_for(topology)
     check_program(program, limits, file)
     entries = to_program(program, topology, limits, data)
     sim = Simulator(topology, op_logger=op_logger, trace=trace)
     done = sim.run_program(entries)
-    total = sim.run()
+    stop = (watch(entries, [getattr(src, "layer_id", None) for src in program.cmdq])
+            if watch is not None else None)
+    try:
+        total = sim.run()
+    finally:
+        if stop is not None:
+            stop()
     if not done.triggered:
         from kernbench.errors import DeadlockError
 
