@@ -130,9 +130,9 @@ def run_cmd(
 
 def _run_and_report(model: Path, topo, out: Path, opts) -> None:  # noqa: ANN001
     from kernbench.cli.progress import simulation_watch
-    from kernbench.host.llm import llm_lines
     from kernbench.host.run import RunHooks, run_model
     from kernbench.host.verify import print_verdict
+    from kernbench.report.llm import llm_lines
     from kernbench.report.summary import print_layers, print_summary
 
     with _progress() as prog:
@@ -150,9 +150,9 @@ def _run_and_report(model: Path, topo, out: Path, opts) -> None:  # noqa: ANN001
     if "replay" in res.stats:
         r = res.stats["replay"]
         err.print(f"replay: {r['simulated_blocks']} of {r['blocks']} blocks simulated, block "
-                  f"period {r['block_period_ns']:,.1f} ns (previous "
-                  f"{r['previous_period_ns']:,.1f} ns); tables above cover the simulated "
-                  "blocks")
+                  f"period {r['block_period_ns']:,.1f} ns (simulated periods "
+                  + ", ".join(f"{p:,.0f}" for p in r["periods_ns"])
+                  + " ns); tables above cover the simulated blocks")
     err.print("wrote " + ", ".join(str(p) for p in res.written))
     if res.verdict is not None:
         print_verdict(res.verdict, err)

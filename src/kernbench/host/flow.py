@@ -190,16 +190,16 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
                          f"{layer['bound_ns']:10.1f} {layer['roofline_fraction']:6.3f} "
                          f"{layer['bound_by']:8s} {layer['bottleneck']}")
     if "llm" in stats:
-        from kernbench.host.llm import llm_lines
+        from kernbench.report.llm import llm_lines
 
         lines.append("")
         lines.extend(llm_lines(stats["llm"]))
     if "replay" in stats:
         r = stats["replay"]
         lines.append(f"replay: {r['simulated_blocks']} of {r['blocks']} identical blocks "
-                     f"simulated, period {r['block_period_ns']:.1f} ns (previous "
-                     f"{r['previous_period_ns']:.1f} ns); per-layer rows are the simulated "
-                     "blocks")
+                     f"simulated, period {r['block_period_ns']:.1f} ns (simulated periods "
+                     + ", ".join(f"{p:.1f}" for p in r["periods_ns"])
+                     + " ns); per-layer rows are the simulated blocks")
     if verdict is not None:
         lines.append("")
         lines.append("verification: " + ("PASS" if verdict.ok else "FAIL"))
