@@ -117,3 +117,15 @@ def test_bad_configs_are_one_line(tmp_path, capsys, body, word):
     assert main(["run", str(tmp_path), "-o", str(tmp_path / "o")]) == 2
     e = capsys.readouterr().err.strip().splitlines()
     assert len(e) == 1 and word in e[0] and str(p) in e[0]
+
+
+def test_compile_then_simulate_verify_is_refused(tmp_path, capsys):
+    cfg = CONFIGS / "tiny-llama.json"
+    assert main(["compile", str(cfg), "--batch", "2", "--kv-len", "4", "-o",
+                 str(tmp_path / "b")]) in (0, None)
+    capsys.readouterr()
+    assert main(["simulate", str(tmp_path / "b"), "--verify", "-o", str(tmp_path / "s")]) == 2
+    e = capsys.readouterr().err.strip().splitlines()
+    assert "shape-only" in e[-1]
+    assert main(["simulate", str(tmp_path / "b"), "-o", str(tmp_path / "s2"), "--no-trace"]) \
+        in (0, None)

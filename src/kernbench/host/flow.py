@@ -115,6 +115,11 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         from kernbench.host.verify import verify_outputs
 
         bundle = Bundle.load(bundle_dir)
+        from kernbench.ir.model import is_shape_only
+
+        if is_shape_only(bundle.graph):
+            raise InputError("--verify needs weight values; this bundle is of a shape-only "
+                             "model (timing only)", file=str(bundle_dir))
         feeds = load_inputs(inputs, bundle.graph)
         run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=trace)
         source = bundle_dir / "model.onnx"
