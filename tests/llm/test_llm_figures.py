@@ -63,3 +63,21 @@ def test_model_that_cannot_fit_is_refused(tmp_path, capsys):
     assert rc == 2
     assert "do not fit" in err[-1] and "HBM" in err[-1]
     assert not (tmp_path / "o" / "bundle").exists()
+
+
+def test_progress_watch_reads_entries_and_stops():
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from kernbench.cli.progress import MIN_ENTRIES, simulation_watch
+
+    watch = simulation_watch(Console(stderr=True, force_terminal=False))
+    few = [SimpleNamespace(end_ns=None)]
+    watch(few, ["a"])()  # below MIN_ENTRIES: a no-op stopper
+    entries = [SimpleNamespace(end_ns=None) for _ in range(MIN_ENTRIES)]
+    stop = watch(entries, ["l0.x" if i % 2 else None for i in range(MIN_ENTRIES)])
+    for e in entries:
+        e.end_ns = 1.0
+    stop()
+    assert all(e.end_ns == 1.0 for e in entries)  # it only reads

@@ -9,7 +9,7 @@ compiled and simulated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,6 @@ class RunHooks:
     note: Any = print
     compile_progress: Any = None
     watch: Any = None
-    notes: list[str] = field(default_factory=list)
 
 
 def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
