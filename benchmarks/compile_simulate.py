@@ -36,7 +36,7 @@ def measure(model: Path, topology: str, work: Path) -> dict:
     t1 = time.perf_counter()
     res = simulate_bundle(bundle, topo, work / "out", trace=False, report=False)
     t2 = time.perf_counter()
-    return {"compile_s": t1 - t0, "simulate_s": t2 - t1, "entries": len(state.cmdq["cmdq"]),
+    return {"compile_s": t1 - t0, "simulate_s": t2 - t1, "entries": len(state.cmdq.entries),
             "sim_ns": res.stats["total_ns"], "stats": res.stats}
 
 

@@ -40,7 +40,7 @@ def run(size: int, preset: str, overrides: list[str] | None = None) -> dict:
     t2 = time.perf_counter()
     (lid, layer), = [(k, v) for k, v in res.stats["layers"].items() if v["op_type"] == "GEMM"]
     util = [e["utilization"] for k, e in res.stats["engines"].items() if k.endswith("pe_gemm")]
-    return {"size": size, "preset": preset, "entries": len(state.cmdq["cmdq"]),
+    return {"size": size, "preset": preset, "entries": len(state.cmdq.entries),
             "ns": layer["ns"], "bound_ns": layer["bound_ns"], "bound_by": layer["bound_by"],
             "fraction": layer["roofline_fraction"], "util_min": min(util),
             "util_max": max(util), "pes": len(util), "compile_s": t1 - t0, "sim_s": t2 - t1}

@@ -139,8 +139,8 @@ def test_peaks_from_topology_match_roofline_bounds() -> None:
     g = topo.config.cube.pe_template.pe_gemm
     hbm = topo.config.cube.hbm_ctrl
     peaks = plots.peaks_from_topology(topo)
-    assert peaks == {"peak_macs_per_ns": g.rows * g.cols * g.clock_ghz * len(topo.pes),
-                     "hbm_gbs": hbm.channels * hbm.channel_bw_gbs * len(topo.cubes)}
+    assert peaks.peak_macs_per_ns == g.rows * g.cols * g.clock_ghz * len(topo.pes)
+    assert peaks.hbm_gbs == hbm.channels * hbm.channel_bw_gbs * len(topo.cubes)
 
 
 def test_no_matplotlib_at_import_and_no_pyplot_state() -> None:

@@ -1,4 +1,4 @@
-"""Each math op of the data pass vs numpy / the IR reference interpreter functions."""
+"""Each math op of the data pass vs numpy / the numerics kernels the interpreter uses."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kernbench.ir import interpreter as I  # noqa: N812
+from kernbench.numerics import activations, norms
 from kernbench.numerics import quant as qmath
+from kernbench.numerics.softmax import softmax
 from kernbench.sim_engine.executor import DataExecutor
 from kernbench.sim_engine.memory_store import MemoryStore
 from kernbench.sim_engine.op_log import OpRecord
@@ -61,7 +62,8 @@ def test_broadcast_and_immediate():
 @pytest.mark.parametrize("op,fn", [
     ("exp", np.exp), ("exp2", np.exp2), ("log", np.log), ("log2", np.log2), ("sqrt", np.sqrt),
     ("rsqrt", lambda x: 1 / np.sqrt(x)), ("tanh", np.tanh), ("neg", np.negative),
-    ("abs", np.abs), ("sigmoid", I.UNARY_FNS["sigmoid"]), ("erf", I._erf),
+    ("abs", np.abs), ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
+    ("erf", np.vectorize(math.erf)),
 ])
 def test_unary(op, fn):
     assert np.array_equal(run(op, [P], P.shape), fn(P).astype(np.float32))
@@ -91,11 +93,11 @@ def test_f16_computes_in_f32_and_rounds():
 
 
 def test_softmax_matches_interpreter_with_causal_mask():
-    assert np.array_equal(run("softmax", [X], X.shape), I.softmax(X, -1))
+    assert np.array_equal(run("softmax", [X], X.shape), softmax(X, -1))
     got = run("softmax", [X], X.shape, scale=0.5, causal_offset=-1)
     allowed = np.arange(6)[None, :] <= np.arange(4)[:, None] - 1
     with np.errstate(all="ignore"):
-        ref = I.softmax(X * np.float32(0.5) + np.where(allowed, 0, -np.inf).astype(np.float32),
+        ref = softmax(X * np.float32(0.5) + np.where(allowed, 0, -np.inf).astype(np.float32),
                         -1)
     ref[0] = 0  # row 0 is fully masked
     assert np.array_equal(got, np.nan_to_num(ref))
@@ -104,14 +106,13 @@ def test_softmax_matches_interpreter_with_causal_mask():
 def test_norms_gelu_silu_rope():
     g = rng.standard_normal(6).astype(np.float32)
     b = rng.standard_normal(6).astype(np.float32)
-    n = type("N", (), {"attributes": {"axis": 1, "eps": 1e-5}})
     assert np.array_equal(run("layernorm", [X, g, b], X.shape, eps=1e-5),
-                          I._k_layernorm(None, n, [X, g, b])[0])
-    n.attributes = {"axis": 1, "eps": 1e-6}
+                          norms.layernorm(X, g, b, axis=1, eps=1e-5)[0])
     assert np.array_equal(run("rmsnorm", [X, g], X.shape, eps=1e-6),
-                          I._k_rmsnorm(None, n, [X, g])[0])
-    assert np.array_equal(run("gelu", [X], X.shape), I.gelu(X))
-    assert np.array_equal(run("gelu", [X], X.shape, approximate="tanh"), I.gelu(X, "tanh"))
+                          norms.rmsnorm(X, g, axis=1, eps=1e-6))
+    assert np.array_equal(run("gelu", [X], X.shape), activations.gelu(X))
+    assert np.array_equal(run("gelu", [X], X.shape, approximate="tanh"),
+                          activations.gelu(X, "tanh"))
     assert np.array_equal(run("silu", [X], X.shape), X / (1 + np.exp(-X)))
     ang = rng.standard_normal((4, 3)).astype(np.float32)
     cos = np.concatenate([np.cos(ang)] * 2, -1)
@@ -134,3 +135,28 @@ def test_quantization_ops():
     assert np.array_equal(run("dequant_scale", [acc, sc], X.shape),
                           acc.astype(np.float32) * sc)
     assert math.isfinite(float(run("sum", [X], (), axis=None)))
+
+
+def test_layer_record_writes_several_outputs():
+    """A whole-layer record: a numerics layer kernel (split), constants as arrays, a
+    quantized input read back as real values, one destination per output."""
+    st = MemoryStore({"hbm": 1 << 16})
+    q = np.arange(-12, 12, dtype=np.int8).reshape(4, 6)
+    st.write("hbm", 0, q)
+    c = np.ones((4, 6), np.float32)
+    p = {"op": "layer", "space": "hbm", "input_addrs": [0], "input_shapes": [(4, 6)],
+         "input_dtypes": ["int8"], "input_scales": [0.5], "kernel": "elementwise",
+         "params": {"op": "add"}, "args": ["in", "const"], "consts": [c], "outputs": [0],
+         "cast": ["float16"], "dst_addrs": [4096], "shapes_out": [(4, 6)],
+         "dtypes_out": ["float16"]}
+    split = {"op": "layer", "space": "hbm", "input_addrs": [4096], "input_shapes": [(4, 6)],
+             "input_dtypes": ["float16"], "kernel": "split",
+             "params": {"axis": 1, "sizes": [2, 4]}, "args": ["in"], "outputs": [1, 0],
+             "dst_addrs": [8192, 12288], "shapes_out": [(4, 4), (4, 2)],
+             "dtypes_out": ["float32", "float32"]}
+    DataExecutor([OpRecord(0, 1, "pe0.pe_math", "math", "layer", p, []),
+                  OpRecord(2, 3, "pe0.pe_math", "math", "layer", split, [])], st).run()
+    real = q.astype(np.float32) * 0.5 + 1
+    assert np.array_equal(st.read("hbm", 4096, (4, 6), "float16"), real.astype(np.float16))
+    assert np.array_equal(st.read("hbm", 8192, (4, 4), "float32"), real[:, 2:])
+    assert np.array_equal(st.read("hbm", 12288, (4, 2), "float32"), real[:, :2])

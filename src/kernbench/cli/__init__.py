@@ -26,7 +26,8 @@ def _register() -> None:
     # Imported for their side effect of adding commands to `app`.
     import importlib
 
-    for name in ("topology", "demo", "validate", "simulate", "ir", "compile", "kernel"):
+    for name in ("topology", "demo", "validate", "simulate", "ir", "compile", "kernel", "sweep",
+                 "replay"):
         try:
             importlib.import_module(f"kernbench.cli.{name}")
         except ModuleNotFoundError as e:  # a layer not built yet

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,4 +16,9 @@ TopologyOpt = Annotated[
 SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="override a topology key: a.b.c=value (repeatable)"),
+]
+SaveOplogOpt = Annotated[
+    Path | None,
+    typer.Option("--save-oplog", help="with --verify: save the op log and the initial memory "
+                                      "to this folder (kernbench replay DIR)"),
 ]

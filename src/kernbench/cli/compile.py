@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import SetOpt, TopologyOpt, err
+from kernbench.cli.common import SaveOplogOpt, SetOpt, TopologyOpt, err
 
 QconfigOpt = Annotated[Path | None, typer.Option("--qconfig", "-q",
                                                  help="quantization config YAML")]
@@ -60,6 +60,8 @@ def compile_cmd(
     seq_len: SeqLenOpt = None,
     kv_len: KvLenOpt = None,
     batch: BatchOpt = None,
+    time_passes: Annotated[bool, typer.Option(
+        "--time-passes", help="print each pass's time (and its checks') on stderr")] = False,
 ) -> None:
     """Compile a model into a bundle: cmdq.json, memory.json, weights.npz, ir.json, ...
 
@@ -69,12 +71,12 @@ def compile_cmd(
 
     with tempfile.TemporaryDirectory() as tmp:  # a built model is copied into the bundle
         res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig)
-        _compile(res.path, out, topology, set_, qconfig, dump_after, calib_inputs)
+        _compile(res.path, out, topology, set_, qconfig, dump_after, calib_inputs, time_passes)
 
 
 def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
              qconfig: Path | None, dump_after: list[str] | None,
-             calib_inputs: Path | None) -> None:
+             calib_inputs: Path | None, time_passes: bool) -> None:
     from kernbench.host.flow import compile_model
     from kernbench.topology import load_topology
 
@@ -85,10 +87,11 @@ def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
                                   dump_after=tuple(dump_after or ()), calib_inputs=calib_inputs,
                                   progress=lambda name: prog.update(task,
                                                                     description=f"pass {name}"))
-    err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq['cmdq'])} CMDQ entries → "
+    err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq.entries)} CMDQ entries → "
               f"{out}")
-    for t in pm.timings:
-        err.print(f"  {t.name:10s} {1000 * t.seconds:8.1f} ms")
+    if time_passes:
+        for line in pm.timing_lines():
+            err.print(line)
 
 
 @app.command("run")
@@ -112,6 +115,7 @@ def run_cmd(
     llm: Annotated[bool, typer.Option(
         "--llm", help="LLM figures (TTFT / TPOT, tokens/s, KV bytes, HBM fit) for any model "
                       "with attention; config.json models always get them")] = False,
+    save_oplog: SaveOplogOpt = None,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -124,7 +128,7 @@ def run_cmd(
     topo = load_topology(topology, set_ or [])
     opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                       dump_intermediates=dump_intermediates, trace=not no_trace,
-                      report=not no_report, exact=exact, llm=llm)
+                      report=not no_report, exact=exact, llm=llm, save_oplog=save_oplog)
     _run_and_report(res.path, topo, Path(out), opts)
 
 
@@ -161,7 +165,8 @@ def _run_and_report(model: Path, topo, out: Path, opts) -> None:  # noqa: ANN001
 
 
 def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Path | None,  # noqa: ANN001
-                        dump_intermediates: bool, trace: bool, report: bool = True) -> None:
+                        dump_intermediates: bool, trace: bool, report: bool = True,
+                        save_oplog: Path | None = None) -> None:
     from kernbench.host.flow import simulate_bundle
     from kernbench.host.verify import print_verdict
     from kernbench.report.summary import print_layers, print_summary
@@ -169,7 +174,8 @@ def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Pat
     with _progress() as prog:
         prog.add_task("simulating" + (" + data pass" if verify else ""))
         res = simulate_bundle(bundle, topo, out, verify=verify, inputs=inputs,
-                              dump_intermediates=dump_intermediates, trace=trace, report=report)
+                              dump_intermediates=dump_intermediates, trace=trace, report=report,
+                              save_oplog=save_oplog)
     print_summary(res.stats, err)
     if "layers" in res.stats:
         print_layers(res.stats, err)

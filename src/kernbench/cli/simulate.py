@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import SetOpt, err
+from kernbench.cli.common import SaveOplogOpt, SetOpt, err
 
 
 @app.command("simulate")
@@ -25,6 +25,7 @@ def simulate(
         "--dump-intermediates", help="compare every layer's output")] = False,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="skip trace.json")] = False,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
+    save_oplog: SaveOplogOpt = None,
 ) -> None:
     """Run a CMDQ program on the NPU model; write stats.json and trace.json."""
     from kernbench.cli.compile import simulate_and_report
@@ -46,4 +47,4 @@ def simulate(
         raise InputError("no such file or folder", file=str(program))
     err.print(f"simulating {program} on '{topo.name}'")
     simulate_and_report(program, topo, out, verify, inputs, dump_intermediates, not no_trace,
-                        not no_report)
+                        not no_report, save_oplog=save_oplog)

@@ -7,8 +7,10 @@ the component hooks log it and the DataExecutor computes it in pass 2:
 - VE_*_TILE → `math` ops on TCM (quantize, dequantize with scale vector and bias,
   softmax with additive mask and causal offset, layernorm, rmsnorm, gelu, silu, add,
   mul, cast);
-- VE_LAYER_OP / TE_LAYER_OP → `ir_layer`: the IR layer's reference kernel on its HBM
-  tensors (the compiler's fallback for layers it does not tile).
+- TE_CONV_TILE → `conv` (NHWC ifm, [kh, kw, c_in, c_out] weight, the GEMM's dtypes);
+- VE_ROPE_TILE → `rope` with its cos / sin tables, `head_dim` and `style`;
+- VE_LAYER_OP / TE_LAYER_OP: host/bundle.py describes them (the IR layer's numerics
+  kernel and plain params; this module knows no IR).
 Element types come from the qbits fields (8 → int8, 4 → int4 packed, 16 → fp16,
 32 → fp32; a TE accumulator is int32 when both operands are integers) and the optional
 `in_dtype` field.
@@ -18,29 +20,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from kernbench.sim_engine.math_ops import math_op
+from kernbench.errors import InputError
+from kernbench.numerics.dtypes import dtype_for_bits
 
 _VE_OP = {
     "VE_QUANTIZE_TILE": "quantize", "VE_REQUANTIZE_TILE": "quantize",
     "VE_DEQUANTIZE_TILE": "cmdq_dequantize", "VE_SOFTMAX_TILE": "attn_softmax",
     "VE_LAYERNORM_TILE": "layernorm", "VE_RMSNORM_TILE": "rmsnorm", "VE_GELU_TILE": "gelu",
     "VE_SILU_TILE": "silu", "VE_ADD_TILE": "add", "VE_MUL_TILE": "mul", "VE_COPY_TILE": "cast",
-    "VE_ROWSCALE_TILE": "cmdq_row_scale",
+    "VE_ROWSCALE_TILE": "cmdq_row_scale", "VE_ROPE_TILE": "rope",
 }
 
 
 def dtype_of(bits: int, integer: bool = True) -> str:
-    if bits == 32:
-        return "int32" if integer else "float32"
-    if bits == 16:
-        return "float16"
-    if bits == 8:
-        return "int8"
-    if bits == 4:
-        return "int4"
-    raise ValueError(f"no element type for {bits}-bit data")
+    """Element type of `bits`-wide CMDQ data (numerics.dtypes.dtype_for_bits)."""
+    return dtype_for_bits(bits, integer)
 
 
 def dma_data(e: Any, tcm_space: str, tcm_addr: int) -> dict[str, Any]:
@@ -72,6 +66,30 @@ def gemm_data(e: Any, tcm_space: str, addr) -> dict[str, Any]:  # noqa: ANN001
         "dtype_acc": acc, "dtype_out": acc, "transpose_a": False, "transpose_b": tw,
         "accumulate": bool(e.accumulate),
     }
+
+
+def conv_data(e: Any, tcm_space: str, addr) -> dict[str, Any]:  # noqa: ANN001
+    """TE_CONV_TILE: the `conv` math op on its TCM operands (types as gemm_data)."""
+    qa, qw = e.qbits_activation, e.qbits_weight
+    acc = "int32" if qa <= 8 and qw <= 8 else "float32"
+    h_out, w_out = e.out_hw
+    out = [e.n, h_out, w_out, e.c_out]
+    d: dict[str, Any] = {
+        "op_kind": "math", "op_name": "te_conv_tile", "op": "conv", "space": tcm_space,
+        "input_addrs": [addr("ifm"), addr("wgt")],
+        "input_shapes": [[e.n, e.h, e.w, e.c_in], [e.kh, e.kw, e.c_in, e.c_out]],
+        "input_dtypes": [dtype_of(qa, False), dtype_of(qw, False)], "dst_addr": addr("ofm"),
+        "shape_out": out, "dtype": acc, "stride": e.stride, "padding": e.padding,
+        "has_bias": e.bias_bank is not None, "accumulate": bool(e.accumulate)}
+    if e.bias_bank is not None:
+        d["input_addrs"].append(addr("bias"))
+        d["input_shapes"].append([e.c_out])
+        d["input_dtypes"].append(dtype_of(e.bias_qbits, acc == "int32"))
+    if e.accumulate:
+        d["input_addrs"].append(addr("ofm"))
+        d["input_shapes"].append(out)
+        d["input_dtypes"].append(acc)
+    return d
 
 
 def ve_data(e: Any, tcm_space: str, addr) -> dict[str, Any]:  # noqa: ANN001
@@ -128,6 +146,14 @@ def ve_data(e: Any, tcm_space: str, addr) -> dict[str, Any]:  # noqa: ANN001
                 add(role, [length])
     elif op == "gelu":
         extra = {"approximate": e.approximate}
+    elif op == "rope":
+        if e.cos_bank is None or e.sin_bank is None:
+            raise InputError(f"entry {e.id}: VE_ROPE_TILE needs cos_bank and sin_bank: the "
+                             "data pass has no rotation tables otherwise", field="cos_bank")
+        half = [rows, e.head_dim_or_length // 2]
+        add("cos", half, dtype_of(e.param_qbits, integer=False))
+        add("sin", half, dtype_of(e.param_qbits, integer=False))
+        extra = {"head_dim": e.head_dim_or_length, "style": e.style}
     elif op in ("add", "mul"):
         rows2 = e.in2_rows if e.in2_rows is not None else rows
         add("in2", [rows2, length], dtype_of(e.in2_qbits or e.qbits_activation, integer=False))
@@ -135,83 +161,3 @@ def ve_data(e: Any, tcm_space: str, addr) -> dict[str, Any]:  # noqa: ANN001
     return {"op_kind": "math", "op_name": e.opcode.lower(), "op": op, "space": tcm_space,
             "input_addrs": addrs, "input_shapes": shapes, "input_dtypes": dtypes,
             "dst_addr": addr("out"), "shape_out": shape_out, "dtype": out_dt, **extra}
-
-
-# --------------------------------------------------------------------------- math ops
-
-
-@math_op("cmdq_dequantize")
-def _cmdq_dequantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    """acc × scale (+ bias): the interpreter's `acc.astype(f32) * (sx·sw)` then `+ bias`."""
-    x = np.asarray(ins[0]).astype(np.float32)
-    i = 1
-    if p.get("row_scale"):
-        y = x * (np.asarray(ins[1], np.float32) * np.float32(p["scale"]))
-        i += 1
-    elif p.get("vector_scale"):
-        y = x * np.asarray(ins[i], np.float32)
-        i += 1
-    else:
-        y = x * np.float32(p["scale"])
-    if p.get("has_bias"):
-        y = y + np.asarray(ins[i], np.float32)
-    return y.astype(np.float32)
-
-
-@math_op("cmdq_row_scale")
-def _cmdq_row_scale(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    from kernbench.numerics import quant as qmath
-
-    return qmath.row_scale(np.asarray(ins[0], np.float32), int(p["bits"]))
-
-
-@math_op("cmdq_quantize_rows")
-def _cmdq_quantize_rows(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    from kernbench.numerics import quant as qmath
-
-    return qmath.quantize_rows(ins[0], ins[1], int(p["bits"]))
-
-
-@math_op("attn_softmax")
-def _attn_softmax(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    """ATTENTION's softmax: the reference interpreter's own function, on a row block."""
-    from kernbench.ir.interpreter import attention_probs
-
-    s = np.asarray(ins[0], np.float32)
-    if p.get("scale", 1.0) != 1.0:
-        s = s * np.float32(p["scale"])
-    bias = np.asarray(ins[1], np.float32) if p.get("has_bias") else None
-    return attention_probs(s, bias, p.get("causal_offset")).astype(np.float32)
-
-
-@math_op("ir_layer")
-def _ir_layer(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    """A whole IR layer by its reference kernel; `ctx` = (interpreter, layer, output index,
-    {input index: constant tensor id})."""
-    from kernbench.ir.interpreter import KERNELS
-    from kernbench.numerics import quant as qmath
-
-    interp, layer, out_idx, consts = p["ctx"]
-    scales = p.get("input_scales") or [None] * len(ins)
-    ins = [x if s is None else qmath.dequantize(x, np.float32(s), 0)
-           for x, s in zip(ins, scales, strict=True)]
-    args: list[Any] = []
-    it = iter(ins)
-    for i, tid in enumerate(layer.inputs):
-        if not tid:
-            args.append(None)
-        elif i in consts:
-            args.append(interp.const_value(tid))
-        else:
-            args.append(next(it))
-    # the interpreter holds fp16-mode values in fp32 arrays: widen fp16 storage the same way
-    args = [a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype == np.float16 else a
-            for a in args]
-    outs = KERNELS[layer.op_type](interp, layer, args)
-    y = np.asarray(outs[out_idx])
-    t = interp.g.tensors[layer.outputs[out_idx]]
-    from kernbench.ir.interpreter import np_dtype
-
-    want = np_dtype(t.dtype) if t.quant is None else y.dtype
-    return y.astype(want) if y.dtype != want else y
-

@@ -1,37 +1,51 @@
-"""CMDQ emission pass: one entry per tile op, then END (spec §4, format 1.1)."""
+"""CMDQ emission pass: one entry per tile op, then END (spec §4, format 1.1).
+
+An entry is the op's opcode, id (its program position), layer, PE, CMDQ fields, the TCM
+bank and offset of every operand role, and `deps_before`; END waits for every op nothing
+else waits for. The result is `state.cmdq`, a `CmdqDocument`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from kernbench.cmdq.schema import CMDQ_VERSION
-from kernbench.compiler.state import CompileState
+from kernbench.compiler.state import CmdqDocument, CmdqMetadata, CompileState
+from kernbench.compiler.tilegraph import TileOp
+
+
+def entry_of(op: TileOp) -> dict[str, Any]:
+    """The CMDQ JSON entry of a placed, allocated and scheduled tile op."""
+    e: dict[str, Any] = {"opcode": op.opcode, "id": op.index, "layer_id": op.layer,
+                         "pe": op.pe}
+    e.update(op.fields)
+    for role, b in op.reads + op.writes:
+        e[f"{role}_bank"] = b.bank
+        e[f"{role}_offset"] = b.bank_offset
+    e["deps_before"] = op.deps
+    return e
 
 
 @dataclass(frozen=True)
 class Emit:
+    """Write the TileGraph as a CMDQ program (state.cmdq)."""
+
     name: str = "emit"
+    changes_ir: ClassVar[bool] = False
+    produces: ClassVar[tuple[str, ...]] = ("cmdq",)
 
     def apply(self, state: CompileState) -> CompileState:
         entries = []
         has_dependent: set[int] = set()
-        for op in state.tiles.ops:
-            e = {"opcode": op.opcode, "id": op.index, "layer_id": op.layer, "pe": op.pe}
-            e.update(op.fields)
-            for role, b in op.reads + op.writes:
-                e[f"{role}_bank"] = b.bank
-                e[f"{role}_offset"] = b.bank_offset
-            e["deps_before"] = op.deps
+        for op in state.require_tiles().ops:
+            entries.append(entry_of(op))
             has_dependent.update(op.deps)
-            entries.append(e)
         sinks = [e["id"] for e in entries if e["id"] not in has_dependent]
         entries.append({"opcode": "END", "id": len(entries), "layer_id": None,
                         "deps_before": sinks})
-        state.cmdq = {
-            "cmdq": entries,
-            "metadata": {"version": CMDQ_VERSION,
-                         "graph_name": state.graph.metadata.get("model_name", "model"),
-                         "generated_by": "kernbench.compiler",
-                         "topology": state.topology.name},
-        }
+        state.cmdq = CmdqDocument(entries, CmdqMetadata(
+            version=CMDQ_VERSION,
+            graph_name=state.graph.metadata.get("model_name", "model"),
+            generated_by="kernbench.compiler", topology=state.topology.name))
         return state

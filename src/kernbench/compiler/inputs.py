@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.ir.model import Graph
-from kernbench.ir.onnx_import.lower import np_dtype
+from kernbench.numerics.dtypes import np_dtype
 
 
-def _vocab(g: Graph, tid: str, seen: set[str] | None = None) -> int | None:
-    """Size of the table an integer input indexes (through views), if any."""
+def vocab_size(g: Graph, tid: str, seen: set[str] | None = None) -> int | None:
+    """Size of the table an integer input `tid` indexes (through views), if any: token ids
+    must lie in [0, vocab_size)."""
     seen = seen or set()
     for cid in g.tensors[tid].consumers:
         n = g.node(cid)
@@ -20,13 +21,15 @@ def _vocab(g: Graph, tid: str, seen: set[str] | None = None) -> int | None:
             return g.tensors[n.inputs[1]].shape[0]
         if n.op_type in ("RESHAPE", "IDENTITY", "TRANSPOSE") and n.id not in seen:
             seen.add(n.id)
-            v = _vocab(g, n.outputs[0], seen)
+            v = vocab_size(g, n.outputs[0], seen)
             if v:
                 return v
     return None
 
 
 def default_inputs(g: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """One seeded array per graph input: masks of ones, token ids inside the vocabulary,
+    booleans true, floats ~ N(0, 0.25)."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for tid in g.inputs:
@@ -36,7 +39,7 @@ def default_inputs(g: Graph, seed: int = 0) -> dict[str, np.ndarray]:
         if "mask" in tid.lower():
             feeds[tid] = np.ones(shape, dtype=dt)
         elif np.issubdtype(dt, np.integer):
-            hi = _vocab(g, tid) or 2
+            hi = vocab_size(g, tid) or 2
             feeds[tid] = rng.integers(0, hi, size=shape).astype(dt)
         elif dt == np.bool_:
             feeds[tid] = np.ones(shape, dtype=bool)

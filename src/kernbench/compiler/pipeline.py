@@ -1,26 +1,36 @@
-"""The compiler: pass pipeline, bundle writing, and model loading helpers.
+"""The compiler: the pass pipeline, bundle writing, and model loading.
 
-    state = compile_graph(graph, topology)          # runs PASSES under a PassManager
+    state, pm = compile_graph(graph, topology)      # runs PASSES under a PassManager
     write_bundle(state, out_dir, source_model=path) # cmdq.json, memory.json, weights.npz, ...
+
+`pm.timings` holds the seconds each pass took (`kernbench compile --time-passes`).
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import yaml
 
 from kernbench.compiler.emit import Emit
+from kernbench.compiler.layout import FoldTransposes
 from kernbench.compiler.lower import Tile
-from kernbench.compiler.memory_plan import FoldTransposes, PlanMemory
-from kernbench.compiler.passes import PassManager
+from kernbench.compiler.manager import PassManager
+from kernbench.compiler.memory_plan import PlanMemory
+from kernbench.compiler.order import Place
 from kernbench.compiler.quantize import QuantizeActivations
-from kernbench.compiler.schedule import AllocateTcm, Place, Schedule
+from kernbench.compiler.roofline import layer_bounds
+from kernbench.compiler.schedule import Schedule
 from kernbench.compiler.state import CompileOptions, CompileState
+from kernbench.compiler.tcm_alloc import AllocateTcm
 from kernbench.errors import InputError
+from kernbench.ir import import_onnx
 from kernbench.ir.model import Graph, is_shape_only, save_weights
+from kernbench.ir.qconfig import apply_qconfig, load_qconfig
+from kernbench.report.stats import write_json
 from kernbench.topology.model import Topology
 
 PASSES = (QuantizeActivations(), FoldTransposes(), PlanMemory(), Tile(), Place(), AllocateTcm(),
@@ -30,9 +40,12 @@ PASS_NAMES = tuple(p.name for p in PASSES)
 
 def compile_graph(graph: Graph, topology: Topology, options: CompileOptions | None = None, *,
                   dump_after: tuple[str, ...] = (), dump_dir: Path | None = None,
-                  progress: Any = None) -> tuple[CompileState, PassManager]:
+                  progress: Callable[[str], None] | None = None,
+                  ) -> tuple[CompileState, PassManager]:
+    """Run PASSES on `graph` for `topology`; a layer the compiler cannot handle is an
+    InputError naming it."""
     state = CompileState(graph, topology, options or CompileOptions())
-    pm = PassManager(list(PASSES), dump_after=tuple(dump_after), dump_dir=dump_dir,
+    pm = PassManager(PASSES, dump_after=tuple(dump_after), dump_dir=dump_dir,
                      progress=progress)
     try:
         state = pm.run(state)
@@ -49,27 +62,22 @@ def load_model(path: Path, qconfig: Path | None = None) -> tuple[Graph, Path | N
     if path.suffix == ".json":
         g = Graph.load(path)
         if qconfig is not None:
-            from kernbench.ir.qconfig import apply_qconfig, load_qconfig
-
             apply_qconfig(g, load_qconfig(qconfig))
         src = path.parent / "model.onnx"
         return g, (src if src.exists() else None)
-    from kernbench.ir import import_onnx
-    from kernbench.ir.qconfig import load_qconfig
-
     return import_onnx(path, load_qconfig(qconfig) if qconfig else None), path
 
 
 def write_bundle(state: CompileState, out: Path, source_model: Path | None = None) -> list[Path]:
     """Write the bundle folder atomically (a temp folder renamed into place)."""
+    if state.cmdq is None or state.memory is None:
+        raise RuntimeError("write_bundle: the state has not been through every pass")
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    from kernbench.report.stats import write_json
-
-    write_json(state.cmdq, tmp / "cmdq.json")
+    write_json(state.cmdq.to_json(), tmp / "cmdq.json")
     write_json(state.memory.to_json(), tmp / "memory.json")
     arrays = {}
     shape_only = is_shape_only(state.graph)  # no weight values: weights.npz stays empty
@@ -80,15 +88,11 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     state.graph.save(tmp / "ir.json", tmp / "ir_weights.npz")
     if source_model is not None and Path(source_model).suffix == ".onnx":
         shutil.copyfile(source_model, tmp / "model.onnx")
-    import yaml
-
     (tmp / "topology.yaml").write_text(
         yaml.safe_dump(state.topology.config.model_dump(mode="json"), sort_keys=True),
         encoding="utf-8")
-    write_json({"passes": [p.name for p in PASSES], "notes": state.notes,
-                "entries": len(state.cmdq["cmdq"])}, tmp / "compile.json")
-    from kernbench.compiler.roofline import layer_bounds
-
+    write_json({"passes": list(PASS_NAMES), "notes": state.notes,
+                "entries": len(state.cmdq.entries)}, tmp / "compile.json")
     write_json(layer_bounds(state), tmp / "roofline.json")
     if out.exists():
         shutil.rmtree(out)

@@ -13,11 +13,14 @@ NPU does (values beyond the calibrated range saturate).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
+from kernbench.compiler.inputs import default_inputs
 from kernbench.compiler.state import CompileState
-from kernbench.ir.model import QuantParams, is_shape_only
+from kernbench.ir.interpreter import Interpreter
+from kernbench.ir.model import Graph, QBits, QuantParams, TensorIR, is_shape_only
 from kernbench.numerics import quant as qmath
 
 #: op → indices of inputs it quantizes with activation bits (a) or KV bits (kv)
@@ -28,11 +31,11 @@ TE_INPUTS = {
 }
 
 
-def _bits(v) -> int | None:  # noqa: ANN001
+def _bits(v: QBits) -> int | None:
     return v if isinstance(v, int) else None
 
 
-def _int8_dequant_source(g, tid: str) -> tuple[str, str] | None:  # noqa: ANN001
+def int8_dequant_source(g: Graph, tid: str) -> tuple[str, str] | None:
     """(int8 source, scale id) when `tid` = DEQUANTIZE(int8 x, per-tensor scale, zp 0)."""
     t = g.tensors[tid]
     if t.producer is None:
@@ -50,80 +53,96 @@ def _int8_dequant_source(g, tid: str) -> tuple[str, str] | None:  # noqa: ANN001
     return src, scale
 
 
+def wanted_scales(g: Graph) -> dict[str, int]:
+    """Activation → bits, for every non-constant input a TE layer quantizes and that has no
+    static scale yet (K/V only when the activations are integer too, as the interpreter)."""
+    want: dict[str, int] = {}
+    for n in g.nodes:
+        for idx, kind in TE_INPUTS.get(n.op_type, ()):
+            bits = _bits(n.qbits_activation if kind == "a" else n.qbits_kv)
+            if idx >= len(n.inputs) or bits is None:
+                continue
+            tid = n.inputs[idx]
+            t = g.tensors[tid]
+            if t.quant is not None or t.const:
+                continue
+            if kind == "kv" and _bits(n.qbits_activation) is None:
+                continue  # the interpreter quantizes K/V only when A is integer too
+            want.setdefault(tid, bits)
+    return want
+
+
+def kv_caches(g: Graph) -> dict[str, tuple[int, str, str]]:
+    """Present KV caches stored at 8 bits: output → (bits, past, new)."""
+    kv_out: dict[str, tuple[int, str, str]] = {}
+    for n in g.nodes:
+        bits = _bits(n.qbits_kv)
+        if n.op_type == "KV_UPDATE" and bits == 8 and g.tensors[n.outputs[0]].quant \
+                is None and g.tensors[n.outputs[0]].dtype == "fp32":
+            kv_out[n.outputs[0]] = (bits, n.inputs[0], n.inputs[1])
+    return kv_out
+
+
+def _set_scale(g: Graph, tid: str, sid: str, scale: np.ndarray, bits: int) -> None:
+    """Store `scale` as constant `sid` and make it `tid`'s static per-tensor scale."""
+    g.weights[sid] = np.asarray(scale, dtype=np.float32).reshape(())
+    g.tensors[sid] = TensorIR(id=sid, shape=[], dtype="fp32", role="weight", const=True)
+    g.tensors[tid].quant = QuantParams(scale=sid, dtype=f"int{bits}")
+
+
 @dataclass(frozen=True)
 class QuantizeActivations:
+    """Give every activation a TE layer quantizes a static scale (calibrated)."""
+
     name: str = "quantize"
+    changes_ir: ClassVar[bool] = True
+    produces: ClassVar[tuple[str, ...]] = ()
 
     def apply(self, state: CompileState) -> CompileState:
-        from kernbench.compiler.inputs import default_inputs
-        from kernbench.ir.interpreter import Interpreter
-
-        g = state.graph  # a shape-only graph (no weight values) gets unit scales instead
-        want: dict[str, int] = {}
-        for n in g.nodes:
-            spec = TE_INPUTS.get(n.op_type)
-            if not spec:
-                continue
-            for idx, kind in spec:
-                bits = _bits(n.qbits_activation if kind == "a" else n.qbits_kv)
-                if idx >= len(n.inputs) or bits is None:
-                    continue
-                tid = n.inputs[idx]
-                t = g.tensors[tid]
-                if t.quant is not None or t.const:
-                    continue
-                if kind == "kv" and _bits(n.qbits_activation) is None:
-                    continue  # the interpreter quantizes K/V only when A is integer too
-                want.setdefault(tid, bits)
-        kv_out: dict[str, tuple[int, str, str]] = {}
-        for n in g.nodes:
-            bits = _bits(n.qbits_kv)
-            if n.op_type == "KV_UPDATE" and bits == 8 and g.tensors[n.outputs[0]].quant \
-                    is None and g.tensors[n.outputs[0]].dtype == "fp32":
-                kv_out[n.outputs[0]] = (bits, n.inputs[0], n.inputs[1])
-                want.pop(n.outputs[0], None)
+        g = state.graph
+        want = wanted_scales(g)
+        kv_out = kv_caches(g)
+        for tid in kv_out:
+            want.pop(tid, None)
         # an activation that is the per-tensor dequantization of an int8 tensor is already
         # quantized: its scale is the DequantizeLinear scale (the TE reads the int8 data)
         for tid in sorted(want):
-            dq = _int8_dequant_source(g, tid)
+            dq = int8_dequant_source(g, tid)
             if dq is not None:
-                src, scale_id = dq
-                g.tensors[tid].quant = QuantParams(scale=scale_id, dtype="int8")
+                g.tensors[tid].quant = QuantParams(scale=dq[1], dtype="int8")
                 del want[tid]
         if not want and not kv_out:
             return state
         if is_shape_only(g):  # no values to calibrate on: the QConfig bits, unit scales
-            values = None
-        else:
-            feeds = state.options.calib_inputs or default_inputs(g, state.options.seed)
-            _, values = Interpreter(g).run(feeds, keep_all=True)
+            return _unit_scales(state, want, kv_out)
+        feeds = state.options.calib_inputs or default_inputs(g, state.options.seed)
+        _, values = Interpreter(g).run(feeds, keep_all=True)
         for tid in sorted(want):
-            bits = want[tid]
-            scale = (1.0 if values is None
-                     else qmath.symmetric_scale(np.asarray(values[tid], np.float32), bits))
-            sid = f"{tid}::act_scale"
-            g.weights[sid] = np.asarray(scale, dtype=np.float32).reshape(())
-            from kernbench.ir.model import TensorIR
-
-            g.tensors[sid] = TensorIR(id=sid, shape=[], dtype="fp32", role="weight", const=True)
-            g.tensors[tid].quant = QuantParams(scale=sid, dtype=f"int{bits}")
+            x = np.asarray(values[tid], dtype=np.float32)
+            _set_scale(g, tid, f"{tid}::act_scale", qmath.symmetric_scale(x, want[tid]),
+                       want[tid])
         for tid in sorted(kv_out):
             # the cache is stored at kv bits: calibrate on the value before quantization
             bits, past, new = kv_out[tid]
             axis = g.node(g.tensors[tid].producer).attributes.get("axis", 2)
-            if values is None:
-                kv_scale = 1.0
-            else:
-                x = np.concatenate([np.asarray(values[past], np.float32),
-                                    np.asarray(values[new], np.float32)], axis=axis)
-                kv_scale = qmath.symmetric_scale(x, bits)
-            sid = f"{tid}::kv_scale"
-            g.weights[sid] = np.asarray(kv_scale, np.float32).reshape(())
-            from kernbench.ir.model import TensorIR
-
-            g.tensors[sid] = TensorIR(id=sid, shape=[], dtype="fp32", role="weight", const=True)
-            g.tensors[tid].quant = QuantParams(scale=sid, dtype=f"int{bits}")
+            x = np.concatenate([np.asarray(values[past], np.float32),
+                                np.asarray(values[new], np.float32)], axis=axis)
+            _set_scale(g, tid, f"{tid}::kv_scale", qmath.symmetric_scale(x, bits), bits)
         g.rebuild_links()
         state.notes.append(f"quantize: static scales for {len(want)} activations, "
                            f"{len(kv_out)} KV caches stored at KV bits")
         return state
+
+
+def _unit_scales(state: CompileState, want: dict[str, int],
+                 kv_out: dict[str, tuple[int, str, str]]) -> CompileState:
+    """A shape-only graph (no weight values): every wanted scale is 1 (timing only)."""
+    g = state.graph
+    for tid in sorted(want):
+        _set_scale(g, tid, f"{tid}::act_scale", np.float32(1.0), want[tid])
+    for tid in sorted(kv_out):
+        _set_scale(g, tid, f"{tid}::kv_scale", np.float32(1.0), kv_out[tid][0])
+    g.rebuild_links()
+    state.notes.append(f"quantize: shape-only model, unit scales for {len(want)} activations "
+                       f"and {len(kv_out)} KV caches")
+    return state

@@ -3,7 +3,7 @@
 For a layer: compute bound = MACs / (peak MACs per ns of all PEs' arrays at the layer's
 operand bitwidth) plus vector work / (all PEs' SIMD lanes × clock); memory bound =
 compulsory HBM bytes (inputs read once, outputs written once, weights at their stored
-bitwidth) / aggregate HBM bandwidth. bound = max of the two; `bound_by` names the larger.
+bitwidth) / aggregate HBM bandwidth. The peaks come from kernbench.topology.peaks. bound = max of the two; `bound_by` names the larger.
 A layer's simulated time is the span from its first entry's start to its last entry's
 end; roofline_fraction = bound_ns / ns (1.0 = at the roofline). The model's fraction is
 Σ bound / total simulated time.
@@ -16,10 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.compiler.memory_plan import ITEMSIZE
+from kernbench.compiler.hbm import ITEMSIZE
+from kernbench.compiler.lower.layer_op import te_dims
+from kernbench.compiler.state import CompileState
+from kernbench.ir.model import Graph, LayerIR
+from kernbench.topology import peaks
 
 
-def _macs(g, n) -> int:  # noqa: ANN001
+def _macs(g: Graph, n: LayerIR) -> int:
     t = g.tensors
     if n.op_type == "GEMM":
         return n.shape.get("M", 1) * n.shape.get("N", 1) * n.shape.get("K", 1)
@@ -31,33 +35,27 @@ def _macs(g, n) -> int:  # noqa: ANN001
         q, k, v = (t[i].shape for i in n.inputs[:3])
         return int(np.prod(q[:-1])) * k[-2] * (q[-1] + v[-1])
     if n.op_type in ("MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "CONV"):
-        from kernbench.compiler.lower import _te_dims
-
-        m, nn, k = _te_dims(g, n)
+        m, nn, k = te_dims(g, n)
         return m * nn * k
     return 0
 
 
-def _elements(g, n) -> int:  # noqa: ANN001
+def _elements(g: Graph, n: LayerIR) -> int:
     return sum(int(np.prod(g.tensors[o].shape)) for o in n.outputs if o)
 
 
-def layer_bounds(state: Any) -> dict[str, dict[str, Any]]:
+def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
     g = state.graph
     topo = state.topology
-    pt = topo.config.cube.pe_template
-    n_pes = len(topo.pes)
-    hbm = topo.config.cube.hbm_ctrl
-    hbm_bw = hbm.channels * hbm.channel_bw_gbs * len(topo.cubes)
-    lanes = pt.pe_math.lanes * pt.pe_math.clock_ghz * n_pes
+    hbm_bw = peaks.hbm_gbs(topo)
+    lanes = peaks.vector_elems_per_ns(topo)
     plan = state.memory
     out: dict[str, dict[str, Any]] = {}
     for n in g.nodes:
         macs = _macs(g, n)
         bits = max(b if isinstance(b, int) else (16 if b in ("fp16", "bf16") else 32)
                    for b in (n.qbits_weight, n.qbits_activation))
-        factor = pt.pe_gemm.throughput_factor.get(bits, 1.0)
-        peak = pt.pe_gemm.rows * pt.pe_gemm.cols * factor * pt.pe_gemm.clock_ghz * n_pes
+        peak = peaks.macs_per_ns(topo, bits)
         compute_ns = macs / peak if macs else _elements(g, n) / lanes
         nbytes = 0
         for tid in list(n.inputs) + list(n.outputs):
@@ -78,12 +76,11 @@ def layer_bounds(state: Any) -> dict[str, dict[str, Any]]:
                 nbytes, compute_ns = 0, 0.0  # a view moves nothing
         if state.folded.get(n.id):
             nbytes, compute_ns = 0, 0.0
-        mem_ns = nbytes / hbm_bw
-        bound = max(compute_ns, mem_ns)
+        r = peaks.Roofline(compute_ns, nbytes / hbm_bw)
         out[n.id] = {"op_type": n.op_type, "macs": macs, "bytes": nbytes,
-                     "compute_bound_ns": round(compute_ns, 3), "memory_bound_ns": round(mem_ns, 3),
-                     "bound_ns": round(bound, 3),
-                     "bound_by": "compute" if compute_ns >= mem_ns else "memory"}
+                     "compute_bound_ns": round(r.compute_ns, 3),
+                     "memory_bound_ns": round(r.memory_ns, 3),
+                     "bound_ns": round(r.bound_ns, 3), "bound_by": r.bound_by}
     return out
 
 

@@ -1,124 +1,18 @@
-"""Placement, TCM allocation and scheduling passes over the TileGraph.
+"""Schedule pass: the dependencies of every tile op.
 
-- placement: program order. Within each lowering phase the per-PE op streams are merged
-  round-robin, one op per PE in turn, so that the Control FSM's in-order fetch window
-  always holds work for every PE; phases stay in order, so every dependency points back.
-- tcm_alloc: a ring allocator per PE over the AllocatableTCM. Buffers are allocated in
-  program order and freed after their last use; a buffer never straddles a bank; a new
-  buffer takes the oldest free space first (maximal distance to the last use, so loads of
-  the next tile overlap compute of this one). Reusing space records which dead buffers
-  it overwrites (their readers must finish first).
-- schedule: dependencies, as few and as precise as correctness needs: read-after-write
-  on TCM buffers (last writer), write-after-read / write-after-write on reused TCM space,
-  and on HBM byte ranges read-after-write (a load waits only for the stores that wrote
-  bytes it reads), write-after-write and write-after-read.
+As few and as precise as correctness needs: read-after-write on TCM buffers (last
+writer), write-after-read / write-after-write on reused TCM space, and on HBM byte ranges
+read-after-write (a load waits only for the stores that wrote bytes it reads),
+write-after-write and write-after-read. A load of constants, which depends on nothing,
+may run ahead within its layer but not before its PE's previous layer has computed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kernbench.compiler.state import CompileState
-from kernbench.compiler.tilegraph import Buf
-from kernbench.errors import CapacityError
-
-TCM_ALIGN = 64
-
-
-@dataclass(frozen=True)
-class Place:
-    name: str = "placement"
-
-    def apply(self, state: CompileState) -> CompileState:
-        ops = state.tiles.ops
-        order = []
-        i = 0
-        while i < len(ops):
-            j = i
-            while j < len(ops) and ops[j].stream == ops[i].stream:
-                j += 1
-            streams: dict[int, list] = {}
-            for o in ops[i:j]:
-                streams.setdefault(o.pe, []).append(o)
-            queues = [streams[pe] for pe in sorted(streams)]
-            pos = [0] * len(queues)
-            remaining = j - i
-            while remaining:
-                for qi, q in enumerate(queues):
-                    if pos[qi] < len(q):
-                        order.append(q[pos[qi]])
-                        pos[qi] += 1
-                        remaining -= 1
-            i = j
-        for idx, o in enumerate(order):
-            o.index = idx
-        state.tiles.ops = order
-        return state
-
-
-class _Ring:
-    def __init__(self, pe: int, capacity: int, bank: int) -> None:
-        self.pe = pe
-        self.capacity = capacity
-        self.bank = bank
-        self.cursor = 0
-        self.live: list[Buf] = []
-        self.dead: dict[int, list[Buf]] = {}  # bank → freed buffers not yet overwritten
-
-    def alloc(self, b: Buf) -> None:
-        size = -(-b.nbytes // TCM_ALIGN) * TCM_ALIGN  # every buffer starts 64-byte aligned
-        tried = 0
-        cur = self.cursor
-        while tried < 3 * (self.capacity // max(size, 1) + len(self.live) + 2):
-            tried += 1
-            if cur // self.bank != (cur + size - 1) // self.bank:
-                cur = (cur // self.bank + 1) * self.bank
-            if cur + size > self.capacity:
-                cur = 0
-                continue
-            clash = [x for x in self.live if x.offset < cur + size and cur < x.offset + x.nbytes]
-            if clash:
-                cur = max(x.offset + x.nbytes for x in clash)
-                cur = -(-cur // TCM_ALIGN) * TCM_ALIGN
-                continue
-            bank_dead = self.dead.get(cur // self.bank, [])
-            reused = [x for x in bank_dead if x.offset < cur + size and cur < x.offset + x.nbytes]
-            if reused:
-                self.dead[cur // self.bank] = [x for x in bank_dead if x not in reused]
-            b.war_after = reused
-            b.offset = cur
-            b.bank, b.bank_offset = divmod(cur, self.bank)
-            self.live.append(b)
-            self.cursor = cur + size
-            return
-        raise CapacityError(
-            f"TCM overflow on PE {self.pe}: {b.label} needs {size} B; live buffers: "
-            + ", ".join(f"{x.label}({x.nbytes})" for x in self.live[:6]))
-
-    def free(self, b: Buf) -> None:
-        if b in self.live:
-            self.live.remove(b)
-            self.dead.setdefault(b.offset // self.bank, []).append(b)
-
-
-@dataclass(frozen=True)
-class AllocateTcm:
-    name: str = "tcm_alloc"
-
-    def apply(self, state: CompileState) -> CompileState:
-        tcm = state.topology.config.cube.pe_template.pe_tcm
-        bank = tcm.capacity_kib * 1024 // tcm.banks
-        cap = (tcm.capacity_kib - tcm.reserved_kib) * 1024
-        rings: dict[int, _Ring] = {}
-        for op in state.tiles.ops:
-            ring = rings.setdefault(op.pe, _Ring(op.pe, cap, bank))
-            for _, b in op.writes + op.reads:
-                if b.offset is None:
-                    ring.alloc(b)
-            for b in op.frees:
-                ring.free(b)
-        state.tiles.allocated = True
-        return state
 
 
 def overlaps(a: tuple, b: tuple) -> bool:
@@ -138,7 +32,11 @@ def overlaps(a: tuple, b: tuple) -> bool:
 
 @dataclass(frozen=True)
 class Schedule:
+    """Dependencies of every tile op (`TileOp.deps`)."""
+
     name: str = "schedule"
+    changes_ir: ClassVar[bool] = False
+    produces: ClassVar[tuple[str, ...]] = ("deps",)
 
     def apply(self, state: CompileState) -> CompileState:
         # PE → (layer of its latest compute op, that op, the latest compute op of an earlier
@@ -149,7 +47,7 @@ class Schedule:
         accessed: dict[int, list[int]] = {}
         hbm_writes: dict[str, list[tuple[tuple, int]]] = {}
         hbm_reads: dict[str, list[tuple[tuple, int]]] = {}
-        for op in state.tiles.ops:
+        for op in state.require_tiles().ops:
             deps: set[int] = set()
             for _, b in op.reads:
                 w = last_writer.get(b.id)

@@ -1,21 +1,29 @@
 """What the compiler passes transform: the IR graph plus everything derived from it.
 
-Early passes (quantize, layout) rewrite the IR `graph`; later ones fill in `memory`
-(HBM placement of every tensor), `tiles` (the TileGraph: per-layer tile ops with
-symbolic TCM buffers, their PEs, and TCM offsets once allocated) and finally `cmdq`.
-`verify(after=...)` checks what exists so far; `dump()` renders it for --dump-after.
+Early passes (quantize, layout) rewrite or annotate the IR `graph`; later ones fill in
+`memory` (HBM placement of every tensor), `tiles` (the TileGraph: per-layer tile ops with
+symbolic TCM buffers, their PEs, and TCM offsets once allocated) and finally `cmdq`. Every
+field is typed; a pass that needs a product of an earlier pass asks for it with
+`require_memory()` / `require_tiles()`, which fail clearly when the passes run out of
+order. `dump()` renders what exists so far (for --dump-after).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 
+from kernbench.compiler.hbm import MemoryPlan
+from kernbench.compiler.tilegraph import TileGraph
 from kernbench.ir.model import Graph
 from kernbench.topology.model import Topology
+
+#: how the layout pass folds a head transpose: its consumers read the source with strides
+#: ("read"), or the attention producing its input writes straight into its output ("write")
+FoldKind = Literal["read", "write"]
 
 
 @dataclass
@@ -24,25 +32,51 @@ class CompileOptions:
     calib_inputs: dict[str, np.ndarray] | None = None
 
 
+@dataclass(frozen=True)
+class CmdqMetadata:
+    """The `metadata` object of an emitted CMDQ program (spec §4)."""
+
+    version: str
+    graph_name: str
+    generated_by: str
+    topology: str
+
+
+@dataclass
+class CmdqDocument:
+    """The emitted program: entries in the CMDQ JSON wire format (one object per entry,
+    fields as the spec names them, in program order, END last) and its metadata."""
+
+    entries: list[dict[str, Any]]
+    metadata: CmdqMetadata
+
+    def to_json(self) -> dict[str, Any]:
+        """The cmdq.json document."""
+        return {"cmdq": self.entries, "metadata": asdict(self.metadata)}
+
+
 @dataclass
 class CompileState:
     graph: Graph
     topology: Topology
     options: CompileOptions = field(default_factory=CompileOptions)
-    memory: Any = None      # compiler.memory_plan.MemoryPlan
-    folded: dict[str, Any] = field(default_factory=dict)  # tensor id → strided view info
-    tiles: Any = None       # compiler.tilegraph.TileGraph
-    cmdq: dict[str, Any] | None = None
+    memory: MemoryPlan | None = None
+    folded: dict[str, FoldKind] = field(default_factory=dict)  # transpose node → fold
+    tiles: TileGraph | None = None
+    cmdq: CmdqDocument | None = None
     notes: list[str] = field(default_factory=list)
 
-    def verify(self, after: str = "") -> None:
-        from kernbench.ir.verify import verify as verify_ir
+    def require_memory(self) -> MemoryPlan:
+        """The memory plan; a pass that needs it runs after `memory`."""
+        if self.memory is None:
+            raise RuntimeError("compiler: this pass needs the memory plan (run 'memory' first)")
+        return self.memory
 
-        verify_ir(self.graph)
-        if self.memory is not None:
-            self.memory.verify()
-        if self.tiles is not None:
-            self.tiles.verify(self.topology)
+    def require_tiles(self) -> TileGraph:
+        """The TileGraph; a pass that needs it runs after `tiling`."""
+        if self.tiles is None:
+            raise RuntimeError("compiler: this pass needs the TileGraph (run 'tiling' first)")
+        return self.tiles
 
     def dump(self) -> str:
         parts = [self.graph.to_json()]
@@ -51,5 +85,5 @@ class CompileState:
         if self.tiles is not None:
             parts.append(self.tiles.dump())
         if self.cmdq is not None:
-            parts.append(json.dumps(self.cmdq, indent=1))
+            parts.append(json.dumps(self.cmdq.to_json(), indent=1))
         return "\n\n".join(parts)

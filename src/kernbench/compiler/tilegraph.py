@@ -5,15 +5,13 @@ addresses), the TCM buffers it reads and writes by operand role (`spm`, `ifm`, `
 `ofm`, `in`, `in2`, `out`, `bias`, `gamma`, `beta`, `scale`), and the HBM byte ranges it
 reads and writes (storage key, first byte, hull end, row stride, row bytes). A `Buf` gets
 its TCM offset in the tcm_alloc pass; dependencies come from these read/write sets in the
-schedule pass.
+schedule pass. The invariants of each stage are checked by `kernbench.compiler.checks`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-from kernbench.errors import CapacityError
 
 
 @dataclass(eq=False)
@@ -51,40 +49,6 @@ class TileGraph:
     bufs: list[Buf] = field(default_factory=list)
     allocated: bool = False
     layer_tiles: dict[str, int] = field(default_factory=dict)
-
-    def verify(self, topology) -> None:  # noqa: ANN001
-        if not self.allocated:
-            return
-        tcm = topology.config.cube.pe_template.pe_tcm
-        bank_bytes = tcm.capacity_kib * 1024 // tcm.banks
-        limit = tcm.capacity_kib * 1024 - tcm.reserved_kib * 1024
-        for b in self.bufs:
-            if b.offset is None:
-                raise CapacityError(f"TileGraph: buffer {b.label} has no TCM offset")
-            if b.offset + b.nbytes > limit:
-                raise CapacityError(f"TileGraph: buffer {b.label} ends past the TCM")
-            if b.offset // bank_bytes != (b.offset + b.nbytes - 1) // bank_bytes:
-                raise CapacityError(f"TileGraph: buffer {b.label} straddles two banks")
-        # buffers live at the same time on one PE never overlap
-        first: dict[int, int] = {}
-        last: dict[int, int] = {}
-        for i, op in enumerate(self.ops):
-            for _, b in op.reads + op.writes:
-                first.setdefault(b.id, i)
-                last[b.id] = i
-        by_pe: dict[int, list[Buf]] = {}
-        for b in self.bufs:
-            by_pe.setdefault(b.pe, []).append(b)
-        for pe_bufs in by_pe.values():
-            spans = sorted((first.get(b.id, 0), last.get(b.id, 0), b) for b in pe_bufs)
-            active: list[tuple[int, Buf]] = []
-            for s, e, b in spans:
-                active = [(ae, ab) for ae, ab in active if ae >= s]
-                for _, ab in active:
-                    if ab.offset < b.offset + b.nbytes and b.offset < ab.offset + ab.nbytes:
-                        raise CapacityError(
-                            f"TileGraph: live buffers {ab.label} and {b.label} overlap in TCM")
-                active.append((e, b))
 
     def dump(self) -> str:
         lines = []

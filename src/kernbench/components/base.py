@@ -1,9 +1,11 @@
 """ComponentBase and PeEngineBase: the two shapes a hardware block takes.
 
-*ComponentBase* is any node of the topology: it has an id, its config spec, named ports
-(`out_ports`, filled by the simulator when it wires the graph) and the ADR-0020 D2 hooks
-`_on_process_start` / `_on_process_end`, the only place the op log is written. A block
-that only serves reservations (router, HBM controller, TCM port, SRAM) needs nothing else.
+*ComponentBase* is any node of the topology: it has an id, its config spec, declared
+ports (`PORTS`, components.ports; bound by the simulator from the topology's wires, read
+with `peer(name)` / `peers_of(name)`) and the ADR-0020 D2 hooks `_on_process_start` /
+`_on_process_end`, the only place the op log is written. A block that only serves
+reservations (router, HBM controller, TCM port, SRAM) needs nothing else. It reaches the
+simulator through the `SimContext` Protocol only (never by importing sim_engine).
 
 *PeEngineBase* is a pipeline stage (ADR-0021 D4): inboxes whose capacity is the hardware
 queue depth, one worker process per inbox (a "channel"), and the common loop
@@ -18,29 +20,64 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import simpy
 
+from kernbench.components.counters import MemoryCounters
+from kernbench.components.ports import Port, SimContext, declared
+from kernbench.errors import InputError
+
 if TYPE_CHECKING:
     from kernbench.common.tile_plan import TileToken
-    from kernbench.sim_engine.engine import Simulator
     from kernbench.topology.model import Node
 
 
 class ComponentBase:
     KIND: ClassVar[str] = ""
     IMPL: ClassVar[str] = ""
+    #: the ports this class declares; the topology builder wires them, the simulator binds
+    PORTS: ClassVar[tuple[Port, ...]] = ()
 
-    def __init__(self, node: Node, sim: Simulator) -> None:
+    def __init__(self, node: Node, sim: SimContext) -> None:
         self.node = node
         self.id = node.id
         self.spec = node.spec
         self.sim = sim
         self.env: simpy.Environment = sim.env
-        self.out_ports: dict[str, Any] = {}
+        self._peers: dict[str, Any] = {}
         self._op_logger = sim.op_logger
         self.busy_ns = 0.0
 
+    # ports --------------------------------------------------------------------
+    def bind(self, name: str, peer: ComponentBase) -> None:
+        """Connect port `name` to `peer`; InputError if undeclared, mistyped or doubly wired."""
+        port = declared(type(self), name, self.id)
+        if port.peer_kind != peer.KIND:
+            raise InputError(f"port '{name}' takes a {port.peer_kind}, wired to {peer.id} "
+                             f"(a {peer.KIND})", where=self.id, field="impl")
+        if port.many:
+            self._peers.setdefault(name, []).append(peer)
+        elif name in self._peers:
+            raise InputError(f"port '{name}' is wired twice ({self._peers[name].id}, {peer.id})",
+                             where=self.id, field="impl")
+        else:
+            self._peers[name] = peer
+
+    def check_ports(self) -> None:
+        """InputError naming the first required port no wire connected."""
+        for port in self.PORTS:
+            if not port.optional and port.name not in self._peers:
+                raise InputError(f"port '{port.name}' ({port.peer_kind}) is not connected",
+                                 where=self.id, field="impl")
+
+    def peer(self, name: str) -> Any:
+        """The component on scalar port `name`."""
+        return self._peers[name]
+
+    def peers_of(self, name: str) -> list[Any]:
+        """The components on vector port `name`, in wiring order (empty if none)."""
+        return self._peers.get(name, [])
+
     # wiring and start-up -------------------------------------------------
     def connect(self) -> None:
-        """Resolve references to other components (called once all exist)."""
+        """Take what the component needs from its bound peers (called once all are bound)."""
 
     def start(self) -> None:
         """Start SimPy processes (called after connect)."""
@@ -55,8 +92,13 @@ class ComponentBase:
             self._op_logger.record_end(env.now, self.id, msg)
 
     # reporting --------------------------------------------------------------
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, int | float]:
+        """An engine's own counters, reported beside its busy time (e.g. `macs`)."""
         return {}
+
+    def memory_counters(self) -> MemoryCounters | None:
+        """A memory's counters (bytes, busy time or channels); None for non-memories."""
+        return None
 
     @property
     def clock_ghz(self) -> float:
@@ -72,7 +114,7 @@ class PeEngineBase(ComponentBase):
     #: channel name → the stage types it serves; most engines have one channel.
     CHANNELS: ClassVar[dict[str, tuple[int, ...]]] = {"main": ()}
 
-    def __init__(self, node: Node, sim: Simulator) -> None:
+    def __init__(self, node: Node, sim: SimContext) -> None:
         super().__init__(node, sim)
         depth = getattr(self.spec, "queue_depth", 4)
         self.inboxes: dict[str, simpy.Store] = {

@@ -16,26 +16,16 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from typing import Any
 
+import kernbench.components.builtin  # noqa: F401  (registers the built-in models)
+from kernbench.components.catalog import TIMING_MODELS, register
 from kernbench.errors import InputError
+
+__all__ = ["ENTRY_POINT_GROUP", "lookup", "register", "registered"]
 
 ENTRY_POINT_GROUP = "kernbench.components"
 
-_REGISTRY: dict[tuple[str, str], type] = {}
+_REGISTRY = TIMING_MODELS
 _loaded_plugins = False
-
-
-def register(kind: str, impl: str):  # noqa: ANN201 - decorator
-    def deco(cls: type) -> type:
-        _REGISTRY[(kind, impl)] = cls
-        cls.KIND = kind
-        cls.IMPL = impl
-        return cls
-
-    return deco
-
-
-def _load_builtins() -> None:
-    import kernbench.components.builtin  # noqa: F401  (registers on import)
 
 
 def _load_plugins() -> None:
@@ -51,7 +41,8 @@ def _load_plugins() -> None:
 
 
 def lookup(kind: str, impl: str, where: str = "") -> Any:
-    _load_builtins()
+    """The class of timing model `impl` for `kind` (plugins loaded on a miss); InputError
+    naming `where` and the known impls when there is none."""
     cls = _REGISTRY.get((kind, impl))
     if cls is None:
         _load_plugins()
@@ -66,6 +57,6 @@ def lookup(kind: str, impl: str, where: str = "") -> Any:
 
 
 def registered() -> list[tuple[str, str]]:
-    _load_builtins()
+    """Every (kind, impl) known, built-in and plugin."""
     _load_plugins()
     return sorted(_REGISTRY)

@@ -12,6 +12,7 @@ timing pass with the op logger on, runs the DataExecutor, and reads the graph ou
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,22 @@ from typing import Any
 import numpy as np
 
 from kernbench.cmdq import data as cdata
-from kernbench.cmdq.schema import DmaTile, LayerOp, TeGemmTile, VeTile
+from kernbench.cmdq.hw import limits_for
+from kernbench.cmdq.schema import DmaTile, LayerOp, TeConvTile, TeGemmTile, VeTile
+from kernbench.cmdq.validate import check_program
 from kernbench.common.tile_plan import StageType
 from kernbench.errors import InputError
+from kernbench.host.simulate import simulate_program
+from kernbench.ir.interpreter import Interpreter, prepare
+from kernbench.ir.model import Graph, load_weights
+from kernbench.numerics import quant as qmath
+from kernbench.numerics.compare import compare
+from kernbench.numerics.dtypes import np_dtype
+from kernbench.sim_engine.executor import DataExecutor
+from kernbench.sim_engine.memory_store import MemoryStore
+from kernbench.sim_engine.op_log import OpLogger
+
+OUTPUTS_JSON = "outputs.json"  # a saved run's graph outputs (save_run, host/replay.py)
 
 
 @dataclass
@@ -33,10 +47,6 @@ class Bundle:
 
     @classmethod
     def load(cls, path: Path) -> Bundle:
-        import json
-
-        from kernbench.ir.model import Graph, load_weights
-
         path = Path(path)
         for name in ("cmdq.json", "memory.json", "weights.npz", "ir.json"):
             if not (path / name).exists():
@@ -69,15 +79,15 @@ class Bundle:
 
 @dataclass
 class DataContext:
-    """What attaching data descriptions needs: the IR, its interpreter, the memory map."""
+    """What attaching data descriptions needs: the IR (and the interpreter's quantization
+    state, to describe whole-layer ops), the memory map. The descriptions themselves are
+    plain data: the op log holds no IR object."""
 
     bundle: Bundle
     interp: Any = None
     layers: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from kernbench.ir.interpreter import Interpreter
-
         self.interp = Interpreter(self.bundle.graph)
         self.layers = {n.id: n for n in self.bundle.graph.nodes}
 
@@ -91,6 +101,8 @@ class DataContext:
             cmd.params["data"] = cdata.dma_data(e, space, addr("spm"))
         elif isinstance(e, TeGemmTile):
             cmd.params["data"] = cdata.gemm_data(e, space, addr)
+        elif isinstance(e, TeConvTile):
+            cmd.params["data"] = cdata.conv_data(e, space, addr)
         elif isinstance(e, VeTile):
             cmd.params["data"] = cdata.ve_data(e, space, addr)
         elif isinstance(e, LayerOp):
@@ -101,37 +113,52 @@ class DataContext:
         if layer is None:
             raise InputError(f"entry {e.id}: layer '{e.layer_id}' is not in ir.json",
                              field="layer_id")
+        data = self.layer_data(e.id, layer)
+        if data is None:
+            return
+        compute = _compute_stages(cmd)
+        compute[0]["data"] = data
+        for _ in range(len(data["dst_addrs"]) - len(compute)):
+            _timing_tile(cmd)
+
+    def layer_data(self, entry_id: int, layer: Any) -> dict[str, Any] | None:
+        """The `layer` math record of an IR layer: its numerics kernel and plain params
+        (the interpreter's own LayerCall), its constants as arrays, the HBM addresses,
+        shapes, dtypes and scales of its inputs and of its placed outputs."""
         g = self.bundle.graph
-        addrs, shapes, dtypes, consts, scales = [], [], [], {}, []
-        for i, tid in enumerate(layer.inputs):
+        addrs, shapes, dtypes, scales, args, consts = [], [], [], [], [], []
+        for tid in layer.inputs:
             if not tid:
-                continue
-            if g.tensors[tid].const:
-                consts[i] = tid
-                continue
-            v = self.bundle.view(tid)
-            if list(v["strides"]) != list(_contig(tuple(v["shape"]))):
-                raise InputError(f"entry {e.id}: layer '{layer.id}' input '{tid}' is a strided "
-                                 "view; a layer op reads contiguous tensors only")
-            addrs.append(v["address"])
-            shapes.append(v["shape"])
-            dtypes.append(v["dtype"])
-            scales.append(v.get("scale"))  # a cache stored at KV bits is read as real values
-        compute = [s for s in _compute_stages(cmd)]
-        for j, tid in enumerate(layer.outputs):
-            if not tid or tid not in self.bundle.memory["views"]:
-                continue
-            v = self.bundle.view(tid)
-            stage = compute[min(j, len(compute) - 1)]
-            if "data" in stage:  # more outputs than tiles: add a zero-cost extra tile
-                stage = _extra_tile(cmd)
-            stage["data"] = {
-                "op_kind": "math", "op_name": "ir_layer", "op": "ir_layer", "space": "hbm",
-                "input_addrs": list(addrs), "input_shapes": list(shapes),
-                "input_dtypes": list(dtypes), "input_spaces": ["hbm"] * len(addrs),
-                "dst_addr": v["address"], "shape_out": v["shape"], "dtype": v["dtype"],
-                "input_scales": list(scales), "ctx": (self.interp, layer, j, consts),
-            }
+                args.append(None)
+            elif g.tensors[tid].const:
+                args.append("const")
+                consts.append(self.interp.const_value(tid))
+            else:
+                v = self.bundle.view(tid)
+                if list(v["strides"]) != list(_contig(tuple(v["shape"]))):
+                    raise InputError(f"entry {entry_id}: layer '{layer.id}' input '{tid}' is a "
+                                     "strided view; a layer op reads contiguous tensors only")
+                args.append("in")
+                addrs.append(v["address"])
+                shapes.append(v["shape"])
+                dtypes.append(v["dtype"])
+                scales.append(v.get("scale"))  # a cache stored at KV bits is read as real
+        outs = [(j, tid) for j, tid in enumerate(layer.outputs)
+                if tid and tid in self.bundle.memory["views"]]
+        if not outs:
+            return None
+        views = [self.bundle.view(tid) for _, tid in outs]
+        call = prepare(self.interp, layer)
+        cast = [self.interp.out_dtype(tid) for _, tid in outs]
+        return {
+            "op_kind": "math", "op_name": "layer", "op": "layer", "space": "hbm",
+            "input_addrs": addrs, "input_shapes": shapes, "input_dtypes": dtypes,
+            "input_spaces": ["hbm"] * len(addrs), "input_scales": scales,
+            "kernel": call.kernel, "params": call.params, "args": args, "consts": consts,
+            "outputs": [j for j, _ in outs], "cast": [None if c is None else c.name for c in cast],
+            "dst_addrs": [v["address"] for v in views], "shapes_out": [v["shape"] for v in views],
+            "dtypes_out": [v["dtype"] for v in views],
+        }
 
 
 def _compute_stages(cmd: Any) -> list[dict[str, Any]]:
@@ -139,19 +166,12 @@ def _compute_stages(cmd: Any) -> list[dict[str, Any]]:
             if st in (StageType.GEMM, StageType.MATH)]
 
 
-def _extra_tile(cmd: Any) -> dict[str, Any]:
-    params = {"op": "copy", "length": 1, "rows": 1}
-    cmd.tile_stages.append([(StageType.MATH, params)])
+def _timing_tile(cmd: Any) -> None:
+    """A zero-data MATH stage the data pass once needed per extra output; kept so that
+    timing stays identical while the op record writes every output."""
+    cmd.tile_stages.append([(StageType.MATH, {"op": "copy", "length": 1, "rows": 1})])
     if cmd.tile_staging_bytes:
         cmd.tile_staging_bytes.append(1)
-    return params
-
-
-def np_dtype(dt: str) -> Any:
-    """numpy dtype of an IR / memory-map dtype string."""
-    from kernbench.ir.onnx_import.lower import np_dtype as ir_np_dtype
-
-    return ir_np_dtype(dt)
 
 
 def deploy(store: Any, bundle: Bundle, inputs: dict[str, np.ndarray]) -> None:
@@ -180,7 +200,12 @@ def deploy(store: Any, bundle: Bundle, inputs: dict[str, np.ndarray]) -> None:
 
 def read_tensor(store: Any, bundle: Bundle, tid: str) -> np.ndarray:
     """A tensor back from HBM through its placement (strided views included)."""
-    v = bundle.view(tid)
+    return read_view(store, bundle.view(tid))
+
+
+def read_view(store: Any, v: dict[str, Any]) -> np.ndarray:
+    """The tensor of memory-map view `v` (address, shape, element strides, dtype, and a
+    `scale` when stored quantized) back from HBM, as real values."""
     shape = tuple(v["shape"])
     strides = tuple(v["strides"])
     dt = np_dtype(v["dtype"])
@@ -199,8 +224,6 @@ def _dequant(view: dict[str, Any], x: np.ndarray) -> np.ndarray:
     """A tensor the compiler stores quantized (a KV cache) is read back as real values."""
     if "scale" not in view:
         return x
-    from kernbench.numerics import quant as qmath
-
     return qmath.dequantize(x, np.float32(view["scale"]), 0)
 
 
@@ -213,15 +236,11 @@ def _contig(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str, np.ndarray],
-                  *, trace: bool = True, keep_layers: bool = False) -> tuple[Any, dict, Any]:
-    """Timing pass with op log, then the data pass. Returns (run, outputs, final store)."""
-    from kernbench.cmdq.hw import limits_for
-    from kernbench.cmdq.validate import check_program
-    from kernbench.host.simulate import simulate_program
-    from kernbench.sim_engine.executor import DataExecutor
-    from kernbench.sim_engine.memory_store import MemoryStore
-    from kernbench.sim_engine.op_log import OpLogger
-
+                  *, trace: bool = True, keep_layers: bool = False,
+                  save_oplog: Path | None = None) -> tuple[Any, dict, Any]:
+    """Timing pass with op log, then the data pass. Returns (run, outputs, final store).
+    With `save_oplog`, the op log, the initial memory and the outputs' placements are
+    written there first (host/replay.py replays them)."""
     check_program(program, limits_for(topology), str(bundle.path / "cmdq.json"))
     bundle.check_fits(topology)
     store = MemoryStore.for_topology(topology)
@@ -235,6 +254,8 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
     ctx = DataContext(bundle)
     run = simulate_program(program, topology, file=str(bundle.path / "cmdq.json"),
                            op_logger=log, trace=trace, data=ctx)
+    if save_oplog is not None:
+        save_run(Path(save_oplog), log.log(), init, bundle)
     final = DataExecutor(log, init).run()
     outs = {}
     for tid in bundle.graph.outputs:  # in the graph's own dtypes (fp16 storage widened)
@@ -244,11 +265,21 @@ def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str,
     return run, outs, final
 
 
+def save_run(path: Path, log: Any, init: Any, bundle: Bundle) -> None:
+    """Write op log `log`, the initial memory `init` and `bundle`'s graph outputs
+    (placement and dtype) to folder `path`: what host/replay.py needs."""
+    path.mkdir(parents=True, exist_ok=True)
+    log.save(path)
+    init.save(path)
+    outs = {tid: {"view": bundle.view(tid), "dtype": bundle.graph.tensors[tid].dtype}
+            for tid in bundle.graph.outputs}
+    (path / OUTPUTS_JSON).write_text(json.dumps(outs, indent=1, sort_keys=True) + "\n",
+                                     encoding="utf-8")
+
+
 def layer_divergence(bundle: Bundle, store: Any, ref_values: dict[str, np.ndarray],
                      ) -> list[dict[str, Any]]:
     """Compare every layer's stored outputs with the reference, in topological order."""
-    from kernbench.numerics.compare import compare
-
     rows = []
     views = bundle.memory["views"]
     for n in bundle.graph.nodes:

@@ -69,8 +69,8 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
     """Inputs as the model declares them: shape, a safe cast to the dtype, token ids inside
     the vocabulary. The cast arrays are what every consumer (simulator, interpreter,
     onnxruntime) receives."""
-    from kernbench.compiler.inputs import _vocab
-    from kernbench.ir.onnx_import.lower import np_dtype
+    from kernbench.compiler.inputs import vocab_size
+    from kernbench.numerics.dtypes import np_dtype
 
     out = {}
     for tid in graph.inputs:
@@ -86,7 +86,7 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
                                  f"{t.dtype}", file=file, where=f"input '{tid}'")
             x = x.astype(want)
         if want.kind in "iu":
-            vocab = _vocab(graph, tid)
+            vocab = vocab_size(graph, tid)
             if vocab is not None and x.size and (x.min() < 0 or x.max() >= vocab):
                 raise InputError(f"ids must lie in [0, {vocab}) (got {x.min()}..{x.max()})",
                                  file=file, where=f"input '{tid}'")
@@ -96,7 +96,8 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str) -> dict[st
 
 def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = False,
                     inputs: Path | None = None, dump_intermediates: bool = False,
-                    trace: bool = True, report: bool = True, post_stats: Any = None,
+                    trace: bool = True, report: bool = True,
+                    save_oplog: Path | None = None, post_stats: Any = None,
                     watch: Any = None) -> SimResult:
     """Simulate a bundle (with the data pass and verification on request) and write
     stats.json, trace.json, summary.txt, report.html. `post_stats(stats)` may amend the
@@ -121,13 +122,18 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
             raise InputError("--verify needs weight values; this bundle is of a shape-only "
                              "model (timing only)", file=str(bundle_dir))
         feeds = load_inputs(inputs, bundle.graph)
-        run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=trace)
+        run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=trace,
+                                            save_oplog=save_oplog)
         source = bundle_dir / "model.onnx"
         verdict = verify_outputs(bundle, outputs, feeds, store,
                                  source if source.exists() else None,
                                  dump_intermediates=dump_intermediates)
     else:
         from kernbench.host.simulate import simulate_program
+
+        if save_oplog is not None:
+            raise InputError("--save-oplog saves the data pass: it needs --verify",
+                             field="--save-oplog")
 
         run = simulate_program(prog, topology, file=str(cmdq_path), trace=trace, watch=watch)
     stats = run.stats()

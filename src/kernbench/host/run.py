@@ -1,7 +1,7 @@
 """`kernbench run` as a flow: load → LLM fit check → (replay plan) → compile → simulate →
 stats with the LLM figures → report.
 
-Replay (`host.replay`) is used only when it is proven on this model: the graph marks ≥ 4
+Replay (`host.block_replay`) is used only when it is proven on this model: the graph marks ≥ 4
 identical blocks, no data pass is asked for (`verify`), `exact` is off, and after the
 simulation the last two block periods agree within 1 %; otherwise the whole model is
 compiled and simulated.
@@ -26,6 +26,7 @@ class RunOptions:
     report: bool = True
     exact: bool = False
     llm: bool = False     # the `llm` stats section for any model with attention
+    save_oplog: Path | None = None
 
 
 @dataclass
@@ -43,7 +44,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
     """Compile, simulate and report `model` (a file resolve_model produced) on `topo`."""
     from kernbench.compiler.pipeline import load_model
     from kernbench.host.llm import check_fit, llm_facts, llm_section
-    from kernbench.host.replay import ReplayCheckFailed, apply_replay, plan_replay
+    from kernbench.host.block_replay import ReplayCheckFailed, apply_replay, plan_replay
 
     hooks = hooks or RunHooks()
     graph, source = load_model(Path(model), opts.qconfig)
@@ -68,7 +69,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
         return stats
 
     if plan is not None:
-        from kernbench.host.replay import truncate_blocks
+        from kernbench.host.block_replay import truncate_blocks
 
         small = truncate_blocks(graph, plan.simulated)
         hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
@@ -89,4 +90,5 @@ def _simulate(bundle: Path, topo: Any, out: Path, opts: RunOptions, hooks: RunHo
               post: Any) -> SimResult:
     return simulate_bundle(bundle, topo, Path(out), verify=opts.verify, inputs=opts.inputs,
                            dump_intermediates=opts.dump_intermediates, trace=opts.trace,
-                           report=opts.report, post_stats=post, watch=hooks.watch)
+                           report=opts.report, save_oplog=opts.save_oplog, post_stats=post,
+                           watch=hooks.watch)

@@ -15,6 +15,23 @@ from kernbench.ir.onnx_import import import_model_proto
 from kernbench.ir.qconfig import QConfig
 
 
+def bind_index_inputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """A copy of `model` whose small integer index inputs (axes, starts, shapes: int32/int64,
+    rank ≤ 1, not the first input of a node) are initializers holding `feeds`' values, the
+    way a compiler folds them once they are known."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    data_inputs = {n.input[0] for n in m.graph.node if n.input}
+    bound = {k for k, v in feeds.items()
+             if v.dtype in (np.int64, np.int32) and v.ndim <= 1 and k not in data_inputs}
+    for k in sorted(bound):
+        m.graph.initializer.append(onnx.numpy_helper.from_array(feeds[k], k))
+    keep = [i for i in m.graph.input if i.name not in bound]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    return m
+
+
 class KernbenchRep(BackendRep):
     """Runs one imported model. When the import needs constant index inputs (Slice
     starts, Reduce axes, ... given as graph inputs by the test cases), the import is
@@ -32,17 +49,7 @@ class KernbenchRep(BackendRep):
         self.interp = Interpreter(graph) if graph is not None else None
 
     def _bind(self, feeds: dict[str, np.ndarray]) -> None:
-        m = onnx.ModelProto()
-        m.CopyFrom(self.model)
-        data_inputs = {n.input[0] for n in m.graph.node if n.input}
-        bound = {k for k, v in feeds.items()
-                 if v.dtype in (np.int64, np.int32) and v.ndim <= 1 and k not in data_inputs}
-        for k in sorted(bound):
-            m.graph.initializer.append(onnx.numpy_helper.from_array(feeds[k], k))
-        keep = [i for i in m.graph.input if i.name not in bound]
-        del m.graph.input[:]
-        m.graph.input.extend(keep)
-        self._set(import_model_proto(m, QConfig.fp32(), any_opset=True))
+        self._set(import_model_proto(bind_index_inputs(self.model, feeds), QConfig.fp32()))
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         if isinstance(inputs, dict):
@@ -66,7 +73,7 @@ class KernbenchBackend(Backend):
         from kernbench.errors import InputError
 
         try:
-            g = import_model_proto(model, QConfig.fp32(), any_opset=True)
+            g = import_model_proto(model, QConfig.fp32())
         except InputError as e:
             if "non-constant" not in e.reason:
                 raise

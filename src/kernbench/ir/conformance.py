@@ -49,16 +49,20 @@ def run_cases(cases: list | None = None) -> list[CaseResult]:
                 warnings.simplefilter("ignore")
                 rep = KernbenchBackend.prepare(tc.model)
                 for inputs, expected in tc.data_sets or []:
-                    got = rep.run(list(inputs))
-                    if len(got) != len(expected):
-                        raise AssertionError(f"{len(got)} outputs, expected {len(expected)}")
-                    for g, e in zip(got, expected, strict=True):
-                        _compare(np.asarray(g), np.asarray(e), tc.rtol, tc.atol)
+                    check_outputs(rep.run(list(inputs)), list(expected), tc.rtol, tc.atol)
             out.append(CaseResult(op, tc.name, True))
         except Exception as e:  # noqa: BLE001 - every failure is recorded with its reason
-            out.append(CaseResult(op, tc.name, False, _reason(e)))
+            out.append(CaseResult(op, tc.name, False, reason_of(e)))
     out.sort(key=lambda r: (r.op, r.name))
     return out
+
+
+def check_outputs(got: list, expected: list, rtol: float, atol: float) -> None:
+    """Raise AssertionError unless every output matches the case's expected output."""
+    if len(got) != len(expected):
+        raise AssertionError(f"{len(got)} outputs, expected {len(expected)}")
+    for g, e in zip(got, expected, strict=True):
+        _compare(np.asarray(g), np.asarray(e), rtol, atol)
 
 
 def _compare(got: np.ndarray, exp: np.ndarray, rtol: float, atol: float) -> None:
@@ -73,7 +77,7 @@ def _compare(got: np.ndarray, exp: np.ndarray, rtol: float, atol: float) -> None
         raise AssertionError("values differ")
 
 
-def _reason(e: BaseException) -> str:
+def reason_of(e: BaseException) -> str:
     from kernbench.errors import InputError
 
     msg = e.reason if isinstance(e, InputError) else str(e)

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernbench.errors import InputError
+from kernbench.numerics.npz import write_npz
 
 IR_VERSION = "1.0"
 SPEC_VERSION = "1.0"
@@ -269,14 +270,7 @@ def _describe_loc(payload: dict[str, Any], loc: tuple[Any, ...]) -> str | None:
 def save_weights(weights: dict[str, np.ndarray], path: str | Path) -> None:
     """Write the weights dict as an npz (no pickle). Non-native dtypes (bf16, int4) are
     stored widened: bf16 as float32, int4/uint4 as int8/uint8."""
-    arrays = {k: _npz_safe(weights[k]) for k in sorted(weights)}
-    path = Path(path)
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
-        for k, a in arrays.items():
-            # Fixed timestamp so that the file is byte-identical run to run.
-            info = zipfile.ZipInfo(_npz_key(k) + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
-            with zf.open(info, "w") as f:
-                np.lib.format.write_array(f, a, allow_pickle=False)
+    write_npz(path, {_npz_key(k): _npz_safe(weights[k]) for k in sorted(weights)})
 
 
 def _npz_key(k: str) -> str:

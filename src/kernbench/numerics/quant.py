@@ -17,6 +17,7 @@ Conventions (ADR-0102):
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 __all__ = [
@@ -35,6 +36,9 @@ __all__ = [
     "unpack_int4",
     "expand_blocked",
     "round_to_float",
+    "quantize_activation",
+    "dynamic_quantize_linear",
+    "dequantize_int32",
 ]
 
 
@@ -225,7 +229,40 @@ def round_to_float(x: np.ndarray, mode: str | None) -> np.ndarray:
     if mode == "fp16":
         return np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
     if mode == "bf16":
-        import ml_dtypes
-
         return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
     raise ValueError(f"unknown float mode {mode!r}")
+
+
+def quantize_activation(x: np.ndarray, bits: int, static: dict | None = None):
+    """An activation entering a TE at `bits`: returns (q, scale, zero_point).
+
+    `static` = {"scale", "zero_point", "signed"} (a calibrated or imported per-tensor
+    quantization at these bits) is used as is; None quantizes symmetrically with the
+    dynamic scale max|x| / qmax."""
+    if static is not None:
+        scale, zp = static["scale"], static["zero_point"]
+        return quantize(x, scale, zp, bits, bool(static["signed"])), scale, zp
+    scale = symmetric_scale(x, bits)
+    return quantize(x, scale, 0, bits, True), scale, 0
+
+
+def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ONNX DynamicQuantizeLinear: uint8 with the asymmetric range [min(x, 0), max(x, 0)];
+    returns (q, scale, zero_point)."""
+    x = np.asarray(x, np.float32)
+    lo = min(0.0, float(np.min(x))) if x.size else 0.0
+    hi = max(0.0, float(np.max(x))) if x.size else 0.0
+    scale = np.float32((hi - lo) / 255.0) if hi > lo else np.float32(0.0)
+    if scale == 0:
+        zp = np.uint8(0)
+        q = np.zeros(x.shape, np.uint8)
+    else:
+        zp = np.uint8(np.clip(np.rint(np.float32(0 - lo) / scale), 0, 255))
+        q = quantize(x, scale, zp, 8, False)
+    return q, np.asarray(scale, np.float32), np.asarray(zp, np.uint8)
+
+
+def dequantize_int32(x: np.ndarray, scale, zero_point) -> np.ndarray:
+    """DequantizeLinear of int32 data (a bias): (x - zp) · scale in float64, then fp32."""
+    return ((x.astype(np.int64) - np.asarray(zero_point).astype(np.int64))
+            * np.asarray(scale).astype(np.float64)).astype(np.float32)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kernbench.report import plots
+from kernbench.topology.peaks import hbm_gbs
 
 MAX_LAYER_ROWS = 25
 MAX_ENGINE_ROWS = 32
@@ -86,8 +87,7 @@ def _topology_text(stats: dict[str, Any], topology: Any) -> str:
         return name
     try:
         g = topology.config.cube.pe_template.pe_gemm
-        hbm = topology.config.cube.hbm_ctrl
-        bw = hbm.channels * hbm.channel_bw_gbs * len(topology.cubes)
+        bw = hbm_gbs(topology)
         return (f"{name}: {len(topology.pes)} PEs in {len(topology.cubes)} cube(s), "
                 f"{g.rows}×{g.cols} arrays @ {g.clock_ghz:g} GHz, HBM {bw:,.0f} GB/s")
     except AttributeError:

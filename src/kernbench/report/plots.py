@@ -15,9 +15,17 @@ without engine spans, stats without layers or without any layer that does MACs).
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+
+from kernbench.topology.peaks import Roofs, roofs
+
+if TYPE_CHECKING:
+    from kernbench.topology.model import Topology
 
 DPI = 100
 MAX_TIMELINE_ROWS = 32
@@ -36,6 +44,7 @@ PathLike = str | Path | IO[bytes]
 
 # ---------------------------------------------------------------------------- helpers
 def _new_figure(width: float, height: float) -> Any:
+    # why: matplotlib is heavy and optional: imported only when a plot is drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -47,6 +56,7 @@ def _new_figure(width: float, height: float) -> Any:
 def _png(builder: Callable[..., Any], *args: Any) -> bytes | None:
     """Build a figure and render it to PNG bytes under matplotlib's default style (the
     user's matplotlibrc does not change the picture); None when the builder has no data."""
+    # why: matplotlib is heavy and optional: imported only when a plot is drawn
     import matplotlib.style
 
     with matplotlib.style.context("default"):
@@ -185,6 +195,7 @@ def _timeline_fig(trace: dict[str, Any], max_rows: int) -> Any:
     else:
         shown = f"all {total} engine channels"
     ax.set_title(f"engine timeline — {shown}", fontsize=10, loc="left")
+    # why: matplotlib is heavy and optional: imported only when a plot is drawn
     from matplotlib.patches import Patch
 
     order = [c for c in STAGE_COLORS if c in cats_seen] + sorted(cats_seen - set(STAGE_COLORS))
@@ -270,6 +281,7 @@ def _util_fig(stats: dict[str, Any], max_bars: int) -> Any:
         shown = f"busiest {len(rows)} of {total}" if total > len(rows) else f"all {total}"
         ax.set_title(f"{what} — {shown}", fontsize=10)
         if i:
+            # why: matplotlib is heavy and optional: imported only when a plot is drawn
             from matplotlib.patches import Patch
 
             kinds = sorted({r[2] for r in rows})
@@ -292,35 +304,27 @@ def utilization_png(stats: dict[str, Any], max_bars: int = MAX_UTIL_BARS) -> byt
 
 
 # ------------------------------------------------------------------------------ roofline
-def peaks_from_topology(topology: Any) -> dict[str, float]:
-    """The roofs of kernbench.compiler.roofline for 8-bit operands: all PEs' array MACs per
-    ns (rows × cols × factor(8) × clock × PEs) and aggregate HBM GB/s (= bytes per ns:
-    channels × channel bandwidth × cubes)."""
-    pt = topology.config.cube.pe_template
-    g = pt.pe_gemm
-    factor = g.throughput_factor.get(8, 1.0)
-    hbm = topology.config.cube.hbm_ctrl
-    return {
-        "peak_macs_per_ns": float(g.rows * g.cols * factor * g.clock_ghz * len(topology.pes)),
-        "hbm_gbs": float(hbm.channels * hbm.channel_bw_gbs * len(topology.cubes)),
-    }
+def peaks_from_topology(topology: Topology) -> Roofs:
+    """The roofs of kernbench.compiler.roofline for 8-bit operands (topology.peaks.roofs):
+    all PEs' array MACs per ns and aggregate HBM GB/s (= bytes per ns)."""
+    return roofs(topology, 8)
 
 
-def peaks_from_stats(stats: dict[str, Any]) -> dict[str, float] | None:
+def peaks_from_stats(stats: dict[str, Any]) -> Roofs | None:
     """Roofs recovered from the per-layer bounds (no topology at hand): HBM GB/s = bytes /
     memory_bound_ns of the layer moving the most bytes; peak MACs/ns = MACs /
     compute_bound_ns of the layer with the most MACs (that layer's operand bitwidth)."""
     layers = stats.get("layers") or {}
-    out: dict[str, float] = {}
+    hbm = peak = None
     mem = [v for v in layers.values() if v.get("bytes") and v.get("memory_bound_ns")]
     if mem:
         v = max(mem, key=lambda v: (v["bytes"], v["memory_bound_ns"]))
-        out["hbm_gbs"] = v["bytes"] / v["memory_bound_ns"]
+        hbm = v["bytes"] / v["memory_bound_ns"]
     comp = [v for v in layers.values() if v.get("macs") and v.get("compute_bound_ns")]
     if comp:
         v = max(comp, key=lambda v: (v["macs"], v["compute_bound_ns"]))
-        out["peak_macs_per_ns"] = v["macs"] / v["compute_bound_ns"]
-    return out or None
+        peak = v["macs"] / v["compute_bound_ns"]
+    return Roofs(peak, hbm) if (hbm or peak) else None
 
 
 def _roofline_points(stats: dict[str, Any]) -> tuple[list[tuple[str, str, float, float, float]],
@@ -336,13 +340,13 @@ def _roofline_points(stats: dict[str, Any]) -> tuple[list[tuple[str, str, float,
     return pts, skipped
 
 
-def _roofline_fig(stats: dict[str, Any], peaks: dict[str, float] | None) -> Any:
+def _roofline_fig(stats: dict[str, Any], peaks: Roofs | None) -> Any:
     pts, skipped = _roofline_points(stats)
     if not pts:
         return None
-    peaks = peaks or {}
-    peak_ops = 2.0 * float(peaks["peak_macs_per_ns"]) if peaks.get("peak_macs_per_ns") else None
-    bw = float(peaks["hbm_gbs"]) if peaks.get("hbm_gbs") else None
+    peaks = peaks or Roofs(None, None)
+    peak_ops = 2.0 * float(peaks.peak_macs_per_ns) if peaks.peak_macs_per_ns else None
+    bw = float(peaks.hbm_gbs) if peaks.hbm_gbs else None
     xs = [p[2] for p in pts]
     ys = [p[3] for p in pts]
     x_lo, x_hi = min(xs), max(xs)
@@ -359,8 +363,6 @@ def _roofline_fig(stats: dict[str, Any], peaks: dict[str, float] | None) -> Any:
     ax.set_xscale("log")
     ax.set_yscale("log")
     if peak_ops or bw:
-        import numpy as np
-
         gx = np.geomspace(x_lo, x_hi, 256)
         roof = np.full_like(gx, np.inf)
         if bw:
@@ -375,6 +377,7 @@ def _roofline_fig(stats: dict[str, Any], peaks: dict[str, float] | None) -> Any:
             xt = x_lo * 1.5
             ax.text(xt, bw * xt / 1.6, f"HBM roof {_fmt(bw)} GB/s", ha="left", va="top",
                     fontsize=8)
+    # why: matplotlib is heavy and optional: imported only when a plot is drawn
     import matplotlib
 
     cmap = matplotlib.colormaps["tab10"]
@@ -383,8 +386,6 @@ def _roofline_fig(stats: dict[str, Any], peaks: dict[str, float] | None) -> Any:
         sel = [p for p in pts if p[1] == op]
         ax.scatter([p[2] for p in sel], [p[3] for p in sel], s=28, color=cmap(i % 10),
                    label=op, zorder=3, edgecolors="black", linewidths=0.4)
-    import math
-
     notes: list[tuple[float, float, list[str]]] = []  # the slowest layers, close ones merged
     for lid, _, x, y, _ in sorted(pts, key=lambda p: (-p[4], p[0]))[:4]:
         near = next((a for a in notes if abs(math.log10(a[0] / x)) < 0.05
@@ -414,16 +415,16 @@ def _roofline_fig(stats: dict[str, Any], peaks: dict[str, float] | None) -> Any:
     return fig
 
 
-def roofline(stats: dict[str, Any], topology_peaks: dict[str, float] | None,
+def roofline(stats: dict[str, Any], topology_peaks: Roofs | None,
              path: PathLike) -> PathLike | None:
     """Per-layer roofline: x = 2·MACs / bytes, y = 2·MACs / ns for every layer that does
     MACs (element-wise and data-movement layers are skipped, and counted in the title),
     plus the whole model as a star; roofs from `topology_peaks`
-    (`{"peak_macs_per_ns", "hbm_gbs"}`, e.g. `peaks_from_topology(topo)`); a roof whose
+    (topology.peaks.Roofs, e.g. `peaks_from_topology(topo)`); a roof whose
     peak is missing is not drawn. None when stats has no layer with MACs."""
     return _write(roofline_png(stats, topology_peaks), path)
 
 
-def roofline_png(stats: dict[str, Any], topology_peaks: dict[str, float] | None) -> bytes | None:
+def roofline_png(stats: dict[str, Any], topology_peaks: Roofs | None) -> bytes | None:
     """roofline as PNG bytes (None without a layer that does MACs)."""
     return _png(_roofline_fig, stats, topology_peaks)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from kernbench.components.base import PeEngineBase
+from kernbench.components.counters import EngineCounters, HardwareCounters, MemoryCounters
 
 STATS_SCHEMA_VERSION = "1.0"
 
@@ -24,58 +24,34 @@ def _u(busy: float, total: float) -> float:
     return round(busy / total, 6) if total > 0 else 0.0
 
 
-def collect_stats(sim: Any, total_ns: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Build the stats dict from a finished Simulator."""
-    clock = sim.topology.config.cube.pe_template.pe_gemm.clock_ghz
-    engines: dict[str, Any] = {}
-    for cid in sorted(sim.components):
-        comp = sim.components[cid]
-        if not isinstance(comp, PeEngineBase):
-            continue
-        row: dict[str, Any] = {
-            "kind": comp.KIND,
-            "busy_ns": round_ns(comp.busy_ns),
-            # a multi-channel engine (pe_dma: read + write) is fully used when all channels are
-            "utilization": _u(comp.busy_ns, total_ns * len(comp.channel_busy_ns)),
-            "ops": comp.ops,
-        }
-        if len(comp.channel_busy_ns) > 1:
-            row["channels"] = {
-                ch: {"busy_ns": round_ns(b), "utilization": _u(b, total_ns)}
-                for ch, b in sorted(comp.channel_busy_ns.items())
-            }
-        row.update(comp.stats())
-        engines[cid] = row
-    links: dict[str, Any] = {}
-    for lid in sorted(sim.servers):
-        s = sim.servers[lid]
-        if s.bytes:
-            links[lid] = {"bytes": s.bytes, "busy_ns": round_ns(s.busy_ns),
-                          "utilization": _u(s.busy_ns, total_ns)}
+class CounterSource(Protocol):
+    """Anything that can snapshot a finished run's counters (the Simulator)."""
+
+    def counters(self) -> HardwareCounters:
+        """The typed counters of the run."""
+        ...
+
+
+def collect_stats(sim: CounterSource, total_ns: float,
+                  extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Build the stats dict from a finished Simulator's counters (`sim.counters()`)."""
+    hw = sim.counters()
+    clock = hw.clock_ghz
+    engines = {e.id: _engine_row(e, total_ns) for e in hw.engines}
+    links = {s.id: {"bytes": s.bytes, "busy_ns": round_ns(s.busy_ns),
+                    "utilization": _u(s.busy_ns, total_ns)} for s in hw.links if s.bytes}
     memories: dict[str, Any] = {}
-    for cid in sorted(sim.components):
-        comp = sim.components[cid]
-        if comp.KIND in ("hbm_ctrl", "shared_sram", "pe_tcm"):
-            st = comp.stats()
-            if comp.KIND == "hbm_ctrl":
-                chans = st["channels"]
-                for ch in chans.values():
-                    ch["busy_ns"] = round_ns(ch["busy_ns"])
-                    ch["utilization"] = _u(ch["busy_ns"], total_ns)
-                busiest = max((c["busy_ns"] for c in chans.values()), default=0.0)
-                st["utilization"] = _u(busiest, total_ns)
-            else:
-                st["utilization"] = _u(st["busy_ns"], total_ns)
-                st["busy_ns"] = round_ns(st["busy_ns"])
-            if st.get("bytes"):
-                memories[cid] = st
+    for m in hw.memories:
+        st = _memory_row(m, total_ns)
+        if st.get("bytes"):
+            memories[m.id] = st
     stats: dict[str, Any] = {
         "schema_version": STATS_SCHEMA_VERSION,
-        "topology": sim.topology.name,
+        "topology": hw.topology,
         "total_ns": round_ns(total_ns),
         "clock_ghz": clock,
         "total_cycles": round(total_ns * clock),
-        "commands_completed": sim.completed,
+        "commands_completed": hw.commands_completed,
         "engines": engines,
         "links": links,
         "memories": memories,
@@ -84,6 +60,36 @@ def collect_stats(sim: Any, total_ns: float, extra: dict[str, Any] | None = None
     if extra:
         stats.update(extra)
     return stats
+
+
+def _engine_row(e: EngineCounters, total_ns: float) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "kind": e.kind,
+        "busy_ns": round_ns(e.busy_ns),
+        # a multi-channel engine (pe_dma: read + write) is fully used when all channels are
+        "utilization": _u(e.busy_ns, total_ns * len(e.channel_busy_ns)),
+        "ops": e.ops,
+    }
+    if len(e.channel_busy_ns) > 1:
+        row["channels"] = {
+            ch: {"busy_ns": round_ns(b), "utilization": _u(b, total_ns)}
+            for ch, b in sorted(e.channel_busy_ns.items())
+        }
+    row.update(e.extra)
+    return row
+
+
+def _memory_row(m: MemoryCounters, total_ns: float) -> dict[str, Any]:
+    """An interleaved memory is as utilized as its busiest channel (from rounded busy times)."""
+    if m.channels:
+        chans = {}
+        for ch in m.channels:
+            busy = round_ns(ch.busy_ns)
+            chans[ch.id] = {"bytes": ch.bytes, "busy_ns": busy, "utilization": _u(busy, total_ns)}
+        busiest = max((c["busy_ns"] for c in chans.values()), default=0.0)
+        return {"bytes": m.bytes, "channels": chans, "utilization": _u(busiest, total_ns)}
+    busy = m.busy_ns or 0.0
+    return {"bytes": m.bytes, "busy_ns": round_ns(busy), "utilization": _u(busy, total_ns)}
 
 
 def bottleneck(engines: dict, links: dict, memories: dict) -> dict[str, Any]:

@@ -1,4 +1,9 @@
-"""The simulator: builds components from a Topology, wires them, runs SimPy, reports.
+"""The simulator: builds components from a Topology, binds their ports, runs SimPy.
+
+It implements components.ports.SimContext, the only view of it components have. Ports are
+bound from the topology's wires (Topology.wires, named by the builder); a wire to an
+undeclared port, a peer of the wrong kind or a required port left open is an InputError
+before anything runs.
 
 Internal command API (used by both front ends through kernbench.common):
     sim = Simulator(topology)
@@ -19,14 +24,21 @@ import simpy
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
 from kernbench.components.base import ComponentBase, PeEngineBase
+from kernbench.components.counters import (
+    EngineCounters,
+    HardwareCounters,
+    ServerCounters,
+)
 from kernbench.components.fabric import Server
 from kernbench.components.registry import lookup
-from kernbench.errors import AddressError, DeadlockError
+from kernbench.errors import AddressError, DeadlockError, InputError
 from kernbench.sim_engine.tracer import Tracer
 from kernbench.topology.model import Pe, Topology
 
 
 class Simulator:
+    """One simulated system built from a Topology (implements components.ports.SimContext)."""
+
     def __init__(self, topology: Topology, *, op_logger: Any = None, trace: bool = True) -> None:
         self.topology = topology
         self.env = simpy.Environment()
@@ -48,10 +60,34 @@ class Simulator:
         for nid, node in topology.nodes.items():
             cls = lookup(node.kind, node.impl, nid)
             self.components[nid] = cls(node, self)
+        self._bind(topology)
         for comp in self.components.values():
             comp.connect()
         for comp in self.components.values():
             comp.start()
+
+    def _bind(self, topology: Topology) -> None:
+        """Bind every wire to its two components, check every required port, and resolve
+        the entry points the simulator itself uses (PE_CPUs, M_CPUs, memories, TCMs)."""
+        comps = self.components
+        for w in topology.wires:
+            src, dst = comps.get(w.src), comps.get(w.dst)
+            if src is None or dst is None:
+                raise InputError(f"port '{w.port}' is wired to {w.dst}, but no node "
+                                 f"'{w.src if src is None else w.dst}' exists", where=w.src)
+            src.bind(w.port, dst)
+        for comp in comps.values():
+            comp.check_ports()
+        self._pe_cpu = [comps[p.cpu] for p in topology.pes]
+        self._tcm = [comps[p.tcm] for p in topology.pes]
+        self._m_cpu = [comps[c.m_cpu] for c in topology.cubes]
+        self._hbm = [comps[c.hbm_ctrl] for c in topology.cubes]
+        self._sram = [comps[c.sram] if c.sram else None for c in topology.cubes]
+
+    def pe_tcm(self, pe: int | str | Pe) -> ComponentBase:
+        """The PE_TCM component of a PE (its allocator serves the kernel front end)."""
+        p = pe if isinstance(pe, Pe) else self.topology.pe(pe)
+        return self._tcm[p.index]
 
     # ------------------------------------------------------------ command API
     def submit(self, pe: int | str | Pe, cmd: PeCommand) -> simpy.Event:
@@ -62,7 +98,7 @@ class Simulator:
         self._track(cmd)
         cmd.meta["pe_id"] = p.id
         cmd.submit_ns = self.env.now
-        self.components[f"{p.id}.pe_cpu"].inbox.put(cmd)
+        self._pe_cpu[p.index].inbox.put(cmd)
         return cmd.done
 
     def _track(self, cmd: PeCommand) -> None:
@@ -75,8 +111,7 @@ class Simulator:
         for e in entries:
             if e.command is not None:
                 self._track(e.command)
-        mcpu = self.components[f"{self.topology.cubes[cube].id}.m_cpu"]
-        return mcpu.run_program(entries)
+        return self._m_cpu[cube].run_program(entries)
 
     def command_complete(self, cmd: PeCommand, now: float) -> None:
         """Called by PE_SCHEDULER when a command's completion record is published."""
@@ -96,6 +131,22 @@ class Simulator:
         if token.plan.staging_bytes:
             ctx.owner.release_staging(token.plan)
         ctx.complete_tile()
+
+    # ------------------------------------------------------------ counters
+    def counters(self) -> HardwareCounters:
+        """A typed snapshot of every engine, link and memory counter (sorted by id)."""
+        comps = [self.components[cid] for cid in sorted(self.components)]
+        engines = tuple(
+            EngineCounters(c.id, c.KIND, c.busy_ns, dict(c.channel_busy_ns), c.ops,
+                           dict(c.stats()))
+            for c in comps if isinstance(c, PeEngineBase)
+        )
+        links = tuple(ServerCounters(lid, s.bytes, s.busy_ns)
+                      for lid, s in sorted(self.servers.items()))
+        memories = tuple(m for m in (c.memory_counters() for c in comps) if m is not None)
+        return HardwareCounters(self.topology.name,
+                                self.topology.config.cube.pe_template.pe_gemm.clock_ghz,
+                                self.completed, engines, links, memories)
 
     # ------------------------------------------------------------ running
     def run(self, until: float | simpy.Event | None = None) -> float:
@@ -146,38 +197,28 @@ class Simulator:
                 raise AddressError(
                     f"{what}: HBM address {addr:#x} beyond the {topo.hbm_bytes:#x}-byte HBM"
                 ) from None
-            mem = self.components[f"{cube.id}.hbm_ctrl"]
+            mem = self._hbm[cube.index]
             key = ("hbm", pe.index, cube.index, write)
             links = self._path_cache.get(key)
             if links is None:
                 hr = topo.hbm_router_for(pe.router, cube)
-                if write:
-                    ids = (f"{pe.id}->{pe.router}", *topo.route(pe.router, hr),
-                           f"{hr}->{mem.id}")
-                else:
-                    ids = (f"{mem.id}->{hr}", *topo.route(hr, pe.router),
-                           f"{pe.router}->{pe.id}")
-                links = tuple(self._links(ids))
+                links = tuple(self._links(topo.memory_path(pe, mem.id, hr, write)))
                 self._path_cache[key] = links
         elif space == "sram":
             cube = next((c for c in topo.cubes
                          if c.sram_base <= addr < c.sram_base + c.sram_bytes), None)
             if cube is None:
                 raise AddressError(f"{what}: SRAM address {addr:#x} is not in any shared SRAM")
-            mem = self.components[f"{cube.id}.shared_sram"]
+            mem = self._sram[cube.index]
             key = ("sram", pe.index, cube.index, write)
             links = self._path_cache.get(key)
             if links is None:
-                sr = f"{cube.id}.{topo.config.cube.shared_sram.router}"
-                if write:
-                    ids = (f"{pe.id}->{pe.router}", *topo.route(pe.router, sr), f"{sr}->{mem.id}")
-                else:
-                    ids = (f"{mem.id}->{sr}", *topo.route(sr, pe.router), f"{pe.router}->{pe.id}")
-                links = tuple(self._links(ids))
+                links = tuple(self._links(topo.memory_path(pe, cube.sram, cube.sram_router,
+                                                           write)))
                 self._path_cache[key] = links
         else:
             raise AddressError(f"{what}: unknown memory space '{space}'")
-        tcm = self.components[f"{pe.id}.pe_tcm"].port
+        tcm = self._tcm[pe.index].port
         mstage = mem.stage(addr, nbytes, what)
         if write:
             return [tcm, *links, mstage]
@@ -190,12 +231,6 @@ class Simulator:
         if hit is not None:
             return hit
         topo = self.topology
-        mr = f"{cube_id}.{topo.config.cube.m_cpu.router}"
-        m = f"{cube_id}.m_cpu"
-        if to_pe:
-            ids = (f"{m}->{mr}", *topo.route(mr, pe.router), f"{pe.router}->{pe.id}")
-        else:
-            ids = (f"{pe.id}->{pe.router}", *topo.route(pe.router, mr), f"{mr}->{m}")
-        path = tuple(self._links(ids))
+        path = tuple(self._links(topo.command_path(topo.cube(cube_id), pe, to_pe)))
         self._path_cache[key] = path
         return path

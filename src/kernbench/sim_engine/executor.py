@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.errors import AddressError, SimulationError
-from kernbench.numerics.dtypes import PACKED, bits, canon, nbytes_of, np_dtype
+from kernbench.errors import SimulationError
+from kernbench.numerics import quant as qmath
+from kernbench.numerics.dtypes import PACKED, canon, nbytes_of, np_dtype
+from kernbench.sim_engine.element_access import gather, scatter
 from kernbench.sim_engine.math_ops import MATH_OPS, widen
 from kernbench.sim_engine.memory_store import MemoryStore
 from kernbench.sim_engine.op_log import OpRecord
@@ -111,8 +113,8 @@ def op_ranges(rec: OpRecord) -> tuple[list[Range], list[Range]]:
                                   p.get("input_dtypes", ()), spaces, strict=False):
             if a is not None:
                 reads.append((sp, int(a), int(a) + nbytes_of(tuple(shp), dt)))
-        return reads, [(space, int(p["dst_addr"]),
-                        int(p["dst_addr"]) + nbytes_of(tuple(p["shape_out"]), p["dtype"]))]
+        return reads, [(space, int(a), int(a) + nbytes_of(tuple(shp), dt))
+                       for a, shp, dt in _destinations(p)]
     raise DataError(f"unknown op_kind {k!r} ({rec.component_id})")
 
 
@@ -277,7 +279,7 @@ class DataExecutor:
             elif rec.op_kind == "gemm":
                 writes = [self._gemm_batch([rec.params])[0]]
             elif rec.op_kind == "math":
-                writes = [self._math(rec)]
+                writes = self._math(rec)
             else:
                 raise DataError(f"unknown op_kind {rec.op_kind!r}")
         except (KeyError, ValueError, TypeError) as e:
@@ -352,8 +354,6 @@ class DataExecutor:
             b = np.swapaxes(b, -1, -2)
         integer = np_dtype(ta).kind in "iu" and np_dtype(tb).kind in "iu"
         if integer:
-            from kernbench.numerics import quant as qmath
-
             y = qmath.int_matmul(a, b, p0.get("zero_point_a", 0), p0.get("zero_point_b", 0))
             y = y.astype(np.int64) if np_dtype(acc_t).kind in "iu" else y.astype(np.float32)
         else:
@@ -382,7 +382,7 @@ class DataExecutor:
         return outs
 
     # -------------------------------------------------------------- math
-    def _math(self, rec: OpRecord) -> Write:
+    def _math(self, rec: OpRecord) -> list[Write]:
         p = rec.params
         op = p.get("op", rec.op_name)
         fn = MATH_OPS.get(op)
@@ -405,15 +405,31 @@ class DataExecutor:
                 ins.append(self.store.read(sp, int(a), tuple(shp), dt))
         with np.errstate(all="ignore"):
             y = fn(ins, p)
-        out_t = canon(p["dtype"])
-        shape = tuple(p["shape_out"])
-        y = np.asarray(y)
-        if y.shape != shape:
-            if y.size == int(np.prod(shape, dtype=np.int64)):
-                y = y.reshape(shape)
-            else:
-                y = np.broadcast_to(y, shape)
-        return (space, int(p["dst_addr"]), _to(y, out_t), _store_dt(out_t))
+        dests = _destinations(p)
+        ys = y if "dst_addrs" in p else [y]
+        if len(ys) != len(dests):
+            raise DataError(f"math op {op!r} gave {len(ys)} outputs for {len(dests)} "
+                            "destinations")
+        out: list[Write] = []
+        for yk, (addr, shp, dt) in zip(ys, dests, strict=True):
+            out_t = canon(dt)
+            shape = tuple(shp)
+            yk = np.asarray(yk)
+            if yk.shape != shape:
+                if yk.size == int(np.prod(shape, dtype=np.int64)):
+                    yk = yk.reshape(shape)
+                else:
+                    yk = np.broadcast_to(yk, shape)
+            out.append((space, int(addr), _to(yk, out_t), _store_dt(out_t)))
+        return out
+
+
+def _destinations(p: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
+    """(address, shape, dtype) of each output of a math record: `dst_addrs`,
+    `shapes_out`, `dtypes_out` for several, else `dst_addr`, `shape_out`, `dtype`."""
+    if "dst_addrs" in p:
+        return list(zip(p["dst_addrs"], p["shapes_out"], p["dtypes_out"], strict=True))
+    return [(p["dst_addr"], p["shape_out"], p["dtype"])]
 
 
 def _store_dt(dtype: str) -> Any:
@@ -439,77 +455,3 @@ def _gemm_key(p: dict[str, Any]) -> tuple:
             bool(p.get("accumulate")), p.get("bias_addr") is not None,
             p.get("acc_addr") is not None, p.get("dtype_c"),
             p.get("dtype_bias"), str(p.get("zero_point_a", 0)), str(p.get("zero_point_b", 0)))
-
-
-def gather(store: MemoryStore, space: str, addrs: Any, dtype: Any, mask: Any = None,
-           other: Any = 0) -> np.ndarray:  # fmt: skip
-    """Element-address gather (tl.load semantics): masked-off lanes take `other`."""
-    addrs = np.asarray(addrs, np.int64)
-    dt = np_dtype(dtype)
-    isz = dt.itemsize
-    out = np.empty(addrs.shape, dt)
-    m = np.ones(addrs.shape, bool) if mask is None else np.broadcast_to(
-        np.asarray(mask, bool), addrs.shape)
-    out[...] = np.broadcast_to(np.asarray(other).astype(dt) if np.asarray(other).dtype != dt
-                               else np.asarray(other), addrs.shape)
-    on = addrs[m]
-    if on.size:
-        lo, hi = int(on.min()), int(on.max()) + isz
-        if lo % isz:
-            raise AddressError(f"gather at {space}:{lo:#x} is not aligned to its "
-                               f"{isz}-byte elements")
-        # one read of the bounding range (bounds-checked), then index it
-        win = store.read(space, lo, ((hi - lo) // isz,), dt, zeros_ok=True)
-        _check_written(store, space, on, isz)
-        vals = win[(on - lo) // isz]
-        out[m] = vals
-    return out
-
-
-def scatter(store: MemoryStore, space: str, addrs: Any, vals: Any, dtype: Any) -> None:
-    """Element-address scatter (tl.store semantics); runs of consecutive addresses are
-    written as one block. Later lanes win on duplicate addresses."""
-    addrs = np.asarray(addrs, np.int64).reshape(-1)
-    vals = np.asarray(vals).astype(np_dtype(dtype)).reshape(-1)
-    if addrs.size == 0:
-        return
-    isz = np_dtype(dtype).itemsize
-    order = np.argsort(addrs, kind="stable")
-    addrs = addrs[order]
-    vals = vals[order]
-    if addrs.size > 1:
-        last = np.append(addrs[1:] != addrs[:-1], True)  # keep the last lane per address
-        addrs, vals = addrs[last], vals[last]
-    brk = np.nonzero(np.diff(addrs) != isz)[0] + 1
-    starts = np.concatenate([[0], brk]).tolist()
-    ends = np.concatenate([brk, [addrs.size]]).tolist()
-    for s, e in zip(starts, ends, strict=True):
-        store.write(space, int(addrs[s]), np.ascontiguousarray(vals[s:e]))
-
-
-def _check_written(store: MemoryStore, space: str, addrs: np.ndarray, isz: int) -> None:
-    """Every gathered element must have been written (uninitialised reads are errors)."""
-    lo, hi = int(addrs.min()), int(addrs.max()) + isz
-    raw = store.read_bytes(space, lo, hi - lo, zeros_ok=True)  # bounds check
-    del raw
-    s = store._space(space)
-    from kernbench.sim_engine.memory_store import PAGE, PAGE_BITS
-
-    for p in range(lo >> PAGE_BITS, ((hi - 1) >> PAGE_BITS) + 1):
-        if p not in s.masks:
-            sel = addrs[(addrs >> PAGE_BITS) == p]
-            if sel.size:
-                store._uninit(s, int(sel.min()), lo, hi - lo)
-            continue
-        sel = addrs[(addrs >> PAGE_BITS) == p]
-        if not sel.size:
-            continue
-        off = sel & (PAGE - 1)
-        m = s.masks[p]
-        ok = m[np.minimum(off + isz - 1, PAGE - 1)] & m[off]
-        if not ok.all():
-            store._uninit(s, int(sel[~ok][0]), lo, hi - lo)
-
-
-def bits_of(dtype: Any) -> int:
-    return bits(dtype)

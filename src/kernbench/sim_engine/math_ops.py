@@ -1,56 +1,25 @@
-"""The math-op registry of the data pass: `@math_op("name")` functions on numpy arrays.
-
-A function gets the list of input arrays (already read from memory or taken from the
-record's immediates) and the record's params, and returns the output array; the
-executor casts it to the record's `dtype` and checks its shape against `shape_out`.
+"""The data pass's elementwise, shape and reduction math ops (registry: math_registry).
 
 Numerics: sub-32-bit float inputs (f16, bf16, fp8) are widened to float32 before the op
 and the result is rounded to the output dtype at the end (the SIMD unit computes in
-fp32). Softmax, layernorm, rmsnorm, gelu, silu, rope and erf reuse the IR reference
-interpreter's functions, so results are bit-identical to it; quantize / dequantize /
-requantize are kernbench.numerics.quant.
+fp32). Transcendental ops and casts are kernbench.numerics' (the IR interpreter uses the
+same functions); the fused ops (softmax, norms, rope, quantization, whole layers) are in
+math_fused, imported at the end of this module so that importing it registers them all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from kernbench.numerics.dtypes import np_dtype
+from kernbench.numerics import activations
+from kernbench.numerics.elementwise import cast
+from kernbench.sim_engine.math_registry import MATH_OPS, MathFn, fl, math_op, widen
 
-MathFn = Callable[[list[np.ndarray], dict[str, Any]], np.ndarray]
-MATH_OPS: dict[str, MathFn] = {}
-
-
-def math_op(*names: str) -> Callable[[MathFn], MathFn]:
-    def deco(f: MathFn) -> MathFn:
-        for n in names:
-            MATH_OPS[n] = f
-        return f
-
-    return deco
-
-
-def _interp() -> Any:
-    from kernbench.ir import interpreter
-
-    return interpreter
-
-
-def widen(x: np.ndarray) -> np.ndarray:
-    """f16 / bf16 / fp8 → float32; everything else unchanged."""
-    x = np.asarray(x)
-    if x.dtype.itemsize < 4 and (x.dtype.kind == "f" or x.dtype.kind == "V"):
-        return x.astype(np.float32)
-    return x
-
-
-def _fl(x: np.ndarray) -> np.ndarray:
-    x = widen(x)
-    return x if x.dtype.kind == "f" else x.astype(np.float32)
+__all__ = ["MATH_OPS", "math_op", "widen"]
+_fl = fl
 
 
 def _axis(p: dict[str, Any]) -> Any:
@@ -134,41 +103,21 @@ math_op("not")(_unary(np.logical_not, floating=False))
 math_op("reciprocal")(_unary(lambda x: (np.float32(1.0) / x).astype(x.dtype)))
 
 
-@math_op("sigmoid")
-def _sigmoid(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    return _interp().UNARY_FNS["sigmoid"](_fl(ins[0]))
-
-
-@math_op("erf")
-def _erf(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    return _interp()._erf(_fl(ins[0]))
+math_op("sigmoid")(_unary(activations.sigmoid))
+math_op("erf")(_unary(activations.erf))
+math_op("silu")(_unary(activations.silu))
 
 
 @math_op("gelu")
 def _gelu(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    return _interp().gelu(_fl(ins[0]), p.get("approximate", "none"))
-
-
-@math_op("silu")
-def _silu(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    return _interp()._k_silu(None, None, [_fl(ins[0])])[0]
+    return activations.gelu(_fl(ins[0]), p.get("approximate", "none"))
 
 
 @math_op("cast", "copy")
 def _cast(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     x = np.asarray(ins[0])
     to = p.get("dtype")
-    if to is None:
-        return x.copy()
-    dt = np_dtype(to)
-    if str(to) in ("int4", "uint4"):
-        from kernbench.numerics import quant as qmath
-
-        lo, hi = qmath.qrange(4, to == "int4")
-        return np.clip(np.trunc(widen(x)), lo, hi).astype(dt)
-    if (x.dtype.kind == "f" or x.dtype.kind == "V") and dt.kind in "iu":
-        return np.trunc(widen(x)).astype(dt)  # C conversion: toward zero
-    return x.astype(dt)
+    return x.copy() if to is None else cast(x, to)  # float → int: C conversion, toward zero
 
 
 @math_op("transpose")
@@ -224,98 +173,6 @@ def _argmin(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     return np.argmin(widen(ins[0]), axis=_axis(p), keepdims=bool(p.get("keepdims", False)))
 
 
-# ------------------------------------------------------------------ fused layers
-@math_op("softmax")
-def _softmax(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    """softmax over `axis` (default -1); optional `scale` multiplies x first; optional
-    `causal_offset` masks column j > row i + offset with -inf (interpreter ATTENTION);
-    fully masked rows give 0."""
-    x = _fl(ins[0]).astype(np.float32)
-    axis = p.get("axis", -1)
-    if axis is None:
-        axis = -1
-    if p.get("scale") is not None:
-        x = x * np.float32(p["scale"])
-    dead = None
-    if p.get("causal_offset") is not None and x.ndim >= 2:
-        sq, t = x.shape[-2], x.shape[-1]
-        allowed = np.arange(t)[None, :] <= (np.arange(sq)[:, None] + int(p["causal_offset"]))
-        bias = np.where(allowed, np.float32(0), np.float32(-np.inf))
-        x = x + bias
-        dead = np.isneginf(np.max(bias, axis=-1, keepdims=True))
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        y = _interp().softmax(x, axis)
-    if dead is not None:
-        y = np.where(dead, np.float32(0), y)
-        y = np.nan_to_num(y, nan=0.0)
-    return y
 
-
-def _node(**attrs: Any) -> Any:
-    return SimpleNamespace(attributes=attrs, id="data-pass", op_type="")
-
-
-@math_op("layernorm")
-def _layernorm(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    """Normalise over the axes from `axis` (default -1) on; inputs x[, gamma[, beta]]."""
-    x = ins[0]
-    axis = p.get("axis", -1)
-    axis = (axis if axis is not None else -1) % x.ndim
-    gamma = ins[1] if len(ins) > 1 else np.ones(x.shape[axis:], np.float32)
-    beta = ins[2] if len(ins) > 2 else None
-    return _interp()._k_layernorm(None, _node(axis=axis, eps=float(p.get("eps", 1e-5))),
-                                  [widen(x), widen(gamma), None if beta is None else
-                                   widen(beta)])[0]
-
-
-@math_op("rmsnorm")
-def _rmsnorm(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    x = ins[0]
-    axis = p.get("axis", -1)
-    axis = (axis if axis is not None else -1) % x.ndim
-    gamma = widen(ins[1]) if len(ins) > 1 else None
-    return _interp()._k_rmsnorm(None, _node(axis=axis, eps=float(p.get("eps", 1e-6))),
-                                [widen(x), gamma])[0]
-
-
-@math_op("rope")
-def _rope(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    """Half-style rotary embedding: inputs x, cos, sin (cos / sin broadcast to x)."""
-    return _interp()._k_rope(None, _node(), [widen(i) for i in ins[:3]])[0]
-
-
-# ------------------------------------------------------------------ quantization
-@math_op("quantize")
-def _quantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    from kernbench.numerics import quant as qmath
-
-    scale = ins[1] if len(ins) > 1 else p["scale"]
-    return qmath.quantize(_fl(ins[0]), np.asarray(scale, np.float32), p.get("zero_point", 0),
-                          int(p.get("bits", 8)), bool(p.get("signed", True)),
-                          p.get("quant_axis"), int(p.get("block_size", 0)))
-
-
-@math_op("dequantize")
-def _dequantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    from kernbench.numerics import quant as qmath
-
-    scale = ins[1] if len(ins) > 1 else p["scale"]
-    return qmath.dequantize(ins[0], np.asarray(scale, np.float32), p.get("zero_point", 0),
-                            p.get("quant_axis"), int(p.get("block_size", 0)))
-
-
-@math_op("requantize")
-def _requantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    from kernbench.numerics import quant as qmath
-
-    mult = ins[1] if len(ins) > 1 else p.get("multiplier", p.get("scale"))
-    return qmath.requantize(ins[0], np.asarray(mult, np.float32), p.get("zero_point", 0),
-                            int(p.get("bits", 8)), bool(p.get("signed", True)))
-
-
-@math_op("dequant_scale")
-def _dequant_scale(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    """int32 accumulator × scale (scalar or per-output-channel vector) → float32."""
-    scale = ins[1] if len(ins) > 1 else p["scale"]
-    return (np.asarray(ins[0]).astype(np.float32) * np.asarray(scale, np.float32)).astype(
-        np.float32)
+# the fused ops register themselves on import (after this module's names exist)
+from kernbench.sim_engine import math_fused  # noqa: E402, F401

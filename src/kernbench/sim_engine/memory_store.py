@@ -20,12 +20,18 @@ uint8 containers; bf16 and float8_e4m3fn are ml_dtypes arrays.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kernbench.errors import AddressError
+from kernbench.errors import AddressError, InputError
+from kernbench.numerics import quant as qmath
 from kernbench.numerics.dtypes import PACKED, canon, nbytes_of, np_dtype
+from kernbench.numerics.npz import write_npz
+
+STORE_JSON, STORE_NPZ = "memory_store.json", "memory_store.npz"
 
 PAGE_BITS = 16
 PAGE = 1 << PAGE_BITS
@@ -193,8 +199,6 @@ class MemoryStore:
             if dtype is not None and np_dtype(dtype) != a.dtype:
                 a = a.astype(np_dtype(dtype))
         if packed:
-            from kernbench.numerics import quant as qmath
-
             buf = qmath.pack_int4(a.astype(np.int8 if packed == "int4" else np.uint8))
         else:
             a = np.ascontiguousarray(a)
@@ -238,8 +242,6 @@ class MemoryStore:
         self._check(s, addr, nbytes, "read")
         raw = self._get(s, addr, nbytes, zeros_ok)
         if c in PACKED:
-            from kernbench.numerics import quant as qmath
-
             n = int(np.prod(shape, dtype=np.int64))
             return qmath.unpack_int4(raw, n, signed=c == "int4").reshape(shape)
         return raw.view(dt).reshape(shape)
@@ -260,3 +262,43 @@ class MemoryStore:
     def written_bytes(self, space: str) -> int:
         """How many distinct bytes of `space` have been written."""
         return int(sum(int(m.sum()) for m in self._space(space).masks.values()))
+
+    # ------------------------------------------------------------------ files
+    def save(self, path: str | Path) -> None:
+        """Write the canonical state (pages and written-masks of every space) to folder
+        `path` (memory_store.json + a deterministic .npz); `load` restores it."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, np.ndarray] = {}
+        spaces = []
+        for i, (name, s) in enumerate(self._spaces.items()):
+            pages = sorted(s.pages)
+            spaces.append({"name": name, "size": s.size, "pages": pages})
+            for p in pages:
+                arrays[f"s{i}p{p}"] = s.pages[p]
+                arrays[f"s{i}m{p}"] = np.packbits(s.masks[p])
+        doc = {"format": "kernbench-memory/1", "page_bytes": PAGE, "spaces": spaces}
+        (path / STORE_JSON).write_text(json.dumps(doc, separators=(",", ":")),
+                                       encoding="utf-8")
+        write_npz(path / STORE_NPZ, arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> MemoryStore:
+        path = Path(path)
+        try:
+            doc = json.loads((path / STORE_JSON).read_text(encoding="utf-8"))
+            z = np.load(path / STORE_NPZ, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise InputError(f"not a saved memory store: {e}", file=str(path)) from None
+        if doc.get("format") != "kernbench-memory/1" or doc.get("page_bytes") != PAGE:
+            raise InputError("not a saved memory store (format or page size)",
+                             file=str(path / STORE_JSON))
+        new = cls()
+        with z:
+            for i, sp in enumerate(doc["spaces"]):
+                new.add_space(sp["name"], sp["size"])
+                s = new._spaces[sp["name"]]
+                for p in sp["pages"]:
+                    s.pages[p] = z[f"s{i}p{p}"].copy()
+                    s.masks[p] = np.unpackbits(z[f"s{i}m{p}"])[:PAGE].astype(np.bool_)
+        return new

@@ -2,7 +2,9 @@
 
 Node ids are dotted paths: `sip0.cube0.pe3.pe_gemm`, `sip0.cube0.r1c2`,
 `sip0.cube0.hbm_ctrl`, `sip0.cube0.m_cpu`. Links are directed (a full-duplex wire is two
-links) and carry latency and bandwidth. Nothing here simulates; the engine reads it.
+links) and carry latency and bandwidth. Wires connect a component's declared port to its
+peer (docs/architecture.md "Ports"): the builder is the only place that names them, so no
+component ever finds a peer by formatting an id. Nothing here simulates; the engine reads it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,18 @@ class Node:
     kind: str
     impl: str
     spec: ComponentSpec | None
-    cube: str  # dotted id of the cube it belongs to ("sip0.cube1")
+    cube: str     # dotted id of the cube it belongs to ("sip0.cube1")
+    pe: str = ""  # dotted id of the PE it belongs to ("sip0.cube0.pe3"), "" outside PEs
+
+
+@dataclass(frozen=True, slots=True)
+class Wire:
+    """Port `port` of node `src` is connected to node `dst` (a vector port gets one wire per
+    peer, in order). The simulator binds it and checks it against the class's PORTS."""
+
+    src: str
+    port: str
+    dst: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +59,11 @@ class Cube:
     hbm_bytes: int
     sram_base: int
     sram_bytes: int
+    m_cpu: str = ""         # node id of the cube's command processor
+    m_cpu_router: str = ""  # router id it is attached to
+    hbm_ctrl: str = ""      # node id of the cube's HBM controller
+    sram: str = ""          # node id of the shared SRAM ("" when the cube has none)
+    sram_router: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +73,8 @@ class Pe:
     cube: Cube
     local: int       # index inside the cube
     router: str      # full router id
+    cpu: str = ""    # node id of its PE_CPU (where commands enter)
+    tcm: str = ""    # node id of its PE_TCM
 
 
 @dataclass
@@ -66,6 +86,7 @@ class Topology:
     links: dict[str, LinkSpec] = field(default_factory=dict)
     cubes: list[Cube] = field(default_factory=list)
     pes: list[Pe] = field(default_factory=list)
+    wires: list[Wire] = field(default_factory=list)
     _route_cache: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ lookups
@@ -98,6 +119,27 @@ class Topology:
 
     def router_id(self, cube: Cube, name: str) -> str:
         return f"{cube.id}.{name}"
+
+    # ------------------------------------------------------------------ paths
+    def memory_path(self, pe: Pe, mem: str, mem_router: str, write: bool) -> tuple[str, ...]:
+        """Link ids between `pe` and memory node `mem` attached at `mem_router`: PE → router
+        → mesh → memory port when `write`, the reverse when reading."""
+        if write:
+            return (link_id(pe.id, pe.router), *self.route(pe.router, mem_router),
+                    link_id(mem_router, mem))
+        return (link_id(mem, mem_router), *self.route(mem_router, pe.router),
+                link_id(pe.router, pe.id))
+
+    def command_path(self, cube: Cube, pe: Pe, to_pe: bool) -> tuple[str, ...]:
+        """Link ids between `cube`'s M_CPU and `pe` (command out, or completion back)."""
+        m, mr = cube.m_cpu, cube.m_cpu_router
+        if to_pe:
+            return (link_id(m, mr), *self.route(mr, pe.router), link_id(pe.router, pe.id))
+        return (link_id(pe.id, pe.router), *self.route(pe.router, mr), link_id(mr, m))
+
+    def cube(self, cube_id: str) -> Cube:
+        """A cube by dotted id (`sip0.cube1`)."""
+        return self._cube_by_id(cube_id)
 
     # ------------------------------------------------------------------ routing
     def route(self, src_router: str, dst_router: str) -> tuple[str, ...]:
@@ -172,6 +214,11 @@ class Topology:
                 best = (hops, rid)
         assert best is not None
         return best[1]
+
+
+def link_id(src: str, dst: str) -> str:
+    """The id of the directed link from node `src` to node `dst`."""
+    return f"{src}->{dst}"
 
 
 def _entry_router(links: tuple[str, ...], cube_id: str) -> str:

@@ -9,8 +9,9 @@ this cube's HBM window are an AddressError naming the access.
 from __future__ import annotations
 
 from kernbench.components.base import ComponentBase
+from kernbench.components.catalog import register
+from kernbench.components.counters import MemoryCounters, ServerCounters
 from kernbench.components.fabric import Server
-from kernbench.components.registry import register
 from kernbench.errors import AddressError
 
 
@@ -43,7 +44,7 @@ class _HbmAccess:
 class HbmCtrl(ComponentBase):
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
-        cube = next(c for c in sim.topology.cubes if c.id == node.cube)
+        cube = sim.topology.cube(node.cube)
         self.base = cube.hbm_base
         self.size = cube.hbm_bytes
         s = self.spec
@@ -85,10 +86,7 @@ class HbmCtrl(ComponentBase):
         self.check(addr, nbytes, what)
         return _HbmAccess(self, [(self.channels[i], b) for i, b in self.shares(addr, nbytes)])
 
-    def stats(self) -> dict:
-        return {
-            "bytes": self.bytes,
-            "channels": {
-                ch.id: {"bytes": ch.bytes, "busy_ns": ch.busy_ns} for ch in self.channels
-            },
-        }
+    def memory_counters(self) -> MemoryCounters:
+        """Bytes served and each channel's bytes and busy time."""
+        return MemoryCounters(self.id, self.KIND, self.bytes, None, tuple(
+            ServerCounters(ch.id, ch.bytes, ch.busy_ns) for ch in self.channels))

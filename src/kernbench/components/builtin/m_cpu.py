@@ -17,19 +17,62 @@ from typing import TYPE_CHECKING
 import simpy
 
 from kernbench.components.base import ComponentBase
+from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
-from kernbench.components.registry import register
+from kernbench.components.ports import Port
 
 if TYPE_CHECKING:
     from kernbench.common.program import ProgramEntry
 
 
+class _Run:
+    """The FSM's book-keeping for one program: completion flags, unresolved deps of each
+    fetched entry, the ready heap, and the window / fetch / issue counters."""
+
+    __slots__ = ("entries", "window", "complete", "missing", "dependents", "ready",
+                 "in_window", "fetch", "stopped", "outstanding", "completions")
+
+    def __init__(self, entries: list[ProgramEntry], window: int) -> None:
+        n = len(entries)
+        self.entries = entries
+        self.window = window
+        self.complete = bytearray(n)
+        self.missing = [0] * n                       # unresolved deps of each fetched entry
+        self.dependents: dict[int, list[int]] = {}   # incomplete id → entries waiting on it
+        self.ready: list[int] = []                   # heap of fetched, ready, unissued ids
+        self.in_window = 0
+        self.fetch = 0
+        self.stopped = False
+        self.outstanding = 0
+        self.completions = 0
+
+    def resolve(self, eid: int) -> None:
+        """Entry `eid` completed: entries whose last dependency it was become ready."""
+        self.complete[eid] = 1
+        for w in self.dependents.pop(eid, ()):
+            self.missing[w] -= 1
+            if self.missing[w] == 0:
+                heapq.heappush(self.ready, w)
+
+    def can_fetch(self) -> bool:
+        """The window has room and the next entry is not a barrier."""
+        return (not self.stopped and self.fetch < len(self.entries)
+                and self.in_window < self.window
+                and self.entries[self.fetch].kind != "barrier")
+
+
 @register("m_cpu", "m_cpu_v1")
 class MCpu(ComponentBase):
+    PORTS = (Port("pe_cpus", "pe_cpu", many=True,
+                  doc="every PE's PE_CPU, in global PE index order (the CMDQ `pe` field)"),)
+
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
         self._wake: simpy.Event | None = None
         self.issued = 0
+
+    def connect(self) -> None:
+        self.pe_cpus = self.peers_of("pe_cpus")
 
     def run_program(self, entries: list[ProgramEntry]) -> simpy.Event:
         """Start executing `entries`; the returned event fires when the program has ended."""
@@ -44,95 +87,89 @@ class MCpu(ComponentBase):
 
     def _fsm(self, entries: list[ProgramEntry], done: simpy.Event):  # noqa: ANN202
         env = self.env
-        tracer = self.sim.tracer
-        window = self.spec.issue_window
+        run = _Run(entries, self.spec.issue_window)
         issue_ns = self.spec.issue_latency_cycles / self.spec.clock_ghz
-        n = len(entries)
-        complete = bytearray(n)
-        missing = [0] * n                       # unresolved deps of each fetched entry
-        dependents: dict[int, list[int]] = {}   # incomplete id → fetched entries waiting on it
-        ready: list[int] = []                   # heap of fetched, ready, unissued ids
-        in_window = 0
-        fetch = 0
-        stopped = False
-        outstanding = 0
-        completions = 0
 
         def finish(e: ProgramEntry) -> None:
-            nonlocal in_window, outstanding, completions
-            completions += 1
+            run.completions += 1
             e.end_ns = env.now
-            complete[e.id] = 1
-            in_window -= 1
-            outstanding -= 1
-            for w in dependents.pop(e.id, ()):
-                missing[w] -= 1
-                if missing[w] == 0:
-                    heapq.heappush(ready, w)
+            run.in_window -= 1
+            run.outstanding -= 1
+            run.resolve(e.id)
             self._poke()
 
         while True:
-            seen = completions
-            # fetch in order while the window has room
-            while not stopped and fetch < n and in_window < window:
-                e = entries[fetch]
-                if e.kind == "barrier":
-                    if all(complete[d] for d in e.wait_for) and all(complete[d] for d in e.deps):
-                        e.fetch_ns = e.issue_ns = e.start_ns = e.end_ns = env.now
-                        complete[e.id] = 1
-                        for w in dependents.pop(e.id, ()):
-                            missing[w] -= 1
-                            if missing[w] == 0:
-                                heapq.heappush(ready, w)
-                        tracer.event(env.now, "barrier_pass", self.id, e.label or f"#{e.id}")
-                        fetch += 1
-                        continue
-                    break
-                if e.kind == "end":
-                    e.fetch_ns = env.now
-                    stopped = True
-                    break
-                e.fetch_ns = env.now
-                for d in e.deps:
-                    if not complete[d]:
-                        missing[e.id] += 1
-                        dependents.setdefault(d, []).append(e.id)
-                if missing[e.id] == 0:
-                    heapq.heappush(ready, e.id)
-                in_window += 1
-                fetch += 1
-            # issue every ready fetched entry, lowest id first
-            while ready:
-                e = entries[heapq.heappop(ready)]
-                if issue_ns:
-                    yield env.timeout(issue_ns)
-                e.issue_ns = env.now
-                self.issued += 1
-                outstanding += 1
-                if e.kind == "nop" or e.command is None:
-                    e.start_ns = env.now
-                    finish(e)
-                else:
-                    self._send(e, finish)
-            if outstanding == 0 and not ready:
-                if stopped:
-                    end = entries[fetch]
-                    if all(complete[d] for d in end.deps):
-                        end.issue_ns = end.start_ns = end.end_ns = env.now
-                        complete[end.id] = 1
-                        done.succeed(env.now)
-                        return
-                elif fetch >= n:
-                    done.succeed(env.now)  # no END: validated programs always have one
-                    return
-            if completions != seen or (
-                not stopped and fetch < n and in_window < window
-                and entries[fetch].kind != "barrier"
-            ):
+            seen = run.completions
+            self._fetch(run)
+            yield from self._issue(run, issue_ns, finish)
+            if run.outstanding == 0 and not run.ready and self._ended(run, done):
+                return
+            if run.completions != seen or run.can_fetch():
                 continue  # something completed while issuing: fetch and issue again
             self._wake = env.event()
             yield self._wake
             self._wake = None
+
+    def _fetch(self, run: _Run) -> None:
+        """Fetch in order while the window has room; a ready BARRIER passes at once."""
+        env = self.env
+        entries = run.entries
+        while not run.stopped and run.fetch < len(entries) and run.in_window < run.window:
+            e = entries[run.fetch]
+            if e.kind == "barrier":
+                if not (all(run.complete[d] for d in e.wait_for)
+                        and all(run.complete[d] for d in e.deps)):
+                    break
+                e.fetch_ns = e.issue_ns = e.start_ns = e.end_ns = env.now
+                run.resolve(e.id)
+                self.sim.tracer.event(env.now, "barrier_pass", self.id, e.label or f"#{e.id}")
+                run.fetch += 1
+                continue
+            if e.kind == "end":
+                e.fetch_ns = env.now
+                run.stopped = True
+                break
+            e.fetch_ns = env.now
+            for d in e.deps:
+                if not run.complete[d]:
+                    run.missing[e.id] += 1
+                    run.dependents.setdefault(d, []).append(e.id)
+            if run.missing[e.id] == 0:
+                heapq.heappush(run.ready, e.id)
+            run.in_window += 1
+            run.fetch += 1
+
+    def _issue(self, run: _Run, issue_ns: float, finish):  # noqa: ANN001, ANN202
+        """Issue every ready fetched entry, lowest id first, one per issue latency."""
+        env = self.env
+        while run.ready:
+            e = run.entries[heapq.heappop(run.ready)]
+            if issue_ns:
+                yield env.timeout(issue_ns)
+            e.issue_ns = env.now
+            self.issued += 1
+            run.outstanding += 1
+            if e.kind == "nop" or e.command is None:
+                e.start_ns = env.now
+                finish(e)
+            else:
+                self._send(e, finish)
+
+    def _ended(self, run: _Run, done: simpy.Event) -> bool:
+        """With nothing outstanding: complete END (or a program without one) and fire
+        `done`; False while END still waits on its deps or entries remain to fetch."""
+        now = self.env.now
+        if run.stopped:
+            end = run.entries[run.fetch]
+            if all(run.complete[d] for d in end.deps):
+                end.issue_ns = end.start_ns = end.end_ns = now
+                run.complete[end.id] = 1
+                done.succeed(now)
+                return True
+        elif run.fetch >= len(run.entries):
+            done.succeed(now)  # no END: validated programs always have one
+            return True
+        return False
 
     def _send(self, e: ProgramEntry, finish) -> None:  # noqa: ANN001
         env = self.env
@@ -142,7 +179,7 @@ class MCpu(ComponentBase):
         arrive = transfer(env.now, nbytes, sim.command_path(self.node.cube, pe, to_pe=True))
         cmd = e.command
         cmd.meta["entry"] = e
-        pe_cpu = sim.components[f"{pe.id}.pe_cpu"]
+        pe_cpu = self.pe_cpus[pe.index]
 
         cmd.meta["pe_id"] = pe.id
 

@@ -6,18 +6,20 @@ from __future__ import annotations
 import simpy
 
 from kernbench.components.base import ComponentBase
-from kernbench.components.registry import register
+from kernbench.components.catalog import register
+from kernbench.components.ports import Port
 
 
 @register("pe_cpu", "pe_cpu_v1")
 class PeCpu(ComponentBase):
+    PORTS = (Port("scheduler", "pe_scheduler", doc="its PE's SubmissionQueue"),)
+
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
         self.inbox = simpy.Store(self.env, capacity=self.spec.queue_depth)
 
     def connect(self) -> None:
-        pe_id = self.id.rsplit(".", 1)[0]
-        self.out_ports["scheduler"] = self.sim.components[f"{pe_id}.pe_scheduler"].inbox
+        self.submission_queue: simpy.Store = self.peer("scheduler").inbox
 
     def start(self) -> None:
         self.env.process(self._worker())
@@ -25,7 +27,7 @@ class PeCpu(ComponentBase):
     def _worker(self):  # noqa: ANN202
         env = self.env
         delay = self.spec.dispatch_latency_cycles / self.spec.clock_ghz
-        sq = self.out_ports["scheduler"]
+        sq = self.submission_queue
         while True:
             cmd = yield self.inbox.get()
             if delay:

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 from kernbench.common.tile_plan import StageType
 from kernbench.components.base import PeEngineBase
+from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
-from kernbench.components.registry import register
+from kernbench.components.ports import Port
 
 
 @register("pe_dma", "pe_dma_v1")
 class PeDma(PeEngineBase):
     CHANNELS = {"read": (StageType.DMA_READ,), "write": (StageType.DMA_WRITE,)}
+    PORTS = (Port("tcm", "pe_tcm", doc="its PE's scratchpad"),
+             Port("mmu", "pe_mmu", doc="address translation"))
 
     def connect(self) -> None:
-        pe_id = self.id.rsplit(".", 1)[0]
-        self.pe = self.sim.topology.pe(pe_id)
-        self.tcm = self.sim.components[f"{pe_id}.pe_tcm"]
-        self.mmu = self.sim.components[f"{pe_id}.pe_mmu"]
+        self.pe = self.sim.topology.pe(self.node.pe)
+        self.tcm = self.peer("tcm")
+        self.mmu = self.peer("mmu")
         self.bytes_read = 0
         self.bytes_written = 0
 

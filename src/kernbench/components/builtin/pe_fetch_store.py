@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from kernbench.common.tile_plan import StageType
 from kernbench.components.base import PeEngineBase
+from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
-from kernbench.components.registry import register
+from kernbench.components.ports import Port
 
 
 @register("pe_fetch_store", "pe_fetch_store_v1")
 class PeFetchStore(PeEngineBase):
     CHANNELS = {"fetch": (StageType.FETCH,), "store": (StageType.STORE,)}
+    PORTS = (Port("tcm", "pe_tcm", doc="its PE's scratchpad (the port it moves bytes over)"),)
 
     def connect(self) -> None:
-        pe_id = self.id.rsplit(".", 1)[0]
-        self._stages = (self.sim.components[f"{pe_id}.pe_tcm"].port,)
+        self._stages = (self.peer("tcm").port,)
 
     def service(self, token) -> float:  # noqa: ANN001
         nbytes = token.params.get("nbytes", 0)

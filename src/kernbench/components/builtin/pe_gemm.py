@@ -14,8 +14,9 @@ import math
 from kernbench.common.tile_plan import StageType
 from kernbench.components.base import PeEngineBase
 from kernbench.components.builtin.systolic import systolic_compute_cycles
+from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
-from kernbench.components.registry import register
+from kernbench.topology.peaks import pe_macs_per_ns, throughput_factor
 
 
 @register("pe_gemm", "pe_gemm_v1")
@@ -23,8 +24,7 @@ class PeGemm(PeEngineBase):
     CHANNELS = {"main": (StageType.GEMM,)}
 
     def connect(self) -> None:
-        pe_id = self.id.rsplit(".", 1)[0]
-        self.pe = self.sim.topology.pe(pe_id)
+        self.pe = self.sim.topology.pe(self.node.pe)
         self.macs = 0
         self._cache: dict[tuple[int, int, int, int], int] = {}
 
@@ -34,7 +34,7 @@ class PeGemm(PeEngineBase):
         if c is None:
             s = self.spec
             raw = systolic_compute_cycles(m, n, k, s.rows, s.cols, s.dataflow)
-            factor = s.throughput_factor.get(bits, 1.0)
+            factor = throughput_factor(s, bits)
             c = math.ceil(raw / factor)
             self._cache[key] = c
         return c
@@ -55,8 +55,8 @@ class PeGemm(PeEngineBase):
         return busy
 
     def peak_macs_per_ns(self, bits: int) -> float:
-        s = self.spec
-        return s.rows * s.cols * s.throughput_factor.get(bits, 1.0) * s.clock_ghz
+        """Peak MACs per ns of this array at `bits`-bit operands (topology.peaks)."""
+        return pe_macs_per_ns(self.spec, bits)
 
     def stats(self) -> dict:
         return {"macs": self.macs}

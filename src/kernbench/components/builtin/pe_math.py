@@ -10,7 +10,7 @@ import math
 
 from kernbench.common.tile_plan import StageType
 from kernbench.components.base import PeEngineBase
-from kernbench.components.registry import register
+from kernbench.components.catalog import register
 from kernbench.errors import SimulationError
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernbench.components.base import ComponentBase
-from kernbench.components.registry import register
+from kernbench.components.catalog import register
 
 
 @register("pe_mmu", "pe_mmu_v1")

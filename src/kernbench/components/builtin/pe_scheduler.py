@@ -18,44 +18,56 @@ import simpy
 
 from kernbench.common.tile_plan import PipelineContext, Stage, StageType, TilePlan, TileToken
 from kernbench.components.base import ComponentBase
-from kernbench.components.registry import register
+from kernbench.components.catalog import register
+from kernbench.components.ports import Port
 from kernbench.errors import CapacityError
 
-_ENGINE_FOR = {
-    StageType.DMA_READ: "pe_dma",
-    StageType.DMA_WRITE: "pe_dma",
-    StageType.FETCH: "pe_fetch_store",
-    StageType.STORE: "pe_fetch_store",
-    StageType.GEMM: "pe_gemm",
-    StageType.MATH: "pe_math",
+#: the port whose engine serves each stage type (gemm / math: one peer per te_id / ve_id)
+_PORT_FOR = {
+    StageType.DMA_READ: "dma",
+    StageType.DMA_WRITE: "dma",
+    StageType.FETCH: "fetch_store",
+    StageType.STORE: "fetch_store",
+    StageType.GEMM: "gemm",
+    StageType.MATH: "math",
 }
 
 
 @register("pe_scheduler", "pe_scheduler_v2")
 class PeScheduler(ComponentBase):
+    PORTS = (
+        Port("dma", "pe_dma"),
+        Port("fetch_store", "pe_fetch_store"),
+        Port("gemm", "pe_gemm", many=True, doc="tensor engines, te_id order"),
+        Port("math", "pe_math", many=True, doc="vector engines, ve_id order"),
+        Port("tcm", "pe_tcm", doc="owner of SchedulerReservedTCM"),
+    )
+
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
         self.inbox = simpy.Store(self.env, capacity=self.spec.queue_depth)  # SubmissionQueue
         self.completion_queue: list[tuple[float, str]] = []
         self._pending_feeds = simpy.Store(self.env)
         self._next_ctx = 0
-        self.pe_id = self.id.rsplit(".", 1)[0]
+        self.pe_id = node.pe
 
     def connect(self) -> None:
-        comps = self.sim.components
-        self.engines = {st: comps[f"{self.pe_id}.{name}"] for st, name in _ENGINE_FOR.items()}
+        self._by_index = {
+            st: ([self.peer(name)] if name in ("dma", "fetch_store") else self.peers_of(name))
+            for st, name in _PORT_FOR.items()
+        }
+        self.engines = {st: engs[0] for st, engs in self._by_index.items()}
         self._ports = {st: eng.port(st) for st, eng in self.engines.items()}
         self._ids = {st: eng.id for st, eng in self.engines.items()}
-        tcm = comps[f"{self.pe_id}.pe_tcm"]
+        tcm = self.peer("tcm")
         self.staging_capacity = tcm.reserved_bytes
         # SchedulerReservedTCM as a counting semaphore: no SimPy event unless a tile waits
         self.staging_free = tcm.reserved_bytes
         self._staging_waiters: list[tuple[int, simpy.Event]] = []
         if self.spec.shared_compute_slot:
             slot = simpy.Resource(self.env, capacity=1)
-            for cid, comp in comps.items():
-                if cid.startswith(self.pe_id + ".") and comp.KIND in ("pe_gemm", "pe_math"):
-                    comp._slot = slot
+            for comp in (*self.peers_of("gemm"), *self.peers_of("math")):
+                comp._slot = slot
 
     def start(self) -> None:
         self.env.process(self._worker())
@@ -73,7 +85,7 @@ class PeScheduler(ComponentBase):
         idx = params.get("te_id" if st == StageType.GEMM else "ve_id", 0) if st in (
             StageType.GEMM, StageType.MATH) else 0
         if idx:
-            eng = self.sim.components[f"{self.pe_id}.{_ENGINE_FOR[st]}{idx}"]
+            eng = self._by_index[st][idx]
             return Stage(st, eng.id, params, eng.port(st))
         return Stage(st, self._ids[st], params, self._ports[st])
 

@@ -9,8 +9,9 @@ which by construction never sees a reserved byte.
 from __future__ import annotations
 
 from kernbench.components.base import ComponentBase
+from kernbench.components.catalog import register
+from kernbench.components.counters import MemoryCounters
 from kernbench.components.fabric import Server
-from kernbench.components.registry import register
 from kernbench.errors import CapacityError
 
 
@@ -72,5 +73,6 @@ class PeTcm(ComponentBase):
                 f"capacity {self.capacity} bytes"
             )
 
-    def stats(self) -> dict:
-        return {"bytes": self.port.bytes, "busy_ns": self.port.busy_ns}
+    def memory_counters(self) -> MemoryCounters:
+        """Bytes and busy time of the TCM port."""
+        return MemoryCounters(self.id, self.KIND, self.port.bytes, self.port.busy_ns)

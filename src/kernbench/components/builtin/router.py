@@ -8,7 +8,7 @@ path. Replace `impl` to try another routing function.
 from __future__ import annotations
 
 from kernbench.components.base import ComponentBase
-from kernbench.components.registry import register
+from kernbench.components.catalog import register
 
 
 @register("router", "router_xy_v1")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from kernbench.components.base import ComponentBase
+from kernbench.components.catalog import register
+from kernbench.components.counters import MemoryCounters
 from kernbench.components.fabric import Server
-from kernbench.components.registry import register
 from kernbench.errors import AddressError
 
 
@@ -12,7 +13,7 @@ from kernbench.errors import AddressError
 class SharedSram(ComponentBase):
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
-        cube = next(c for c in sim.topology.cubes if c.id == node.cube)
+        cube = sim.topology.cube(node.cube)
         self.base = cube.sram_base
         self.size = cube.sram_bytes
         # the port link carries the latency; the array itself serialises at bw_gbs.
@@ -25,5 +26,6 @@ class SharedSram(ComponentBase):
             )
         return self.server
 
-    def stats(self) -> dict:
-        return {"bytes": self.server.bytes, "busy_ns": self.server.busy_ns}
+    def memory_counters(self) -> MemoryCounters:
+        """Bytes and busy time of the SRAM array."""
+        return MemoryCounters(self.id, self.KIND, self.server.bytes, self.server.busy_ns)

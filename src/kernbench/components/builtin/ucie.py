@@ -6,8 +6,8 @@ e.g. per-flit overhead can replace this one through `sip.ucie.impl`.
 
 from __future__ import annotations
 
+from kernbench.components.catalog import register
 from kernbench.components.fabric import Server
-from kernbench.components.registry import register
 
 
 @register("ucie", "ucie_v1")

@@ -25,10 +25,9 @@ def import_onnx(path: str | Path, qconfig: QConfig | None = None, *, fuse: bool 
 
 
 def import_model_proto(model: onnx.ModelProto, qconfig: QConfig | None = None, *,
-                       fuse: bool = True, any_opset: bool = False) -> Graph:  # fmt: skip
-    """Import an in-memory ModelProto (used by the onnx Backend, which passes
-    `any_opset=True` so that onnx's per-op test cases of older / newer opsets run)."""
-    model = prepare_model(model, opset_range=(1, 99) if any_opset else (17, 23))
+                       fuse: bool = True) -> Graph:  # fmt: skip
+    """Import an in-memory ModelProto of any opset from 7 on (the onnx Backend uses it)."""
+    model = prepare_model(model)
     return _import(model, qconfig, fuse=fuse, file=None, name=model.graph.name or "model")
 
 

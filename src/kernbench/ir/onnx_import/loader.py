@@ -9,9 +9,8 @@ import onnx
 from onnx import external_data_helper
 
 from kernbench.errors import InputError
+from kernbench.ir.onnx_import.opset import MAX_OPSET, MIN_OPSET, default_opset, normalize_opset
 
-MIN_OPSET = 17
-MAX_OPSET = 23
 MAX_MODEL_BYTES = 4 * 1024**3
 
 
@@ -57,18 +56,12 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
             )
 
 
-def prepare_model(model: onnx.ModelProto, *, file: str | None = None,
-                  opset_range: tuple[int, int] = (MIN_OPSET, MAX_OPSET)) -> onnx.ModelProto:
-    """Opset check, onnx.checker (full), strict shape inference with data propagation."""
-    opset = default_opset(model)
-    if opset is None:
-        raise InputError("model imports no default ('ai.onnx') opset", file=file)
-    if not opset_range[0] <= opset <= opset_range[1]:
-        raise InputError(
-            f"opset {opset} not supported (supported: {MIN_OPSET} to {MAX_OPSET})",
-            file=file,
-            field="opset_import",
-        )
+def prepare_model(model: onnx.ModelProto, *, file: str | None = None) -> onnx.ModelProto:
+    """Opset normalisation (opset.py), onnx.checker, strict shape inference with data
+    propagation. The returned model carries `source_opset` in its metadata_props."""
+    source = default_opset(model)
+    model = normalize_opset(model, file=file)
+    _set_source_opset(model, source)
     try:
         onnx.checker.check_model(model, full_check=False)
     except Exception as e:
@@ -81,11 +74,15 @@ def prepare_model(model: onnx.ModelProto, *, file: str | None = None,
     return inferred
 
 
-def default_opset(model: onnx.ModelProto) -> int | None:
-    for imp in model.opset_import:
-        if imp.domain in ("", "ai.onnx"):
-            return int(imp.version)
-    return None
+def _set_source_opset(model: onnx.ModelProto, opset: int | None) -> None:
+    for p in model.metadata_props:
+        if p.key == SOURCE_OPSET_KEY:
+            return  # already normalised once: keep the first source
+    model.metadata_props.add(key=SOURCE_OPSET_KEY, value=str(opset))
+
+
+SOURCE_OPSET_KEY = "kernbench.source_opset"
+__all__ = ["MAX_OPSET", "MIN_OPSET", "SOURCE_OPSET_KEY", "load_model", "prepare_model"]
 
 
 def _one_line(e: BaseException) -> str:

@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper
 
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph, LayerIR, QuantParams, TensorIR
+from kernbench.numerics.dtypes import np_dtype, short_name
 
 ONNX_TO_DTYPE = {
     onnx.TensorProto.FLOAT: "fp32",
@@ -36,31 +37,16 @@ ONNX_TO_DTYPE = {
     onnx.TensorProto.UINT64: "uint64",
     onnx.TensorProto.BOOL: "bool",
 }
-NP_DTYPE = {
-    "fp32": np.float32, "fp16": np.float16, "fp64": np.float64, "int8": np.int8,
-    "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16, "int32": np.int32,
-    "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64, "bool": np.bool_,
-    "int4": np.int8, "uint4": np.uint8, "int2": np.int8, "uint2": np.uint8,
-}  # fmt: skip
 QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 MAX_FOLD_ELEMS = 1 << 26
 
 
-def np_dtype(dtype: str) -> np.dtype:
-    if dtype == "bf16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(NP_DTYPE[dtype])
-
-
 def dtype_of_array(a: np.ndarray) -> str:
-    name = a.dtype.name
-    table = {
-        "float32": "fp32", "float16": "fp16", "float64": "fp64", "bfloat16": "bf16",
-        "bool": "bool", "int4": "int4", "uint4": "uint4",
-    }  # fmt: skip
-    return table.get(name, name)
+    """The IR dtype name of an array (numerics.dtypes' short spelling: float32 → fp32)."""
+    try:
+        return short_name(a.dtype)
+    except ValueError:  # a dtype the table does not know: refused later, by name
+        return a.dtype.name
 
 
 def to_array(t: onnx.TensorProto) -> np.ndarray:
@@ -274,6 +260,10 @@ class Lowering:
             "opset_version": self.opset,
             "producer_name": self.model.producer_name,
         }
+        source = next((int(p.value) for p in self.model.metadata_props
+                       if p.key == "kernbench.source_opset" and p.value.isdigit()), self.opset)
+        if source != self.opset:  # converted on import (ir/onnx_import/opset.py)
+            self.g.metadata["source_opset"] = source
         return self.g
 
     def _rename(self, old: str, new: str) -> None:

@@ -1,0 +1,149 @@
+"""Invariants the pass manager checks after the passes that produce them.
+
+A pass declares what it changes: `changes_ir` (the IR verifier runs after it) and
+`produces`, names from `CHECKS` below. Each check reads the state and raises when an
+invariant does not hold; none changes anything.
+
+| product  | produced by | invariant |
+| -------- | ----------- | --------- |
+| `ir`     | quantize    | `kernbench.ir.verify` accepts the graph |
+| `memory` | memory, tiling | no two HBM allocations overlap; every graph input and output is placed |
+| `tiles`  | tiling      | every op's buffers are on its PE and fit one TCM bank; a buffer is written before it is read; `layer_tiles` counts every op |
+| `order`  | placement   | op indices are the program positions; lowering phases stay in order |
+| `tcm`    | tcm_alloc   | every buffer has an offset, ends inside the AllocatableTCM, stays in one bank; buffers live at the same time on one PE never overlap |
+| `deps`   | schedule    | dependencies point backwards; every read waits for the last writer of its buffer |
+| `cmdq`   | emit        | one entry per tile op plus END; ids are the positions |
+
+A broken invariant is a compiler bug (`InvariantError`), except TCM capacity, which is a
+`CapacityError` as the allocator raises it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kernbench.compiler.state import CompileState
+from kernbench.compiler.tilegraph import Buf, TileGraph
+from kernbench.errors import CapacityError
+from kernbench.ir.verify import verify as verify_ir
+
+
+class InvariantError(RuntimeError):
+    """A pass produced a state that breaks an invariant of the compiler (a bug)."""
+
+
+def check_ir(state: CompileState) -> None:
+    verify_ir(state.graph)
+
+
+def check_memory(state: CompileState) -> None:
+    plan = state.require_memory()
+    plan.verify()
+    for tid in list(state.graph.inputs) + list(state.graph.outputs):
+        if tid not in plan.placements:
+            raise InvariantError(f"memory plan: graph tensor '{tid}' has no placement")
+
+
+def _bank_bytes(state: CompileState) -> int:
+    tcm = state.topology.config.cube.pe_template.pe_tcm
+    return tcm.capacity_kib * 1024 // tcm.banks
+
+
+def check_tiles(state: CompileState) -> None:
+    tg = state.require_tiles()
+    n_pes, bank = len(state.topology.pes), _bank_bytes(state)
+    written: set[int] = set()
+    for i, op in enumerate(tg.ops):
+        if not 0 <= op.pe < n_pes:
+            raise InvariantError(f"TileGraph: op {i} ({op.opcode}) on PE {op.pe} of {n_pes}")
+        for role, b in op.reads + op.writes:
+            if b.pe != op.pe or b.nbytes > bank:
+                raise InvariantError(f"TileGraph: op {i} ({op.opcode}) {role}={b.label} is on "
+                                     f"PE {b.pe} with {b.nbytes} B (op on PE {op.pe}, bank "
+                                     f"{bank} B)")
+        for role, b in op.reads:
+            if b.id not in written:
+                raise InvariantError(f"TileGraph: op {i} ({op.opcode}) reads {role}={b.label} "
+                                     "before any op writes it")
+        written.update(b.id for _, b in op.writes)
+    if sum(tg.layer_tiles.values()) != len(tg.ops):
+        raise InvariantError("TileGraph: layer_tiles does not count every op")
+
+
+def check_order(state: CompileState) -> None:
+    ops = state.require_tiles().ops
+    for pos, op in enumerate(ops):
+        if op.index != pos:
+            raise InvariantError(f"placement: op at position {pos} has index {op.index}")
+        if pos and op.stream < ops[pos - 1].stream:
+            raise InvariantError(f"placement: op {pos} moved before an earlier phase")
+
+
+def check_tcm(state: CompileState) -> None:
+    tg = state.require_tiles()
+    tcm = state.topology.config.cube.pe_template.pe_tcm
+    bank_bytes = _bank_bytes(state)
+    limit = tcm.capacity_kib * 1024 - tcm.reserved_kib * 1024
+    for b in tg.bufs:
+        if b.offset is None:
+            raise CapacityError(f"TileGraph: buffer {b.label} has no TCM offset")
+        if b.offset + b.nbytes > limit:
+            raise CapacityError(f"TileGraph: buffer {b.label} ends past the TCM")
+        if b.offset // bank_bytes != (b.offset + b.nbytes - 1) // bank_bytes:
+            raise CapacityError(f"TileGraph: buffer {b.label} straddles two banks")
+    _check_live_overlap(tg)
+
+
+def _check_live_overlap(tg: TileGraph) -> None:
+    """Buffers live at the same time on one PE never overlap."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, op in enumerate(tg.ops):
+        for _, b in op.reads + op.writes:
+            first.setdefault(b.id, i)
+            last[b.id] = i
+    by_pe: dict[int, list[Buf]] = {}
+    for b in tg.bufs:
+        by_pe.setdefault(b.pe, []).append(b)
+    for pe_bufs in by_pe.values():
+        spans = sorted((first.get(b.id, 0), last.get(b.id, 0), b.id, b) for b in pe_bufs)
+        active: list[tuple[int, Buf]] = []
+        for s, e, _, b in spans:
+            active = [(ae, ab) for ae, ab in active if ae >= s]
+            for _, ab in active:
+                if ab.offset < b.offset + b.nbytes and b.offset < ab.offset + ab.nbytes:
+                    raise CapacityError(
+                        f"TileGraph: live buffers {ab.label} and {b.label} overlap in TCM")
+            active.append((e, b))
+
+
+def check_deps(state: CompileState) -> None:
+    last_writer: dict[int, int] = {}
+    for op in state.require_tiles().ops:
+        if op.deps != sorted(set(op.deps)) or any(not 0 <= d < op.index for d in op.deps):
+            raise InvariantError(f"schedule: op {op.index} has dependencies {op.deps[:8]} "
+                                 "that are not earlier ops in order")
+        for role, b in op.reads:
+            w = last_writer.get(b.id)
+            if w is not None and w != op.index and w not in op.deps:
+                raise InvariantError(f"schedule: op {op.index} reads {role}={b.label} "
+                                     f"without waiting for its writer {w}")
+        for _, b in op.writes:
+            last_writer[b.id] = op.index
+
+
+def check_cmdq(state: CompileState) -> None:
+    if state.cmdq is None:
+        raise InvariantError("emit: no CMDQ program")
+    entries = state.cmdq.entries
+    if len(entries) != len(state.require_tiles().ops) + 1 or entries[-1]["opcode"] != "END":
+        raise InvariantError("emit: the program is not one entry per tile op plus END")
+    for pos, e in enumerate(entries):
+        if e["id"] != pos:
+            raise InvariantError(f"emit: entry at position {pos} has id {e['id']}")
+
+
+CHECKS: dict[str, Callable[[CompileState], None]] = {
+    "ir": check_ir, "memory": check_memory, "tiles": check_tiles, "order": check_order,
+    "tcm": check_tcm, "deps": check_deps, "cmdq": check_cmdq,
+}

@@ -1,0 +1,70 @@
+"""The tiling pass: every IR layer becomes tile operations on PEs (the TileGraph).
+
+Split by job (data semantics per tile: docs/compiler.md):
+- `context`: the shared builder (TCM buffers, tile ops, DMAs, constants, phases);
+- `placement`: which PE a tile runs on, where the data it reads lives, which layers are
+  views;
+- `gemm`: GEMM / QKV_PROJ (activation prepared once, array-aligned output tiles, K loops,
+  epilogue);
+- `rowwise`: LAYER_NORM, RMS_NORM, SOFTMAX, GELU, SILU, ADD, MUL in row blocks;
+- `attention`: integer ATTENTION per (batch, KV group) and query block;
+- `kv_update`: KV cache rows copied (and quantized) into the present cache;
+- `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
+A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
+Views, folded transposes and DEQUANTIZEs the GEMM reads through take no operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kernbench.compiler.lower.attention import lower_attention
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.gemm import dequant_bypassed, lower_gemm, lower_qkv_proj
+from kernbench.compiler.lower.kv_update import lower_kv_update
+from kernbench.compiler.lower.layer_op import lower_layer_op
+from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
+from kernbench.compiler.state import CompileState
+from kernbench.compiler.tilegraph import TileGraph
+from kernbench.ir.model import LayerIR
+
+#: op type → its tiled lowering (returns False when the layer must run whole)
+LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
+    "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_attention,
+    "KV_UPDATE": lower_kv_update, **{op: lower_row_op for op in ROW_OPS},
+}
+
+
+def lower_graph(state: CompileState) -> TileGraph:
+    """The TileGraph of `state.graph` (needs the memory plan and the layout decisions)."""
+    lw = Lowering(state)
+    for n in lw.g.nodes:
+        lw.phase()
+        lw.pes.start_layer()
+        if is_view(lw.plan, n):
+            continue
+        if state.folded.get(n.id) or dequant_bypassed(lw, n):
+            continue
+        lowering = LOWERINGS.get(n.op_type)
+        if lowering is None or not lowering(lw, n):
+            lower_layer_op(lw, n)
+    return lw.tg
+
+
+@dataclass(frozen=True)
+class Tile:
+    """Lower every layer to tile ops (state.tiles); places constants (state.memory)."""
+
+    name: str = "tiling"
+    changes_ir: ClassVar[bool] = False
+    produces: ClassVar[tuple[str, ...]] = ("tiles", "memory")
+
+    def apply(self, state: CompileState) -> CompileState:
+        state.tiles = lower_graph(state)
+        return state
+
+
+__all__ = ["LOWERINGS", "Lowering", "Tile", "lower_graph"]

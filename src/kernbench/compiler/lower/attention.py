@@ -1,0 +1,230 @@
+"""ATTENTION with integer Q·K and P·V, tiled per (batch, KV group) and query row block.
+
+Per (batch, KV group), on one PE: K and V are loaded (already int8 when the cache is
+stored at KV bits) or loaded and quantized once (VE_QUANTIZE with their static scales).
+Per query head of the group and block of query rows:
+1. scores: Q rows load + VE_QUANTIZE, TE_GEMM Q·Kᵀ (`transpose_wgt`) into int32,
+   VE_DEQUANTIZE by s_q·s_k·scale;
+2. probabilities: VE_SOFTMAX with the additive mask rows and the causal offset, then P is
+   quantized with a per-row scale (VE_ROWSCALE: row max / 127, VE_QUANTIZE);
+3. output: TE_GEMM P·V into int32, VE_DEQUANTIZE by s_v and the row scales, strided DMA
+   store into the (B, S, H, D) output (a folded transpose's layout).
+The whole K/V of one head must fit a TCM bank (T × D × 4 bytes); other shapes are a clear
+compile error. Layers `tiled_attention` refuses run as a layer op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernbench.compiler.hbm import Placement
+from kernbench.compiler.layout import tiled_attention
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.tilegraph import Buf
+from kernbench.ir.model import LayerIR, QBits
+
+
+@dataclass(frozen=True)
+class AttentionTiles:
+    """What every tile of one attention layer needs."""
+
+    q: Placement
+    k: Placement
+    v: Placement
+    out: Placement
+    mask: Placement | None
+    scales: tuple[np.ndarray, np.ndarray, np.ndarray]  # s_q, s_k, s_v (0-d float32)
+    score_scale: float             # s_q · s_k · softmax scale
+    bits_a: QBits
+    bits_kv: QBits
+    causal: bool
+    causal_offset: int
+    s_blk: int                     # query rows per block
+
+    @property
+    def t_len(self) -> int:
+        return self.k.shape[2]
+
+
+def _unfit(n: LayerIR) -> ValueError:
+    return ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
+
+
+def _mask(lw: Lowering, n: LayerIR) -> Placement | None:
+    """The additive mask (a constant boolean one as the bias the interpreter builds)."""
+    if not (len(n.inputs) > 3 and n.inputs[3]):
+        return None
+    mt = lw.g.tensors[n.inputs[3]]
+    if mt.dtype == "bool":
+        m = np.asarray(lw.g.weights[n.inputs[3]], bool)
+        bias = np.where(m, np.float32(0), np.float32(-np.inf)).astype(np.float32)
+        mask = lw.const(f"{n.inputs[3]}@bias", bias, "fp32", source=n.inputs[3])
+    else:
+        mask = lw.placement(n.inputs[3])
+    if mask.strides[3] != 1:
+        raise ValueError(f"{n.id}: mask must be contiguous in its last axis")
+    return mask
+
+
+def _static_scales(lw: Lowering, n: LayerIR) -> list[np.ndarray]:
+    scales = []
+    for tid in n.inputs[:3]:
+        t = lw.g.tensors[tid]
+        if t.quant is None or t.quant.zero_point:
+            raise _unfit(n)
+        scales.append(np.asarray(lw.g.weights[t.quant.scale], np.float32).reshape(()))
+    return scales
+
+
+def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
+    """Placements, scales and block size of a tiled attention; ValueError if it cannot be
+    tiled although `tiled_attention` accepted it."""
+    q, k, v = (lw.placement(t) for t in n.inputs[:3])
+    out = lw.plan.placements[n.outputs[0]]
+    if q.dtype != "fp32" or out.dtype != "fp32" or any(
+            p.strides[3] != 1 for p in (q, k, v, out)) or any(
+            p.dtype not in ("fp32", "int8") for p in (k, v)):
+        raise _unfit(n)
+    sq, sk, sv = _static_scales(lw, n)
+    mask = _mask(lw, n)
+    d, t_len, dv = q.shape[3], k.shape[2], v.shape[3]
+    if mask is not None and mask.shape[-1] < t_len:
+        raise _unfit(n)
+    a = n.attributes
+    at = AttentionTiles(
+        q, k, v, out, mask, (sq, sk, sv),
+        score_scale=float(np.float32(sq) * np.float32(sk) * np.float32(a["scale"])),
+        bits_a=n.qbits_activation, bits_kv=n.qbits_kv, causal=bool(a.get("causal")),
+        causal_offset=int(a.get("causal_offset", 0)) if a.get("causal") else 0,
+        s_blk=max(1, min(q.shape[2], lw.bank // (t_len * 4))))
+    kv_isz = 1 if k.dtype == "int8" and v.dtype == "int8" else 4  # staged at fp32?
+    if t_len * d * kv_isz > lw.bank or t_len * dv * kv_isz > lw.bank:
+        raise _unfit(n)
+    return at
+
+
+def _load_kv(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int,
+             g: int) -> list[Buf]:
+    """K and V of (batch b, KV group g) in TCM as int8, quantized on the way if needed."""
+    kv = []
+    t_len = at.t_len
+    for src, dim, sc, tag in ((at.k, at.q.shape[3], at.scales[1], "k"),
+                              (at.v, at.v.shape[3], at.scales[2], "v")):
+        off = b * src.strides[0] + g * src.strides[1]
+        if src.dtype == "int8":  # a cache already stored at KV bits
+            bq = lw.buf(pe, t_len * dim, f"{n.id}.{tag}q")
+            lw.dma(False, pe, bq, src, off, t_len, dim, src.strides[2], n.id, role="kv")
+            kv.append(bq)
+            continue
+        b32 = lw.buf(pe, t_len * dim * 4, f"{n.id}.{tag}32")
+        lw.dma(False, pe, b32, src, off, t_len, dim, src.strides[2], n.id, role="kv")
+        bq = lw.buf(pe, t_len * dim, f"{n.id}.{tag}q")
+        lw.op("VE_QUANTIZE_TILE", pe, n.id,
+              {"length": dim, "rows": t_len, "qbits_activation": 32,
+               "out_qbits": at.bits_kv, "scale": float(sc), "zero_point": 0},
+              reads=[("in", b32)], writes=[("out", bq)], frees=[b32])
+        kv.append(bq)
+    return kv
+
+
+def _scores(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int,
+            s0: int, s: int, kq: Buf) -> Buf:
+    """fp32 scores of query rows [s0, s0 + s) of head h against all keys."""
+    q, d, t_len = at.q, at.q.shape[3], at.t_len
+    bq32 = lw.buf(pe, s * d * 4, f"{n.id}.q32")
+    off = b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2]
+    lw.dma(False, pe, bq32, q, off, s, d, q.strides[2], n.id)
+    bqq = lw.buf(pe, s * d, f"{n.id}.qq")
+    lw.op("VE_QUANTIZE_TILE", pe, n.id,
+          {"length": d, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
+           "scale": float(at.scales[0]), "zero_point": 0},
+          reads=[("in", bq32)], writes=[("out", bqq)], frees=[bq32])
+    acc = lw.buf(pe, s * t_len * 4, f"{n.id}.scores")
+    lw.op("TE_GEMM_TILE", pe, n.id,
+          {"m": s, "n": t_len, "k": d, "qbits_weight": at.bits_kv,
+           "qbits_activation": at.bits_a, "ofm_qbits": 32, "transpose_wgt": True},
+          reads=[("ifm", bqq), ("wgt", kq)], writes=[("ofm", acc)], frees=[bqq])
+    sc32 = lw.buf(pe, s * t_len * 4, f"{n.id}.s32")
+    lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
+          {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": 32,
+           "scale": at.score_scale, "in_dtype": "int32"},
+          reads=[("in", acc)], writes=[("out", sc32)], frees=[acc])
+    return sc32
+
+
+def _probabilities(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int,
+                   s0: int, s: int, sc32: Buf) -> tuple[Buf, Buf]:
+    """(int8 P, its per-row scales) from the scores: masked softmax, row-scaled quantize."""
+    t_len, mask = at.t_len, at.mask
+    sm_fields: dict[str, Any] = {"length": t_len, "rows": s, "qbits_activation": 32,
+                                 "out_qbits": 32}
+    reads = [("in", sc32)]
+    frees = [sc32]
+    if mask is not None:
+        bm = lw.buf(pe, s * t_len * 4, f"{n.id}.mask")
+        moff = ((b % mask.shape[0]) * mask.strides[0] + (h % mask.shape[1]) * mask.strides[1]
+                + s0 * mask.strides[2])
+        lw.dma(False, pe, bm, mask, moff, s, t_len, mask.strides[2], n.id)
+        reads.append(("bias", bm))
+        frees.append(bm)
+    if at.causal:
+        sm_fields["causal_offset"] = at.causal_offset + s0
+    prob = lw.buf(pe, s * t_len * 4, f"{n.id}.p")
+    lw.op("VE_SOFTMAX_TILE", pe, n.id, sm_fields, reads=reads, writes=[("out", prob)],
+          frees=frees)
+    # P is quantized with a per-row scale (row max / 127)
+    rsc = lw.buf(pe, s * 4, f"{n.id}.prow")
+    lw.op("VE_ROWSCALE_TILE", pe, n.id,
+          {"length": t_len, "rows": s, "qbits_activation": 32, "bits": at.bits_a},
+          reads=[("in", prob)], writes=[("out", rsc)])
+    pq = lw.buf(pe, s * t_len, f"{n.id}.pq")
+    lw.op("VE_QUANTIZE_TILE", pe, n.id,
+          {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
+           "scale": 1.0, "zero_point": 0},
+          reads=[("in", prob), ("row_scale", rsc)], writes=[("out", pq)], frees=[prob])
+    return pq, rsc
+
+
+def _output(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int,
+            s0: int, s: int, p: tuple[Buf, Buf], vq: Buf, last_frees: list[Buf]) -> None:
+    """P·V of the block, dequantized and stored into its rows of the output."""
+    pq, rsc = p
+    out, dv = at.out, at.v.shape[3]
+    oacc = lw.buf(pe, s * dv * 4, f"{n.id}.oacc")
+    lw.op("TE_GEMM_TILE", pe, n.id,
+          {"m": s, "n": dv, "k": at.t_len, "qbits_weight": at.bits_kv,
+           "qbits_activation": at.bits_a, "ofm_qbits": 32},
+          reads=[("ifm", pq), ("wgt", vq)], writes=[("ofm", oacc)], frees=[pq] + last_frees)
+    o32 = lw.buf(pe, s * dv * 4, f"{n.id}.o32")
+    lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
+          {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": 32,
+           "scale": float(np.float32(at.scales[2])), "in_dtype": "int32"},
+          reads=[("in", oacc), ("row_scale", rsc)], writes=[("out", o32)], frees=[oacc, rsc])
+    ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
+    lw.dma(True, pe, o32, out, ooff, s, dv, out.strides[2], n.id, frees=[o32])
+
+
+def lower_attention(lw: Lowering, n: LayerIR) -> bool:
+    if not tiled_attention(lw.g, n):
+        return False
+    at = plan_attention(lw, n)
+    bsz, hq, s_len, _ = at.q.shape
+    hkv = at.k.shape[1]
+    rep = hq // hkv
+    for b in range(bsz):
+        for g in range(hkv):
+            pe = lw.next_pe()
+            kq, vq = _load_kv(lw, n, at, pe, b, g)
+            for hh in range(rep):
+                h = g * rep + hh
+                for s0 in range(0, s_len, at.s_blk):
+                    s = min(at.s_blk, s_len - s0)
+                    sc32 = _scores(lw, n, at, pe, b, h, s0, s, kq)
+                    p = _probabilities(lw, n, at, pe, b, h, s0, s, sc32)
+                    last = hh == rep - 1 and s0 + s >= s_len
+                    _output(lw, n, at, pe, b, h, s0, s, p, vq, [kq, vq] if last else [])
+    return True
+

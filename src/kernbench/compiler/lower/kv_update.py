@@ -1,0 +1,75 @@
+"""KV_UPDATE: present[b, h] = concat(past[b, h], new[b, h]) along the sequence.
+
+Per (batch, head) and per block of rows (at most one TCM bank): DMA the past or new rows
+in, convert them when the cache is stored at other bits (VE_QUANTIZE with the calibrated
+scale for int8, VE_COPY for fp16), DMA them into their rows of the present cache. Caches
+the tiles cannot write (another axis, non-contiguous, a 4-bit cache) run as a layer op.
+"""
+
+from __future__ import annotations
+
+from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.context import Lowering
+from kernbench.ir.model import LayerIR
+
+
+def _tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
+              out: Placement) -> bool:
+    t_out = lw.g.tensors[n.outputs[0]]
+    if t_out.quant is not None and out.dtype == "fp32":
+        return False  # fake-quantized at other than 8 bits: the layer runs whole
+    if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or not out.contiguous \
+            or not past.contiguous or new.strides[3] != 1:
+        return False
+    # a cache stored at other bits is int8 or fp16 from fp32 (e.g. a 4-bit one runs whole)
+    return out.dtype == past.dtype or past.dtype == "fp32" and out.dtype in ("int8", "fp16")
+
+
+def _copy_rows(lw: Lowering, n: LayerIR, src: Placement, out: Placement, b: int, h: int,
+               rows: int, dst_row: int, d: int, isz: float, scale: float | None) -> None:
+    """Rows [0, rows) of src[b, h] (d wide) into rows [dst_row, dst_row + rows) of
+    out[b, h]."""
+    per = max(1, min(rows, lw.bank // (d * isz)))
+    for r0 in range(0, rows, per):
+        r = min(per, rows - r0)
+        pe = lw.next_pe()
+        bb = lw.buf(pe, r * d * isz, f"{n.id}.rows")
+        off = b * src.strides[0] + h * src.strides[1] + r0 * src.strides[2]
+        lw.dma(False, pe, bb, src, off, r, d, src.strides[2], n.id, role="kv")
+        if src.dtype != out.dtype and out.dtype == "fp16":
+            bq = lw.buf(pe, r * d * 2, f"{n.id}.rows16")
+            lw.op("VE_COPY_TILE", pe, n.id,
+                  {"length": d, "rows": r, "qbits_activation": 32, "out_qbits": 16},
+                  reads=[("in", bb)], writes=[("out", bq)], frees=[bb])
+            bb = bq
+        elif src.dtype != out.dtype:
+            bq = lw.buf(pe, r * d, f"{n.id}.rowsq")
+            lw.op("VE_QUANTIZE_TILE", pe, n.id,
+                  {"length": d, "rows": r, "qbits_activation": 32, "out_qbits": 8,
+                   "scale": scale, "zero_point": 0},
+                  reads=[("in", bb)], writes=[("out", bq)], frees=[bb])
+            bb = bq
+        o = b * out.strides[0] + h * out.strides[1] + (dst_row + r0) * d
+        lw.dma(True, pe, bb, out, o, r, d, d, n.id, role="kv", frees=[bb])
+
+
+def lower_kv_update(lw: Lowering, n: LayerIR) -> bool:
+    """The present cache from past and new rows; a cache stored at KV bits is quantized on
+    the way (VE_QUANTIZE with its calibrated scale)."""
+    past = lw.placement(n.inputs[0])
+    new = lw.placement(n.inputs[1])
+    out = lw.plan.placements[n.outputs[0]]
+    if not _tileable(lw, n, past, new, out):
+        return False
+    scale = lw.plan.scales.get(out.key)
+    b_, h_, p_len, d = past.shape
+    s_len = new.shape[2]
+    isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype])
+    for b in range(b_):
+        for h in range(h_):
+            # in place (a paged / ring cache): only the new rows are written
+            srcs = ((new, s_len, p_len),) if n.attributes.get("in_place") else (
+                (past, p_len, 0), (new, s_len, p_len))
+            for src, rows, dst_row in srcs:
+                _copy_rows(lw, n, src, out, b, h, rows, dst_row, d, isz, scale)
+    return True

@@ -1,0 +1,115 @@
+"""The fallback: a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
+
+Layers no tiled lowering takes (embedding, gathers, masks, real transposes, RoPE, QDQ
+pairs, MatMulInteger, QLinearMatMul, CONV, float attention, blocked int4 GEMM) run whole
+on the next PE, streamed through the scheduler's staging TCM. The op names its HBM reads
+and writes for the schedule, its byte counts and, for timing, (m, n, k) of a tensor-engine
+layer or the pe_math cost-table entry of a vector-engine one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.context import HbmRange, Lowering
+from kernbench.ir.model import Graph, LayerIR
+
+TE_LAYER_OPS = ("CONV", "MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "GEMM", "QKV_PROJ",
+                "ATTENTION")
+COST_OP = {"ROPE": "rope", "TRANSPOSE": "transpose", "LAYER_NORM": "layernorm",
+           "RMS_NORM": "rmsnorm", "SOFTMAX": "softmax", "GELU": "gelu", "SILU": "silu",
+           "ADD": "add", "MUL": "mul", "QUANTIZE": "quantize", "DEQUANTIZE": "dequantize",
+           "QDQ": "quantize", "DYNAMIC_QUANTIZE": "quantize", "REDUCE": "sum"}
+
+
+def cost_op(n: LayerIR, table: dict[str, Any]) -> str:
+    """The pe_math cost-table entry that prices a whole layer run on the vector engine."""
+    op = COST_OP.get(n.op_type)
+    if op is None and n.op_type == "ELEMENTWISE":
+        op = {"reciprocal": "div", "pow": "exp"}.get(n.attributes.get("op"),
+                                                     n.attributes.get("op"))
+    return op if op in table else "copy"
+
+
+def te_dims(g: Graph, n: LayerIR) -> tuple[int, int, int]:
+    """(m, n, k) of a TE layer run whole, for its timing."""
+    ins = [g.tensors[t] for t in n.inputs if t]
+    out = g.tensors[n.outputs[0]]
+    osz = int(np.prod(out.shape)) if out.shape else 1
+    if n.op_type == "CONV":
+        w = ins[1].shape
+        k = int(np.prod(w[1:]))
+        return max(1, osz // w[0]), w[0], k
+    if n.op_type == "ATTENTION":
+        q, kk = ins[0].shape, ins[1].shape
+        return int(np.prod(q[:-1])), kk[-2], q[-1]
+    if n.op_type == "QLINEAR_MATMUL":
+        a, b = ins[0].shape, ins[3].shape
+    else:
+        a, b = ins[0].shape, ins[1].shape
+    k = a[-1] if a else 1
+    nn = b[-1] if b else 1
+    return max(1, osz // max(nn, 1)), nn, k
+
+
+def _reads(lw: Lowering, n: LayerIR) -> tuple[list[HbmRange], int, Placement | None]:
+    """HBM ranges of the non-constant inputs, bytes of all inputs, the first input."""
+    reads: list[HbmRange] = []
+    in_bytes, first = 0, None
+    for tid in n.inputs:
+        if not tid:
+            continue
+        p = lw.placement(tid)
+        nb = int(math.ceil(int(np.prod(p.shape)) * ITEMSIZE[p.dtype])) if p.shape else 8
+        if n.attributes.get("gather_rows") and tid == n.inputs[1]:
+            # a row gather reads the rows it gathers, not the table
+            ids = int(np.prod(lw.g.tensors[n.inputs[0]].shape))
+            nb = int(math.ceil(ids * p.shape[-1] * ITEMSIZE[p.dtype]))
+        in_bytes += nb
+        first = first if first is not None else p
+        if not lw.g.tensors[tid].const:
+            lo = p.addr
+            hi = p.addr + int(math.ceil(
+                (sum((d - 1) * s for d, s in zip(p.shape, p.strides, strict=True)) + 1)
+                * ITEMSIZE[p.dtype]))
+            reads.append((p.key, lo, hi, hi - lo, hi - lo))
+    return reads, in_bytes, first
+
+
+def _writes(lw: Lowering, n: LayerIR) -> tuple[list[HbmRange], int, int]:
+    """HBM ranges of the placed outputs, their bytes, the largest output's elements."""
+    writes, out_bytes, elements = [], 0, 1
+    for tid in n.outputs:
+        if not tid:
+            continue
+        p = lw.plan.placements.get(tid)
+        if p is None:
+            continue
+        nb = int(math.ceil(int(np.prod(p.shape)) * ITEMSIZE[p.dtype]))
+        out_bytes += nb
+        elements = max(elements, int(np.prod(p.shape)))
+        writes.append((p.key, p.addr, p.addr + nb, nb, nb))
+    return writes, out_bytes, elements
+
+
+def lower_layer_op(lw: Lowering, n: LayerIR) -> None:
+    """Run a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP)."""
+    pe = lw.next_pe()
+    reads, in_bytes, first = _reads(lw, n)
+    writes, out_bytes, elements = _writes(lw, n)
+    fields: dict[str, Any] = {"layer_id": n.id, "in_bytes": in_bytes,
+                              "out_bytes": out_bytes,
+                              "dram_addr": first.addr_in(lw.cube(pe)) if first else 0}
+    if n.op_type in TE_LAYER_OPS:
+        m, nn, k = te_dims(lw.g, n)
+        fields.update({"m": m, "n": nn, "k": k})
+        opcode = "TE_LAYER_OP"
+    else:
+        fields["elements"] = elements
+        fields["op"] = cost_op(n, lw.math_op_cycles)
+        opcode = "VE_LAYER_OP"
+    lw.op(opcode, pe, n.id, fields, hbm_reads=reads, hbm_writes=writes)

@@ -1,0 +1,73 @@
+"""Where tiles run and where the data they touch lives.
+
+- PEs: tiles go round-robin over all PEs with one counter across layers, so small layers
+  spread too; the K loop of one GEMM output tile stays on one PE. On a multi-cube NPU
+  every layer's tiles start again at PE 0 (cube 0, where activations live): a small
+  layer stays near its data, a big one still spreads over all PEs. (Measured: tiny GPT-2
+  on base 24.7 → 17.0 µs; on one cube a counter that rotates across layers balances the
+  PEs better.)
+- Data: the HBM placement of a tensor a tile reads; a constant is placed on first use as
+  it is stored in the IR (a lowering that wants another representation, e.g. int8 TE
+  weights, places its own constant).
+- Views: a reshape / transpose / identity whose output shares its source's storage
+  takes no operation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernbench.compiler.hbm import ITEMSIZE, MemoryPlan, Placement
+from kernbench.ir.model import Graph, LayerIR
+
+
+@dataclass
+class PeCursor:
+    """The PE the next tile goes to."""
+
+    n_pes: int
+    restart_per_layer: bool  # multi-cube NPUs: every layer starts again at PE 0
+    position: int = 0
+
+    def next(self) -> int:
+        pe = self.position % self.n_pes
+        self.position += 1
+        return pe
+
+    def start_layer(self) -> None:
+        if self.restart_per_layer:
+            self.position = 0
+
+
+def raw_const(g: Graph, plan: MemoryPlan, tid: str) -> Placement:
+    """A constant as the IR stores it (int4 held as int8), placed on first use."""
+    p = plan.placements.get(tid)
+    if p is not None:
+        return p
+    arr = np.asarray(g.weights[tid])
+    dt = g.tensors[tid].dtype
+    if dt == "int4":
+        dt = "int8"
+    if dt not in ITEMSIZE:
+        dt = {np.dtype(np.float32): "fp32", np.dtype(np.int64): "int64"}.get(arr.dtype, "fp32")
+    p = plan.constant(tid, arr, dt, source=tid)
+    plan.placements[tid] = p
+    return p
+
+
+def tensor_placement(g: Graph, plan: MemoryPlan, tid: str) -> Placement:
+    """Where a tensor a tile reads lives (constants placed on first use)."""
+    if g.tensors[tid].const:
+        return raw_const(g, plan, tid)
+    return plan.placements[tid]
+
+
+def is_view(plan: MemoryPlan, n: LayerIR) -> bool:
+    """A RESHAPE / TRANSPOSE / IDENTITY whose output aliases its input's storage."""
+    if n.op_type not in ("RESHAPE", "TRANSPOSE", "IDENTITY"):
+        return False
+    src = plan.placements.get(n.inputs[0])
+    out = plan.placements.get(n.outputs[0])
+    return src is not None and out is not None and src.key == out.key

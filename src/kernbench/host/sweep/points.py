@@ -1,0 +1,293 @@
+"""A sweep spec → its points: grid (or random) expansion, validation, content-hash IDs.
+
+The points are the cartesian product, in this order (the last axis varies fastest):
+models × qconfigs × (seq_len × kv_len × batch, built-in models only) × grid values in the
+order the spec lists its keys. `random: N` takes N distinct indices of that product with
+`random.Random(seed)` and keeps them in product order, so the order is the spec's.
+
+A point's ID is the sha256 of a canonical JSON of what determines its result: the model
+(a built-in name, or the sha256 of the file's bytes), the topology after all overrides
+(the validated config, so `rows: 32` written or defaulted is the same point), the
+qconfig's content, the shapes and kernbench's version. Same ID ⇒ same result, which is
+what lets a re-run skip finished points.
+
+Everything a spec can get wrong (unknown key path, invalid value, missing file) raises
+one `InputError` line here, before any point runs. A combination of grid values that is
+invalid only together (e.g. TCM capacity below the reserved region another key sets) is
+not a spec error: that point carries the error and is recorded as failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kernbench
+from kernbench.config import TopologyConfig, load_topology_config
+from kernbench.errors import InputError
+from kernbench.host.sweep.spec import InlineQConfig, SweepSpec
+from kernbench.ir.qconfig import load_qconfig, parse_qconfig
+from kernbench.models.builders import MODELS
+
+MAX_POINTS = 100_000  # a full grid beyond this needs `random: N`
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Hardware size of a point's topology: the cost axes of the Pareto plot."""
+
+    pes: int
+    array_rows: int
+    array_cols: int
+    macs: int  # PEs × array rows × cols (× tensor engines per PE)
+    tcm_kib: int  # all PEs
+    hbm_gbs: float  # all cubes
+
+
+@dataclass(frozen=True)
+class Point:
+    """One configuration to compile and simulate. Plain data: it crosses process and Ray
+    boundaries. `topology` is the validated config as a mapping (None when the
+    combination is invalid; then `error` says why and the point is not run)."""
+
+    index: int
+    id: str
+    model: str  # as the spec writes it
+    model_ref: str  # built-in name or absolute file path
+    builtin: bool
+    seq_len: int | None
+    kv_len: int | None
+    batch: int | None
+    qconfig_label: str
+    qconfig: dict[str, Any] | None
+    params: tuple[tuple[str, Any], ...]  # (grid key path, value) in spec order
+    topology: dict[str, Any] | None
+    cost: Cost | None
+    error: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The point as JSON (written to points/ID/point.json)."""
+        return {"id": self.id, "model": self.model, "seq_len": self.seq_len,
+                "kv_len": self.kv_len, "batch": self.batch, "qconfig": self.qconfig_label,
+                "params": {k: v for k, v in self.params}, "version": kernbench.__version__}
+
+
+def canonical(obj: Any) -> str:
+    """Canonical JSON: sorted keys, no spaces, so equal content hashes equally."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def point_id(model: dict[str, Any], topology: Any, qconfig: Any,
+             shapes: dict[str, Any]) -> str:
+    blob = {"model": model, "topology": topology, "qconfig": qconfig, "shapes": shapes,
+            "kernbench": kernbench.__version__}
+    return hashlib.sha256(canonical(blob).encode("utf-8")).hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class _Model:
+    name: str
+    ref: str
+    builtin: bool
+    identity: dict[str, Any]
+
+
+def _models(spec: SweepSpec, base: Path, label: str) -> list[_Model]:
+    key = "model" if spec.model is not None else "models"
+    out = []
+    for i, name in enumerate(spec.model_list()):
+        where = key if key == "model" else f"models[{i}]"
+        path = base / name
+        if path.is_file():
+            ident: dict[str, Any] = {"sha256": _file_sha256(path)}
+            weights = path.with_name("weights.npz")
+            if path.suffix == ".json" and weights.is_file():  # ir.json reads its weights
+                ident["weights_sha256"] = _file_sha256(weights)
+            out.append(_Model(name, str(path.resolve()), False, ident))
+        elif name in MODELS:
+            out.append(_Model(name, name, True, {"builtin": name}))
+        else:
+            raise InputError(f"'{name}' is neither a file nor a built-in model "
+                             f"({', '.join(MODELS)})", file=label, field=where)
+    return out
+
+
+def _qconfigs(spec: SweepSpec, base: Path, label: str) -> list[tuple[str, dict | None]]:
+    key = "qconfigs" if spec.qconfigs is not None else "qconfig"
+    out: list[tuple[str, dict | None]] = []
+    for i, q in enumerate(spec.qconfig_list()):
+        if q is None:
+            out.append(("default", None))
+        elif isinstance(q, InlineQConfig):
+            qc = parse_qconfig({"default": q.model_dump(mode="json")}, file=label)
+            out.append((q.label(), qc.model_dump(mode="json")))
+        else:
+            path = base / q
+            if not path.is_file():
+                raise InputError(f"no such qconfig file '{q}'", file=label, field=f"{key}[{i}]")
+            out.append((q, load_qconfig(path).model_dump(mode="json")))
+    return out
+
+
+def _shapes(spec: SweepSpec, models: list[_Model], label: str) -> list[tuple[int, int, int]]:
+    if not any(m.builtin for m in models):
+        if spec.seq_len is not None or spec.kv_len != [0] or spec.batch != [1]:
+            raise InputError("seq_len / kv_len / batch apply to the built-in models "
+                             f"({', '.join(MODELS)}); a model file's shapes are fixed",
+                             file=label)
+        return []
+    if any(b != 1 for b in spec.batch):
+        raise InputError("the built-in models are built with batch 1", file=label,
+                         field="batch")
+    out = [(s if s is not None else (1 if kv > 0 else 16), kv, b)
+           for s in (spec.seq_len or [None]) for kv in spec.kv_len for b in spec.batch]
+    return list(dict.fromkeys(out))  # the default seq_len may repeat a listed one
+
+
+def _topology_source(spec: SweepSpec, base: Path) -> str:
+    path = base / spec.topology
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return str(path)
+    return spec.topology  # a preset name
+
+
+def _assign(key: str, value: Any) -> str:
+    # JSON is YAML, so the value survives `--set`'s YAML parsing unchanged
+    return f"{key}={json.dumps(value, ensure_ascii=False)}"
+
+
+def _check_sets(spec: SweepSpec, source: str, label: str) -> tuple[list[str], dict[str, Any]]:
+    """Validate topology + `set`; return the fixed overrides and the base config dump."""
+    fixed = [_assign(k, v) for k, v in spec.set_.items()]
+    try:
+        base = load_topology_config(source, fixed)
+    except InputError as e:
+        where = "topology" if not e.field or not spec.set_ else "set"
+        raise InputError(e.line(), file=label, field=where) from None
+    return fixed, base.model_dump(mode="json")
+
+
+def _check_grid(spec: SweepSpec, source: str, fixed: list[str], base: dict[str, Any],
+                label: str) -> None:
+    """Every grid key must name a topology field and every value must be valid for it."""
+    for key, values in spec.grid.items():
+        node: Any = base
+        for part in key.split(".")[:-1]:
+            if node is None:  # an optional section absent in the base: validation decides
+                break
+            if not isinstance(node, dict):
+                break
+            node = node.get(part)  # a missing part is an unknown key: validation says so
+        if node is not None and not isinstance(node, dict):
+            raise InputError(f"'{key.rpartition('.')[0]}' is not a mapping in the topology",
+                             file=label, where="grid", field=key)
+        for v in values:
+            try:
+                load_topology_config(source, [*fixed, _assign(key, v)])
+            except InputError as e:
+                f = e.field or ""
+                if e.reason == "unknown key" or f == key or f.startswith((key + ".", key + "[")):
+                    raise InputError(f"value {json.dumps(v)}: {e.reason}", file=label,
+                                     where="grid", field=key) from None
+                # else: invalid with the base only; another grid key may make it valid
+
+
+def cost_of(cfg: TopologyConfig) -> Cost:
+    cubes = cfg.sip.count * cfg.sip.cubes.rows * cfg.sip.cubes.cols
+    pes = cubes * len(cfg.cube.pe_layout)
+    g = cfg.cube.pe_template.pe_gemm
+    hbm = cfg.cube.hbm_ctrl
+    return Cost(pes=pes, array_rows=g.rows, array_cols=g.cols,
+                macs=pes * g.count * g.rows * g.cols,
+                tcm_kib=pes * cfg.cube.pe_template.pe_tcm.capacity_kib,
+                hbm_gbs=round(cubes * hbm.channels * hbm.channel_bw_gbs, 6))
+
+
+def expand(spec: SweepSpec, spec_path: Path) -> list[Point]:
+    """All points of a spec, in spec order; InputError (one line) for any spec mistake."""
+    label, base_dir = str(spec_path), Path(spec_path).parent
+    models = _models(spec, base_dir, label)
+    qconfigs = _qconfigs(spec, base_dir, label)
+    shapes = _shapes(spec, models, label)
+    source = _topology_source(spec, base_dir)
+    fixed, base_cfg = _check_sets(spec, source, label)
+    _check_grid(spec, source, fixed, base_cfg, label)
+    keys = list(spec.grid)
+    axes: list[list[Any]] = [list(spec.grid[k]) for k in keys]
+    blocks = [(m, [qconfigs, shapes if m.builtin else [(None, None, None)], *axes])
+              for m in models]
+    sizes = [math.prod(len(a) for a in ax) for _, ax in blocks]
+    total = sum(sizes)
+    if spec.random is not None and spec.random < total:
+        picks = sorted(random.Random(spec.seed).sample(range(total), spec.random))
+    elif total > MAX_POINTS:
+        raise InputError(f"the grid has {total} points (more than {MAX_POINTS}); "
+                         "sample it with 'random: N'", file=label, field="grid")
+    else:
+        picks = list(range(total))
+    topo_cache: dict[str, tuple[dict | None, Cost | None, str | None]] = {}
+    points = []
+    for pos, idx in enumerate(picks):
+        b = 0
+        while idx >= sizes[b]:
+            idx -= sizes[b]
+            b += 1
+        model, ax = blocks[b]
+        combo = _decode(idx, [len(a) for a in ax])
+        (qlabel, qc), (seq, kv, batch) = ax[0][combo[0]], ax[1][combo[1]]
+        params = tuple((k, ax[2 + j][combo[2 + j]]) for j, k in enumerate(keys))
+        overrides = [*fixed, *(_assign(k, v) for k, v in params)]
+        ck = "\n".join(overrides)
+        if ck not in topo_cache:
+            topo_cache[ck] = _resolve(source, overrides)
+        topo, cost, err = topo_cache[ck]
+        shape = {"seq_len": seq, "kv_len": kv, "batch": batch}
+        pid = point_id(model.identity, topo if topo is not None else
+                       {"source": source, "overrides": overrides}, qc, shape)
+        points.append(Point(pos, pid, model.name, model.ref, model.builtin, seq, kv, batch,
+                            qlabel, qc, params, topo, cost, err))
+    return points
+
+
+def _decode(idx: int, radix: list[int]) -> list[int]:
+    """Mixed-radix digits of idx, the last one fastest (itertools.product's order)."""
+    out = []
+    for r in reversed(radix):
+        idx, d = divmod(idx, r)
+        out.append(d)
+    return out[::-1]
+
+
+def _resolve(source: str, overrides: list[str]) -> tuple[dict | None, Cost | None, str | None]:
+    try:
+        cfg = load_topology_config(source, overrides)
+    except InputError as e:
+        return None, None, f"topology: {e.line()}"
+    return cfg.model_dump(mode="json"), cost_of(cfg), None
+
+
+def swept_keys(spec: SweepSpec, points: list[Point]) -> list[str]:
+    """The columns that vary: model, qconfig, shapes (when more than one value), grid keys."""
+    cols = []
+    for name, get in (("model", lambda p: p.model), ("qconfig", lambda p: p.qconfig_label),
+                      ("seq_len", lambda p: p.seq_len), ("kv_len", lambda p: p.kv_len),
+                      ("batch", lambda p: p.batch)):
+        if len({canonical(get(p)) for p in points}) > 1:
+            cols.append(name)
+    return cols + list(spec.grid)
+
+
+__all__ = ["Cost", "Point", "canonical", "cost_of", "expand", "point_id", "swept_keys"]

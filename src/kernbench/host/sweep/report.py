@@ -1,0 +1,194 @@
+"""DIR/report.html: one self-contained page (inline PNGs, a few lines of inline JS).
+
+- a Pareto plot per cost axis that varies (MACs = PEs × array rows × cols, TCM, HBM
+  bandwidth, energy when the stats carry it) with latency on the other axis; points are
+  coloured by workload (model, qconfig, shapes) and each workload's front is marked;
+- a sensitivity plot per swept parameter (latency of every point against its value,
+  with the per-value best and median);
+- the table of results.csv, sortable by clicking a header.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+from typing import Any
+
+from kernbench.host.sweep.results import Table, cell
+from kernbench.host.sweep.runner import write_atomic
+
+COST_AXES = [("macs", "MACs (PEs × array rows × cols)"), ("tcm_kib", "TCM, all PEs (KiB)"),
+             ("hbm_gbs", "HBM bandwidth (GB/s)"), ("energy_pj", "energy (pJ)")]
+WORKLOAD = ("model", "qconfig", "seq_len", "kv_len", "batch")
+DPI = 100
+SORT_JS = """
+document.querySelectorAll('table.sortable th').forEach((th, i) => th.onclick = () => {
+  const body = th.closest('table').tBodies[0], rows = [...body.rows];
+  const dir = th.dataset.dir = th.dataset.dir === 'asc' ? 'desc' : 'asc';
+  const key = r => r.cells[i].dataset.v ?? r.cells[i].textContent;
+  rows.sort((a, b) => { const x = key(a), y = key(b), nx = parseFloat(x), ny = parseFloat(y);
+    const c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+    return dir === 'asc' ? c : -c; });
+  rows.forEach(r => body.appendChild(r)); });
+"""
+
+
+def pareto_front(pts: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point dominates (lower or equal cost and latency,
+    one strictly lower), ordered by cost."""
+    order = sorted(range(len(pts)), key=lambda i: (pts[i][0], pts[i][1]))
+    front: list[int] = []
+    best = float("inf")
+    for i in order:
+        if pts[i][1] < best:
+            front.append(i)
+            best = pts[i][1]
+    return front
+
+
+def _ok_rows(table: Table) -> list[dict[str, Any]]:
+    return [r for r in table.rows if r.get("status") == "ok" and r.get("total_ns")]
+
+
+def _workload(row: dict[str, Any]) -> str:
+    """Legend label of a point's workload: `gpt2 default seq=4 kv=0 batch=1`."""
+    return " ".join((f"{k}={cell(row[k])}" if k in ("seq_len", "kv_len", "batch")
+                     else cell(row[k])) for k in WORKLOAD if row.get(k) is not None
+                    ).replace("_len=", "=")
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _figure(n: int, height: float = 3.6) -> tuple[Any, list[Any]]:
+    # matplotlib is heavy and only the report needs it: imported when a plot is drawn.
+    # A figure with its own Agg canvas: the global backend and pyplot stay untouched.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(4.5, 4.5 * n), height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    return fig, list(axes)
+
+
+def pareto_png(table: Table) -> str | None:
+    """Base64 PNG of latency vs each varying cost axis, fronts marked; None if no data."""
+    rows = _ok_rows(table)
+    axes_used = [(c, t) for c, t in COST_AXES
+                 if len({r.get(c) for r in rows if r.get(c) is not None}) > 1]
+    if not rows:
+        return None
+    if not axes_used:
+        axes_used = [COST_AXES[0]]
+    import matplotlib.style  # heavy, only for the report (see _figure)
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(_workload(r), []).append(r)
+    with matplotlib.style.context("default"):
+        fig, axes = _figure(len(axes_used))
+        for ax, (col, title) in zip(axes, axes_used, strict=True):
+            for gi, (name, rs) in enumerate(sorted(groups.items())):
+                pts = [(float(r[col]), float(r["total_ns"])) for r in rs if r.get(col) is not None]
+                if not pts:
+                    continue
+                color = f"C{gi % 10}"
+                ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=18, color=color,
+                           alpha=0.5, label=name)
+                front = [pts[i] for i in pareto_front(pts)]
+                ax.step([p[0] for p in front], [p[1] for p in front], where="post", color=color)
+                ax.scatter([p[0] for p in front], [p[1] for p in front], s=60, color=color,
+                           marker="*", edgecolors="black", linewidths=0.5)
+            ax.set_xlabel(title)
+            ax.set_ylabel("latency (ns)")
+            ax.set_title(f"Pareto: latency vs {col} (★ = front)", fontsize=10)
+            ax.grid(alpha=0.3)
+        if len(groups) > 1:
+            axes[0].legend(fontsize=7)
+        return _png(fig)
+
+
+def sensitivity_png(table: Table, key: str) -> str | None:
+    """Base64 PNG of latency against one swept parameter; None if no finished point."""
+    rows = [r for r in _ok_rows(table) if r.get(key) is not None]
+    if not rows:
+        return None
+    import matplotlib.style  # heavy, only for the report (see _figure)
+
+    values = list(dict.fromkeys(cell(r[key]) for r in rows))  # first-seen = spec order
+    numeric = all(isinstance(r[key], int | float) and not isinstance(r[key], bool)
+                  for r in rows)
+    xs_of = {v: i for i, v in enumerate(values)}
+    with matplotlib.style.context("default"):
+        fig, (ax,) = _figure(1, 3.2)
+        xs = [float(r[key]) if numeric else xs_of[cell(r[key])] for r in rows]
+        ys = [float(r["total_ns"]) for r in rows]
+        ax.scatter(xs, ys, s=16, alpha=0.5, color="C0", label="points")
+        by: dict[float, list[float]] = {}
+        for x, y in zip(xs, ys, strict=True):
+            by.setdefault(x, []).append(y)
+        ux = sorted(by)
+        ax.plot(ux, [min(by[x]) for x in ux], "-o", color="C2", ms=4, label="best")
+        ax.plot(ux, [sorted(by[x])[len(by[x]) // 2] for x in ux], "--", color="C1",
+                label="median")
+        if not numeric:
+            ax.set_xticks(range(len(values)), values, fontsize=8)
+        ax.set_xlabel(key)
+        ax.set_ylabel("latency (ns)")
+        ax.set_title(f"sensitivity: {key}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        return _png(fig)
+
+
+def _table_html(table: Table) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
+    body = []
+    for r in table.rows:
+        tds = []
+        for c in table.columns:
+            text = cell(r.get(c))
+            if c == "id":
+                tds.append(f'<td data-v="{text}" title="{text}">{text[:12]}</td>')
+            else:
+                cls = ' class="err"' if c == "error" and text else ""
+                tds.append(f"<td{cls}>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return (f'<table class="sortable"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def render(table: Table, title: str) -> str:
+    """The whole page as a string."""
+    n_ok = sum(r["status"] == "ok" for r in table.rows)
+    n_err = sum(r["status"] == "error" for r in table.rows)
+    parts = [f"<h1>{html.escape(title)}</h1>",
+             f"<p>{len(table.rows)} points: {n_ok} ok, {n_err} failed, "
+             f"{len(table.rows) - n_ok - n_err} pending.</p>"]
+    png = pareto_png(table)
+    if png:
+        parts.append(f'<h2>Pareto front</h2><img alt="pareto" src="data:image/png;base64,{png}">')
+    sens = [(k, sensitivity_png(table, k)) for k in table.swept]
+    if any(p for _, p in sens):
+        parts.append("<h2>Sensitivity</h2>")
+        parts += [f'<img alt="sensitivity {html.escape(k)}" src="data:image/png;base64,{p}">'
+                  for k, p in sens if p]
+    parts.append("<h2>Points</h2><p>Click a column header to sort.</p>" + _table_html(table))
+    style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;"
+             "font-size:12px}th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+             "th{cursor:pointer;background:#f0f0f0;position:sticky;top:0}td.err{color:#b00;"
+             "text-align:left}img{max-width:100%;display:block;margin:0.5em 0}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+            f"</title><style>{style}</style></head><body>{''.join(parts)}"
+            f"<script>{SORT_JS}</script></body></html>\n")
+
+
+def write_report(table: Table, path: Path, title: str = "kernbench sweep") -> Path:
+    write_atomic(Path(path), render(table, title))
+    return Path(path)

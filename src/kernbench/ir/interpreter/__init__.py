@@ -1,0 +1,28 @@
+"""The IR reference interpreter (ADR-0102 quantization semantics).
+
+`core` holds the Interpreter (values, quantization state, the run loop); `params` turns
+each IR node into a LayerCall: a `kernbench.numerics.layers` kernel name and plain params,
+which is also what the simulator's data pass runs for a whole-layer op.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernbench.ir.interpreter.core import Interpreter, layer_outputs, run, run_call
+from kernbench.ir.interpreter.params import PREPARE, LayerCall, prepare
+
+__all__ = ["Interpreter", "LayerCall", "prepare", "run", "run_call", "layer_outputs",
+           "KERNELS"]
+
+
+def _kernel(op_type: str) -> Any:
+    def k(interp: Any, node: Any, ins: list[Any]) -> list[Any]:
+        return run_call(prepare(interp, node), node, ins)
+
+    return k
+
+
+#: op_type → kernel(interp, node, inputs) → outputs (interp may be None for ops that
+#: need no quantization state, e.g. elementwise: the importer folds with it)
+KERNELS = {op: _kernel(op) for op in sorted(PREPARE)}
