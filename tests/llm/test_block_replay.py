@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernbench.host.models import ShapeOptions, resolve_model
 from kernbench.host.block_replay import plan_replay, truncate_blocks
+from kernbench.host.models import ShapeOptions, resolve_model
 from kernbench.host.run import RunHooks, RunOptions, run_model
 from kernbench.ir.verify import verify
 from kernbench.models.hf_config import load_hf_config

@@ -18,7 +18,7 @@ The check that proves the replay, on every run: the compared periods (p_1, p_2 f
 p_1 and the epilogue-adjacent p_2 for k = 3) must lie within ±`TOLERANCE` (1 %) of their
 mean, so that a replayed block whose period stays in the observed band is off by at most
 1 %. When the blocks differ or the check fails, the whole model is simulated (as with
-`--exact`). tests/llm/test_replay.py shows replay within 1 % of `--exact` on 4-layer
+`--exact`). tests/llm/test_block_replay.py shows replay within 1 % of `--exact` on 4-layer
 models; docs/performance.md compares both on a real-size decode.
 
 stats.json of a replayed run: `total_ns`, `total_cycles`, `roofline_fraction`,

@@ -43,8 +43,8 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
               hooks: RunHooks | None = None) -> SimResult:
     """Compile, simulate and report `model` (a file resolve_model produced) on `topo`."""
     from kernbench.compiler.pipeline import load_model
-    from kernbench.host.llm import check_fit, llm_facts, llm_section
     from kernbench.host.block_replay import ReplayCheckFailed, apply_replay, plan_replay
+    from kernbench.host.llm import check_fit, llm_facts, llm_section
 
     hooks = hooks or RunHooks()
     graph, source = load_model(Path(model), opts.qconfig)
