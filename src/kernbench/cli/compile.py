@@ -26,47 +26,37 @@ QconfigOpt = Annotated[Path | None, typer.Option("--qconfig", "-q",
 DumpOpt = Annotated[list[str] | None, typer.Option(
     "--dump-after", help="write the state after this pass (repeatable; e.g. tiling)")]
 SeqLenOpt = Annotated[int | None, typer.Option(
-    "--seq-len", help="named model (gpt2, llama, gpt2-small): new tokens "
-                      "[default: 16 prefill, 1 decode]")]
+    "--seq-len", help="new tokens (built-in names, config.json, ONNX with a symbolic "
+                      "sequence dim) [default: 16 prefill, 1 decode]")]
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", help="turn warnings about the inputs (a QConfig glob matching no layer, "
                      "NaN/Inf in weights or inputs) into errors")]
 KvLenOpt = Annotated[int | None, typer.Option(
-    "--kv-len", help="named model: KV-cache length; > 0 builds a decode step [default: 0]")]
+    "--kv-len", help="KV-cache length; > 0 builds a decode step [default: 0]")]
+BatchOpt = Annotated[int | None, typer.Option(
+    "--batch", help="sequences per step (built-in names, config.json, ONNX with a symbolic "
+                    "batch dim) [default: 1]")]
+MODEL_HELP = ("MODEL.onnx, ir.json, a Hugging Face config.json (or its folder), or "
+              "gpt2 | llama | gpt2-small")
 
 
-def _named_model(model: Path, seq_len: int | None, kv_len: int | None, save_dir: Path) -> Path:
-    """MODEL is a file, or a built-in name (kernbench.models.builders.MODELS) built with
-    the given shapes and saved into save_dir."""
-    from kernbench.errors import InputError
-    from kernbench.models.builders import MODELS, model_for
+def _named_model(model: Path, seq_len: int | None, kv_len: int | None, save_dir: Path,
+                 batch: int | None = None, qconfig: Path | None = None,
+                 verify: bool = False):  # noqa: ANN202
+    """MODEL resolved by kernbench.host.models.resolve_model (built-in names and config.json
+    files are built with the given shapes into save_dir; ONNX dims are bound)."""
+    from kernbench.host.models import ShapeOptions, resolve_model
 
-    if model.exists() or str(model) not in MODELS:
-        if seq_len is not None or kv_len is not None:
-            raise InputError("--seq-len/--kv-len apply to the named models "
-                             f"({', '.join(MODELS)}); a model file's shapes are fixed",
-                             file=str(model))
-        return model
-    import onnx
-
-    from kernbench.host.estimate import named_model_bytes, refuse_above_limit
-
-    kv = kv_len or 0
-    seq = seq_len if seq_len is not None else (1 if kv > 0 else 16)
-    if seq >= 1 and kv >= 0:  # (bad values are refused by the builder, by name)
-        refuse_above_limit(named_model_bytes(MODELS[str(model)], seq, kv),
-                           f"{model} --seq-len {seq} --kv-len {kv}")
-    m = model_for(str(model), seq_len=seq, kv_len=kv)
-    save_dir.mkdir(parents=True, exist_ok=True)
-    path = save_dir / f"{model}_seq{seq}_kv{kv}.onnx"
-    onnx.save(m, str(path))
-    err.print(f"built {model} ({'decode' if kv else 'prefill'}: seq {seq}, kv {kv})")
-    return path
+    res = resolve_model(model, ShapeOptions(batch, seq_len, kv_len), Path(save_dir), qconfig,
+                        need_values=verify)
+    for line in res.notes:
+        err.print(line)
+    return res
 
 
 @app.command("compile")
 def compile_cmd(
-    model: Annotated[Path, typer.Argument(help="MODEL.onnx, ir.json or gpt2 | llama | gpt2-small")],
+    model: Annotated[Path, typer.Argument(help=MODEL_HELP)],
     out: Annotated[Path, typer.Option("--out", "-o", help="bundle folder to write")],
     topology: TopologyOpt = "small",
     set_: SetOpt = None,
@@ -78,12 +68,14 @@ def compile_cmd(
     kv_len: KvLenOpt = None,
     strict: StrictOpt = False,
     quiet: QuietOpt = False,
+    batch: BatchOpt = None,
     time_passes: Annotated[bool, typer.Option(
         "--time-passes", help="print each pass's time (and its checks') on stderr")] = False,
 ) -> None:
     """Compile a model into a bundle: cmdq.json, memory.json, weights.npz, ir.json, ...
 
-    MODEL may also be gpt2, llama or gpt2-small, built for --seq-len / --kv-len."""
+    MODEL may also be gpt2, llama or gpt2-small, or a Hugging Face config.json (a
+    shape-only model), built for --batch / --seq-len / --kv-len."""
     import tempfile
 
     from kernbench.cli.outdir import OutDir
@@ -91,9 +83,9 @@ def compile_cmd(
     set_quiet(quiet)
     phases = Phases(err, enabled=not quiet)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
-        src = _named_model(model, seq_len, kv_len, Path(tmp))
-        _compile(src, stage, topology, set_, qconfig, dump_after, calib_inputs, phases, strict,
-                 time_passes)
+        res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig)
+        _compile(res.path, stage, topology, set_, qconfig, dump_after, calib_inputs, phases,
+                 strict, time_passes)
     err.print(f"wrote the bundle {out}")
 
 
@@ -117,7 +109,7 @@ def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
 
 @app.command("run")
 def run_cmd(
-    model: Annotated[Path, typer.Argument(help="MODEL.onnx, ir.json or gpt2 | llama | gpt2-small")],
+    model: Annotated[Path, typer.Argument(help=MODEL_HELP)],
     topology: TopologyOpt = "small",
     set_: SetOpt = None,
     qconfig: QconfigOpt = None,
@@ -136,35 +128,73 @@ def run_cmd(
     strict: StrictOpt = False,
     quiet: QuietOpt = False,
     json_: JsonOpt = False,
+    batch: BatchOpt = None,
+    exact: Annotated[bool, typer.Option(
+        "--exact", help="simulate every layer (no replay of identical blocks)")] = False,
+    llm: Annotated[bool, typer.Option(
+        "--llm", help="LLM figures (TTFT / TPOT, tokens/s, KV bytes, HBM fit) for any model "
+                      "with attention; config.json models always get them")] = False,
     save_oplog: SaveOplogOpt = None,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
-    MODEL may also be gpt2, llama or gpt2-small, built for --seq-len / --kv-len.
+    MODEL may also be gpt2, llama or gpt2-small, or a Hugging Face config.json (a
+    shape-only model: timing only), built for --batch / --seq-len / --kv-len.
     Writes stats.json, summary.txt, report.html (+ trace.json with --trace, outputs.npz and
     verification.json with --verify, bundle/ with --keep-bundle) into --out."""
     import tempfile
 
     from kernbench.cli.outdir import OutDir
-    from kernbench.host.flow import compile_model
+    from kernbench.host.run import RunOptions
     from kernbench.topology import load_topology
 
     set_quiet(quiet)
     phases = Phases(err, enabled=not quiet)
     topo = load_topology(topology, set_ or [])
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
-        src = _named_model(model, seq_len, kv_len, Path(tmp))
-        bundle = (stage if keep_bundle else Path(tmp)) / "bundle"
-        with phases.phase("compile"):
-            state, _ = compile_model(src, topo, bundle, qconfig=qconfig, calib_inputs=inputs,
-                                     progress=phases.update, strict=strict)
-        err.print(f"compiled {src.name}: {len(state.cmdq.entries)} CMDQ entries")
-        ok = simulate_and_report(bundle, topo, stage, verify, inputs, dump_intermediates,
-                                 trace, not no_report, phases=phases, as_json=json_,
-                                 strict=strict, save_oplog=save_oplog)
+        res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig, verify)
+        opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
+                          dump_intermediates=dump_intermediates, trace=trace,
+                          report=not no_report, exact=exact, llm=llm, save_oplog=save_oplog,
+                          strict=strict,
+                          bundle=(stage if keep_bundle else Path(tmp)) / "bundle")
+        ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet)
     err.print(f"wrote {out}/")
     if not ok:
         raise typer.Exit(1)
+
+
+def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa: ANN001
+                    as_json: bool, quiet: bool) -> bool:
+    from kernbench.cli.sim_progress import simulation_watch
+    from kernbench.host.run import RunHooks, run_model
+
+    hooks = RunHooks(note=err.print, watch=None if quiet else simulation_watch(err),
+                     compile_progress=phases.update, phase=phases.phase)
+    res = run_model(model, topo, out, opts, hooks)
+    err.print(f"compiled {model.name}: {len(res.stats['entries'])} CMDQ entries simulated")
+    if "replay" in res.stats:
+        r = res.stats["replay"]
+        err.print(f"replay: {r['simulated_blocks']} of {r['blocks']} blocks simulated, block "
+                  f"period {r['block_period_ns']:,.1f} ns; tables below cover the simulated "
+                  "blocks")
+    return report_result(res, as_json)
+
+
+def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
+    """Tables on stderr, the summary (or stats.json with `as_json`) on stdout; False when
+    the verification failed (the caller exits 1 after the files are in place)."""
+    from kernbench.host.flow import summary_text
+    from kernbench.host.verify import print_verdict
+    from kernbench.report.summary import print_layers, print_summary
+
+    print_summary(res.stats, err)
+    if "layers" in res.stats:
+        print_layers(res.stats, err)
+    if res.verdict is not None:
+        print_verdict(res.verdict, err)
+    print_result(res.stats, summary_text(res.stats, res.verdict), as_json)
+    return res.verdict is None or res.verdict.ok
 
 
 def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Path | None,  # noqa: ANN001
@@ -174,18 +204,10 @@ def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Pat
     """Simulate (and verify), write the results into `out`, print the summary on stdout
     (stats.json with `as_json`) and the tables on stderr. Returns False when the
     verification failed (the caller exits 1 after the files are in place)."""
-    from kernbench.host.flow import simulate_bundle, summary_text
-    from kernbench.host.verify import print_verdict
-    from kernbench.report.summary import print_layers, print_summary
+    from kernbench.host.flow import simulate_bundle
 
     res = simulate_bundle(bundle, topo, out, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace, report=report,
                           phase=phases.phase if phases else None, strict=strict,
                           save_oplog=save_oplog)
-    print_summary(res.stats, err)
-    if "layers" in res.stats:
-        print_layers(res.stats, err)
-    if res.verdict is not None:
-        print_verdict(res.verdict, err)
-    print_result(res.stats, summary_text(res.stats, res.verdict), as_json)
-    return res.verdict is None or res.verdict.ok
+    return report_result(res, as_json)

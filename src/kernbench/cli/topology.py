@@ -28,8 +28,9 @@ def show(
         "--json", help="print the whole resolved topology config (timing, energy and area "
                        "parameters) as JSON on stdout; it loads back as a topology file")] = False,
 ) -> None:
-    """Print the component tree, links and die area of a topology (or, with --json, the
-    resolved configuration)."""
+    """Print the component tree, links and die area of a topology, then one line of its peaks
+    (dense TOPS by precision, HBM bandwidth and capacity); with --json, the resolved
+    configuration."""
     from rich.tree import Tree
 
     topo = load_topology(source, set_ or [])
@@ -69,7 +70,10 @@ def show(
         kinds_area.add(f"{kind}: {mm2:.3f}")
     from rich.console import Console
 
+    from kernbench.topology.peaks import peak_figures
+
     Console(highlight=False).print(root)
+    print(peak_figures(topo).line())
     if svg is not None:
         from kernbench.report.mesh_svg import write_mesh_svg
 

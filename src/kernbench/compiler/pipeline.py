@@ -28,7 +28,7 @@ from kernbench.compiler.state import CompileOptions, CompileState
 from kernbench.compiler.tcm_alloc import AllocateTcm
 from kernbench.errors import InputError
 from kernbench.ir import import_onnx
-from kernbench.ir.model import Graph, save_weights
+from kernbench.ir.model import Graph, is_shape_only, save_weights
 from kernbench.ir.onnx_import.loader import copy_with_external_data
 from kernbench.ir.qconfig import apply_qconfig, load_qconfig
 from kernbench.report.stats import write_json
@@ -81,8 +81,9 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     write_json(state.cmdq.to_json(), tmp / "cmdq.json")
     write_json(state.memory.to_json(), tmp / "memory.json")
     arrays = {}
+    shape_only = is_shape_only(state.graph)  # no weight values: weights.npz stays empty
     for key, a in sorted(state.memory.allocations.items()):
-        if a.data is not None:
+        if a.data is not None and not shape_only:
             arrays[key] = np.ascontiguousarray(a.data)
     save_weights(arrays, tmp / "weights.npz")
     state.graph.save(tmp / "ir.json", tmp / "ir_weights.npz")

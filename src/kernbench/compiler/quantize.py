@@ -20,7 +20,7 @@ import numpy as np
 from kernbench.compiler.inputs import default_inputs
 from kernbench.compiler.state import CompileState
 from kernbench.ir.interpreter import Interpreter
-from kernbench.ir.model import Graph, QBits, QuantParams, TensorIR
+from kernbench.ir.model import Graph, QBits, QuantParams, TensorIR, is_shape_only
 from kernbench.numerics import quant as qmath
 
 #: op → indices of inputs it quantizes with activation bits (a) or KV bits (kv)
@@ -113,6 +113,8 @@ class QuantizeActivations:
                 del want[tid]
         if not want and not kv_out:
             return state
+        if is_shape_only(g):  # no values to calibrate on: the QConfig bits, unit scales
+            return _unit_scales(state, want, kv_out)
         feeds = state.options.calib_inputs or default_inputs(g, state.options.seed)
         _, values = Interpreter(g).run(feeds, keep_all=True)
         for tid in sorted(want):
@@ -130,3 +132,17 @@ class QuantizeActivations:
         state.notes.append(f"quantize: static scales for {len(want)} activations, "
                            f"{len(kv_out)} KV caches stored at KV bits")
         return state
+
+
+def _unit_scales(state: CompileState, want: dict[str, int],
+                 kv_out: dict[str, tuple[int, str, str]]) -> CompileState:
+    """A shape-only graph (no weight values): every wanted scale is 1 (timing only)."""
+    g = state.graph
+    for tid in sorted(want):
+        _set_scale(g, tid, f"{tid}::act_scale", np.float32(1.0), want[tid])
+    for tid in sorted(kv_out):
+        _set_scale(g, tid, f"{tid}::kv_scale", np.float32(1.0), kv_out[tid][0])
+    g.rebuild_links()
+    state.notes.append(f"quantize: shape-only model, unit scales for {len(want)} activations "
+                       f"and {len(kv_out)} KV caches")
+    return state

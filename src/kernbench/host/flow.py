@@ -36,13 +36,28 @@ def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None
     name) or, without it, on seeded random inputs valid for the model. Suspicious input
     (a QConfig glob that matches no layer, NaN/Inf weights) warns, or with `strict` is
     refused."""
-    from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
-    from kernbench.compiler.state import CompileOptions
-    from kernbench.host.estimate import graph_bytes, refuse_above_limit
+    from kernbench.compiler.pipeline import load_model
 
     graph, source = load_model(Path(model), qconfig)
-    refuse_above_limit(graph_bytes(graph), f"model {model}")
-    check_graph_inputs(graph, str(qconfig) if qconfig else None, str(model), strict)
+    return compile_loaded(graph, source, topology, out, dump_after=dump_after,
+                          progress=progress, calib_inputs=calib_inputs, strict=strict,
+                          qconfig_file=str(qconfig) if qconfig else None, model_file=str(model))
+
+
+def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
+                   dump_after: tuple[str, ...] = (), progress: Any = None,
+                   calib_inputs: Path | None = None, strict: bool = False,
+                   qconfig_file: str | None = None,
+                   model_file: str | None = None):  # noqa: ANN201
+    """compile_model for a graph already loaded (or built, or truncated for replay)."""
+    from kernbench.compiler.pipeline import compile_graph, write_bundle
+    from kernbench.compiler.state import CompileOptions
+    from kernbench.host.estimate import graph_bytes, refuse_above_limit
+    from kernbench.ir.model import is_shape_only
+
+    if not is_shape_only(graph):  # a shape-only model holds no values: nothing to estimate
+        refuse_above_limit(graph_bytes(graph), f"model {model_file or graph.metadata.get('model_name')}")
+        check_graph_inputs(graph, qconfig_file, model_file, strict)
     calib = load_inputs(calib_inputs, graph, strict=strict) if calib_inputs else None
     opts = CompileOptions(calib_inputs=calib)
     state, pm = compile_graph(graph, topology, opts, dump_after=dump_after,
@@ -154,12 +169,15 @@ def check_finite(x: np.ndarray, what: str, file: str | None, strict: bool) -> No
 def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = False,
                     inputs: Path | None = None, dump_intermediates: bool = False,
                     trace: bool = True, report: bool = True, phase: Any = None,
-                    strict: bool = False, save_oplog: Path | None = None) -> SimResult:
+                    strict: bool = False, save_oplog: Path | None = None,
+                    post_stats: Any = None, watch: Any = None) -> SimResult:
     """Simulate a cmdq.json or a bundle (with the data pass and verification on request)
     and write stats.json, summary.txt, report.html (`report`), trace.json (`trace`),
     outputs.npz and verification.json (`verify`) into `out`. `phase(name, total, poll)`
     gives a context manager around each long phase (progress display); None: nothing.
-    `save_oplog` (with `verify`) saves the op log and initial memory for `replay`."""
+    `save_oplog` (with `verify`) saves the op log and initial memory for `replay`.
+    `post_stats(stats)` may amend the stats before anything is written (replay, LLM
+    figures); `watch(entries, layer_ids)` observes the timing run (progress)."""
     from kernbench.cmdq.io import load_program
     from kernbench.report.stats import write_json
 
@@ -180,6 +198,11 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         if problems:  # a tampered bundle: refused before anything is deployed
             raise problems[0]
         bundle = Bundle.load(bundle_dir)
+        from kernbench.ir.model import is_shape_only
+
+        if is_shape_only(bundle.graph):
+            raise InputError("--verify needs weight values; this bundle is of a shape-only "
+                             "model (timing only)", file=str(bundle_dir))
         feeds = load_inputs(inputs, bundle.graph, strict=strict)
         run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=record,
                                             phase=phase, save_oplog=save_oplog)
@@ -193,7 +216,8 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         if save_oplog is not None:
             raise InputError("--save-oplog saves the data pass: it needs --verify",
                              field="--save-oplog")
-        run = simulate_program(prog, topology, file=str(cmdq_path), trace=record, phase=phase)
+        run = simulate_program(prog, topology, file=str(cmdq_path), trace=record, phase=phase,
+                               watch=watch)
     stats = run.stats()
     add_roofline(stats, bundle_dir / "roofline.json")
     if "layers" in stats:
@@ -201,6 +225,8 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         for lid, row in run.layer_energy({k: v["ns"] for k, v in layers.items()}).items():
             layers[lid].update(row)
     add_token_energy(stats, bundle_dir)
+    if post_stats is not None:
+        stats = post_stats(stats)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
@@ -286,6 +312,17 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
                          f"{layer['bound_ns']:10.1f} {layer['roofline_fraction']:6.3f} "
                          f"{layer['bound_by']:8s} {fmt_energy(layer.get('energy_pj', 0)):>10s} "
                          f"{layer['bottleneck']}")
+    if "llm" in stats:
+        from kernbench.report.llm import llm_lines
+
+        lines.append("")
+        lines.extend(llm_lines(stats["llm"]))
+    if "replay" in stats:
+        r = stats["replay"]
+        lines.append(f"replay: {r['simulated_blocks']} of {r['blocks']} identical blocks "
+                     f"simulated, period {r['block_period_ns']:.1f} ns (simulated periods "
+                     + ", ".join(f"{p:.1f}" for p in r["periods_ns"])
+                     + " ns); per-layer rows are the simulated blocks")
     if verdict is not None:
         lines.append("")
         lines.append("verification: " + ("PASS" if verdict.ok else "FAIL"))

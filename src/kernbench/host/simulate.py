@@ -90,17 +90,25 @@ def critical_path(entries: list[ProgramEntry]) -> list[int]:
 
 def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | None = None,
                      op_logger: Any = None, trace: bool = True, data: Any = None,
-                     phase: Any = None) -> CmdqRun:
+                     phase: Any = None, watch: Any = None) -> CmdqRun:
     """Validate `program` against `topology`, run it to the end, return the run.
-    `phase(name, total, poll)`: a context manager around the run (progress display)."""
+    `phase(name, total, poll)`: a context manager around the run (progress display).
+    `watch(entries, layer_ids)` (optional) starts an observer of the entries (a progress bar
+    of commands and layers done) and returns the function that stops it; it only reads."""
     limits = limits_for(topology)
     check_program(program, limits, file)
     entries = to_program(program, topology, limits, data)
     sim = Simulator(topology, op_logger=op_logger, trace=trace)
     done = sim.run_program(entries)
-    with (phase or no_phase)("simulate", len(entries),
-                             lambda: sum(e.end_ns is not None for e in entries)):
-        total = sim.run()
+    stop = (watch(entries, [getattr(src, "layer_id", None) for src in program.cmdq])
+            if watch is not None else None)
+    try:
+        with (phase or no_phase)("simulate", len(entries),
+                                 lambda: sum(e.end_ns is not None for e in entries)):
+            total = sim.run()
+    finally:
+        if stop is not None:
+            stop()
     if not done.triggered:
         from kernbench.errors import DeadlockError
 

@@ -41,6 +41,8 @@ DTYPES = (
 Role = Literal["activation", "weight", "kv", "intermediate"]
 
 MAX_IR_JSON_BYTES = 256 * 1024 * 1024
+#: numpy dtype of a shape-only stand-in by IR dtype (the rest are float32)
+_STAND_IN_DTYPE = {"int64": np.int64, "int32": np.int32, "int8": np.int8, "bool": np.bool_}
 
 
 class _Strict(BaseModel):
@@ -227,7 +229,10 @@ class Graph(_Strict):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.to_json())
         wpath = Path(weights_path) if weights_path else path.with_name("weights.npz")
-        save_weights(self.weights, wpath)
+        weights = self.weights
+        if is_shape_only(self):  # stand-ins have no values to write
+            weights = {k: a for k, a in weights.items() if not is_shape_only_array(a)}
+        save_weights(weights, wpath)
         return wpath
 
     @classmethod
@@ -239,7 +244,30 @@ class Graph(_Strict):
         wpath = Path(weights_path) if weights_path else path.with_name("weights.npz")
         if weights_path or wpath.exists():
             g.weights = load_weights(wpath)
+        if is_shape_only(g):  # constants without values get their stand-ins back
+            for tid, t in sorted(g.tensors.items()):
+                if t.const and tid not in g.weights:
+                    g.weights[tid] = shape_only_array(t.shape, _STAND_IN_DTYPE.get(t.dtype,
+                                                                                   np.float32))
         return g
+
+
+def shape_only_array(shape: list[int] | tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+    """The stand-in for a constant of a shape-only model (Graph.metadata["shape_only"]): a
+    read-only zero-stride view of one zero, so it has the shape and dtype the compiler
+    asks for and occupies no memory. Arithmetic on it would materialize it: code that
+    meets one on a shape-only graph keeps it symbolic (see `is_shape_only_array`)."""
+    return np.broadcast_to(np.zeros((), dtype), tuple(int(d) for d in shape))
+
+
+def is_shape_only_array(a: Any) -> bool:
+    """True for an array made by `shape_only_array` with more than one element."""
+    return isinstance(a, np.ndarray) and a.ndim > 0 and a.size > 1 and not any(a.strides)
+
+
+def is_shape_only(graph: Graph) -> bool:
+    """A graph built from shapes alone (no weight values): timing only, no data pass."""
+    return bool(graph.metadata.get("shape_only"))
 
 
 def _describe_loc(payload: dict[str, Any], loc: tuple[Any, ...]) -> str | None:

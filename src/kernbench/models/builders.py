@@ -5,12 +5,12 @@ The committed test models (tests/models/*.onnx) are exported once with fixed sha
 writes (so kernbench's importer fuses them the same way) for any number of new tokens
 (`seq`) and any KV-cache length (`kv_len`):
 
-- ``kv_len == 0``: prefill. Input ``input_ids`` int64[1, seq]; output ``logits``
-  float32[1, seq, vocab]; causal attention over the seq tokens.
+- ``kv_len == 0``: prefill. Input ``input_ids`` int64[batch, seq]; output ``logits``
+  float32[batch, seq, vocab]; causal attention over the seq tokens.
 - ``kv_len > 0``: decode (or a chunk of ``seq`` new tokens after ``kv_len`` cached ones).
-  Extra inputs ``past_key_values.{i}.key/value`` float32[1, kv_heads, kv_len, head_dim],
+  Extra inputs ``past_key_values.{i}.key/value`` float32[batch, kv_heads, kv_len, head_dim],
   extra outputs ``present.{i}.key/value`` = Concat(past, new, axis=2)
-  float32[1, kv_heads, kv_len + seq, head_dim]; token j (position kv_len + j) attends to
+  float32[batch, kv_heads, kv_len + seq, head_dim]; token j (position kv_len + j) attends to
   every cached key and to the new keys 0..j.
 
 Weights are random (normal, std 0.02, a fixed seed) and do not depend on the shapes:
@@ -115,9 +115,9 @@ class _Builder:
 
 
 def _check(n_layer: int, d: int, heads: int, kv_heads: int, seq: int, kv_len: int,
-           vocab: int) -> None:
+           vocab: int, batch: int = 1) -> None:
     for nm, v in (("n_layer", n_layer), ("d", d), ("heads", heads), ("kv_heads", kv_heads),
-                  ("seq_len", seq), ("vocab", vocab)):
+                  ("seq_len", seq), ("vocab", vocab), ("batch", batch)):
         if v < 1:
             raise InputError(f"must be >= 1, got {v}", field=nm)
     if kv_len < 0:
@@ -139,28 +139,29 @@ def causal_mask(seq: int, kv_len: int) -> np.ndarray:
 
 
 def _kv_io(b: _Builder, i: int, kv_heads: int, kv_len: int, seq: int, hd: int,
-           k_new: str, v_new: str) -> tuple[str, str]:
+           k_new: str, v_new: str, bs: int = 1) -> tuple[str, str]:
     """Decode: Concat(past, new, axis=2) -> present (graph outputs); prefill: new k/v."""
     if kv_len == 0:
         return k_new, v_new
     pres = []
     for kind, new in (("key", k_new), ("value", v_new)):
         past = b.add_input(f"past_key_values.{i}.{kind}", TensorProto.FLOAT,
-                           [1, kv_heads, kv_len, hd])
+                           [bs, kv_heads, kv_len, hd])
         out = f"present.{i}.{kind}"
         b.op("Concat", [past, new], outputs=[out], axis=-2)
-        b.add_output(out, TensorProto.FLOAT, [1, kv_heads, kv_len + seq, hd])
+        b.add_output(out, TensorProto.FLOAT, [bs, kv_heads, kv_len + seq, hd])
         pres.append(out)
     return pres[0], pres[1]
 
 
-def _sdpa(b: _Builder, q: str, k: str, v: str, heads: int, t: int, hd: int, mask: str) -> str:
+def _sdpa(b: _Builder, q: str, k: str, v: str, heads: int, t: int, hd: int, mask: str,
+          bs: int = 1) -> str:
     """torch's decomposed scaled_dot_product_attention as the exporter writes it: K^T via
     Reshape/Transpose/Reshape, sqrt(scale) on both operands, additive mask, Softmax,
     Where(IsNaN(p), 0, p), MatMul with V. q/k/v are [1, heads, s, hd]."""
     k3 = b.op("Reshape", [k, b.ints(-1, t, hd)], "val")
     kt = b.op("Transpose", [k3], "val", perm=[0, 2, 1])
-    kt = b.op("Reshape", [kt, b.ints(1, heads, hd, t)], "val")
+    kt = b.op("Reshape", [kt, b.ints(bs, heads, hd, t)], "val")
     s = b.const(1.0 / math.sqrt(math.sqrt(hd)))
     qs = b.op("Mul", [q, s], "val")
     ks = b.op("Mul", [kt, s], "val")
@@ -172,25 +173,28 @@ def _sdpa(b: _Builder, q: str, k: str, v: str, heads: int, t: int, hd: int, mask
     return b.op("MatMul", [p, v], "scaled_dot_product_attention")
 
 
-def _merge_heads(b: _Builder, ctx: str, seq: int, hd: int, d: int, flat: bool) -> str:
-    x = b.op("Reshape", [ctx, b.ints(1, -1, seq, hd)], "view", allowzero=1)
+def _merge_heads(b: _Builder, ctx: str, seq: int, hd: int, d: int, flat: bool,
+                 bs: int = 1) -> str:
+    x = b.op("Reshape", [ctx, b.ints(bs, -1, seq, hd)], "view", allowzero=1)
     x = b.op("Transpose", [x], "transpose", perm=[0, 2, 1, 3])
-    shape = b.ints(seq, d) if flat else b.ints(1, seq, -1)
+    shape = b.ints(bs * seq, d) if flat else b.ints(bs, seq, -1)
     return b.op("Reshape", [x, shape], "view", allowzero=1)
 
 
-def _split_heads(b: _Builder, x: str, seq: int, hd: int) -> str:
-    x = b.op("Reshape", [x, b.ints(1, seq, -1, hd)], "view", allowzero=1)
+def _split_heads(b: _Builder, x: str, seq: int, hd: int, bs: int = 1) -> str:
+    x = b.op("Reshape", [x, b.ints(bs, seq, -1, hd)], "view", allowzero=1)
     return b.op("Transpose", [x], "transpose", perm=[0, 2, 1, 3])
 
 
 def build_gpt2(n_layer: int = 2, d: int = 64, heads: int = 4, seq: int = 16, kv_len: int = 0,
-               vocab: int = 256, seed: int = 0) -> onnx.ModelProto:
-    """GPT2LMHeadModel-style graph (tied lm_head, tanh GELU, LayerNorm eps 1e-5)."""
-    _check(n_layer, d, heads, heads, seq, kv_len, vocab)
+               vocab: int = 256, seed: int = 0, batch: int = 1) -> onnx.ModelProto:
+    """GPT2LMHeadModel-style graph (tied lm_head, tanh GELU, LayerNorm eps 1e-5), for
+    `batch` sequences."""
+    _check(n_layer, d, heads, heads, seq, kv_len, vocab, batch)
+    bs = batch
     b = _Builder(seed)
     hd, t = d // heads, kv_len + seq
-    ids = b.add_input("input_ids", TensorProto.INT64, [1, seq])
+    ids = b.add_input("input_ids", TensorProto.INT64, [bs, seq])
     wte_a = (b.rng.standard_normal((vocab, d)) * STD).astype(np.float32)
     wte = b.init("transformer.wte.weight", wte_a)
     # position embeddings of positions kv_len..t-1 (constant-folded by the exporter);
@@ -211,21 +215,21 @@ def build_gpt2(n_layer: int = 2, d: int = 64, heads: int = 4, seq: int = 16, kv_
         x = b.op("Reshape", [x, b.ints(-1, n_in)], "view", allowzero=1)
         y = b.op("Gemm", [x, b.weight(nm + ".weight", (n_in, n_out)),
                           b.weight(nm + ".bias", (n_out,))], "addmm")
-        return b.op("Reshape", [y, b.ints(1, seq, n_out)], "view", allowzero=1)
+        return b.op("Reshape", [y, b.ints(bs, seq, n_out)], "view", allowzero=1)
 
     for i in range(n_layer):
         p = f"transformer.h.{i}."
         x = ln(h, p + "ln_1")
         qkv = conv1d(x, p + "attn.c_attn", d, 3 * d)
         q, k, v = b.op("Split", [qkv], "split", n_out=3, axis=2, num_outputs=3)
-        k, v = _split_heads(b, k, seq, hd), _split_heads(b, v, seq, hd)
-        q = _split_heads(b, q, seq, hd)
-        k, v = _kv_io(b, i, heads, kv_len, seq, hd, k, v)
-        ctx = _sdpa(b, q, k, v, heads, t, hd, mask)
-        x = _merge_heads(b, ctx, seq, hd, d, flat=True)
+        k, v = _split_heads(b, k, seq, hd, bs), _split_heads(b, v, seq, hd, bs)
+        q = _split_heads(b, q, seq, hd, bs)
+        k, v = _kv_io(b, i, heads, kv_len, seq, hd, k, v, bs)
+        ctx = _sdpa(b, q, k, v, heads, t, hd, mask, bs)
+        x = _merge_heads(b, ctx, seq, hd, d, True, bs)
         y = b.op("Gemm", [x, b.weight(p + "attn.c_proj.weight", (d, d)),
                           b.weight(p + "attn.c_proj.bias", (d,))], "addmm")
-        y = b.op("Reshape", [y, b.ints(1, seq, d)], "view", allowzero=1)
+        y = b.op("Reshape", [y, b.ints(bs, seq, d)], "view", allowzero=1)
         h = b.op("Add", [y, h], "add")
         x = ln(h, p + "ln_2")
         f = conv1d(x, p + "mlp.c_fc", d, 4 * d)
@@ -240,7 +244,7 @@ def build_gpt2(n_layer: int = 2, d: int = 64, heads: int = 4, seq: int = 16, kv_
     x = ln(h, "transformer.ln_f")
     lm = b.init("lm_head.weight.T", np.ascontiguousarray(wte_a.T))  # tied to wte
     b.op("MatMul", [x, lm], outputs=["logits"])
-    b.add_output("logits", TensorProto.FLOAT, [1, seq, vocab])
+    b.add_output("logits", TensorProto.FLOAT, [bs, seq, vocab])
     _order_outputs(b)
     return b.model(f"gpt2_{'decode' if kv_len else 'prefill'}")
 
@@ -256,17 +260,18 @@ def rope_tables(seq: int, kv_len: int, hd: int, theta: float = 10000.0):  # noqa
 
 def build_llama(n_layer: int = 2, d: int = 64, heads: int = 4, kv_heads: int = 2,
                 ffn: int = 128, seq: int = 16, kv_len: int = 0, vocab: int = 256,
-                seed: int = 0) -> onnx.ModelProto:
+                seed: int = 0, batch: int = 1) -> onnx.ModelProto:
     """LlamaForCausalLM-style graph: RMSNorm (eps 1e-6), rotate-half RoPE (theta 1e4),
     grouped-query attention (kv_heads < heads), SiLU-gated MLP, untied lm_head."""
-    _check(n_layer, d, heads, kv_heads, seq, kv_len, vocab)
+    _check(n_layer, d, heads, kv_heads, seq, kv_len, vocab, batch)
+    bs = batch
     if ffn < 1:
         raise InputError(f"must be >= 1, got {ffn}", field="ffn")
     b = _Builder(seed)
     hd, t, rep = d // heads, kv_len + seq, heads // kv_heads
     if hd % 2:
         raise InputError(f"head_dim={hd} must be even for RoPE", field="d")
-    ids = b.add_input("input_ids", TensorProto.INT64, [1, seq])
+    ids = b.add_input("input_ids", TensorProto.INT64, [bs, seq])
     emb = b.weight("model.embed_tokens.weight", (vocab, d))
     cos_a, sin_a = rope_tables(seq, kv_len, hd)
     cos, sin = b.init("unsqueeze_cos", cos_a), b.init("unsqueeze_sin", sin_a)
@@ -294,24 +299,24 @@ def build_llama(n_layer: int = 2, d: int = 64, heads: int = 4, kv_heads: int = 2
         if rep == 1:
             return x
         x = b.op("Unsqueeze", [x, b.ints(2)], "unsqueeze")
-        x = b.op("Expand", [x, b.ints(1, kv_heads, rep, t, hd)], "expand")
-        return b.op("Reshape", [x, b.ints(1, heads, t, hd)], "_unsafe_view", allowzero=1)
+        x = b.op("Expand", [x, b.ints(bs, kv_heads, rep, t, hd)], "expand")
+        return b.op("Reshape", [x, b.ints(bs, heads, t, hd)], "_unsafe_view", allowzero=1)
 
     for i in range(n_layer):
         p = f"model.layers.{i}."
         x = rms(h, p + "input_layernorm")
         q = _split_heads(b, b.op("MatMul", [x, b.weight(p + "self_attn.q_proj", (d, d))],
-                                 "linear"), seq, hd)  # fmt: skip
+                                 "linear"), seq, hd, bs)  # fmt: skip
         k = _split_heads(b, b.op("MatMul", [x, b.weight(p + "self_attn.k_proj",
                                                         (d, kv_heads * hd))], "linear"),
-                         seq, hd)  # fmt: skip
+                         seq, hd, bs)  # fmt: skip
         v = _split_heads(b, b.op("MatMul", [x, b.weight(p + "self_attn.v_proj",
                                                         (d, kv_heads * hd))], "linear"),
-                         seq, hd)  # fmt: skip
+                         seq, hd, bs)  # fmt: skip
         q, k = rope(q), rope(k)
-        k, v = _kv_io(b, i, kv_heads, kv_len, seq, hd, k, v)
-        ctx = _sdpa(b, q, repeat_kv(k), repeat_kv(v), heads, t, hd, mask)
-        x = _merge_heads(b, ctx, seq, hd, d, flat=False)
+        k, v = _kv_io(b, i, kv_heads, kv_len, seq, hd, k, v, bs)
+        ctx = _sdpa(b, q, repeat_kv(k), repeat_kv(v), heads, t, hd, mask, bs)
+        x = _merge_heads(b, ctx, seq, hd, d, False, bs)
         y = b.op("MatMul", [x, b.weight(p + "self_attn.o_proj", (d, d))], "linear")
         h = b.op("Add", [h, y], "add")
         x = rms(h, p + "post_attention_layernorm")
@@ -323,7 +328,7 @@ def build_llama(n_layer: int = 2, d: int = 64, heads: int = 4, kv_heads: int = 2
         h = b.op("Add", [h, y], "add")
     x = rms(h, "model.norm")
     b.op("MatMul", [x, b.weight("lm_head.weight.T", (d, vocab))], outputs=["logits"])
-    b.add_output("logits", TensorProto.FLOAT, [1, seq, vocab])
+    b.add_output("logits", TensorProto.FLOAT, [bs, seq, vocab])
     _order_outputs(b)
     return b.model(f"llama_{'decode' if kv_len else 'prefill'}")
 
@@ -333,16 +338,18 @@ def _order_outputs(b: _Builder) -> None:
     b.outputs.sort(key=lambda o: (o.name != "logits",))
 
 
-def model_for(name: str, seq_len: int = 16, kv_len: int = 0, seed: int = 0) -> onnx.ModelProto:
-    """A named model ("gpt2", "llama", "gpt2-small") built for seq_len new tokens after a
-    KV cache of kv_len tokens (0 = prefill)."""
+def model_for(name: str, seq_len: int = 16, kv_len: int = 0, seed: int = 0,
+              batch: int = 1) -> onnx.ModelProto:
+    """A named model ("gpt2", "llama", "gpt2-small") built for `batch` sequences of seq_len
+    new tokens after a KV cache of kv_len tokens (0 = prefill)."""
     cfg = MODELS.get(name)
     if cfg is None:
         raise InputError(f"unknown model name '{name}' (known: {', '.join(MODELS)})")
     if cfg.family == "gpt2":
-        return build_gpt2(cfg.n_layer, cfg.d, cfg.heads, seq_len, kv_len, cfg.vocab, seed)
+        return build_gpt2(cfg.n_layer, cfg.d, cfg.heads, seq_len, kv_len, cfg.vocab, seed,
+                          batch)
     return build_llama(cfg.n_layer, cfg.d, cfg.heads, cfg.kv_heads, cfg.ffn, seq_len, kv_len,
-                       cfg.vocab, seed)
+                       cfg.vocab, seed, batch)
 
 
 __all__ = ["MODELS", "ModelConfig", "build_gpt2", "build_llama", "causal_mask", "model_for",

@@ -277,6 +277,10 @@ def render_report(stats: dict[str, Any], trace: dict[str, Any] | None = None,
              f"<h1>{_e(title)}</h1>", _headline(stats, topology)]
     if verdict is not None:
         parts.append(_verdict_section(verdict))
+    if "llm" in stats:
+        from kernbench.report.llm import llm_html
+
+        parts.append(llm_html(stats["llm"], stats.get("replay")))
     parts.append(_layers_section(stats))
     parts.append(_engines_section(stats))
     if plot_png:

@@ -132,3 +132,37 @@ def roofs(topo: Topology, bits: int = 8) -> Roofs:
     """The roofs of the whole system at `bits`-bit operands: all PEs' MACs per ns and the
     aggregate HBM bandwidth (what the compiler's per-layer bounds use)."""
     return Roofs(float(macs_per_ns(topo, bits)), float(hbm_gbs(topo)))
+
+
+# ---------------------------------------------------------------------------- summary
+#: precision label → operand bits looked up in pe_gemm.throughput_factor
+PRECISIONS = (("int4", 4), ("int8", 8), ("fp16/bf16", 16), ("fp32", 32))
+
+
+@dataclass(frozen=True)
+class PeakFigures:
+    """Dense peaks of the whole system, as `kernbench topology show` prints them."""
+
+    tops: dict[str, float]         # precision label → tera-ops/s (2 ops per MAC)
+    macs_per_ns: dict[int, float]  # operand bits → MACs per ns
+    vector_elems_per_ns: float
+    hbm_gbs: float                 # aggregate HBM bandwidth (GB/s = bytes per ns)
+    hbm_bytes: int                 # aggregate HBM capacity
+    pes: int
+    cubes: int
+
+    def line(self) -> str:
+        """One line: 'peak dense TOPS: … int8, … | HBM 2800 GB/s, 96 GiB | 16 PEs …'."""
+        comp = ", ".join(f"{v:.1f} {k}" for k, v in self.tops.items())
+        return (f"peak dense TOPS: {comp} | HBM {self.hbm_gbs:g} GB/s, "
+                f"{self.hbm_bytes / 2**30:g} GiB | {self.pes} PEs in {self.cubes} cube(s)")
+
+
+def peak_figures(topo: Topology) -> PeakFigures:
+    """The system's peaks: compute by precision (flops_per_ns), HBM bandwidth and capacity."""
+    macs = {bits: macs_per_ns(topo, bits) for _, bits in PRECISIONS}
+    return PeakFigures(tops={label: round(flops_per_ns(topo, bits) / 1000.0, 1)
+                             for label, bits in PRECISIONS},
+                       macs_per_ns=macs, vector_elems_per_ns=vector_elems_per_ns(topo),
+                       hbm_gbs=hbm_gbs(topo), hbm_bytes=topo.hbm_bytes, pes=len(topo.pes),
+                       cubes=len(topo.cubes))

@@ -100,7 +100,8 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
         bits_a=n.qbits_activation, bits_kv=n.qbits_kv, causal=bool(a.get("causal")),
         causal_offset=int(a.get("causal_offset", 0)) if a.get("causal") else 0,
         s_blk=max(1, min(q.shape[2], lw.bank // (t_len * 4))))
-    if t_len * d * 4 > lw.bank or t_len * dv * 4 > lw.bank:
+    kv_isz = 1 if k.dtype == "int8" and v.dtype == "int8" else 4  # staged at fp32?
+    if t_len * d * kv_isz > lw.bank or t_len * dv * kv_isz > lw.bank:
         raise _unfit(n)
     return at
 

@@ -22,7 +22,7 @@ from kernbench.compiler.lower.context import QBITS_OF, Lowering, PreparedX, TeWe
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
-from kernbench.ir.model import LayerIR
+from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics import quant as qmath
 
 #: an output tile: (first row, first column, rows, columns)
@@ -98,6 +98,8 @@ def _te_weight_once(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight
     w = np.asarray(lw.g.weights[w_tid])
     if w.ndim != 2:
         return None
+    if is_shape_only_array(w):
+        return _shape_only_weight(lw, n, w_tid, w, mode)
     if mode == "int":
         iw = _int_weight(lw, n, w_tid, w)
         if iw is None:
@@ -113,6 +115,21 @@ def _te_weight_once(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight
         return TeWeight(lw.const(f"{w_tid}@fp16", arr, "fp16", source=w_tid), None, 16)
     return TeWeight(lw.const(f"{w_tid}@fp32", w.astype(np.float32), "fp32", source=w_tid),
                     None, 32)
+
+
+def _shape_only_weight(lw: Lowering, n: LayerIR, w_tid: str, w: np.ndarray,
+                       mode: str) -> TeWeight | None:
+    """A shape-only model's weight: placed at its stored bits, no values (unit scales)."""
+    if mode == "int":
+        bits = n.qbits_weight if isinstance(n.qbits_weight, int) else 8
+        if bits not in (4, 8) or lw.g.tensors[w_tid].quant is not None:
+            return None
+        dt = "int4" if bits == 4 else "int8"
+        p = lw.const(f"{w_tid}@int{bits}", None, dt, source=w_tid, shape=tuple(w.shape))
+        return TeWeight(p, np.ones((w.shape[1],), np.float32), bits)
+    dt, bits = ("fp16", 16) if mode == "fp16" else ("fp32", 32)
+    return TeWeight(lw.const(f"{w_tid}@{dt}", None, dt, source=w_tid, shape=tuple(w.shape)),
+                    None, bits)
 
 
 # ----------------------------------------------------------------------------- activations

@@ -67,6 +67,9 @@ def lower_kv_update(lw: Lowering, n: LayerIR) -> bool:
     isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype])
     for b in range(b_):
         for h in range(h_):
-            for src, rows, dst_row in ((past, p_len, 0), (new, s_len, p_len)):
+            # in place (a paged / ring cache): only the new rows are written
+            srcs = ((new, s_len, p_len),) if n.attributes.get("in_place") else (
+                (past, p_len, 0), (new, s_len, p_len))
+            for src, rows, dst_row in srcs:
                 _copy_rows(lw, n, src, out, b, h, rows, dst_row, d, isz, scale)
     return True

@@ -65,6 +65,10 @@ def _reads(lw: Lowering, n: LayerIR) -> tuple[list[HbmRange], int, Placement | N
             continue
         p = lw.placement(tid)
         nb = int(math.ceil(int(np.prod(p.shape)) * ITEMSIZE[p.dtype])) if p.shape else 8
+        if n.attributes.get("gather_rows") and tid == n.inputs[1]:
+            # a row gather reads the rows it gathers, not the table
+            ids = int(np.prod(lw.g.tensors[n.inputs[0]].shape))
+            nb = int(math.ceil(ids * p.shape[-1] * ITEMSIZE[p.dtype]))
         in_bytes += nb
         first = first if first is not None else p
         if not lw.g.tensors[tid].const:

@@ -1,0 +1,91 @@
+"""Simulation speed on real-size LLMs: wall time, CPU time, peak RSS and simulated CMDQ
+entries per second, per model size, with and without replay of identical blocks.
+
+    .venv/bin/python benchmarks/llm_scale.py            # the table in docs/performance.md
+    .venv/bin/python benchmarks/llm_scale.py --quick    # the tiny case only
+    .venv/bin/python benchmarks/llm_scale.py --with-exact   # also Llama-3-8B prefill --exact
+
+Every case is one `kernbench run ... --no-trace --no-report` in its own process (so that
+peak RSS is that run's, from os.wait4); prints a markdown table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CFG = ROOT / "tests" / "hf_configs"
+
+CASES = [
+    ("tiny llama, 4 layers, prefill 128", [str(CFG / "tiny-llama-4l.json"), "-t", "small",
+                                           "--seq-len", "128"]),
+    ("Llama-3-8B prefill 2048", [str(CFG / "llama-3-8b"), "-t", "large", "--seq-len", "2048"]),
+    ("Qwen2-7B decode b8 kv8192", [str(CFG / "qwen2-7b"), "-t", "large", "--batch", "8",
+                                   "--kv-len", "8192"]),
+    ("Qwen2-7B decode b8 kv8192 --exact", [str(CFG / "qwen2-7b"), "-t", "large", "--batch",
+                                           "8", "--kv-len", "8192", "--exact"]),
+]
+# the compiler's memory plan keeps every activation of all 32 layers in cube 0 (no buffer
+# reuse): 24 GiB per cube is too small for the whole prefill, so this case doubles it (the
+# capacity moves addresses, not bandwidths)
+EXACT_8B = ("Llama-3-8B prefill 2048 --exact (48 GiB/cube)",
+            [str(CFG / "llama-3-8b"), "-t", "large", "--seq-len", "2048", "--exact",
+             "--set", "cube.hbm_ctrl.capacity_gib=48"])
+
+
+def _kernbench() -> list[str]:
+    exe = Path(sys.executable).with_name("kernbench")
+    return [str(exe)] if exe.exists() else [sys.executable, "-c",
+                                            "import sys; from kernbench.cli import main; "
+                                            "sys.exit(main(sys.argv[1:]))"]
+
+
+def run_case(args: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = _kernbench() + ["run", *args, "--no-trace", "--no-report", "-o", tmp]
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        err = p.stderr.read().decode() if p.stderr else ""
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
+        stats = json.loads((Path(tmp) / "stats.json").read_text())
+    cpu = ru.ru_utime + ru.ru_stime
+    entries = len(stats["entries"])
+    llm = stats.get("llm", {})
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mb": ru.ru_maxrss / 1024, "entries": entries,
+            "entries_per_cpu_s": entries / cpu if cpu else 0.0,
+            "total_ms": stats["total_ns"] / 1e6, "layers": llm.get("layers"),
+            "replay": stats.get("replay", {}).get("simulated_blocks")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="the tiny case only")
+    ap.add_argument("--with-exact", action="store_true", help="also Llama-3-8B --exact")
+    ap.add_argument("--only-exact-8b", action="store_true", help="only Llama-3-8B --exact")
+    a = ap.parse_args()
+    cases = CASES[:1] if a.quick else CASES + ([EXACT_8B] if a.with_exact else [])
+    if a.only_exact_8b:
+        cases = [EXACT_8B]
+    print("| case | layers simulated / total | simulated step | CMDQ entries simulated | "
+          "entries / CPU s | CPU s | wall s | peak RSS MB |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, args in cases:
+        r = run_case(args)
+        sim = r["replay"] or r["layers"]
+        print(f"| {name} | {sim} / {r['layers']} | {r['total_ms']:.3f} ms | {r['entries']:,} | "
+              f"{r['entries_per_cpu_s']:,.0f} | {r['cpu_s']:.1f} | {r['wall_s']:.1f} | "
+              f"{r['rss_mb']:,.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

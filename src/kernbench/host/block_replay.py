@@ -1,0 +1,171 @@
+"""Simulate identical decoder layers once and replay their timing.
+
+A transformer is a prologue (embedding), L identical blocks and an epilogue (final norm,
+LM head). When the IR marks its blocks (`LayerIR.metadata["block"]`, as
+`models.llm_graph` does) and every block has the same signature (op types, attributes,
+tensor shapes and bitwidths, node by node), the run compiles and simulates the model with
+its first k blocks only (k = 4, or 3 for a model of 4 or 5 blocks), then replays:
+
+    total(L) = total(k) + (L - k) × P
+
+Block b's period is p_b = end(b) − end(b−1), where end(b) is the time the last command of
+block b completes. The blocks that stand for the replayed ones are the middle blocks
+(1..k−2: one block before and one after them, as blocks 1..L−2 of the whole model have);
+P is the mean of their periods. Block 0 (after the prologue) and block k−1 (before the
+epilogue, whose weight loads overlap it) are simulated, not replayed.
+
+The check that proves the replay, on every run: the compared periods (p_1, p_2 for k = 4;
+p_1 and the epilogue-adjacent p_2 for k = 3) must lie within ±`TOLERANCE` (1 %) of their
+mean, so that a replayed block whose period stays in the observed band is off by at most
+1 %. When the blocks differ or the check fails, the whole model is simulated (as with
+`--exact`). tests/llm/test_block_replay.py shows replay within 1 % of `--exact` on 4-layer
+models; docs/performance.md compares both on a real-size decode.
+
+stats.json of a replayed run: `total_ns`, `total_cycles`, `roofline_fraction`,
+`model_bound` and the `llm` section describe the whole model; `entries`, `engines`,
+`links`, `memories` and `layers` describe the simulated prologue + 3 blocks + epilogue
+(representative: blocks 3..L-1 repeat block 2); `replay` says what was done.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from kernbench.ir.model import Graph
+
+SIMULATED_BLOCKS = 4
+TOLERANCE = 0.01
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    blocks: int           # blocks of the whole model
+    simulated: int        # blocks kept in the simulated graph
+
+
+class ReplayCheckFailed(Exception):
+    """The simulated blocks did not reach a steady period: simulate everything."""
+
+
+def _blocks(g: Graph) -> dict[int, list[Any]]:
+    out: dict[int, list[Any]] = {}
+    for n in g.nodes:
+        b = n.metadata.get("block")
+        if isinstance(b, int):
+            out.setdefault(b, []).append(n)
+    return out
+
+
+def _signature(g: Graph, nodes: list[Any]) -> str:
+    t = g.tensors
+    sig = []
+    for n in nodes:
+        sig.append([n.op_type, n.attributes, n.qbits_weight, n.qbits_activation, n.qbits_kv,
+                    [(t[i].shape, t[i].dtype, t[i].const) if i else None for i in n.inputs],
+                    [(t[o].shape, t[o].dtype) for o in n.outputs]])
+    return json.dumps(sig, sort_keys=True, default=str)
+
+
+def plan_replay(g: Graph) -> tuple[ReplayPlan | None, str]:
+    """(plan, why): a plan when the graph has ≥ 4 marked, identical blocks; else None and
+    the reason the whole model is simulated."""
+    blocks = _blocks(g)
+    if not blocks:
+        return None, "the graph marks no repeated blocks"
+    ids = sorted(blocks)
+    if ids != list(range(len(ids))):
+        return None, "block ids are not 0..L-1"
+    if len(ids) < 4:
+        return None, f"{len(ids)} blocks (replay needs at least 4)"
+    first = _signature(g, blocks[0])
+    for b in ids[1:]:
+        if _signature(g, blocks[b]) != first:
+            return None, f"block {b} differs from block 0"
+    keep = SIMULATED_BLOCKS if len(ids) >= SIMULATED_BLOCKS + 2 else 3
+    return ReplayPlan(blocks=len(ids), simulated=keep), "identical blocks"
+
+
+def truncate_blocks(g: Graph, keep: int) -> Graph:
+    """The graph with blocks 0..keep-1 only: what followed the last block reads the
+    outputs of block keep-1 instead (blocks are identical, so node j of one block maps to
+    node j of the other); inputs, outputs and constants nobody uses any more are dropped."""
+    blocks = _blocks(g)
+    last = max(blocks)
+    rename: dict[str, str] = {}
+    for b in range(keep, last + 1):
+        src = keep - 1 - (last - b)
+        if src < 0:
+            continue
+        for n_from, n_to in zip(blocks[b], blocks[src], strict=True):
+            for o_from, o_to in zip(n_from.outputs, n_to.outputs, strict=True):
+                rename[o_from] = o_to
+    nodes = []
+    for n in g.nodes:
+        b = n.metadata.get("block")
+        if isinstance(b, int) and b >= keep:
+            continue
+        m = n.model_copy(deep=True)
+        m.inputs = [rename.get(i, i) for i in m.inputs]
+        nodes.append(m)
+    used = {i for n in nodes for i in n.inputs if i} | {o for n in nodes for o in n.outputs}
+    out = Graph(created_by=g.created_by, nodes=nodes,
+                inputs=[i for i in g.inputs if i in used],
+                outputs=[rename.get(o, o) for o in g.outputs if rename.get(o, o) in used],
+                metadata=json.loads(json.dumps(g.metadata)),
+                tensors={k: v.model_copy(deep=True) for k, v in g.tensors.items() if k in used},
+                qconfig=g.qconfig,
+                weights={k: v for k, v in g.weights.items() if k in used})
+    if "llm" in out.metadata:
+        out.metadata["llm"]["blocks"] = keep
+    out.metadata["replay_of_blocks"] = last + 1
+    out.rebuild_links()
+    return out
+
+
+def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan) -> dict[str, Any]:
+    """Turn the stats of the truncated run into the whole model's (see the module
+    docstring); raise ReplayCheckFailed when the period is not steady."""
+    layer_block = {n.id: n.metadata["block"] for n in small.nodes
+                   if isinstance(n.metadata.get("block"), int)}
+    ends = [0.0] * plan.simulated
+    for e in stats["entries"].values():
+        b = layer_block.get(e.get("layer_id"))
+        if b is not None and e.get("end_ns") is not None:
+            ends[b] = max(ends[b], e["end_ns"])
+    periods = [b - a for a, b in zip(ends, ends[1:], strict=False)]  # p_1 .. p_{k-1}
+    middle = periods[:-1]  # without the epilogue-adjacent block
+    compared = middle if len(middle) > 1 else periods
+    d = sum(middle) / len(middle)
+    mean = sum(compared) / len(compared)
+    dev = max(abs(p - mean) for p in compared) / mean if mean > 0 else 1.0
+    if d <= 0 or dev > TOLERANCE:
+        raise ReplayCheckFailed("block periods " + ", ".join(f"{p:.1f}" for p in compared)
+                                + f" ns spread ±{100 * dev:.2f}% (> {100 * TOLERANCE:g}%)")
+    extra = plan.blocks - plan.simulated
+    sim_total = float(stats["total_ns"])
+    total = sim_total + extra * d
+    stats["total_ns"] = round(total, 3)
+    stats["total_cycles"] = int(round(total * stats["clock_ghz"]))
+    if "layers" in stats:
+        layers = stats["layers"]
+        last = {lid for lid, b in layer_block.items() if b == plan.simulated - 1}
+        block_bound = {k: sum(v[k] for lid, v in layers.items() if lid in last)
+                       for k in ("bound_ns", "compute_bound_ns", "memory_bound_ns")}
+        all_bound = {k: sum(v[k] for v in layers.values()) + extra * block_bound[k]
+                     for k in block_bound}
+        stats["roofline_fraction"] = round(all_bound["bound_ns"] / total, 6) if total else 0.0
+        comp = round(all_bound["compute_bound_ns"], 3)
+        mem = round(all_bound["memory_bound_ns"], 3)
+        stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
+                                "bound_by": "compute" if comp >= mem else "memory"}
+    stats["replay"] = {
+        "blocks": plan.blocks, "simulated_blocks": plan.simulated,
+        "block_period_ns": round(d, 3),
+        "periods_ns": [round(p, 3) for p in periods], "period_deviation": round(dev, 6),
+        "tolerance": TOLERANCE,
+        "simulated_total_ns": round(sim_total, 3),
+        "note": "entries, engines, links, memories and layers describe the simulated blocks",
+    }
+    return stats

@@ -1,0 +1,148 @@
+"""LLM figures: what one simulated step means in tokens, bytes and HBM capacity.
+
+`llm_facts(graph)` reads any graph with ATTENTION layers (a config.json model, a built-in,
+an ONNX export): batch, new tokens and cached tokens from the attention shapes, weight
+bytes at their stored bitwidth (tied tensors once), KV-cache bytes at the KV bitwidth and
+the MACs of the step. `check_fit` refuses (exit 2) a model whose weights + KV cache exceed
+the topology's HBM and warns above 90 %. `llm_section(facts, stats, topo)` is the `llm`
+section of stats.json (documented in docs/stats.md): time to first token (prefill) or time
+per output token (decode), tokens/s × batch, the bottleneck of the phase, the whole-model
+roofline bound and the fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kernbench.errors import InputError
+from kernbench.topology.model import Topology
+from kernbench.topology.peaks import peak_figures
+
+#: fraction of HBM above which the fit is reported as a warning
+HBM_WARN_FRACTION = 0.9
+_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "uint8": 8, "int4": 4, "int32": 32,
+         "int64": 64, "bool": 8, "int16": 16}
+_TE = ("GEMM", "QKV_PROJ")
+
+
+@dataclass(frozen=True)
+class LlmFacts:
+    """One step of an LLM, from its IR."""
+
+    model: str
+    phase: str            # "prefill" | "decode"
+    layers: int           # ATTENTION layers
+    batch: int
+    seq_len: int          # new tokens per sequence
+    kv_len: int           # cached tokens per sequence before the step
+    params: int           # weight parameters (tied once)
+    weight_bytes: int     # at the stored bitwidth
+    kv_cache_bytes: int   # the cache after the step, at the KV bitwidth
+    macs: int             # multiply-accumulates of the step (TE layers)
+
+
+def _bits(q: Any, dtype: str) -> float:
+    if isinstance(q, int):
+        return q
+    if q in ("fp16", "bf16"):
+        return 16
+    return _BITS.get(dtype, 32)
+
+
+def llm_facts(g: Any) -> LlmFacts | None:
+    """The facts of an LLM step, or None when the graph has no ATTENTION layer."""
+    atts = [n for n in g.nodes if n.op_type == "ATTENTION"]
+    if not atts:
+        return None
+    t = g.tensors
+    q0, k0 = t[atts[0].inputs[0]].shape, t[atts[0].inputs[1]].shape
+    batch, seq = q0[0], q0[2]
+    kv_len = max(0, k0[2] - seq)
+    tied = set((g.metadata.get("tied_weights") or {}).keys())
+    wbits: dict[str, float] = {}
+    for n in g.nodes:
+        for i, tid in enumerate(n.inputs):
+            tt = t.get(tid) if tid else None
+            if tt is None or not tt.const or tt.role != "weight" or tid in tied:
+                continue
+            if tid.startswith("rope.") or (n.op_type == "ATTENTION" and i >= 3):
+                continue  # rotary tables and masks are derived, not parameters
+            w = n.qbits_weight if n.op_type in _TE and i in (1, 2, 3) else None
+            wbits[tid] = max(wbits.get(tid, 0), _bits(w, tt.dtype))
+    params = sum(math.prod(t[k].shape) for k in wbits)
+    wbytes = sum(math.ceil(math.prod(t[k].shape) * b / 8) for k, b in wbits.items())
+    kv_bytes = 0
+    for n in atts:
+        kb = _bits(n.qbits_kv, t[n.inputs[1]].dtype)
+        kv_bytes += sum(math.ceil(math.prod(t[i].shape) * kb / 8) for i in n.inputs[1:3])
+    return LlmFacts(model=str(g.metadata.get("model_name", "model")),
+                    phase="decode" if kv_len > 0 else "prefill", layers=len(atts),
+                    batch=batch, seq_len=seq, kv_len=kv_len, params=params,
+                    weight_bytes=wbytes, kv_cache_bytes=kv_bytes, macs=_macs(g))
+
+
+def _macs(g: Any) -> int:
+    t = g.tensors
+    total = 0
+    for n in g.nodes:
+        if n.op_type == "GEMM":
+            x, w = t[n.inputs[0]].shape, t[n.inputs[1]].shape
+            total += math.prod(x[:-1]) * w[0] * w[1]
+        elif n.op_type == "QKV_PROJ":
+            x = t[n.inputs[0]].shape
+            total += sum(math.prod(x[:-1]) * x[-1] * t[w].shape[-1] for w in n.inputs[1:4])
+        elif n.op_type == "ATTENTION":
+            q, k, v = (t[i].shape for i in n.inputs[:3])
+            total += math.prod(q[:-1]) * k[-2] * (q[-1] + v[-1])
+    return total
+
+
+def check_fit(f: LlmFacts, topo: Topology) -> list[str]:
+    """Refuse (InputError) when weights + KV cache exceed HBM; warnings above 90 %."""
+    cap = topo.hbm_bytes
+    need = f.weight_bytes + f.kv_cache_bytes
+    if need > cap:
+        raise InputError(f"weights {f.weight_bytes / 2**30:.2f} GiB + KV cache "
+                         f"{f.kv_cache_bytes / 2**30:.2f} GiB = {need / 2**30:.2f} GiB do not "
+                         f"fit the {cap / 2**30:g} GiB of HBM of '{topo.name}'",
+                         where=f"model '{f.model}'")
+    if need > HBM_WARN_FRACTION * cap:
+        return [f"warning: weights + KV cache use {100 * need / cap:.0f}% of HBM "
+                f"({need / 2**30:.2f} of {cap / 2**30:g} GiB): little room for activations"]
+    return []
+
+
+def llm_section(f: LlmFacts, stats: dict[str, Any], topo: Topology) -> dict[str, Any]:
+    """stats.json's `llm` section (schema in docs/stats.md)."""
+    p = peak_figures(topo)
+    total = float(stats["total_ns"])
+    tokens = f.batch * f.seq_len
+    tps = tokens / (total * 1e-9) if total > 0 else 0.0
+    # whole-step roofline: every MAC at the int8 peak, weights and the cache read once
+    compute_ns = f.macs / p.macs_per_ns[8]
+    memory_ns = (f.weight_bytes + f.kv_cache_bytes) / p.hbm_gbs
+    bound = max(compute_ns, memory_ns)
+    cap = topo.hbm_bytes
+    need = f.weight_bytes + f.kv_cache_bytes
+    b = stats.get("bottleneck", {})
+    out: dict[str, Any] = dict(asdict(f))
+    out.update({
+        "tokens": tokens,
+        "step_ns": round(total, 3),
+        "ttft_ns": round(total, 3) if f.phase == "prefill" else None,
+        "tpot_ns": round(total / f.seq_len, 3) if f.phase == "decode" else None,
+        "prefill_tokens_per_s": round(tps, 3) if f.phase == "prefill" else None,
+        "decode_tokens_per_s": round(tps, 3) if f.phase == "decode" else None,
+        "bottleneck": {"component": b.get("component"), "kind": b.get("kind"),
+                       "utilization": b.get("utilization"),
+                       "bound_by": "compute" if compute_ns >= memory_ns else "memory"},
+        "roofline": {"compute_bound_ns": round(compute_ns, 3),
+                     "memory_bound_ns": round(memory_ns, 3), "bound_ns": round(bound, 3),
+                     "fraction": round(bound / total, 6) if total > 0 else 0.0},
+        "hbm": {"capacity_bytes": cap, "needed_bytes": need,
+                "fraction": round(need / cap, 6), "fits": need <= cap,
+                "warning": need > HBM_WARN_FRACTION * cap},
+    })
+    return out

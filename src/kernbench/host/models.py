@@ -1,0 +1,120 @@
+"""What MODEL means on the command line, and the shapes it is built or bound with.
+
+`resolve_model(model, shapes, save_dir)` turns the CLI's MODEL argument into a file the
+compiler loads:
+
+- a built-in name (`gpt2`, `llama`, `gpt2-small`): an ONNX model built for the shapes;
+- a Hugging Face `config.json` (or a directory holding one): a shape-only IR graph
+  (`models.llm_graph`), saved as `<save_dir>/<name>/ir.json` (no weights);
+- an ONNX file: as is, or, when `--batch/--seq-len/--kv-len` are given and the model has
+  symbolic input dims, with those dims bound (`host.onnx_dims`);
+- anything else (ir.json, a bundle) as is; shape options are then refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernbench.errors import InputError
+
+
+@dataclass(frozen=True)
+class ShapeOptions:
+    """--batch / --seq-len / --kv-len as given (None = not given)."""
+
+    batch: int | None = None
+    seq_len: int | None = None
+    kv_len: int | None = None
+
+    def given(self) -> bool:
+        return any(v is not None for v in (self.batch, self.seq_len, self.kv_len))
+
+    def check(self) -> None:
+        for name, v, lo in (("--batch", self.batch, 1), ("--seq-len", self.seq_len, 1),
+                            ("--kv-len", self.kv_len, 0)):
+            if v is not None and v < lo:
+                raise InputError(f"must be >= {lo}, got {v}", field=name)
+
+    def resolved(self) -> tuple[int, int, int]:
+        """(batch, seq, kv) with the defaults: batch 1, kv 0, seq 16 (prefill) / 1 (decode)."""
+        kv = self.kv_len or 0
+        seq = self.seq_len if self.seq_len is not None else (1 if kv > 0 else 16)
+        return self.batch or 1, seq, kv
+
+
+@dataclass
+class ResolvedModel:
+    """The file to compile and what it is."""
+
+    path: Path
+    kind: str                     # "builtin" | "hf_config" | "onnx" | "file"
+    shape_only: bool = False      # no weight values: timing only
+    notes: list[str] = field(default_factory=list)  # what was built / bound, for stderr
+
+
+def resolve_model(model: Path, shapes: ShapeOptions, save_dir: Path,
+                  qconfig: Path | None = None, *, need_values: bool = False) -> ResolvedModel:
+    """See the module docstring. Shape options on a model that has none to bind → exit 2;
+    `need_values` (--verify) on a shape-only model → exit 2, before anything is built."""
+    from kernbench.models.builders import MODELS
+    from kernbench.models.hf_config import is_hf_config
+
+    shapes.check()
+    model = Path(model)
+    if not model.exists() and str(model) in MODELS:
+        return _builtin(str(model), shapes, save_dir)
+    if model.exists() and is_hf_config(model):
+        if need_values:
+            raise InputError("--verify needs weight values; a config.json model is "
+                             "shape-only (timing only)", file=str(model))
+        return _hf(model, shapes, save_dir, qconfig)
+    if model.suffix == ".onnx" and model.exists() and shapes.given():
+        from kernbench.host.onnx_dims import bind_onnx_dims
+
+        path, notes = bind_onnx_dims(model, shapes, save_dir)
+        return ResolvedModel(path, "onnx", notes=notes)
+    if shapes.given():
+        raise InputError("--batch/--seq-len/--kv-len apply to the named models "
+                         f"({', '.join(MODELS)}), Hugging Face config.json files and ONNX "
+                         "models with symbolic input dims", file=str(model))
+    return ResolvedModel(model, "onnx" if model.suffix == ".onnx" else "file")
+
+
+def _builtin(name: str, shapes: ShapeOptions, save_dir: Path) -> ResolvedModel:
+    import onnx
+
+    from kernbench.host.estimate import named_model_bytes, refuse_above_limit
+    from kernbench.models.builders import MODELS, model_for
+
+    batch, seq, kv = shapes.resolved()
+    if seq >= 1 and kv >= 0:  # estimate before building (bad values: the builder refuses)
+        refuse_above_limit(batch * named_model_bytes(MODELS[name], seq, kv),
+                           f"{name} --batch {batch} --seq-len {seq} --kv-len {kv}")
+    m = model_for(name, seq_len=seq, kv_len=kv, batch=batch)
+    save_dir.mkdir(parents=True, exist_ok=True)
+    tag = f"_b{batch}" if batch > 1 else ""
+    path = save_dir / f"{name}{tag}_seq{seq}_kv{kv}.onnx"
+    onnx.save(m, str(path))
+    phase = "decode" if kv else "prefill"
+    return ResolvedModel(path, "builtin", notes=[
+        f"built {name} ({phase}: batch {batch}, seq {seq}, kv {kv})"])
+
+
+def _hf(model: Path, shapes: ShapeOptions, save_dir: Path,
+        qconfig: Path | None) -> ResolvedModel:
+    from kernbench.ir.qconfig import load_qconfig
+    from kernbench.models.hf_config import config_path, load_hf_config
+    from kernbench.models.llm_graph import LlmShape, build_llm_graph, weight_params
+
+    arch = load_hf_config(model)
+    batch, seq, kv = shapes.resolved()
+    g = build_llm_graph(arch, LlmShape(batch, seq, kv),
+                        load_qconfig(qconfig) if qconfig else None)
+    out = Path(save_dir) / "model"
+    g.save(out / "ir.json", out / "ir_weights.npz")
+    phase = "decode" if kv else "prefill"
+    return ResolvedModel(out / "ir.json", "hf_config", shape_only=True, notes=[
+        f"built {arch.model_type} '{arch.name}' from {config_path(model)} (shape-only, "
+        f"{weight_params(g) / 1e9:.2f} B parameters, {arch.n_layers} layers; {phase}: "
+        f"batch {batch}, seq {seq}, kv {kv})"])

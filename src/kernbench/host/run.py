@@ -1,0 +1,100 @@
+"""`kernbench run` as a flow: load → LLM fit check → (replay plan) → compile → simulate →
+stats with the LLM figures → report.
+
+Replay (`host.block_replay`) is used only when it is proven on this model: the graph marks ≥ 4
+identical blocks, no data pass is asked for (`verify`), `exact` is off, and after the
+simulation the last two block periods agree within 1 %; otherwise the whole model is
+compiled and simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernbench.host.flow import SimResult, compile_loaded, simulate_bundle
+
+
+@dataclass
+class RunOptions:
+    qconfig: Path | None = None
+    verify: bool = False
+    inputs: Path | None = None
+    dump_intermediates: bool = False
+    trace: bool = True
+    report: bool = True
+    exact: bool = False
+    llm: bool = False     # the `llm` stats section for any model with attention
+    save_oplog: Path | None = None
+    strict: bool = False  # suspicious inputs (NaN/Inf, unmatched QConfig globs) are errors
+    bundle: Path | None = None  # where the bundle goes (default: out/bundle)
+
+
+@dataclass
+class RunHooks:
+    """How the flow talks to its caller (the CLI): notes on stderr, compile progress,
+    simulation progress (see host.simulate.simulate_program's `watch`)."""
+
+    note: Any = print
+    compile_progress: Any = None
+    watch: Any = None
+    phase: Any = None  # phase(name, total, poll): a context manager (progress display)
+
+
+def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
+              hooks: RunHooks | None = None) -> SimResult:
+    """Compile, simulate and report `model` (a file resolve_model produced) on `topo`."""
+    from kernbench.compiler.pipeline import load_model
+    from kernbench.host.block_replay import ReplayCheckFailed, apply_replay, plan_replay
+    from kernbench.host.llm import check_fit, llm_facts, llm_section
+
+    hooks = hooks or RunHooks()
+    graph, source = load_model(Path(model), opts.qconfig)
+    facts = llm_facts(graph)
+    if facts is not None:
+        for w in check_fit(facts, topo):
+            hooks.note(w)
+    plan = None
+    if not (opts.exact or opts.verify):
+        plan, why = plan_replay(graph)
+        if plan is None and graph.metadata.get("llm"):
+            hooks.note(f"simulating every layer: {why}")
+    bundle = opts.bundle or Path(out) / "bundle"
+
+    def finish(small: Any, stats: dict[str, Any]) -> dict[str, Any]:
+        if plan is not None:
+            stats = apply_replay(stats, small, plan)
+        # shape-only models always get the section; others on request (--llm), so that the
+        # stats of existing runs stay byte-identical
+        if facts is not None and (opts.llm or graph.metadata.get("shape_only")):
+            stats["llm"] = llm_section(facts, stats, topo)
+        return stats
+
+    if plan is not None:
+        from kernbench.host.block_replay import truncate_blocks
+
+        small = truncate_blocks(graph, plan.simulated)
+        hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
+                   "and replaying the rest (--exact simulates all)")
+        compile_loaded(small, None, topo, bundle, progress=hooks.compile_progress,
+                       strict=opts.strict, model_file=str(model))
+        try:
+            return _simulate(bundle, topo, out, opts, hooks,
+                             lambda st: finish(small, st))
+        except ReplayCheckFailed as e:
+            hooks.note(f"replay check failed ({e}): simulating every layer")
+            plan = None
+    qfile = str(opts.qconfig) if opts.qconfig else None
+    compile_loaded(graph, source, topo, bundle, progress=hooks.compile_progress,
+                   calib_inputs=opts.inputs, strict=opts.strict, qconfig_file=qfile,
+                   model_file=str(model))
+    return _simulate(bundle, topo, out, opts, hooks, lambda st: finish(graph, st))
+
+
+def _simulate(bundle: Path, topo: Any, out: Path, opts: RunOptions, hooks: RunHooks,
+              post: Any) -> SimResult:
+    return simulate_bundle(bundle, topo, Path(out), verify=opts.verify, inputs=opts.inputs,
+                           dump_intermediates=opts.dump_intermediates, trace=opts.trace,
+                           report=opts.report, save_oplog=opts.save_oplog, post_stats=post,
+                           watch=hooks.watch, phase=hooks.phase, strict=opts.strict)

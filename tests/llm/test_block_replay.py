@@ -1,0 +1,82 @@
+"""Replay of identical blocks: within 1 % of --exact on 4-layer models, refused where the
+blocks differ, and never faster than the roofline bound of the whole step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernbench.host.block_replay import plan_replay, truncate_blocks
+from kernbench.host.models import ShapeOptions, resolve_model
+from kernbench.host.run import RunHooks, RunOptions, run_model
+from kernbench.ir.verify import verify
+from kernbench.models.hf_config import load_hf_config
+from kernbench.models.llm_graph import LlmShape, build_llm_graph
+from kernbench.topology import load_topology
+from kernbench.topology.peaks import peak_figures
+
+CONFIGS = Path(__file__).parent.parent / "hf_configs"
+
+
+def _run(tmp: Path, cfg: Path, shapes: ShapeOptions, topo: str, exact: bool):  # noqa: ANN202
+    res = resolve_model(cfg, shapes, tmp)
+    notes: list[str] = []
+    return run_model(res.path, load_topology(topo), tmp,
+                     RunOptions(trace=False, report=False, exact=exact),
+                     RunHooks(note=notes.append)), notes
+
+
+@pytest.mark.parametrize("shapes", [ShapeOptions(1, 32, None), ShapeOptions(2, 1, 48)],
+                         ids=["prefill", "decode-batch2"])
+def test_replay_within_one_percent_of_exact(tmp_path, shapes):
+    cfg = CONFIGS / "tiny-llama-4l.json"
+    rep, notes = _run(tmp_path / "r", cfg, shapes, "small", exact=False)
+    ex, _ = _run(tmp_path / "e", cfg, shapes, "small", exact=True)
+    assert "replay" in rep.stats and "replay" not in ex.stats, notes
+    assert rep.stats["replay"]["blocks"] == 4
+    assert len(rep.stats["entries"]) < len(ex.stats["entries"])
+    t_rep, t_ex = rep.stats["total_ns"], ex.stats["total_ns"]
+    assert abs(t_rep - t_ex) <= 0.01 * t_ex, (t_rep, t_ex)
+    assert rep.stats["llm"]["layers"] == ex.stats["llm"]["layers"] == 4
+    # the written stats.json is the replayed one
+    on_disk = json.loads((tmp_path / "r" / "stats.json").read_text())
+    assert on_disk["total_ns"] == t_rep
+
+
+def test_truncated_graph_is_valid_and_keeps_the_epilogue():
+    g = build_llm_graph(load_hf_config(CONFIGS / "tiny-llama-4l.json"), LlmShape(2, 1, 8))
+    plan, why = plan_replay(g)
+    assert plan is not None and plan.blocks == 4, why
+    small = truncate_blocks(g, plan.simulated)
+    verify(small)
+    assert {n.metadata.get("block") for n in small.nodes} == {None, 0, 1, 2}
+    assert small.outputs[0] == g.outputs[0]  # logits
+    assert "present.3.key" not in small.outputs and "past.3.key" not in small.inputs
+    assert small.node("ln_final").inputs[0] == "l2.res_mlp.y"
+
+
+def test_no_replay_where_blocks_differ(tmp_path):
+    cfg = json.loads((CONFIGS / "tiny-gemma2.json").read_text())
+    cfg["num_hidden_layers"] = 4  # sliding window on even layers only: blocks alternate
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    g = build_llm_graph(load_hf_config(p), LlmShape(1, 8, 0))
+    plan, why = plan_replay(g)
+    assert plan is None and "differs" in why
+    g2 = build_llm_graph(load_hf_config(CONFIGS / "tiny-llama.json"), LlmShape(1, 8, 0))
+    assert plan_replay(g2)[0] is None  # 2 blocks: nothing to replay
+
+
+@pytest.mark.parametrize("topo", ["small", "large"])
+@pytest.mark.parametrize("exact", [False, True])
+def test_never_faster_than_the_roofline(tmp_path, topo, exact):
+    res, _ = _run(tmp_path, CONFIGS / "tiny-llama-4l.json", ShapeOptions(2, 1, 64), topo, exact)
+    s = res.stats["llm"]
+    peaks = peak_figures(load_topology(topo))
+    # independent bound: every MAC at the int8 peak, every weight and KV byte read once
+    compute_ns = s["macs"] / peaks.macs_per_ns[8]
+    memory_ns = (s["weight_bytes"] + s["kv_cache_bytes"]) / peaks.hbm_gbs
+    assert res.stats["total_ns"] >= max(compute_ns, memory_ns)
+    assert 0 < s["roofline"]["fraction"] <= 1.0

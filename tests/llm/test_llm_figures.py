@@ -1,0 +1,83 @@
+"""The `llm` section: figures checked against closed forms (tokens/s, KV bytes, weight
+bytes), stdout / summary / report carry them, and a model that cannot fit in HBM is refused
+with one line (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kernbench.cli import main
+
+CONFIGS = Path(__file__).parent.parent / "hf_configs"
+
+
+def _run(tmp_path, capsys, *args):  # noqa: ANN001, ANN002, ANN202
+    rc = main(["run", *args, "-o", str(tmp_path), "--no-trace"])
+    cap = capsys.readouterr()
+    return rc, cap, json.loads((tmp_path / "stats.json").read_text()) if rc in (0, None) \
+        else None
+
+
+def test_decode_figures_match_closed_forms(tmp_path, capsys):
+    cfg = CONFIGS / "tiny-llama.json"  # 2 layers, d 64, 4 heads / 2 KV heads, ffn 128
+    rc, cap, stats = _run(tmp_path, capsys, str(cfg), "--batch", "4", "--kv-len", "40")
+    assert rc in (0, None), cap.err
+    s = stats["llm"]
+    assert (s["phase"], s["layers"], s["batch"], s["seq_len"], s["kv_len"]) == \
+        ("decode", 2, 4, 1, 40)
+    # KV cache at int8: batch × layers × (K, V) × kv_heads × tokens × head_dim bytes
+    assert s["kv_cache_bytes"] == 4 * 2 * 2 * 2 * 41 * 16
+    # weights: int8 GEMM weights, fp32 embedding table and norm vectors
+    gemm = 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128) + 64 * 256
+    assert s["params"] == gemm + 256 * 64 + (2 * 2 + 1) * 64
+    assert s["weight_bytes"] == gemm + 4 * (256 * 64 + 5 * 64)
+    assert s["tpot_ns"] == stats["total_ns"] and s["ttft_ns"] is None
+    assert abs(s["decode_tokens_per_s"] - 4 / (stats["total_ns"] * 1e-9)) < 1e-3
+    assert s["hbm"]["fits"] and not s["hbm"]["warning"]
+    assert "time per output token" in cap.out and "tokens/s" in cap.out
+    assert "time per output token" in (tmp_path / "summary.txt").read_text()
+    assert "<h2>LLM</h2>" in (tmp_path / "report.html").read_text()
+
+
+def test_prefill_ttft_and_builtin_on_request(tmp_path, capsys):
+    rc, cap, stats = _run(tmp_path / "a", capsys, str(CONFIGS / "tiny-gpt2.json"),
+                          "--batch", "2", "--seq-len", "8")
+    s = stats["llm"]
+    assert s["ttft_ns"] == stats["total_ns"] and s["tpot_ns"] is None
+    assert abs(s["prefill_tokens_per_s"] - 16 / (stats["total_ns"] * 1e-9)) < 1e-3
+    # a built-in model: no llm section unless asked (existing outputs stay the same)
+    rc, cap, stats = _run(tmp_path / "b", capsys, "llama", "--kv-len", "8")
+    assert "llm" not in stats
+    rc, cap, stats = _run(tmp_path / "c", capsys, "llama", "--kv-len", "8", "--llm")
+    assert stats["llm"]["kv_len"] == 8 and stats["llm"]["layers"] == 2
+
+
+def test_model_that_cannot_fit_is_refused(tmp_path, capsys):
+    cfg = json.loads((CONFIGS / "llama-3-8b" / "config.json").read_text())
+    cfg["num_hidden_layers"] = 80  # a 70B-class body: ~26 GB at int8, small has 16 GiB
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(cfg))
+    rc = main(["run", str(p), "-o", str(tmp_path / "o"), "--seq-len", "4"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert "do not fit" in err[-1] and "HBM" in err[-1]
+    assert not (tmp_path / "o" / "bundle").exists()
+
+
+def test_progress_watch_reads_entries_and_stops():
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from kernbench.cli.progress import MIN_ENTRIES, simulation_watch
+
+    watch = simulation_watch(Console(stderr=True, force_terminal=False))
+    few = [SimpleNamespace(end_ns=None)]
+    watch(few, ["a"])()  # below MIN_ENTRIES: a no-op stopper
+    entries = [SimpleNamespace(end_ns=None) for _ in range(MIN_ENTRIES)]
+    stop = watch(entries, ["l0.x" if i % 2 else None for i in range(MIN_ENTRIES)])
+    for e in entries:
+        e.end_ns = 1.0
+    stop()
+    assert all(e.end_ns == 1.0 for e in entries)  # it only reads
