@@ -70,7 +70,7 @@ def test_progress_watch_reads_entries_and_stops():
 
     from rich.console import Console
 
-    from kernbench.cli.progress import MIN_ENTRIES, simulation_watch
+    from kernbench.cli.sim_progress import MIN_ENTRIES, simulation_watch
 
     watch = simulation_watch(Console(stderr=True, force_terminal=False))
     few = [SimpleNamespace(end_ns=None)]

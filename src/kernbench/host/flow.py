@@ -194,15 +194,15 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         from kernbench.host.bundle_check import check_bundle
         from kernbench.host.verify import verify_outputs
 
-        problems = check_bundle(bundle_dir, topology, max_errors=1, cmdq=False)
-        if problems:  # a tampered bundle: refused before anything is deployed
-            raise problems[0]
-        bundle = Bundle.load(bundle_dir)
         from kernbench.ir.model import is_shape_only
 
+        bundle = Bundle.load(bundle_dir)
         if is_shape_only(bundle.graph):
             raise InputError("--verify needs weight values; this bundle is of a shape-only "
                              "model (timing only)", file=str(bundle_dir))
+        problems = check_bundle(bundle_dir, topology, max_errors=1, cmdq=False)
+        if problems:  # a tampered bundle: refused before anything is deployed
+            raise problems[0]
         feeds = load_inputs(inputs, bundle.graph, strict=strict)
         run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=record,
                                             phase=phase, save_oplog=save_oplog)
