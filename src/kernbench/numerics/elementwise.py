@@ -111,6 +111,8 @@ def elementwise(*xs: np.ndarray, op: str, to: str | None = None) -> np.ndarray:
             for x in xs[1:]:
                 out = f(out, x)
             return out
+        if op == "clip":  # ONNX Clip(x, lo, hi); the importer supplies both bounds
+            return np.minimum(np.maximum(xs[0], xs[1]), xs[2]).astype(xs[0].dtype)
         if op == "cast":
             if to is None:
                 raise KernelError("cast needs 'to'")
