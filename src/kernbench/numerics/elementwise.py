@@ -2,7 +2,8 @@
 
 `elementwise(*xs, op=...)` is the IR's ELEMENTWISE / ADD / MUL layer: unary ops from
 UNARY_FNS, binary ops from BINARY_FNS (a float left operand makes the right one its
-dtype for add/sub/mul/div), `where`, variadic `max` / `min`, and `cast` (`to`).
+dtype for add/sub/mul/div), `where`, variadic `max` / `min`, `clip` (x, lo, hi), and
+`cast` (`to`).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from kernbench.errors import InputError
-from kernbench.ir.onnx_import import windows
 from kernbench.ir.model import Graph, LayerIR, QuantParams, TensorIR
+from kernbench.ir.onnx_import import windows
 from kernbench.numerics.dtypes import np_dtype, short_name
 
 ONNX_TO_DTYPE = {
