@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
+from kernbench.errors import InputError
 from kernbench.ir.backend import KernbenchBackend
+from kernbench.ir.onnx_import import import_model_proto
 
 RNG = np.random.default_rng(7)
 
@@ -112,3 +114,17 @@ def test_clip_attributes_opset6_relu6():
 def test_clip_int32():
     x = RNG.integers(-20, 20, (4, 5)).astype(np.int32)
     _check(_model("Clip", x, {"lo": np.array(-3, np.int32)}), x, exact=True)
+
+
+def test_runtime_cumsum_axis_is_one_clear_error():
+    x = helper.make_tensor_value_info("X", helper.np_dtype_to_tensor_dtype(np.dtype("float32")),
+                                      [2, 3])
+    ax = helper.make_tensor_value_info("A", helper.np_dtype_to_tensor_dtype(np.dtype("int64")),
+                                       [])
+    y = helper.make_tensor_value_info("Y", helper.np_dtype_to_tensor_dtype(np.dtype("float32")),
+                                      [2, 3])
+    g = helper.make_graph([helper.make_node("CumSum", ["X", "A"], ["Y"], name="cs")], "g",
+                          [x, ax], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(InputError, match="non-constant CumSum axis"):
+        import_model_proto(m)
