@@ -86,13 +86,27 @@ def render(results, stack) -> str:
     return "\n".join(lines)
 
 
+ZOO_BEGIN, ZOO_END = "<!-- model-zoo:begin -->", "<!-- model-zoo:end -->"
+
+
+def _zoo_block(path: Path) -> str:
+    """The "## Model zoo" section benchmarks/zoo_table.py wrote into `path`, kept as is."""
+    old = path.read_text() if path.exists() else ""
+    if ZOO_BEGIN not in old or ZOO_END not in old:
+        return ""
+    start = old.rfind("## Model zoo", 0, old.index(ZOO_BEGIN))
+    return "\n" + old[start if start >= 0 else old.index(ZOO_BEGIN):old.index(ZOO_END)] \
+        + ZOO_END + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "docs" / "onnx-support.md"))
     args = ap.parse_args()
     results = run_cases()
     stack = run_stack_cases({r.name for r in results if r.ok})
-    Path(args.out).write_text(render(results, stack))
+    out = Path(args.out)
+    out.write_text(render(results, stack) + _zoo_block(out))
     fails = sum(not r.ok for r in results)
     print(f"{len(results)} cases, {len(results) - fails} pass the interpreter, {fails} fail; "
           f"{sum(r.ok for r in stack)} pass the whole stack -> {args.out}",

@@ -2,7 +2,8 @@
 
 `elementwise(*xs, op=...)` is the IR's ELEMENTWISE / ADD / MUL layer: unary ops from
 UNARY_FNS, binary ops from BINARY_FNS (a float left operand makes the right one its
-dtype for add/sub/mul/div), `where`, variadic `max` / `min`, and `cast` (`to`).
+dtype for add/sub/mul/div), `where`, variadic `max` / `min`, `clip` (x, lo, hi), and
+`cast` (`to`).
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ def elementwise(*xs: np.ndarray, op: str, to: str | None = None) -> np.ndarray:
             for x in xs[1:]:
                 out = f(out, x)
             return out
+        if op == "clip":  # ONNX Clip(x, lo, hi); the importer supplies both bounds
+            return np.minimum(np.maximum(xs[0], xs[1]), xs[2]).astype(xs[0].dtype)
         if op == "cast":
             if to is None:
                 raise KernelError("cast needs 'to'")

@@ -23,7 +23,8 @@ TE_LAYER_OPS = ("CONV", "MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "GEMM", "Q
 COST_OP = {"ROPE": "rope", "TRANSPOSE": "transpose", "LAYER_NORM": "layernorm",
            "RMS_NORM": "rmsnorm", "SOFTMAX": "softmax", "GELU": "gelu", "SILU": "silu",
            "ADD": "add", "MUL": "mul", "QUANTIZE": "quantize", "DEQUANTIZE": "dequantize",
-           "QDQ": "quantize", "DYNAMIC_QUANTIZE": "quantize", "REDUCE": "sum"}
+           "QDQ": "quantize", "DYNAMIC_QUANTIZE": "quantize", "REDUCE": "sum",
+           "CUMSUM": "sum", "POOL": "sum"}
 
 
 def cost_op(n: LayerIR, table: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper
 
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph, LayerIR, QuantParams, TensorIR
+from kernbench.ir.onnx_import import windows
 from kernbench.numerics.dtypes import np_dtype, short_name
 
 ONNX_TO_DTYPE = {
@@ -876,6 +877,12 @@ HANDLERS: dict[str, Callable[[Lowering, onnx.NodeProto], None]] = {
     "DynamicQuantizeLinear": _dyn_quant,
     "MatMulInteger": _matmul_integer,
     "QLinearMatMul": _qlinear_matmul,
+    "MaxPool": windows.pool,
+    "AveragePool": windows.pool,
+    "GlobalAveragePool": windows.global_pool,
+    "GlobalMaxPool": windows.global_pool,
+    "CumSum": windows.cumsum,
+    "Clip": windows.clip,
 }
 
 #: The ONNX op types the importer claims (docs/onnx-support.md covers each).

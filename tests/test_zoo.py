@@ -1,0 +1,48 @@
+"""Every model in tests/zoo compiles, simulates and verifies (`kernbench run --verify
+--inputs`, exit 0: outputs exact vs the interpreter and within the mode's tolerance vs
+onnxruntime) on `small`, and a handful also on `base`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernbench.cli import main
+
+ZOO = Path(__file__).parent / "zoo"
+MODELS = sorted(p.stem for p in ZOO.glob("*.onnx"))
+#: base runs only for a few (suite time): decoder, GQA decoder, CNN, statically quantized
+BASE = ["gpt2", "llama", "resnet", "bert_qdq_static"]
+
+
+def _run(tmp_path: Path, capsys: pytest.CaptureFixture, model: str, topology: str) -> dict:
+    out = tmp_path / "out"
+    code = main(["run", str(ZOO / f"{model}.onnx"), "--topology", topology, "--out", str(out),
+                 "--verify", "--inputs", str(ZOO / f"{model}.inputs.npz"), "--no-trace",
+                 "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 0, err[-2000:]
+    return json.loads((out / "verification.json").read_text())
+
+
+def test_zoo_is_complete():
+    assert len(MODELS) >= 26
+    for m in MODELS:
+        assert (ZOO / f"{m}.inputs.npz").exists() and (ZOO / f"{m}.outputs.npz").exists(), m
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_zoo_model_verifies_on_small(tmp_path, capsys, model):
+    v = _run(tmp_path, capsys, model, "small")
+    assert v["ok"]
+    refs = {c["reference"] for c in v["checks"]}
+    assert refs == {"interpreter", "onnxruntime"}, refs
+    assert all(c["ok"] for c in v["checks"])
+
+
+@pytest.mark.parametrize("model", BASE)
+def test_zoo_model_verifies_on_base(tmp_path, capsys, model):
+    v = _run(tmp_path, capsys, model, "base")
+    assert v["ok"] and all(c["ok"] for c in v["checks"])
