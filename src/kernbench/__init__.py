@@ -1,8 +1,9 @@
 """kernbench: an NPU simulator and offline compiler.
 
-Layers (each imports only the ones before it in this list; docs/architecture.md):
-errors → config → topology → common → components → sim_engine → report → ir → data →
-cmdq → compiler → triton_emu → models → verify / flow → cli.
+Layers (each imports only the ones before it in this list; docs/architecture.md,
+checked by tests/test_layering.py):
+errors → numerics → config → topology → common → components → sim_engine → report →
+cmdq → ir → compiler → triton_emu → models → host → cli.
 """
 
 __version__ = "0.1.0"

@@ -190,26 +190,8 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     prog = load_program(cmdq_path)
     verdict, outputs = None, None
     if verify:
-        from kernbench.host.bundle import Bundle, run_with_data
-        from kernbench.host.bundle_check import check_bundle
-        from kernbench.host.verify import verify_outputs
-
-        from kernbench.ir.model import is_shape_only
-
-        bundle = Bundle.load(bundle_dir)
-        if is_shape_only(bundle.graph):
-            raise InputError("--verify needs weight values; this bundle is of a shape-only "
-                             "model (timing only)", file=str(bundle_dir))
-        problems = check_bundle(bundle_dir, topology, max_errors=1, cmdq=False)
-        if problems:  # a tampered bundle: refused before anything is deployed
-            raise problems[0]
-        feeds = load_inputs(inputs, bundle.graph, strict=strict)
-        run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=record,
-                                            phase=phase, save_oplog=save_oplog)
-        source = bundle_dir / "model.onnx"
-        verdict = verify_outputs(bundle, outputs, feeds, store,
-                                 source if source.exists() else None,
-                                 dump_intermediates=dump_intermediates)
+        run, outputs, verdict = _run_verified(bundle_dir, prog, topology, inputs, record,
+                                              phase, strict, save_oplog, dump_intermediates)
     else:
         from kernbench.host.simulate import simulate_program
 
@@ -251,6 +233,31 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
 
         written.append(write_report(out, stats, trace_obj, verdict, topology))
     return SimResult(stats, verdict, outputs, written)
+
+
+def _run_verified(bundle_dir: Path, prog: Any, topology: Any, inputs: Path | None,
+                  record: bool, phase: Any, strict: bool, save_oplog: Path | None,
+                  dump_intermediates: bool) -> tuple[Any, dict[str, np.ndarray], Any]:
+    """Timing pass + data pass of a bundle, then the verdict (interpreter, onnxruntime)."""
+    from kernbench.host.bundle import Bundle, run_with_data
+    from kernbench.host.bundle_check import check_bundle
+    from kernbench.host.verify import verify_outputs
+    from kernbench.ir.model import is_shape_only
+
+    bundle = Bundle.load(bundle_dir)
+    if is_shape_only(bundle.graph):
+        raise InputError("--verify needs weight values; this bundle is of a shape-only "
+                         "model (timing only)", file=str(bundle_dir))
+    problems = check_bundle(bundle_dir, topology, max_errors=1, cmdq=False)
+    if problems:  # a tampered bundle: refused before anything is deployed
+        raise problems[0]
+    feeds = load_inputs(inputs, bundle.graph, strict=strict)
+    run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=record,
+                                        phase=phase, save_oplog=save_oplog)
+    source = bundle_dir / "model.onnx"
+    verdict = verify_outputs(bundle, outputs, feeds, store, source if source.exists() else None,
+                             dump_intermediates=dump_intermediates)
+    return run, outputs, verdict
 
 
 def add_roofline(stats: dict[str, Any], roof: Path) -> None:

@@ -9,6 +9,7 @@ verifies it; `kernbench validate ir.json` uses it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,9 +35,24 @@ def validate_ir_file(path: str | Path, weights_path: str | Path | None = None) -
 
 
 def verify(g: Graph, *, file: str | None = None) -> Graph:
+    """Check `g` against the IR spec's rules; the first problem is one InputError."""
     def err(reason: str, where: str | None = None, field: str | None = None) -> InputError:
         return InputError(reason, file=file, where=where, field=field)
 
+    _check_tensors(g, err)
+    produced = _check_nodes(g, err)
+    inputs = set(g.inputs)
+    for o in g.outputs:
+        if o not in g.tensors:
+            raise err("graph output is not in the tensor table", f"output {o}")
+        if not (o in produced or o in inputs or g.tensors[o].const):
+            raise err("graph output has no producer", f"output {o}")
+    _check_links(g, produced, err)
+    return g
+
+
+def _check_tensors(g: Graph, err: Any) -> None:
+    """Tensor table entries and graph inputs."""
     for key, t in g.tensors.items():
         if t.id != key:
             raise err(f"tensor key {key!r} differs from its id {t.id!r}", f"tensor {key}", "id")
@@ -48,12 +64,17 @@ def verify(g: Graph, *, file: str | None = None) -> Graph:
                 if ref and (ref not in g.tensors or not g.tensors[ref].const):
                     raise err(f"quant parameter {ref!r} is not a constant tensor",
                               f"tensor {key}", "quant")  # fmt: skip
-    inputs = set(g.inputs)
     for i in g.inputs:
         if i not in g.tensors:
             raise err("graph input is not in the tensor table", f"input {i}")
         if g.tensors[i].const:
             raise err("graph input is marked const", f"input {i}")
+
+
+def _check_nodes(g: Graph, err: Any) -> dict[str, str]:
+    """Every layer in topological order: ids, op types, bits, inputs defined before use,
+    outputs written once, shapes and layouts. Returns tensor id → producing layer id."""
+    inputs = set(g.inputs)
     produced: dict[str, str] = {}
     ids: set[str] = set()
     for k, n in enumerate(g.nodes):
@@ -91,12 +112,11 @@ def verify(g: Graph, *, file: str | None = None) -> Graph:
             produced[tid] = n.id
         _check_shapes(g, n, err)
         _check_layouts(g, n, err)
-    for o in g.outputs:
-        if o not in g.tensors:
-            raise err("graph output is not in the tensor table", f"output {o}")
-        if not (o in produced or o in inputs or g.tensors[o].const):
-            raise err("graph output has no producer", f"output {o}")
-    # links
+    return produced
+
+
+def _check_links(g: Graph, produced: dict[str, str], err: Any) -> None:
+    """producer / consumers fields agree with the graph; constants have their data."""
     consumers: dict[str, list[str]] = {}
     for n in g.nodes:
         for tid in n.inputs:
@@ -116,7 +136,6 @@ def verify(g: Graph, *, file: str | None = None) -> Graph:
             if list(np.shape(a)) != t.shape:
                 raise err(f"weights hold shape {list(np.shape(a))}, table says {t.shape}",
                           f"tensor {tid}", "shape")  # fmt: skip
-    return g
 
 
 def _check_qbits(v, err, where: str, field: str) -> None:
@@ -143,6 +162,42 @@ def _check_shapes(g: Graph, n: LayerIR, err) -> None:
     def bad(reason: str) -> InputError:
         return err(f"shape mismatch: {reason}", where, "shape")
 
+    if op in ("GEMM", "QKV_PROJ", "ATTENTION", "KV_UPDATE"):
+        _check_te_shapes(op, ins, outs, a, bad)
+    elif op in ("ADD", "MUL") or (op == "ELEMENTWISE" and len(ins) >= 2
+                                   and a.get("op") != "cast"):  # fmt: skip
+        want = _bcast(*ins)
+        if want is None or outs[0] != want:
+            raise bad(f"inputs {ins} broadcast to {want}, output is {outs[0]}")
+    elif op in UNARY_SAME or (op == "ELEMENTWISE" and len(ins) == 1) or op == "LAYER_NORM":
+        if outs[0] != ins[0]:
+            raise bad(f"output {outs[0]} != input {ins[0]}")
+    elif op == "RESHAPE":
+        if int(np.prod(ins[0])) != int(np.prod(outs[0])) or a.get("shape") != outs[0]:
+            raise bad(f"{ins[0]} -> {outs[0]} (attribute shape {a.get('shape')})")
+    elif op == "TRANSPOSE":
+        perm = a.get("perm", [])
+        if sorted(perm) != list(range(len(ins[0]))) or [ins[0][p] for p in perm] != outs[0]:
+            raise bad(f"{ins[0]} permuted by {perm} is not {outs[0]}")
+    elif op == "CONCAT":
+        ax = a.get("axis", 0)
+        want = list(ins[0])
+        want[ax] = sum(s[ax] for s in ins)
+        if outs[0] != want or any(len(s) != len(want) for s in ins):
+            raise bad(f"concat of {ins} on axis {ax} is not {outs[0]}")
+    elif op == "SPLIT":
+        ax = a.get("axis", 0)
+        if sum(a.get("sizes", [])) != ins[0][ax] or [o[ax] for o in outs] != a.get("sizes"):
+            raise bad(f"split sizes {a.get('sizes')} of {ins[0]} on axis {ax}")
+    elif op == "EMBEDDING":
+        if len(ins[1]) != 2 or outs[0] != ins[0] + [ins[1][1]]:
+            raise bad(f"ids {ins[0]} into table {ins[1]} -> {outs[0]}")
+    elif op == "EXPAND" and _bcast(ins[0], outs[0]) != outs[0]:
+        raise bad(f"{ins[0]} does not broadcast to {outs[0]}")
+
+
+def _check_te_shapes(op: str, ins: list, outs: list, a: dict, bad: Any) -> None:
+    """Shapes of the tensor-engine layers: GEMM, QKV_PROJ, ATTENTION, KV_UPDATE."""
     if op == "GEMM":
         x, w = ins[0], ins[1]
         if len(w) != 2 or not x or x[-1] != w[0]:
@@ -153,7 +208,7 @@ def _check_shapes(g: Graph, n: LayerIR, err) -> None:
             raise bad(f"bias {ins[2]} is not [N]={w[1]}")
     elif op == "QKV_PROJ":
         x = ins[0]
-        if len(n.inputs) not in (4, 7) or len(n.outputs) != 3:
+        if len(ins) not in (4, 7) or len(outs) != 3:
             raise bad("QKV_PROJ takes [x, w_q, w_k, w_v (, b_q, b_k, b_v)] -> [q, k, v]")
         for j in range(3):
             w = ins[1 + j]
@@ -185,36 +240,6 @@ def _check_shapes(g: Graph, n: LayerIR, err) -> None:
         want[ax] = past[ax] + new[ax]
         if outs[0] != want:
             raise bad(f"output {outs[0]} != {want}")
-    elif op in ("ADD", "MUL") or (op == "ELEMENTWISE" and len(ins) >= 2
-                                   and a.get("op") != "cast"):  # fmt: skip
-        want = _bcast(*ins)
-        if want is None or outs[0] != want:
-            raise bad(f"inputs {ins} broadcast to {want}, output is {outs[0]}")
-    elif op in UNARY_SAME or (op == "ELEMENTWISE" and len(ins) == 1) or op == "LAYER_NORM":
-        if outs[0] != ins[0]:
-            raise bad(f"output {outs[0]} != input {ins[0]}")
-    elif op == "RESHAPE":
-        if int(np.prod(ins[0])) != int(np.prod(outs[0])) or a.get("shape") != outs[0]:
-            raise bad(f"{ins[0]} -> {outs[0]} (attribute shape {a.get('shape')})")
-    elif op == "TRANSPOSE":
-        perm = a.get("perm", [])
-        if sorted(perm) != list(range(len(ins[0]))) or [ins[0][p] for p in perm] != outs[0]:
-            raise bad(f"{ins[0]} permuted by {perm} is not {outs[0]}")
-    elif op == "CONCAT":
-        ax = a.get("axis", 0)
-        want = list(ins[0])
-        want[ax] = sum(s[ax] for s in ins)
-        if outs[0] != want or any(len(s) != len(want) for s in ins):
-            raise bad(f"concat of {ins} on axis {ax} is not {outs[0]}")
-    elif op == "SPLIT":
-        ax = a.get("axis", 0)
-        if sum(a.get("sizes", [])) != ins[0][ax] or [o[ax] for o in outs] != a.get("sizes"):
-            raise bad(f"split sizes {a.get('sizes')} of {ins[0]} on axis {ax}")
-    elif op == "EMBEDDING":
-        if len(ins[1]) != 2 or outs[0] != ins[0] + [ins[1][1]]:
-            raise bad(f"ids {ins[0]} into table {ins[1]} -> {outs[0]}")
-    elif op == "EXPAND" and _bcast(ins[0], outs[0]) != outs[0]:
-        raise bad(f"{ins[0]} does not broadcast to {outs[0]}")
 
 
 def _check_layouts(g: Graph, n: LayerIR, err) -> None:
