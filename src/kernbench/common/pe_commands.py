@@ -17,7 +17,7 @@ Anything else (addresses, dtypes, shapes) rides along for the data pass's op log
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from kernbench.common.tile_plan import StageType
 
@@ -64,9 +64,10 @@ class DmaWrite(PeCommand):
 
 
 @dataclass(slots=True, eq=False)
-class GemmCmd(PeCommand):
-    """One GEMM tile on TCM operands: fetch A (and B) → pe_gemm → store C."""
+class FetchComputeStoreCmd(PeCommand):
+    """One compute op on TCM operands: fetch → the `STAGE` engine → store."""
 
+    STAGE: ClassVar[StageType]
     params: dict[str, Any] = field(default_factory=dict)
     fetch_nbytes: int = 0
     store_nbytes: int = 0
@@ -74,25 +75,23 @@ class GemmCmd(PeCommand):
     def tiles(self) -> list[list[StageSpec]]:
         return [[
             (StageType.FETCH, {"nbytes": self.fetch_nbytes}),
-            (StageType.GEMM, self.params),
+            (self.STAGE, self.params),
             (StageType.STORE, {"nbytes": self.store_nbytes}),
         ]]
 
 
 @dataclass(slots=True, eq=False)
-class MathCmd(PeCommand):
+class GemmCmd(FetchComputeStoreCmd):
+    """One GEMM tile on TCM operands: fetch A (and B) → pe_gemm → store C."""
+
+    STAGE: ClassVar[StageType] = StageType.GEMM
+
+
+@dataclass(slots=True, eq=False)
+class MathCmd(FetchComputeStoreCmd):
     """One vector op on TCM operands: fetch → pe_math → store."""
 
-    params: dict[str, Any] = field(default_factory=dict)
-    fetch_nbytes: int = 0
-    store_nbytes: int = 0
-
-    def tiles(self) -> list[list[StageSpec]]:
-        return [[
-            (StageType.FETCH, {"nbytes": self.fetch_nbytes}),
-            (StageType.MATH, self.params),
-            (StageType.STORE, {"nbytes": self.store_nbytes}),
-        ]]
+    STAGE: ClassVar[StageType] = StageType.MATH
 
 
 @dataclass(slots=True, eq=False)
