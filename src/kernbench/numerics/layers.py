@@ -18,7 +18,7 @@ import numpy as np
 from kernbench.numerics import activations as act
 from kernbench.numerics import attention as attn
 from kernbench.numerics import elementwise as ew
-from kernbench.numerics import linalg, norms, shape
+from kernbench.numerics import linalg, norms, shape, shape_extra
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.errors import KernelError
 from kernbench.numerics.reduce import reduce
@@ -100,6 +100,10 @@ LAYER_KERNELS: dict[str, LayerFn] = {
     "dequantize": _one(_dequantize),
     "qdq": _one(_qdq),
     "dynamic_quantize": lambda x: list(qmath.dynamic_quantize_linear(x)),
+    "tile": _one(shape_extra.tile),
+    "pad": _one(shape_extra.pad),
+    "topk": shape_extra.topk,
+    "einsum": _one(shape_extra.einsum),
 }
 
 

@@ -124,7 +124,7 @@ def _simple(kernel: str, *names: str, **defaults: Any) -> Prepare:
 
 _SIMPLE: dict[str, Prepare] = {
     "IDENTITY": _simple("identity"),
-    "REDUCE": _simple("reduce", "op", "axes", "keepdims"),
+    "REDUCE": _simple("reduce", "op", "axes", "keepdims", select_last_index=False),
     "SOFTMAX": _simple("softmax", "axis"),
     "LAYER_NORM": _simple("layernorm", "axis", "eps"),
     "RMS_NORM": _simple("rmsnorm", "axis", "eps"),
@@ -144,16 +144,30 @@ _SIMPLE: dict[str, Prepare] = {
     "DYNAMIC_QUANTIZE": _simple("dynamic_quantize"),
     "MATMUL_INTEGER": _simple("matmul_integer"),
     "QLINEAR_MATMUL": _simple("qlinear_matmul"),
+    "TILE": _simple("tile", "repeats"),
+    "TOPK": _simple("topk", "k", "axis", "largest", "sorted"),
+    "EINSUM": _simple("einsum", "equation"),
 }
 PREPARE.update(_SIMPLE)
+
+
+@_prepares("PAD")
+def _pad(it: Any, n: LayerIR) -> LayerCall:
+    a = n.attributes
+    return LayerCall("pad", {"pads": a["pads"], "mode": a["mode"], "value_attr": a["value"]})
+
+
+EW_ATTRS = frozenset({"to", "alpha", "beta", "gamma", "lambd", "bias", "fmod",
+                      "detect_negative", "detect_positive", "direction"})
 
 
 @_prepares("ADD", "MUL", "ELEMENTWISE")
 def _elementwise(it: Any, n: LayerIR) -> LayerCall:
     op = {"ADD": "add", "MUL": "mul"}.get(n.op_type) or n.attributes["op"]
-    params: dict[str, Any] = {"op": op}
-    if op == "cast":
-        params["to"] = n.attributes["to"]
+    # the ONNX attributes the importer keeps (cast's `to`, alpha, fmod, ...) are kernel
+    # params; other keys (passes' annotations) are not
+    params: dict[str, Any] = {k: v for k, v in n.attributes.items() if k in EW_ATTRS}
+    params["op"] = op
     return LayerCall("elementwise", params)
 
 

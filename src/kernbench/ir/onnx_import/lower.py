@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper
 
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph, LayerIR, QuantParams, TensorIR
+from kernbench.ir.onnx_import.lower_extra import EXTRA_HANDLERS
 from kernbench.numerics.dtypes import np_dtype, short_name
 
 ONNX_TO_DTYPE = {
@@ -876,6 +877,7 @@ HANDLERS: dict[str, Callable[[Lowering, onnx.NodeProto], None]] = {
     "DynamicQuantizeLinear": _dyn_quant,
     "MatMulInteger": _matmul_integer,
     "QLinearMatMul": _qlinear_matmul,
+    **EXTRA_HANDLERS,
 }
 
 #: The ONNX op types the importer claims (docs/onnx-support.md covers each).
