@@ -147,6 +147,15 @@ _SIMPLE: dict[str, Prepare] = {
     "TILE": _simple("tile", "repeats"),
     "TOPK": _simple("topk", "k", "axis", "largest", "sorted"),
     "EINSUM": _simple("einsum", "equation"),
+    "SCATTER_ELEMENTS": _simple("scatter_elements", "axis", reduction="none"),
+    "SCATTER_ND": _simple("scatter_nd", reduction="none"),
+    "GROUP_NORM": _simple("group_norm", "groups", "eps", "per_channel_affine"),
+    "LOG_SOFTMAX": _simple("log_softmax", "axis"),
+    "HARDMAX": _simple("hardmax", "axis"),
+    "TRILU": _simple("trilu", "upper"),
+    "ONE_HOT": _simple("one_hot", "axis"),
+    "DEPTH_TO_SPACE": _simple("depth_to_space", "blocksize", "mode"),
+    "SPACE_TO_DEPTH": _simple("space_to_depth", "blocksize", "mode"),
 }
 PREPARE.update(_SIMPLE)
 

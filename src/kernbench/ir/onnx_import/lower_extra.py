@@ -1,5 +1,6 @@
 """More ONNX op handlers: elementwise math with attributes, ArgMax / ArgMin, ConstantOfShape,
-Range, Tile, Pad, TopK, Einsum.
+Range, Tile, Pad, TopK, Einsum, ScatterElements / ScatterND, Instance- / GroupNormalization,
+LogSoftmax, Hardmax, Trilu, OneHot, DepthToSpace / SpaceToDepth, Shape / Size (folded).
 
 Each handler takes the import state (`lower.Lowering`, duck-typed here so that this module
 does not import lower.py, which imports it) and one ONNX node, and emits IR layers.
@@ -136,6 +137,56 @@ def _einsum(lw: Any, node: onnx.NodeProto) -> None:
     lw.emit("EINSUM", list(node.input), [node.output[0]], {"equation": eq})
 
 
+def _scatter(lw: Any, node: onnx.NodeProto) -> None:
+    at = _attrs(node)
+    attrs: dict[str, Any] = {"reduction": str(at.get("reduction", "none"))}
+    if node.op_type == "ScatterElements":
+        attrs["axis"] = int(at.get("axis", 0)) % len(lw.shape(node.input[0]))
+    op = "SCATTER_ELEMENTS" if node.op_type == "ScatterElements" else "SCATTER_ND"
+    lw.emit(op, list(node.input[:3]), [node.output[0]], attrs)
+
+
+def _group_norm(lw: Any, node: onnx.NodeProto) -> None:
+    at = _attrs(node)
+    c = lw.shape(node.input[0])[1]
+    groups = c if node.op_type == "InstanceNormalization" else int(at["num_groups"])
+    per_channel = int(np.prod(lw.shape(node.input[1]))) == c  # opset 21; 18 is per group
+    lw.emit("GROUP_NORM", list(node.input[:3]), [node.output[0]], {
+        "groups": groups, "eps": float(at.get("epsilon", 1e-5)),
+        "per_channel_affine": per_channel})  # fmt: skip
+
+
+def _axis_op(op_type: str, default_axis: int) -> Callable[[Any, onnx.NodeProto], None]:
+    def h(lw: Any, node: onnx.NodeProto) -> None:
+        rank = len(lw.shape(node.input[0]))
+        axis = int(_attrs(node).get("axis", default_axis)) % max(rank, 1)
+        lw.emit(op_type, [node.input[0]], [node.output[0]], {"axis": axis})
+
+    return h
+
+
+def _trilu(lw: Any, node: onnx.NodeProto) -> None:
+    upper = bool(_attrs(node).get("upper", 1))
+    lw.emit("TRILU", [i for i in node.input[:2] if i], [node.output[0]], {"upper": upper})
+
+
+def _one_hot(lw: Any, node: onnx.NodeProto) -> None:
+    axis = int(_attrs(node).get("axis", -1))
+    lw.emit("ONE_HOT", list(node.input[:3]), [node.output[0]], {"axis": axis})
+
+
+def _depth_space(lw: Any, node: onnx.NodeProto) -> None:
+    at = _attrs(node)
+    attrs: dict[str, Any] = {"blocksize": int(at["blocksize"]),
+                             "mode": str(at.get("mode", "DCR"))}
+    op = "DEPTH_TO_SPACE" if node.op_type == "DepthToSpace" else "SPACE_TO_DEPTH"
+    lw.emit(op, [node.input[0]], [node.output[0]], attrs)
+
+
+def _shape(lw: Any, node: onnx.NodeProto) -> None:  # folded when the input shape is static
+    raise lw.error(f"{node.op_type} of a tensor without a static shape not supported")
+
+
 EXTRA_HANDLERS: dict[str, Callable[[Any, onnx.NodeProto], None]] = {
     **{op: _elementwise_extra for op in EXTRA_EW},
     "ArgMax": _argmax,
@@ -146,4 +197,16 @@ EXTRA_HANDLERS: dict[str, Callable[[Any, onnx.NodeProto], None]] = {
     "Pad": _pad,
     "TopK": _topk,
     "Einsum": _einsum,
+    "ScatterElements": _scatter,
+    "ScatterND": _scatter,
+    "InstanceNormalization": _group_norm,
+    "GroupNormalization": _group_norm,
+    "LogSoftmax": _axis_op("LOG_SOFTMAX", -1),
+    "Hardmax": _axis_op("HARDMAX", -1),
+    "Trilu": _trilu,
+    "OneHot": _one_hot,
+    "DepthToSpace": _depth_space,
+    "SpaceToDepth": _depth_space,
+    "Shape": _shape,
+    "Size": _shape,
 }
