@@ -854,6 +854,7 @@ HANDLERS: dict[str, Callable[[Lowering, onnx.NodeProto], None]] = {
     "ReduceSum": _reduce,
     "ReduceMax": _reduce,
     "ReduceMin": _reduce,
+    **{f"Reduce{k}": _reduce for k in ("Prod", "L1", "L2", "LogSum", "LogSumExp", "SumSquare")},
     "Softmax": _softmax,
     "LayerNormalization": _layernorm,
     "RMSNormalization": _rmsnorm,

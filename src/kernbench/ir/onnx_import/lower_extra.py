@@ -183,6 +183,14 @@ def _depth_space(lw: Any, node: onnx.NodeProto) -> None:
     lw.emit(op, [node.input[0]], [node.output[0]], attrs)
 
 
+def _cast_like(lw: Any, node: onnx.NodeProto) -> None:
+    to = lw.dtype(node.input[1])
+    if lw.dtype(node.input[0]) == to:
+        lw.alias[node.output[0]] = lw.name(node.input[0])
+        return
+    lw.emit("ELEMENTWISE", [node.input[0]], [node.output[0]], {"op": "cast", "to": to})
+
+
 def _shape(lw: Any, node: onnx.NodeProto) -> None:  # folded when the input shape is static
     raise lw.error(f"{node.op_type} of a tensor without a static shape not supported")
 
@@ -207,6 +215,7 @@ EXTRA_HANDLERS: dict[str, Callable[[Any, onnx.NodeProto], None]] = {
     "OneHot": _one_hot,
     "DepthToSpace": _depth_space,
     "SpaceToDepth": _depth_space,
+    "CastLike": _cast_like,
     "Shape": _shape,
     "Size": _shape,
 }
