@@ -175,8 +175,8 @@ def _elementwise(it: Any, n: LayerIR) -> LayerCall:
     op = {"ADD": "add", "MUL": "mul"}.get(n.op_type) or n.attributes["op"]
     # the ONNX attributes the importer keeps (cast's `to`, alpha, fmod, ...) are kernel
     # params; other keys (passes' annotations) are not
-    params: dict[str, Any] = {k: v for k, v in n.attributes.items() if k in EW_ATTRS}
-    params["op"] = op
+    params: dict[str, Any] = {"op": op}
+    params.update({k: v for k, v in n.attributes.items() if k in EW_ATTRS})
     return LayerCall("elementwise", params)
 
 
