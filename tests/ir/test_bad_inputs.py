@@ -56,14 +56,15 @@ def test_unsupported_ops_listed(tmp_path, capsys):
     x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])
     y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 4])
     nodes = [
-        helper.make_node("Hardmax", ["X"], ["A"], name="hm1"),
+        helper.make_node("LpNormalization", ["X"], ["A"], name="lp1"),
         helper.make_node("Relu", ["A"], ["B"], name="relu"),
-        helper.make_node("Hardmax", ["B"], ["C"], name="hm2"),
-        helper.make_node("Softsign", ["C"], ["Y"], name="ss"),
+        helper.make_node("LpNormalization", ["B"], ["C"], name="lp2"),
+        helper.make_node("LRN", ["C"], ["Y"], name="lrn", size=3),
     ]
     m = _mm_model(nodes, [x], [y])
     err = _run(capsys, ["import", _save(m, tmp_path / "u.onnx"), "-o", str(tmp_path / "o.json")])
-    assert "Hardmax (nodes: hm1, hm2)" in err and "Softsign (nodes: ss)" in err
+    assert "LpNormalization (nodes: lp1, lp2)" in err
+    assert "LRN (nodes: lrn)" in err
     assert "Relu" not in err
 
 

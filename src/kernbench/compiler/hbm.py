@@ -22,7 +22,7 @@ ALIGN = 256
 #: bytes per element of the dtypes the compiler places (numerics.dtypes; int4 packed)
 ITEMSIZE = {n: dtype_bits(n) // 8 if dtype_bits(n) % 8 == 0 else dtype_bits(n) / 8 for n in (
     "fp32", "fp16", "bf16", "fp64", "int64", "int32", "int16", "int8", "uint8", "bool", "int4",
-    "uint16", "uint32")}
+    "uint16", "uint32", "uint64")}
 
 def nbytes_of(shape: tuple[int, ...] | list[int], dtype: str) -> int:
     n = int(np.prod(shape)) if len(shape) else 1

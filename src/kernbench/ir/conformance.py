@@ -25,11 +25,22 @@ def claimed_ops() -> list[str]:
 
 
 def collect() -> list:
+    """onnx's node test cases; data given as TensorProtos (e.g. Cast's) become arrays."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import onnx.backend.test.case.node as node_cases
 
-        return node_cases.collect_testcases()
+        cases = node_cases.collect_testcases()
+    for tc in cases:
+        if tc.data_sets:
+            tc.data_sets = [(_arrays(i), _arrays(e)) for i, e in tc.data_sets]
+    return cases
+
+
+def _arrays(xs: list) -> list:
+    from onnx import TensorProto, numpy_helper  # optional heavy module, as above
+
+    return [numpy_helper.to_array(x) if isinstance(x, TensorProto) else x for x in xs]
 
 
 def run_cases(cases: list | None = None) -> list[CaseResult]:

@@ -2,8 +2,8 @@
 
 `elementwise(*xs, op=...)` is the IR's ELEMENTWISE / ADD / MUL layer: unary ops from
 UNARY_FNS, binary ops from BINARY_FNS (a float left operand makes the right one its
-dtype for add/sub/mul/div), `where`, variadic `max` / `min`, `clip` (x, lo, hi), and
-`cast` (`to`).
+dtype for add/sub/mul/div), `where`, variadic `max` / `min`, `clip` (x, lo, hi), `cast`
+(`to`), and the ops of numerics.unary_extra (with their attributes).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from kernbench.numerics.activations import erf, relu, sigmoid
 from kernbench.numerics.dtypes import PACKED, canon, np_dtype
 from kernbench.numerics.errors import KernelError
 from kernbench.numerics.quant import qrange
+from kernbench.numerics.unary_extra import EXTRA_FNS
 
 __all__ = ["UNARY_FNS", "BINARY_FNS", "elementwise", "cast", "div", "power"]
 
@@ -94,9 +95,13 @@ def cast(x: np.ndarray, to: str) -> np.ndarray:
     return x.astype(dt)
 
 
-def elementwise(*xs: np.ndarray, op: str, to: str | None = None) -> np.ndarray:
-    """The IR elementwise op `op` on its inputs (see the module docstring)."""
+def elementwise(*xs: np.ndarray, op: str, to: str | None = None, **attrs: object
+                ) -> np.ndarray:  # fmt: skip
+    """The IR elementwise op `op` on its inputs (see the module docstring); ops of
+    numerics.unary_extra take their ONNX attributes as `attrs`."""
     with np.errstate(all="ignore"):
+        if op in EXTRA_FNS:
+            return EXTRA_FNS[op](*xs, **attrs)
         if op in UNARY_FNS:
             return UNARY_FNS[op](xs[0])
         if op in BINARY_FNS:

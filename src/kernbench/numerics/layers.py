@@ -18,7 +18,8 @@ import numpy as np
 from kernbench.numerics import activations as act
 from kernbench.numerics import attention as attn
 from kernbench.numerics import elementwise as ew
-from kernbench.numerics import linalg, norms, pool, shape
+from kernbench.numerics import layers_extra as lx
+from kernbench.numerics import linalg, norms, pool, shape, shape_extra
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.errors import KernelError
 from kernbench.numerics.reduce import reduce
@@ -102,6 +103,19 @@ LAYER_KERNELS: dict[str, LayerFn] = {
     "dynamic_quantize": lambda x: list(qmath.dynamic_quantize_linear(x)),
     "pool": _one(pool.pool),
     "cumsum": _one(pool.cumsum),
+    "tile": _one(shape_extra.tile),
+    "pad": _one(shape_extra.pad),
+    "topk": shape_extra.topk,
+    "einsum": _one(shape_extra.einsum),
+    "scatter_elements": _one(lx.scatter_elements),
+    "scatter_nd": _one(lx.scatter_nd),
+    "group_norm": _one(lx.group_norm),
+    "log_softmax": _one(lx.log_softmax),
+    "hardmax": _one(lx.hardmax),
+    "trilu": _one(lx.trilu),
+    "one_hot": _one(lx.one_hot),
+    "depth_to_space": _one(lx.depth_to_space),
+    "space_to_depth": _one(lx.space_to_depth),
 }
 
 

@@ -124,7 +124,7 @@ def _simple(kernel: str, *names: str, **defaults: Any) -> Prepare:
 
 _SIMPLE: dict[str, Prepare] = {
     "IDENTITY": _simple("identity"),
-    "REDUCE": _simple("reduce", "op", "axes", "keepdims"),
+    "REDUCE": _simple("reduce", "op", "axes", "keepdims", select_last_index=False),
     "SOFTMAX": _simple("softmax", "axis"),
     "LAYER_NORM": _simple("layernorm", "axis", "eps"),
     "RMS_NORM": _simple("rmsnorm", "axis", "eps"),
@@ -147,16 +147,39 @@ _SIMPLE: dict[str, Prepare] = {
     "POOL": _simple("pool", "mode", "kernel_shape", "strides", "pads", "dilations",
                     "ceil_mode", "count_include_pad"),
     "CUMSUM": _simple("cumsum", "axis", "exclusive", "reverse"),
+    "TILE": _simple("tile", "repeats"),
+    "TOPK": _simple("topk", "k", "axis", "largest", "sorted"),
+    "EINSUM": _simple("einsum", "equation"),
+    "SCATTER_ELEMENTS": _simple("scatter_elements", "axis", reduction="none"),
+    "SCATTER_ND": _simple("scatter_nd", reduction="none"),
+    "GROUP_NORM": _simple("group_norm", "groups", "eps", "per_channel_affine"),
+    "LOG_SOFTMAX": _simple("log_softmax", "axis"),
+    "HARDMAX": _simple("hardmax", "axis"),
+    "TRILU": _simple("trilu", "upper"),
+    "ONE_HOT": _simple("one_hot", "axis"),
+    "DEPTH_TO_SPACE": _simple("depth_to_space", "blocksize", "mode"),
+    "SPACE_TO_DEPTH": _simple("space_to_depth", "blocksize", "mode"),
 }
 PREPARE.update(_SIMPLE)
+
+
+@_prepares("PAD")
+def _pad(it: Any, n: LayerIR) -> LayerCall:
+    a = n.attributes
+    return LayerCall("pad", {"pads": a["pads"], "mode": a["mode"], "value_attr": a["value"]})
+
+
+EW_ATTRS = frozenset({"to", "alpha", "beta", "gamma", "lambd", "bias", "fmod",
+                      "detect_negative", "detect_positive", "direction"})
 
 
 @_prepares("ADD", "MUL", "ELEMENTWISE")
 def _elementwise(it: Any, n: LayerIR) -> LayerCall:
     op = {"ADD": "add", "MUL": "mul"}.get(n.op_type) or n.attributes["op"]
+    # the ONNX attributes the importer keeps (cast's `to`, alpha, fmod, ...) are kernel
+    # params; other keys (passes' annotations) are not
     params: dict[str, Any] = {"op": op}
-    if op == "cast":
-        params["to"] = n.attributes["to"]
+    params.update({k: v for k, v in n.attributes.items() if k in EW_ATTRS})
     return LayerCall("elementwise", params)
 
 

@@ -19,6 +19,7 @@ from onnx import helper, numpy_helper
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph, LayerIR, QuantParams, TensorIR
 from kernbench.ir.onnx_import import windows
+from kernbench.ir.onnx_import.lower_extra import EXTRA_HANDLERS
 from kernbench.numerics.dtypes import np_dtype, short_name
 
 ONNX_TO_DTYPE = {
@@ -854,6 +855,7 @@ HANDLERS: dict[str, Callable[[Lowering, onnx.NodeProto], None]] = {
     "ReduceSum": _reduce,
     "ReduceMax": _reduce,
     "ReduceMin": _reduce,
+    **{f"Reduce{k}": _reduce for k in ("Prod", "L1", "L2", "LogSum", "LogSumExp", "SumSquare")},
     "Softmax": _softmax,
     "LayerNormalization": _layernorm,
     "RMSNormalization": _rmsnorm,
@@ -883,6 +885,7 @@ HANDLERS: dict[str, Callable[[Lowering, onnx.NodeProto], None]] = {
     "GlobalMaxPool": windows.global_pool,
     "CumSum": windows.cumsum,
     "Clip": windows.clip,
+    **EXTRA_HANDLERS,
 }
 
 #: The ONNX op types the importer claims (docs/onnx-support.md covers each).
