@@ -47,7 +47,7 @@ def run_one(model: str, topology: str, out: Path) -> Row:
     """Run `kernbench run` in-process (output swallowed) and read its artifacts."""
     args = ["run", str(ZOO / f"{model}.onnx"), "--topology", topology, "--out", str(out),
             "--verify", "--inputs", str(ZOO / f"{model}.inputs.npz"), "--no-trace",
-            "--no-report"]  # fmt: skip
+            "--no-report", "--keep-bundle"]  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         code = cli_main(args)
     cmdq_path = out / "bundle" / "cmdq.json"

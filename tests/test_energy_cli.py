@@ -41,7 +41,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name, sets in (("base", []), ("double", ["--set", f"{HBM_PRICE}={2 * hbm}"])):
         out[name] = tmp / name
-        assert main(["run", str(model), "--out", str(out[name]), *sets]) == 0
+        assert main(["run", str(model), "--out", str(out[name]), "--keep-bundle", "--trace",
+                     *sets]) == 0
     return out
 
 

@@ -99,7 +99,7 @@ def replace(g: Graph, old: list[LayerIR], new: LayerIR, at: LayerIR) -> None:
 
 def add_const(g: Graph, base: str, a: np.ndarray) -> str:
     from kernbench.ir.model import TensorIR
-    from kernbench.ir.onnx_import.lower import dtype_of_array
+    from kernbench.ir.onnx_import.onnx_util import dtype_of_array
 
     k = 0
     name = f"{base}:f"
