@@ -22,6 +22,7 @@ bytes, packed, starting at its ``*_offset`` byte inside its ``*_bank``.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -228,7 +229,6 @@ def cmdq_json_schema() -> dict[str, Any]:
 
 def cmdq_json_schema_text() -> str:
     """`cmdq_json_schema` as the exact text of ``schemas/cmdq.schema.json``."""
-    import json
 
     return json.dumps(cmdq_json_schema(), indent=2, ensure_ascii=False) + "\n"
 

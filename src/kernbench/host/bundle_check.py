@@ -16,7 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from kernbench.cmdq.hw import limits_for
+from kernbench.cmdq.validate import validate_file
+from kernbench.compiler.hbm import ITEMSIZE, nbytes_of
 from kernbench.errors import MAX_JSON_BYTES, InputError, KernbenchError, read_input_text
+from kernbench.ir import validate_ir_file
+from kernbench.ir.model import load_weights
 
 FILES = ("cmdq.json", "memory.json", "weights.npz", "ir.json")
 ALIGN = 256  # the compiler's HBM allocation granule (compiler/memory_plan.py)
@@ -26,8 +31,6 @@ def check_bundle(path: Path, topology: Any, max_errors: int = 50, *,
                  cmdq: bool = True) -> list[InputError]:
     """Every problem of the bundle folder `path` on `topology` (empty: the bundle is
     consistent and fits). `cmdq=False` skips cmdq.json (the caller validates it anyway)."""
-    from kernbench.cmdq.hw import limits_for
-    from kernbench.cmdq.validate import validate_file
 
     path = Path(path)
     missing = [n for n in FILES if not (path / n).is_file()]
@@ -38,7 +41,6 @@ def check_bundle(path: Path, topology: Any, max_errors: int = 50, *,
         problems += validate_file(path / "cmdq.json", limits_for(topology),
                                   max_errors=max_errors)
     try:
-        from kernbench.ir import validate_ir_file
 
         iw = path / "ir_weights.npz"  # the IR's own constants; weights.npz is the device's
         validate_ir_file(path / "ir.json", iw if iw.is_file() else None)
@@ -61,14 +63,12 @@ def check_bundle(path: Path, topology: Any, max_errors: int = 50, *,
 
 
 def _itemsize(dtype: str) -> float | None:
-    from kernbench.compiler.hbm import ITEMSIZE
 
     return ITEMSIZE.get(dtype)
 
 
 def check_memory(memory: dict[str, Any], hbm_bytes: int, file: str) -> list[InputError]:
     """memory.json's tensors and views: well formed, aligned, inside HBM, no overlap."""
-    from kernbench.compiler.hbm import nbytes_of
 
     bad: list[InputError] = []
     spans: list[tuple[int, int, str]] = []
@@ -145,7 +145,6 @@ def _check_views(memory: dict[str, Any], file: str) -> list[InputError]:
 
 def check_weights(memory: dict[str, Any], wpath: Path, mem_file: str) -> list[InputError]:
     """Every 'weight' tensor of the memory map is in weights.npz with the right size."""
-    from kernbench.ir.model import load_weights
 
     try:
         weights = load_weights(wpath)

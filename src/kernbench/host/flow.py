@@ -10,6 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from kernbench.cmdq.io import load_program
+from kernbench.compiler.inputs import default_inputs, vocab_size
+from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
+from kernbench.compiler.roofline import layer_report
+from kernbench.compiler.state import CompileOptions
 from kernbench.errors import (
     MAX_JSON_BYTES,
     MAX_MODEL_BYTES,
@@ -18,7 +23,18 @@ from kernbench.errors import (
     read_input_text,
     warn,
 )
+from kernbench.host.bundle import Bundle, run_with_data
+from kernbench.host.bundle_check import check_bundle
+from kernbench.host.estimate import graph_bytes, refuse_above_limit
+from kernbench.host.simulate import simulate_program
+from kernbench.host.verify import verify_outputs
+from kernbench.ir.model import is_shape_only, save_weights
+from kernbench.ir.qconfig import parse_qconfig, unmatched_overrides
+from kernbench.numerics.dtypes import np_dtype
 from kernbench.report.energy import energy_lines, fmt_energy
+from kernbench.report.html import write_report
+from kernbench.report.llm import llm_lines
+from kernbench.report.stats import write_json
 
 
 @dataclass
@@ -36,7 +52,6 @@ def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None
     name) or, without it, on seeded random inputs valid for the model. Suspicious input
     (a QConfig glob that matches no layer, NaN/Inf weights) warns, or with `strict` is
     refused."""
-    from kernbench.compiler.pipeline import load_model
 
     graph, source = load_model(Path(model), qconfig)
     return compile_loaded(graph, source, topology, out, dump_after=dump_after,
@@ -50,10 +65,6 @@ def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
                    qconfig_file: str | None = None,
                    model_file: str | None = None):  # noqa: ANN201
     """compile_model for a graph already loaded (or built, or truncated for replay)."""
-    from kernbench.compiler.pipeline import compile_graph, write_bundle
-    from kernbench.compiler.state import CompileOptions
-    from kernbench.host.estimate import graph_bytes, refuse_above_limit
-    from kernbench.ir.model import is_shape_only
 
     if not is_shape_only(graph):  # a shape-only model holds no values: nothing to estimate
         refuse_above_limit(graph_bytes(graph), f"model {model_file or graph.metadata.get('model_name')}")
@@ -71,7 +82,6 @@ def check_graph_inputs(graph: Any, qconfig_file: str | None, model_file: str,
                        strict: bool) -> None:
     """What the user gave that is legal but almost surely a mistake: a QConfig override
     whose glob matches no layer, NaN/Inf in the weights. Warnings, errors with `strict`."""
-    from kernbench.ir.qconfig import parse_qconfig, unmatched_overrides
 
     if qconfig_file is not None and graph.qconfig:
         for glob in unmatched_overrides(graph, parse_qconfig(graph.qconfig)):
@@ -91,7 +101,6 @@ def load_inputs(path: Path | None, graph: Any, seed: int = 0, *,
                 strict: bool = False) -> dict[str, np.ndarray]:
     """The model's inputs from an .npz keyed by input name (checked: check_inputs), or
     seeded random inputs valid for the model when `path` is None."""
-    from kernbench.compiler.inputs import default_inputs
 
     if path is None:
         return default_inputs(graph, seed)
@@ -124,8 +133,6 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str, *,
     """Inputs as the model declares them: shape, a safe cast to the dtype, token ids inside
     the vocabulary, finite floats (NaN/Inf warn; refused with `strict`). The cast arrays
     are what every consumer (simulator, interpreter, onnxruntime) receives."""
-    from kernbench.compiler.inputs import vocab_size
-    from kernbench.numerics.dtypes import np_dtype
 
     out = {}
     for tid in graph.inputs:
@@ -178,8 +185,6 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     `save_oplog` (with `verify`) saves the op log and initial memory for `replay`.
     `post_stats(stats)` may amend the stats before anything is written (replay, LLM
     figures); `watch(entries, layer_ids)` observes the timing run (progress)."""
-    from kernbench.cmdq.io import load_program
-    from kernbench.report.stats import write_json
 
     record = trace or report  # the report's timeline needs the trace, the file may not
 
@@ -193,7 +198,6 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         run, outputs, verdict = _run_verified(bundle_dir, prog, topology, inputs, record,
                                               phase, strict, save_oplog, dump_intermediates)
     else:
-        from kernbench.host.simulate import simulate_program
 
         if save_oplog is not None:
             raise InputError("--save-oplog saves the data pass: it needs --verify",
@@ -218,7 +222,6 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         write_json(trace_obj, out / "trace.json")
         written.append(out / "trace.json")
     if outputs is not None:
-        from kernbench.ir.model import save_weights
 
         tmp = out / "outputs.npz.tmp"
         save_weights(outputs, tmp)  # deterministic npz (fixed zip timestamps)
@@ -229,7 +232,6 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     (out / "summary.txt").write_text(summary_text(stats, verdict), encoding="utf-8")
     written.append(out / "summary.txt")
     if report:
-        from kernbench.report.html import write_report
 
         written.append(write_report(out, stats, trace_obj, verdict, topology))
     return SimResult(stats, verdict, outputs, written)
@@ -239,10 +241,6 @@ def _run_verified(bundle_dir: Path, prog: Any, topology: Any, inputs: Path | Non
                   record: bool, phase: Any, strict: bool, save_oplog: Path | None,
                   dump_intermediates: bool) -> tuple[Any, dict[str, np.ndarray], Any]:
     """Timing pass + data pass of a bundle, then the verdict (interpreter, onnxruntime)."""
-    from kernbench.host.bundle import Bundle, run_with_data
-    from kernbench.host.bundle_check import check_bundle
-    from kernbench.host.verify import verify_outputs
-    from kernbench.ir.model import is_shape_only
 
     bundle = Bundle.load(bundle_dir)
     if is_shape_only(bundle.graph):
@@ -263,7 +261,6 @@ def _run_verified(bundle_dir: Path, prog: Any, topology: Any, inputs: Path | Non
 def add_roofline(stats: dict[str, Any], roof: Path) -> None:
     """Per-layer roofline bounds (a bundle's roofline.json, if any) into `stats`."""
     if roof.exists():
-        from kernbench.compiler.roofline import layer_report
 
         try:
             bounds = json.loads(read_input_text(roof, MAX_JSON_BYTES))
@@ -320,7 +317,6 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
                          f"{layer['bound_by']:8s} {fmt_energy(layer.get('energy_pj', 0)):>10s} "
                          f"{layer['bottleneck']}")
     if "llm" in stats:
-        from kernbench.report.llm import llm_lines
 
         lines.append("")
         lines.extend(llm_lines(stats["llm"]))

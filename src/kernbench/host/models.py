@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernbench.errors import InputError
+from kernbench.host.estimate import named_model_bytes, refuse_above_limit
+from kernbench.host.onnx_dims import bind_onnx_dims
+from kernbench.ir.qconfig import load_qconfig
+from kernbench.models.builders import MODELS, model_for
+from kernbench.models.hf_config import config_path, is_hf_config, load_hf_config
+from kernbench.models.llm_graph import LlmShape, build_llm_graph, weight_params
 
 
 @dataclass(frozen=True)
@@ -57,8 +63,6 @@ def resolve_model(model: Path, shapes: ShapeOptions, save_dir: Path,
                   qconfig: Path | None = None, *, need_values: bool = False) -> ResolvedModel:
     """See the module docstring. Shape options on a model that has none to bind → exit 2;
     `need_values` (--verify) on a shape-only model → exit 2, before anything is built."""
-    from kernbench.models.builders import MODELS
-    from kernbench.models.hf_config import is_hf_config
 
     shapes.check()
     model = Path(model)
@@ -70,7 +74,6 @@ def resolve_model(model: Path, shapes: ShapeOptions, save_dir: Path,
                              "shape-only (timing only)", file=str(model))
         return _hf(model, shapes, save_dir, qconfig)
     if model.suffix == ".onnx" and model.exists() and shapes.given():
-        from kernbench.host.onnx_dims import bind_onnx_dims
 
         path, notes = bind_onnx_dims(model, shapes, save_dir)
         return ResolvedModel(path, "onnx", notes=notes)
@@ -84,8 +87,6 @@ def resolve_model(model: Path, shapes: ShapeOptions, save_dir: Path,
 def _builtin(name: str, shapes: ShapeOptions, save_dir: Path) -> ResolvedModel:
     import onnx
 
-    from kernbench.host.estimate import named_model_bytes, refuse_above_limit
-    from kernbench.models.builders import MODELS, model_for
 
     batch, seq, kv = shapes.resolved()
     if seq >= 1 and kv >= 0:  # estimate before building (bad values: the builder refuses)
@@ -103,9 +104,6 @@ def _builtin(name: str, shapes: ShapeOptions, save_dir: Path) -> ResolvedModel:
 
 def _hf(model: Path, shapes: ShapeOptions, save_dir: Path,
         qconfig: Path | None) -> ResolvedModel:
-    from kernbench.ir.qconfig import load_qconfig
-    from kernbench.models.hf_config import config_path, load_hf_config
-    from kernbench.models.llm_graph import LlmShape, build_llm_graph, weight_params
 
     arch = load_hf_config(model)
     batch, seq, kv = shapes.resolved()

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernbench.compiler.pipeline import load_model
+from kernbench.host.block_replay import (
+    ReplayCheckFailed,
+    apply_replay,
+    plan_replay,
+    truncate_blocks,
+)
 from kernbench.host.flow import SimResult, compile_loaded, simulate_bundle
+from kernbench.host.llm import check_fit, llm_facts, llm_section
 
 
 @dataclass
@@ -45,9 +53,6 @@ class RunHooks:
 def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
               hooks: RunHooks | None = None) -> SimResult:
     """Compile, simulate and report `model` (a file resolve_model produced) on `topo`."""
-    from kernbench.compiler.pipeline import load_model
-    from kernbench.host.block_replay import ReplayCheckFailed, apply_replay, plan_replay
-    from kernbench.host.llm import check_fit, llm_facts, llm_section
 
     hooks = hooks or RunHooks()
     graph, source = load_model(Path(model), opts.qconfig)
@@ -72,7 +77,6 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
         return stats
 
     if plan is not None:
-        from kernbench.host.block_replay import truncate_blocks
 
         small = truncate_blocks(graph, plan.simulated)
         hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "

@@ -10,6 +10,7 @@ from kernbench.cmdq.hw import engine_of, limits_for, to_program
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.validate import check_program
 from kernbench.common.program import ProgramEntry
+from kernbench.errors import DeadlockError
 from kernbench.report.energy import group_energy
 from kernbench.report.perfetto import build_trace
 from kernbench.report.stats import collect_stats, round_ns
@@ -110,7 +111,6 @@ def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | No
         if stop is not None:
             stop()
     if not done.triggered:
-        from kernbench.errors import DeadlockError
 
         raise DeadlockError(f"the program did not reach END: {sim.deadlock_report()}")
     return CmdqRun(sim, program, entries, total)

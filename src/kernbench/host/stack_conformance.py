@@ -17,7 +17,16 @@ from pathlib import Path
 
 import numpy as np
 
+from kernbench.cmdq.io import load_program
+from kernbench.compiler.pipeline import compile_graph, write_bundle
+from kernbench.compiler.state import CompileOptions
+from kernbench.errors import InputError
+from kernbench.host.bundle import Bundle, run_with_data
+from kernbench.ir.backend import bind_index_inputs
 from kernbench.ir.conformance import CaseResult, check_outputs, claimed_ops, collect, reason_of
+from kernbench.ir.onnx_import import import_model_proto
+from kernbench.ir.qconfig import QConfig
+from kernbench.topology import load_topology
 
 
 @dataclass(frozen=True)
@@ -45,10 +54,6 @@ def stack_cases(cases: list | None = None) -> list[StackCase]:
 
 def run_case(case: StackCase, topology: object) -> CaseResult:
     """Compile, simulate and data-pass one case on `topology`; compare every data set."""
-    from kernbench.cmdq.io import load_program
-    from kernbench.compiler.pipeline import compile_graph, write_bundle
-    from kernbench.compiler.state import CompileOptions
-    from kernbench.host.bundle import Bundle, run_with_data
 
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"), \
@@ -72,10 +77,6 @@ def run_case(case: StackCase, topology: object) -> CaseResult:
 
 def _import(model: object, inputs: list) -> tuple[object, dict[str, np.ndarray]]:
     """The case's IR in fp32 mode, with index inputs folded as the interpreter path does."""
-    from kernbench.errors import InputError
-    from kernbench.ir.backend import bind_index_inputs
-    from kernbench.ir.onnx_import import import_model_proto
-    from kernbench.ir.qconfig import QConfig
 
     inits = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in inits]
@@ -91,7 +92,6 @@ def _import(model: object, inputs: list) -> tuple[object, dict[str, np.ndarray]]
 
 def run_stack_cases(names: set[str] | None = None, topology: object = None) -> list[CaseResult]:
     """Results for every claimed single-node case (or those named), on `small` by default."""
-    from kernbench.topology import load_topology
 
     topo = topology if topology is not None else load_topology("small", [])
     return [run_case(c, topo) for c in stack_cases() if names is None or c.name in names]

@@ -22,6 +22,9 @@ from typing import Any
 import numpy as np
 
 from kernbench.errors import warn
+from kernbench.host.bundle import layer_divergence
+from kernbench.ir.interpreter import Interpreter
+from kernbench.numerics.compare import compare
 
 # Tolerance against onnxruntime per precision mode, chosen from the errors measured on the
 # committed test models (scripts/measure_tolerances.py; table in docs/verification.md).
@@ -150,9 +153,6 @@ def onnxruntime_outputs(model: Path, inputs: dict[str, np.ndarray]) -> dict[str,
 def verify_outputs(bundle: Any, outputs: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
                    store: Any, source_model: Path | None, data_error: str | None = None,
                    dump_intermediates: bool = False) -> Verdict:
-    from kernbench.host.bundle import layer_divergence
-    from kernbench.ir.interpreter import Interpreter
-    from kernbench.numerics.compare import compare
 
     g = bundle.graph
     mode = precision_mode(g)

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
 
+from kernbench.errors import InputError
 from kernbench.ir.interpreter import Interpreter
 from kernbench.ir.model import Graph
 from kernbench.ir.onnx_import import import_model_proto
@@ -70,7 +71,6 @@ class KernbenchRep(BackendRep):
 class KernbenchBackend(Backend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> KernbenchRep:
-        from kernbench.errors import InputError
 
         try:
             g = import_model_proto(model, QConfig.fp32())

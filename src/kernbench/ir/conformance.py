@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernbench.errors import InputError
+from kernbench.ir.backend import KernbenchBackend
+from kernbench.ir.onnx_import.lower import SUPPORTED_OPS
+
 
 @dataclass
 class CaseResult:
@@ -19,7 +23,6 @@ class CaseResult:
 
 
 def claimed_ops() -> list[str]:
-    from kernbench.ir.onnx_import.lower import SUPPORTED_OPS
 
     return list(SUPPORTED_OPS)
 
@@ -45,7 +48,6 @@ def _arrays(xs: list) -> list:
 
 def run_cases(cases: list | None = None) -> list[CaseResult]:
     """One result per single-node test case of a claimed op (sorted by op, name)."""
-    from kernbench.ir.backend import KernbenchBackend
 
     ops = set(claimed_ops())
     cases = collect() if cases is None else cases
@@ -89,7 +91,6 @@ def _compare(got: np.ndarray, exp: np.ndarray, rtol: float, atol: float) -> None
 
 
 def reason_of(e: BaseException) -> str:
-    from kernbench.errors import InputError
 
     msg = e.reason if isinstance(e, InputError) else str(e)
     msg = " ".join(msg.split()).replace("|", "/")

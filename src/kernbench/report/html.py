@@ -15,6 +15,7 @@ from typing import Any
 
 from kernbench.report import energy_plots, plots
 from kernbench.report.energy import fmt_energy
+from kernbench.report.llm import llm_html
 from kernbench.topology.peaks import hbm_gbs
 
 MAX_LAYER_ROWS = 25
@@ -278,7 +279,6 @@ def render_report(stats: dict[str, Any], trace: dict[str, Any] | None = None,
     if verdict is not None:
         parts.append(_verdict_section(verdict))
     if "llm" in stats:
-        from kernbench.report.llm import llm_html
 
         parts.append(llm_html(stats["llm"], stats.get("replay")))
     parts.append(_layers_section(stats))

@@ -14,6 +14,7 @@ from kernbench.ir.onnx_import.fuse import run_fusions
 from kernbench.ir.onnx_import.loader import load_model, prepare_model
 from kernbench.ir.onnx_import.lower import SUPPORTED_OPS, Lowering
 from kernbench.ir.qconfig import QConfig, apply_qconfig
+from kernbench.ir.verify import verify
 
 __all__ = ["import_onnx", "import_model_proto", "SUPPORTED_OPS"]
 
@@ -33,7 +34,6 @@ def import_model_proto(model: onnx.ModelProto, qconfig: QConfig | None = None, *
 
 def _import(model: onnx.ModelProto, qconfig: QConfig | None, *, fuse: bool,
             file: str | None, name: str) -> Graph:  # fmt: skip
-    from kernbench.ir.verify import verify
 
     lw = Lowering(model, file=file)
     g = lw.run()

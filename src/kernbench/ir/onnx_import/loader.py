@@ -3,6 +3,7 @@ onnx.checker (full) and strict shape inference. Every failure is an InputError."
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import onnx
@@ -33,7 +34,6 @@ def copy_with_external_data(src: str | Path, dst: str | Path) -> None:
     """Copy an ONNX model file and the external data files it references (paths kept
     relative to the model, so onnxruntime finds them beside the copy). The references
     were confined to the model's folder when the model was loaded."""
-    import shutil
 
     src, dst = Path(src), Path(dst)
     shutil.copyfile(src, dst)

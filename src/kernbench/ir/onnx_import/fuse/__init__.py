@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from kernbench.ir.model import Graph
+from kernbench.ir.onnx_import.finalize import dead_code
 from kernbench.ir.onnx_import.fuse.activation import fuse_activations
 from kernbench.ir.onnx_import.fuse.attention import fuse_attention, ungroup_kv
 from kernbench.ir.onnx_import.fuse.gemm_bias import fuse_gemm_bias
@@ -29,7 +30,6 @@ PASSES = [
 
 
 def run_fusions(g: Graph) -> None:
-    from kernbench.ir.onnx_import.finalize import dead_code
 
     for p in PASSES:
         p(g)

@@ -12,12 +12,15 @@ import math
 
 import numpy as np
 
+from kernbench.ir.interpreter import KERNELS
 from kernbench.ir.model import Graph, LayerIR
 from kernbench.ir.onnx_import.fuse.common import (
     Index,
     const_value,
+    ew,
     new_layer,
     onnx_nodes,
+    replace,
     rewrite_until_fixed,
 )
 
@@ -46,7 +49,6 @@ TARGETS = [
 
 
 def _is_ew(g: Graph, n: LayerIR) -> bool:
-    from kernbench.ir.onnx_import.fuse.common import ew
 
     op = ew(n)
     if op not in EW_OPS or len(n.outputs) != 1:
@@ -77,7 +79,6 @@ def _region(g: Graph, ix: Index, x: str) -> list[LayerIR]:
 
 
 def _evaluate(g: Graph, sub: list[LayerIR], x: str, y: str) -> np.ndarray | None:
-    from kernbench.ir.interpreter import KERNELS
 
     env = {x: _X.astype(np.float64)}
     for n in sub:
@@ -149,7 +150,6 @@ def fuse_activations(g: Graph) -> None:
 
 
 def _rewrite(g: Graph, ix: Index, n: LayerIR) -> bool:
-    from kernbench.ir.onnx_import.fuse.common import ew
 
     if ew(n) not in ANCHORS:
         return False
@@ -159,7 +159,6 @@ def _rewrite(g: Graph, ix: Index, n: LayerIR) -> bool:
     op, attrs, x, y, sub = m
     last = next(s for s in sub if s.outputs[0] == y)
     node = new_layer(op, [x], [y], dict(attrs), last, onnx_nodes(*sub))
-    from kernbench.ir.onnx_import.fuse.common import replace
 
     replace(g, sub, node, last)
     return True

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.ir.model import Graph, LayerIR
+from kernbench.ir.model import Graph, LayerIR, TensorIR
+from kernbench.ir.onnx_import.onnx_util import dtype_of_array
 
 _ids = itertools.count()
 
@@ -98,8 +99,6 @@ def replace(g: Graph, old: list[LayerIR], new: LayerIR, at: LayerIR) -> None:
 
 
 def add_const(g: Graph, base: str, a: np.ndarray) -> str:
-    from kernbench.ir.model import TensorIR
-    from kernbench.ir.onnx_import.onnx_util import dtype_of_array
 
     k = 0
     name = f"{base}:f"
@@ -114,7 +113,6 @@ def add_const(g: Graph, base: str, a: np.ndarray) -> str:
 
 
 def add_tensor(g: Graph, base: str, shape: list[int], dtype: str) -> str:
-    from kernbench.ir.model import TensorIR
 
     k = 0
     name = f"{base}:v"
