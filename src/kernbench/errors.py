@@ -8,6 +8,10 @@ the entry or node, the field and the reason.
 
 from __future__ import annotations
 
+import os
+import stat
+import sys
+
 
 class KernbenchError(Exception):
     """Base class of kernbench's own exceptions."""
@@ -78,7 +82,6 @@ def warn(message: str) -> None:
     """One `warning: ...` line on stderr: something suspicious that does not stop the run
     (a NaN in the weights, a QConfig glob that matches nothing). Kept here so every layer
     reports warnings the same way without importing the CLI."""
-    import sys
 
     print(f"warning: {message}".replace("\n", " "), file=sys.stderr)
 
@@ -94,8 +97,6 @@ MAX_MODEL_BYTES = 1 << 31  # model.onnx (protobuf's own 2 GiB limit) and .npz fi
 def check_input_file(path: object, limit: int, *, label: str | None = None) -> int:
     """Refuse (InputError) a path that is missing, not a regular file, or larger than
     `limit` bytes; return its size. Never opens the file."""
-    import os
-    import stat
 
     label = label or str(path)
     try:

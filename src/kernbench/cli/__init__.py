@@ -1,5 +1,8 @@
 """The `kernbench` command line (typer).
 
+Command modules import the layers they use inside the command functions: `kernbench
+--help` and argument errors then answer without loading numpy, onnx or the simulator.
+
 Each sub-command lives in its own module of this package and registers itself on `app`.
 Results go to files and stdout (the summary, or stats.json with --json); diagnostics,
 progress and tables go to stderr. Exit codes (docs/errors.md): 0 ok, 1 verification
