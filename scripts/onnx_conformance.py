@@ -17,8 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernbench.host.stack_conformance import run_stack_cases  # noqa: E402
+from kernbench.host.stack_conformance import QUANTIZED_OPS, run_stack_cases  # noqa: E402
 from kernbench.ir.conformance import claimed_ops, run_cases  # noqa: E402
+from kernbench.ir.qconfig import QConfig  # noqa: E402
 
 HEADER = """# ONNX support
 
@@ -44,7 +45,7 @@ RMS_NORM (RMSNormalization or decomposed), GELU (erf / tanh), SILU, ROPE, ATTENT
 """
 
 
-def render(results, stack) -> str:
+def render(results, stack, stack_q) -> str:
     import onnx
 
     lines = [HEADER.format(onnx=onnx.__version__), "## Summary", "",
@@ -65,6 +66,13 @@ def render(results, stack) -> str:
     lines.append(f"| **total** | {total_p + total_f} | {total_p} | {total_f} | {total_s} |")
     lines += ["", f"Whole stack: {total_s} of the {total_p} cases that pass the interpreter "
               f"({100 * total_s / max(total_p, 1):.1f}%)."]
+    q_ok = sum(r.ok for r in stack_q)
+    lines += ["", f"Whole stack quantized (W8A8, the tensor-engine ops "
+              f"{', '.join(QUANTIZED_OPS)}; data pass against the interpreter on the compiled "
+              f"IR, exact): {q_ok} of {len(stack_q)} cases."]
+    for r in stack_q:
+        if not r.ok:
+            lines.append(f"- `{r.name}` (W8A8): {r.reason}")
     lines += ["", "## Failing cases", "", "| op | case | reason |", "| --- | --- | --- |"]
     for r in results:
         if not r.ok:
@@ -81,7 +89,8 @@ def render(results, stack) -> str:
             lines.append(f"- **{op}**: " + ", ".join(f"`{n}`" for n in ok))
     data = {"failing": sorted(r.name for r in results if not r.ok),
             "passing": sorted(r.name for r in results if r.ok),
-            "stack_passing": sorted(stack_ok)}  # fmt: skip
+            "stack_passing": sorted(stack_ok),
+            "stack_w8a8_passing": sorted(r.name for r in stack_q if r.ok)}  # fmt: skip
     lines += ["", "<!-- conformance-data", json.dumps(data, indent=0, sort_keys=True), "-->", ""]
     return "\n".join(lines)
 
@@ -104,12 +113,15 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "onnx-support.md"))
     args = ap.parse_args()
     results = run_cases()
-    stack = run_stack_cases({r.name for r in results if r.ok})
+    ok = {r.name for r in results if r.ok}
+    stack = run_stack_cases(ok)
+    stack_q = run_stack_cases(ok, qconfig=QConfig())
     out = Path(args.out)
-    out.write_text(render(results, stack) + _zoo_block(out))
+    out.write_text(render(results, stack, stack_q) + _zoo_block(out))
     fails = sum(not r.ok for r in results)
     print(f"{len(results)} cases, {len(results) - fails} pass the interpreter, {fails} fail; "
-          f"{sum(r.ok for r in stack)} pass the whole stack -> {args.out}",
+          f"{sum(r.ok for r in stack)} pass the whole stack, "
+          f"{sum(r.ok for r in stack_q)} of {len(stack_q)} quantized -> {args.out}",
           file=sys.stderr)  # fmt: skip
     return 0
 

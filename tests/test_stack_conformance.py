@@ -31,3 +31,19 @@ def test_documented_whole_stack_cases_still_pass(shard):
     topo = load_topology("small", [])
     failed = [f"{r.name}: {r.reason}" for r in (run_case(c, topo) for c in cases) if not r.ok]
     assert not failed, failed
+
+
+@pytest.mark.parametrize("shard", range(2))
+def test_documented_w8a8_cases_match_the_interpreter_exactly(shard):
+    """The tensor-engine cases in W8A8 mode: data pass bit-identical to the interpreter."""
+    from kernbench.host.stack_conformance import QUANTIZED_OPS
+    from kernbench.ir.qconfig import QConfig
+
+    want = set(DATA["stack_w8a8_passing"])
+    assert len(want) >= 0.9 * sum(1 for c in stack_cases()
+                                  if c.op in QUANTIZED_OPS and c.name in DATA["passing"])
+    cases = [c for c in stack_cases() if c.name in want][shard::2]
+    topo = load_topology("small", [])
+    failed = [f"{r.name}: {r.reason}" for r in (run_case(c, topo, QConfig()) for c in cases)
+              if not r.ok]
+    assert not failed, failed

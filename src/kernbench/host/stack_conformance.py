@@ -52,15 +52,25 @@ def stack_cases(cases: list | None = None) -> list[StackCase]:
     return sorted(out, key=lambda c: (c.op, c.name))
 
 
-def run_case(case: StackCase, topology: object) -> CaseResult:
-    """Compile, simulate and data-pass one case on `topology`; compare every data set."""
+#: ONNX ops whose single-node cases also run quantized (W8A8): the ops the tensor engine
+#: computes, where a quantization mode changes the arithmetic.
+QUANTIZED_OPS = ("MatMul", "Gemm", "Conv", "Attention")
+
+
+def run_case(case: StackCase, topology: object, qconfig: QConfig | None = None) -> CaseResult:
+    """Compile, simulate and data-pass one case on `topology`; compare every data set.
+
+    Without `qconfig` (fp32 mode) the outputs are compared with the case's own expected
+    outputs at its tolerances. With a quantizing `qconfig` the reference is the IR
+    interpreter on the compiled (calibrated) IR, which the data pass must match exactly."""
+    from kernbench.ir.interpreter import Interpreter
 
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"), \
                 tempfile.TemporaryDirectory() as tmp:
             warnings.simplefilter("ignore")
             for inputs, expected in case.data_sets:
-                graph, feeds = _import(case.model, inputs)
+                graph, feeds = _import(case.model, inputs, qconfig or QConfig.fp32())
                 opts = CompileOptions(calib_inputs=feeds)
                 state, _ = compile_graph(graph, topology, opts)
                 bundle_dir = Path(tmp) / "bundle"
@@ -69,29 +79,37 @@ def run_case(case: StackCase, topology: object) -> CaseResult:
                 prog = load_program(bundle_dir / "cmdq.json")
                 _, outs, _ = run_with_data(bundle, prog, topology, feeds, trace=False)
                 got = [outs[t] for t in graph.outputs]
-                check_outputs(got, list(expected), case.rtol, case.atol)
+                if qconfig is None:
+                    check_outputs(got, list(expected), case.rtol, case.atol)
+                else:
+                    ref = Interpreter(bundle.graph).run(feeds)
+                    check_outputs(got, [ref[t] for t in graph.outputs], 0.0, 0.0)
         return CaseResult(case.op, case.name, True)
     except Exception as e:  # noqa: BLE001 - every failure is recorded with its reason
         return CaseResult(case.op, case.name, False, reason_of(e))
 
 
-def _import(model: object, inputs: list) -> tuple[object, dict[str, np.ndarray]]:
-    """The case's IR in fp32 mode, with index inputs folded as the interpreter path does."""
+def _import(model: object, inputs: list,
+            qconfig: QConfig) -> tuple[object, dict[str, np.ndarray]]:
+    """The case's IR in `qconfig`'s mode, index inputs folded as the interpreter path does."""
 
     inits = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in inits]
     feeds = {k: np.asarray(v) for k, v in zip(names, inputs, strict=False)}
     try:
-        graph = import_model_proto(model, QConfig.fp32())
+        graph = import_model_proto(model, qconfig)
     except InputError as e:
         if "non-constant" not in e.reason:
             raise
-        graph = import_model_proto(bind_index_inputs(model, feeds), QConfig.fp32())
+        graph = import_model_proto(bind_index_inputs(model, feeds), qconfig)
     return graph, {k: v for k, v in feeds.items() if k in graph.inputs}
 
 
-def run_stack_cases(names: set[str] | None = None, topology: object = None) -> list[CaseResult]:
-    """Results for every claimed single-node case (or those named), on `small` by default."""
-
+def run_stack_cases(names: set[str] | None = None, topology: object = None,
+                    qconfig: QConfig | None = None) -> list[CaseResult]:
+    """Results for every claimed single-node case (or those named), on `small` by default;
+    with `qconfig`, only the cases of QUANTIZED_OPS, in that quantization mode."""
     topo = topology if topology is not None else load_topology("small", [])
-    return [run_case(c, topo) for c in stack_cases() if names is None or c.name in names]
+    return [run_case(c, topo, qconfig) for c in stack_cases()
+            if (names is None or c.name in names)
+            and (qconfig is None or c.op in QUANTIZED_OPS)]
