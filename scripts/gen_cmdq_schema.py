@@ -17,16 +17,23 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "cmdq.schema.
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    return generate(argv, cmdq_json_schema_text, SCHEMA_PATH, "scripts/gen_cmdq_schema.py",
+                    __doc__)
+
+
+def generate(argv: list[str] | None, make_text, default_path: Path, script: str,
+             doc: str) -> int:  # noqa: ANN001
+    """Write (or `--check`) a generated schema file; shared by the schema scripts."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the file is out of date")
-    parser.add_argument("--output", type=Path, default=SCHEMA_PATH, help="where to write")
+    parser.add_argument("--output", type=Path, default=default_path, help="where to write")
     args = parser.parse_args(argv)
-    text = cmdq_json_schema_text()
+    text = make_text()
     if args.check:
         current = args.output.read_text(encoding="utf-8") if args.output.exists() else None
         if current != text:
-            print(f"{args.output} is out of date; run: .venv/bin/python "
-                  "scripts/gen_cmdq_schema.py", file=sys.stderr)
+            print(f"{args.output} is out of date; run: .venv/bin/python {script}",
+                  file=sys.stderr)
             return 1
         return 0
     args.output.parent.mkdir(parents=True, exist_ok=True)
