@@ -22,7 +22,7 @@ def entry_of(op: TileOp) -> dict[str, Any]:
     e.update(op.fields)
     for role, b in op.reads + op.writes:
         e[f"{role}_bank"] = b.bank
-        e[f"{role}_offset"] = b.bank_offset
+        e[f"{role}_offset"] = b.bank_offset + (op.buf_offset if role == "spm" else 0)
     e["deps_before"] = op.deps
     return e
 

@@ -3,6 +3,11 @@
 - a *placement* is (storage key, address, shape, element strides, dtype); views share
   their source's storage (reshape of contiguous data, folded transposes);
 - an *allocation* is one storage: its role, dtype, shape, bytes and one address per copy;
+- a *spread* allocation splits its rows over the cubes: part c (a contiguous run of rows)
+  lives in cube c's HBM, so the PEs of cube c read and write their rows locally. Its
+  placements keep one *logical* address space (part 0's address onward, used for the
+  schedule's dependencies) and map a logical byte to its part's physical address
+  (`Placement.parts`); a DMA that crosses a part boundary is split (`Placement.runs`);
 - the `MemoryPlan` bumps addresses per cube (256-byte aligned) and checks that no two
   allocations overlap (`verify`). It is the typed product of the `memory` pass and is
   extended by the tiling pass (constants in the representation a lowering chooses).
@@ -10,7 +15,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +25,8 @@ from kernbench.errors import InputError
 from kernbench.numerics.dtypes import bits as dtype_bits
 
 ALIGN = 256
+#: a storage is spread over the cubes only when each cube gets at least this many rows
+MIN_ROWS_PER_CUBE = 8
 #: bytes per element of the dtypes the compiler places (numerics.dtypes; int4 packed)
 ITEMSIZE = {n: dtype_bits(n) // 8 if dtype_bits(n) % 8 == 0 else dtype_bits(n) / 8 for n in (
     "fp32", "fp16", "bf16", "fp64", "int64", "int32", "int16", "int8", "uint8", "bool", "int4",
@@ -46,10 +54,62 @@ class Placement:
     strides: tuple[int, ...]      # element strides
     dtype: str
     replicas: tuple[int, ...] = ()  # per-cube addresses of element 0 (constants, inputs)
+    #: spread storage: (first logical byte, end logical byte, physical address of the first)
+    parts: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def contiguous(self) -> bool:
         return self.strides == contiguous_strides(self.shape)
+
+    def view(self, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
+             dtype: str | None = None) -> Placement:
+        """The same storage seen with another shape / strides (/ dtype of equal size)."""
+        shape = tuple(shape)
+        return replace(self, shape=shape, dtype=dtype or self.dtype,
+                       strides=tuple(strides) if strides is not None
+                       else contiguous_strides(shape))
+
+    def part_of(self, logical: int) -> int:
+        """Index of the part holding logical byte `logical` (spread storage)."""
+        for i, (lo, hi, _) in enumerate(self.parts):
+            if lo <= logical < hi:
+                return i
+        raise ValueError(f"{self.key}: byte {logical:#x} is outside its parts")
+
+    def physical(self, logical: int) -> int:
+        lo, _, phys = self.parts[self.part_of(logical)]
+        return phys + logical - lo
+
+    def runs(self, elem_off: int, rows: int, row_elems: int,
+             row_stride: int) -> list[tuple[int, int, int, int]]:
+        """A strided access (rows × row_elems, rows `row_stride` elements apart) cut into
+        runs that each lie in one part: (first row, rows, first element within the row,
+        elements per row). A run of several rows covers whole rows; a row that crosses a
+        part boundary becomes one run per part."""
+        isz = ITEMSIZE[self.dtype]
+        out: list[tuple[int, int, int, int]] = []
+        last_part = -1
+        for r in range(rows):
+            lo = self.addr + int((elem_off + r * row_stride) * isz)
+            hi = self.addr + int(math.ceil((elem_off + r * row_stride + row_elems) * isz))
+            i = self.part_of(lo)
+            if hi <= self.parts[i][1]:
+                if out and last_part == i and out[-1][2:] == (0, row_elems) \
+                        and out[-1][0] + out[-1][1] == r:
+                    out[-1] = (out[-1][0], out[-1][1] + 1, 0, row_elems)
+                else:
+                    out.append((r, 1, 0, row_elems))
+                last_part = i
+                continue
+            e = 0  # the row crosses parts: one run per part it touches
+            while e < row_elems:
+                b = self.addr + int((elem_off + r * row_stride + e) * isz)
+                j = self.part_of(b)
+                n = min(row_elems - e, int((self.parts[j][1] - b) // isz))
+                out.append((r, 1, e, n))
+                e += n
+            last_part = -1
+        return out
 
     def addr_in(self, cube: int) -> int:
         return self.replicas[cube] if self.replicas else self.addr
@@ -68,6 +128,23 @@ class Allocation:
     addrs: tuple[int, ...]        # one per copy (cube order); one entry if not replicated
     source: str | None = None     # IR tensor id it holds (or derives from)
     data: np.ndarray | None = field(default=None, repr=False)  # host data (constants)
+    #: spread over cubes: (byte offset in the tensor, bytes, physical address) per part
+    parts: tuple[tuple[int, int, int], ...] = ()
+
+    def placement(self, shape=None, strides=None) -> Placement:
+        """The placement of this storage (its own shape unless given)."""
+        shape = tuple(self.shape if shape is None else shape)
+        base = self.addrs[0]
+        return Placement(self.key, base, shape,
+                         tuple(strides) if strides is not None else contiguous_strides(shape),
+                         self.dtype, self.addrs if len(self.addrs) > 1 and not self.parts
+                         else (), tuple((base + o, base + o + nb, a) for o, nb, a in self.parts))
+
+    def spans(self) -> list[tuple[int, int]]:
+        """Physical (first byte, end) of every copy or part."""
+        if self.parts:
+            return [(a, a + nb) for _, nb, a in self.parts]
+        return [(a, a + self.nbytes) for a in self.addrs]
 
 
 class MemoryPlan:
@@ -87,21 +164,45 @@ class MemoryPlan:
         return a
 
     def allocate(self, key: str, shape, dtype: str, role: str, *, replicate: bool = False,
-                 source: str | None = None, data: np.ndarray | None = None) -> Allocation:
+                 source: str | None = None, data: np.ndarray | None = None,
+                 spread: bool = False) -> Allocation:
+        """One storage: in cube 0, copied into every cube (`replicate`), or its rows
+        spread over the cubes (`spread`, when there are enough rows: `spread_rows`)."""
         if key in self.allocations:
             return self.allocations[key]
         nb = nbytes_of(shape, dtype)
-        cubes = range(self.n_cubes) if replicate else (0,)
-        addrs = tuple(self._bump(c, nb) for c in cubes)
-        a = Allocation(key, role, dtype, tuple(shape), nb, addrs, source, data)
+        parts: tuple[tuple[int, int, int], ...] = ()
+        if spread and self.spread_rows(shape):
+            parts = self._spread(shape, dtype)
+            addrs = (parts[0][2],)
+        else:
+            cubes = range(self.n_cubes) if replicate else (0,)
+            addrs = tuple(self._bump(c, nb) for c in cubes)
+        a = Allocation(key, role, dtype, tuple(shape), nb, addrs, source, data, parts)
         self.allocations[key] = a
         return a
 
+    def spread_rows(self, shape) -> bool:
+        """Are there enough rows (all axes but the last) to give every cube a part?"""
+        rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+        return self.n_cubes > 1 and rows >= self.n_cubes * MIN_ROWS_PER_CUBE
+
+    def _spread(self, shape, dtype: str) -> tuple[tuple[int, int, int], ...]:
+        rows, cols = int(np.prod(shape[:-1])), int(shape[-1])
+        per = -(-rows // self.n_cubes)
+        parts = []
+        for c in range(self.n_cubes):
+            r0 = c * per
+            r = min(per, rows - r0)
+            if r <= 0:
+                break
+            off = nbytes_of((r0, cols), dtype) if r0 else 0
+            nb = nbytes_of((r, cols), dtype)
+            parts.append((off, nb, self._bump(c, nb)))
+        return tuple(parts)
+
     def place(self, tid: str, alloc: Allocation, shape=None, strides=None) -> Placement:
-        shape = tuple(alloc.shape if shape is None else shape)
-        p = Placement(alloc.key, alloc.addrs[0], shape,
-                      tuple(strides) if strides is not None else contiguous_strides(shape),
-                      alloc.dtype, alloc.addrs if len(alloc.addrs) > 1 else ())
+        p = alloc.placement(shape, strides)
         self.placements[tid] = p
         return p
 
@@ -114,14 +215,13 @@ class MemoryPlan:
         if a.data is not None and a.dtype == "int4" and np.asarray(a.data).nbytes != a.nbytes:
             raise ValueError(f"{key}: {np.asarray(a.data).nbytes} packed bytes for a "
                              f"{a.nbytes}-byte int4 allocation")
-        return Placement(key, a.addrs[0], shape, contiguous_strides(shape), dtype,
-                         a.addrs if len(a.addrs) > 1 else ())
+        return a.placement(shape)
 
     def verify(self) -> None:
         spans = []
         for a in self.allocations.values():
-            for addr in a.addrs:
-                spans.append((addr, addr + a.nbytes, a.key))
+            for lo, hi in a.spans():
+                spans.append((lo, hi, a.key))
         spans.sort()
         for (_s0, e0, k0), (s1, _e1, k1) in zip(spans, spans[1:], strict=False):
             if s1 < e0:
@@ -135,9 +235,13 @@ class MemoryPlan:
                         "nbytes": a.nbytes, "address": a.addrs[0],
                         "replicas": list(a.addrs) if len(a.addrs) > 1 else [],
                         "tensor": a.source}
+            if a.parts:
+                out[key]["parts"] = [[o, nb, addr] for o, nb, addr in a.parts]
         return {"version": "1.0", "tensors": out,
                 "views": {tid: dict({"storage": p.key, "address": p.addr, "shape": list(p.shape),
                                      "strides": list(p.strides), "dtype": p.dtype},
                                     **({"scale": self.scales[p.key]} if p.key in self.scales
+                                       else {}),
+                                    **({"parts": [list(t) for t in p.parts]} if p.parts
                                        else {}))
                           for tid, p in sorted(self.placements.items())}}

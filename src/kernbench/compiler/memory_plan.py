@@ -1,6 +1,10 @@
 """Memory pass: where every tensor lives in HBM, and in what format.
 
-- activations are allocated once, in cube 0's HBM, 256-byte aligned;
+- activations are allocated once, 256-byte aligned; on a multi-cube NPU an intermediate
+  with enough rows is *spread*: its rows are split over the cubes (part c in cube c's
+  HBM), so that each cube's PEs work on local rows (`kernbench.compiler.hbm`). Storage a
+  whole-layer op reads or writes is *pinned* whole in cube 0 (the tiling pass finds those
+  and plans again: `CompileState.pinned`); inputs, outputs and KV caches are never spread;
 - graph inputs and constants are replicated in every cube's HBM (the host deploys each
   copy) so that PEs read them locally; DMAs use the copy in their own cube;
 - views (reshape of contiguous data, IDENTITY, transposes the layout pass folded) share
@@ -18,7 +22,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from kernbench.compiler.hbm import MemoryPlan, Placement, contiguous_strides
+from kernbench.compiler.hbm import MemoryPlan, Placement
 from kernbench.compiler.state import CompileState
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph, LayerIR
@@ -53,9 +57,7 @@ def _place_view(plan: MemoryPlan, g: Graph, n: LayerIR) -> bool:
     if src is None or not src.contiguous:
         return False
     t = g.tensors[n.outputs[0]]
-    plan.placements[n.outputs[0]] = Placement(
-        src.key, src.addr, tuple(t.shape), contiguous_strides(tuple(t.shape)),
-        src.dtype, src.replicas)
+    plan.placements[n.outputs[0]] = src.view(tuple(t.shape))
     return True
 
 
@@ -64,9 +66,8 @@ def _place_folded_read(plan: MemoryPlan, g: Graph, n: LayerIR) -> None:
     src = _source(plan, g, n.inputs[0])
     perm = n.attributes["perm"]
     t = g.tensors[n.outputs[0]]
-    plan.placements[n.outputs[0]] = Placement(
-        src.key, src.addr, tuple(t.shape), tuple(src.strides[p] for p in perm),
-        src.dtype, src.replicas)
+    plan.placements[n.outputs[0]] = src.view(tuple(t.shape),
+                                             tuple(src.strides[p] for p in perm))
 
 
 def _stored_dtype(plan: MemoryPlan, g: Graph, n: LayerIR, tid: str) -> str:
@@ -82,20 +83,26 @@ def _stored_dtype(plan: MemoryPlan, g: Graph, n: LayerIR, tid: str) -> str:
     return dtype
 
 
-def _place_folded_write(plan: MemoryPlan, g: Graph, tid: str, tn: LayerIR,
+def _place_folded_write(state: CompileState, plan: MemoryPlan, tid: str, tn: LayerIR,
                         role_of: dict[str, str]) -> None:
     """An attention output whose transpose is folded lives in that transpose's
     (contiguous) output, seen through permuted strides."""
+    g = state.graph
     t = g.tensors[tid]
     out = g.tensors[tn.outputs[0]]
-    a2 = plan.allocate(out.id, out.shape, out.dtype, role_of.get(out.id, "intermediate"),
-                       source=out.id)
+    role = role_of.get(out.id, "intermediate")
+    a2 = plan.allocate(out.id, out.shape, out.dtype, role, source=out.id,
+                       spread=_spreads(state, out.id, role))
     del plan.allocations[tid]
     p_out = plan.place(out.id, a2)
     perm = tn.attributes["perm"]
     inv = [perm.index(i) for i in range(len(perm))]
-    plan.placements[tid] = Placement(a2.key, a2.addrs[0], tuple(t.shape),
-                                     tuple(p_out.strides[i] for i in inv), a2.dtype)
+    plan.placements[tid] = p_out.view(tuple(t.shape), tuple(p_out.strides[i] for i in inv))
+
+
+def _spreads(state: CompileState, key: str, role: str) -> bool:
+    """Is an intermediate's storage spread over the cubes (if it has the rows for it)?"""
+    return role == "intermediate" and key not in state.pinned
 
 
 def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
@@ -106,11 +113,13 @@ def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
             continue
         t = g.tensors[tid]
         dtype = _stored_dtype(plan, g, n, tid)
-        a = plan.allocate(tid, t.shape, dtype, role_of.get(tid, "intermediate"), source=tid)
+        role = role_of.get(tid, "intermediate")
+        a = plan.allocate(tid, t.shape, dtype, role, source=tid,
+                          spread=_spreads(state, tid, role))
         plan.place(tid, a)
         for c in t.consumers:
             if state.folded.get(c) == "write":
-                _place_folded_write(plan, g, tid, g.node(c), role_of)
+                _place_folded_write(state, plan, tid, g.node(c), role_of)
 
 
 @dataclass(frozen=True)

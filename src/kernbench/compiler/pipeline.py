@@ -24,6 +24,7 @@ from kernbench.compiler.order import Place
 from kernbench.compiler.quantize import QuantizeActivations
 from kernbench.compiler.roofline import layer_bounds
 from kernbench.compiler.schedule import Schedule
+from kernbench.compiler.simplify import DropNoOpReshapes
 from kernbench.compiler.state import CompileOptions, CompileState
 from kernbench.compiler.tcm_alloc import AllocateTcm
 from kernbench.errors import InputError
@@ -34,7 +35,8 @@ from kernbench.ir.qconfig import apply_qconfig, load_qconfig
 from kernbench.report.stats import write_json
 from kernbench.topology.model import Topology
 
-PASSES = (QuantizeActivations(), FoldTransposes(), PlanMemory(), Tile(), Place(), AllocateTcm(),
+PASSES = (DropNoOpReshapes(), QuantizeActivations(), FoldTransposes(), PlanMemory(), Tile(),
+          Place(), AllocateTcm(),
           Schedule(), Emit())
 PASS_NAMES = tuple(p.name for p in PASSES)
 

@@ -62,6 +62,8 @@ class CompileState:
     options: CompileOptions = field(default_factory=CompileOptions)
     memory: MemoryPlan | None = None
     folded: dict[str, FoldKind] = field(default_factory=dict)  # transpose node → fold
+    #: storage keys kept whole in one cube (read or written by a whole-layer op)
+    pinned: set[str] = field(default_factory=set)
     tiles: TileGraph | None = None
     cmdq: CmdqDocument | None = None
     notes: list[str] = field(default_factory=list)

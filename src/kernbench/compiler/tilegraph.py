@@ -39,6 +39,7 @@ class TileOp:
     hbm_writes: list[tuple[str, int, int, int, int]] = field(default_factory=list)
     frees: list[Buf] = field(default_factory=list)
     stream: int = 0               # lowering stream (layer part) for interleaving
+    buf_offset: int = 0           # bytes into the `spm` buffer (a DMA run of a split access)
     index: int = -1               # program position, set by the placement pass
     deps: list[int] = field(default_factory=list)
 

@@ -62,10 +62,12 @@ class Bundle:
     def check_fits(self, topology: Any) -> None:
         """Every tensor of the memory map lies inside `topology`'s HBM."""
         for key, a in sorted(self.memory["tensors"].items()):
-            for addr in a["replicas"] or [a["address"]]:
-                if addr + a["nbytes"] > topology.hbm_bytes:
+            runs = ([(addr, nb) for _, nb, addr in a["parts"]] if a.get("parts")
+                    else [(addr, a["nbytes"]) for addr in a["replicas"] or [a["address"]]])
+            for addr, nb in runs:
+                if addr + nb > topology.hbm_bytes:
                     raise InputError(
-                        f"tensor '{key}' at {addr:#x} (+{a['nbytes']} B) is beyond the "
+                        f"tensor '{key}' at {addr:#x} (+{nb} B) is beyond the "
                         f"{topology.hbm_bytes:#x}-byte HBM of '{topology.name}': the bundle "
                         "was compiled for a larger NPU", file=str(self.path / "memory.json"))
 
@@ -211,6 +213,11 @@ def read_view(store: Any, v: dict[str, Any]) -> np.ndarray:
     dt = np_dtype(v["dtype"])
     itemsize = np.dtype(dt).itemsize
     n = int(np.prod(shape)) if shape else 1
+    if v.get("parts"):
+        span = sum((d - 1) * s for d, s in zip(shape, strides, strict=True)) + 1 if shape else 1
+        flat = _read_parts(store, v, span * itemsize).view(dt)
+        out = np.lib.stride_tricks.as_strided(flat, shape, tuple(s * itemsize for s in strides))
+        return _dequant(v, np.array(out))
     if not shape or strides == _contig(shape):
         return _dequant(v, store.read("hbm", v["address"], shape, v["dtype"]).copy())
     span = sum((d - 1) * s for d, s in zip(shape, strides, strict=True)) + 1
@@ -218,6 +225,18 @@ def read_view(store: Any, v: dict[str, Any]) -> np.ndarray:
     out = np.lib.stride_tricks.as_strided(flat, shape, tuple(s * itemsize for s in strides))
     assert out.size == n
     return _dequant(v, np.array(out))
+
+
+def _read_parts(store: Any, v: dict[str, Any], nbytes: int) -> np.ndarray:
+    """`nbytes` logical bytes from a view's address of a storage spread over the cubes:
+    each [first, end) logical byte range of a part is read at its physical address."""
+    lo = v["address"]
+    out = np.zeros(nbytes, np.uint8)
+    for p_lo, p_hi, phys in v["parts"]:
+        a, b = max(lo, p_lo), min(lo + nbytes, p_hi)
+        if a < b:
+            out[a - lo:b - lo] = store.read("hbm", phys + a - p_lo, (b - a,), "uint8")
+    return out
 
 
 def _dequant(view: dict[str, Any], x: np.ndarray) -> np.ndarray:

@@ -92,8 +92,12 @@ def check_memory(memory: dict[str, Any], hbm_bytes: int, file: str) -> list[Inpu
                                   f"({nbytes_of(shape, dtype)} bytes)", file=file, where=where,
                                   field="nbytes"))
             continue
-        for i, addr in enumerate(addrs):
-            fld = "address" if len(addrs) == 1 else f"replicas[{i}]"
+        runs = [(addr, nb) for addr in addrs]
+        if a.get("parts") is not None:  # rows spread over the cubes
+            runs = _parts(a["parts"], nb, file, where, bad)
+        for i, (addr, nb) in enumerate(runs):
+            fld = ("address" if len(addrs) == 1 else f"replicas[{i}]") if "parts" not in a \
+                else f"parts[{i}]"
             if not isinstance(addr, int) or addr < 0:
                 bad.append(InputError(f"{addr!r} is not an address", file=file, where=where,
                                       field=fld))
@@ -112,6 +116,23 @@ def check_memory(memory: dict[str, Any], hbm_bytes: int, file: str) -> list[Inpu
             bad.append(InputError(f"overlaps tensor '{k0}' at {s1:#x}", file=file,
                                   where=f"tensor '{k1}'", field="address"))
     return bad + _check_views(memory, file)
+
+
+def _parts(parts: Any, nb: int, file: str, where: str,
+           bad: list[InputError]) -> list[tuple[int, int]]:
+    """(address, bytes) of a spread tensor's parts: [offset, bytes, address] that tile the
+    tensor's bytes in order."""
+    ok = isinstance(parts, list) and all(
+        isinstance(p, list) and len(p) == 3 and all(isinstance(x, int) for x in p)
+        for p in parts)
+    if ok:
+        ends = [0] + [o + n for o, n, _ in parts]
+        ok = all(p[0] == e for p, e in zip(parts, ends, strict=False)) and ends[-1] == nb
+    if not ok:
+        bad.append(InputError("must be [offset, bytes, address] runs covering the tensor in "
+                              "order", file=file, where=where, field="parts"))
+        return []
+    return [(addr, n) for _, n, addr in parts]
 
 
 def _check_views(memory: dict[str, Any], file: str) -> list[InputError]:

@@ -27,9 +27,13 @@ from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
+from kernbench.compiler.memory_plan import PlanMemory
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import TileGraph
 from kernbench.ir.model import LayerIR
+
+#: rounds of "lower, pin the spread storage whole-layer ops touched, plan again"
+MAX_PIN_ROUNDS = 4
 
 #: op type → its tiled lowering (returns False when the layer must run whole)
 LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
@@ -39,7 +43,22 @@ LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
 
 
 def lower_graph(state: CompileState) -> TileGraph:
-    """The TileGraph of `state.graph` (needs the memory plan and the layout decisions)."""
+    """The TileGraph of `state.graph` (needs the memory plan and the layout decisions).
+
+    A whole-layer op reads and writes tensors at one address, so a storage spread over
+    the cubes that one touches is pinned to one cube: the memory is planned again with it
+    pinned and the graph lowered again (at most a few rounds: pinning only removes spread
+    storage)."""
+    for _ in range(MAX_PIN_ROUNDS):
+        lw = _lower_once(state)
+        if not lw.pinned:
+            return lw.tg
+        state.pinned |= lw.pinned
+        PlanMemory().apply(state)
+    raise RuntimeError("tiling: pinning spread storage did not converge")
+
+
+def _lower_once(state: CompileState) -> Lowering:
     lw = Lowering(state)
     for n in lw.g.nodes:
         lw.phase()
@@ -51,7 +70,7 @@ def lower_graph(state: CompileState) -> TileGraph:
         lowering = LOWERINGS.get(n.op_type)
         if lowering is None or not lowering(lw, n):
             lower_layer_op(lw, n)
-    return lw.tg
+    return lw
 
 
 @dataclass(frozen=True)

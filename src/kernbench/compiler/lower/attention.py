@@ -15,6 +15,8 @@ compile error. Layers `tiled_attention` refuses run as a layer op.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,6 +209,20 @@ def _output(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
     lw.dma(True, pe, o32, out, ooff, s, dv, out.strides[2], n.id, frees=[o32])
 
 
+def _query_chunks(lw: Lowering, at: AttentionTiles, items: int) -> list[tuple[int, int]]:
+    """(first row, rows) of the query chunks of one (batch, KV group): enough chunks that
+    all PEs get work (each chunk loads its own K and V), whole query blocks, and on a
+    spread output one chunk count per cube so that chunks follow the parts."""
+    s_len = at.q.shape[2]
+    want = max(1, lw.n_pes // max(1, items))
+    if at.out.parts:
+        cubes = len(at.out.parts)
+        want = cubes * max(1, want // cubes)
+    n_chunks = max(1, min(want, math.ceil(s_len / at.s_blk)))
+    per = math.ceil(s_len / n_chunks)
+    return [(s0, min(per, s_len - s0)) for s0 in range(0, s_len, per)]
+
+
 def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     if not tiled_attention(lw.g, n):
         return False
@@ -214,17 +230,19 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     bsz, hq, s_len, _ = at.q.shape
     hkv = at.k.shape[1]
     rep = hq // hkv
+    out = at.out
     for b in range(bsz):
         for g in range(hkv):
-            pe = lw.next_pe()
-            kq, vq = _load_kv(lw, n, at, pe, b, g)
-            for hh in range(rep):
-                h = g * rep + hh
-                for s0 in range(0, s_len, at.s_blk):
-                    s = min(at.s_blk, s_len - s0)
-                    sc32 = _scores(lw, n, at, pe, b, h, s0, s, kq)
-                    p = _probabilities(lw, n, at, pe, b, h, s0, s, sc32)
-                    last = hh == rep - 1 and s0 + s >= s_len
-                    _output(lw, n, at, pe, b, h, s0, s, p, vq, [kq, vq] if last else [])
+            for c0, cn in _query_chunks(lw, at, bsz * hkv):
+                pe = lw.pe_near(out, b * out.strides[0] + g * rep * out.strides[1]
+                                + c0 * out.strides[2])
+                kq, vq = _load_kv(lw, n, at, pe, b, g)
+                for hh in range(rep):
+                    h = g * rep + hh
+                    for s0 in range(c0, c0 + cn, at.s_blk):
+                        s = min(at.s_blk, c0 + cn - s0)
+                        sc32 = _scores(lw, n, at, pe, b, h, s0, s, kq)
+                        p = _probabilities(lw, n, at, pe, b, h, s0, s, sc32)
+                        last = hh == rep - 1 and s0 + s >= c0 + cn
+                        _output(lw, n, at, pe, b, h, s0, s, p, vq, [kq, vq] if last else [])
     return True
-

@@ -3,7 +3,9 @@
 A `Lowering` holds the graph, the memory plan, the TCM geometry and the PE cursor, and
 builds tile operations: `buf` (a symbolic TCM buffer, at most one bank), `op` (a tile op in
 the current phase), `dma` (a 1-D or 2-D strided DMA between a TCM buffer and a placement),
-`const` (a replicated constant in HBM). `phase()` starts a new lowering phase: the
+`const` (a replicated constant in HBM), and chooses PEs near the data (`pe_near`,
+`row_blocks`: a tile of a spread storage's rows runs in the cube holding them; a DMA
+crossing parts is split into one DMA per run). `phase()` starts a new lowering phase: the
 placement pass never moves an op across a phase boundary, so ops after it may depend on
 any op before it. The GEMM lowering caches prepared weights and activations here, so
 that a weight or an activation read by several layers is converted once.
@@ -79,7 +81,12 @@ class Lowering:
         self.tcm_bytes = (tcm.capacity_kib - tcm.reserved_kib) * 1024
         self.n_pes = len(self.topo.pes)
         self.tg = TileGraph()
-        self.pes = PeCursor(self.n_pes, restart_per_layer=len(self.topo.cubes) > 1)
+        cube_pes: dict[int, list[int]] = {}
+        for i, pe in enumerate(self.topo.pes):
+            cube_pes.setdefault(pe.cube.index, []).append(i)
+        self.pes = PeCursor(self.n_pes, restart_per_layer=len(self.topo.cubes) > 1,
+                            cube_pes=tuple(tuple(cube_pes[c]) for c in sorted(cube_pes)))
+        self.pinned: set[str] = set()  # spread storages a whole-layer op touched
         self.stream = 0
         self.per_channel = (self.g.qconfig or {}).get("weight_granularity",
                                                       "per_channel") == "per_channel"
@@ -89,6 +96,44 @@ class Lowering:
     def next_pe(self) -> int:
         return self.pes.next()
 
+    def cube_of_addr(self, phys: int) -> int:
+        return phys // self.plan.cube_bytes
+
+    def pe_near(self, p: Placement, elem_off: int) -> int:
+        """The next PE of the cube holding element `elem_off` of a spread placement (any
+        PE otherwise)."""
+        if not p.parts:
+            return self.next_pe()
+        logical = p.addr + int(elem_off * ITEMSIZE[p.dtype])
+        return self.pes.next(self.cube_of_addr(p.physical(logical)))
+
+    def part_rows(self, p: Placement, rows: int,
+                  cols: int) -> list[tuple[int, int, int | None]]:
+        """(first row, end row, cube) of each part of a contiguous rows × cols placement;
+        one range and no cube if it is not spread."""
+        if not (p.parts and p.contiguous):
+            return [(0, rows, None)]
+        isz = ITEMSIZE[p.dtype]
+        out = []
+        for lo, hi, phys in p.parts:
+            r0 = int((lo - p.addr) // (cols * isz))
+            r1 = min(rows, int(math.ceil((hi - p.addr) / (cols * isz))))
+            out.append((r0, r1, self.cube_of_addr(phys)))
+        return out
+
+    def row_blocks(self, p: Placement, rows: int, cols: int,
+                   max_rows: int) -> list[tuple[int, int, int]]:
+        """(first row, rows, PE) blocks of a rows × cols contiguous tensor: at most
+        `max_rows` rows, spread over all PEs; over a spread placement, blocks stay inside
+        one part and go to that part's cube."""
+        ranges = self.part_rows(p, rows, cols)
+        n_split = self.n_pes if len(ranges) == 1 else len(self.pes.cube_pes[0])
+        out = []
+        for r_lo, r_hi, cube in ranges:
+            per = max(1, min(r_hi - r_lo, max_rows, math.ceil((r_hi - r_lo) / n_split)))
+            for r0 in range(r_lo, r_hi, per):
+                out.append((r0, min(per, r_hi - r0), self.pes.next(cube)))
+        return out
     def phase(self) -> None:
         """Ops after this point may depend on any op before it (placement keeps order)."""
         self.stream += 1
@@ -127,16 +172,44 @@ class Lowering:
             frees: Sequence[Buf] = ()) -> TileOp:
         """DMA_STORE_TILE (write) or DMA_LOAD_TILE of `rows` rows of `row_elems` elements,
         `row_stride` elements apart, from element `elem_off` of placement `p`."""
+        if p.parts:
+            return self._split_dma(write, pe, b, p, elem_off, rows, row_elems, row_stride,
+                                   layer, role, frees)
         isz = ITEMSIZE[p.dtype]
-        fields = {"tensor_role": role, "qbits": QBITS_OF[p.dtype],
-                  "dram_addr": p.addr_in(self.cube(pe)) + int(elem_off * isz),
+        return self._dma_op(write, pe, b, p, p.addr_in(self.cube(pe)) + int(elem_off * isz),
+                            elem_off, rows, row_elems, row_stride, layer, role, frees)
+
+    def _dma_op(self, write: bool, pe: int, b: Buf, p: Placement, dram_addr: int,
+                elem_off: int, rows: int, row_elems: int, row_stride: int, layer: str,
+                role: str, frees: Sequence[Buf], buf_offset: int = 0) -> TileOp:
+        fields = {"tensor_role": role, "qbits": QBITS_OF[p.dtype], "dram_addr": dram_addr,
                   "num_elements": rows * row_elems}
         if rows > 1 and row_stride != row_elems:
-            fields["stride_bytes"] = int(row_stride * isz)
+            fields["stride_bytes"] = int(row_stride * ITEMSIZE[p.dtype])
             fields["rows"] = rows
         rng = hbm_range(p, elem_off, rows, row_elems, row_stride)
         if write:
-            return self.op("DMA_STORE_TILE", pe, layer, fields, reads=[("spm", b)],
-                           hbm_writes=[rng], frees=frees)
-        return self.op("DMA_LOAD_TILE", pe, layer, fields, writes=[("spm", b)],
-                       hbm_reads=[rng], frees=frees)
+            o = self.op("DMA_STORE_TILE", pe, layer, fields, reads=[("spm", b)],
+                        hbm_writes=[rng], frees=frees)
+        else:
+            o = self.op("DMA_LOAD_TILE", pe, layer, fields, writes=[("spm", b)],
+                        hbm_reads=[rng], frees=frees)
+        o.buf_offset = buf_offset
+        return o
+
+    def _split_dma(self, write: bool, pe: int, b: Buf, p: Placement, elem_off: int,
+                   rows: int, row_elems: int, row_stride: int, layer: str, role: str,
+                   frees: Sequence[Buf]) -> TileOp:
+        """A DMA over a spread placement: one DMA per run inside one part, each at its
+        offset in the buffer (the last one frees)."""
+        isz = ITEMSIZE[p.dtype]
+        runs = p.runs(elem_off, rows, row_elems, row_stride)
+        o = None
+        for i, (r0, nr, e0, ne) in enumerate(runs):
+            off = elem_off + r0 * row_stride + e0
+            phys = p.physical(p.addr + int(off * isz))
+            o = self._dma_op(write, pe, b, p, phys, off, nr, ne, row_stride, layer, role,
+                             frees if i == len(runs) - 1 else (),
+                             buf_offset=int((r0 * row_elems + e0) * isz))
+        assert o is not None
+        return o

@@ -156,19 +156,18 @@ def _read_as_is(lw: Lowering, x_tid: str, mode: str) -> PreparedX | str | None:
                 k = src.shape[-1]
                 m = int(np.prod(src.shape[:-1]))
                 sx = np.asarray(g.weights[dq[1]], np.float32).reshape(())
-                return PreparedX(Placement(src.key, src.addr, (m, k), (k, 1), "int8",
-                                           src.replicas), sx)
+                return PreparedX(src.view((m, k), dtype="int8"), sx)
     xp = lw.placement(x_tid)
     if not xp.contiguous:
         return None
     k = xp.shape[-1]
     m = int(np.prod(xp.shape[:-1]))
     if mode == "fp16" and xp.dtype == "fp16":  # already fp16 in HBM
-        return PreparedX(Placement(xp.key, xp.addr, (m, k), (k, 1), "fp16", xp.replicas), None)
+        return PreparedX(xp.view((m, k)), None)
     if xp.dtype != "fp32":
         return None
     if mode == "fp32":
-        return PreparedX(Placement(xp.key, xp.addr, (m, k), (k, 1), "fp32", xp.replicas), None)
+        return PreparedX(xp.view((m, k)), None)
     return "int8" if mode == "int" else "fp16"
 
 
@@ -199,12 +198,10 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
         if sx is None:
             return None
     out_dt = how
-    a = lw.plan.allocate(f"{x_tid}@{out_dt}", (m, k), out_dt, "scratch", source=x_tid)
-    out = Placement(a.key, a.addrs[0], (m, k), (k, 1), out_dt)
-    rows = max(1, min(m, lw.bank // (k * 4), math.ceil(m / lw.n_pes)))
-    for r0 in range(0, m, rows):
-        r = min(rows, m - r0)
-        pe = lw.next_pe()
+    a = lw.plan.allocate(f"{x_tid}@{out_dt}", (m, k), out_dt, "scratch", source=x_tid,
+                         spread=bool(xp.parts))
+    out = a.placement()
+    for r0, r, pe in lw.row_blocks(out, m, k, lw.bank // (k * 4)):
         bi = lw.buf(pe, r * k * 4, f"{n.id}.x32")
         bo = lw.buf(pe, r * k * ITEMSIZE[out_dt], f"{n.id}.xq")
         lw.dma(False, pe, bi, xp, r0 * k, 1, r * k, r * k, n.id)
@@ -244,13 +241,23 @@ def _epilogue_consts(lw: Lowering, n: LayerIR, sx: np.ndarray | None, sw: np.nda
     return sp, bp
 
 
-def _tiles_per_pe(lw: Lowering, m: int, nn: int, t: GemmTiles) -> dict[int, list[OutTile]]:
-    """Output tiles round-robin over PEs."""
-    per_pe: dict[int, list[OutTile]] = {}
-    for m0 in range(0, m, t.tm):
-        for n0 in range(0, nn, t.tn):
-            per_pe.setdefault(lw.next_pe(), []).append(
-                (m0, n0, min(t.tm, m - m0), min(t.tn, nn - n0)))
+def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: int, nn: int,
+                  k: int) -> dict[int, tuple[GemmTiles, list[OutTile]]]:
+    """Output tiles round-robin over PEs: over all PEs, or, for a spread output, each part's
+    rows over the PEs of its cube (tiles chosen per part)."""
+    g = lw.gemm_spec
+    per_pe: dict[int, tuple[GemmTiles, list[OutTile]]] = {}
+    for r_lo, r_hi, cube in lw.part_rows(op, m, nn):
+        n_pes = lw.n_pes if cube is None else len(lw.pes.cube_pes[cube])
+        t = choose_gemm_tiles(r_hi - r_lo, nn, k, a_bytes=ITEMSIZE[xq.dtype],
+                              w_bytes=ITEMSIZE[wp.placement.dtype], bank_bytes=lw.bank,
+                              tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
+                              dataflow=g.dataflow, n_pes=n_pes)
+        for m0 in range(r_lo, r_hi, t.tm):
+            for n0 in range(0, nn, t.tn):
+                pe = lw.pes.next(cube)
+                per_pe.setdefault(pe, (t, []))[1].append(
+                    (m0, n0, min(t.tm, r_hi - m0), min(t.tn, nn - n0)))
     return per_pe
 
 
@@ -309,15 +316,10 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
             or int(np.prod(op.shape)) != m * nn:
         return False
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode)
-    g = lw.gemm_spec
-    t = choose_gemm_tiles(m, nn, k, a_bytes=ITEMSIZE[xq.dtype],
-                          w_bytes=ITEMSIZE[wp.placement.dtype], bank_bytes=lw.bank,
-                          tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
-                          dataflow=g.dataflow, n_pes=lw.n_pes)
-    per_pe = _tiles_per_pe(lw, m, nn, t)
-    width = 2 if len(range(0, k, t.tk)) > 1 else 1
+    per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k)
     for pe in sorted(per_pe):
-        tiles = per_pe[pe]
+        t, tiles = per_pe[pe]
+        width = 2 if len(range(0, k, t.tk)) > 1 else 1
         for g0 in range(0, len(tiles), width):
             group = tiles[g0:g0 + width]
             accs = [lw.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]

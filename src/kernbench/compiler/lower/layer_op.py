@@ -98,7 +98,12 @@ def _writes(lw: Lowering, n: LayerIR) -> tuple[list[HbmRange], int, int]:
 
 
 def lower_layer_op(lw: Lowering, n: LayerIR) -> None:
-    """Run a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP)."""
+    """Run a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP). It reads and writes whole
+    tensors at one address: a spread storage it touches is pinned (see `lower_graph`)."""
+    for tid in list(n.inputs) + list(n.outputs):
+        p = lw.plan.placements.get(tid) if tid else None
+        if p is not None and p.parts:
+            lw.pinned.add(p.key)
     pe = lw.next_pe()
     reads, in_bytes, first = _reads(lw, n)
     writes, out_bytes, elements = _writes(lw, n)

@@ -2,10 +2,12 @@
 
 - PEs: tiles go round-robin over all PEs with one counter across layers, so small layers
   spread too; the K loop of one GEMM output tile stays on one PE. On a multi-cube NPU
-  every layer's tiles start again at PE 0 (cube 0, where activations live): a small
-  layer stays near its data, a big one still spreads over all PEs. (Measured: tiny GPT-2
-  on base 24.7 → 17.0 µs; on one cube a counter that rotates across layers balances the
-  PEs better.)
+  every layer's tiles start again at PE 0 (cube 0, where unspread activations live): a
+  small layer stays near its data, a big one still spreads over all PEs. (Measured: tiny
+  GPT-2 on base 24.7 → 17.0 µs; on one cube a counter that rotates across layers
+  balances the PEs better.) A tile whose rows live in one part of a spread storage goes
+  round-robin over the PEs of that part's cube (`next(cube)`), so it reads and writes
+  locally.
 - Data: the HBM placement of a tensor a tile reads; a constant is placed on first use as
   it is stored in the IR (a lowering that wants another representation, e.g. int8 TE
   weights, places its own constant).
@@ -15,7 +17,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,13 +27,20 @@ from kernbench.ir.model import Graph, LayerIR
 
 @dataclass
 class PeCursor:
-    """The PE the next tile goes to."""
+    """The PE the next tile goes to (any PE, or one of a given cube's PEs)."""
 
     n_pes: int
     restart_per_layer: bool  # multi-cube NPUs: every layer starts again at PE 0
+    cube_pes: tuple[tuple[int, ...], ...] = ()  # PE indices of each cube
     position: int = 0
+    in_cube: dict[int, int] = field(default_factory=dict)
 
-    def next(self) -> int:
+    def next(self, cube: int | None = None) -> int:
+        if cube is not None and self.cube_pes:
+            pes = self.cube_pes[cube]
+            i = self.in_cube.get(cube, 0)
+            self.in_cube[cube] = i + 1
+            return pes[i % len(pes)]
         pe = self.position % self.n_pes
         self.position += 1
         return pe
@@ -39,6 +48,7 @@ class PeCursor:
     def start_layer(self) -> None:
         if self.restart_per_layer:
             self.position = 0
+            self.in_cube.clear()
 
 
 def raw_const(g: Graph, plan: MemoryPlan, tid: str) -> Placement:

@@ -10,7 +10,6 @@ returns False and runs as a layer op.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -100,10 +99,7 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
     if spec is None:
         return False
     fields, extra = spec
-    per = max(1, min(rows, lw.bank // (cols * 4), math.ceil(rows / lw.n_pes)))
-    for r0 in range(0, rows, per):
-        r = min(per, rows - r0)
-        pe = lw.next_pe()
+    for r0, r, pe in lw.row_blocks(y, rows, cols, lw.bank // (cols * 4)):
         bi = lw.buf(pe, r * cols * xs, f"{n.id}.in")
         lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
         reads = [("in", bi)]
