@@ -16,7 +16,6 @@ compile error. Layers `tiled_attention` refuses run as a layer op.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from typing import Any
 

@@ -13,8 +13,6 @@ and a 2-D DMA stores the tile.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
