@@ -77,7 +77,7 @@ def test_memory_places_folded_views_with_permuted_strides():
     assert "o" not in plan.allocations and plan.allocations["y"].nbytes == 8 * 2 * 16 * 4
 
 
-def test_memory_replicates_inputs_per_cube_and_keeps_activations_in_cube_0():
+def test_memory_replicates_inputs_and_spreads_intermediate_rows_over_the_cubes():
     g, feeds = gemm_graph(m=64, k=128, n=96, gelu=True)
     st = compile_until(g, feeds, "memory", topology="base")
     plan, cubes = st.memory, st.topology.cubes
@@ -88,9 +88,32 @@ def test_memory_replicates_inputs_per_cube_and_keeps_activations_in_cube_0():
     for key, nbytes in (("x", 64 * 128 * 4), ("y", 64 * 96 * 4), ("z", 64 * 96 * 4)):
         a = plan.allocations[key]
         assert a.nbytes == nbytes and all(addr % 256 == 0 for addr in a.addrs)
-    assert len(plan.allocations["y"].addrs) == 1 and plan.allocations["y"].addrs[0] < cube_bytes
-    spans = sorted((addr, addr + a.nbytes) for a in plan.allocations.values() for addr in a.addrs)
+    # the intermediate y (64 rows): 16 rows per cube, part c in cube c, in row order
+    y = plan.allocations["y"]
+    assert [(off, nb) for off, nb, _ in y.parts] == [(c * 16 * 96 * 4, 16 * 96 * 4)
+                                                     for c in range(4)]
+    assert [addr // cube_bytes for _, _, addr in y.parts] == [0, 1, 2, 3]
+    # the graph output z stays whole in cube 0 (the host reads it at one address)
+    z = plan.allocations["z"]
+    assert not z.parts and len(z.addrs) == 1 and z.addrs[0] < cube_bytes
+    spans = sorted(s for a in plan.allocations.values() for s in a.spans())
     assert all(e0 <= s1 for (_, e0), (s1, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_a_dma_across_parts_is_split_at_the_boundaries():
+    from kernbench.compiler.hbm import MemoryPlan
+
+    plan = MemoryPlan(4, 1 << 20)
+    a = plan.allocate("t", (64, 10), "fp32", "intermediate", spread=True)
+    p = a.placement()
+    # rows 14..17 (4 rows) cross the part boundary after row 15: two whole-row runs
+    assert p.runs(14 * 10, 4, 10, 10) == [(0, 2, 0, 10), (2, 2, 0, 10)]
+    # a column block (3 of 10 elements, rows 10 apart) of rows 15..16: one run per row
+    assert p.runs(15 * 10 + 2, 2, 3, 10) == [(0, 1, 0, 3), (1, 1, 0, 3)]
+    # seen as one flat row of 40 elements from row 14: split inside the row
+    assert p.runs(14 * 10, 1, 40, 40) == [(0, 1, 0, 20), (0, 1, 20, 20)]
+    # physical addresses: row 16 is the first row of part 1, in cube 1
+    assert p.physical(p.addr + 16 * 10 * 4) == a.parts[1][2] and a.parts[1][2] >= 1 << 20
 
 
 # ----------------------------------------------------------------------------- tiling

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.compiler.hbm import Placement
+from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.tilegraph import Buf
@@ -208,18 +208,28 @@ def _output(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
     lw.dma(True, pe, o32, out, ooff, s, dv, out.strides[2], n.id, frees=[o32])
 
 
-def _query_chunks(lw: Lowering, at: AttentionTiles, items: int) -> list[tuple[int, int]]:
+def _query_chunks(lw: Lowering, at: AttentionTiles, items: int, b: int,
+                  h: int) -> list[tuple[int, int]]:
     """(first row, rows) of the query chunks of one (batch, KV group): enough chunks that
-    all PEs get work (each chunk loads its own K and V), whole query blocks, and on a
-    spread output one chunk count per cube so that chunks follow the parts."""
+    all PEs get work (each chunk loads its own K and V), and on a spread output none
+    crossing a part, so that each chunk runs in the cube holding its rows."""
     s_len = at.q.shape[2]
-    want = max(1, lw.n_pes // max(1, items))
-    if at.out.parts:
-        cubes = len(at.out.parts)
-        want = cubes * max(1, want // cubes)
-    n_chunks = max(1, min(want, math.ceil(s_len / at.s_blk)))
-    per = math.ceil(s_len / n_chunks)
-    return [(s0, min(per, s_len - s0)) for s0 in range(0, s_len, per)]
+    out = at.out
+    segments = [(0, s_len)]
+    if out.parts:
+        base = b * out.strides[0] + h * out.strides[1]
+        isz = ITEMSIZE[out.dtype]
+        part = [out.part_of(out.addr + int((base + s * out.strides[2]) * isz))
+                for s in range(s_len)]
+        cuts = [0] + [s for s in range(1, s_len) if part[s] != part[s - 1]] + [s_len]
+        segments = list(zip(cuts, cuts[1:], strict=False))
+    want = max(1, lw.n_pes // max(1, items) // len(segments))
+    chunks = []
+    for lo, hi in segments:
+        n_chunks = max(1, min(want, math.ceil((hi - lo) / at.s_blk)))
+        per = math.ceil((hi - lo) / n_chunks)
+        chunks += [(s0, min(per, hi - s0)) for s0 in range(lo, hi, per)]
+    return chunks
 
 
 def lower_attention(lw: Lowering, n: LayerIR) -> bool:
@@ -232,7 +242,7 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     out = at.out
     for b in range(bsz):
         for g in range(hkv):
-            for c0, cn in _query_chunks(lw, at, bsz * hkv):
+            for c0, cn in _query_chunks(lw, at, bsz * hkv, b, g * rep):
                 pe = lw.pe_near(out, b * out.strides[0] + g * rep * out.strides[1]
                                 + c0 * out.strides[2])
                 kq, vq = _load_kv(lw, n, at, pe, b, g)
