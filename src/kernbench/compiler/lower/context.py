@@ -24,6 +24,7 @@ from kernbench.compiler.lower.placement import PeCursor, raw_const, tensor_place
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.ir.model import QBits
+from kernbench.topology.peaks import hbm_gbs_per_cube, pe_macs_per_ns, ucie_gbs
 from kernbench.numerics.dtypes import bits as dtype_bits
 
 #: CMDQ `qbits` of an HBM dtype
@@ -80,6 +81,14 @@ class Lowering:
         self.bank = tcm.capacity_kib * 1024 // tcm.banks
         self.tcm_bytes = (tcm.capacity_kib - tcm.reserved_kib) * 1024
         self.n_pes = len(self.topo.pes)
+        # a PE's share of its cube's HBM bandwidth when every PE of the cube loads at
+        # once (bytes per engine cycle): what the tiler weighs loads with
+        cs = self.topo.config.cube
+        per_pe_gbs = min(cs.links.pe_router_bw_gbs,
+                         hbm_gbs_per_cube(self.topo) / max(1, self.n_pes // len(self.topo.cubes)))
+        self.dma_bytes_per_cycle = per_pe_gbs / pt.pe_gemm.clock_ghz
+        self.ucie_bytes_per_cycle = ucie_gbs(self.topo) / pt.pe_gemm.clock_ghz
+        self.pe_macs_per_cycle = pe_macs_per_ns(pt.pe_gemm, 8) / pt.pe_gemm.clock_ghz
         self.tg = TileGraph()
         cube_pes: dict[int, list[int]] = {}
         for i, pe in enumerate(self.topo.pes):
@@ -99,20 +108,27 @@ class Lowering:
     def cube_of_addr(self, phys: int) -> int:
         return phys // self.plan.cube_bytes
 
+    def home_cube(self, p: Placement) -> int | None:
+        """The cube holding a whole (unspread, unreplicated) placement on a multi-cube NPU;
+        None on one cube, for replicated data (every cube has it) and spread data."""
+        if len(self.topo.cubes) == 1 or p.parts or p.replicas:
+            return None
+        return self.cube_of_addr(p.addr)
+
     def pe_near(self, p: Placement, elem_off: int) -> int:
-        """The next PE of the cube holding element `elem_off` of a spread placement (any
-        PE otherwise)."""
+        """The next PE of the cube holding element `elem_off` of `p` (any PE when every
+        cube holds it)."""
         if not p.parts:
-            return self.next_pe()
+            return self.pes.next(self.home_cube(p))
         logical = p.addr + int(elem_off * ITEMSIZE[p.dtype])
         return self.pes.next(self.cube_of_addr(p.physical(logical)))
 
     def part_rows(self, p: Placement, rows: int,
                   cols: int) -> list[tuple[int, int, int | None]]:
         """(first row, end row, cube) of each part of a contiguous rows × cols placement;
-        one range and no cube if it is not spread."""
+        one range in its home cube (`home_cube`) if it is not spread."""
         if not (p.parts and p.contiguous):
-            return [(0, rows, None)]
+            return [(0, rows, self.home_cube(p))]
         isz = ITEMSIZE[p.dtype]
         out = []
         for lo, hi, phys in p.parts:
@@ -121,15 +137,19 @@ class Lowering:
             out.append((r0, r1, self.cube_of_addr(phys)))
         return out
 
+    def pes_of(self, cube: int | None) -> int:
+        """How many PEs tiles sent to `cube` (None: any cube) spread over."""
+        return self.n_pes if cube is None else len(self.pes.cube_pes[cube])
+
     def row_blocks(self, p: Placement, rows: int, cols: int,
                    max_rows: int) -> list[tuple[int, int, int]]:
         """(first row, rows, PE) blocks of a rows × cols contiguous tensor: at most
-        `max_rows` rows, spread over all PEs; over a spread placement, blocks stay inside
-        one part and go to that part's cube."""
-        ranges = self.part_rows(p, rows, cols)
-        n_split = self.n_pes if len(ranges) == 1 else len(self.pes.cube_pes[0])
+        `max_rows` rows, spread over the PEs of its home cube (all PEs when replicated or
+        on one cube); over a spread placement, blocks stay inside one part and go to that
+        part's cube."""
         out = []
-        for r_lo, r_hi, cube in ranges:
+        for r_lo, r_hi, cube in self.part_rows(p, rows, cols):
+            n_split = self.pes_of(cube)
             per = max(1, min(r_hi - r_lo, max_rows, math.ceil((r_hi - r_lo) / n_split)))
             for r0 in range(r_lo, r_hi, per):
                 out.append((r0, min(per, r_hi - r0), self.pes.next(cube)))

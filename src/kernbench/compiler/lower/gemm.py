@@ -239,18 +239,42 @@ def _epilogue_consts(lw: Lowering, n: LayerIR, sx: np.ndarray | None, sw: np.nda
     return sp, bp
 
 
+#: cycles a GEMM spread over every cube pays for reaching remote cubes (command and
+#: completion round trips, the first remote load), in the choice of `_wide`
+REMOTE_START_CYCLES = 1000
+
+
+def _wide(lw: Lowering, xq: Placement, wp: TeWeight, m: int, nn: int, k: int) -> bool:
+    """Should a GEMM whose output lives in one cube spread over every cube? Yes when the
+    estimated time on all PEs (compute, the weight read from every cube's copy, A and
+    the output crossing the UCIe links) beats the time on the home cube's PEs alone."""
+    cubes = len(lw.topo.cubes)
+    macs = m * nn * k / lw.pe_macs_per_cycle
+    w_bytes = k * nn * ITEMSIZE[wp.placement.dtype]
+    cube_bpc = lw.dma_bytes_per_cycle * lw.pes_of(0)
+    t_cube = max(macs / lw.pes_of(0), w_bytes / cube_bpc)
+    remote = (m * k * ITEMSIZE[xq.dtype] + m * nn * 4) * (cubes - 1) / cubes
+    t_all = max(macs / lw.n_pes, w_bytes / (cube_bpc * cubes),
+                remote / lw.ucie_bytes_per_cycle) + REMOTE_START_CYCLES
+    return t_all < t_cube
+
+
 def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: int, nn: int,
                   k: int) -> dict[int, tuple[GemmTiles, list[OutTile]]]:
     """Output tiles round-robin over PEs: over all PEs, or, for a spread output, each part's
     rows over the PEs of its cube (tiles chosen per part)."""
     g = lw.gemm_spec
     per_pe: dict[int, tuple[GemmTiles, list[OutTile]]] = {}
-    for r_lo, r_hi, cube in lw.part_rows(op, m, nn):
-        n_pes = lw.n_pes if cube is None else len(lw.pes.cube_pes[cube])
+    ranges = lw.part_rows(op, m, nn)
+    if len(ranges) == 1 and ranges[0][2] is not None and _wide(lw, xq, wp, m, nn, k):
+        ranges = [(0, m, None)]
+    for r_lo, r_hi, cube in ranges:
+        n_pes = lw.pes_of(cube)
         t = choose_gemm_tiles(r_hi - r_lo, nn, k, a_bytes=ITEMSIZE[xq.dtype],
                               w_bytes=ITEMSIZE[wp.placement.dtype], bank_bytes=lw.bank,
                               tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
-                              dataflow=g.dataflow, n_pes=n_pes)
+                              dataflow=g.dataflow, n_pes=n_pes,
+                              dma_bytes_per_cycle=lw.dma_bytes_per_cycle)
         for m0 in range(r_lo, r_hi, t.tm):
             for n0 in range(0, nn, t.tn):
                 pe = lw.pes.next(cube)
@@ -260,22 +284,47 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
 
 
 def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list[Buf],
-             xq: Placement, wp: TeWeight, t: GemmTiles, k: int, nn: int) -> None:
-    """The interleaved K loops of a group of output tiles on one PE."""
+             xq: Placement, wp: TeWeight, t: GemmTiles, k: int, nn: int,
+             a_res: list[Buf] | None = None, free_a: bool = False) -> None:
+    """The interleaved K loops of a group of output tiles on one PE. With `a_res` (the
+    group's rows of A already in TCM, one buffer per K step) only W is loaded; the last
+    group of those rows frees them (`free_a`)."""
     ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.placement.dtype]
     qa_bits = {"int8": 8, "fp16": 16, "fp32": 32}[xq.dtype]
     for i, k0 in enumerate(range(0, k, t.tk)):
         tk = min(t.tk, k - k0)
-        for (m0, n0, tm, tn), c in zip(group, accs, strict=True):
-            ba = lw.buf(pe, tm * tk * ab, f"{n.id}.a")
+        for j, ((m0, n0, tm, tn), c) in enumerate(zip(group, accs, strict=True)):
+            if a_res is None:
+                ba = lw.buf(pe, tm * tk * ab, f"{n.id}.a")
+                lw.dma(False, pe, ba, xq, m0 * k + k0, tm, tk, k, n.id)
+                a_frees = [ba]
+            else:
+                ba = a_res[i]
+                a_frees = [ba] if free_a and j == len(group) - 1 else []
             bw = lw.buf(pe, tk * tn * wb, f"{n.id}.w")
-            lw.dma(False, pe, ba, xq, m0 * k + k0, tm, tk, k, n.id)
             lw.dma(False, pe, bw, wp.placement, k0 * nn + n0, tk, tn, nn, n.id, role="weight")
             lw.op("TE_GEMM_TILE", pe, n.id,
                   {"m": tm, "n": tn, "k": tk, "qbits_weight": wp.bits,
                    "qbits_activation": qa_bits, "ofm_qbits": 32, "accumulate": i > 0},
                   reads=[("ifm", ba), ("wgt", bw)] + ([("ofm", c)] if i else []),
-                  writes=[("ofm", c)], frees=[ba, bw])
+                  writes=[("ofm", c)], frees=a_frees + [bw])
+
+
+def _resident_a(lw: Lowering, n: LayerIR, pe: int, xq: Placement, t: GemmTiles, k: int,
+                m0: int, tm: int, tiles: int) -> list[Buf] | None:
+    """A PE with several output tiles of the same rows loads those rows of A once (one
+    buffer per K step) when they fit beside the double-buffered W and accumulators."""
+    ab = ITEMSIZE[xq.dtype]
+    a_bytes = tm * k * ab
+    if tiles < 2 or a_bytes + 2 * (t.tk * t.tn * 4 + tm * t.tn * 4) > lw.tcm_bytes:
+        return None
+    out = []
+    for k0 in range(0, k, t.tk):
+        tk = min(t.tk, k - k0)
+        ba = lw.buf(pe, tm * tk * ab, f"{n.id}.a")
+        lw.dma(False, pe, ba, xq, m0 * k + k0, tm, tk, k, n.id)
+        out.append(ba)
+    return out
 
 
 def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement,
@@ -318,12 +367,18 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     for pe in sorted(per_pe):
         t, tiles = per_pe[pe]
         width = 2 if len(range(0, k, t.tk)) > 1 else 1
-        for g0 in range(0, len(tiles), width):
-            group = tiles[g0:g0 + width]
-            accs = [lw.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]
-            _k_loops(lw, n, pe, group, accs, xq, wp, t, k, nn)
-            for tile, c in zip(group, accs, strict=True):
-                _epilogue(lw, n, pe, c, consts, op, tile, nn, mode)
+        by_rows: dict[int, list[OutTile]] = {}
+        for tile in tiles:
+            by_rows.setdefault(tile[0], []).append(tile)
+        for m0, row_tiles in by_rows.items():
+            a_res = _resident_a(lw, n, pe, xq, t, k, m0, row_tiles[0][2], len(row_tiles))
+            for g0 in range(0, len(row_tiles), width):
+                group = row_tiles[g0:g0 + width]
+                accs = [lw.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]
+                _k_loops(lw, n, pe, group, accs, xq, wp, t, k, nn, a_res,
+                         free_a=g0 + width >= len(row_tiles))
+                for tile, c in zip(group, accs, strict=True):
+                    _epilogue(lw, n, pe, c, consts, op, tile, nn, mode)
     return True
 
 
