@@ -24,8 +24,8 @@ from kernbench.compiler.lower.placement import PeCursor, raw_const, tensor_place
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.ir.model import QBits
-from kernbench.topology.peaks import hbm_gbs_per_cube, pe_macs_per_ns, ucie_gbs
 from kernbench.numerics.dtypes import bits as dtype_bits
+from kernbench.topology.peaks import hbm_gbs_per_cube, pe_macs_per_ns, ucie_gbs
 
 #: CMDQ `qbits` of an HBM dtype
 QBITS_OF = {n: dtype_bits(n) for n in ("fp32", "fp16", "bf16", "int8", "uint8", "int4", "int32",
