@@ -85,15 +85,20 @@ def _run(tmp_path: Path, model: onnx.ModelProto, feeds: dict, qconfig: QConfig |
     return json.loads((tmp_path / "out" / "verification.json").read_text())
 
 
-@pytest.mark.parametrize("name", ["soft_cap", "alibi_heads_merged", "gqa_expand", "einsum",
-                                  "bool_mask"])
-def test_spelling_runs_tiled_and_verifies(tmp_path, capsys, name):
+@pytest.mark.parametrize(("name", "qconfig"), [
+    ("soft_cap", None), ("alibi_heads_merged", None), ("gqa_expand", None), ("einsum", None),
+    ("bool_mask", None), ("soft_cap", FP32), ("mqa_broadcast", FP32),
+    ("kv_cache_concat", FP32)], ids=lambda x: "fp32" if x is FP32 else "w8a8" if x is None
+    else x)  # fmt: skip
+def test_spelling_runs_tiled_and_verifies(tmp_path, capsys, name, qconfig):
+    """Compiled (int8 or fp32 attention tiles, no whole-layer TE op), simulated, and
+    verified: exact vs the interpreter, within the mode's tolerance vs onnxruntime."""
     model, feeds = build(name)
-    g = import_model_proto(model)
+    g = import_model_proto(model, qconfig)
     state, _ = compile_graph(g, load_topology("small"))
     census = layer_op_census(state)
     assert census.te_shaped == 0, census.by_op
-    v = _run(tmp_path, model, feeds)
+    v = _run(tmp_path, model, feeds, qconfig)
     assert v["ok"] and {c["reference"] for c in v["checks"]} == {"interpreter", "onnxruntime"}
 
 
