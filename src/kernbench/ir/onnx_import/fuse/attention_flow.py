@@ -1,7 +1,7 @@
 """Scaled-dot-product attention found by dataflow -> ATTENTION (ADR-0108).
 
 Anchor: a SOFTMAX over the last axis whose probabilities (optionally through
-WHERE(ISNAN(p), 0, p), a QDQ or a Reshape keeping the last two axes) are the left operand
+WHERE(ISNAN(p), 0, p) or a Reshape keeping the last two axes) are the left operand
 of a MATMUL / Einsum with V. Walking back from the softmax input to the score MATMUL /
 Einsum, in this order from the softmax:
 
@@ -9,8 +9,12 @@ Einsum, in this order from the softmax:
    sliding-window masks, ALiBi, relative position bias) and one boolean WHERE(mask, s,
    -inf) mask; several are summed into one bias input;
 2. an optional soft-cap c2·tanh(c1·x) (the IR's `softcap` = c2, times outer factors);
-3. scalar Mul / Div anywhere (also on Q and K, see `head_layout`), Reshapes that keep
-   the last two axes, and QDQ fake quantization (dropped: the fused layer runs at 8 bits).
+3. scalar Mul / Div anywhere (also on Q and K, see `head_layout`) and Reshapes that keep
+   the last two axes.
+
+A QDQ (fake quantization) on the scores or probabilities is part of the model's
+numerics, which ATTENTION cannot express: such attention is not fused, and its matmuls
+run as tiled batched GEMMs (compiler/lower/bmm.py) with the QDQ layers kept.
 
 Q, K and V are traced by `head_layout.head_source` (heads split by Reshape / Transpose in
 any order, GQA / MQA by Expand / Tile / broadcasting). The matmuls' batch dims are split
@@ -51,7 +55,6 @@ class Scores:
     biases: list[tuple[str, list[int]]] = field(default_factory=list)
     bool_mask: tuple[str, list[int]] | None = None
     layers: list[LayerIR] = field(default_factory=list)
-    qdq: bool = False
 
 
 def _scalar_operand(g: Graph, n: LayerIR) -> tuple[float, str] | None:
@@ -96,7 +99,7 @@ def _reaches_mm(g: Graph, ix: Index, t: str) -> bool:
                and g.tensors[i].shape[-2:] == shape[-2:]]
         if ew(p) == "where":
             nxt = p.inputs[1:2]
-        if p.op_type not in ("RESHAPE", "QDQ", "ADD", "MUL", "ELEMENTWISE") or not nxt:
+        if p.op_type not in ("RESHAPE", "ADD", "MUL", "ELEMENTWISE") or not nxt:
             return False
         if len(nxt) > 1:
             return any(_reaches_mm(g, ix, i) for i in nxt)
@@ -109,9 +112,6 @@ def _step_back(g: Graph, ix: Index, sc: Scores, p: LayerIR, s: str) -> str | Non
     shape = list(g.tensors[s].shape)
     free = sc.softcap == 0.0 and sc.scale == 1.0  # nothing between here and the softmax
     if p.op_type == "RESHAPE" and g.tensors[p.inputs[0]].shape[-2:] == shape[-2:]:
-        return p.inputs[0]
-    if p.op_type == "QDQ" and p.attributes.get("axis") is None:
-        sc.qdq = True
         return p.inputs[0]
     cap = _softcap(g, ix, p) if sc.softcap == 0.0 else None
     if cap is not None:
@@ -215,8 +215,7 @@ def _probs_use(g: Graph, ix: Index, sm: LayerIR):
                 return None
             return u, chain
         keep = g.tensors[u.inputs[0]].shape[-2:] == g.tensors[u.outputs[0]].shape[-2:]
-        if not ((u.op_type == "RESHAPE" and keep)
-                or (u.op_type == "QDQ" and u.attributes.get("axis") is None)):
+        if not (u.op_type == "RESHAPE" and keep):
             return None
         chain.append(u)
         p = u.outputs[0]
@@ -344,15 +343,14 @@ def _rewrite(g: Graph, ix: Index, sm: LayerIR) -> bool:
     attrs = {"num_heads": hq, "num_kv_heads": k.shape[1], "head_dim": q.shape[3],
              "scale": sc.scale * q.scale * k.scale, "causal": False, "causal_offset": 0,
              "softcap": sc.softcap, "mask": kind}  # fmt: skip
-    qdq = sc.qdq or any(n.op_type == "QDQ" for n in after) or any(o.qdq for o in (q, k, v))
-    _emit(g, (sc, sm, after, mm2), ins + ([mask] if mask else []), attrs, new, qdq)
+    _emit(g, (sc, sm, after, mm2), ins + ([mask] if mask else []), attrs, new)
     return True
 
 
 def _emit(g: Graph, match: tuple[Scores, LayerIR, list[LayerIR], LayerIR], ins: list[str],
-          attrs: dict, new: list[LayerIR], qdq: bool) -> None:
+          attrs: dict, new: list[LayerIR]) -> None:
     """Insert the new layers and the ATTENTION (plus a view to mm2's output shape) at mm2;
-    the replaced layers become dead. Fused from QDQ graphs, it runs at 8 bits."""
+    the replaced layers become dead."""
     sc, sm, after, mm2 = match
     out = mm2.outputs[0]
     want = [g.tensors[ins[0]].shape[0], attrs["num_heads"], g.tensors[ins[0]].shape[2],
@@ -362,8 +360,6 @@ def _emit(g: Graph, match: tuple[Scores, LayerIR, list[LayerIR], LayerIR], ins: 
         att_out = add_tensor(g, f"{out}.bhsd", want, g.tensors[out].dtype)
     node = new_layer("ATTENTION", ins, [att_out], attrs, mm2,
                      onnx_nodes(*sc.layers, sm, *after, mm2))
-    if qdq:
-        node.metadata["imported_qbits"] = {"activation": 8, "kv": 8}
     new.append(node)
     if att_out != out:
         new.append(new_layer("RESHAPE", [att_out], [out],

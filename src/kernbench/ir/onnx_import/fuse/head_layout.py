@@ -44,11 +44,6 @@ class Operand:
     layers: tuple[LayerIR, ...]
     depth: int
 
-    @property
-    def qdq(self) -> bool:
-        """A QDQ fake quantization lies between the source and the operand."""
-        return any(n.op_type == "QDQ" for n in self.layers)
-
 
 def step_of(g: Graph, n: LayerIR) -> Step | None:
     """The layout step a layer applies to its first input, or None if it is not one."""
@@ -94,9 +89,7 @@ def _walk(g: Graph, ix: Index, t: str, scalable: bool):
         if p is None:
             break
         st = step_of(g, p)
-        if p.op_type == "QDQ" and p.attributes.get("axis") is None:
-            t = p.inputs[0]  # fake quantization: the fused layer quantizes itself
-        elif st is not None:
+        if st is not None:
             steps.insert(0, st)
             t = p.inputs[0]
         elif scalable and ew(p) in ("mul", "div"):
