@@ -44,7 +44,8 @@ RMS_NORM (RMSNormalization or decomposed), GELU (erf / tanh), SILU, ROPE, ATTENT
 (found by dataflow, ADR-0108: scale anywhere or none, additive masks and biases such as
 ALiBi or relative position bias, soft-cap, MatMul / batched MatMul / Einsum, heads split
 by Reshape / Transpose in any order, GQA / MQA by Expand / Tile / broadcasting, KV-cache
-Concat, QDQ around it), QKV_PROJ, GEMM with bias, KV_UPDATE.
+Concat; attention with QDQ on its scores stays two MATMULs, tiled as batched GEMMs),
+QKV_PROJ, GEMM with bias, KV_UPDATE.
 """
 
 
