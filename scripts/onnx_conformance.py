@@ -41,7 +41,11 @@ listed as passing the whole stack stops passing.
 
 Beyond single ops the importer fuses exporter patterns (see docs/ir.md): LAYER_NORM,
 RMS_NORM (RMSNormalization or decomposed), GELU (erf / tanh), SILU, ROPE, ATTENTION
-(grouped KV heads), QKV_PROJ, GEMM with bias, KV_UPDATE.
+(found by dataflow, ADR-0108: scale anywhere or none, additive masks and biases such as
+ALiBi or relative position bias, soft-cap, MatMul / batched MatMul / Einsum, heads split
+by Reshape / Transpose in any order, GQA / MQA by Expand / Tile / broadcasting, KV-cache
+Concat; attention with QDQ on its scores stays two MATMULs, tiled as batched GEMMs),
+QKV_PROJ, GEMM with bias, KV_UPDATE.
 """
 
 

@@ -10,11 +10,17 @@ from pathlib import Path
 import pytest
 
 from kernbench.cli import main
+from kernbench.compiler.layer_ops import layer_op_census
+from kernbench.compiler.pipeline import compile_graph, load_model
+from kernbench.topology import load_topology
 
 ZOO = Path(__file__).parent / "zoo"
 MODELS = sorted(p.stem for p in ZOO.glob("*.onnx"))
 #: base runs only for a few (suite time): decoder, GQA decoder, CNN, statically quantized
 BASE = ["gpt2", "llama", "resnet", "bert_qdq_static"]
+#: IR ops of attention and batched matmuls: none may run whole on one PE (ADR-0108). CONV
+#: and the GEMMs of asymmetric static QDQ are not tiled yet (issue 13, items 2 and 3).
+ATTENTION_SHAPED = frozenset({"MATMUL", "ATTENTION", "EINSUM"})
 
 
 def _run(tmp_path: Path, capsys: pytest.CaptureFixture, model: str, topology: str) -> dict:
@@ -46,3 +52,13 @@ def test_zoo_model_verifies_on_small(tmp_path, capsys, model):
 def test_zoo_model_verifies_on_base(tmp_path, capsys, model):
     v = _run(tmp_path, capsys, model, "base")
     assert v["ok"] and all(c["ok"] for c in v["checks"])
+
+
+@pytest.mark.parametrize("topology", ["small", "base"])
+@pytest.mark.parametrize("model", MODELS)
+def test_zoo_attention_and_matmuls_are_tiled(model, topology):
+    """Compiled, no attention or batched matmul of the model runs as a whole-layer op."""
+    g, _ = load_model(ZOO / f"{model}.onnx")
+    state, _ = compile_graph(g, load_topology(topology))
+    census = layer_op_census(state)
+    assert census.of(ATTENTION_SHAPED) == 0, census.by_op

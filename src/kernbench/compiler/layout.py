@@ -22,18 +22,25 @@ def is_head_swap(n: LayerIR) -> bool:
 
 
 def tiled_attention(g: Graph, n: LayerIR) -> bool:
-    """ATTENTION layers the compiler tiles (integer Q·K and P·V, an additive fp32 mask or a
-    constant boolean one); the others run whole as a layer op."""
+    """ATTENTION layers the compiler tiles (integer Q·K and P·V, or all fp32; an additive
+    fp32 mask or a constant boolean one, an optional soft-cap); the others run whole as a
+    layer op."""
     qa, kv = n.qbits_activation, n.qbits_kv
-    if not (n.op_type == "ATTENTION" and qa == 8 and kv == 8
-            and not n.attributes.get("softcap", 0.0)):
+    fp32 = qa is None and kv is None  # lower/attention_float.py
+    if not (n.op_type == "ATTENTION" and (qa == 8 and kv == 8 or fp32)
+            and n.attributes.get("softcap", 0.0) >= 0):
         return False
     if any(g.tensors[t].dtype != "fp32" for t in n.inputs[:3]):
+        return False
+    if fp32 and not n.attributes.get("scale", 0.0) > 0:
         return False
     if len(n.inputs) > 3 and n.inputs[3]:
         m = g.tensors[n.inputs[3]]
         if len(m.shape) != 4 or not (m.dtype == "fp32" or m.dtype == "bool" and m.const):
             return False
+        if fp32 and (m.shape[2] != g.tensors[n.inputs[0]].shape[2]
+                     or m.shape[3] < g.tensors[n.inputs[1]].shape[2]):
+            return False  # the float tiles read whole (S, T) mask rows
     return True
 
 

@@ -151,11 +151,15 @@ def _cmdq_quantize_rows(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 
 @math_op("attn_softmax")
 def _attn_softmax(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    """Attention's masked softmax on a row block: `scale`, an additive bias input when
-    `has_bias`, `causal_offset` (None: not causal)."""
+    """Attention's masked softmax on a row block: `scale`, the soft-cap c·tanh(s / c) when
+    `softcap`, an additive bias input when `has_bias`, `causal_offset` (None: not
+    causal) — the order of numerics.attention."""
     s = np.asarray(ins[0], np.float32)
     if p.get("scale", 1.0) != 1.0:
         s = s * np.float32(p["scale"])
+    if p.get("softcap"):
+        cap = np.float32(p["softcap"])
+        s = np.tanh(s / cap) * cap
     bias = np.asarray(ins[1], np.float32) if p.get("has_bias") else None
     return attention_probs(s, bias, p.get("causal_offset")).astype(np.float32)
 

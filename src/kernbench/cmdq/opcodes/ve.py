@@ -172,7 +172,8 @@ class VeLayernormTile(VeVectorTile):
 @register_opcode
 class VeSoftmaxTile(VeVectorTile):
     """Softmax over each vector (spec §9.2) of ``scale * x``, with an optional causal mask:
-    in row r, element c is masked when ``c > r + causal_offset`` (1.1)."""
+    in row r, element c is masked when ``c > r + causal_offset`` (1.1), an optional
+    soft-cap ``c·tanh(x / c)`` and additive bias (1.1, applied in that order)."""
 
     since: ClassVar[str] = "1.0"
     cost_op: ClassVar[str] = "softmax"
@@ -187,6 +188,9 @@ class VeSoftmaxTile(VeVectorTile):
         None, description="(1.1) Additive mask (rows x length fp32) added before the max."
     )
     bias_offset: NonNegInt | None = None
+    softcap: float | None = Field(
+        None, gt=0, description="(1.1) Soft-cap c: x becomes c·tanh(x / c) before the bias."
+    )
 
     def _extra_inputs(self, pe: int) -> list[TcmRange]:
         if self.bias_bank is None or self.bias_offset is None:
@@ -200,6 +204,8 @@ class VeSoftmaxTile(VeVectorTile):
             d.params["has_bias"] = True
         d.params["causal_offset"] = self.causal_offset
         d.params["scale"] = self.scale
+        if self.softcap is not None:
+            d.params["softcap"] = self.softcap
 
 
 @register_opcode

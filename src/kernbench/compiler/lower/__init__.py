@@ -8,6 +8,8 @@ Split by job (data semantics per tile: docs/compiler.md):
   epilogue);
 - `rowwise`: LAYER_NORM, RMS_NORM, SOFTMAX, GELU, SILU, ADD, MUL in row blocks;
 - `attention`: integer ATTENTION per (batch, KV group) and query block;
+- `attention_float`: fp32 ATTENTION the same way (and the ATTENTION dispatch);
+- `bmm`: MATMUL of two activations as batched GEMM tiles (int8 or fp32);
 - `kv_update`: KV cache rows copied (and quantized) into the present cache;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
@@ -20,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kernbench.compiler.lower.attention import lower_attention
+from kernbench.compiler.lower.attention_float import lower_any_attention
+from kernbench.compiler.lower.bmm import lower_bmm
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.gemm import dequant_bypassed, lower_gemm, lower_qkv_proj
 from kernbench.compiler.lower.kv_update import lower_kv_update
@@ -37,8 +40,9 @@ MAX_PIN_ROUNDS = 4
 
 #: op type → its tiled lowering (returns False when the layer must run whole)
 LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
-    "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_attention,
+    "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_any_attention,
     "KV_UPDATE": lower_kv_update, **{op: lower_row_op for op in ROW_OPS},
+    "MATMUL": lower_bmm,
 }
 
 

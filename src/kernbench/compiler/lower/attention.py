@@ -44,6 +44,7 @@ class AttentionTiles:
     causal: bool
     causal_offset: int
     s_blk: int                     # query rows per block
+    softcap: float = 0.0           # c·tanh(s / c) on the scores (0: none), in VE_SOFTMAX
 
     @property
     def t_len(self) -> int:
@@ -100,7 +101,8 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
         score_scale=float(np.float32(sq) * np.float32(sk) * np.float32(a["scale"])),
         bits_a=n.qbits_activation, bits_kv=n.qbits_kv, causal=bool(a.get("causal")),
         causal_offset=int(a.get("causal_offset", 0)) if a.get("causal") else 0,
-        s_blk=max(1, min(q.shape[2], lw.bank // (t_len * 4))))
+        s_blk=max(1, min(q.shape[2], lw.bank // (t_len * 4))),
+        softcap=float(a.get("softcap", 0.0) or 0.0))
     kv_isz = 1 if k.dtype == "int8" and v.dtype == "int8" else 4  # staged at fp32?
     if t_len * d * kv_isz > lw.bank or t_len * dv * kv_isz > lw.bank:
         raise _unfit(n)
@@ -173,6 +175,8 @@ def _probabilities(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int
         frees.append(bm)
     if at.causal:
         sm_fields["causal_offset"] = at.causal_offset + s0
+    if at.softcap:  # soft-capped scores (Gemma-2), before the bias as in numerics.attention
+        sm_fields["softcap"] = at.softcap
     prob = lw.buf(pe, s * t_len * 4, f"{n.id}.p")
     lw.op("VE_SOFTMAX_TILE", pe, n.id, sm_fields, reads=reads, writes=[("out", prob)],
           frees=frees)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from kernbench.ir.model import Graph
 from kernbench.ir.onnx_import.finalize import dead_code
 from kernbench.ir.onnx_import.fuse.activation import fuse_activations
-from kernbench.ir.onnx_import.fuse.attention import fuse_attention, ungroup_kv
+from kernbench.ir.onnx_import.fuse.attention import ungroup_kv
+from kernbench.ir.onnx_import.fuse.attention_flow import fuse_attention
 from kernbench.ir.onnx_import.fuse.gemm_bias import fuse_gemm_bias
 from kernbench.ir.onnx_import.fuse.kv_update import fuse_kv_update
 from kernbench.ir.onnx_import.fuse.qdq import fuse_qdq

@@ -1,0 +1,151 @@
+"""Float ATTENTION (qbits None: fp32 models, imported QDQ / dynamic-quantized graphs whose
+attention the exporter left in float), tiled like the integer one (lower/attention.py).
+
+Per (batch, KV group), on one PE, K and V are loaded in fp32 once; per query head of the
+group and block of query rows: Q rows load, TE_GEMM_TILE Q·Kᵀ in fp32 (`transpose_wgt`),
+VE_SOFTMAX_TILE with the softmax scale, soft-cap, additive mask rows and causal offset,
+TE_GEMM_TILE P·V in fp32, a strided DMA store into the output (a folded transpose's
+layout). `lower_any_attention` is the LOWERINGS entry: float layers here, integer ones to
+`lower_attention`. The whole K/V of one head must fit a TCM bank; otherwise (and for
+other precisions) the layer runs whole as a layer op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernbench.compiler.hbm import Placement
+from kernbench.compiler.layout import tiled_attention
+from kernbench.compiler.lower.attention import lower_attention
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.tilegraph import Buf
+from kernbench.ir.model import LayerIR
+
+
+@dataclass(frozen=True)
+class FloatAttention:
+    """What every tile of one float attention layer needs."""
+
+    q: Placement
+    k: Placement
+    v: Placement
+    out: Placement
+    mask: Placement | None
+    scale: float
+    softcap: float
+    causal_offset: int | None
+    s_blk: int
+
+
+def _unfit(n: LayerIR) -> ValueError:
+    return ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
+
+
+def _plan(lw: Lowering, n: LayerIR) -> FloatAttention:
+    """Placements and block size; ValueError if `tiled_attention` accepted a layer whose
+    shapes the tiles cannot take (its transposes are already folded into strided views)."""
+    q, k, v = (lw.placement(t) for t in n.inputs[:3])
+    out = lw.plan.placements[n.outputs[0]]
+    if any(p.dtype != "fp32" or p.strides[3] != 1 for p in (q, k, v, out)):
+        raise _unfit(n)
+    t_len = k.shape[2]
+    if t_len * max(q.shape[3], v.shape[3]) * 4 > lw.bank:
+        raise _unfit(n)
+    mask = None
+    if len(n.inputs) > 3 and n.inputs[3]:
+        mt = lw.g.tensors[n.inputs[3]]
+        if mt.dtype == "bool":  # a constant boolean mask: the 0 / -inf bias it means
+            m = np.asarray(lw.g.weights[n.inputs[3]], bool)
+            bias = np.where(m, np.float32(0), np.float32(-np.inf)).astype(np.float32)
+            mask = lw.const(f"{n.inputs[3]}@bias", bias, "fp32", source=n.inputs[3])
+        else:
+            mask = lw.placement(n.inputs[3])
+        if mask.strides[3] != 1:
+            raise _unfit(n)
+    a = n.attributes
+    return FloatAttention(q, k, v, out, mask, float(a["scale"]),
+                          float(a.get("softcap", 0.0) or 0.0),
+                          int(a.get("causal_offset", 0)) if a.get("causal") else None,
+                          max(1, min(q.shape[2], lw.bank // (t_len * 4))))
+
+
+def _load(lw: Lowering, n: LayerIR, pe: int, p: Placement, off: int, rows: int, cols: int,
+          tag: str, role: str = "activation") -> Buf:
+    b = lw.buf(pe, rows * cols * 4, f"{n.id}.{tag}")
+    lw.dma(False, pe, b, p, off, rows, cols, p.strides[2], n.id, role=role)
+    return b
+
+
+def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int, int, int],
+           s: int, kv: tuple[Buf, Buf], last: bool) -> None:
+    """Rows [s0, s0 + s) of head h of batch b: scores, softmax, P·V, store."""
+    b, h, s0 = idx
+    q, t_len, d, dv = fa.q, fa.k.shape[2], fa.q.shape[3], fa.v.shape[3]
+    bq = _load(lw, n, pe, q, b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2], s, d,
+               "q32")
+    sc = lw.buf(pe, s * t_len * 4, f"{n.id}.scores")
+    lw.op("TE_GEMM_TILE", pe, n.id,
+          {"m": s, "n": t_len, "k": d, "qbits_weight": 32, "qbits_activation": 32,
+           "ofm_qbits": 32, "transpose_wgt": True},
+          reads=[("ifm", bq), ("wgt", kv[0])], writes=[("ofm", sc)], frees=[bq])
+    fields = {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": 32,
+              "scale": fa.scale}
+    reads, frees = [("in", sc)], [sc]
+    if fa.mask is not None:
+        m = fa.mask
+        moff = ((b % m.shape[0]) * m.strides[0] + (h % m.shape[1]) * m.strides[1]
+                + s0 * m.strides[2])
+        bm = _load(lw, n, pe, m, moff, s, t_len, "mask")
+        reads.append(("bias", bm))
+        frees.append(bm)
+    if fa.causal_offset is not None:
+        fields["causal_offset"] = fa.causal_offset + s0
+    if fa.softcap:
+        fields["softcap"] = fa.softcap
+    prob = lw.buf(pe, s * t_len * 4, f"{n.id}.p")
+    lw.op("VE_SOFTMAX_TILE", pe, n.id, fields, reads=reads, writes=[("out", prob)],
+          frees=frees)
+    o = lw.buf(pe, s * dv * 4, f"{n.id}.o32")
+    lw.op("TE_GEMM_TILE", pe, n.id,
+          {"m": s, "n": dv, "k": t_len, "qbits_weight": 32, "qbits_activation": 32,
+           "ofm_qbits": 32},
+          reads=[("ifm", prob), ("wgt", kv[1])], writes=[("ofm", o)],
+          frees=[prob] + (list(kv) if last else []))
+    out = fa.out
+    ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
+    lw.dma(True, pe, o, out, ooff, s, dv, out.strides[2], n.id, frees=[o])
+
+
+def lower_float_attention(lw: Lowering, n: LayerIR) -> bool:
+    """Tile a float ATTENTION (see the module doc); False: it runs whole."""
+    if not tiled_attention(lw.g, n) or n.qbits_activation is not None:
+        return False
+    fa = _plan(lw, n)
+    bsz, hq, s_len, _ = fa.q.shape
+    hkv = fa.k.shape[1]
+    rep = hq // hkv
+    for b in range(bsz):
+        for g in range(hkv):
+            pe = lw.next_pe()
+            kv = tuple(_load(lw, n, pe, p, b * p.strides[0] + g * p.strides[1],
+                             p.shape[2], p.shape[3], tag, "kv")
+                       for p, tag in ((fa.k, "k32"), (fa.v, "v32")))
+            for hh in range(rep):
+                for s0 in range(0, s_len, fa.s_blk):
+                    s = min(fa.s_blk, s_len - s0)
+                    last = hh == rep - 1 and s0 + s >= s_len
+                    _block(lw, n, fa, pe, (b, g * rep + hh, s0), s, kv, last)
+    return True
+
+
+def lower_any_attention(lw: Lowering, n: LayerIR) -> bool:
+    """The LOWERINGS entry for ATTENTION: float layers tiled here, the others by
+    `lower_attention` (integer)."""
+    if n.qbits_activation is None and n.qbits_kv is None:
+        return lower_float_attention(lw, n)
+    return lower_attention(lw, n)
+
+
+__all__ = ["lower_any_attention", "lower_float_attention"]
