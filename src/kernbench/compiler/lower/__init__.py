@@ -11,7 +11,8 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `kv_update`: KV cache rows copied (and quantized) into the present cache;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
-Views, folded transposes and DEQUANTIZEs the GEMM reads through take no operation.
+Views, folded transposes, DEQUANTIZEs the GEMM reads through and QDQs whose integer GEMMs
+quantize their input themselves take no operation.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ from typing import ClassVar
 
 from kernbench.compiler.lower.attention import lower_attention
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.gemm import dequant_bypassed, lower_gemm, lower_qkv_proj
+from kernbench.compiler.lower.gemm import (
+    dequant_bypassed,
+    lower_gemm,
+    lower_qkv_proj,
+    qdq_bypassed,
+)
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
@@ -46,7 +52,7 @@ def lower_graph(state: CompileState) -> TileGraph:
         lw.pes.start_layer()
         if is_view(lw.plan, n):
             continue
-        if state.folded.get(n.id) or dequant_bypassed(lw, n):
+        if state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n):
             continue
         lowering = LOWERINGS.get(n.op_type)
         if lowering is None or not lowering(lw, n):
