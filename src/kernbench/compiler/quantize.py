@@ -18,6 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from kernbench.compiler.inputs import default_inputs
+from kernbench.compiler.kv_blocks import block_attention
 from kernbench.compiler.state import CompileState
 from kernbench.ir.interpreter import Interpreter
 from kernbench.ir.model import Graph, LayerIR, QBits, QuantParams, TensorIR, is_shape_only
@@ -132,13 +133,23 @@ def _set_scale(g: Graph, tid: str, sid: str, scale: np.ndarray, bits: int) -> No
 
 @dataclass(frozen=True)
 class QuantizeActivations:
-    """Give every activation a TE layer quantizes a static scale (calibrated)."""
+    """Give every activation a TE layer quantizes a static scale (calibrated or adopted
+    from a QDQ); then block the attention layers whose K / V do not fit a TCM bank along
+    the KV sequence (`kv_blocks`), which changes their numerics like a scale does."""
 
     name: str = "quantize"
     changes_ir: ClassVar[bool] = True
     produces: ClassVar[tuple[str, ...]] = ()
 
     def apply(self, state: CompileState) -> CompileState:
+        state = self._scales(state)
+        blocked = block_attention(state)
+        if blocked:
+            state.notes.append(f"quantize: {blocked} attention layers blocked along the KV "
+                               "sequence (online softmax)")
+        return state
+
+    def _scales(self, state: CompileState) -> CompileState:
         g = state.graph
         adopted = adopt_qdq_activations(g)
         if adopted:

@@ -9,8 +9,9 @@ Per query head of the group and block of query rows:
    quantized with a per-row scale (VE_ROWSCALE: row max / 127, VE_QUANTIZE);
 3. output: TE_GEMM P·V into int32, VE_DEQUANTIZE by s_v and the row scales, strided DMA
    store into the (B, S, H, D) output (a folded transpose's layout).
-The whole K/V of one head must fit a TCM bank (T × D × 4 bytes); other shapes are a clear
-compile error. Layers `tiled_attention` refuses run as a layer op.
+The whole K/V of one head must fit a TCM bank (T × D × 4 bytes), unless the layer is blocked
+along the KV sequence (`kv_block`, set by `compiler.kv_blocks`): then `attention_kv` runs the
+KV-block loop with an online softmax. Layers `tiled_attention` refuses run as a layer op.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.layout import tiled_attention
+from kernbench.compiler.lower.attention_kv import lower_kv_blocks
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
@@ -43,10 +45,16 @@ class AttentionTiles:
     causal: bool
     causal_offset: int
     s_blk: int                     # query rows per block
+    kv_block: int = 0              # keys per KV block (0: the whole K / V at once)
 
     @property
     def t_len(self) -> int:
         return self.k.shape[2]
+
+    @property
+    def kv_step(self) -> int:
+        """Keys processed at once: the KV block, or the whole sequence."""
+        return self.kv_block or self.t_len
 
 
 def _unfit(n: LayerIR) -> ValueError:
@@ -94,14 +102,17 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     if mask is not None and mask.shape[-1] < t_len:
         raise _unfit(n)
     a = n.attributes
+    blk = int(a.get("kv_block") or 0)
+    step = blk if 0 < blk < t_len else t_len
     at = AttentionTiles(
         q, k, v, out, mask, (sq, sk, sv),
         score_scale=float(np.float32(sq) * np.float32(sk) * np.float32(a["scale"])),
         bits_a=n.qbits_activation, bits_kv=n.qbits_kv, causal=bool(a.get("causal")),
         causal_offset=int(a.get("causal_offset", 0)) if a.get("causal") else 0,
-        s_blk=max(1, min(q.shape[2], lw.bank // (t_len * 4))))
+        s_blk=max(1, min(q.shape[2], lw.bank // (step * 4))),
+        kv_block=blk if step < t_len else 0)
     kv_isz = 1 if k.dtype == "int8" and v.dtype == "int8" else 4  # staged at fp32?
-    if t_len * d * kv_isz > lw.bank or t_len * dv * kv_isz > lw.bank:
+    if step * d * kv_isz > lw.bank or step * dv * kv_isz > lw.bank or step * 4 > lw.bank:
         raise _unfit(n)
     return at
 
@@ -217,6 +228,9 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     for b in range(bsz):
         for g in range(hkv):
             pe = lw.next_pe()
+            if at.kv_block:
+                lower_kv_blocks(lw, n, at, pe, b, g)
+                continue
             kq, vq = _load_kv(lw, n, at, pe, b, g)
             for hh in range(rep):
                 h = g * rep + hh
