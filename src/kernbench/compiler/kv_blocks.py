@@ -15,15 +15,15 @@ from kernbench.compiler.state import CompileState
 from kernbench.ir.model import Graph, LayerIR
 
 
-def kv_stored_int8(g: Graph, tid: str) -> bool:
-    """True when the K / V tensor is a present cache stored at 8 KV bits (the memory plan
-    stores it int8, so the tiles load it without a staging fp32 copy)."""
+def kv_stored_int(g: Graph, tid: str) -> bool:
+    """True when the K / V tensor is a present cache stored at integer KV bits (the memory
+    plan stores it int8 / int4, so the tiles load it without a staging fp32 copy)."""
     t = g.tensors[tid]
     if t.producer is None:
         return False
     n = g.node(t.producer)
     return n.op_type == "KV_UPDATE" and t.quant is not None and t.dtype == "fp32" \
-        and t.quant.dtype == "int8"
+        and t.quant.dtype in ("int8", "int4")
 
 
 def kv_block_size(g: Graph, n: LayerIR, bank: int) -> int | None:
@@ -31,11 +31,11 @@ def kv_block_size(g: Graph, n: LayerIR, bank: int) -> int | None:
     K / V of a head (and a score row) fit, so the layer is not blocked."""
     k, v = g.tensors[n.inputs[1]], g.tensors[n.inputs[2]]
     t_len, width = int(k.shape[2]), max(int(k.shape[3]), int(v.shape[3]))
-    isz = 1 if kv_stored_int8(g, k.id) and kv_stored_int8(g, v.id) else 4
+    isz = n.qbits_kv / 8 if kv_stored_int(g, k.id) and kv_stored_int(g, v.id) else 4
     if t_len * width * isz <= bank and t_len * 4 <= bank:
         return None
     # half a bank per K / V block leaves room for the scores, probabilities and states
-    blk = max(1, min(bank // (2 * width * isz), bank // 16))
+    blk = max(2, min(int(bank // (2 * width * isz)), bank // 16)) // 2 * 2  # whole bytes
     return blk if blk < t_len else None
 
 

@@ -22,10 +22,11 @@ def is_head_swap(n: LayerIR) -> bool:
 
 
 def tiled_attention(g: Graph, n: LayerIR) -> bool:
-    """ATTENTION layers the compiler tiles (integer Q·K and P·V, an additive fp32 mask or a
-    constant boolean one); the others run whole as a layer op."""
+    """ATTENTION layers the compiler tiles (integer Q·K and P·V with 8-bit activations and
+    8- or 4-bit K / V, an additive fp32 mask or a constant boolean one); the others run
+    whole as a layer op."""
     qa, kv = n.qbits_activation, n.qbits_kv
-    if not (n.op_type == "ATTENTION" and qa == 8 and kv == 8
+    if not (n.op_type == "ATTENTION" and qa == 8 and kv in (4, 8)
             and not n.attributes.get("softcap", 0.0)):
         return False
     if any(g.tensors[t].dtype != "fp32" for t in n.inputs[:3]):

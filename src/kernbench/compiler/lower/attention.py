@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.compiler.hbm import Placement
+from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.attention_kv import lower_kv_blocks
 from kernbench.compiler.lower.context import Lowering
@@ -61,6 +61,11 @@ def _unfit(n: LayerIR) -> ValueError:
     return ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
 
 
+def _kv_dtype(n: LayerIR) -> str:
+    """The dtype of a K / V cache stored at the layer's KV bits (int8, or int4 packed)."""
+    return f"int{n.qbits_kv}"
+
+
 def _mask(lw: Lowering, n: LayerIR) -> Placement | None:
     """The additive mask (a constant boolean one as the bias the interpreter builds)."""
     if not (len(n.inputs) > 3 and n.inputs[3]):
@@ -94,7 +99,7 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     out = lw.plan.placements[n.outputs[0]]
     if q.dtype != "fp32" or out.dtype != "fp32" or any(
             p.strides[3] != 1 for p in (q, k, v, out)) or any(
-            p.dtype not in ("fp32", "int8") for p in (k, v)):
+            p.dtype not in ("fp32", _kv_dtype(n)) for p in (k, v)):
         raise _unfit(n)
     sq, sk, sv = _static_scales(lw, n)
     mask = _mask(lw, n)
@@ -111,7 +116,7 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
         causal_offset=int(a.get("causal_offset", 0)) if a.get("causal") else 0,
         s_blk=max(1, min(q.shape[2], lw.bank // (step * 4))),
         kv_block=blk if step < t_len else 0)
-    kv_isz = 1 if k.dtype == "int8" and v.dtype == "int8" else 4  # staged at fp32?
+    kv_isz = ITEMSIZE[k.dtype] if k.dtype == v.dtype == _kv_dtype(n) else 4  # fp32 staged?
     if step * d * kv_isz > lw.bank or step * dv * kv_isz > lw.bank or step * 4 > lw.bank:
         raise _unfit(n)
     return at
@@ -119,20 +124,22 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
 
 def _load_kv(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int,
              g: int) -> list[Buf]:
-    """K and V of (batch b, KV group g) in TCM as int8, quantized on the way if needed."""
+    """K and V of (batch b, KV group g) in TCM at KV bits, quantized on the way if
+    needed (a 4-bit K / V moves packed, two values a byte)."""
     kv = []
     t_len = at.t_len
+    kb = at.bits_kv / 8
     for src, dim, sc, tag in ((at.k, at.q.shape[3], at.scales[1], "k"),
                               (at.v, at.v.shape[3], at.scales[2], "v")):
         off = b * src.strides[0] + g * src.strides[1]
-        if src.dtype == "int8":  # a cache already stored at KV bits
-            bq = lw.buf(pe, t_len * dim, f"{n.id}.{tag}q")
+        if src.dtype != "fp32":  # a cache already stored at KV bits
+            bq = lw.buf(pe, t_len * dim * kb, f"{n.id}.{tag}q")
             lw.dma(False, pe, bq, src, off, t_len, dim, src.strides[2], n.id, role="kv")
             kv.append(bq)
             continue
         b32 = lw.buf(pe, t_len * dim * 4, f"{n.id}.{tag}32")
         lw.dma(False, pe, b32, src, off, t_len, dim, src.strides[2], n.id, role="kv")
-        bq = lw.buf(pe, t_len * dim, f"{n.id}.{tag}q")
+        bq = lw.buf(pe, t_len * dim * kb, f"{n.id}.{tag}q")
         lw.op("VE_QUANTIZE_TILE", pe, n.id,
               {"length": dim, "rows": t_len, "qbits_activation": 32,
                "out_qbits": at.bits_kv, "scale": float(sc), "zero_point": 0},

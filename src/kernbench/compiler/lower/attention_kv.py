@@ -31,13 +31,15 @@ if TYPE_CHECKING:  # a type only: attention imports this module
 
 def _kv_block(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, g: int,
               j0: int, tb: int) -> list[Buf]:
-    """Rows [j0, j0 + tb) of K and V of (batch b, KV group g) in TCM as int8."""
+    """Rows [j0, j0 + tb) of K and V of (batch b, KV group g) in TCM at KV bits (int4
+    packed two a byte)."""
     kv = []
+    kb = at.bits_kv / 8
     for src, dim, sc, tag in ((at.k, at.q.shape[3], at.scales[1], "k"),
                               (at.v, at.v.shape[3], at.scales[2], "v")):
         off = b * src.strides[0] + g * src.strides[1] + j0 * src.strides[2]
-        bq = lw.buf(pe, tb * dim, f"{n.id}.{tag}q")
-        if src.dtype == "int8":  # a cache already stored at KV bits
+        bq = lw.buf(pe, tb * dim * kb, f"{n.id}.{tag}q")
+        if src.dtype != "fp32":  # a cache already stored at KV bits
             lw.dma(False, pe, bq, src, off, tb, dim, src.strides[2], n.id, role="kv")
         else:
             b32 = lw.buf(pe, tb * dim * 4, f"{n.id}.{tag}32")
