@@ -8,7 +8,9 @@ Split by job (data semantics per tile: docs/compiler.md):
   epilogue);
 - `rowwise`: LAYER_NORM, RMS_NORM, SOFTMAX, GELU, SILU, ADD, MUL in row blocks;
 - `attention`: integer ATTENTION per (batch, KV group) and query block;
+- `attention_kv`: the KV-block loop of an attention blocked along the KV sequence;
 - `kv_update`: KV cache rows copied (and quantized) into the present cache;
+- `qdq`: per-tensor fake quantization (QDQ) in row blocks;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
 Views, folded transposes, DEQUANTIZEs the GEMM reads through and QDQs whose integer GEMMs
@@ -31,6 +33,7 @@ from kernbench.compiler.lower.gemm import (
 )
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
+from kernbench.compiler.lower.qdq import lower_qdq
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
 from kernbench.compiler.state import CompileState
@@ -40,7 +43,7 @@ from kernbench.ir.model import LayerIR
 #: op type → its tiled lowering (returns False when the layer must run whole)
 LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_attention,
-    "KV_UPDATE": lower_kv_update, **{op: lower_row_op for op in ROW_OPS},
+    "KV_UPDATE": lower_kv_update, "QDQ": lower_qdq, **{op: lower_row_op for op in ROW_OPS},
 }
 
 
