@@ -33,8 +33,8 @@ from kernbench.compiler.lower.gemm import (
 )
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
-from kernbench.compiler.lower.qdq import lower_qdq
 from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.qdq import lower_qdq
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import TileGraph
