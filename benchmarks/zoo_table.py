@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kernbench.cli import main as cli_main  # noqa: E402
+from kernbench.report.layer_ops import layer_op_census_of_bundle  # noqa: E402
 
 ZOO = ROOT / "tests" / "zoo"
 DOC = ROOT / "docs" / "onnx-support.md"
@@ -53,11 +54,11 @@ def run_one(model: str, topology: str, out: Path) -> Row:
     cmdq_path = out / "bundle" / "cmdq.json"
     if code == 2 or not cmdq_path.exists():
         return Row(False, False)
-    ops = [e["opcode"] for e in json.loads(cmdq_path.read_text())["cmdq"]]
+    c = layer_op_census_of_bundle(out / "bundle")
     stats_path = out / "stats.json"
     roof = json.loads(stats_path.read_text())["roofline_fraction"] if stats_path.exists() else 0
-    return Row(True, code == 0, len(ops), ops.count("TE_LAYER_OP"), ops.count("VE_LAYER_OP"),
-               float(roof))
+    return Row(True, code == 0, c.entries, c.by_opcode.get("TE_LAYER_OP", 0),
+               c.by_opcode.get("VE_LAYER_OP", 0), float(roof))
 
 
 def _yn(b: bool) -> str:

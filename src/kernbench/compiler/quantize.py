@@ -18,9 +18,10 @@ from typing import ClassVar
 import numpy as np
 
 from kernbench.compiler.inputs import default_inputs
+from kernbench.compiler.kv_blocks import block_attention
 from kernbench.compiler.state import CompileState
 from kernbench.ir.interpreter import Interpreter
-from kernbench.ir.model import Graph, QBits, QuantParams, TensorIR, is_shape_only
+from kernbench.ir.model import Graph, LayerIR, QBits, QuantParams, TensorIR, is_shape_only
 from kernbench.numerics import quant as qmath
 
 #: op → indices of inputs it quantizes with activation bits (a) or KV bits (kv)
@@ -74,14 +75,55 @@ def wanted_scales(g: Graph) -> dict[str, int]:
 
 
 def kv_caches(g: Graph) -> dict[str, tuple[int, str, str]]:
-    """Present KV caches stored at 8 bits: output → (bits, past, new)."""
+    """Present KV caches stored at KV bits (8 or 4; a 4-bit cache is packed two values a
+    byte): output → (bits, past, new)."""
     kv_out: dict[str, tuple[int, str, str]] = {}
     for n in g.nodes:
         bits = _bits(n.qbits_kv)
-        if n.op_type == "KV_UPDATE" and bits == 8 and g.tensors[n.outputs[0]].quant \
+        if n.op_type == "KV_UPDATE" and bits in (4, 8) and g.tensors[n.outputs[0]].quant \
                 is None and g.tensors[n.outputs[0]].dtype == "fp32":
             kv_out[n.outputs[0]] = (bits, n.inputs[0], n.inputs[1])
     return kv_out
+
+
+def qdq_source(g: Graph, tid: str) -> LayerIR | None:
+    """The QDQ layer that produced `tid` when it is a per-tensor 8-bit fake quantization
+    with constant scale and zero point (int8 or uint8, any zero point), else None."""
+    t = g.tensors[tid]
+    if t.producer is None:
+        return None
+    n = g.node(t.producer)
+    if n.op_type != "QDQ" or len(n.inputs) < 2 or n.attributes.get("axis") is not None \
+            or n.attributes.get("block_size") or n.attributes.get("dtype") not in ("int8",
+                                                                               "uint8"):
+        return None
+    consts = [x for x in n.inputs[1:3] if x]
+    if not all(g.tensors[x].const and np.asarray(g.weights[x]).size == 1 for x in consts):
+        return None
+    return n
+
+
+def adopt_qdq_activations(g: Graph) -> int:
+    """A GEMM / QKV_PROJ with an integer (imported) weight whose activation comes from a
+    QDQ computes in integers with the QDQ's own quantization: the layer gets activation
+    bits 8 and the tensor the QDQ's static (scale, zero point). The interpreter then runs
+    the integer GEMM with the zero point (the same values onnxruntime's QDQ graph
+    multiplies, in exact integer arithmetic), and the tiles compile it (ADR-0704).
+    Returns the number of layers adopted."""
+    count = 0
+    for n in g.nodes:
+        if n.op_type not in ("GEMM", "QKV_PROJ") or n.qbits_activation not in (None, 8) \
+                or not isinstance(n.qbits_weight, int):
+            continue
+        q = qdq_source(g, n.inputs[0])
+        t = g.tensors[n.inputs[0]]
+        if q is None or t.quant is not None and t.quant.scale != q.inputs[1]:
+            continue
+        zp = q.inputs[2] if len(q.inputs) > 2 and q.inputs[2] else None
+        t.quant = QuantParams(scale=q.inputs[1], zero_point=zp, dtype=q.attributes["dtype"])
+        n.qbits_activation = 8
+        count += 1
+    return count
 
 
 def _set_scale(g: Graph, tid: str, sid: str, scale: np.ndarray, bits: int) -> None:
@@ -93,14 +135,28 @@ def _set_scale(g: Graph, tid: str, sid: str, scale: np.ndarray, bits: int) -> No
 
 @dataclass(frozen=True)
 class QuantizeActivations:
-    """Give every activation a TE layer quantizes a static scale (calibrated)."""
+    """Give every activation a TE layer quantizes a static scale (calibrated or adopted
+    from a QDQ); then block the attention layers whose K / V do not fit a TCM bank along
+    the KV sequence (`kv_blocks`), which changes their numerics like a scale does."""
 
     name: str = "quantize"
     changes_ir: ClassVar[bool] = True
     produces: ClassVar[tuple[str, ...]] = ()
 
     def apply(self, state: CompileState) -> CompileState:
+        state = self._scales(state)
+        blocked = block_attention(state)
+        if blocked:
+            state.notes.append(f"quantize: {blocked} attention layers blocked along the KV "
+                               "sequence (online softmax)")
+        return state
+
+    def _scales(self, state: CompileState) -> CompileState:
         g = state.graph
+        adopted = adopt_qdq_activations(g)
+        if adopted:
+            state.notes.append(f"quantize: {adopted} GEMMs take their QDQ activation's "
+                               "quantization (integer, with zero points)")
         want = wanted_scales(g)
         kv_out = kv_caches(g)
         for tid in kv_out:

@@ -50,7 +50,11 @@ class _Ring:
             bank_dead = self.dead.get(cur // self.bank, [])
             reused = [x for x in bank_dead if x.offset < cur + size and cur < x.offset + x.nbytes]
             if reused:
-                self.dead[cur // self.bank] = [x for x in bank_dead if x not in reused]
+                # a dead buffer leaves the list only when this one covers it entirely: a
+                # later buffer over the rest of it must still wait for its readers
+                self.dead[cur // self.bank] = [
+                    x for x in bank_dead
+                    if not (cur <= x.offset and x.offset + x.nbytes <= cur + size)]
             b.war_after = reused
             b.offset = cur
             b.bank, b.bank_offset = divmod(cur, self.bank)

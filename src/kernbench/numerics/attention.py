@@ -6,6 +6,8 @@ axis (padded to T when shorter), optional causal mask (column j > row i + offset
 Integer `a_bits` and `kv_bits` quantize Q at a_bits and K / V at kv_bits (static
 {"scale", "zero_point", "signed"} dicts or dynamic symmetric), multiply exactly, and
 quantize the probabilities with a per-row scale; float modes round the operands.
+`kv_block` (integer modes, fewer keys than T) computes the same attention block by block
+along the KV sequence with an online softmax (`kernbench.numerics.flash`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.numerics import quant as qmath
+from kernbench.numerics.flash import blocked_attention
 from kernbench.numerics.softmax import attention_probs
 
 __all__ = ["attention", "mask_to_bias"]
@@ -43,7 +46,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
               *, num_heads: int, num_kv_heads: int, scale: float, softcap: float = 0.0,
               causal_offset: int | None = None, a_bits: int | str | None = None,
               kv_bits: int | str | None = None, q_static: dict | None = None,
-              k_static: dict | None = None, v_static: dict | None = None) -> np.ndarray:
+              k_static: dict | None = None, v_static: dict | None = None,
+              kv_block: int | None = None) -> np.ndarray:
     """softmax(q·kᵀ·scale (+ softcap) + masks) · v, in q's dtype (see the module doc)."""
     dtype = q.dtype
     q, k, v = (x.astype(np.float32) for x in (q, k, v))
@@ -58,6 +62,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
         if kv_bits in ("fp16", "bf16"):
             k = qmath.round_to_float(k, kv_bits)
             v = qmath.round_to_float(v, kv_bits)
+    if integer and kv_block and kv_block < k.shape[-2] and not softcap:
+        return _blocked(q, k, v, mask, scale, causal_offset, int(kv_block), a_bits, kv_bits,
+                        (q_static, k_static, v_static)).astype(dtype)
     s = _scores(q, k, np.float32(scale), a_bits, kv_bits, (q_static, k_static))
     if softcap:
         cap = np.float32(softcap)
@@ -75,3 +82,15 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
     else:
         y = p @ v
     return y.astype(dtype)
+
+
+def _blocked(q, k, v, mask, scale, causal_offset, kv_block, a_bits, kv_bits,  # noqa: ANN001
+             statics) -> np.ndarray:  # fmt: skip
+    """The integer attention blocked along the KV sequence (`numerics.flash`)."""
+    qq, sq, _ = qmath.quantize_activation(q, a_bits, statics[0])
+    kq, sk, _ = qmath.quantize_activation(k, kv_bits, statics[1])
+    vq, sv, _ = qmath.quantize_activation(v, kv_bits, statics[2])
+    bias = mask_to_bias(mask, k.shape[-2]) if mask is not None else None
+    return blocked_attention(qq, kq, vq, bias, causal_offset, kv_block=kv_block,
+                             score_scale=np.float32(sq) * np.float32(sk) * np.float32(scale),
+                             sv=float(np.float32(sv)), a_bits=a_bits)

@@ -4,7 +4,8 @@
   kernels the IR interpreter uses, so results are bit-identical to it.
 - quantize / dequantize / requantize / dequant_scale: kernbench.numerics.quant.
 - the CMDQ vector tiles' ops: cmdq_dequantize (acc × scale (+ bias)), cmdq_row_scale,
-  cmdq_quantize_rows, attn_softmax (attention's masked softmax on a row block).
+  cmdq_quantize_rows, attn_softmax (attention's masked softmax on a row block),
+  flash_softmax_block / flash_merge (attention blocked along the KV sequence).
 - conv: a TE_CONV_TILE (NHWC ifm, [kh, kw, c_in, c_out] weight).
 - layer: a whole IR layer by its numerics layer kernel (`kernel`, `params`), the same
   call the IR interpreter makes; writes several outputs (`dst_addrs`).
@@ -19,6 +20,7 @@ import numpy as np
 
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.dtypes import np_dtype
+from kernbench.numerics.flash import merge_block, softmax_block
 from kernbench.numerics.layers import run_layer
 from kernbench.numerics.linalg import conv2d_nhwc
 from kernbench.numerics.norms import layernorm, rmsnorm
@@ -162,6 +164,25 @@ def _attn_softmax(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
         s = np.tanh(s / cap) * cap
     bias = np.asarray(ins[1], np.float32) if p.get("has_bias") else None
     return attention_probs(s, bias, p.get("causal_offset")).astype(np.float32)
+
+
+@math_op("flash_softmax_block")
+def _flash_softmax_block(ins: list[np.ndarray], p: dict[str, Any]) -> list[np.ndarray]:
+    """One online-softmax block (numerics.flash.softmax_block): inputs scores, [bias,]
+    state; outputs e and the new state."""
+    bias = np.asarray(ins[1], np.float32) if p.get("has_bias") else None
+    e, st = softmax_block(np.asarray(ins[0], np.float32), bias, p.get("causal_offset"),
+                          np.asarray(ins[-1], np.float32))
+    return [e, st]
+
+
+@math_op("flash_merge")
+def _flash_merge(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
+    """A block's P·V into the running output (numerics.flash.merge_block): inputs acc,
+    row_scale, state [, old out]."""
+    old = None if p.get("first") else ins[3]
+    return merge_block(old, ins[0], ins[1], float(p["scale"]), np.asarray(ins[2], np.float32),
+                       bool(p.get("last")))
 
 
 # ------------------------------------------------------------------ TE conv, whole layers

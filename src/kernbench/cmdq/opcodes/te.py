@@ -138,12 +138,14 @@ class TeGemmTile(TeTile):
         return self.m * self.n * self.k
 
     def data(self, env: DataEnv) -> dict[str, Any]:
-        """``gemm`` on TCM operands: int8/int4 × int8 → int32 exact, float → fp32."""
+        """``gemm`` on TCM operands: int8/int4 × int8 → int32 exact, float → fp32; the
+        optional bias (``n`` values at bias_qbits, int32 for an integer GEMM, e.g. the
+        zero-point column correction) is added to every row of the product."""
         addr = env.addr
         qa, qw = self.qbits_activation, self.qbits_weight
         tw = bool(self.transpose_wgt)
         acc = self.accumulator_dtype()
-        return {
+        d = {
             "op_kind": "gemm", "op_name": "te_gemm", "space": env.space,
             "src_a_addr": addr("ifm"), "src_b_addr": addr("wgt"), "dst_addr": addr("ofm"),
             "shape_a": [self.m, self.k], "shape_b": [self.n, self.k] if tw else [self.k, self.n],
@@ -152,6 +154,10 @@ class TeGemmTile(TeTile):
             "dtype_acc": acc, "dtype_out": acc, "transpose_a": False, "transpose_b": tw,
             "accumulate": bool(self.accumulate),
         }
+        if self.bias_bank is not None:
+            d["bias_addr"] = addr("bias")
+            d["dtype_bias"] = dtype_of(self.bias_qbits, acc == "int32")
+        return d
 
 
 @register_opcode

@@ -69,6 +69,7 @@ class VeDequantizeTile(VeVectorTile):
 
     cost_op: ClassVar[str] = "dequantize"
     math_op: ClassVar[str] = "cmdq_dequantize"
+    signed_fields: ClassVar[frozenset[str]] = frozenset({"zero_point"})
     opcode: Literal["VE_DEQUANTIZE_TILE"] = "VE_DEQUANTIZE_TILE"
     scale: float | None = Field(None, description="Scalar scale when no scale vector is given.")
     scale_bank: NonNegInt | None = None
@@ -78,6 +79,9 @@ class VeDequantizeTile(VeVectorTile):
     row_scale_bank: NonNegInt | None = Field(
         None, description="Per-row scales (rows fp32): out = in * (row_scale[r] * scale).")
     row_scale_offset: NonNegInt | None = None
+    zero_point: int = Field(
+        0, description="(1.1) With the scalar scale: out = float(in - zero_point) * scale "
+        "(ONNX DequantizeLinear; the integer difference is exact).")
 
     def _extra_inputs(self, pe: int) -> list[TcmRange]:
         out = []
@@ -99,11 +103,22 @@ class VeDequantizeTile(VeVectorTile):
         if self.scale is None and (self.scale_bank is None or self.row_scale_bank is not None):
             v.add("scale", "needs a scale: the scalar field 'scale' (with or without "
                   "row_scale_bank) or a scale vector (scale_bank, scale_offset)")
+        if self.zero_point and (self.scale is None or self.scale_bank is not None
+                                or self.row_scale_bank is not None
+                                or self.bias_bank is not None):
+            v.add("zero_point", "a zero point needs the scalar scale, without row scales, "
+                  "a scale vector or a bias")
         return True
 
     def data_params(self, d: MathData) -> None:
-        """Row scales (× ``scale``), a scale vector, or the scalar; then the bias."""
+        """Row scales (× ``scale``), a scale vector, or the scalar; then the bias. A zero
+        point (scalar scale, no bias) is the data pass's ``dequantize``."""
         rows, length = self.rows, self.length
+        if self.zero_point and self.row_scale_bank is None and self.scale_bank is None \
+                and self.bias_bank is None:
+            d.op = "dequantize"
+            d.params = {"scale": self.scale, "zero_point": self.zero_point}
+            return
         if self.row_scale_bank is not None:
             d.add("row_scale", [rows, 1])
             d.params["row_scale"] = True

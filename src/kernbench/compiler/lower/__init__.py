@@ -10,10 +10,13 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `attention`: integer ATTENTION per (batch, KV group) and query block;
 - `attention_float`: fp32 ATTENTION the same way (and the ATTENTION dispatch);
 - `bmm`: MATMUL of two activations as batched GEMM tiles (int8 or fp32);
+- `attention_kv`: the KV-block loop of an attention blocked along the KV sequence;
 - `kv_update`: KV cache rows copied (and quantized) into the present cache;
+- `qdq`: per-tensor fake quantization (QDQ) in row blocks;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
-Views, folded transposes and DEQUANTIZEs the GEMM reads through take no operation.
+Views, folded transposes, DEQUANTIZEs the GEMM reads through and QDQs whose integer GEMMs
+quantize their input themselves take no operation.
 """
 
 from __future__ import annotations
@@ -25,10 +28,16 @@ from typing import ClassVar
 from kernbench.compiler.lower.attention_float import lower_any_attention
 from kernbench.compiler.lower.bmm import lower_bmm
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.gemm import dequant_bypassed, lower_gemm, lower_qkv_proj
+from kernbench.compiler.lower.gemm import (
+    dequant_bypassed,
+    lower_gemm,
+    lower_qkv_proj,
+    qdq_bypassed,
+)
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.qdq import lower_qdq
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
 from kernbench.compiler.memory_plan import PlanMemory
 from kernbench.compiler.state import CompileState
@@ -41,7 +50,7 @@ MAX_PIN_ROUNDS = 4
 #: op type → its tiled lowering (returns False when the layer must run whole)
 LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_any_attention,
-    "KV_UPDATE": lower_kv_update, **{op: lower_row_op for op in ROW_OPS},
+    "KV_UPDATE": lower_kv_update, "QDQ": lower_qdq, **{op: lower_row_op for op in ROW_OPS},
     "MATMUL": lower_bmm,
 }
 
@@ -69,7 +78,7 @@ def _lower_once(state: CompileState) -> Lowering:
         lw.pes.start_layer()
         if is_view(lw.plan, n):
             continue
-        if state.folded.get(n.id) or dequant_bypassed(lw, n):
+        if state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n):
             continue
         lowering = LOWERINGS.get(n.op_type)
         if lowering is None or not lowering(lw, n):

@@ -9,8 +9,9 @@ Per query head of the group and block of query rows:
    quantized with a per-row scale (VE_ROWSCALE: row max / 127, VE_QUANTIZE);
 3. output: TE_GEMM P·V into int32, VE_DEQUANTIZE by s_v and the row scales, strided DMA
    store into the (B, S, H, D) output (a folded transpose's layout).
-The whole K/V of one head must fit a TCM bank (T × D × 4 bytes); other shapes are a clear
-compile error. Layers `tiled_attention` refuses run as a layer op.
+The whole K/V of one head must fit a TCM bank (T × D × 4 bytes), unless the layer is blocked
+along the KV sequence (`kv_block`, set by `compiler.kv_blocks`): then `attention_kv` runs the
+KV-block loop with an online softmax. Layers `tiled_attention` refuses run as a layer op.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import tiled_attention
+from kernbench.compiler.lower.attention_kv import lower_kv_blocks
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
@@ -45,14 +47,25 @@ class AttentionTiles:
     causal_offset: int
     s_blk: int                     # query rows per block
     softcap: float = 0.0           # c·tanh(s / c) on the scores (0: none), in VE_SOFTMAX
+    kv_block: int = 0              # keys per KV block (0: the whole K / V at once)
 
     @property
     def t_len(self) -> int:
         return self.k.shape[2]
 
+    @property
+    def kv_step(self) -> int:
+        """Keys processed at once: the KV block, or the whole sequence."""
+        return self.kv_block or self.t_len
+
 
 def _unfit(n: LayerIR) -> ValueError:
     return ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
+
+
+def _kv_dtype(n: LayerIR) -> str:
+    """The dtype of a K / V cache stored at the layer's KV bits (int8, or int4 packed)."""
+    return f"int{n.qbits_kv}"
 
 
 def _mask(lw: Lowering, n: LayerIR) -> Placement | None:
@@ -88,7 +101,7 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     out = lw.plan.placements[n.outputs[0]]
     if q.dtype != "fp32" or out.dtype != "fp32" or any(
             p.strides[3] != 1 for p in (q, k, v, out)) or any(
-            p.dtype not in ("fp32", "int8") for p in (k, v)):
+            p.dtype not in ("fp32", _kv_dtype(n)) for p in (k, v)):
         raise _unfit(n)
     sq, sk, sv = _static_scales(lw, n)
     mask = _mask(lw, n)
@@ -96,35 +109,39 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     if mask is not None and mask.shape[-1] < t_len:
         raise _unfit(n)
     a = n.attributes
+    blk = int(a.get("kv_block") or 0)
+    step = blk if 0 < blk < t_len else t_len
     at = AttentionTiles(
         q, k, v, out, mask, (sq, sk, sv),
         score_scale=float(np.float32(sq) * np.float32(sk) * np.float32(a["scale"])),
         bits_a=n.qbits_activation, bits_kv=n.qbits_kv, causal=bool(a.get("causal")),
         causal_offset=int(a.get("causal_offset", 0)) if a.get("causal") else 0,
-        s_blk=max(1, min(q.shape[2], lw.bank // (t_len * 4))),
-        softcap=float(a.get("softcap", 0.0) or 0.0))
-    kv_isz = 1 if k.dtype == "int8" and v.dtype == "int8" else 4  # staged at fp32?
-    if t_len * d * kv_isz > lw.bank or t_len * dv * kv_isz > lw.bank:
+        s_blk=max(1, min(q.shape[2], lw.bank // (step * 4))),
+        kv_block=blk if step < t_len else 0, softcap=float(a.get("softcap", 0.0) or 0.0))
+    kv_isz = ITEMSIZE[k.dtype] if k.dtype == v.dtype == _kv_dtype(n) else 4  # fp32 staged?
+    if step * d * kv_isz > lw.bank or step * dv * kv_isz > lw.bank or step * 4 > lw.bank:
         raise _unfit(n)
     return at
 
 
 def _load_kv(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int,
              g: int) -> list[Buf]:
-    """K and V of (batch b, KV group g) in TCM as int8, quantized on the way if needed."""
+    """K and V of (batch b, KV group g) in TCM at KV bits, quantized on the way if
+    needed (a 4-bit K / V moves packed, two values a byte)."""
     kv = []
     t_len = at.t_len
+    kb = at.bits_kv / 8
     for src, dim, sc, tag in ((at.k, at.q.shape[3], at.scales[1], "k"),
                               (at.v, at.v.shape[3], at.scales[2], "v")):
         off = b * src.strides[0] + g * src.strides[1]
-        if src.dtype == "int8":  # a cache already stored at KV bits
-            bq = lw.buf(pe, t_len * dim, f"{n.id}.{tag}q")
+        if src.dtype != "fp32":  # a cache already stored at KV bits
+            bq = lw.buf(pe, t_len * dim * kb, f"{n.id}.{tag}q")
             lw.dma(False, pe, bq, src, off, t_len, dim, src.strides[2], n.id, role="kv")
             kv.append(bq)
             continue
         b32 = lw.buf(pe, t_len * dim * 4, f"{n.id}.{tag}32")
         lw.dma(False, pe, b32, src, off, t_len, dim, src.strides[2], n.id, role="kv")
-        bq = lw.buf(pe, t_len * dim, f"{n.id}.{tag}q")
+        bq = lw.buf(pe, t_len * dim * kb, f"{n.id}.{tag}q")
         lw.op("VE_QUANTIZE_TILE", pe, n.id,
               {"length": dim, "rows": t_len, "qbits_activation": 32,
                "out_qbits": at.bits_kv, "scale": float(sc), "zero_point": 0},
@@ -246,6 +263,10 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     out = at.out
     for b in range(bsz):
         for g in range(hkv):
+            if at.kv_block:  # the whole query range against KV blocks, on one PE
+                pe = lw.pe_near(out, b * out.strides[0] + g * rep * out.strides[1])
+                lower_kv_blocks(lw, n, at, pe, b, g)
+                continue
             for c0, cn in _query_chunks(lw, at, bsz * hkv, b, g * rep):
                 pe = lw.pe_near(out, b * out.strides[0] + g * rep * out.strides[1]
                                 + c0 * out.strides[2])

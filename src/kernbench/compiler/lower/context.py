@@ -39,19 +39,24 @@ Operands = Sequence[tuple[str, Buf]]
 
 class TeWeight(NamedTuple):
     """A TE weight as stored for the tiles: its placement, the per-column (or per-tensor)
-    scale of an integer weight (None otherwise) and its bits."""
+    scale of an integer weight (None otherwise) and its bits; `colsum`: the int64 column
+    sums of the stored integers (for the activation zero-point correction), None when
+    unknown (float or shape-only weights)."""
 
     placement: Placement
     scale: np.ndarray | None
     bits: int
+    colsum: np.ndarray | None = None
 
 
 class PreparedX(NamedTuple):
-    """A TE activation as the tiles read it ((M, K) int8 / fp16 / fp32) and its static
-    scale (integer mode) or None."""
+    """A TE activation as the tiles read it ((M, K) int8 / fp16 / fp32), its static
+    scale (integer mode) or None, and the zero point of the int8 data (an asymmetric
+    activation; a uint8 one is stored shifted by -128, so its zero point is z - 128)."""
 
     placement: Placement
     scale: np.ndarray | None
+    zero_point: int = 0
 
 
 def hbm_range(p: Placement, elem_off: int, rows: int, row_elems: int,

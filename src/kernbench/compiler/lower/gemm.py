@@ -68,22 +68,38 @@ def te_weight(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | Non
     return lw.weights[key]
 
 
+def _recentered(w: np.ndarray, zp: np.ndarray | None, bits: int) -> tuple[np.ndarray, int] | None:
+    """(w - zp as signed integers, their bits) when that is exact: every re-centered value
+    fits a signed `bits` (or else 8-bit) range, so the weight's zero point disappears
+    offline (ADR-0704); None when it does not fit (the row-sum term would be needed)."""
+    wc = w.astype(np.int64) - (np.zeros((), np.int64) if zp is None
+                               else np.asarray(zp).astype(np.int64).reshape(-1))
+    for b in (bits, 8):
+        lo, hi = qmath.qrange(b, True)
+        if wc.size == 0 or (wc.min() >= lo and wc.max() <= hi):
+            return wc.astype(np.int8), b
+    return None
+
+
 def _int_weight(lw: Lowering, n: LayerIR, w_tid: str,
                 w: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
     """(int values, scale, bits) of an imported integer weight or of one the compiler
-    quantizes (symmetric, per channel unless the qconfig says per tensor)."""
+    quantizes (symmetric, per channel unless the qconfig says per tensor). An imported
+    weight with zero points (per tensor or per column; int or uint) is re-centered when
+    that is exact, else None."""
     t = lw.g.tensors[w_tid]
     if t.quant is not None:
         q = t.quant
-        zp = lw.g.weights.get(q.zero_point) if q.zero_point else None
-        if q.block_size or (zp is not None and np.any(np.asarray(zp) != 0)):
-            return None
-        if q.axis is not None and q.axis % 2 != 1:
+        zp = np.asarray(lw.g.weights[q.zero_point]) if q.zero_point else None
+        if q.block_size or q.axis is not None and q.axis % 2 != 1:
             return None
         bits = int(q.dtype.lstrip("uint"))
-        if q.dtype.startswith("u") or bits not in (4, 8):
+        if bits not in (4, 8) or zp is not None and zp.size not in (1, w.shape[1]):
             return None
-        return w.astype(np.int8), np.asarray(lw.g.weights[q.scale], np.float32), bits
+        rc = _recentered(w, zp, bits)
+        if rc is None:
+            return None
+        return rc[0], np.asarray(lw.g.weights[q.scale], np.float32), rc[1]
     bits = n.qbits_weight if isinstance(n.qbits_weight, int) else 8
     if bits not in (4, 8):
         return None
@@ -107,7 +123,7 @@ def _te_weight_once(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight
         data = qmath.pack_int4(wq) if bits == 4 else wq.astype(np.int8)
         p = lw.const(f"{w_tid}@int{bits}", np.asarray(data), dt, source=w_tid,
                      shape=tuple(w.shape))
-        return TeWeight(p, sw, bits)
+        return TeWeight(p, sw, bits, wq.astype(np.int64).sum(axis=0))
     if mode == "fp16":
         arr = qmath.round_to_float(w.astype(np.float32), "fp16").astype(np.float16)
         return TeWeight(lw.const(f"{w_tid}@fp16", arr, "fp16", source=w_tid), None, 16)
@@ -169,17 +185,50 @@ def _read_as_is(lw: Lowering, x_tid: str, mode: str) -> PreparedX | str | None:
     return "int8" if mode == "int" else "fp16"
 
 
-def _static_scale(lw: Lowering, x_tid: str) -> np.ndarray | None:
-    """The activation's static symmetric scale, or None if it has none (or a zero point)."""
+def _static_quant(lw: Lowering, x_tid: str) -> tuple[np.ndarray, int] | None:
+    """The activation's static per-tensor (scale, zero point of the int8 data), or None.
+    A uint8 activation is quantized straight to int8 shifted by -128 (exact:
+    clip(q + z, 0, 255) - 128 = clip(q + z - 128, -128, 127)), so its zero point is z - 128."""
     t = lw.g.tensors[x_tid]
-    if t.quant is None:
+    if t.quant is None or t.quant.axis is not None or t.quant.dtype not in ("int8", "uint8"):
         return None
-    sx = np.asarray(lw.g.weights[t.quant.scale], np.float32).reshape(())
-    zp = (np.asarray(lw.g.weights[t.quant.zero_point]).reshape(())
-          if t.quant.zero_point else np.zeros((), np.int8))
-    if int(zp) != 0 or t.quant.dtype.startswith("u"):
+    sx = np.asarray(lw.g.weights[t.quant.scale], np.float32)
+    zp = (np.asarray(lw.g.weights[t.quant.zero_point]) if t.quant.zero_point
+          else np.zeros((), np.int8))
+    if sx.size != 1 or zp.size != 1:
         return None
-    return sx
+    z = int(zp.reshape(())) - (128 if t.quant.dtype == "uint8" else 0)
+    return sx.reshape(()), z
+
+
+def qdq_bypassed(lw: Lowering, n: LayerIR) -> bool:
+    """A QDQ (fake quantization) whose every consumer is an integer TE layer that
+    quantizes its output with the very same parameters needs no operation of its own: the
+    TE layers quantize the QDQ's input instead (quantize(dequantize(quantize(x))) =
+    quantize(x) exactly)."""
+    if n.op_type != "QDQ" or len(n.inputs) < 2:
+        return False
+    g = lw.g
+    out = n.outputs[0]
+    t = g.tensors[out]
+    if out in g.outputs or t.quant is None or not t.consumers \
+            or t.quant.scale != n.inputs[1] or _static_quant(lw, out) is None:
+        return False
+    if not lw.placement(n.inputs[0]).contiguous or lw.placement(n.inputs[0]).dtype != "fp32":
+        return False
+    for c in t.consumers:
+        cn = g.node(c)
+        ws = [cn.inputs[1]] if cn.op_type == "GEMM" else cn.inputs[1:4]
+        if cn.op_type not in ("GEMM", "QKV_PROJ") or cn.inputs[0] != out \
+                or te_mode(cn) != "int" or any(te_weight(lw, cn, w, "int") is None for w in ws):
+            return False
+    return True
+
+
+def _quantize_source(lw: Lowering, x_tid: str) -> str:
+    """The tensor the activation quantize step reads: a bypassed QDQ's input."""
+    p = lw.g.tensors[x_tid].producer
+    return lw.g.node(p).inputs[0] if p and qdq_bypassed(lw, lw.g.node(p)) else x_tid
 
 
 def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
@@ -187,14 +236,15 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
     how = _read_as_is(lw, x_tid, mode)
     if how is None or isinstance(how, PreparedX):
         return how
-    xp = lw.placement(x_tid)
+    xp = lw.placement(_quantize_source(lw, x_tid) if mode == "int" else x_tid)
     k = xp.shape[-1]
     m = int(np.prod(xp.shape[:-1]))
-    sx = None
+    sx, zx = None, 0
     if mode == "int":
-        sx = _static_scale(lw, x_tid)
-        if sx is None:
+        sq = _static_quant(lw, x_tid)
+        if sq is None:
             return None
+        sx, zx = sq
     out_dt = how
     a = lw.plan.allocate(f"{x_tid}@{out_dt}", (m, k), out_dt, "scratch", source=x_tid,
                          spread=bool(xp.parts))
@@ -206,7 +256,7 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
         if mode == "int":
             lw.op("VE_QUANTIZE_TILE", pe, n.id,
                   {"length": k, "rows": r, "qbits_activation": 32, "out_qbits": bits,
-                   "scale": float(sx), "zero_point": 0},
+                   "scale": float(sx), "zero_point": zx},
                   reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         else:
             lw.op("VE_COPY_TILE", pe, n.id, {"length": k, "rows": r,
@@ -214,7 +264,7 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
                   reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         lw.dma(True, pe, bo, out, r0 * k, 1, r * k, r * k, n.id, frees=[bo])
     lw.phase()
-    return PreparedX(out, sx)
+    return PreparedX(out, sx, zx)
 
 
 # ----------------------------------------------------------------------------- tiles
@@ -283,12 +333,28 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
     return per_pe
 
 
+def _zp_correction(lw: Lowering, n: LayerIR, x: PreparedX, wp: TeWeight,
+                   out_tid: str) -> Placement | None:
+    """The activation zero point's column term, int32 [N]: -z_x · Σ_k w_q[k, c] (what
+    Σ_k (x_q - z_x)·w_q adds to the plain integer product), or None when z_x = 0. The
+    first K step of every tile adds it as the TE's bias, so the accumulator holds the
+    exact zero-point-corrected sum (ADR-0704)."""
+    if not x.zero_point:
+        return None
+    if wp.colsum is None:
+        raise ValueError(f"{n.id}: a zero-point activation needs the weight's values")
+    corr = (-int(x.zero_point) * wp.colsum).astype(np.int32)
+    return lw.const(f"{n.id}:{out_tid}@zpcorr", corr, "int32")
+
+
 def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list[Buf],
              xq: Placement, wp: TeWeight, t: GemmTiles, k: int, nn: int,
-             a_res: list[Buf] | None = None, free_a: bool = False) -> None:
+             a_res: list[Buf] | None = None, free_a: bool = False,
+             corr: Placement | None = None) -> None:
     """The interleaved K loops of a group of output tiles on one PE. With `a_res` (the
     group's rows of A already in TCM, one buffer per K step) only W is loaded; the last
-    group of those rows frees them (`free_a`)."""
+    group of those rows frees them (`free_a`). `corr` (int32 [N], the zero-point column
+    term) is the first K step's bias."""
     ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.placement.dtype]
     qa_bits = {"int8": 8, "fp16": 16, "fp32": 32}[xq.dtype]
     for i, k0 in enumerate(range(0, k, t.tk)):
@@ -303,11 +369,17 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
                 a_frees = [ba] if free_a and j == len(group) - 1 else []
             bw = lw.buf(pe, tk * tn * wb, f"{n.id}.w")
             lw.dma(False, pe, bw, wp.placement, k0 * nn + n0, tk, tn, nn, n.id, role="weight")
+            reads = [("ifm", ba), ("wgt", bw)] + ([("ofm", c)] if i else [])
+            frees = a_frees + [bw]
+            if corr is not None and i == 0:
+                bc = lw.buf(pe, tn * 4, f"{n.id}.zpcorr")
+                lw.dma(False, pe, bc, corr, n0, 1, tn, tn, n.id, role="weight")
+                reads.append(("bias", bc))
+                frees.append(bc)
             lw.op("TE_GEMM_TILE", pe, n.id,
                   {"m": tm, "n": tn, "k": tk, "qbits_weight": wp.bits,
                    "qbits_activation": qa_bits, "ofm_qbits": 32, "accumulate": i > 0},
-                  reads=[("ifm", ba), ("wgt", bw)] + ([("ofm", c)] if i else []),
-                  writes=[("ofm", c)], frees=a_frees + [bw])
+                  reads=reads, writes=[("ofm", c)], frees=frees)
 
 
 def _resident_a(lw: Lowering, n: LayerIR, pe: int, xq: Placement, t: GemmTiles, k: int,
@@ -355,7 +427,8 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     wp = te_weight(lw, n, w_tid, mode)
     if wp is None:
         return False
-    xq, sx = x
+    xq, sx = x.placement, x.scale
+    corr = _zp_correction(lw, n, x, wp, out_tid)
     k, nn = wp.placement.shape
     m = xq.shape[0]
     op = lw.plan.placements[out_tid]
@@ -376,7 +449,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
                 group = row_tiles[g0:g0 + width]
                 accs = [lw.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]
                 _k_loops(lw, n, pe, group, accs, xq, wp, t, k, nn, a_res,
-                         free_a=g0 + width >= len(row_tiles))
+                         free_a=g0 + width >= len(row_tiles), corr=corr)
                 for tile, c in zip(group, accs, strict=True):
                     _epilogue(lw, n, pe, c, consts, op, tile, nn, mode)
     return True

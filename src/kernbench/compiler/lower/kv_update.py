@@ -2,14 +2,16 @@
 
 Per (batch, head) and per block of rows (at most one TCM bank): DMA the past or new rows
 in, convert them when the cache is stored at other bits (VE_QUANTIZE with the calibrated
-scale for int8, VE_COPY for fp16), DMA them into their rows of the present cache. Caches
-the tiles cannot write (another axis, non-contiguous, a 4-bit cache) run as a layer op.
+scale for int8 / int4, VE_COPY for fp16), DMA them into their rows of the present cache
+(a 4-bit cache is packed two values a byte: its DMAs move the packed bytes). Caches the
+tiles cannot write (another axis, non-contiguous, odd rows of a 4-bit cache) run as a
+layer op.
 """
 
 from __future__ import annotations
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.ir.model import LayerIR
 
 
@@ -21,8 +23,11 @@ def _tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
     if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or not out.contiguous \
             or not past.contiguous or new.strides[3] != 1:
         return False
-    # a cache stored at other bits is int8 or fp16 from fp32 (e.g. a 4-bit one runs whole)
-    return out.dtype == past.dtype or past.dtype == "fp32" and out.dtype in ("int8", "fp16")
+    if out.dtype == "int4" and out.shape[3] % 2:
+        return False  # rows of a packed 4-bit cache must start on a byte
+    # a cache stored at other bits is int8 / int4 or fp16 from fp32
+    return out.dtype == past.dtype or past.dtype == "fp32" and out.dtype in ("int8", "int4",
+                                                                          "fp16")
 
 
 def _copy_rows(lw: Lowering, n: LayerIR, src: Placement, out: Placement, b: int, h: int,
@@ -43,9 +48,10 @@ def _copy_rows(lw: Lowering, n: LayerIR, src: Placement, out: Placement, b: int,
                   reads=[("in", bb)], writes=[("out", bq)], frees=[bb])
             bb = bq
         elif src.dtype != out.dtype:
-            bq = lw.buf(pe, r * d, f"{n.id}.rowsq")
+            bits = QBITS_OF[out.dtype]
+            bq = lw.buf(pe, r * d * bits / 8, f"{n.id}.rowsq")
             lw.op("VE_QUANTIZE_TILE", pe, n.id,
-                  {"length": d, "rows": r, "qbits_activation": 32, "out_qbits": 8,
+                  {"length": d, "rows": r, "qbits_activation": 32, "out_qbits": bits,
                    "scale": scale, "zero_point": 0},
                   reads=[("in", bb)], writes=[("out", bq)], frees=[bb])
             bb = bq

@@ -1,0 +1,108 @@
+"""Vector-engine opcodes of attention blocked along the KV sequence (1.1, ADR-0704): one
+step of the online softmax and the merge of a block's P·V into the running output.
+
+A row's running state is 4 fp32 values (m running max, l running sum, alpha the last
+rescale factor, unused) in TCM, read and rewritten by VE_SOFTMAX_BLOCK_TILE and read by
+VE_ATTN_MERGE_TILE. Data: `kernbench.numerics.flash` through the data-pass ops
+``flash_softmax_block`` and ``flash_merge``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from kernbench.cmdq.opcodes.base import DataEnv, NonNegInt, TcmRange
+from kernbench.cmdq.opcodes.registry import register_opcode
+from kernbench.cmdq.opcodes.ve import MathData, VeVectorTile
+
+#: fp32 values of the running state per row (numerics.flash.STATE_WIDTH)
+STATE_WIDTH = 4
+
+
+def _state(pe: int, bank: int, offset: int, rows: int, access: str) -> TcmRange:
+    return TcmRange("state", pe, bank, offset, rows * STATE_WIDTH, 32, access)
+
+
+@register_opcode
+class VeSoftmaxBlockTile(VeVectorTile):
+    """(1.1) One KV block of the online softmax over ``rows`` score vectors of ``length``:
+    x = in (+ bias) (+ causal mask: column c masked when c > r + causal_offset);
+    m' = max(m, max x), out = exp(x - m') (fp32, 0 where masked), alpha = exp(m - m'),
+    l' = l·alpha + Σ out; the state (m, l, alpha, 0) per row is updated in place."""
+
+    cost_op: ClassVar[str] = "softmax"
+    math_op: ClassVar[str] = "flash_softmax_block"
+    signed_fields: ClassVar[frozenset[str]] = frozenset({"causal_offset"})
+    opcode: Literal["VE_SOFTMAX_BLOCK_TILE"] = "VE_SOFTMAX_BLOCK_TILE"
+    causal_offset: int | None = Field(
+        None, description="Causal mask diagonal of this block; null: no mask. May be negative.")
+    bias_bank: NonNegInt | None = Field(
+        None, description="Additive mask (rows x length fp32) of the block.")
+    bias_offset: NonNegInt | None = None
+    state_bank: NonNegInt = Field(description="Running state (rows x 4 fp32), in place.")
+    state_offset: NonNegInt
+
+    def _extra_inputs(self, pe: int) -> list[TcmRange]:
+        out = [_state(pe, self.state_bank, self.state_offset, self.rows, "rw")]
+        if self.bias_bank is not None and self.bias_offset is not None:
+            out.append(TcmRange("bias", pe, self.bias_bank, self.bias_offset,
+                                self.rows * self.length, 32, "r"))
+        return out
+
+    def data(self, env: DataEnv) -> dict[str, Any]:
+        """Inputs in [, bias], state; outputs out (fp32) and the state."""
+        d = MathData(self, env)
+        if self.bias_bank is not None:
+            d.add("bias", [self.rows, self.length])
+            d.params["has_bias"] = True
+        d.add("state", [self.rows, STATE_WIDTH])
+        d.params["causal_offset"] = self.causal_offset
+        desc = d.description()
+        desc.pop("dst_addr")
+        desc.pop("shape_out")
+        desc.pop("dtype")
+        desc.update({"dst_addrs": [env.addr("out"), env.addr("state")],
+                     "shapes_out": [[self.rows, self.length], [self.rows, STATE_WIDTH]],
+                     "dtypes_out": ["float32", "float32"]})
+        return desc
+
+
+@register_opcode
+class VeAttnMergeTile(VeVectorTile):
+    """(1.1) out = out·alpha + float(in)·(row_scale·scale) over ``rows`` vectors of
+    ``length`` (in: the block's int32 P·V; with ``first`` the old out is not read); with
+    ``last`` the result is divided by the running sum l (0 where l = 0)."""
+
+    cost_op: ClassVar[str] = "dequantize"
+    math_op: ClassVar[str] = "flash_merge"
+    opcode: Literal["VE_ATTN_MERGE_TILE"] = "VE_ATTN_MERGE_TILE"
+    scale: float = Field(gt=0, description="Scale of the V operand (s_v).")
+    first: bool = Field(False, description="First block: the old out is not read.")
+    last: bool = Field(False, description="Last block: divide by the running sum.")
+    row_scale_bank: NonNegInt = Field(description="Per-row scales of the quantized P.")
+    row_scale_offset: NonNegInt
+    state_bank: NonNegInt = Field(description="Running state (rows x 4 fp32).")
+    state_offset: NonNegInt
+
+    def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
+        e = self.elements
+        return (
+            TcmRange("in", pe, self.in_bank, self.in_offset, e, self.qbits_activation, "r"),
+            TcmRange("row_scale", pe, self.row_scale_bank, self.row_scale_offset, self.rows,
+                     32, "r"),
+            _state(pe, self.state_bank, self.state_offset, self.rows, "r"),
+            TcmRange("out", pe, self.out_bank, self.out_offset, e, 32,
+                     "w" if self.first else "rw"),
+        )
+
+    def data_params(self, d: MathData) -> None:
+        """Inputs in (int32), row_scale, state [, the old out]."""
+        d.dtypes[0] = "int32"
+        d.add("row_scale", [self.rows, 1])
+        d.add("state", [self.rows, STATE_WIDTH])
+        if not self.first:
+            d.add("out", [self.rows, self.length])
+        d.dtype = "float32"
+        d.params.update({"scale": self.scale, "first": self.first, "last": self.last})

@@ -1,0 +1,159 @@
+"""The KV-block loop of a tiled ATTENTION blocked along the KV sequence (`kv_block`).
+
+Per (batch, KV group) on one PE and per block of query rows: the Q rows of every head of
+the group are loaded and quantized once, each head gets a running state (m, l, alpha per
+row, initialised from a constant: m = -inf) and a running output. Then per KV block of
+`kv_block` keys: K_j and V_j are loaded (int8 from a cache stored at KV bits, else loaded
+and quantized), and for each head:
+1. TE_GEMM Q·K_jᵀ into int32, VE_DEQUANTIZE by s_q·s_k·scale;
+2. VE_SOFTMAX_BLOCK_TILE with the mask block and the block's causal offset: exp(x - m'),
+   state updated in place;
+3. VE_ROWSCALE + VE_QUANTIZE of the block's probabilities, TE_GEMM P_j·V_j into int32;
+4. VE_ATTN_MERGE_TILE: out = out·alpha + acc·(row scale·s_v), divided by l after the last
+   block; the output rows are then stored with a strided DMA.
+Numerics: `kernbench.numerics.flash` (the interpreter runs the same blocks).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.tilegraph import Buf
+from kernbench.ir.model import LayerIR
+from kernbench.numerics.flash import STATE_WIDTH, init_state
+
+if TYPE_CHECKING:  # a type only: attention imports this module
+    from kernbench.compiler.lower.attention import AttentionTiles
+
+
+def _kv_block(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, g: int,
+              j0: int, tb: int) -> list[Buf]:
+    """Rows [j0, j0 + tb) of K and V of (batch b, KV group g) in TCM at KV bits (int4
+    packed two a byte)."""
+    kv = []
+    kb = at.bits_kv / 8
+    for src, dim, sc, tag in ((at.k, at.q.shape[3], at.scales[1], "k"),
+                              (at.v, at.v.shape[3], at.scales[2], "v")):
+        off = b * src.strides[0] + g * src.strides[1] + j0 * src.strides[2]
+        bq = lw.buf(pe, tb * dim * kb, f"{n.id}.{tag}q")
+        if src.dtype != "fp32":  # a cache already stored at KV bits
+            lw.dma(False, pe, bq, src, off, tb, dim, src.strides[2], n.id, role="kv")
+        else:
+            b32 = lw.buf(pe, tb * dim * 4, f"{n.id}.{tag}32")
+            lw.dma(False, pe, b32, src, off, tb, dim, src.strides[2], n.id, role="kv")
+            lw.op("VE_QUANTIZE_TILE", pe, n.id,
+                  {"length": dim, "rows": tb, "qbits_activation": 32,
+                   "out_qbits": at.bits_kv, "scale": float(sc), "zero_point": 0},
+                  reads=[("in", b32)], writes=[("out", bq)], frees=[b32])
+        kv.append(bq)
+    return kv
+
+
+def _q_rows(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int, s0: int,
+            s: int) -> Buf:
+    """Query rows [s0, s0 + s) of head h, quantized to int8."""
+    q, d = at.q, at.q.shape[3]
+    bq32 = lw.buf(pe, s * d * 4, f"{n.id}.q32")
+    lw.dma(False, pe, bq32, q, b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2], s, d,
+           q.strides[2], n.id)
+    bqq = lw.buf(pe, s * d, f"{n.id}.qq")
+    lw.op("VE_QUANTIZE_TILE", pe, n.id,
+          {"length": d, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
+           "scale": float(at.scales[0]), "zero_point": 0},
+          reads=[("in", bq32)], writes=[("out", bqq)], frees=[bq32])
+    return bqq
+
+
+def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple[int, int],
+                rows: tuple[int, int], cols: tuple[int, int], ops: tuple[Buf, Buf, Buf],
+                run: tuple[Buf, Buf], free_kv: bool) -> None:
+    """One head, one query block, one KV block [j0, j0 + tb): scores, online softmax,
+    P·V, merged into the running output `run` = (state, out); `free_kv`: the last head
+    of the block releases K_j and V_j."""
+    (b, h), (s0, s), (j0, tb) = bh, rows, cols
+    qq, kq, vq = ops
+    st, out = run
+    acc = lw.buf(pe, s * tb * 4, f"{n.id}.scores")
+    lw.op("TE_GEMM_TILE", pe, n.id,
+          {"m": s, "n": tb, "k": at.q.shape[3], "qbits_weight": at.bits_kv,
+           "qbits_activation": at.bits_a, "ofm_qbits": 32, "transpose_wgt": True},
+          reads=[("ifm", qq), ("wgt", kq)], writes=[("ofm", acc)],
+          frees=[kq] if free_kv else [])
+    sc32 = lw.buf(pe, s * tb * 4, f"{n.id}.s32")
+    lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
+          {"length": tb, "rows": s, "qbits_activation": 32, "out_qbits": 32,
+           "scale": at.score_scale, "in_dtype": "int32"},
+          reads=[("in", acc)], writes=[("out", sc32)], frees=[acc])
+    fields: dict[str, Any] = {"length": tb, "rows": s, "qbits_activation": 32, "out_qbits": 32}
+    reads = [("in", sc32), ("state", st)]
+    frees = [sc32]
+    if at.mask is not None:
+        mask = at.mask
+        bm = lw.buf(pe, s * tb * 4, f"{n.id}.mask")
+        moff = ((b % mask.shape[0]) * mask.strides[0] + (h % mask.shape[1]) * mask.strides[1]
+                + s0 * mask.strides[2] + j0)
+        lw.dma(False, pe, bm, mask, moff, s, tb, mask.strides[2], n.id)
+        reads.append(("bias", bm))
+        frees.append(bm)
+    if at.causal:
+        fields["causal_offset"] = at.causal_offset + s0 - j0
+    e = lw.buf(pe, s * tb * 4, f"{n.id}.e")
+    lw.op("VE_SOFTMAX_BLOCK_TILE", pe, n.id, fields, reads=reads,
+          writes=[("out", e), ("state", st)], frees=frees)
+    rsc = lw.buf(pe, s * 4, f"{n.id}.prow")
+    lw.op("VE_ROWSCALE_TILE", pe, n.id,
+          {"length": tb, "rows": s, "qbits_activation": 32, "bits": at.bits_a},
+          reads=[("in", e)], writes=[("out", rsc)])
+    pq = lw.buf(pe, s * tb, f"{n.id}.pq")
+    lw.op("VE_QUANTIZE_TILE", pe, n.id,
+          {"length": tb, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
+           "scale": 1.0, "zero_point": 0},
+          reads=[("in", e), ("row_scale", rsc)], writes=[("out", pq)], frees=[e])
+    dv = at.v.shape[3]
+    pacc = lw.buf(pe, s * dv * 4, f"{n.id}.oacc")
+    lw.op("TE_GEMM_TILE", pe, n.id,
+          {"m": s, "n": dv, "k": tb, "qbits_weight": at.bits_kv,
+           "qbits_activation": at.bits_a, "ofm_qbits": 32},
+          reads=[("ifm", pq), ("wgt", vq)], writes=[("ofm", pacc)],
+          frees=[pq, vq] if free_kv else [pq])
+    first, last = j0 == 0, j0 + tb >= at.t_len
+    lw.op("VE_ATTN_MERGE_TILE", pe, n.id,
+          {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": 32,
+           "in_dtype": "int32", "scale": float(np.float32(at.scales[2])), "first": first,
+           "last": last},
+          reads=[("in", pacc), ("row_scale", rsc), ("state", st)]
+          + ([] if first else [("out", out)]),
+          writes=[("out", out)], frees=[pacc, rsc])
+
+
+def lower_kv_blocks(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int,
+                    g: int) -> None:
+    """Every head of KV group g of batch b, blocked along the KV sequence (module doc)."""
+    rep = at.q.shape[1] // at.k.shape[1]
+    s_len, dv, t_len, blk = at.q.shape[2], at.v.shape[3], at.t_len, at.kv_block
+    st0 = lw.const(f"{n.id}@state0", init_state((at.s_blk,)), "fp32")
+    out = at.out
+    for s0 in range(0, s_len, at.s_blk):
+        s = min(at.s_blk, s_len - s0)
+        heads = [g * rep + hh for hh in range(rep)]
+        qs = [_q_rows(lw, n, at, pe, b, h, s0, s) for h in heads]
+        runs = []
+        for _ in heads:
+            st = lw.buf(pe, s * STATE_WIDTH * 4, f"{n.id}.state")
+            lw.dma(False, pe, st, st0, 0, 1, s * STATE_WIDTH, s * STATE_WIDTH, n.id,
+                   role="weight")
+            runs.append((st, lw.buf(pe, s * dv * 4, f"{n.id}.o32")))
+        for j0 in range(0, t_len, blk):
+            tb = min(blk, t_len - j0)
+            kq, vq = _kv_block(lw, n, at, pe, b, g, j0, tb)
+            for i, h in enumerate(heads):
+                _block_step(lw, n, at, pe, (b, h), (s0, s), (j0, tb), (qs[i], kq, vq), runs[i],
+                            free_kv=i == len(heads) - 1)
+        for i, h in enumerate(heads):
+            st, o32 = runs[i]
+            ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
+            lw.dma(True, pe, o32, out, ooff, s, dv, out.strides[2], n.id,
+                   frees=[o32, st, qs[i]])
