@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from kernbench.cmdq.io import load_program
+from kernbench.compiler.cost import estimate_program
 from kernbench.compiler.inputs import default_inputs, vocab_size
 from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
 from kernbench.compiler.roofline import layer_report
@@ -206,6 +207,7 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
                                watch=watch)
     stats = run.stats()
     add_roofline(stats, bundle_dir / "roofline.json")
+    add_estimate(stats, run.entries, topology)
     if "layers" in stats:
         layers = stats["layers"]
         for lid, row in run.layer_energy({k: v["ns"] for k, v in layers.items()}).items():
@@ -275,6 +277,19 @@ def add_roofline(stats: dict[str, Any], roof: Path) -> None:
         mem = round(sum(v["memory_bound_ns"] for v in layers.values()), 3)
         stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
                                 "bound_by": "compute" if comp >= mem else "memory"}
+
+
+def add_estimate(stats: dict[str, Any], entries: list[Any], topology: Any) -> None:
+    """The cost model's estimate (compiler.cost, ADR-0702) beside the simulated times: the
+    end-to-end `estimate_ns`, and per layer `estimate_ns` and `estimate_by` (the resource
+    or "path" that sets it)."""
+    est = estimate_program(entries, topology)
+    stats["estimate_ns"] = round(est.estimate_ns, 3)
+    for lid, row in stats.get("layers", {}).items():
+        le = est.layers.get(lid)
+        if le is not None:
+            row["estimate_ns"] = round(le.estimate_ns, 3)
+            row["estimate_by"] = le.bound_by
 
 
 def add_token_energy(stats: dict[str, Any], bundle_dir: Path) -> None:
