@@ -317,6 +317,10 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
     b = stats["bottleneck"]
     lines.append(f"bottleneck: {b['component']} ({b['kind']}), {100 * b['utilization']:.1f}% busy")
     lines += energy_lines(stats)
+    if stats.get("estimate_ns"):
+        lines.append(f"cost-model estimate {stats['estimate_ns']:.1f} ns "
+                     f"({stats['estimate_ns'] / stats['total_ns']:.2f} × simulated)"
+                     if stats["total_ns"] else f"cost-model estimate {stats['estimate_ns']:.1f} ns")
     if "roofline_fraction" in stats:
         lines.append(f"roofline fraction (whole model): {stats['roofline_fraction']:.3f}")
         mb = stats["model_bound"]
@@ -324,10 +328,11 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
                      f"{mb['compute_bound_ns']:.1f} ns vs Σ memory bound "
                      f"{mb['memory_bound_ns']:.1f} ns")
         lines.append("")
-        lines.append(f"{'layer':28s} {'op':12s} {'ns':>10s} {'bound ns':>10s} {'frac':>6s} "
-                     f"{'bound by':8s} {'energy':>10s} busiest")
+        lines.append(f"{'layer':28s} {'op':12s} {'ns':>10s} {'estimate':>10s} {'bound ns':>10s} "
+                     f"{'frac':>6s} {'bound by':8s} {'energy':>10s} busiest")
         for lid, layer in sorted(stats["layers"].items(), key=lambda kv: -kv[1]["ns"]):
             lines.append(f"{lid:28s} {layer['op_type']:12s} {layer['ns']:10.1f} "
+                         f"{layer.get('estimate_ns', 0.0):10.1f} "
                          f"{layer['bound_ns']:10.1f} {layer['roofline_fraction']:6.3f} "
                          f"{layer['bound_by']:8s} {fmt_energy(layer.get('energy_pj', 0)):>10s} "
                          f"{layer['bottleneck']}")
