@@ -44,6 +44,7 @@ from kernbench.components.builtin.pe_scheduler import split_transfers
 from kernbench.topology.model import Pe, Topology
 
 NAN = float("nan")
+INF = float("inf")
 
 #: (resource, busy ns, start offset in the op's run, end offset in the op's run)
 Use = tuple[str, float, float, float]
@@ -62,30 +63,37 @@ class OpCost:
 
 @dataclass(slots=True)
 class LayerEstimate:
-    """A layer's estimate. `work_ns` is its own cost, max(`path_ns`, `resource_ns`): the
-    dependency chain, or `resource` with its head + busy + tail. `first_ns` / `end_ns`
-    place it on the program's estimated timeline (its earliest op start, its end), and
-    `estimate_ns` = end − first is what compares with the simulated span of the layer."""
+    """A layer's estimate. On its own the layer costs `work_ns` = max(`path_ns` (its
+    dependency chain), `resource_ns` (its busiest `resource` with head + busy + tail),
+    `level_ns` (its dependency levels)). `first_ns` / `end_ns` place it on the program's
+    estimated timeline; `estimate_ns` = end − first compares with the simulated span."""
 
-    work_ns: float
     resource: str | None
     resource_ns: float
     path_ns: float
+    level_ns: float
     ops: int
     first_ns: float = 0.0
     end_ns: float = 0.0
-    #: resource → (head, busy, tail) ns inside the layer (for the timeline)
-    loads: dict[str, tuple[float, float, float]] = field(default_factory=dict, repr=False)
+
+    @property
+    def work_ns(self) -> float:
+        """The layer's cost on its own (nothing else running)."""
+        return max(self.path_ns, self.resource_ns, self.level_ns)
 
     @property
     def estimate_ns(self) -> float:
-        """The estimated span, first op start to last op end (≥ work_ns)."""
-        return max(self.end_ns - self.first_ns, self.work_ns)
+        """The estimated span: first op start to last op end on the timeline."""
+        return self.end_ns - self.first_ns if self.end_ns > 0 else self.work_ns
 
     @property
     def bound_by(self) -> str:
-        """"path" (the dependency chain) or the busiest resource's id."""
-        return "path" if self.path_ns >= self.resource_ns else str(self.resource)
+        """What sets `work_ns`: "path" (the dependency chain), "levels" (dependency levels
+        sharing resources) or the busiest resource's id."""
+        if self.resource_ns >= max(self.path_ns, self.level_ns):
+            return str(self.resource)
+        # a chain of one op per level has levels == path (up to float rounding): "path"
+        return "path" if self.path_ns >= self.level_ns * (1 - 1e-9) else "levels"
 
 
 @dataclass
@@ -272,14 +280,15 @@ def estimate_program(entries: list[ProgramEntry], topology: Topology) -> Program
             out.layers[lid] = _estimate_group(ops, costs, issue_ns)
     whole = _estimate_group([e for e in entries if e.id in costs], costs, issue_ns)
     end = _timeline(entries, costs, out.layers, model.mcpu.issue_window)
-    out.estimate_ns = max(whole.work_ns, end)
+    out.estimate_ns = max(whole.resource_ns, whole.path_ns, end)
     return out
 
 
 def _estimate_group(ops: list[ProgramEntry], costs: dict[int, OpCost],
                     issue_ns: float) -> LayerEstimate:
-    """One group of ops (a layer): critical path vs the busiest resource with its head and
-    tail; only dependencies inside the group count."""
+    """One group of ops (a layer) on its own: its critical path, its busiest resource with
+    head and tail, and its levels (see `_levels`); only dependencies inside the group
+    count."""
     ids = {e.id for e in ops}
     start: dict[int, float] = {}
     finish: dict[int, float] = {}
@@ -297,7 +306,6 @@ def _estimate_group(ops: list[ProgramEntry], costs: dict[int, OpCost],
     for e in reversed(ops):
         after[e.id] = max((costs[n].pre_ns + costs[n].run_ns + costs[n].post_ns + after[n]
                            for n in succs.get(e.id, ())), default=0.0)
-    path = max(finish.values(), default=0.0)
     busy: dict[str, float] = {}
     head: dict[str, float] = {}
     tail: dict[str, float] = {}
@@ -307,69 +315,99 @@ def _estimate_group(ops: list[ProgramEntry], costs: dict[int, OpCost],
         for r, b, s, t in c.uses:
             busy[r] = busy.get(r, 0.0) + b
             if s != s:  # NaN: a command packet, outside the run
-                head.setdefault(r, 0.0)
-                tail.setdefault(r, 0.0)
+                head[r] = tail[r] = 0.0
                 continue
-            h, tl = start[e.id] + s, c.run_ns - t + rest
-            if h < head.get(r, float("inf")):
-                head[r] = h
-            if tl < tail.get(r, float("inf")):
-                tail[r] = tl
-    best, best_ns = None, len(ops) * issue_ns
+            head[r] = min(head.get(r, INF), start[e.id] + s)
+            tail[r] = min(tail.get(r, INF), c.run_ns - t + rest)
+    best, best_ns = ("m_cpu.issue" if ops else None), len(ops) * issue_ns
     for r in sorted(busy):
         v = head[r] + busy[r] + tail[r]
         if v > best_ns:
             best, best_ns = r, v
-    if best is None and ops:
-        best = "m_cpu.issue"
-    return LayerEstimate(max(path, best_ns), best, best_ns, path, len(ops),
-                         loads={r: (head[r], busy[r], tail[r]) for r in sorted(busy)})
+    return LayerEstimate(best, best_ns, max(finish.values(), default=0.0),
+                         _levels(ops, costs, ids), len(ops))
 
 
-def _timeline(entries: list[ProgramEntry], costs: dict[int, OpCost],
-              layers: dict[str, LayerEstimate], window: int) -> float:
-    """Place the layers on one estimated timeline and return its end.
+def _levels(ops: list[ProgramEntry], costs: dict[int, OpCost], ids: set[int]) -> float:
+    """Σ over the dependency levels of `ops` (level = ops on the longest chain before it
+    inside the group) of max(the level's longest op, the level's busiest resource): the
+    ops of a level run together and share their resources, and a level waits for the one
+    before. It is never below the critical path nor the busiest resource's busy time."""
+    level: dict[int, int] = {}
+    per: dict[int, tuple[list[float], dict[str, float]]] = {}
+    for e in ops:
+        lv = level[e.id] = max((level[d] + 1 for d in e.deps if d in level), default=0)
+        c = costs[e.id]
+        longest, busy = per.setdefault(lv, ([0.0], {}))
+        longest[0] = max(longest[0], c.pre_ns + c.run_ns + c.post_ns)
+        for r, b, _, _ in c.uses:
+            busy[r] = busy.get(r, 0.0) + b
+    return sum(max(lo[0], max(bu.values(), default=0.0)) for lo, bu in per.values())
 
-    A layer starts when the layers it depends on have ended (plus the shortest command
-    trip in) and lasts its `work_ns`. An op the layer does not make wait (no dependency
-    inside the layer) may start earlier: once the other layers' ops it depends on are done
-    and the Control FSM has fetched it, i.e. once the entry `window` places before it has
-    completed. Entries complete, in this model, in order through their layer's span."""
-    layer_of: dict[int, str] = {}
-    preds: dict[str, set[str]] = {}
-    members: dict[str, list[ProgramEntry]] = {}
-    lead: dict[str, float] = {}
+
+@dataclass
+class _Graph:
+    """The layers of a program: members in program order, the layers each depends on."""
+
+    layer_of: dict[int, str] = field(default_factory=dict)
+    members: dict[str, list[ProgramEntry]] = field(default_factory=dict)
+    preds: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _graph(entries: list[ProgramEntry], costs: dict[int, OpCost]) -> _Graph:
+    g = _Graph()
     for e in entries:
         lid = _layer_of(e)
         if lid is None or e.id not in costs:
             continue
-        layer_of[e.id] = lid
-        members.setdefault(lid, []).append(e)
-        preds.setdefault(lid, set())
-        lead[lid] = min(lead.get(lid, float("inf")), costs[e.id].pre_ns)
-        preds[lid].update(layer_of[d] for d in e.deps if layer_of.get(d, lid) != lid)
+        g.layer_of[e.id] = lid
+        g.members.setdefault(lid, []).append(e)
+        g.preds.setdefault(lid, set()).update(
+            g.layer_of[d] for d in e.deps if g.layer_of.get(d, lid) != lid)
+    return g
+
+
+def _timeline(entries: list[ProgramEntry], costs: dict[int, OpCost],
+              layers: dict[str, LayerEstimate], window: int) -> float:
+    """Place the layers on one estimated timeline; set each layer's `first_ns` / `end_ns`
+    and return the end of the last.
+
+    A layer starts when the layers it depends on have ended, plus the shortest command
+    trip in. An op with no dependency inside its layer whose other dependencies are done
+    by then is *early*: it runs as soon as they are done and the Control FSM has fetched
+    it (the entry `window` places before it has completed), e.g. a weight load prefetched
+    while the previous layer runs. The rest takes the levels of the late ops after the
+    start. Entries complete, in this model, evenly through their layer's span."""
+    g = _graph(entries, costs)
     done: dict[int, float] = {}  # entry id → estimated completion
-    free: dict[str, float] = {}  # resource → when the layers placed so far release it
     end_of: dict[str, float] = {}
-    for lid, ops in members.items():  # first-appearance order: topological when compiled
+    for lid, ops in g.members.items():  # first-appearance order: topological when compiled
         le = layers[lid]
-        start = max((end_of.get(p, 0.0) for p in preds[lid]), default=0.0) + lead[lid]
-        end = start + le.path_ns
-        for r, (h, b, t) in le.loads.items():  # a resource still busy with earlier layers
-            fin = max(start + h, free.get(r, 0.0)) + b
-            free[r] = fin
-            end = max(end, fin + t)
-        le.end_ns = end_of[lid] = end
-        first = start
         own = {e.id for e in ops}
+        start = max((end_of.get(p, 0.0) for p in g.preds[lid]), default=0.0) \
+            + min(costs[e.id].pre_ns for e in ops)
+        late, first, end = [], start, start
+        early: dict[int, float] = {}
+        for e in ops:
+            c = costs[e.id]
+            w = e.id - window  # ids are program positions; fetched once entry w is done
+            fetched = start if w in own else done.get(w, 0.0)
+            ready = max([fetched, *(done.get(d, 0.0) for d in e.deps)])
+            if any(d in own for d in e.deps) or ready > start:
+                late.append(e)
+                if not any(d in own for d in e.deps):
+                    first = min(first, ready + c.pre_ns)
+                continue
+            first = min(first, ready + c.pre_ns)
+            early[e.id] = ready + c.pre_ns + c.run_ns + c.post_ns
+            end = max(end, early[e.id])
+        # the late ops follow the early ones they read (e.g. a GEMM after its weight load)
+        base = max([start, *(early[d] for e in late for d in e.deps if d in early)])
+        end = max(end, base + _levels(late, costs, {e.id for e in late}))
+        le.first_ns, le.end_ns = first, end
+        end_of[lid] = end
         for k, e in enumerate(ops):
             done[e.id] = start + (end - start) * (k + 1) / len(ops)
-            if any(d in own for d in e.deps):
-                continue
-            fetched = done.get(e.id - window, 0.0)  # ids are program positions
-            ready = max([fetched, *(done.get(d, 0.0) for d in e.deps)])
-            first = min(first, ready + costs[e.id].pre_ns)
-        le.first_ns = first
     return max(end_of.values(), default=0.0)
 
 
