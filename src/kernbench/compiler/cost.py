@@ -90,7 +90,8 @@ class LayerEstimate:
     def bound_by(self) -> str:
         """What sets `work_ns`: "path" (the dependency chain), "levels" (dependency levels
         sharing resources) or the busiest resource's id."""
-        if self.resource_ns >= max(self.path_ns, self.level_ns):
+        # ties (a resource used once on the chain: head + busy + tail = path) go to the chain
+        if self.resource_ns > max(self.path_ns, self.level_ns) * (1 + 1e-9):
             return str(self.resource)
         # a chain of one op per level has levels == path (up to float rounding): "path"
         return "path" if self.path_ns >= self.level_ns * (1 - 1e-9) else "levels"
@@ -339,7 +340,8 @@ def _levels(ops: list[ProgramEntry], costs: dict[int, OpCost], ids: set[int]) ->
         lv = level[e.id] = max((level[d] + 1 for d in e.deps if d in level), default=0)
         c = costs[e.id]
         longest, busy = per.setdefault(lv, ([0.0], {}))
-        longest[0] = max(longest[0], c.pre_ns + c.run_ns + c.post_ns)
+        # like the path, the first level starts at its first engine (no command trip in)
+        longest[0] = max(longest[0], (c.pre_ns if lv else 0.0) + c.run_ns + c.post_ns)
         for r, b, _, _ in c.uses:
             busy[r] = busy.get(r, 0.0) + b
     return sum(max(lo[0], max(bu.values(), default=0.0)) for lo, bu in per.values())
@@ -402,7 +404,8 @@ def _timeline(entries: list[ProgramEntry], costs: dict[int, OpCost],
             early[e.id] = ready + c.pre_ns + c.run_ns + c.post_ns
             end = max(end, early[e.id])
         # the late ops follow the early ones they read (e.g. a GEMM after its weight load)
-        base = max([start, *(early[d] for e in late for d in e.deps if d in early)])
+        base = max([start, *(early[d] + costs[e.id].pre_ns
+                              for e in late for d in e.deps if d in early)])
         end = max(end, base + _levels(late, costs, {e.id for e in late}))
         le.first_ns, le.end_ns = first, end
         end_of[lid] = end
