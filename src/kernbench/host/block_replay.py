@@ -21,7 +21,7 @@ mean, so that a replayed block whose period stays in the observed band is off by
 `--exact`). tests/llm/test_block_replay.py shows replay within 1 % of `--exact` on 4-layer
 models; docs/performance.md compares both on a real-size decode.
 
-stats.json of a replayed run: `total_ns`, `total_cycles`, `roofline_fraction`,
+stats.json of a replayed run: `total_ns`, `total_cycles`, `roofline_fraction`, `estimate_ns`,
 `model_bound` and the `llm` section describe the whole model; `entries`, `engines`,
 `links`, `memories` and `layers` describe the simulated prologue + 3 blocks + epilogue
 (representative: blocks 3..L-1 repeat block 2); `replay` says what was done.
@@ -160,6 +160,9 @@ def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan) -> dict[
         mem = round(all_bound["memory_bound_ns"], 3)
         stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
                                 "bound_by": "compute" if comp >= mem else "memory"}
+        if "estimate_ns" in stats:  # the replayed blocks cost what the last simulated one did
+            block_est = sum(v.get("estimate_ns", 0.0) for lid, v in layers.items() if lid in last)
+            stats["estimate_ns"] = round(stats["estimate_ns"] + extra * block_est, 3)
     stats["replay"] = {
         "blocks": plan.blocks, "simulated_blocks": plan.simulated,
         "block_period_ns": round(d, 3),

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from kernbench.cmdq.io import load_program
+from kernbench.compiler.cost import estimate_program
 from kernbench.compiler.inputs import default_inputs, vocab_size
 from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
 from kernbench.compiler.roofline import layer_report
@@ -206,6 +207,7 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
                                watch=watch)
     stats = run.stats()
     add_roofline(stats, bundle_dir / "roofline.json")
+    add_estimate(stats, run.entries, topology)
     if "layers" in stats:
         layers = stats["layers"]
         for lid, row in run.layer_energy({k: v["ns"] for k, v in layers.items()}).items():
@@ -277,6 +279,19 @@ def add_roofline(stats: dict[str, Any], roof: Path) -> None:
                                 "bound_by": "compute" if comp >= mem else "memory"}
 
 
+def add_estimate(stats: dict[str, Any], entries: list[Any], topology: Any) -> None:
+    """The cost model's estimate (compiler.cost, ADR-0702) beside the simulated times: the
+    end-to-end `estimate_ns`, and per layer `estimate_ns` and `estimate_by` (the resource
+    or "path" that sets it)."""
+    est = estimate_program(entries, topology)
+    stats["estimate_ns"] = round(est.estimate_ns, 3)
+    for lid, row in stats.get("layers", {}).items():
+        le = est.layers.get(lid)
+        if le is not None:
+            row["estimate_ns"] = round(le.estimate_ns, 3)
+            row["estimate_by"] = le.bound_by
+
+
 def add_token_energy(stats: dict[str, Any], bundle_dir: Path) -> None:
     """For a language model (a bundle whose memory.json has an `input_ids` input): the tokens
     one run processes (prefill: batch × sequence; a decode step: the generated tokens) and
@@ -302,6 +317,10 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
     b = stats["bottleneck"]
     lines.append(f"bottleneck: {b['component']} ({b['kind']}), {100 * b['utilization']:.1f}% busy")
     lines += energy_lines(stats)
+    if stats.get("estimate_ns"):
+        lines.append(f"cost-model estimate {stats['estimate_ns']:.1f} ns "
+                     f"({stats['estimate_ns'] / stats['total_ns']:.2f} × simulated)"
+                     if stats["total_ns"] else f"cost-model estimate {stats['estimate_ns']:.1f} ns")
     if "roofline_fraction" in stats:
         lines.append(f"roofline fraction (whole model): {stats['roofline_fraction']:.3f}")
         mb = stats["model_bound"]
@@ -309,10 +328,11 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
                      f"{mb['compute_bound_ns']:.1f} ns vs Σ memory bound "
                      f"{mb['memory_bound_ns']:.1f} ns")
         lines.append("")
-        lines.append(f"{'layer':28s} {'op':12s} {'ns':>10s} {'bound ns':>10s} {'frac':>6s} "
-                     f"{'bound by':8s} {'energy':>10s} busiest")
+        lines.append(f"{'layer':28s} {'op':12s} {'ns':>10s} {'estimate':>10s} {'bound ns':>10s} "
+                     f"{'frac':>6s} {'bound by':8s} {'energy':>10s} busiest")
         for lid, layer in sorted(stats["layers"].items(), key=lambda kv: -kv[1]["ns"]):
             lines.append(f"{lid:28s} {layer['op_type']:12s} {layer['ns']:10.1f} "
+                         f"{layer.get('estimate_ns', 0.0):10.1f} "
                          f"{layer['bound_ns']:10.1f} {layer['roofline_fraction']:6.3f} "
                          f"{layer['bound_by']:8s} {fmt_energy(layer.get('energy_pj', 0)):>10s} "
                          f"{layer['bottleneck']}")

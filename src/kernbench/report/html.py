@@ -104,6 +104,10 @@ def _headline(stats: dict[str, Any], topology: Any) -> str:
               f"@ {stats.get('clock_ghz', 0):g} GHz"),
         _card("commands", _num(stats.get("commands_completed"))),
     ]
+    if stats.get("estimate_ns"):
+        cards.append(_card("cost-model estimate", f"{_num(stats['estimate_ns'])} ns",
+                           f"{stats['estimate_ns'] / stats['total_ns']:.2f} × simulated"
+                           if stats.get("total_ns") else ""))
     b = stats.get("bottleneck") or {}
     if b.get("component"):
         cards.append(_card("bottleneck", f"{_pct(b.get('utilization'))} busy",
@@ -177,7 +181,8 @@ def _layers_section(stats: dict[str, Any]) -> str:
         frac = v.get("roofline_fraction")
         rows.append(
             f"<tr><td>{_e(lid)}</td><td>{_e(v.get('op_type', ''))}</td>"
-            f'<td class="n">{_num(v.get("ns"))}</td><td class="n">{_num(v.get("bound_ns"))}</td>'
+            f'<td class="n">{_num(v.get("ns"))}</td><td class="n">{_num(v.get("estimate_ns"))}</td>'
+            f'<td class="n">{_num(v.get("bound_ns"))}</td>'
             f'<td class="n">{_e(f"{frac:.3f}" if frac is not None else "–")}</td>'
             f"<td>{_e(v.get('bound_by', ''))}</td><td>{_e(v.get('bottleneck') or '–')}</td>"
             f'<td class="n">{_num(v.get("macs"))}</td><td class="n">{_num(v.get("bytes"))}</td>'
@@ -185,10 +190,11 @@ def _layers_section(stats: dict[str, Any]) -> str:
     note = (f'<p class="note">{len(layers) - MAX_LAYER_ROWS} more layers in stats.json</p>'
             if len(layers) > MAX_LAYER_ROWS else "")
     return ("<h2>Layers (slowest first)</h2>"
-            '<p class="note">ns: first entry start → last entry end; bound: the layer\'s '
+            '<p class="note">ns: first entry start → last entry end; estimate: the cost '
+            "model's estimate of that span (docs/compiler.md); bound: the layer's "
             "roofline lower bound; fraction = bound / ns (1 = at the roofline)</p>"
-            + _table(["layer", "op", "ns", "bound ns", "fraction", "bound by",
-                      "busiest engine", "MACs", "HBM bytes"], rows, {2, 3, 4, 7, 8}) + note)
+            + _table(["layer", "op", "ns", "estimate ns", "bound ns", "fraction", "bound by",
+                      "busiest engine", "MACs", "HBM bytes"], rows, {2, 3, 4, 5, 8, 9}) + note)
 
 
 def _engines_section(stats: dict[str, Any]) -> str:

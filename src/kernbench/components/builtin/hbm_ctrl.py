@@ -40,6 +40,31 @@ class _HbmAccess:
         return (head_ns if start is None else start), end
 
 
+def channel_shares(offset: int, nbytes: int, interleave: int,
+                   channels: int) -> list[tuple[int, int]]:
+    """(channel, bytes) of a contiguous range starting `offset` bytes into a cube's HBM,
+    exact, in channel order (channel = (offset // interleave) mod channels). The controller
+    and the compiler's cost model both call this."""
+    il, nch = interleave, channels
+    out = [0] * nch
+    a = offset
+    end = a + nbytes
+    first = a // il
+    last = (end - 1) // il if nbytes else first - 1
+    nblocks = last - first + 1
+    if nblocks <= 0:
+        return []
+    full_rounds, rem = divmod(nblocks, nch)
+    for i in range(nch):
+        out[i] = full_rounds * il
+    for j in range(rem):
+        out[(first + full_rounds * nch + j) % nch] += il
+    # trim the partial first and last blocks
+    out[first % nch] -= a - first * il
+    out[last % nch] -= (last + 1) * il - end
+    return [(i, b) for i, b in enumerate(out) if b > 0]
+
+
 @register("hbm_ctrl", "hbm_v1")
 class HbmCtrl(ComponentBase):
     def __init__(self, node, sim) -> None:  # noqa: ANN001
@@ -62,25 +87,8 @@ class HbmCtrl(ComponentBase):
 
     def shares(self, addr: int, nbytes: int) -> list[tuple[int, int]]:
         """(channel, bytes) for a contiguous range, exact, in channel order."""
-        il = self.spec.interleave_bytes
-        nch = self.spec.channels
-        out = [0] * nch
-        a = addr - self.base
-        end = a + nbytes
-        first = a // il
-        last = (end - 1) // il if nbytes else first - 1
-        nblocks = last - first + 1
-        if nblocks <= 0:
-            return []
-        full_rounds, rem = divmod(nblocks, nch)
-        for i in range(nch):
-            out[i] = full_rounds * il
-        for j in range(rem):
-            out[(first + full_rounds * nch + j) % nch] += il
-        # trim the partial first and last blocks
-        out[first % nch] -= a - first * il
-        out[last % nch] -= (last + 1) * il - end
-        return [(i, b) for i, b in enumerate(out) if b > 0]
+        return channel_shares(addr - self.base, nbytes, self.spec.interleave_bytes,
+                              self.spec.channels)
 
     def stage(self, addr: int, nbytes: int, what: str = "access") -> _HbmAccess:
         self.check(addr, nbytes, what)

@@ -16,6 +16,13 @@ from kernbench.components.fabric import transfer
 from kernbench.components.ports import Port
 
 
+def wire_bytes(burst_bytes: int, nbytes: int, rows: int) -> int:
+    """Bytes on the wire of an `nbytes` transfer in `rows` rows: each row rounded up to whole
+    bursts (the engine and the compiler's cost model both call this)."""
+    row = -(-nbytes // rows) if rows > 1 else nbytes
+    return rows * (-(-row // burst_bytes) * burst_bytes)
+
+
 @register("pe_dma", "pe_dma_v1")
 class PeDma(PeEngineBase):
     CHANNELS = {"read": (StageType.DMA_READ,), "write": (StageType.DMA_WRITE,)}
@@ -30,9 +37,7 @@ class PeDma(PeEngineBase):
         self.bytes_written = 0
 
     def wire_bytes(self, nbytes: int, rows: int) -> int:
-        burst = self.spec.burst_bytes
-        row = -(-nbytes // rows) if rows > 1 else nbytes
-        return rows * (-(-row // burst) * burst)
+        return wire_bytes(self.spec.burst_bytes, nbytes, rows)
 
     def service(self, token) -> float:  # noqa: ANN001
         p = token.params

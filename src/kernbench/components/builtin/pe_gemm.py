@@ -10,6 +10,7 @@ clock. Weights may stream straight from HBM (ADR-0014 D5): stage params
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from kernbench.common.tile_plan import StageType
 from kernbench.components.actions import mac_action
@@ -18,6 +19,17 @@ from kernbench.components.builtin.systolic import systolic_compute_cycles
 from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
 from kernbench.topology.peaks import pe_macs_per_ns, throughput_factor
+
+if TYPE_CHECKING:
+    from kernbench.config.schema import PeGemmSpec
+
+
+def gemm_cycles(spec: PeGemmSpec, m: int, n: int, k: int, bits: int) -> int:
+    """Busy cycles of an (m, n, k) tile at `bits`-bit operands: SCALE-Sim's compute cycles
+    over the throughput factor, rounded up (the one home of this formula: the engine and
+    the compiler's cost model call it)."""
+    raw = systolic_compute_cycles(m, n, k, spec.rows, spec.cols, spec.dataflow)
+    return math.ceil(raw / throughput_factor(spec, bits))
 
 
 @register("pe_gemm", "pe_gemm_v1")
@@ -33,10 +45,7 @@ class PeGemm(PeEngineBase):
         key = (m, n, k, bits)
         c = self._cache.get(key)
         if c is None:
-            s = self.spec
-            raw = systolic_compute_cycles(m, n, k, s.rows, s.cols, s.dataflow)
-            factor = throughput_factor(s, bits)
-            c = math.ceil(raw / factor)
+            c = gemm_cycles(self.spec, m, n, k, bits)
             self._cache[key] = c
         return c
 

@@ -7,11 +7,23 @@ pipeline_latency_cycles + ceil(rows × length / lanes) × op_cycles[op].
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from kernbench.common.tile_plan import StageType
 from kernbench.components.base import PeEngineBase
 from kernbench.components.catalog import register
 from kernbench.errors import SimulationError
+
+if TYPE_CHECKING:
+    from kernbench.config.schema import PeMathSpec
+
+
+def math_cycles(spec: PeMathSpec, op: str, length: int, rows: int = 1) -> int:
+    """Busy cycles of `op` on `rows` vectors of `length` elements (the module formula);
+    KeyError when the cost table has no `op`. The one home of this formula: the engine
+    and the compiler's cost model (kernbench.compiler.cost) both call it."""
+    per = spec.op_cycles[op]
+    return spec.pipeline_latency_cycles + math.ceil(math.ceil(rows * length / spec.lanes) * per)
 
 
 @register("pe_math", "pe_math_v1")
@@ -21,12 +33,11 @@ class PeMath(PeEngineBase):
     def cycles(self, op: str, length: int, rows: int = 1) -> int:
         s = self.spec
         try:
-            per = s.op_cycles[op]
+            return math_cycles(s, op, length, rows)
         except KeyError:
             raise SimulationError(
                 f"{self.id}: no cost for op '{op}' (known: {', '.join(sorted(s.op_cycles))})"
             ) from None
-        return s.pipeline_latency_cycles + math.ceil(math.ceil(rows * length / s.lanes) * per)
 
     def service(self, token) -> float:  # noqa: ANN001
         p = token.params

@@ -1,0 +1,51 @@
+"""Physics: no simulated run beats its roofline (docs/performance.md, ADR-0702).
+
+The roofline divides a layer's MACs and vector work by the peak of *all* PEs and its
+compulsory HBM bytes by the aggregate HBM bandwidth (compiler/roofline.py). So
+- end to end, the simulated time is at least Σ compute bound and at least Σ memory bound
+  (every layer's work is done by some PE, every compulsory byte crosses some HBM);
+- per layer, the span of the layer's own entries holds all of its work and bytes, so it
+  is at least the layer's bound.
+Checked over single- and multi-cube topologies, a prefill and a decode step, a llama and
+a shape-only model built from a Hugging Face config.json. The cost model's estimate rides
+along in the same stats (present, positive, per layer)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernbench.cli import main
+
+HF = Path(__file__).resolve().parents[1] / "hf_configs"
+#: (model, topology, extra CLI args)
+CASES = [
+    ("gpt2", "small", []),
+    ("gpt2", "base", []),
+    ("llama", "base", ["--kv-len", "32", "--seq-len", "1"]),
+    (str(HF / "tiny-llama.json"), "base", ["--seq-len", "64"]),
+    (str(HF / "tiny-gpt2.json"), "small", ["--seq-len", "32"]),
+]
+#: rounding: bounds and spans are rounded to 1e-3 ns in stats.json
+EPS = 1e-2
+
+
+@pytest.mark.parametrize("model,topology,extra", CASES,
+                         ids=[f"{Path(m).stem}-{t}" for m, t, _ in CASES])
+def test_simulated_time_is_never_below_the_roofline(tmp_path, model, topology, extra):
+    out = tmp_path / "run"
+    assert main(["run", model, "--topology", topology, "--out", str(out), "--no-report",
+                 "--quiet", *extra]) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    mb = stats["model_bound"]
+    total = stats["total_ns"]
+    assert total + EPS >= mb["compute_bound_ns"], mb
+    assert total + EPS >= mb["memory_bound_ns"], mb
+    assert stats["layers"]
+    for lid, layer in stats["layers"].items():
+        assert layer["ns"] + EPS >= layer["bound_ns"], (lid, layer)
+        assert layer["roofline_fraction"] <= 1.0 + 1e-6, (lid, layer)
+        assert layer["estimate_ns"] > 0, lid
+    assert stats["estimate_ns"] > 0
