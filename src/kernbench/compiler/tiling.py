@@ -2,8 +2,9 @@
 
 For an (M, N, K) GEMM the tiler picks (tm, tn, tk) from array-aligned candidates such
 that every operand tile (A tm×tk, W tk×tn, accumulator tm×tn int32/fp32) fits in one TCM
-bank and two of each (double buffering) fit in the AllocatableTCM, minimising the
-estimated compute time of the busiest PE: ceil(tiles / PEs) × Σ_k systolic cycles.
+bank and two of each per tensor engine (double buffering) fit in the AllocatableTCM,
+minimising the estimated compute time of the busiest engine:
+ceil(tiles / (PEs × engines per PE)) × Σ_k systolic cycles.
 Ties prefer fewer, larger tiles (fewer commands).
 """
 
@@ -43,7 +44,9 @@ def _cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> int:
 @lru_cache(maxsize=1024)
 def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
                       bank_bytes: int, tcm_bytes: int, rows: int, cols: int, dataflow: str,
-                      n_pes: int) -> GemmTiles:
+                      n_pes: int, engines: int = 1) -> GemmTiles:
+    """The tile shape of an (m, n, k) GEMM on `n_pes` PEs of `engines` tensor engines
+    each (see the module docstring); ValueError when no candidate fits a bank."""
     best = None
     for tn in _cands(n, (256, 128, 64, 32)):
         for tm in _cands(m, (1024, 512, 256, 128, 64, 32, 16)):
@@ -53,8 +56,9 @@ def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
             for tk in _cands(k, (2048, 1024, 512, 256, 128, 64, 32)):
                 a = math.ceil(tm * tk * a_bytes)
                 w = math.ceil(tk * tn * w_bytes)
-                # two output tiles in flight per PE (interleaved K loops), A/W double-buffered
-                if a > bank_bytes or w > bank_bytes or 2 * (a + w + c) > tcm_bytes:
+                # two output tiles in flight per tensor engine (interleaved K loops), A/W
+                # double-buffered
+                if a > bank_bytes or w > bank_bytes or 2 * engines * (a + w + c) > tcm_bytes:
                     continue
                 mt, nt, kt = math.ceil(m / tm), math.ceil(n / tn), math.ceil(k / tk)
                 full, rest = divmod(k, tk)
@@ -62,7 +66,7 @@ def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
                                    + OP_OVERHEAD_CYCLES)
                 if rest:
                     per_tile += _cycles(tm, tn, rest, rows, cols, dataflow) + OP_OVERHEAD_CYCLES
-                waves = math.ceil(mt * nt / n_pes)
+                waves = math.ceil(mt * nt / (n_pes * engines))
                 score = (waves * per_tile, mt * nt * kt)
                 if best is None or score < best[0]:
                     best = (score, GemmTiles(tm, tn, tk))

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.engines import EngineCursor
 from kernbench.compiler.lower.placement import PeCursor, raw_const, tensor_placement
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
@@ -85,6 +86,8 @@ class Lowering:
                                                       "per_channel") == "per_channel"
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
         self.weights: dict[tuple[str, str, QBits], TeWeight | None] = {}
+        self.engines = EngineCursor(pt.pe_gemm.count, pt.pe_math.count)
+        self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
 
     def next_pe(self) -> int:
         return self.pes.next()

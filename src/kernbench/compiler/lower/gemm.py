@@ -256,19 +256,22 @@ def _tiles_per_pe(lw: Lowering, m: int, nn: int, t: GemmTiles) -> dict[int, list
 
 def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list[Buf],
              xq: Placement, wp: TeWeight, t: GemmTiles, k: int, nn: int) -> None:
-    """The interleaved K loops of a group of output tiles on one PE."""
+    """The interleaved K loops of a group of output tiles on one PE; the j-th tile of
+    the group runs on tensor engine j mod count (its whole K loop: the partial sums stay
+    on that engine)."""
     ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.placement.dtype]
     qa_bits = {"int8": 8, "fp16": 16, "fp32": 32}[xq.dtype]
     for i, k0 in enumerate(range(0, k, t.tk)):
         tk = min(t.tk, k - k0)
-        for (m0, n0, tm, tn), c in zip(group, accs, strict=True):
+        for j, ((m0, n0, tm, tn), c) in enumerate(zip(group, accs, strict=True)):
             ba = lw.buf(pe, tm * tk * ab, f"{n.id}.a")
             bw = lw.buf(pe, tk * tn * wb, f"{n.id}.w")
             lw.dma(False, pe, ba, xq, m0 * k + k0, tm, tk, k, n.id)
             lw.dma(False, pe, bw, wp.placement, k0 * nn + n0, tk, tn, nn, n.id, role="weight")
             lw.op("TE_GEMM_TILE", pe, n.id,
                   {"m": tm, "n": tn, "k": tk, "qbits_weight": wp.bits,
-                   "qbits_activation": qa_bits, "ofm_qbits": 32, "accumulate": i > 0},
+                   "qbits_activation": qa_bits, "ofm_qbits": 32, "accumulate": i > 0,
+                   **lw.engines.te(j)},
                   reads=[("ifm", ba), ("wgt", bw)] + ([("ofm", c)] if i else []),
                   writes=[("ofm", c)], frees=[ba, bw])
 
@@ -290,7 +293,7 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement
     # in place: the result overwrites the accumulator it is computed from
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
           {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": QBITS_OF[op.dtype],
-           "in_dtype": "int32" if mode == "int" else "float32"},
+           "in_dtype": "int32" if mode == "int" else "float32", **lw.engines.ve(pe)},
           reads=reads, writes=[("out", c)], frees=frees[1:])
     lw.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
 
@@ -313,9 +316,11 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     t = choose_gemm_tiles(m, nn, k, a_bytes=ITEMSIZE[xq.dtype],
                           w_bytes=ITEMSIZE[wp.placement.dtype], bank_bytes=lw.bank,
                           tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
-                          dataflow=g.dataflow, n_pes=lw.n_pes)
+                          dataflow=g.dataflow, n_pes=lw.n_pes, engines=lw.engines.te_count)
     per_pe = _tiles_per_pe(lw, m, nn, t)
-    width = 2 if len(range(0, k, t.tk)) > 1 else 1
+    # two accumulators per tensor engine interleave their K loops (one hides the other's
+    # fetch, store and command round trip); a single K step needs no partner
+    width = (2 if len(range(0, k, t.tk)) > 1 else 1) * lw.engines.te_count
     for pe in sorted(per_pe):
         tiles = per_pe[pe]
         for g0 in range(0, len(tiles), width):
