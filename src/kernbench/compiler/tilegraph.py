@@ -41,6 +41,7 @@ class TileOp:
     stream: int = 0               # lowering stream (layer part) for interleaving
     index: int = -1               # program position, set by the placement pass
     deps: list[int] = field(default_factory=list)
+    fused_into: str = ""          # the GEMM layer whose epilogue runs this op (ADR-0701)
 
 
 @dataclass

@@ -3,8 +3,10 @@
 For an (M, N, K) GEMM the tiler picks (tm, tn, tk) from array-aligned candidates such
 that every operand tile (A tm×tk, W tk×tn, accumulator tm×tn int32/fp32) fits in one TCM
 bank and two of each per tensor engine (double buffering) fit in the AllocatableTCM,
-minimising the estimated compute time of the busiest engine:
-ceil(tiles / (PEs × engines per PE)) × Σ_k systolic cycles.
+minimising the estimated time: the compute time of the busiest engine,
+ceil(tiles / (PEs × engines per PE)) × Σ_k systolic cycles, or when larger the HBM time
+of the bytes the tiles move (A once per column block, W once per row block) or the fixed
+latency of the busiest PE's serial DMA transfers.
 Ties prefer fewer, larger tiles (fewer commands).
 """
 
@@ -44,9 +46,12 @@ def _cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> int:
 @lru_cache(maxsize=1024)
 def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
                       bank_bytes: int, tcm_bytes: int, rows: int, cols: int, dataflow: str,
-                      n_pes: int, engines: int = 1) -> GemmTiles:
+                      n_pes: int, engines: int = 1, hbm_bytes_per_cycle: float = 0.0,
+                      dma_fixed_cycles: float = 0.0) -> GemmTiles:
     """The tile shape of an (m, n, k) GEMM on `n_pes` PEs of `engines` tensor engines
-    each (see the module docstring); ValueError when no candidate fits a bank."""
+    each (see the module docstring); ValueError when no candidate fits a bank.
+    `hbm_bytes_per_cycle` > 0 adds the memory term, `dma_fixed_cycles` > 0 the serial
+    DMA term."""
     best = None
     for tn in _cands(n, (256, 128, 64, 32)):
         for tm in _cands(m, (1024, 512, 256, 128, 64, 32, 16)):
@@ -67,7 +72,17 @@ def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
                 if rest:
                     per_tile += _cycles(tm, tn, rest, rows, cols, dataflow) + OP_OVERHEAD_CYCLES
                 waves = math.ceil(mt * nt / (n_pes * engines))
-                score = (waves * per_tile, mt * nt * kt)
+                est = waves * per_tile
+                if hbm_bytes_per_cycle:
+                    # A is read once per column block, W once per row block
+                    moved = nt * m * k * a_bytes + mt * k * n * w_bytes + m * n * 4
+                    est = max(est, moved / hbm_bytes_per_cycle)
+                if dma_fixed_cycles:
+                    # a PE's DMA read channel serves one transfer at a time: per tile an
+                    # A and a W load per K step and the epilogue's scale load and store,
+                    # each paying the fixed latency, however many engines compute
+                    est = max(est, math.ceil(mt * nt / n_pes) * (2 * kt + 2) * dma_fixed_cycles)
+                score = (est, mt * nt * kt)
                 if best is None or score < best[0]:
                     best = (score, GemmTiles(tm, tn, tk))
     if best is None:

@@ -86,7 +86,7 @@ class Lowering:
                                                       "per_channel") == "per_channel"
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
         self.weights: dict[tuple[str, str, QBits], TeWeight | None] = {}
-        self.engines = EngineCursor(pt.pe_gemm.count, pt.pe_math.count)
+        self.engines = EngineCursor.of(pt)
         self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
 
     def next_pe(self) -> int:

@@ -19,11 +19,13 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, PreparedX, TeWeight
+from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
 from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics import quant as qmath
+from kernbench.topology import peaks
 
 #: an output tile: (first row, first column, rows, columns)
 OutTile = tuple[int, int, int, int]
@@ -201,21 +203,23 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
     out_dt = how
     a = lw.plan.allocate(f"{x_tid}@{out_dt}", (m, k), out_dt, "scratch", source=x_tid)
     out = Placement(a.key, a.addrs[0], (m, k), (k, 1), out_dt)
-    rows = max(1, min(m, lw.bank // (k * 4), math.ceil(m / lw.n_pes)))
+    split = lw.engines.ve_blocks(m, k, lw.n_pes, "quantize" if mode == "int" else "copy")
+    rows = max(1, min(m, lw.bank // (k * 4), math.ceil(m / (lw.n_pes * split))))
     for r0 in range(0, m, rows):
         r = min(rows, m - r0)
         pe = lw.next_pe()
         bi = lw.buf(pe, r * k * 4, f"{n.id}.x32")
         bo = lw.buf(pe, r * k * ITEMSIZE[out_dt], f"{n.id}.xq")
         lw.dma(False, pe, bi, xp, r0 * k, 1, r * k, r * k, n.id)
+        ve = lw.engines.ve(pe)
         if mode == "int":
             lw.op("VE_QUANTIZE_TILE", pe, n.id,
                   {"length": k, "rows": r, "qbits_activation": 32, "out_qbits": bits,
-                   "scale": float(sx), "zero_point": 0},
+                   "scale": float(sx), "zero_point": 0, **ve},
                   reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         else:
             lw.op("VE_COPY_TILE", pe, n.id, {"length": k, "rows": r,
-                                             "qbits_activation": 32, "out_qbits": 16},
+                                             "qbits_activation": 32, "out_qbits": 16, **ve},
                   reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         lw.dma(True, pe, bo, out, r0 * k, 1, r * k, r * k, n.id, frees=[bo])
     lw.phase()
@@ -277,8 +281,10 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
 
 
 def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement,
-              Placement | None], op: Placement, tile: OutTile, nn: int, mode: str) -> None:
-    """Scale (and bias) the accumulator tile into fp32 and store it."""
+              Placement | None], op: Placement, tile: OutTile, nn: int, mode: str,
+              step: FusedStep | None) -> None:
+    """Scale (and bias) the accumulator tile into the output dtype, apply a fused
+    consumer (`kernbench.compiler.lower.epilogue`) and store it."""
     sp, bp = consts
     m0, n0, tm, tn = tile
     bs = lw.buf(pe, tn * 4, f"{n.id}.scale")
@@ -290,17 +296,31 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement
         lw.dma(False, pe, bb, bp, n0, 1, tn, tn, n.id, role="weight")
         reads.append(("bias", bb))
         frees.append(bb)
+    engine = lw.engines.ve(pe)
     # in place: the result overwrites the accumulator it is computed from
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
           {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": QBITS_OF[op.dtype],
-           "in_dtype": "int32" if mode == "int" else "float32", **lw.engines.ve(pe)},
+           "in_dtype": "int32" if mode == "int" else "float32", **engine},
           reads=reads, writes=[("out", c)], frees=frees[1:])
-    lw.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
+    if step is None:
+        lw.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
+        return
+    apply_step(lw, step, pe, c, tile, nn, n.id, engine)
+    st = lw.dma(True, pe, c, step.out, m0 * nn + n0, tm, tn, nn, step.layer.id, frees=[c])
+    st.fused_into = n.id
+
+
+def _dma_fixed_ns(lw: Lowering) -> float:
+    """The fixed cost of one HBM transfer of a PE's DMA: setup and the HBM latency."""
+    cube = lw.topo.config.cube
+    dma = cube.pe_template.pe_dma
+    return dma.setup_cycles / dma.clock_ghz + cube.hbm_ctrl.latency_ns
 
 
 def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
-         out_tid: str, mode: str) -> bool:
-    """Tile out = x · w (+ b); False when the weight or the output cannot be tiled."""
+         out_tid: str, mode: str, fuse: bool = False) -> bool:
+    """Tile out = x · w (+ b); False when the weight or the output cannot be tiled.
+    `fuse`: apply the output's element-wise consumer in the epilogue when it can."""
     wp = te_weight(lw, n, w_tid, mode)
     if wp is None:
         return False
@@ -311,12 +331,15 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     if not op.contiguous or op.dtype not in ("fp32", "fp16") \
             or int(np.prod(op.shape)) != m * nn:
         return False
+    step = fusable_step(lw, n, out_tid, op, nn) if fuse else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode)
     g = lw.gemm_spec
     t = choose_gemm_tiles(m, nn, k, a_bytes=ITEMSIZE[xq.dtype],
                           w_bytes=ITEMSIZE[wp.placement.dtype], bank_bytes=lw.bank,
                           tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
-                          dataflow=g.dataflow, n_pes=lw.n_pes, engines=lw.engines.te_count)
+                          dataflow=g.dataflow, n_pes=lw.n_pes, engines=lw.engines.te_count,
+                          hbm_bytes_per_cycle=peaks.hbm_gbs(lw.topo) / g.clock_ghz,
+                          dma_fixed_cycles=_dma_fixed_ns(lw) * g.clock_ghz)
     per_pe = _tiles_per_pe(lw, m, nn, t)
     # two accumulators per tensor engine interleave their K loops (one hides the other's
     # fetch, store and command round trip); a single K step needs no partner
@@ -328,7 +351,9 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
             accs = [lw.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]
             _k_loops(lw, n, pe, group, accs, xq, wp, t, k, nn)
             for tile, c in zip(group, accs, strict=True):
-                _epilogue(lw, n, pe, c, consts, op, tile, nn, mode)
+                _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step)
+    if step is not None:
+        drop_fused(lw, n, out_tid, step)
     return True
 
 
@@ -350,7 +375,7 @@ def lower_gemm(lw: Lowering, n: LayerIR) -> bool:
         return False
     mode, x = te
     b = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else None
-    return gemm(lw, n, x, n.inputs[1], b, n.outputs[0], mode)
+    return gemm(lw, n, x, n.inputs[1], b, n.outputs[0], mode, fuse=True)
 
 
 def lower_qkv_proj(lw: Lowering, n: LayerIR) -> bool:
