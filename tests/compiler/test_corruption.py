@@ -30,13 +30,23 @@ def _corrupt(bundle: Path, tmp: Path, edit) -> Path:  # noqa: ANN001
 
 
 def _first_of(entries, opcode, layer_prefix):  # noqa: ANN001
+    # a layer that stores its own output: a GEMM whose consumer runs in its epilogue
+    # (ADR-0701) never stores, so a wrong value in it first shows in that consumer
+    deq = {e["id"] for e in entries if e["opcode"] == "VE_DEQUANTIZE_TILE"}
+    storing = {e["layer_id"] for e in entries if e["opcode"] == "DMA_STORE_TILE"
+               and deq & set(e["deps_before"])}
     return next(e for e in entries if e["opcode"] == opcode
-                and e["layer_id"].startswith(layer_prefix))
+                and e["layer_id"].startswith(layer_prefix) and e["layer_id"] in storing)
 
 
 def wrong_dram_addr(entries):  # noqa: ANN001
-    e = _first_of(entries, "DMA_LOAD_TILE", "gemm")
-    e["dram_addr"] += 256  # 64 floats later: valid memory, wrong data
+    layer = _first_of(entries, "DMA_LOAD_TILE", "gemm")["layer_id"]
+    # the last W tile of the layer, 256 bytes earlier: still inside the weight (valid
+    # memory, wrong data)
+    e = max((x for x in entries if x["opcode"] == "DMA_LOAD_TILE"
+             and x["layer_id"] == layer and x["tensor_role"] == "weight"
+             and x["num_elements"] >= 1024), key=lambda x: x["dram_addr"])
+    e["dram_addr"] -= 256
     return e["layer_id"]
 
 

@@ -156,7 +156,7 @@ def test_tiling_gemm_weight_is_stored_int8_with_per_column_scales():
 
 
 def test_tiling_gelu_runs_in_row_blocks_over_the_pes():
-    g, feeds = gemm_graph(m=64, k=128, n=96, gelu=True)
+    g, feeds = gemm_graph(m=64, k=128, n=96, gelu=True, y_output=True)
     st = compile_until(g, feeds, "tiling")
     gelu = [o for o in st.tiles.ops if o.layer == "act" and o.opcode == "VE_GELU_TILE"]
     assert sum(o.fields["rows"] for o in gelu) == 64
@@ -253,7 +253,7 @@ def _bytes(op: TileOp) -> set[int]:
 
 
 def test_schedule_consumers_wait_for_their_producers_and_only_for_them():
-    g, feeds = gemm_graph(m=64, k=256, n=512, gelu=True)
+    g, feeds = gemm_graph(m=64, k=256, n=512, gelu=True, y_output=True)
     st = compile_until(g, feeds, "schedule")
     ops = st.tiles.ops
     writer: dict[int, int] = {}

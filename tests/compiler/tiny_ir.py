@@ -24,8 +24,10 @@ def _graph(tensors: list[TensorIR], nodes: list[LayerIR], inputs: list[str],
 
 
 def gemm_graph(m: int = 64, k: int = 128, n: int = 96, *, gelu: bool = False,
-               bits: int | None = 8, seed: int = 0) -> tuple[Graph, dict[str, np.ndarray]]:
-    """y = x · w + b (one GEMM, A8W8 unless bits is None: fp32), optionally z = GELU(y).
+               bits: int | None = 8, seed: int = 0,
+               y_output: bool = False) -> tuple[Graph, dict[str, np.ndarray]]:
+    """y = x · w + b (one GEMM, A8W8 unless bits is None: fp32), optionally z = GELU(y)
+    (fused into the GEMM's epilogue unless `y_output` makes y a graph output too).
     Returns the graph and calibration inputs."""
     rng = np.random.default_rng(seed)
     w = rng.standard_normal((k, n)).astype(np.float32) * 0.1
@@ -42,7 +44,8 @@ def gemm_graph(m: int = 64, k: int = 128, n: int = 96, *, gelu: bool = False,
         tensors.append(TensorIR(id="z", shape=[m, n], dtype="fp32"))
         nodes.append(LayerIR(id="act", op_type="GELU", inputs=["y"], outputs=["z"]))
         out = "z"
-    g = _graph(tensors, nodes, ["x"], [out], {"w": w, "b": b})
+    outs = [out, "y"] if y_output and out != "y" else [out]
+    g = _graph(tensors, nodes, ["x"], outs, {"w": w, "b": b})
     return g, {"x": rng.standard_normal((m, k)).astype(np.float32)}
 
 

@@ -75,7 +75,7 @@ class Schedule:
                 # It may run ahead within its layer, but not before the PE's previous layer
                 # has computed.
                 layer, idx, before = last_compute[op.pe]
-                bound = before if layer == op.layer else idx
+                bound = before if layer == (op.fused_into or op.layer) else idx
                 if bound is not None:
                     deps.add(bound)
             deps.discard(op.index)
@@ -95,10 +95,11 @@ class Schedule:
                 hbm_reads.setdefault(key, []).append((tuple(rng), op.index))
             if not op.opcode.startswith("DMA"):
                 prev = last_compute.get(op.pe)
+                layer = op.fused_into or op.layer  # a fused epilogue op is its GEMM's
                 if prev is None:
-                    last_compute[op.pe] = (op.layer, op.index, None)
-                elif prev[0] == op.layer:
-                    last_compute[op.pe] = (op.layer, op.index, prev[2])
+                    last_compute[op.pe] = (layer, op.index, None)
+                elif prev[0] == layer:
+                    last_compute[op.pe] = (layer, op.index, prev[2])
                 else:
-                    last_compute[op.pe] = (op.layer, op.index, prev[1])
+                    last_compute[op.pe] = (layer, op.index, prev[1])
         return state

@@ -42,6 +42,7 @@ class TileOp:
     buf_offset: int = 0           # bytes into the `spm` buffer (a DMA run of a split access)
     index: int = -1               # program position, set by the placement pass
     deps: list[int] = field(default_factory=list)
+    fused_into: str = ""          # the GEMM layer whose epilogue runs this op (ADR-0701)
 
 
 @dataclass

@@ -2,14 +2,15 @@
 
 For an (M, N, K) GEMM the tiler picks (tm, tn, tk) from array-aligned candidates such
 that every operand tile (A tm×tk, W tk×tn, accumulator tm×tn int32/fp32) fits in one TCM
-bank and two of each (double buffering) fit in the AllocatableTCM, minimising the
-estimated time of the busiest PE. Its K steps are pipelined: the loads of step i + 1 run
-while the array computes step i, so a PE takes one step's load, then per step the larger
-of its compute (systolic cycles + a fixed command overhead) and its loads (A and W bytes
-at the PE's share of the HBM bandwidth, `dma_bytes_per_cycle`; 0 = loads are free), for
-ceil(tiles / PEs) tiles. Candidates are array-aligned powers of two plus the sizes that
-split the rows / columns evenly over the PEs (so that no wave runs half empty). Ties
-prefer fewer, larger tiles (fewer commands).
+bank and two of each per tensor engine (double buffering) fit in the AllocatableTCM,
+minimising the estimated time of the busiest PE. Its K steps are pipelined: the loads of
+step i + 1 run while the array computes step i, so a PE takes one step's load, then per
+step the larger of its compute (systolic cycles + a fixed command overhead) and its loads
+(A and W bytes at the PE's share of the HBM bandwidth, `dma_bytes_per_cycle`; 0 = loads
+are free), for ceil(tiles / (PEs × engines per PE)) tiles; or, when larger, the fixed
+latency of the busiest PE's serial DMA transfers. Candidates are array-aligned powers of
+two plus the sizes that split the rows / columns evenly over the PEs (so that no wave
+runs half empty). Ties prefer fewer, larger tiles (fewer commands).
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ def _tile_cycles(tm: int, tn: int, tk: int, k: int, load_bytes_per_k: float,
 @lru_cache(maxsize=1024)
 def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
                       bank_bytes: int, tcm_bytes: int, rows: int, cols: int, dataflow: str,
-                      n_pes: int, dma_bytes_per_cycle: float = 0.0) -> GemmTiles:
+                      n_pes: int, engines: int = 1, dma_bytes_per_cycle: float = 0.0,
+                      dma_fixed_cycles: float = 0.0) -> GemmTiles:
+    """The tile shape of an (m, n, k) GEMM on `n_pes` PEs of `engines` tensor engines
+    each (see the module docstring); ValueError when no candidate fits a bank."""
     best = None
     for tn in _cands(n, (256, 128, 64, 32) + _balanced(n, n_pes, cols)):
         for tm in _cands(m, (1024, 512, 256, 128, 64, 32, 16) + _balanced(m, n_pes, rows)):
@@ -84,14 +88,21 @@ def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
             for tk in _cands(k, (2048, 1024, 512, 256, 128, 64, 32)):
                 a = math.ceil(tm * tk * a_bytes)
                 w = math.ceil(tk * tn * w_bytes)
-                # two output tiles in flight per PE (interleaved K loops), A/W double-buffered
-                if a > bank_bytes or w > bank_bytes or 2 * (a + w + c) > tcm_bytes:
+                # two output tiles in flight per tensor engine (interleaved K loops), A/W
+                # double-buffered
+                if a > bank_bytes or w > bank_bytes or 2 * engines * (a + w + c) > tcm_bytes:
                     continue
                 mt, nt, kt = math.ceil(m / tm), math.ceil(n / tn), math.ceil(k / tk)
                 per_tile, first = _tile_cycles(tm, tn, tk, k, tm * a_bytes + tn * w_bytes,
                                                dma_bytes_per_cycle, rows, cols, dataflow)
-                waves = math.ceil(mt * nt / n_pes)
-                score = (first + waves * per_tile, mt * nt * kt)
+                waves = math.ceil(mt * nt / (n_pes * engines))
+                est = first + waves * per_tile
+                if dma_fixed_cycles:
+                    # a PE's DMA read channel serves one transfer at a time: per tile an
+                    # A and a W load per K step and the epilogue's scale load and store,
+                    # each paying the fixed latency, however many engines compute
+                    est = max(est, math.ceil(mt * nt / n_pes) * (2 * kt + 2) * dma_fixed_cycles)
+                score = (est, mt * nt * kt)
                 if best is None or score < best[0]:
                     best = (score, GemmTiles(tm, tn, tk))
     if best is None:

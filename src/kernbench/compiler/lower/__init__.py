@@ -78,8 +78,9 @@ def _lower_once(state: CompileState) -> Lowering:
         lw.pes.start_layer()
         if is_view(lw.plan, n):
             continue
-        if state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n):
-            continue
+        if state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n) \
+                or n.id in lw.fused:
+            continue  # no op of its own (a fused consumer runs in its GEMM's epilogue)
         lowering = LOWERINGS.get(n.op_type)
         if lowering is None or not lowering(lw, n):
             lower_layer_op(lw, n)

@@ -29,6 +29,9 @@ from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
 
+#: (te_id field, ve_id field) of one query block's ops (empty with one engine)
+Engines = tuple[dict[str, Any], dict[str, Any]]
+
 
 @dataclass(frozen=True)
 class AttentionTiles:
@@ -144,15 +147,17 @@ def _load_kv(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int,
         bq = lw.buf(pe, t_len * dim * kb, f"{n.id}.{tag}q")
         lw.op("VE_QUANTIZE_TILE", pe, n.id,
               {"length": dim, "rows": t_len, "qbits_activation": 32,
-               "out_qbits": at.bits_kv, "scale": float(sc), "zero_point": 0},
+               "out_qbits": at.bits_kv, "scale": float(sc), "zero_point": 0,
+               **lw.engines.ve(pe)},
               reads=[("in", b32)], writes=[("out", bq)], frees=[b32])
         kv.append(bq)
     return kv
 
 
 def _scores(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int,
-            s0: int, s: int, kq: Buf) -> Buf:
+            s0: int, s: int, kq: Buf, eng: Engines) -> Buf:
     """fp32 scores of query rows [s0, s0 + s) of head h against all keys."""
+    te, ve = eng
     q, d, t_len = at.q, at.q.shape[3], at.t_len
     bq32 = lw.buf(pe, s * d * 4, f"{n.id}.q32")
     off = b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2]
@@ -160,27 +165,27 @@ def _scores(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
     bqq = lw.buf(pe, s * d, f"{n.id}.qq")
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
           {"length": d, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
-           "scale": float(at.scales[0]), "zero_point": 0},
+           "scale": float(at.scales[0]), "zero_point": 0, **ve},
           reads=[("in", bq32)], writes=[("out", bqq)], frees=[bq32])
     acc = lw.buf(pe, s * t_len * 4, f"{n.id}.scores")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": t_len, "k": d, "qbits_weight": at.bits_kv,
-           "qbits_activation": at.bits_a, "ofm_qbits": 32, "transpose_wgt": True},
+           "qbits_activation": at.bits_a, "ofm_qbits": 32, "transpose_wgt": True, **te},
           reads=[("ifm", bqq), ("wgt", kq)], writes=[("ofm", acc)], frees=[bqq])
     sc32 = lw.buf(pe, s * t_len * 4, f"{n.id}.s32")
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
           {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": 32,
-           "scale": at.score_scale, "in_dtype": "int32"},
+           "scale": at.score_scale, "in_dtype": "int32", **ve},
           reads=[("in", acc)], writes=[("out", sc32)], frees=[acc])
     return sc32
 
 
 def _probabilities(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int,
-                   s0: int, s: int, sc32: Buf) -> tuple[Buf, Buf]:
+                   s0: int, s: int, sc32: Buf, ve: dict[str, Any]) -> tuple[Buf, Buf]:
     """(int8 P, its per-row scales) from the scores: masked softmax, row-scaled quantize."""
     t_len, mask = at.t_len, at.mask
     sm_fields: dict[str, Any] = {"length": t_len, "rows": s, "qbits_activation": 32,
-                                 "out_qbits": 32}
+                                 "out_qbits": 32, **ve}
     reads = [("in", sc32)]
     frees = [sc32]
     if mask is not None:
@@ -200,30 +205,32 @@ def _probabilities(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int
     # P is quantized with a per-row scale (row max / 127)
     rsc = lw.buf(pe, s * 4, f"{n.id}.prow")
     lw.op("VE_ROWSCALE_TILE", pe, n.id,
-          {"length": t_len, "rows": s, "qbits_activation": 32, "bits": at.bits_a},
+          {"length": t_len, "rows": s, "qbits_activation": 32, "bits": at.bits_a, **ve},
           reads=[("in", prob)], writes=[("out", rsc)])
     pq = lw.buf(pe, s * t_len, f"{n.id}.pq")
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
           {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
-           "scale": 1.0, "zero_point": 0},
+           "scale": 1.0, "zero_point": 0, **ve},
           reads=[("in", prob), ("row_scale", rsc)], writes=[("out", pq)], frees=[prob])
     return pq, rsc
 
 
 def _output(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int,
-            s0: int, s: int, p: tuple[Buf, Buf], vq: Buf, last_frees: list[Buf]) -> None:
+            s0: int, s: int, p: tuple[Buf, Buf], vq: Buf, last_frees: list[Buf],
+            eng: Engines) -> None:
     """P·V of the block, dequantized and stored into its rows of the output."""
     pq, rsc = p
+    te, ve = eng
     out, dv = at.out, at.v.shape[3]
     oacc = lw.buf(pe, s * dv * 4, f"{n.id}.oacc")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": dv, "k": at.t_len, "qbits_weight": at.bits_kv,
-           "qbits_activation": at.bits_a, "ofm_qbits": 32},
+           "qbits_activation": at.bits_a, "ofm_qbits": 32, **te},
           reads=[("ifm", pq), ("wgt", vq)], writes=[("ofm", oacc)], frees=[pq] + last_frees)
     o32 = lw.buf(pe, s * dv * 4, f"{n.id}.o32")
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
           {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": 32,
-           "scale": float(np.float32(at.scales[2])), "in_dtype": "int32"},
+           "scale": float(np.float32(at.scales[2])), "in_dtype": "int32", **ve},
           reads=[("in", oacc), ("row_scale", rsc)], writes=[("out", o32)], frees=[oacc, rsc])
     ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
     lw.dma(True, pe, o32, out, ooff, s, dv, out.strides[2], n.id, frees=[o32])
@@ -271,12 +278,16 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
                 pe = lw.pe_near(out, b * out.strides[0] + g * rep * out.strides[1]
                                 + c0 * out.strides[2])
                 kq, vq = _load_kv(lw, n, at, pe, b, g)
+                blocks = 0  # independent query blocks: engines in turn (ADR-0701)
                 for hh in range(rep):
                     h = g * rep + hh
                     for s0 in range(c0, c0 + cn, at.s_blk):
                         s = min(at.s_blk, c0 + cn - s0)
-                        sc32 = _scores(lw, n, at, pe, b, h, s0, s, kq)
-                        p = _probabilities(lw, n, at, pe, b, h, s0, s, sc32)
+                        eng = (lw.engines.te(blocks), lw.engines.ve(pe))
+                        blocks += 1
+                        sc32 = _scores(lw, n, at, pe, b, h, s0, s, kq, eng)
+                        p = _probabilities(lw, n, at, pe, b, h, s0, s, sc32, eng[1])
                         last = hh == rep - 1 and s0 + s >= c0 + cn
-                        _output(lw, n, at, pe, b, h, s0, s, p, vq, [kq, vq] if last else [])
+                        _output(lw, n, at, pe, b, h, s0, s, p, vq, [kq, vq] if last else [],
+                                eng)
     return True

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.engines import EngineCursor
 from kernbench.compiler.lower.placement import PeCursor, raw_const, tensor_placement
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
@@ -106,6 +107,8 @@ class Lowering:
                                                       "per_channel") == "per_channel"
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
         self.weights: dict[tuple[str, str, QBits], TeWeight | None] = {}
+        self.engines = EngineCursor.of(pt)
+        self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
 
     def next_pe(self) -> int:
         return self.pes.next()
@@ -146,15 +149,15 @@ class Lowering:
         """How many PEs tiles sent to `cube` (None: any cube) spread over."""
         return self.n_pes if cube is None else len(self.pes.cube_pes[cube])
 
-    def row_blocks(self, p: Placement, rows: int, cols: int,
-                   max_rows: int) -> list[tuple[int, int, int]]:
+    def row_blocks(self, p: Placement, rows: int, cols: int, max_rows: int,
+                   split: int = 1) -> list[tuple[int, int, int]]:
         """(first row, rows, PE) blocks of a rows × cols contiguous tensor: at most
         `max_rows` rows, spread over the PEs of its home cube (all PEs when replicated or
         on one cube); over a spread placement, blocks stay inside one part and go to that
         part's cube."""
         out = []
         for r_lo, r_hi, cube in self.part_rows(p, rows, cols):
-            n_split = self.pes_of(cube)
+            n_split = self.pes_of(cube) * split  # `split` blocks per PE (its VEs)
             per = max(1, min(r_hi - r_lo, max_rows, math.ceil((r_hi - r_lo) / n_split)))
             for r0 in range(r_lo, r_hi, per):
                 out.append((r0, min(per, r_hi - r0), self.pes.next(cube)))

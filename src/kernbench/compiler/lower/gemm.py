@@ -17,11 +17,13 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, PreparedX, TeWeight
+from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
 from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics import quant as qmath
+from kernbench.topology import peaks
 
 #: an output tile: (first row, first column, rows, columns)
 OutTile = tuple[int, int, int, int]
@@ -249,18 +251,20 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
     a = lw.plan.allocate(f"{x_tid}@{out_dt}", (m, k), out_dt, "scratch", source=x_tid,
                          spread=bool(xp.parts))
     out = a.placement()
-    for r0, r, pe in lw.row_blocks(out, m, k, lw.bank // (k * 4)):
+    split = lw.engines.ve_blocks(m, k, lw.n_pes, "quantize" if mode == "int" else "copy")
+    for r0, r, pe in lw.row_blocks(out, m, k, lw.bank // (k * 4), split):
         bi = lw.buf(pe, r * k * 4, f"{n.id}.x32")
         bo = lw.buf(pe, r * k * ITEMSIZE[out_dt], f"{n.id}.xq")
         lw.dma(False, pe, bi, xp, r0 * k, 1, r * k, r * k, n.id)
+        ve = lw.engines.ve(pe)
         if mode == "int":
             lw.op("VE_QUANTIZE_TILE", pe, n.id,
                   {"length": k, "rows": r, "qbits_activation": 32, "out_qbits": bits,
-                   "scale": float(sx), "zero_point": zx},
+                   "scale": float(sx), "zero_point": zx, **ve},
                   reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         else:
             lw.op("VE_COPY_TILE", pe, n.id, {"length": k, "rows": r,
-                                             "qbits_activation": 32, "out_qbits": 16},
+                                             "qbits_activation": 32, "out_qbits": 16, **ve},
                   reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         lw.dma(True, pe, bo, out, r0 * k, 1, r * k, r * k, n.id, frees=[bo])
     lw.phase()
@@ -323,8 +327,9 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
         t = choose_gemm_tiles(r_hi - r_lo, nn, k, a_bytes=ITEMSIZE[xq.dtype],
                               w_bytes=ITEMSIZE[wp.placement.dtype], bank_bytes=lw.bank,
                               tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
-                              dataflow=g.dataflow, n_pes=n_pes,
-                              dma_bytes_per_cycle=lw.dma_bytes_per_cycle)
+                              dataflow=g.dataflow, n_pes=n_pes, engines=lw.engines.te_count,
+                              dma_bytes_per_cycle=lw.dma_bytes_per_cycle,
+                              dma_fixed_cycles=_dma_fixed_ns(lw) * g.clock_ghz)
         for m0 in range(r_lo, r_hi, t.tm):
             for n0 in range(0, nn, t.tn):
                 pe = lw.pes.next(cube)
@@ -354,7 +359,8 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
     """The interleaved K loops of a group of output tiles on one PE. With `a_res` (the
     group's rows of A already in TCM, one buffer per K step) only W is loaded; the last
     group of those rows frees them (`free_a`). `corr` (int32 [N], the zero-point column
-    term) is the first K step's bias."""
+    term) is the first K step's bias. The j-th tile of the group runs on tensor engine
+    j mod count (its whole K loop: the partial sums stay on that engine)."""
     ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.placement.dtype]
     qa_bits = {"int8": 8, "fp16": 16, "fp32": 32}[xq.dtype]
     for i, k0 in enumerate(range(0, k, t.tk)):
@@ -378,7 +384,8 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
                 frees.append(bc)
             lw.op("TE_GEMM_TILE", pe, n.id,
                   {"m": tm, "n": tn, "k": tk, "qbits_weight": wp.bits,
-                   "qbits_activation": qa_bits, "ofm_qbits": 32, "accumulate": i > 0},
+                   "qbits_activation": qa_bits, "ofm_qbits": 32, "accumulate": i > 0,
+                   **lw.engines.te(j)},
                   reads=reads, writes=[("ofm", c)], frees=frees)
 
 
@@ -400,8 +407,10 @@ def _resident_a(lw: Lowering, n: LayerIR, pe: int, xq: Placement, t: GemmTiles, 
 
 
 def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement,
-              Placement | None], op: Placement, tile: OutTile, nn: int, mode: str) -> None:
-    """Scale (and bias) the accumulator tile into fp32 and store it."""
+              Placement | None], op: Placement, tile: OutTile, nn: int, mode: str,
+              step: FusedStep | None) -> None:
+    """Scale (and bias) the accumulator tile into the output dtype, apply a fused
+    consumer (`kernbench.compiler.lower.epilogue`) and store it."""
     sp, bp = consts
     m0, n0, tm, tn = tile
     bs = lw.buf(pe, tn * 4, f"{n.id}.scale")
@@ -413,17 +422,31 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement
         lw.dma(False, pe, bb, bp, n0, 1, tn, tn, n.id, role="weight")
         reads.append(("bias", bb))
         frees.append(bb)
+    engine = lw.engines.ve(pe)
     # in place: the result overwrites the accumulator it is computed from
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
           {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": QBITS_OF[op.dtype],
-           "in_dtype": "int32" if mode == "int" else "float32"},
+           "in_dtype": "int32" if mode == "int" else "float32", **engine},
           reads=reads, writes=[("out", c)], frees=frees[1:])
-    lw.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
+    if step is None:
+        lw.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
+        return
+    apply_step(lw, step, pe, c, tile, nn, n.id, engine)
+    st = lw.dma(True, pe, c, step.out, m0 * nn + n0, tm, tn, nn, step.layer.id, frees=[c])
+    st.fused_into = n.id
+
+
+def _dma_fixed_ns(lw: Lowering) -> float:
+    """The fixed cost of one HBM transfer of a PE's DMA: setup and the HBM latency."""
+    cube = lw.topo.config.cube
+    dma = cube.pe_template.pe_dma
+    return dma.setup_cycles / dma.clock_ghz + cube.hbm_ctrl.latency_ns
 
 
 def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
-         out_tid: str, mode: str) -> bool:
-    """Tile out = x · w (+ b); False when the weight or the output cannot be tiled."""
+         out_tid: str, mode: str, fuse: bool = False) -> bool:
+    """Tile out = x · w (+ b); False when the weight or the output cannot be tiled.
+    `fuse`: apply the output's element-wise consumer in the epilogue when it can."""
     wp = te_weight(lw, n, w_tid, mode)
     if wp is None:
         return False
@@ -435,11 +458,14 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     if not op.contiguous or op.dtype not in ("fp32", "fp16") \
             or int(np.prod(op.shape)) != m * nn:
         return False
+    step = fusable_step(lw, n, out_tid, op, nn) if fuse else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode)
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k)
     for pe in sorted(per_pe):
         t, tiles = per_pe[pe]
-        width = 2 if len(range(0, k, t.tk)) > 1 else 1
+        # two accumulators per tensor engine interleave their K loops (one hides the
+        # other's fetch, store and command round trip); a single K step needs no partner
+        width = (2 if len(range(0, k, t.tk)) > 1 else 1) * lw.engines.te_count
         by_rows: dict[int, list[OutTile]] = {}
         for tile in tiles:
             by_rows.setdefault(tile[0], []).append(tile)
@@ -451,7 +477,9 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
                 _k_loops(lw, n, pe, group, accs, xq, wp, t, k, nn, a_res,
                          free_a=g0 + width >= len(row_tiles), corr=corr)
                 for tile, c in zip(group, accs, strict=True):
-                    _epilogue(lw, n, pe, c, consts, op, tile, nn, mode)
+                    _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step)
+    if step is not None:
+        drop_fused(lw, n, out_tid, step)
     return True
 
 
@@ -473,7 +501,7 @@ def lower_gemm(lw: Lowering, n: LayerIR) -> bool:
         return False
     mode, x = te
     b = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else None
-    return gemm(lw, n, x, n.inputs[1], b, n.outputs[0], mode)
+    return gemm(lw, n, x, n.inputs[1], b, n.outputs[0], mode, fuse=True)
 
 
 def lower_qkv_proj(lw: Lowering, n: LayerIR) -> bool:

@@ -1,7 +1,9 @@
 """Row-wise vector ops on the last axis: LAYER_NORM, RMS_NORM, SOFTMAX, GELU, SILU, ADD, MUL.
 
 The (rows × cols) input is cut into row blocks spread over PEs (at most one fp32 block per
-TCM bank, at least one block per PE when there are enough rows). Per block: DMA the rows
+TCM bank, at least one block per PE when there are enough rows, one per vector engine of
+each PE when the work pays for it: `engines.EngineCursor.ve_blocks`; a PE's blocks take
+its vector engines in turn). Per block: DMA the rows
 in, DMA the per-column parameters (gamma, beta, a broadcast second operand) or the
 matching rows of a full second operand, one VE_*_TILE, DMA the rows out. A layer whose
 tensors are not contiguous fp32 / fp16 of one shape (or whose axis is not the last)
@@ -21,6 +23,10 @@ from kernbench.ir.model import LayerIR
 ROW_OPS = {"LAYER_NORM": "VE_LAYERNORM_TILE", "RMS_NORM": "VE_RMSNORM_TILE",
            "SOFTMAX": "VE_SOFTMAX_TILE", "GELU": "VE_GELU_TILE", "SILU": "VE_SILU_TILE",
            "ADD": "VE_ADD_TILE", "MUL": "VE_MUL_TILE"}
+
+#: the vector engine's cost-table op of each layer (pe_math.op_cycles)
+COST_OP = {"LAYER_NORM": "layernorm", "RMS_NORM": "rmsnorm", "SOFTMAX": "softmax",
+           "GELU": "gelu", "SILU": "silu", "ADD": "add", "MUL": "mul"}
 
 #: a second operand of the tile: (role, placement, one row per input row? else one row)
 Extra = tuple[str, Placement, bool]
@@ -99,7 +105,9 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
     if spec is None:
         return False
     fields, extra = spec
-    for r0, r, pe in lw.row_blocks(y, rows, cols, lw.bank // (cols * 4)):
+    # one block per vector engine of every PE when there are enough rows and work
+    split = lw.engines.ve_blocks(rows, cols, lw.n_pes, COST_OP[n.op_type])
+    for r0, r, pe in lw.row_blocks(y, rows, cols, lw.bank // (cols * 4), split):
         bi = lw.buf(pe, r * cols * xs, f"{n.id}.in")
         lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
         reads = [("in", bi)]
@@ -112,7 +120,8 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
             reads.append((role, be))
             frees.append(be)
         bo = lw.buf(pe, r * cols * ys, f"{n.id}.out")
-        lw.op(opcode, pe, n.id, dict(fields, rows=r), reads=reads, writes=[("out", bo)],
+        lw.op(opcode, pe, n.id, dict(fields, rows=r, **lw.engines.ve(pe)), reads=reads,
+              writes=[("out", bo)],
               frees=frees)
         lw.dma(True, pe, bo, y, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bo])
     return True

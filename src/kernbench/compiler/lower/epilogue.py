@@ -1,0 +1,163 @@
+"""Element-wise consumers fused into a GEMM's epilogue (ADR-0701).
+
+A GEMM whose output has exactly one consumer (through reshapes that alias it), a GELU /
+SILU or an ADD of a residual (same shape, or N values broadcast over the rows), and is not
+a graph output:
+the consumer's VE tile runs on the accumulator tile in TCM right after the epilogue's
+VE_DEQUANTIZE_TILE (in place, same vector engine), and the tile is stored into the
+consumer's output. The GEMM's own output is never written to HBM (its allocation and view
+are dropped from the memory plan) and the consumer layer gets no lowering of its own.
+
+The fused ops carry the consumer's layer id, so the consumer still shows in stats.json
+`layers` (its span is that of its tiles, inside the GEMM's) and its roofline bound still
+counts; `TileOp.fused_into` names the GEMM, so the schedule treats them as part of the
+GEMM's layer. Numerics are the unfused ones: the same VE op on the same values (the
+dequantized tile at the GEMM output's dtype), elementwise, so the data pass stays exact.
+
+A residual must be produced before the GEMM in node order (the fused ADD reads it while
+the GEMM runs; every store of it comes earlier in the program).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.rowwise import ROW_OPS
+from kernbench.compiler.tilegraph import Buf
+from kernbench.ir.model import LayerIR
+
+#: consumer op types the epilogue can apply
+FUSABLE = ("GELU", "SILU", "ADD")
+_FLOAT = ("fp32", "fp16")
+
+
+@dataclass(frozen=True)
+class FusedStep:
+    """A consumer layer applied to the GEMM's accumulator tiles."""
+
+    layer: LayerIR
+    fields: dict[str, Any]            # CMDQ fields of its VE tile (without length / rows)
+    out: Placement                    # where the fused tiles are stored
+    in2: Placement | None = None      # ADD: the residual
+    in2_per_row: bool = False         # residual has one row per output row (else broadcast)
+    views: tuple[LayerIR, ...] = ()   # reshapes between the GEMM and the consumer
+
+
+def _residual(lw: Lowering, gemm: LayerIR, add: LayerIR, x_tid: str,
+              nn: int) -> tuple[Placement, bool] | None:
+    """(placement, one row per output row?) of the ADD's other operand, if it is readable
+    while the GEMM runs: contiguous float, same shape or N values, written before it."""
+    others = [t for t in add.inputs if t != x_tid]
+    if len(add.inputs) != 2 or len(others) != 1:
+        return None
+    tid = others[0]
+    t = lw.g.tensors[tid]
+    if not t.const and t.producer is not None:
+        order = {x.id: i for i, x in enumerate(lw.g.nodes)}
+        if order.get(t.producer, len(order)) >= order[gemm.id]:
+            return None
+    b = lw.placement(tid)
+    if b.dtype not in _FLOAT or not b.contiguous:
+        return None
+    x_shape = list(lw.g.tensors[x_tid].shape)
+    if list(t.shape) == x_shape:
+        return b, True
+    if int(np.prod(b.shape)) == nn and b.shape and b.shape[-1] == nn and x_shape[-1] == nn:
+        return b, False
+    return None
+
+
+def _consumer(lw: Lowering, out_tid: str) -> tuple[LayerIR, str, list[LayerIR]] | None:
+    """(the one consumer, the tensor it reads, the views passed on the way) of a GEMM
+    output, following reshapes that alias it; None when any tensor on the way has more
+    than one consumer or is a graph output."""
+    g = lw.g
+    tid, views = out_tid, []
+    while True:
+        t = g.tensors[tid]
+        if tid in g.outputs or len(t.consumers) != 1:
+            return None
+        c = g.node(t.consumers[0])
+        if not is_view(lw.plan, c):
+            return c, tid, views
+        if c.inputs[0] != tid or len(c.outputs) != 1:
+            return None
+        views.append(c)
+        tid = c.outputs[0]
+
+
+def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
+                 nn: int) -> FusedStep | None:
+    """The consumer of `out_tid` the GEMM's epilogue can apply, or None."""
+    g = lw.g
+    found = _consumer(lw, out_tid)
+    if found is None or op.dtype not in _FLOAT:
+        return None
+    c, x_tid, views = found
+    if c.op_type not in FUSABLE or lw.state.folded.get(c.id) or len(c.outputs) != 1:
+        return None
+    y = lw.plan.placements.get(c.outputs[0])
+    if y is None or y.dtype not in _FLOAT or not y.contiguous \
+            or list(g.tensors[c.outputs[0]].shape) != list(g.tensors[x_tid].shape) \
+            or int(np.prod(y.shape)) != int(np.prod(op.shape)):
+        return None
+    fields: dict[str, Any] = {"qbits_activation": QBITS_OF[op.dtype],
+                              "out_qbits": QBITS_OF[y.dtype]}
+    if c.op_type in ("GELU", "SILU"):
+        if c.inputs[0] != x_tid:
+            return None
+        if c.op_type == "GELU":
+            fields["approximate"] = c.attributes.get("approximate", "none")
+        return FusedStep(c, fields, y, views=tuple(views))
+    res = _residual(lw, gemm, c, x_tid, nn)
+    if res is None:
+        return None
+    b, per_row = res
+    fields["in2_qbits"] = QBITS_OF[b.dtype]
+    if not per_row:
+        fields["in2_rows"] = 1
+    return FusedStep(c, fields, y, b, per_row, tuple(views))
+
+
+def apply_step(lw: Lowering, step: FusedStep, pe: int, c: Buf, tile: tuple[int, int, int, int],
+               nn: int, gemm_id: str, engine: dict[str, Any]) -> None:
+    """The consumer's VE tile on accumulator `c` (in place) on the same vector engine;
+    a residual tile is loaded first."""
+    m0, n0, tm, tn = tile
+    layer = step.layer.id
+    reads = [("in", c)]
+    frees = []
+    if step.in2 is not None:
+        b = step.in2
+        if step.in2_per_row:
+            be = lw.buf(pe, tm * tn * ITEMSIZE[b.dtype], f"{layer}.in2")
+            ld = lw.dma(False, pe, be, b, m0 * nn + n0, tm, tn, nn, layer)
+        else:
+            be = lw.buf(pe, tn * ITEMSIZE[b.dtype], f"{layer}.in2")
+            ld = lw.dma(False, pe, be, b, n0, 1, tn, tn, layer, role="weight")
+        ld.fused_into = gemm_id
+        reads.append(("in2", be))
+        frees.append(be)
+    o = lw.op(ROW_OPS[step.layer.op_type], pe, layer,
+              dict(step.fields, length=tn, rows=tm, **engine),
+              reads=reads, writes=[("out", c)], frees=frees)
+    o.fused_into = gemm_id
+
+
+def drop_fused(lw: Lowering, gemm: LayerIR, out_tid: str, step: FusedStep) -> None:
+    """After the GEMM's tiles: its output (and the views of it on the way to the consumer)
+    is never written, so it gets no storage and no view in memory.json (`--dump-
+    intermediates` does not compare it), and the consumer and those views are lowered no
+    further (`Lowering.fused`)."""
+    p = lw.plan.placements.pop(out_tid)
+    for v in step.views:
+        lw.plan.placements.pop(v.outputs[0], None)
+        lw.fused[v.id] = gemm.id
+    lw.plan.allocations.pop(p.key, None)
+    lw.fused[step.layer.id] = gemm.id
