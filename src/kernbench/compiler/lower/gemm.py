@@ -23,7 +23,6 @@ from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
 from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics import quant as qmath
-from kernbench.topology import peaks
 
 #: an output tile: (first row, first column, rows, columns)
 OutTile = tuple[int, int, int, int]
