@@ -8,6 +8,10 @@ Split by job (data semantics per tile: docs/compiler.md):
   epilogue);
 - `rowwise`: LAYER_NORM, RMS_NORM, SOFTMAX, GELU, SILU, ADD, MUL in row blocks;
 - `attention`: integer ATTENTION per (batch, KV group) and query block;
+- `conv`: CONV as TE_CONV_TILE implicit GEMMs (dense, grouped) or VE_DWCONV_TILE
+  (depthwise), with a fused ReLU / Clip epilogue (`clamp`); `window`: their geometry;
+- `pool`: POOL as VE_POOL_TILE blocks, REDUCE over trailing axes as VE_REDUCE_TILE;
+- `clamp`: ReLU / Clip as VE_CLIP_TILE blocks (or nothing, when a conv computed it);
 - `kv_update`: KV cache rows copied (and quantized) into the present cache;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
@@ -21,11 +25,14 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from kernbench.compiler.lower.attention import lower_attention
+from kernbench.compiler.lower.clamp import lower_clamp
 from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.conv import lower_conv
 from kernbench.compiler.lower.gemm import dequant_bypassed, lower_gemm, lower_qkv_proj
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.pool import lower_pool, lower_reduce
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import TileGraph
@@ -35,6 +42,7 @@ from kernbench.ir.model import LayerIR
 LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_attention,
     "KV_UPDATE": lower_kv_update, **{op: lower_row_op for op in ROW_OPS},
+    "CONV": lower_conv, "POOL": lower_pool, "REDUCE": lower_reduce, "ELEMENTWISE": lower_clamp,
 }
 
 
