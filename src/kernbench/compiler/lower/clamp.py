@@ -68,8 +68,8 @@ def clip_fields(b: Bounds, rows: int, length: int, qbits: int) -> dict[str, obje
 
 
 def lower_clamp(lw: Lowering, n: LayerIR) -> bool:
-    """A clamp: nothing when fused into its producer, else row blocks (False: untileable)."""
-    if n.id in lw.fused:
+    """A clamp: nothing when fused into its producer, else flat blocks (False: untileable)."""
+    if n.id in lw.tg.fused_into:
         return True
     b = clamp_bounds(lw, n)
     if b is None:

@@ -85,7 +85,6 @@ class Lowering:
                                                       "per_channel") == "per_channel"
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
         self.weights: dict[tuple[str, str, QBits], TeWeight | None] = {}
-        self.fused: set[str] = set()  # layers a producer's epilogue computed (conv + clamp)
 
     def next_pe(self) -> int:
         return self.pes.next()

@@ -6,9 +6,9 @@ NCHW (layout "nchw": the activation and the OIHW weight are read as they lie in 
 vector engine as VE_DWCONV_TILE, where they cost outputs × taps lane operations instead of
 one systolic pass per channel (ADR-0703).
 
-Precision follows the GEMM (`gemm.te_mode`): "int" quantizes the activation once with its
-calibrated static scale (`gemm.prepare_x`) and the weight per output channel, and the
-tiles accumulate exactly in int32; "fp16" / "fp32" accumulate in fp32. A tile is a block
+Precision follows the GEMM (`gemm.te_mode`): "int" quantizes the activation with its
+calibrated static scale (in each tile, after its load) and the weight per output channel,
+and the tiles accumulate exactly in int32; "fp16" / "fp32" accumulate in fp32. A tile is a block
 of output channels (within one group) × a block of output rows (full width) of one image:
 its K loop walks the group's input channels (accumulating), then the epilogue —
 VE_DEQUANTIZE_TILE with a per-row (= per-channel) scale s_x·s_w and bias, and the ReLU /
@@ -30,6 +30,7 @@ from kernbench.compiler.lower.clamp import Bounds, clip_fields, fusable_clamp
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, TeWeight
 from kernbench.compiler.lower.gemm import prepare_x, te_mode
 from kernbench.compiler.lower.window import Geom, choose, geom, halves
+from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.compiler.tilegraph import Buf
 from kernbench.components.builtin.systolic import systolic_compute_cycles
 from kernbench.ir.model import LayerIR, is_shape_only_array
@@ -46,8 +47,9 @@ class ConvJob:
     n: LayerIR
     geo: Geom
     groups: int
-    x: Placement                  # NCHW activation at the tiles' precision
-    sx: float | None              # its static scale (int mode)
+    x: Placement                  # NCHW activation as it lies in HBM
+    xt: str                       # the dtype the TE reads (int8 / fp16 / fp32)
+    sx: float | None              # the activation's static scale (int mode)
     w: TeWeight
     out: Placement                # NCHW output (the fused clamp's output when fused)
     scale: Placement | None       # fp32 [C_out] per-channel weight scales (int mode)
@@ -60,7 +62,7 @@ class ConvJob:
 
     @property
     def integer(self) -> bool:
-        return self.sx is not None
+        return self.xt == "int8"
 
 
 @lru_cache(maxsize=4096)
@@ -131,13 +133,12 @@ def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
     wt = conv_weight(lw, n, n.inputs[1], mode)
     if wt is None:
         return None
-    prep = prepare_x(lw, n, n.inputs[0], mode, 8 if mode == "int" else 16)
-    if prep is None:
+    xin = _activation(lw, n, mode)
+    if xin is None:
         return None
-    px = prep.placement
+    px, xt, sx = xin
     shape4 = (geo.n, geo.c, geo.h, geo.w)
     x = Placement(px.key, px.addr, shape4, contiguous_strides(shape4), px.dtype, px.replicas)
-    sx = None if prep.scale is None else float(np.asarray(prep.scale).reshape(()))
     fused = fusable_clamp(lw, n.outputs[0])
     out = lw.plan.placements[fused[0].outputs[0]] if fused else yp
     out = Placement(out.key, out.addr, (geo.n, w_shape[0], geo.ho, geo.wo),
@@ -152,8 +153,33 @@ def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
         b = np.asarray(g.weights[n.inputs[2]], np.float32).reshape(-1)
         bias = lw.const(f"{n.inputs[2]}@fp32", b, "fp32", source=n.inputs[2])
     if fused:
-        lw.fused.add(fused[0].id)
-    return ConvJob(n, geo, groups, x, sx, wt, out, scale, bias, fused[1] if fused else None)
+        lw.tg.fused_into[fused[0].id] = n.id
+    return ConvJob(n, geo, groups, x, xt, sx, wt, out, scale, bias,
+                   fused[1] if fused else None)
+
+
+def _activation(lw: Lowering, n: LayerIR, mode: str) -> tuple[Placement, str, float | None] | None:
+    """(HBM placement, dtype the TE reads, static scale) of the input. Int8 data behind a
+    per-tensor DEQUANTIZE is read as it is (`gemm.prepare_x`, no operation); an fp32
+    activation is quantized (int) or cast (fp16) by each tile in TCM right after its load,
+    which saves the int8 / fp16 copy's HBM round trip and the phase barrier it needs."""
+    g, x_tid = lw.g, n.inputs[0]
+    want = {"int": "int8", "fp16": "fp16", "fp32": "fp32"}[mode]
+    if mode == "int" and int8_dequant_source(g, x_tid) is not None:
+        prep = prepare_x(lw, n, x_tid, mode, 8)
+        if prep is None or prep.scale is None:
+            return None
+        return prep.placement, "int8", float(np.asarray(prep.scale).reshape(()))
+    xp = lw.placement(x_tid)
+    if mode != "int" and xp.dtype in (want, "fp32"):
+        return xp, want, None
+    if xp.dtype != "fp32":
+        return None
+    t = g.tensors[x_tid]
+    if t.quant is None or t.quant.dtype != "int8" or (
+            t.quant.zero_point and np.any(np.asarray(g.weights[t.quant.zero_point]) != 0)):
+        return None  # the quantize pass gives a conv input a symmetric static scale
+    return xp, want, float(np.asarray(g.weights[t.quant.scale], np.float32).reshape(()))
 
 
 def lower_conv(lw: Lowering, n: LayerIR) -> bool:
@@ -200,13 +226,26 @@ def _epilogue(lw: Lowering, job: ConvJob, pe: int, acc: Buf, img: int, co0: int,
 
 def _load_x(lw: Lowering, job: ConvJob, pe: int, img: int, ci0: int, c: int, first: int,
             rows: int) -> Buf:
-    """DMA `c` input channels from `ci0`, input rows [first, first + rows), full width."""
-    geo = job.geo
-    bx = lw.buf(pe, c * rows * geo.w * ITEMSIZE[job.x.dtype], f"{job.n.id}.ifm")
+    """DMA `c` input channels from `ci0`, input rows [first, first + rows), full width,
+    and bring them to the TE's dtype in TCM (quantize / cast) when HBM holds fp32."""
+    geo, nid = job.geo, job.n.id
+    count = c * rows * geo.w
+    bx = lw.buf(pe, count * ITEMSIZE[job.x.dtype], f"{nid}.ifm")
     hw = geo.h * geo.w
     lw.dma(False, pe, bx, job.x, (img * geo.c + ci0) * hw + first * geo.w, c, rows * geo.w,
-           hw, job.n.id)
-    return bx
+           hw, nid)
+    if job.x.dtype == job.xt:
+        return bx
+    bq = lw.buf(pe, count * ITEMSIZE[job.xt], f"{nid}.ifmq")
+    fields = {"length": count, "rows": 1, "qbits_activation": QBITS_OF[job.x.dtype],
+              "out_qbits": QBITS_OF[job.xt]}
+    if job.integer:
+        lw.op("VE_QUANTIZE_TILE", pe, nid, dict(fields, scale=job.sx, zero_point=0),
+              reads=[("in", bx)], writes=[("out", bq)], frees=[bx])
+    else:
+        lw.op("VE_COPY_TILE", pe, nid, fields, reads=[("in", bx)], writes=[("out", bq)],
+              frees=[bx])
+    return bq
 
 
 # ----------------------------------------------------------------------------- TE tiles
@@ -216,7 +255,7 @@ def _dense_blocks(lw: Lowering, job: ConvJob) -> tuple[int, ...]:
     """(output channels, output rows, input channels per K step) of a TE tile."""
     geo, gs = job.geo, lw.gemm_spec
     cg, og = geo.c // job.groups, job.cout // job.groups
-    ab, wb = ITEMSIZE[job.x.dtype], ITEMSIZE[job.w.placement.dtype]
+    ab, wb = ITEMSIZE[job.x.dtype] + ITEMSIZE[job.xt], ITEMSIZE[job.w.placement.dtype]
     taps = geo.kh * geo.kw
     cobs = sorted({min(og, v) for v in (256, 128, 64, 32)}, reverse=True)
     ccs = sorted({min(cg, v) for v in (cg, 1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1)},
@@ -249,7 +288,7 @@ def _dense(lw: Lowering, job: ConvJob) -> None:
     cg, og = geo.c // job.groups, job.cout // job.groups
     cob_max, toh, cc = _dense_blocks(lw, job)
     taps = geo.kh * geo.kw
-    qa = {"int8": 8, "fp16": 16, "fp32": 32}[job.x.dtype]
+    qa = QBITS_OF[job.xt]
     for img in range(geo.n):
         for grp in range(job.groups):
             for cb in range(0, og, cob_max):
@@ -283,7 +322,7 @@ def _dw_blocks(lw: Lowering, job: ConvJob) -> tuple[int, ...]:
     """(input channels, output rows) of a depthwise tile."""
     geo = job.geo
     mult = job.cout // geo.c
-    ab = ITEMSIZE[job.x.dtype]
+    ab = ITEMSIZE[job.x.dtype] + ITEMSIZE[job.xt]
     lanes = lw.state.topology.config.cube.pe_template.pe_math.lanes
     mul = lw.math_op_cycles["mul"]
 
@@ -308,7 +347,7 @@ def _depthwise(lw: Lowering, job: ConvJob) -> None:
     mult = job.cout // geo.c
     cb_max, toh = _dw_blocks(lw, job)
     taps = geo.kh * geo.kw
-    qa = {"int8": 8, "fp16": 16, "fp32": 32}[job.x.dtype]
+    qa = QBITS_OF[job.xt]
     for img in range(geo.n):
         for ci0 in range(0, geo.c, cb_max):
             cb = min(cb_max, geo.c - ci0)
