@@ -15,6 +15,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS
 from kernbench.ir.model import LayerIR
 
 #: ELEMENTWISE kinds this lowering takes
@@ -81,8 +82,8 @@ def lower_clamp(lw: Lowering, n: LayerIR) -> bool:
             or lw.g.tensors[n.inputs[0]].const:
         return False
     total = int(np.prod(x.shape)) if x.shape else 1
-    # element-wise: flat blocks, at least one per PE, at most one fp32 bank each
-    per = max(1, min(total, lw.bank // 4, math.ceil(total / lw.n_pes)))
+    # element-wise: flat blocks, one per PE down to MIN_BLOCK_ELEMS, at most one fp32 bank
+    per = max(1, min(total, lw.bank // 4, max(MIN_BLOCK_ELEMS, math.ceil(total / lw.n_pes))))
     for e0 in range(0, total, per):
         e = min(per, total - e0)
         pe = lw.next_pe()

@@ -19,7 +19,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.window import Geom, choose, geom, halves
+from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS, Geom, choose, geom, halves
 from kernbench.ir.model import LayerIR
 
 #: cycles charged per tile when comparing block sizes (DMA and command round trips)
@@ -101,7 +101,8 @@ def lower_reduce(lw: Lowering, n: LayerIR) -> bool:
     length = int(np.prod(x.shape[axes[0]:]))
     if int(np.prod(y.shape)) != rows or length * 4 > lw.bank:
         return False
-    per = max(1, min(rows, lw.bank // (length * 4), math.ceil(rows / lw.n_pes)))
+    per = max(1, min(rows, lw.bank // (length * 4),
+                     max(math.ceil(MIN_BLOCK_ELEMS / length), math.ceil(rows / lw.n_pes))))
     isz, osz = ITEMSIZE[x.dtype], ITEMSIZE[y.dtype]
     for r0 in range(0, rows, per):
         r = min(per, rows - r0)
