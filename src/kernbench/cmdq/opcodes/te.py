@@ -178,7 +178,7 @@ class TeConvTile(TeTile, Window2D):
         "nhwc", description="(ADR-0703) Operand layouts (see the opcode's description).")
 
     def _operand_elements(self) -> tuple[int, int, int, int]:
-        h_out, w_out = self.out_hw()
+        h_out, w_out = self.out_hw
         return (
             self.n * self.h * self.w * self.c_in,
             self.kh * self.kw * (self.c_in // self.groups) * self.c_out,
@@ -188,13 +188,13 @@ class TeConvTile(TeTile, Window2D):
 
     def gemm_dims(self) -> tuple[int, int, int]:
         """(m, n, k) of one group's implicit GEMM."""
-        h_out, w_out = self.out_hw()
+        h_out, w_out = self.out_hw
         return (self.n * h_out * w_out, self.c_out // self.groups,
                 self.kh * self.kw * (self.c_in // self.groups))
 
     @property
     def macs(self) -> int:
-        h_out, w_out = self.out_hw()
+        h_out, w_out = self.out_hw
         return (self.n * max(h_out, 0) * max(w_out, 0) * self.c_out * self.kh * self.kw
                 * (self.c_in // self.groups))
 
@@ -221,7 +221,7 @@ class TeConvTile(TeTile, Window2D):
         params ``layout``, ``strides``, ``pads`` [t, l, b, r], ``dilations``, ``groups``."""
         require_math_op(self, self.math_op)
         qa, qw = self.qbits_activation, self.qbits_weight
-        h_out, w_out = self.out_hw()
+        h_out, w_out = self.out_hw
         acc = self.accumulator_dtype()
         addrs = [env.addr("ifm"), env.addr("wgt")]
         cg = self.c_in // self.groups

@@ -50,7 +50,7 @@ class VeWindowTile(VeTile, Window2D):
 
     @property
     def out_elements(self) -> int:
-        h_out, w_out = self.out_hw(self.window_ceil)
+        h_out, w_out = self.out_dims(self.window_ceil)
         return self.rows * self.c_out * max(h_out, 0) * max(w_out, 0)
 
     @property
@@ -81,7 +81,7 @@ class VeWindowTile(VeTile, Window2D):
     def command(self, low: Lowering) -> PeCommand:
         """A MathCmd of outputs × taps lane operations of the cost op."""
         rd, wr = self.traffic(low.pe)
-        _, w_out = self.out_hw(self.window_ceil)
+        _, w_out = self.out_dims(self.window_ceil)
         rows = max(self.out_elements // max(w_out, 1), 1) * self.kh * self.kw
         params = {"op": self.cost_ops()["opcode"], "length": max(w_out, 1), "rows": rows,
                   "ve_id": self.ve_id, "entry": self.id}
@@ -91,7 +91,7 @@ class VeWindowTile(VeTile, Window2D):
     def _description(self, env: DataEnv, ins: list[tuple[str, list[int], str]],
                      params: dict[str, Any]) -> dict[str, Any]:
         require_math_op(self, self.math_op)
-        h_out, w_out = self.out_hw(self.window_ceil)
+        h_out, w_out = self.out_dims(self.window_ceil)
         return {"op_kind": "math", "op_name": self.opcode.lower(), "op": self.math_op,
                 "space": env.space, "input_addrs": [env.addr(r) for r, _, _ in ins],
                 "input_shapes": [s for _, s, _ in ins], "input_dtypes": [d for _, _, d in ins],

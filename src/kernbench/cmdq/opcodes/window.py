@@ -63,8 +63,13 @@ class Window2D(BaseModel):
         return [p if v is None else v
                 for v in (self.pad_top, self.pad_left, self.pad_bottom, self.pad_right)]
 
-    def out_hw(self, ceil_mode: bool = False) -> tuple[int, int]:
-        """(h_out, w_out); a value below 1 means the window does not fit."""
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        """(h_out, w_out), floor mode; a value below 1 means the window does not fit."""
+        return self.out_dims(False)
+
+    def out_dims(self, ceil_mode: bool) -> tuple[int, int]:
+        """(h_out, w_out) in floor or ceil mode; below 1: the window does not fit."""
         t, lf, b, r = self.pads()
         (sh, sw), (dh, dw) = self.strides(), self.dilations()
         return (window_out(self.h, t, b, self.kh, sh, dh, ceil_mode),
@@ -72,7 +77,7 @@ class Window2D(BaseModel):
 
     def window_rules(self, v: Rules, ceil_mode: bool = False) -> bool:
         """The (dilated) window fits the padded input in both dimensions."""
-        h_out, w_out = self.out_hw(ceil_mode)
+        h_out, w_out = self.out_dims(ceil_mode)
         if h_out < 1:
             v.add("kh", f"window height {self.kh} (dilation {self.dilations()[0]}) does not "
                   f"fit the input height {self.h} with its padding")

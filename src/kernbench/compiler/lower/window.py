@@ -97,8 +97,7 @@ def halves(total: int) -> list[int]:
 
 #: cycles charged per tile for what does not run in parallel: the command processor issues
 #: every entry of every tile in order (about eight entries per tile, a cycle or so each),
-#: so spreading a tiny
-#: layer over 64 PEs is not free (measured on the zoo CNNs: 5–10 beat 0 and 40+)
+#: so spreading a tiny layer over 64 PEs is not free (on the zoo CNNs 5–10 beat 0 and 40)
 ISSUE_CYCLES_PER_TILE = 8
 #: the smallest block of an element-wise tile worth its DMA round trips (elements)
 MIN_BLOCK_ELEMS = 4096
