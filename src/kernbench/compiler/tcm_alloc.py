@@ -50,7 +50,11 @@ class _Ring:
             bank_dead = self.dead.get(cur // self.bank, [])
             reused = [x for x in bank_dead if x.offset < cur + size and cur < x.offset + x.nbytes]
             if reused:
-                self.dead[cur // self.bank] = [x for x in bank_dead if x not in reused]
+                # a dead buffer leaves the list only when this one covers it whole: the next
+                # buffer over its remaining bytes must wait for its readers too
+                self.dead[cur // self.bank] = [
+                    x for x in bank_dead
+                    if x not in reused or x.offset < cur or x.offset + x.nbytes > cur + size]
             b.war_after = reused
             b.offset = cur
             b.bank, b.bank_offset = divmod(cur, self.bank)
