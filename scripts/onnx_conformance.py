@@ -42,6 +42,13 @@ listed as passing the whole stack stops passing.
 Beyond single ops the importer fuses exporter patterns (see docs/ir.md): LAYER_NORM,
 RMS_NORM (RMSNormalization or decomposed), GELU (erf / tanh), SILU, ROPE, ATTENTION
 (grouped KV heads), QKV_PROJ, GEMM with bias, KV_UPDATE.
+
+How the compiler runs them on the NPU: Conv (1-D / 2-D, any stride, padding, dilation,
+groups) as TE_CONV_TILE tiles over all PEs, depthwise Conv as VE_DWCONV_TILE, MaxPool /
+AveragePool as VE_POOL_TILE, GlobalAveragePool / GlobalMaxPool / ReduceMean over trailing
+axes as VE_REDUCE_TILE, Relu / Clip with constant bounds as VE_CLIP_TILE or inside the
+preceding conv's epilogue (ADR-0703; docs/compiler.md). 3-D convs and pools, int8 / uint8
+pools and clamps run as whole-layer ops.
 """
 
 
