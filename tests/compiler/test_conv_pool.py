@@ -142,3 +142,18 @@ def test_pooling_tiled_and_verified(tmp_path, extra):
     v, counts = _run(tmp_path, _pool_model(tmp_path), FP32, extra)
     _check(v, counts, exact=True)  # the same window sums in the same order
     assert counts["VE_POOL_TILE"] >= 3 and counts["VE_REDUCE_TILE"] >= 3, counts
+
+
+ZOO = Path(__file__).resolve().parents[1] / "zoo"
+
+
+@pytest.mark.parametrize("topology", ["small", "base"])
+@pytest.mark.parametrize("model", ["resnet", "mobilenet"])
+def test_zoo_cnns_compile_without_whole_layer_ops(tmp_path, model, topology):
+    out = tmp_path / "bundle"
+    assert main(["compile", str(ZOO / f"{model}.onnx"), "--topology", topology, "--out",
+                 str(out), "--quiet"]) == 0
+    ops = {e["opcode"] for e in json.loads((out / "cmdq.json").read_text())["cmdq"]}
+    assert not ops & {"VE_LAYER_OP", "TE_LAYER_OP"}, ops
+    assert "VE_POOL_TILE" in ops and "VE_REDUCE_TILE" in ops
+    assert ("VE_DWCONV_TILE" in ops) == (model == "mobilenet")
