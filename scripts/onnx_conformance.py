@@ -46,6 +46,13 @@ ALiBi or relative position bias, soft-cap, MatMul / batched MatMul / Einsum, hea
 by Reshape / Transpose in any order, GQA / MQA by Expand / Tile / broadcasting, KV-cache
 Concat; attention with QDQ on its scores stays two MATMULs, tiled as batched GEMMs),
 QKV_PROJ, GEMM with bias, KV_UPDATE.
+
+How the compiler runs them on the NPU: Conv (1-D / 2-D, any stride, padding, dilation,
+groups) as TE_CONV_TILE tiles over all PEs, depthwise Conv as VE_DWCONV_TILE, MaxPool /
+AveragePool as VE_POOL_TILE, GlobalAveragePool / GlobalMaxPool / ReduceMean over trailing
+axes as VE_REDUCE_TILE, Relu / Clip with constant bounds as VE_CLIP_TILE or inside the
+preceding conv's epilogue (ADR-0703; docs/compiler.md). 3-D convs and pools, int8 / uint8
+pools and clamps run as whole-layer ops.
 """
 
 

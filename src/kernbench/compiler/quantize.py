@@ -28,6 +28,7 @@ from kernbench.numerics import quant as qmath
 TE_INPUTS = {
     "GEMM": ((0, "a"),),
     "QKV_PROJ": ((0, "a"),),
+    "CONV": ((0, "a"),),
     "ATTENTION": ((0, "a"), (1, "kv"), (2, "kv")),
     "MATMUL": ((0, "a"), (1, "a")),   # both activations (compiler/lower/bmm.py)
 }

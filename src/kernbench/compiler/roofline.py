@@ -81,7 +81,20 @@ def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
                      "compute_bound_ns": round(r.compute_ns, 3),
                      "memory_bound_ns": round(r.memory_ns, 3),
                      "bound_ns": round(r.bound_ns, 3), "bound_by": r.bound_by}
+    _merge_fused(out, state)
     return out
+
+
+def _merge_fused(out: dict[str, dict[str, Any]], state: CompileState) -> None:
+    """A layer computed in another's tiles (a conv's ReLU) has no time of its own: its
+    bound is added to that layer's, so the model's total bound does not shrink by fusing."""
+    fused = state.tiles.fused_into if state.tiles is not None else {}
+    for fid, into in sorted(fused.items()):
+        f, t = out[fid], out[into]
+        t["bytes"] += f["bytes"]
+        for k in ("compute_bound_ns", "memory_bound_ns", "bound_ns"):
+            t[k] = round(t[k] + f[k], 3)
+        f["fused_into"] = into
 
 
 def layer_report(bounds: dict[str, dict[str, Any]], entries: dict[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,8 @@ class TileGraph:
     bufs: list[Buf] = field(default_factory=list)
     allocated: bool = False
     layer_tiles: dict[str, int] = field(default_factory=dict)
+    # a layer computed inside another layer's tiles (a ReLU in a conv's epilogue) → that layer
+    fused_into: dict[str, str] = field(default_factory=dict)
 
     def dump(self) -> str:
         lines = []

@@ -143,24 +143,48 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stride
          pads: list[int], dilations: list[int], group: int = 1, a_bits: Bits = None,
          w_bits: Bits = None, x_static: dict | None = None, w_quant: dict | None = None,
          per_channel: bool = True) -> np.ndarray:
-    """N-d convolution (NC…, OI…) with fake-quantized operands at integer bits, + bias."""
+    """N-d convolution (NC…, OI…) at the TE's precision, + bias (fp32).
+
+    Integer activation and weight bits (symmetric, zero points 0) multiply exactly like
+    the GEMM: int32 accumulators, then ``acc · (s_x · s_w[o])`` and the bias, in that order
+    (the tiled epilogue computes the same). Other modes fake-quantize the operands and
+    convolve in fp32."""
     xf = x.astype(np.float32)
     wf = w.astype(np.float32)
-    if isinstance(a_bits, int):
-        xf = qmath.dequantize(*qmath.quantize_activation(xf, a_bits, x_static))
-    if isinstance(w_bits, int):
-        wq, sw, zw, axis, _ = _weight_q(wf, w_bits, 0, w_quant, per_channel)
-        wf = qmath.dequantize(wq, sw, zw, axis)
-    y = conv_nd(xf, wf, strides, pads, dilations, group)
-    if bias is not None:
-        y = y + bias.astype(np.float32).reshape((1, -1) + (1,) * (y.ndim - 2))
-    return y
+    if isinstance(a_bits, int) and (isinstance(w_bits, int) or w_quant is not None):
+        xq, sx, zx = qmath.quantize_activation(xf, a_bits, x_static)
+        wq, sw, zw, axis, block = _weight_q(wf, w_bits if isinstance(w_bits, int) else 8, 0,
+                                            w_quant, per_channel)
+        if not np.any(np.asarray(zx)) and not np.any(np.asarray(zw)) and not block \
+                and axis in (0, None):
+            acc = conv_nd(xq, wq, strides, pads, dilations, group)
+            sw = np.asarray(sw, np.float32)
+            sw_b = sw.reshape((1, -1) + (1,) * (acc.ndim - 2)) if sw.size > 1 \
+                else sw.reshape(())
+            y = acc.astype(np.float32) * (np.asarray(sx, np.float32) * sw_b)
+            return _plus_bias(y, bias)
+        xf = qmath.dequantize(xq, sx, zx)
+        wf = qmath.dequantize(wq, sw, zw, axis, block)
+    else:
+        if isinstance(a_bits, int):
+            xf = qmath.dequantize(*qmath.quantize_activation(xf, a_bits, x_static))
+        if isinstance(w_bits, int):
+            wq, sw, zw, axis, _ = _weight_q(wf, w_bits, 0, w_quant, per_channel)
+            wf = qmath.dequantize(wq, sw, zw, axis)
+    return _plus_bias(conv_nd(xf, wf, strides, pads, dilations, group), bias)
+
+
+def _plus_bias(y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    if bias is None:
+        return y
+    return y + bias.astype(np.float32).reshape((1, -1) + (1,) * (y.ndim - 2))
 
 
 def conv_nd(x: np.ndarray, w: np.ndarray, strides: list[int], pads: list[int],
             dil: list[int], group: int) -> np.ndarray:  # fmt: skip
     """N-d convolution (NC*, OI*) through sliding windows + one matmul per group.
-    `pads` = [begin of each spatial axis..., end of each...] (ONNX order)."""
+    `pads` = [begin of each spatial axis..., end of each...] (ONNX order). Integer
+    operands multiply exactly into int32 (`quant.int_matmul`); floats in fp32."""
     nsp = x.ndim - 2
     pad = [(0, 0), (0, 0)] + [(pads[i], pads[i + nsp]) for i in range(nsp)]
     xp = np.pad(x, pad)
@@ -173,6 +197,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides: list[int], pads: list[int],
     nb, c = x.shape[:2]
     o = w.shape[0]
     cg, og = c // group, o // group
+    integer = x.dtype.kind in "iu" and w.dtype.kind in "iu"
     outs = []
     out_sp = win.shape[2:2 + nsp]
     for g in range(group):
@@ -181,9 +206,10 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides: list[int], pads: list[int],
         wg = np.moveaxis(wg, 1, 1 + nsp)
         cols = wg.reshape(nb * int(np.prod(out_sp)), -1)
         kg = w[g * og:(g + 1) * og].reshape(og, -1)
-        yg = cols @ kg.T
+        yg = qmath.int_matmul(cols, kg.T) if integer else \
+            cols.astype(np.float32) @ kg.T.astype(np.float32)
         outs.append(np.moveaxis(yg.reshape((nb,) + tuple(out_sp) + (og,)), -1, 1))
-    return np.concatenate(outs, axis=1).astype(np.float32)
+    return np.concatenate(outs, axis=1).astype(np.int32 if integer else np.float32)
 
 
 def conv2d_nhwc(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0

@@ -6,7 +6,7 @@
 - the CMDQ vector tiles' ops: cmdq_dequantize (acc × scale (+ bias)), cmdq_row_scale,
   cmdq_quantize_rows, attn_softmax (attention's masked softmax on a row block),
   flash_softmax_block / flash_merge (attention blocked along the KV sequence).
-- conv: a TE_CONV_TILE (NHWC ifm, [kh, kw, c_in, c_out] weight).
+- conv, pool, reduce_rows, clip: the window ops, in math_window.
 - layer: a whole IR layer by its numerics layer kernel (`kernel`, `params`), the same
   call the IR interpreter makes; writes several outputs (`dst_addrs`).
 The param contract of each op is in docs/data-pass.md.
@@ -22,7 +22,6 @@ from kernbench.numerics import quant as qmath
 from kernbench.numerics.dtypes import np_dtype
 from kernbench.numerics.flash import merge_block, softmax_block
 from kernbench.numerics.layers import run_layer
-from kernbench.numerics.linalg import conv2d_nhwc
 from kernbench.numerics.norms import layernorm, rmsnorm
 from kernbench.numerics.rope import rope, rope_interleaved
 from kernbench.numerics.softmax import attention_probs, softmax
@@ -123,7 +122,8 @@ def _dequant_scale(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 def _cmdq_dequantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     """acc × scale (+ bias): the interpreter's `acc.astype(f32) * (sx·sw)` then `+ bias`.
     The scale is `scale`, a per-row input × `scale` (`row_scale`) or a per-column input
-    (`vector_scale`); `has_bias` adds the next input."""
+    (`vector_scale`); `has_bias` adds the next input ([length]), `has_row_bias` the next
+    ([rows, 1])."""
     x = np.asarray(ins[0]).astype(np.float32)
     i = 1
     if p.get("row_scale"):
@@ -135,6 +135,9 @@ def _cmdq_dequantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     else:
         y = x * np.float32(p["scale"])
     if p.get("has_bias"):
+        y = y + np.asarray(ins[i], np.float32)
+        i += 1
+    if p.get("has_row_bias"):  # [rows, 1]: a conv tile's rows are its output channels
         y = y + np.asarray(ins[i], np.float32)
     return y.astype(np.float32)
 
@@ -185,25 +188,7 @@ def _flash_merge(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
                        bool(p.get("last")))
 
 
-# ------------------------------------------------------------------ TE conv, whole layers
-@math_op("conv")
-def _conv(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    """TE_CONV_TILE: ifm [n, h, w, c_in], wgt [kh, kw, c_in, c_out] (`stride`,
-    `padding`), then + bias [c_out] (`has_bias`) and + the previous ofm (`accumulate`,
-    the last input). Integers: exact int32; floats: fp32."""
-    x, w = widen(ins[0]), widen(ins[1])
-    y = conv2d_nhwc(x, w, stride=int(p.get("stride", 1)), padding=int(p.get("padding", 0)))
-    integer = y.dtype.kind in "iu"
-    rest = list(ins[2:])
-    if p.get("has_bias"):
-        b = rest.pop(0)
-        y = y.astype(np.int64) + b.astype(np.int64) if integer else y + fl(b)
-    if p.get("accumulate"):
-        prev = rest.pop(0)
-        y = y.astype(np.int64) + prev.astype(np.int64) if integer else y + fl(prev)
-    return y.astype(np.int32) if integer else y  # int32 accumulator (wraps like hardware)
-
-
+# ------------------------------------------------------------------ whole layers
 @math_op("layer")
 def _layer(ins: list[np.ndarray], p: dict[str, Any]) -> list[np.ndarray]:
     """A whole IR layer: the numerics layer kernel `kernel` with `params` (the IR

@@ -3,7 +3,8 @@
 Lowering: a GemmCmd on the PE's pe_gemm{te_id}: fetch ifm + wgt (+ bias), the array on
 (m, n, k), store ofm. An accumulating tile keeps its partial sums in the array's
 accumulators, so its ofm is written back but not fetched again. TE_CONV_TILE runs as its
-implicit GEMM (M = n·h_out·w_out, N = c_out, K = kh·kw·c_in).
+implicit GEMM per channel group (M = n·h_out·w_out, N = c_out/groups,
+K = kh·kw·c_in/groups), the groups one after another (ADR-0703).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kernbench.cmdq.opcodes.base import (
     require_math_op,
 )
 from kernbench.cmdq.opcodes.registry import register_opcode
+from kernbench.cmdq.opcodes.window import Window2D
 from kernbench.common.pe_commands import GemmCmd, PeCommand
 
 
@@ -161,75 +163,81 @@ class TeGemmTile(TeTile):
 
 
 @register_opcode
-class TeConvTile(TeTile):
-    """2-D convolution tile (spec §8.2, fields defined in 1.1).
+class TeConvTile(TeTile, Window2D):
+    """2-D convolution tile (spec §8.2, fields defined in 1.1, widened by ADR-0703).
 
-    ifm is NHWC ``[n, h, w, c_in]``, wgt is ``[kh, kw, c_in, c_out]``, ofm is NHWC
-    ``[n, h_out, w_out, c_out]`` with ``h_out = (h + 2*padding - kh) // stride + 1`` (same for
-    w). Padding is implicit zeros, not stored.
+    ``layout`` "nhwc" (1.1): ifm ``[n, h, w, c_in]``, wgt ``[kh, kw, c_in/groups, c_out]``,
+    ofm ``[n, h_out, w_out, c_out]``. ``layout`` "nchw" (ADR-0703): ifm ``[n, c_in, h, w]``,
+    wgt ``[c_out, c_in/groups, kh, kw]`` (ONNX OIHW), ofm ``[n, c_out, h_out, w_out]``.
+    Window fields (strides, dilations, per-side padding) are `Window2D`'s; padding is
+    implicit zeros, not stored. ``groups`` splits channels as ONNX Conv does; the array
+    runs the groups one after another.
     """
 
     math_op: ClassVar[str] = "conv"
     opcode: Literal["TE_CONV_TILE"] = "TE_CONV_TILE"
     n: PosInt = Field(1, description="Batch.")
-    h: PosInt = Field(description="Input height (unpadded).")
-    w: PosInt = Field(description="Input width (unpadded).")
     c_in: PosInt
     c_out: PosInt
-    kh: PosInt
-    kw: PosInt
-    stride: PosInt = 1
-    padding: NonNegInt = Field(0, description="Zero padding on each side of h and w.")
-
-    @property
-    def out_hw(self) -> tuple[int, int]:
-        """(h_out, w_out); a value below 1 means the kernel does not fit (invalid entry)."""
-        h_out = (self.h + 2 * self.padding - self.kh) // self.stride + 1
-        w_out = (self.w + 2 * self.padding - self.kw) // self.stride + 1
-        return h_out, w_out
+    groups: PosInt = Field(1, description="(ADR-0703) Channel groups; divides c_in, c_out.")
+    layout: Literal["nhwc", "nchw"] = Field(
+        "nhwc", description="(ADR-0703) Operand layouts (see the opcode's description).")
 
     def _operand_elements(self) -> tuple[int, int, int, int]:
         h_out, w_out = self.out_hw
         return (
             self.n * self.h * self.w * self.c_in,
-            self.kh * self.kw * self.c_in * self.c_out,
+            self.kh * self.kw * (self.c_in // self.groups) * self.c_out,
             self.n * max(h_out, 0) * max(w_out, 0) * self.c_out,
             self.c_out,
         )
 
     def gemm_dims(self) -> tuple[int, int, int]:
+        """(m, n, k) of one group's implicit GEMM."""
         h_out, w_out = self.out_hw
-        return self.n * h_out * w_out, self.c_out, self.kh * self.kw * self.c_in
+        return (self.n * h_out * w_out, self.c_out // self.groups,
+                self.kh * self.kw * (self.c_in // self.groups))
 
     @property
     def macs(self) -> int:
         h_out, w_out = self.out_hw
-        return self.n * max(h_out, 0) * max(w_out, 0) * self.c_out * self.kh * self.kw * self.c_in
+        return (self.n * max(h_out, 0) * max(w_out, 0) * self.c_out * self.kh * self.kw
+                * (self.c_in // self.groups))
 
     def rules(self, v: Rules) -> bool:
-        """The kernel fits the padded input in both dimensions."""
+        """The window fits the padded input; groups divide both channel counts."""
         super().rules(v)
-        h_out, w_out = self.out_hw
-        if h_out < 1:
-            v.add("kh", f"kernel height {self.kh} does not fit the input height "
-                  f"{self.h} with padding {self.padding}")
-        if w_out < 1:
-            v.add("kw", f"kernel width {self.kw} does not fit the input width "
-                  f"{self.w} with padding {self.padding}")
-        return h_out >= 1 and w_out >= 1
+        ok = self.window_rules(v)
+        if self.c_in % self.groups or self.c_out % self.groups:
+            v.add("groups", f"groups {self.groups} must divide c_in {self.c_in} and c_out "
+                  f"{self.c_out}")
+            ok = False
+        return ok
+
+    def command(self, low: Lowering) -> PeCommand:
+        """The GEMM command of one group, run ``groups`` times (param ``groups``)."""
+        cmd = super().command(low)
+        if self.groups > 1:
+            cmd.params["groups"] = self.groups
+        return cmd
 
     def data(self, env: DataEnv) -> dict[str, Any]:
-        """Math op ``conv`` (the data pass's NHWC convolution): inputs ifm ``[n, h, w,
-        c_in]``, wgt ``[kh, kw, c_in, c_out]``, then bias ``[c_out]`` (``has_bias``) and,
-        when accumulating, the old ofm (``accumulate``); params ``stride``, ``padding``."""
+        """Math op ``conv`` (the data pass's convolution tile): inputs ifm, wgt, then bias
+        ``[c_out]`` (``has_bias``) and, when accumulating, the old ofm (``accumulate``);
+        params ``layout``, ``strides``, ``pads`` [t, l, b, r], ``dilations``, ``groups``."""
         require_math_op(self, self.math_op)
         qa, qw = self.qbits_activation, self.qbits_weight
         h_out, w_out = self.out_hw
         acc = self.accumulator_dtype()
         addrs = [env.addr("ifm"), env.addr("wgt")]
-        shapes = [[self.n, self.h, self.w, self.c_in], [self.kh, self.kw, self.c_in, self.c_out]]
+        cg = self.c_in // self.groups
+        if self.layout == "nchw":
+            shapes = [[self.n, self.c_in, self.h, self.w], [self.c_out, cg, self.kh, self.kw]]
+            out_shape = [self.n, self.c_out, h_out, w_out]
+        else:
+            shapes = [[self.n, self.h, self.w, self.c_in], [self.kh, self.kw, cg, self.c_out]]
+            out_shape = [self.n, h_out, w_out, self.c_out]
         dtypes = [dtype_of(qa, False), dtype_of(qw, False)]
-        out_shape = [self.n, h_out, w_out, self.c_out]
         if self.bias_bank is not None:
             addrs.append(env.addr("bias"))
             shapes.append([self.c_out])
@@ -241,5 +249,6 @@ class TeConvTile(TeTile):
         return {"op_kind": "math", "op_name": "te_conv_tile", "op": self.math_op, "space": env.space,
                 "input_addrs": addrs, "input_shapes": shapes, "input_dtypes": dtypes,
                 "dst_addr": env.addr("ofm"), "shape_out": out_shape, "dtype": acc,
-                "stride": self.stride, "padding": self.padding,
+                "stride": self.stride, "padding": self.padding, "layout": self.layout,
+                "groups": self.groups, **self.geometry(),
                 "has_bias": self.bias_bank is not None, "accumulate": bool(self.accumulate)}

@@ -62,7 +62,8 @@ class VeRequantizeTile(VeQuantTile):
 
 @register_opcode
 class VeDequantizeTile(VeVectorTile):
-    """(1.1) out[r, c] = float(in[r, c]) * scale[c] (+ bias[c]): the GEMM epilogue.
+    """(1.1) out[r, c] = float(in[r, c]) * scale[c] (+ bias[c]) (+ row_bias[r]): the GEMM
+    and conv epilogue.
 
     The scale is either a vector of ``length`` fp32 values in TCM (``scale_bank``) or the
     scalar field ``scale``; the optional bias is ``length`` fp32 values (``bias_bank``)."""
@@ -82,11 +83,18 @@ class VeDequantizeTile(VeVectorTile):
     zero_point: int = Field(
         0, description="(1.1) With the scalar scale: out = float(in - zero_point) * scale "
         "(ONNX DequantizeLinear; the integer difference is exact).")
+    row_bias_bank: NonNegInt | None = Field(
+        None, description="(ADR-0703) Per-row bias (rows fp32) added last: a conv tile's "
+        "rows are output channels.")
+    row_bias_offset: NonNegInt | None = None
 
     def _extra_inputs(self, pe: int) -> list[TcmRange]:
         out = []
         if self.row_scale_bank is not None and self.row_scale_offset is not None:
             out.append(TcmRange("row_scale", pe, self.row_scale_bank, self.row_scale_offset,
+                                self.rows, 32, "r"))
+        if self.row_bias_bank is not None and self.row_bias_offset is not None:
+            out.append(TcmRange("row_bias", pe, self.row_bias_bank, self.row_bias_offset,
                                 self.rows, 32, "r"))
         if self.scale_bank is not None and self.scale_offset is not None:
             out.append(TcmRange("scale", pe, self.scale_bank, self.scale_offset, self.length,
@@ -131,6 +139,9 @@ class VeDequantizeTile(VeVectorTile):
         if self.bias_bank is not None:
             d.add("bias", [length])
             d.params["has_bias"] = True
+        if self.row_bias_bank is not None:
+            d.add("row_bias", [rows, 1])
+            d.params["has_row_bias"] = True
 
 
 @register_opcode

@@ -11,6 +11,10 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `attention_float`: fp32 ATTENTION the same way (and the ATTENTION dispatch);
 - `bmm`: MATMUL of two activations as batched GEMM tiles (int8 or fp32);
 - `attention_kv`: the KV-block loop of an attention blocked along the KV sequence;
+- `conv`: CONV as TE_CONV_TILE implicit GEMMs (dense, grouped) or VE_DWCONV_TILE
+  (depthwise), with a fused ReLU / Clip epilogue (`clamp`); `window`: their geometry;
+- `pool`: POOL as VE_POOL_TILE blocks, REDUCE over trailing axes as VE_REDUCE_TILE;
+- `clamp`: ReLU / Clip as VE_CLIP_TILE blocks (or nothing, when a conv computed it);
 - `kv_update`: KV cache rows copied (and quantized) into the present cache;
 - `qdq`: per-tensor fake quantization (QDQ) in row blocks;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
@@ -27,7 +31,9 @@ from typing import ClassVar
 
 from kernbench.compiler.lower.attention_float import lower_any_attention
 from kernbench.compiler.lower.bmm import lower_bmm
+from kernbench.compiler.lower.clamp import lower_clamp
 from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.conv import lower_conv
 from kernbench.compiler.lower.gemm import (
     dequant_bypassed,
     lower_gemm,
@@ -37,6 +43,7 @@ from kernbench.compiler.lower.gemm import (
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.pool import lower_pool, lower_reduce
 from kernbench.compiler.lower.qdq import lower_qdq
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
 from kernbench.compiler.memory_plan import PlanMemory
@@ -52,6 +59,7 @@ LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_any_attention,
     "KV_UPDATE": lower_kv_update, "QDQ": lower_qdq, **{op: lower_row_op for op in ROW_OPS},
     "MATMUL": lower_bmm,
+    "CONV": lower_conv, "POOL": lower_pool, "REDUCE": lower_reduce, "ELEMENTWISE": lower_clamp,
 }
 
 

@@ -3,8 +3,9 @@
 Busy time of an (m, n, k) tile = SCALE-Sim's compute cycles for the array and dataflow
 (components/builtin/systolic.py, checked against SCALE-Sim 3.0.0) divided by the
 throughput factor of the operand bitwidth (max of weight and activation bits), over the
-clock. Weights may stream straight from HBM (ADR-0014 D5): stage params
-`weight_stream_nbytes` and `weight_addr` make the tile also wait for that transfer.
+clock; a grouped tile (param `groups`) runs its groups one after another. Weights may
+stream straight from HBM (ADR-0014 D5): stage params `weight_stream_nbytes` and
+`weight_addr` make the tile also wait for that transfer.
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ class PeGemm(PeEngineBase):
     def service(self, token) -> float:  # noqa: ANN001
         p = token.params
         m, n, k = p["m"], p["n"], p["k"]
+        groups = p.get("groups", 1)  # a grouped conv tile: the groups run one after another
         bits = max(p.get("qbits_weight", 8), p.get("qbits_activation", 8))
-        self.macs += m * n * k
-        busy = self.cycles(m, n, k, bits) / self.spec.clock_ghz
+        self.macs += m * n * k * groups
+        busy = groups * self.cycles(m, n, k, bits) / self.spec.clock_ghz
         stream = p.get("weight_stream_nbytes", 0)
         now = self.env.now
         cmd = token.pipeline_ctx.command
@@ -64,7 +66,7 @@ class PeGemm(PeEngineBase):
             end = transfer(now, stream, stages[:-1])  # straight to the array, not TCM
             self.sim.actions.dma(cmd, "hbm", stream, stages[1:-1], None, now, end)
             busy = max(busy, end - now)
-        self.sim.actions.add(cmd, mac_action(bits), m * n * k, now, now + busy)
+        self.sim.actions.add(cmd, mac_action(bits), m * n * k * groups, now, now + busy)
         return busy
 
     def peak_macs_per_ns(self, bits: int) -> float:

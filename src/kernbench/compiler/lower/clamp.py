@@ -1,0 +1,98 @@
+"""ReLU and Clip (ELEMENTWISE relu / clip with constant scalar bounds): VE_CLIP_TILE.
+
+A clamp whose input is a tiled convolution's output, read by nothing else, is computed in
+that convolution's epilogue (`fusable_clamp`; the TCM tile is clamped before its store,
+so the conv's own output is never written) and takes no operation here. Any other clamp
+runs as flat blocks over the PEs (element-wise, so any shape): DMA in, VE_CLIP_TILE,
+DMA out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernbench.compiler.hbm import ITEMSIZE
+from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS
+from kernbench.ir.model import LayerIR
+
+#: ELEMENTWISE kinds this lowering takes
+CLAMP_OPS = ("relu", "clip")
+
+#: (lower bound or None, upper bound or None)
+Bounds = tuple[float | None, float | None]
+
+
+def clamp_bounds(lw: Lowering, n: LayerIR) -> Bounds | None:
+    """The bounds of a ReLU / Clip layer (None: not a clamp with constant scalar bounds)."""
+    if n.op_type != "ELEMENTWISE" or n.attributes.get("op") not in CLAMP_OPS:
+        return None
+    if n.attributes["op"] == "relu":
+        return (0.0, None)
+    if len(n.inputs) != 3:
+        return None
+    out: list[float | None] = []
+    for tid in n.inputs[1:]:
+        t = lw.g.tensors.get(tid) if tid else None
+        if t is None or not t.const or np.asarray(lw.g.weights[tid]).size != 1:
+            return None
+        v = float(np.asarray(lw.g.weights[tid]).reshape(()))
+        out.append(None if math.isinf(v) else v)
+    return (out[0], out[1])
+
+
+def fusable_clamp(lw: Lowering, out_tid: str) -> tuple[LayerIR, Bounds] | None:
+    """The clamp layer a producer's epilogue may compute: the only reader of `out_tid`
+    (not a graph output), float data of the same shape in contiguous HBM."""
+    g = lw.g
+    t = g.tensors[out_tid]
+    if out_tid in g.outputs or len(t.consumers) != 1:
+        return None
+    c = g.node(t.consumers[0])
+    b = clamp_bounds(lw, c)
+    if b is None or c.inputs[0] != out_tid:
+        return None
+    y = lw.plan.placements.get(c.outputs[0])
+    x = lw.plan.placements.get(out_tid)
+    if y is None or x is None or not y.contiguous or y.shape != x.shape \
+            or y.dtype not in ("fp32", "fp16"):
+        return None
+    return c, b
+
+
+def clip_fields(b: Bounds, rows: int, length: int, qbits: int) -> dict[str, object]:
+    """The fields of a VE_CLIP_TILE in place on a float tile."""
+    return {"length": length, "rows": rows, "qbits_activation": qbits, "out_qbits": qbits,
+            "lo": b[0], "hi": b[1]}
+
+
+def lower_clamp(lw: Lowering, n: LayerIR) -> bool:
+    """A clamp: nothing when fused into its producer, else flat blocks (False: untileable)."""
+    if n.id in lw.tg.fused_into:
+        return True
+    b = clamp_bounds(lw, n)
+    if b is None:
+        return False
+    x = lw.placement(n.inputs[0])
+    y = lw.plan.placements.get(n.outputs[0])
+    if y is None or x.dtype not in ("fp32", "fp16") or y.dtype not in ("fp32", "fp16") \
+            or not x.contiguous or not y.contiguous or x.shape != y.shape \
+            or lw.g.tensors[n.inputs[0]].const:
+        return False
+    total = int(np.prod(x.shape)) if x.shape else 1
+    # element-wise: flat blocks, one per PE down to MIN_BLOCK_ELEMS, at most one fp32 bank
+    per = max(1, min(total, lw.bank // 4, max(MIN_BLOCK_ELEMS, math.ceil(total / lw.n_pes))))
+    for e0 in range(0, total, per):
+        e = min(per, total - e0)
+        pe = lw.next_pe()
+        bi = lw.buf(pe, e * ITEMSIZE[x.dtype], f"{n.id}.in")
+        bo = lw.buf(pe, e * ITEMSIZE[y.dtype], f"{n.id}.out")
+        lw.dma(False, pe, bi, x, e0, 1, e, e, n.id)
+        f = clip_fields(b, 1, e, QBITS_OF[x.dtype])
+        f["out_qbits"] = QBITS_OF[y.dtype]
+        lw.op("VE_CLIP_TILE", pe, n.id, f, reads=[("in", bi)], writes=[("out", bo)],
+              frees=[bi])
+        lw.dma(True, pe, bo, y, e0, 1, e, e, n.id, frees=[bo])
+    return True

@@ -1,0 +1,368 @@
+"""CONV (1-D and 2-D, any stride / padding / dilation / groups) as tiles on every PE.
+
+Dense and grouped convolutions run on the tensor engine as TE_CONV_TILE implicit GEMMs in
+NCHW (layout "nchw": the activation and the OIHW weight are read as they lie in HBM, with
+2-D strided DMAs over channels); depthwise ones (one input channel per group) run on the
+vector engine as VE_DWCONV_TILE, where they cost outputs × taps lane operations instead of
+one systolic pass per channel (ADR-0703).
+
+Precision follows the GEMM (`gemm.te_mode`): "int" quantizes the activation with its
+calibrated static scale (in each tile, after its load) and the weight per output channel,
+and the tiles accumulate exactly in int32; "fp16" / "fp32" accumulate in fp32. A tile is a block
+of output channels (within one group) × a block of output rows (full width) of one image:
+its K loop walks the group's input channels (accumulating), then the epilogue —
+VE_DEQUANTIZE_TILE with a per-row (= per-channel) scale s_x·s_w and bias, and the ReLU /
+Clip that follows when the conv is its only producer (`clamp.fusable_clamp`) — runs in
+place in TCM and one 2-D DMA stores the block. Tiles go round-robin over the PEs; block
+sizes minimise the busiest PE's estimated time (`window.choose`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from kernbench.compiler.hbm import ITEMSIZE, Placement, contiguous_strides
+from kernbench.compiler.lower.clamp import Bounds, clip_fields, fusable_clamp
+from kernbench.compiler.lower.context import QBITS_OF, Lowering, TeWeight
+from kernbench.compiler.lower.gemm import prepare_x, te_mode
+from kernbench.compiler.lower.window import Geom, choose, geom, halves
+from kernbench.compiler.quantize import int8_dequant_source
+from kernbench.compiler.tilegraph import Buf
+from kernbench.components.builtin.systolic import systolic_compute_cycles
+from kernbench.ir.model import LayerIR, is_shape_only_array
+from kernbench.numerics import quant as qmath
+
+#: cycles charged per command when comparing block sizes (issue, fetch / store latency)
+OP_OVERHEAD_CYCLES = 300
+
+
+@dataclass(frozen=True)
+class ConvJob:
+    """Everything the tiles of one conv layer need."""
+
+    n: LayerIR
+    geo: Geom
+    groups: int
+    x: Placement                  # NCHW activation as it lies in HBM
+    xt: str                       # the dtype the TE reads (int8 / fp16 / fp32)
+    sx: float | None              # the activation's static scale (int mode)
+    w: TeWeight
+    out: Placement                # NCHW output (the fused clamp's output when fused)
+    scale: Placement | None       # fp32 [C_out] per-channel weight scales (int mode)
+    bias: Placement | None        # fp32 [C_out]
+    clamp: Bounds | None
+
+    @property
+    def cout(self) -> int:
+        return int(self.out.shape[1])
+
+    @property
+    def integer(self) -> bool:
+        return self.xt == "int8"
+
+
+@lru_cache(maxsize=4096)
+def _cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> int:
+    return systolic_compute_cycles(m, n, k, rows, cols, dataflow)
+
+
+def conv_weight(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | None:
+    """The OIHW weight at the tiles' precision (its scale per output channel in int mode),
+    placed once per (weight, mode); None when it cannot be tiled (int4, zero points, a
+    non-channel quantization axis)."""
+    key = (w_tid, f"conv:{mode}", n.qbits_weight)
+    if key not in lw.weights:
+        lw.weights[key] = _conv_weight_once(lw, n, w_tid, mode)
+    return lw.weights[key]
+
+
+def _conv_weight_once(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | None:
+    w = np.asarray(lw.g.weights[w_tid])
+    shape = tuple(int(d) for d in w.shape)
+    if mode == "int":
+        if n.qbits_weight not in (8, None):
+            return None
+        q = lw.g.tensors[w_tid].quant
+        if is_shape_only_array(w):
+            if q is not None:
+                return None
+            p = lw.const(f"{w_tid}@conv_int8", None, "int8", source=w_tid, shape=shape)
+            return TeWeight(p, np.ones((shape[0],), np.float32), 8)
+        if q is not None:  # imported integer weight: used as it is
+            zp = lw.g.weights.get(q.zero_point) if q.zero_point else None
+            if q.block_size or q.dtype != "int8" or q.axis not in (0, None) \
+                    or (zp is not None and np.any(np.asarray(zp) != 0)):
+                return None
+            wq, sw = w.astype(np.int8), np.asarray(lw.g.weights[q.scale], np.float32)
+        else:
+            wq, sw = qmath.quantize_weight(w.astype(np.float32), 8,
+                                           0 if lw.per_channel else None)
+        sw = np.broadcast_to(np.asarray(sw, np.float32).reshape(-1), (shape[0],))
+        p = lw.const(f"{w_tid}@conv_int8", np.asarray(wq, np.int8), "int8", source=w_tid)
+        return TeWeight(p, np.ascontiguousarray(sw, np.float32), 8)
+    dt, bits = ("fp16", 16) if mode == "fp16" else ("fp32", 32)
+    if is_shape_only_array(w):
+        return TeWeight(lw.const(f"{w_tid}@{dt}", None, dt, source=w_tid, shape=shape),
+                          None, bits)
+    arr = w.astype(np.float32)
+    if mode == "fp16":
+        arr = qmath.round_to_float(arr, "fp16").astype(np.float16)
+    return TeWeight(lw.const(f"{w_tid}@{dt}", arr, dt, source=w_tid), None, bits)
+
+
+def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
+    """The layer's tiling inputs, or None when it must run whole."""
+    g = lw.g
+    if len(n.inputs) < 2 or not g.tensors[n.inputs[1]].const or g.tensors[n.inputs[0]].const:
+        return None
+    mode = te_mode(n)
+    w_shape = list(g.tensors[n.inputs[1]].shape)
+    xp0 = lw.placement(n.inputs[0])
+    yp = lw.plan.placements.get(n.outputs[0])
+    if mode is None or yp is None or not xp0.contiguous or not yp.contiguous \
+            or yp.dtype not in ("fp32", "fp16"):
+        return None
+    geo = geom(n, list(xp0.shape), list(yp.shape), w_shape[2:])
+    groups = int(n.attributes.get("group", 1))
+    if geo is None or geo.c % groups or w_shape[0] % groups or w_shape[1] * groups != geo.c:
+        return None
+    wt = conv_weight(lw, n, n.inputs[1], mode)
+    if wt is None:
+        return None
+    xin = _activation(lw, n, mode)
+    if xin is None:
+        return None
+    px, xt, sx = xin
+    shape4 = (geo.n, geo.c, geo.h, geo.w)
+    x = Placement(px.key, px.addr, shape4, contiguous_strides(shape4), px.dtype, px.replicas)
+    fused = fusable_clamp(lw, n.outputs[0])
+    out = lw.plan.placements[fused[0].outputs[0]] if fused else yp
+    out = Placement(out.key, out.addr, (geo.n, w_shape[0], geo.ho, geo.wo),
+                    contiguous_strides((geo.n, w_shape[0], geo.ho, geo.wo)), out.dtype,
+                    out.replicas)
+    scale = None
+    if mode == "int":
+        assert wt.scale is not None
+        scale = lw.const(f"{n.inputs[1]}@conv_scale", wt.scale, "fp32")
+    bias = None
+    if len(n.inputs) > 2 and n.inputs[2]:
+        b = np.asarray(g.weights[n.inputs[2]], np.float32).reshape(-1)
+        bias = lw.const(f"{n.inputs[2]}@fp32", b, "fp32", source=n.inputs[2])
+    if fused:
+        lw.tg.fused_into[fused[0].id] = n.id
+    return ConvJob(n, geo, groups, x, xt, sx, wt, out, scale, bias,
+                   fused[1] if fused else None)
+
+
+def _activation(lw: Lowering, n: LayerIR, mode: str) -> tuple[Placement, str, float | None] | None:
+    """(HBM placement, dtype the TE reads, static scale) of the input. Int8 data behind a
+    per-tensor DEQUANTIZE is read as it is (`gemm.prepare_x`, no operation); an fp32
+    activation is quantized (int) or cast (fp16) by each tile in TCM right after its load,
+    which saves the int8 / fp16 copy's HBM round trip and the phase barrier it needs."""
+    g, x_tid = lw.g, n.inputs[0]
+    want = {"int": "int8", "fp16": "fp16", "fp32": "fp32"}[mode]
+    if mode == "int" and int8_dequant_source(g, x_tid) is not None:
+        prep = prepare_x(lw, n, x_tid, mode, 8)
+        if prep is None or prep.scale is None:
+            return None
+        return prep.placement, "int8", float(np.asarray(prep.scale).reshape(()))
+    xp = lw.placement(x_tid)
+    if mode != "int" and xp.dtype in (want, "fp32"):
+        return xp, want, None
+    if xp.dtype != "fp32":
+        return None
+    t = g.tensors[x_tid]
+    if t.quant is None or t.quant.dtype != "int8" or (
+            t.quant.zero_point and np.any(np.asarray(g.weights[t.quant.zero_point]) != 0)):
+        return None  # the quantize pass gives a conv input a symmetric static scale
+    return xp, want, float(np.asarray(g.weights[t.quant.scale], np.float32).reshape(()))
+
+
+def lower_conv(lw: Lowering, n: LayerIR) -> bool:
+    """Tile a CONV layer (False: it runs whole, e.g. 3-D, int4 or asymmetric weights)."""
+    job = _job(lw, n)
+    if job is None:
+        return False
+    if job.geo.c // job.groups == 1:
+        _depthwise(lw, job)
+    else:
+        _dense(lw, job)
+    return True
+
+
+# ----------------------------------------------------------------------------- epilogue
+
+
+def _epilogue(lw: Lowering, job: ConvJob, pe: int, acc: Buf, img: int, co0: int, cob: int,
+              oh0: int, toh: int) -> None:
+    """Scale, bias and clamp the accumulator block in place, then store it."""
+    geo, out, nid = job.geo, job.out, job.n.id
+    length = toh * geo.wo
+    out_q = QBITS_OF[out.dtype]
+    if job.integer or job.bias is not None or out.dtype != "fp32":
+        reads: list[tuple[str, Buf]] = [("in", acc)]
+        fields = {"length": length, "rows": cob, "qbits_activation": 32, "out_qbits": out_q,
+                  "in_dtype": "int32" if job.integer else "float32",
+                  "scale": job.sx if job.integer else 1.0}
+        for role, p in (("row_scale", job.scale), ("row_bias", job.bias)):
+            if p is not None:
+                b = lw.buf(pe, cob * 4, f"{nid}.{role}")
+                lw.dma(False, pe, b, p, co0, 1, cob, cob, nid, role="weight")
+                reads.append((role, b))
+        # in place: the result overwrites the accumulator it is computed from
+        lw.op("VE_DEQUANTIZE_TILE", pe, nid, fields, reads=reads, writes=[("out", acc)],
+              frees=[b for _, b in reads[1:]])
+    if job.clamp is not None:
+        lw.op("VE_CLIP_TILE", pe, nid, clip_fields(job.clamp, cob, length, out_q),
+              reads=[("in", acc)], writes=[("out", acc)])
+    hw = geo.ho * geo.wo
+    lw.dma(True, pe, acc, out, (img * job.cout + co0) * hw + oh0 * geo.wo, cob, length, hw,
+           nid, frees=[acc])
+
+
+def _load_x(lw: Lowering, job: ConvJob, pe: int, img: int, ci0: int, c: int, first: int,
+            rows: int) -> Buf:
+    """DMA `c` input channels from `ci0`, input rows [first, first + rows), full width,
+    and bring them to the TE's dtype in TCM (quantize / cast) when HBM holds fp32."""
+    geo, nid = job.geo, job.n.id
+    count = c * rows * geo.w
+    bx = lw.buf(pe, count * ITEMSIZE[job.x.dtype], f"{nid}.ifm")
+    hw = geo.h * geo.w
+    lw.dma(False, pe, bx, job.x, (img * geo.c + ci0) * hw + first * geo.w, c, rows * geo.w,
+           hw, nid)
+    if job.x.dtype == job.xt:
+        return bx
+    bq = lw.buf(pe, count * ITEMSIZE[job.xt], f"{nid}.ifmq")
+    fields = {"length": count, "rows": 1, "qbits_activation": QBITS_OF[job.x.dtype],
+              "out_qbits": QBITS_OF[job.xt]}
+    if job.integer:
+        lw.op("VE_QUANTIZE_TILE", pe, nid, dict(fields, scale=job.sx, zero_point=0),
+              reads=[("in", bx)], writes=[("out", bq)], frees=[bx])
+    else:
+        lw.op("VE_COPY_TILE", pe, nid, fields, reads=[("in", bx)], writes=[("out", bq)],
+              frees=[bx])
+    return bq
+
+
+# ----------------------------------------------------------------------------- TE tiles
+
+
+def _dense_blocks(lw: Lowering, job: ConvJob) -> tuple[int, ...]:
+    """(output channels, output rows, input channels per K step) of a TE tile."""
+    geo, gs = job.geo, lw.gemm_spec
+    cg, og = geo.c // job.groups, job.cout // job.groups
+    ab, wb = ITEMSIZE[job.x.dtype] + ITEMSIZE[job.xt], ITEMSIZE[job.w.placement.dtype]
+    taps = geo.kh * geo.kw
+    cobs = sorted({min(og, v) for v in (256, 128, 64, 32)}, reverse=True)
+    ccs = sorted({min(cg, v) for v in (cg, 1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1)},
+                 reverse=True)
+
+    def rows_in(t: int) -> int:
+        return min(geo.h, (t - 1) * geo.strides[0] + (geo.kh - 1) * geo.dils[0] + 1)
+
+    def fits(cob: int, t: int, cc: int) -> bool:
+        acc = cob * t * geo.wo * 4
+        ifm = math.ceil(cc * rows_in(t) * geo.w * ab)
+        wgt = math.ceil(cob * cc * taps * wb)
+        return max(acc, ifm, wgt) <= lw.bank and 2 * (acc + ifm + wgt) <= lw.tcm_bytes
+
+    def cost(cob: int, t: int, cc: int) -> float:
+        steps = math.ceil(cg / cc)
+        return steps * (_cycles(t * geo.wo, cob, cc * taps, gs.rows, gs.cols, gs.dataflow)
+                        + OP_OVERHEAD_CYCLES) + OP_OVERHEAD_CYCLES
+
+    def tiles(cob: int, t: int, cc: int) -> int:
+        return geo.n * job.groups * math.ceil(og / cob) * math.ceil(geo.ho / t)
+
+    cands = [(cob, t, cc) for cob in cobs for t in halves(geo.ho) for cc in ccs]
+    return choose(cands, fits, cost, tiles, lw.n_pes)
+
+
+def _dense(lw: Lowering, job: ConvJob) -> None:
+    """TE_CONV_TILE tiles: (image, group, channel block, row block), K over channels."""
+    geo, nid, w = job.geo, job.n.id, job.w
+    cg, og = geo.c // job.groups, job.cout // job.groups
+    cob_max, toh, cc = _dense_blocks(lw, job)
+    taps = geo.kh * geo.kw
+    qa = QBITS_OF[job.xt]
+    for img in range(geo.n):
+        for grp in range(job.groups):
+            for cb in range(0, og, cob_max):
+                cob, co0 = min(cob_max, og - cb), grp * og + cb
+                for oh0 in range(0, geo.ho, toh):
+                    t = min(toh, geo.ho - oh0)
+                    rb = geo.rows_for(oh0, t)
+                    pe = lw.next_pe()
+                    acc = lw.buf(pe, cob * t * geo.wo * 4, f"{nid}.acc")
+                    for i, c0 in enumerate(range(0, cg, cc)):
+                        c = min(cc, cg - c0)
+                        bx = _load_x(lw, job, pe, img, grp * cg + c0, c, rb.first, rb.rows)
+                        bw = lw.buf(pe, math.ceil(cob * c * taps * ITEMSIZE[w.placement.dtype]),
+                                    f"{nid}.wgt")
+                        lw.dma(False, pe, bw, w.placement, (co0 * cg + c0) * taps, cob,
+                               c * taps, cg * taps, nid, role="weight")
+                        fields = {"n": 1, "c_in": c, "c_out": cob, "layout": "nchw",
+                                  **geo.window_fields(rb), "qbits_weight": w.bits,
+                                  "qbits_activation": qa, "ofm_qbits": 32,
+                                  "accumulate": i > 0}
+                        lw.op("TE_CONV_TILE", pe, nid, fields,
+                              reads=[("ifm", bx), ("wgt", bw)] + ([("ofm", acc)] if i else []),
+                              writes=[("ofm", acc)], frees=[bx, bw])
+                    _epilogue(lw, job, pe, acc, img, co0, cob, oh0, t)
+
+
+# ----------------------------------------------------------------------------- VE tiles
+
+
+def _dw_blocks(lw: Lowering, job: ConvJob) -> tuple[int, ...]:
+    """(input channels, output rows) of a depthwise tile."""
+    geo = job.geo
+    mult = job.cout // geo.c
+    ab = ITEMSIZE[job.x.dtype] + ITEMSIZE[job.xt]
+    lanes = lw.state.topology.config.cube.pe_template.pe_math.lanes
+    mul = lw.math_op_cycles["mul"]
+
+    def fits(cb: int, t: int) -> bool:
+        rows = min(geo.h, (t - 1) * geo.strides[0] + (geo.kh - 1) * geo.dils[0] + 1)
+        return max(cb * rows * geo.w * ab, cb * mult * t * geo.wo * 4) <= lw.bank
+
+    def cost(cb: int, t: int) -> float:
+        taps = cb * mult * t * geo.wo * geo.kh * geo.kw
+        return math.ceil(taps / lanes) * mul + 2 * OP_OVERHEAD_CYCLES
+
+    def tiles(cb: int, t: int) -> int:
+        return geo.n * math.ceil(geo.c / cb) * math.ceil(geo.ho / t)
+
+    cands = [(cb, t) for cb in halves(geo.c) for t in halves(geo.ho)]
+    return choose(cands, fits, cost, tiles, lw.n_pes)
+
+
+def _depthwise(lw: Lowering, job: ConvJob) -> None:
+    """VE_DWCONV_TILE tiles: (image, channel block, row block)."""
+    geo, nid, w = job.geo, job.n.id, job.w
+    mult = job.cout // geo.c
+    cb_max, toh = _dw_blocks(lw, job)
+    taps = geo.kh * geo.kw
+    qa = QBITS_OF[job.xt]
+    for img in range(geo.n):
+        for ci0 in range(0, geo.c, cb_max):
+            cb = min(cb_max, geo.c - ci0)
+            for oh0 in range(0, geo.ho, toh):
+                t = min(toh, geo.ho - oh0)
+                rb = geo.rows_for(oh0, t)
+                pe = lw.next_pe()
+                bx = _load_x(lw, job, pe, img, ci0, cb, rb.first, rb.rows)
+                nw = cb * mult * taps
+                bw = lw.buf(pe, math.ceil(nw * ITEMSIZE[w.placement.dtype]), f"{nid}.wgt")
+                lw.dma(False, pe, bw, w.placement, ci0 * mult * taps, 1, nw, nw, nid,
+                       role="weight")
+                acc = lw.buf(pe, cb * mult * t * geo.wo * 4, f"{nid}.acc")
+                fields = {"c": cb, "multiplier": mult, **geo.window_fields(rb),
+                          "qbits_activation": qa, "qbits_weight": w.bits, "out_qbits": 32}
+                lw.op("VE_DWCONV_TILE", pe, nid, fields, reads=[("in", bx), ("wgt", bw)],
+                      writes=[("out", acc)], frees=[bx, bw])
+                _epilogue(lw, job, pe, acc, img, ci0 * mult, cb * mult, oh0, t)
