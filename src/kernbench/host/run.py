@@ -67,9 +67,9 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
             hooks.note(f"simulating every layer: {why}")
     bundle = opts.bundle or Path(out) / "bundle"
 
-    def finish(small: Any, stats: dict[str, Any]) -> dict[str, Any]:
+    def finish(small: Any, stats: dict[str, Any], spans: dict[str, Any]) -> dict[str, Any]:
         if plan is not None:
-            stats = apply_replay(stats, small, plan)
+            stats = apply_replay(stats, small, plan, spans)
         # shape-only models always get the section; others on request (--llm), so that the
         # stats of existing runs stay byte-identical
         if facts is not None and (opts.llm or graph.metadata.get("shape_only")):
@@ -85,7 +85,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
                        strict=opts.strict, model_file=str(model))
         try:
             return _simulate(bundle, topo, out, opts, hooks,
-                             lambda st: finish(small, st))
+                             lambda st, sp: finish(small, st, sp))
         except ReplayCheckFailed as e:
             hooks.note(f"replay check failed ({e}): simulating every layer")
             plan = None
@@ -93,7 +93,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
     compile_loaded(graph, source, topo, bundle, progress=hooks.compile_progress,
                    calib_inputs=opts.inputs, strict=opts.strict, qconfig_file=qfile,
                    model_file=str(model))
-    return _simulate(bundle, topo, out, opts, hooks, lambda st: finish(graph, st))
+    return _simulate(bundle, topo, out, opts, hooks, lambda st, sp: finish(graph, st, sp))
 
 
 def _simulate(bundle: Path, topo: Any, out: Path, opts: RunOptions, hooks: RunHooks,
