@@ -20,6 +20,7 @@ from kernbench.host.block_replay import (
     plan_replay,
     truncate_blocks,
 )
+from kernbench.host.block_detect import mark_blocks
 from kernbench.host.flow import SimResult, compile_loaded, simulate_bundle
 from kernbench.host.llm import check_fit, llm_facts, llm_section
 
@@ -61,8 +62,17 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
         for w in check_fit(facts, topo):
             hooks.note(w)
     plan = None
+    marked = graph  # the graph whose block marks the replay uses
     if not (opts.exact or opts.verify):
         plan, why = plan_replay(graph)
+        if plan is None and not any("block" in n.metadata for n in graph.nodes):
+            # an ONNX import marks no blocks: find them, proven identical (host.block_detect)
+            found, why_not = mark_blocks(graph)
+            if found is not None:
+                marked = found
+                plan, why = plan_replay(found)
+            else:
+                why = why_not
         if plan is None and graph.metadata.get("llm"):
             hooks.note(f"simulating every layer: {why}")
     bundle = opts.bundle or Path(out) / "bundle"
@@ -78,11 +88,11 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
 
     if plan is not None:
 
-        small = truncate_blocks(graph, plan.simulated)
+        small = truncate_blocks(marked, plan.simulated)
         hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
                    "and replaying the rest (--exact simulates all)")
         compile_loaded(small, None, topo, bundle, progress=hooks.compile_progress,
-                       strict=opts.strict, model_file=str(model))
+                       calib_inputs=opts.inputs, strict=opts.strict, model_file=str(model))
         try:
             return _simulate(bundle, topo, out, opts, hooks,
                              lambda st, sp: finish(small, st, sp))
