@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from kernbench.compiler.pipeline import load_model
+from kernbench.host.block_detect import mark_blocks
 from kernbench.host.block_replay import (
     ReplayCheckFailed,
     apply_replay,
     plan_replay,
     truncate_blocks,
 )
-from kernbench.host.block_detect import mark_blocks
 from kernbench.host.flow import SimResult, compile_loaded, simulate_bundle
 from kernbench.host.llm import check_fit, llm_facts, llm_section
 
