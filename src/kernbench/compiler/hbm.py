@@ -78,6 +78,8 @@ class MemoryPlan:
         self.allocations: dict[str, Allocation] = {}
         self.placements: dict[str, Placement] = {}
         self.scales: dict[str, float] = {}  # storage key → scale of a quantized activation
+        # HBM reuse by liveness: storage key → last layer position a tensor in it is read
+        self._busy_until: dict[str, int] = {}
 
     def _bump(self, cube: int, nbytes: int) -> int:
         a = self._next[cube]
@@ -87,14 +89,30 @@ class MemoryPlan:
         return a
 
     def allocate(self, key: str, shape, dtype: str, role: str, *, replicate: bool = False,
-                 source: str | None = None, data: np.ndarray | None = None) -> Allocation:
+                 source: str | None = None, data: np.ndarray | None = None,
+                 live: tuple[int, int] | None = None) -> Allocation:
+        """A new storage, 256-byte aligned in cube 0 (or every cube with `replicate`).
+
+        `live` = (first, last) layer positions (compiler.liveness): the tensor may take the
+        space of an earlier storage whose tensors are all dead before `first`. It then gets
+        that storage's key (the returned Allocation is a view, not a new entry): the
+        schedule orders HBM accesses per storage key by byte overlap, so the reuse gets its
+        WAR/WAW edges with no change there."""
         if key in self.allocations:
             return self.allocations[key]
         nb = nbytes_of(shape, dtype)
+        if live is not None and not replicate:
+            for rkey, until in self._busy_until.items():  # insertion order: deterministic
+                r = self.allocations[rkey]
+                if until < live[0] and r.nbytes >= nb and len(r.addrs) == 1:
+                    self._busy_until[rkey] = live[1]
+                    return Allocation(rkey, role, dtype, tuple(shape), nb, r.addrs, source)
         cubes = range(self.n_cubes) if replicate else (0,)
         addrs = tuple(self._bump(c, nb) for c in cubes)
         a = Allocation(key, role, dtype, tuple(shape), nb, addrs, source, data)
         self.allocations[key] = a
+        if live is not None and not replicate:
+            self._busy_until[key] = live[1]
         return a
 
     def place(self, tid: str, alloc: Allocation, shape=None, strides=None) -> Placement:
