@@ -59,7 +59,7 @@ def run_case(args: list[str]) -> dict:
             raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
         stats = json.loads((Path(tmp) / "stats.json").read_text())
     cpu = ru.ru_utime + ru.ru_stime
-    entries = len(stats["entries"])
+    entries = stats.get("entry_count", len(stats.get("entries", {})))
     llm = stats.get("llm", {})
     return {"wall_s": wall, "cpu_s": cpu, "rss_mb": ru.ru_maxrss / 1024, "entries": entries,
             "entries_per_cpu_s": entries / cpu if cpu else 0.0,

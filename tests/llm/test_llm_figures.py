@@ -66,18 +66,17 @@ def test_model_that_cannot_fit_is_refused(tmp_path, capsys):
 
 
 def test_progress_watch_reads_entries_and_stops():
-    from types import SimpleNamespace
-
     from rich.console import Console
 
     from kernbench.cli.sim_progress import MIN_ENTRIES, simulation_watch
+    from kernbench.host.simulate import SimWatch
 
     watch = simulation_watch(Console(stderr=True, force_terminal=False))
-    few = [SimpleNamespace(end_ns=None)]
-    watch(few, ["a"])()  # below MIN_ENTRIES: a no-op stopper
-    entries = [SimpleNamespace(end_ns=None) for _ in range(MIN_ENTRIES)]
-    stop = watch(entries, ["l0.x" if i % 2 else None for i in range(MIN_ENTRIES)])
-    for e in entries:
-        e.end_ns = 1.0
+    polls = []
+    watch(SimWatch(1, 1, lambda: polls.append(1) or (0, 0)))()  # below MIN_ENTRIES: no-op
+    assert polls == []
+    state = {"done": 0}
+    stop = watch(SimWatch(MIN_ENTRIES, 2, lambda: (state["done"], 0)))
+    state["done"] = MIN_ENTRIES
     stop()
-    assert all(e.end_ns == 1.0 for e in entries)  # it only reads
+    assert state["done"] == MIN_ENTRIES  # it only reads

@@ -172,7 +172,8 @@ def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa:
     hooks = RunHooks(note=err.print, watch=None if quiet else simulation_watch(err),
                      compile_progress=phases.update, phase=phases.phase)
     res = run_model(model, topo, out, opts, hooks)
-    err.print(f"compiled {model.name}: {len(res.stats['entries'])} CMDQ entries simulated")
+    n = res.stats.get("entry_count", len(res.stats.get("entries", {})))
+    err.print(f"compiled {model.name}: {n} CMDQ entries simulated")
     if "replay" in res.stats:
         r = res.stats["replay"]
         err.print(f"replay: {r['simulated_blocks']} of {r['blocks']} blocks simulated, block "

@@ -9,11 +9,12 @@ is given.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, overload
 
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.opcodes.base import NO_DATA, Lowering, Opcode, TcmDataEnv
-from kernbench.cmdq.schema import CmdqProgram, program_predecessors
+from kernbench.cmdq.schema import CmdqProgram, entry_wait_ids
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
 from kernbench.topology.model import Topology
@@ -53,22 +54,88 @@ def to_program(program: CmdqProgram, topology: Topology,
 
     With `data` (a `DataAttacher`), every command also carries its `"data"` description
     for the op log (each opcode's ``data`` semantics)."""
-    limits = limits or limits_for(topology)
-    bank = limits.tcm_bank_bytes
-    staging_bytes = topology.config.cube.pe_template.pe_tcm.reserved_kib * 1024
-    preds = program_predecessors(program)  # deps_before ∪ wait_for ∪ reversed deps_after
-    out: list[ProgramEntry] = []
-    for e in program.cmdq:
-        deps = tuple(preds[e.id])
+    lower = _Lowerer(program, topology, limits, data)
+    return [lower(i) for i in range(len(program.cmdq))]
+
+
+class _Lowerer:
+    """Entry i of a validated program → its ProgramEntry (predecessors computed once)."""
+
+    def __init__(self, program: CmdqProgram, topology: Topology, limits: CmdqLimits | None,
+                 data: DataAttacher | None) -> None:
+        self.program = program
+        self.topology = topology
+        self.limits = limits or limits_for(topology)
+        self.bank = self.limits.tcm_bank_bytes
+        self.staging = topology.config.cube.pe_template.pe_tcm.reserved_kib * 1024
+        self.data = data
+        # deps_before ∪ wait_for of an entry are its own; deps_after are reversed once
+        # (sparse: the compiler emits none), so entries can be lowered one at a time
+        self.after: dict[int, set[int]] = {}
+        for e in program.cmdq:
+            for later in e.deps_after:
+                self.after.setdefault(later, set()).add(e.id)
+
+    def __call__(self, i: int) -> ProgramEntry:
+        e = self.program.cmdq[i]
+        deps = tuple(sorted(set(entry_wait_ids(e)) | self.after.get(i, set())))
         label = f"#{e.id} {e.opcode}"
         control = e.control_entry(deps, label)
         if control is not None:
-            out.append(control)
-            continue
-        pe = limits.pe_index(e.pe)
+            return control
+        pe = self.limits.pe_index(e.pe)
         meta = {"entry_id": e.id, "layer_id": e.layer_id}
-        cmd = e.command(Lowering(pe, label, bank, staging_bytes, meta))
-        if data is not None and e.data != NO_DATA:
-            data.attach(e, cmd, topology.pes[pe].id, bank)
-        out.append(ProgramEntry(e.id, "command", pe=pe, command=cmd, deps=deps, label=label))
-    return out
+        cmd = e.command(Lowering(pe, label, self.bank, self.staging, meta))
+        if self.data is not None and e.data != NO_DATA:
+            self.data.attach(e, cmd, self.topology.pes[pe].id, self.bank)
+        return ProgramEntry(e.id, "command", pe=pe, command=cmd, deps=deps, label=label)
+
+
+class StreamedProgram(Sequence[ProgramEntry]):
+    """The Control-FSM entries of a program, built when the FSM first reads them and
+    forgotten when it retires them (timing runs that keep no per-entry record): host
+    memory holds the issue window, not the program.
+
+    `retire(entry)` (called by M_CPU once an entry has completed) hands the entry to
+    `on_retire` and drops it; with `consume`, the CMDQ entry it was built from is dropped
+    from `program.cmdq` too (the caller gives the program up)."""
+
+    def __init__(self, program: CmdqProgram, topology: Topology, limits: CmdqLimits | None,
+                 on_retire: Callable[[ProgramEntry], None], *, consume: bool = False) -> None:
+        self._lower = _Lowerer(program, topology, limits, None)
+        self._n = len(program.cmdq)
+        self._built: dict[int, ProgramEntry] = {}
+        self._on_retire = on_retire
+        self._consume = consume
+        self._on_build: Callable[[ProgramEntry], None] | None = None
+
+    def on_build(self, fn: Callable[[ProgramEntry], None]) -> None:
+        """Call `fn` on every entry when it is built (the simulator tracks its command)."""
+        self._on_build = fn
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> ProgramEntry: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[ProgramEntry]: ...
+
+    def __getitem__(self, i: int | slice) -> ProgramEntry | Sequence[ProgramEntry]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        e = self._built.get(i)
+        if e is None:
+            e = self._built[i] = self._lower(i)
+            if self._on_build is not None:
+                self._on_build(e)
+            if self._consume:
+                self._lower.program.cmdq[i] = None  # type: ignore[call-overload]
+        return e
+
+    def retire(self, e: ProgramEntry) -> None:
+        """Entry `e` has completed: report it and forget it."""
+        self._on_retire(e)
+        self._built.pop(e.id, None)
+        if e.command is not None:
+            e.command.meta.pop("entry", None)  # the command ↔ entry cycle, for refcounting

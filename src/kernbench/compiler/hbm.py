@@ -155,6 +155,8 @@ class MemoryPlan:
         self.allocations: dict[str, Allocation] = {}
         self.placements: dict[str, Placement] = {}
         self.scales: dict[str, float] = {}  # storage key → scale of a quantized activation
+        # HBM reuse by liveness: storage key → last layer position a tensor in it is read
+        self._busy_until: dict[str, int] = {}
 
     def _bump(self, cube: int, nbytes: int) -> int:
         a = self._next[cube]
@@ -165,9 +167,15 @@ class MemoryPlan:
 
     def allocate(self, key: str, shape, dtype: str, role: str, *, replicate: bool = False,
                  source: str | None = None, data: np.ndarray | None = None,
-                 spread: bool = False) -> Allocation:
+                 spread: bool = False, live: tuple[int, int] | None = None) -> Allocation:
         """One storage: in cube 0, copied into every cube (`replicate`), or its rows
-        spread over the cubes (`spread`, when there are enough rows: `spread_rows`)."""
+        spread over the cubes (`spread`, when there are enough rows: `spread_rows`).
+
+        `live` = (first, last) layer positions (compiler.liveness): an unspread tensor may
+        take the space of an earlier unspread storage whose tensors are all dead before
+        `first`. It then gets that storage's key (the returned Allocation is a view, not a
+        new entry): the schedule orders HBM accesses per storage key by byte overlap, so
+        the reuse gets its WAR/WAW edges with no change there."""
         if key in self.allocations:
             return self.allocations[key]
         nb = nbytes_of(shape, dtype)
@@ -175,11 +183,20 @@ class MemoryPlan:
         if spread and self.spread_rows(shape):
             parts = self._spread(shape, dtype)
             addrs = (parts[0][2],)
-        else:
+            live = None  # spread storage neither gives nor takes space
+        elif live is not None and not replicate:
+            for rkey, until in self._busy_until.items():  # insertion order: deterministic
+                r = self.allocations[rkey]
+                if until < live[0] and r.nbytes >= nb and len(r.addrs) == 1 and not r.parts:
+                    self._busy_until[rkey] = live[1]
+                    return Allocation(rkey, role, dtype, tuple(shape), nb, r.addrs, source)
+        if not parts:
             cubes = range(self.n_cubes) if replicate else (0,)
             addrs = tuple(self._bump(c, nb) for c in cubes)
         a = Allocation(key, role, dtype, tuple(shape), nb, addrs, source, data, parts)
         self.allocations[key] = a
+        if live is not None and not replicate:
+            self._busy_until[key] = live[1]
         return a
 
     def spread_rows(self, shape) -> bool:

@@ -5,6 +5,9 @@
   HBM), so that each cube's PEs work on local rows (`kernbench.compiler.hbm`). Storage a
   whole-layer op reads or writes is *pinned* whole in cube 0 (the tiling pass finds those
   and plans again: `CompileState.pinned`); inputs, outputs and KV caches are never spread;
+- with `CompileOptions.reuse_hbm` (default: shape-only models) an unspread intermediate
+  takes the space of a storage whose tensors are dead (compiler.liveness, MemoryPlan.allocate
+  `live=`);
 - graph inputs and constants are replicated in every cube's HBM (the host deploys each
   copy) so that PEs read them locally; DMAs use the copy in their own cube;
 - views (reshape of contiguous data, IDENTITY, transposes the layout pass folded) share
@@ -23,9 +26,10 @@ from typing import ClassVar
 import numpy as np
 
 from kernbench.compiler.hbm import MemoryPlan, Placement
+from kernbench.compiler.liveness import live_ranges
 from kernbench.compiler.state import CompileState
 from kernbench.errors import InputError
-from kernbench.ir.model import Graph, LayerIR
+from kernbench.ir.model import Graph, LayerIR, is_shape_only
 
 
 def tensor_roles(g: Graph) -> dict[str, str]:
@@ -42,11 +46,13 @@ def tensor_roles(g: Graph) -> dict[str, str]:
     return role_of
 
 
-def _source(plan: MemoryPlan, g: Graph, tid: str) -> Placement:
+def _source(plan: MemoryPlan, g: Graph, tid: str,
+            live: dict[str, tuple[int, int]] | None = None) -> Placement:
     p = plan.placements.get(tid)
     if p is None:
         t = g.tensors[tid]
-        a = plan.allocate(tid, t.shape, t.dtype, "intermediate", source=tid)
+        a = plan.allocate(tid, t.shape, t.dtype, "intermediate", source=tid,
+                          live=(live or {}).get(tid))
         p = plan.place(tid, a)
     return p
 
@@ -61,9 +67,10 @@ def _place_view(plan: MemoryPlan, g: Graph, n: LayerIR) -> bool:
     return True
 
 
-def _place_folded_read(plan: MemoryPlan, g: Graph, n: LayerIR) -> None:
+def _place_folded_read(plan: MemoryPlan, g: Graph, n: LayerIR,
+                       live: dict[str, tuple[int, int]]) -> None:
     """A folded transpose's output is its source seen through permuted strides."""
-    src = _source(plan, g, n.inputs[0])
+    src = _source(plan, g, n.inputs[0], live)
     perm = n.attributes["perm"]
     t = g.tensors[n.outputs[0]]
     plan.placements[n.outputs[0]] = src.view(tuple(t.shape),
@@ -106,16 +113,20 @@ def _spreads(state: CompileState, key: str, role: str) -> bool:
 
 
 def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
-                   role_of: dict[str, str]) -> None:
+                   role_of: dict[str, str], live: dict[str, tuple[int, int]]) -> None:
     g = state.graph
     for tid in n.outputs:
         if not tid or tid in plan.placements:
             continue
         t = g.tensors[tid]
         dtype = _stored_dtype(plan, g, n, tid)
+        # only plain intermediates take part in reuse; one a folded transpose writes is
+        # re-homed below (its allocation replaced), so it neither gives nor takes space
+        folded_into = any(state.folded.get(c) == "write" for c in t.consumers)
         role = role_of.get(tid, "intermediate")
         a = plan.allocate(tid, t.shape, dtype, role, source=tid,
-                          spread=_spreads(state, tid, role))
+                          spread=_spreads(state, tid, role),
+                          live=None if tid in role_of or folded_into else live.get(tid))
         plan.place(tid, a)
         for c in t.consumers:
             if state.folded.get(c) == "write":
@@ -135,6 +146,11 @@ class PlanMemory:
         topo = state.topology
         plan = MemoryPlan(len(topo.cubes), topo.cubes[0].hbm_bytes)
         role_of = tensor_roles(g)
+        reuse = state.options.reuse_hbm
+        if reuse is None:
+            reuse = is_shape_only(g)
+        # folded transposes alias their source like views do
+        live = live_ranges(g, aliases=state.folded) if reuse else {}
         for tid in g.inputs:
             t = g.tensors[tid]
             a = plan.allocate(tid, t.shape, t.dtype, role_of[tid], replicate=True, source=tid)
@@ -146,11 +162,11 @@ class PlanMemory:
             if view and _place_view(plan, g, n):
                 continue
             if fold == "read":
-                _place_folded_read(plan, g, n)
+                _place_folded_read(plan, g, n, live)
                 continue
             if fold == "write":
                 continue  # placed together with the attention output
-            _place_outputs(state, plan, n, role_of)
+            _place_outputs(state, plan, n, role_of, live)
         for tid in g.outputs:
             if tid not in plan.placements:
                 raise InputError(f"graph output '{tid}' has no placement")

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from kernbench.common.program import LayerSpan
 from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.layer_op import te_dims
 from kernbench.compiler.state import CompileState
@@ -97,27 +98,18 @@ def _merge_fused(out: dict[str, dict[str, Any]], state: CompileState) -> None:
         f["fused_into"] = into
 
 
-def layer_report(bounds: dict[str, dict[str, Any]], entries: dict[str, Any]) -> dict[str, Any]:
-    """Merge bounds with simulated layer spans from stats `entries`."""
-    spans: dict[str, list[float]] = {}
-    busy: dict[str, dict[str, float]] = {}
-    for e in entries.values():
-        lid = e.get("layer_id")
-        if lid is None or e.get("start_ns") is None:
-            continue
-        s = spans.setdefault(lid, [e["start_ns"], e["end_ns"]])
-        s[0] = min(s[0], e["start_ns"])
-        s[1] = max(s[1], e["end_ns"])
-        kind = {"DMA": "dma", "TE_": "tensor engine", "VE_": "vector engine"}.get(
-            e["opcode"][:3], "other")
-        b = busy.setdefault(lid, {})
-        b[kind] = b.get(kind, 0.0) + (e["end_ns"] - e["start_ns"])
+def layer_report(bounds: dict[str, dict[str, Any]],
+                 spans: dict[str, LayerSpan]) -> dict[str, Any]:
+    """Merge bounds with the simulated layer spans (`common.program.LayerSpan`, from the
+    stats entries or aggregated while the simulation ran)."""
     layers = {}
     for lid, b in bounds.items():
         if lid not in spans:
             continue
-        ns = spans[lid][1] - spans[lid][0]
-        eng = max(busy[lid].items(), key=lambda kv: (kv[1], kv[0]))[0] if busy.get(lid) else None
+        s = spans[lid]
+        ns = s.end_ns - s.start_ns
+        busy = s.busy_ns
+        eng = max(busy.items(), key=lambda kv: (kv[1], kv[0]))[0] if busy else None
         layers[lid] = dict(b, ns=round(ns, 3),
                            roofline_fraction=float(f"{b['bound_ns'] / ns:.6g}") if ns > 0 else 1.0,
                            bottleneck=eng)

@@ -30,6 +30,10 @@ FoldKind = Literal["read", "write"]
 class CompileOptions:
     seed: int = 0                     # calibration / default-input seed
     calib_inputs: dict[str, np.ndarray] | None = None
+    # HBM reuse by liveness (compiler.liveness): None = for shape-only models (timing only:
+    # nothing reads a dead intermediate back); True/False force it. A data pass with reuse
+    # is exact, but `--dump-intermediates` would read overwritten layer outputs.
+    reuse_hbm: bool | None = None
 
 
 @dataclass(frozen=True)

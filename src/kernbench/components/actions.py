@@ -49,12 +49,18 @@ def mac_action(bits: int) -> str:
 
 
 class ActionLedger:
-    """Action counts in total, per command seq, and (optionally) as timed events."""
+    """Action counts in total, per command seq, and (optionally) as timed events.
 
-    def __init__(self, link_kinds: Mapping[str, str], record_events: bool = False) -> None:
+    `group_by` is the command `meta` key the per-command counts are kept under: "seq"
+    (one row per command) or e.g. "layer_id" (one row per layer, for runs that keep no
+    per-command record; `for_seqs([layer_id])` then reads a layer)."""
+
+    def __init__(self, link_kinds: Mapping[str, str], record_events: bool = False,
+                 group_by: str = "seq") -> None:
         self._link_action = {lid: LINK_ACTION[k] for lid, k in link_kinds.items()}
         self.totals: dict[str, int] = dict.fromkeys(ACTIONS, 0)
-        self.by_seq: dict[int, dict[str, int]] = {}
+        self.group_by = group_by
+        self.by_seq: dict[Any, dict[str, int]] = {}
         self.record_events = record_events
         #: (start_ns, end_ns, action, amount), in record order (deterministic)
         self.events: list[tuple[float, float, str, int]] = []
@@ -64,7 +70,7 @@ class ActionLedger:
         if amount <= 0:
             return
         self.totals[action] += amount
-        seq = cmd.meta.get("seq") if cmd is not None else None
+        seq = cmd.meta.get(self.group_by) if cmd is not None else None
         if seq is not None:
             row = self.by_seq.get(seq)
             if row is None:
@@ -93,7 +99,7 @@ class ActionLedger:
         if tcm is not None:
             self.add(cmd, f"tcm_{tcm}_byte", nbytes, start, end)
 
-    def for_seqs(self, seqs: Iterable[int]) -> dict[str, int]:
+    def for_seqs(self, seqs: Iterable[Any]) -> dict[str, int]:
         """Summed counts of the given commands (e.g. one CMDQ entry, one layer)."""
         out: dict[str, int] = {}
         for s in seqs:

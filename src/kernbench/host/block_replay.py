@@ -33,6 +33,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from kernbench.common.program import LayerSpan
 from kernbench.ir.model import Graph
 
 SIMULATED_BLOCKS = 4
@@ -124,16 +125,18 @@ def truncate_blocks(g: Graph, keep: int) -> Graph:
     return out
 
 
-def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan) -> dict[str, Any]:
+def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
+                 spans: dict[str, LayerSpan]) -> dict[str, Any]:
     """Turn the stats of the truncated run into the whole model's (see the module
-    docstring); raise ReplayCheckFailed when the period is not steady."""
+    docstring; `spans`: the simulated layers' spans); raise ReplayCheckFailed when the
+    period is not steady."""
     layer_block = {n.id: n.metadata["block"] for n in small.nodes
                    if isinstance(n.metadata.get("block"), int)}
     ends = [0.0] * plan.simulated
-    for e in stats["entries"].values():
-        b = layer_block.get(e.get("layer_id"))
-        if b is not None and e.get("end_ns") is not None:
-            ends[b] = max(ends[b], e["end_ns"])
+    for lid, span in spans.items():
+        b = layer_block.get(lid)
+        if b is not None:
+            ends[b] = max(ends[b], span.end_ns)
     periods = [b - a for a, b in zip(ends, ends[1:], strict=False)]  # p_1 .. p_{k-1}
     middle = periods[:-1]  # without the epilogue-adjacent block
     compared = middle if len(middle) > 1 else periods

@@ -12,6 +12,7 @@ import numpy as np
 
 from kernbench.cmdq.io import load_program
 from kernbench.compiler.cost import estimate_program
+from kernbench.common.program import LayerSpan
 from kernbench.compiler.inputs import default_inputs, vocab_size
 from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
 from kernbench.compiler.roofline import layer_report
@@ -184,8 +185,10 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     outputs.npz and verification.json (`verify`) into `out`. `phase(name, total, poll)`
     gives a context manager around each long phase (progress display); None: nothing.
     `save_oplog` (with `verify`) saves the op log and initial memory for `replay`.
-    `post_stats(stats)` may amend the stats before anything is written (replay, LLM
-    figures); `watch(entries, layer_ids)` observes the timing run (progress)."""
+    `post_stats(stats, spans)` may amend the stats before anything is written (replay, LLM
+    figures; `spans`: layer id → common.program.LayerSpan); `watch(SimWatch)` observes the
+    timing run (progress). Without `trace`, `report` and `verify`, stats.json has
+    `entry_count` instead of per-entry rows (docs/stats.md)."""
 
     record = trace or report  # the report's timeline needs the trace, the file may not
 
@@ -203,10 +206,14 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
         if save_oplog is not None:
             raise InputError("--save-oplog saves the data pass: it needs --verify",
                              field="--save-oplog")
+        # without a trace or the report nothing needs per-entry records: the program is
+        # streamed and summarized per layer (host memory does not grow with commands)
         run = simulate_program(prog, topology, file=str(cmdq_path), trace=record, phase=phase,
-                               watch=watch)
+                               watch=watch, per_entry=record, consume=True)
+        del prog
     stats = run.stats()
-    add_roofline(stats, bundle_dir / "roofline.json")
+    spans = run.layer_spans(stats)
+    add_roofline(stats, bundle_dir / "roofline.json", spans)
     add_estimate(stats, run.entries, topology)
     if "layers" in stats:
         layers = stats["layers"]
@@ -214,7 +221,7 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
             layers[lid].update(row)
     add_token_energy(stats, bundle_dir)
     if post_stats is not None:
-        stats = post_stats(stats)
+        stats = post_stats(stats, spans)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
@@ -260,15 +267,16 @@ def _run_verified(bundle_dir: Path, prog: Any, topology: Any, inputs: Path | Non
     return run, outputs, verdict
 
 
-def add_roofline(stats: dict[str, Any], roof: Path) -> None:
-    """Per-layer roofline bounds (a bundle's roofline.json, if any) into `stats`."""
+def add_roofline(stats: dict[str, Any], roof: Path, spans: dict[str, LayerSpan]) -> None:
+    """Per-layer roofline bounds (a bundle's roofline.json, if any) and the simulated
+    layer `spans` into `stats`."""
     if roof.exists():
 
         try:
             bounds = json.loads(read_input_text(roof, MAX_JSON_BYTES))
         except ValueError as e:
             raise InputError(f"unreadable: {e}", file=str(roof)) from None
-        layers = layer_report(bounds, stats["entries"])
+        layers = layer_report(bounds, spans)
         stats["layers"] = layers
         total_bound = sum(v["bound_ns"] for v in layers.values())
         stats["roofline_fraction"] = round(total_bound / stats["total_ns"], 6) \

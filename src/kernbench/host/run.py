@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kernbench.compiler.pipeline import load_model
+from kernbench.host.block_detect import mark_blocks
 from kernbench.host.block_replay import (
     ReplayCheckFailed,
     apply_replay,
@@ -61,15 +62,24 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
         for w in check_fit(facts, topo):
             hooks.note(w)
     plan = None
+    marked = graph  # the graph whose block marks the replay uses
     if not (opts.exact or opts.verify):
         plan, why = plan_replay(graph)
+        if plan is None and not any("block" in n.metadata for n in graph.nodes):
+            # an ONNX import marks no blocks: find them, proven identical (host.block_detect)
+            found, why_not = mark_blocks(graph)
+            if found is not None:
+                marked = found
+                plan, why = plan_replay(found)
+            else:
+                why = why_not
         if plan is None and graph.metadata.get("llm"):
             hooks.note(f"simulating every layer: {why}")
     bundle = opts.bundle or Path(out) / "bundle"
 
-    def finish(small: Any, stats: dict[str, Any]) -> dict[str, Any]:
+    def finish(small: Any, stats: dict[str, Any], spans: dict[str, Any]) -> dict[str, Any]:
         if plan is not None:
-            stats = apply_replay(stats, small, plan)
+            stats = apply_replay(stats, small, plan, spans)
         # shape-only models always get the section; others on request (--llm), so that the
         # stats of existing runs stay byte-identical
         if facts is not None and (opts.llm or graph.metadata.get("shape_only")):
@@ -78,14 +88,14 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
 
     if plan is not None:
 
-        small = truncate_blocks(graph, plan.simulated)
+        small = truncate_blocks(marked, plan.simulated)
         hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
                    "and replaying the rest (--exact simulates all)")
         compile_loaded(small, None, topo, bundle, progress=hooks.compile_progress,
-                       strict=opts.strict, model_file=str(model))
+                       calib_inputs=opts.inputs, strict=opts.strict, model_file=str(model))
         try:
             return _simulate(bundle, topo, out, opts, hooks,
-                             lambda st: finish(small, st))
+                             lambda st, sp: finish(small, st, sp))
         except ReplayCheckFailed as e:
             hooks.note(f"replay check failed ({e}): simulating every layer")
             plan = None
@@ -93,7 +103,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
     compile_loaded(graph, source, topo, bundle, progress=hooks.compile_progress,
                    calib_inputs=opts.inputs, strict=opts.strict, qconfig_file=qfile,
                    model_file=str(model))
-    return _simulate(bundle, topo, out, opts, hooks, lambda st: finish(graph, st))
+    return _simulate(bundle, topo, out, opts, hooks, lambda st, sp: finish(graph, st, sp))
 
 
 def _simulate(bundle: Path, topo: Any, out: Path, opts: RunOptions, hooks: RunHooks,

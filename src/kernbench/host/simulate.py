@@ -1,15 +1,20 @@
-"""Run a CMDQ program on the hardware model and report (stats entries, critical path)."""
+"""Run a CMDQ program on the hardware model and report (stats entries, critical path).
+
+A run that records nothing per entry (timing only, no trace) streams the program through
+the Control FSM and keeps per-layer spans instead of entry rows (`EntryTally`).
+"""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernbench.cmdq.hw import engine_of, limits_for, to_program
+from kernbench.cmdq.hw import StreamedProgram, engine_of, limits_for, to_program
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.validate import check_program
-from kernbench.common.program import ProgramEntry
+from kernbench.common.program import LayerSpan, ProgramEntry, add_span
 from kernbench.errors import DeadlockError
 from kernbench.report.energy import group_energy
 from kernbench.report.perfetto import build_trace
@@ -24,13 +29,72 @@ def no_phase(name: str, total: int | None = None, poll: Any = None) -> Any:
 
 
 @dataclass
+class SimWatch:
+    """What a progress display may poll while a program runs: `poll()` → (entries done,
+    layers done) out of `entries` and `layers` (it only reads)."""
+
+    entries: int
+    layers: int
+    poll: Callable[[], tuple[int, int]]
+
+
+class EntryTally:
+    """Completed entries folded into per-layer spans as the FSM retires them (a timing run
+    that keeps no per-entry record): rounded like stats rows, so a layer's span is the
+    one its rows would give."""
+
+    def __init__(self, layer_of: list[str | None]) -> None:
+        self.spans: dict[str, LayerSpan] = {}
+        self.done = 0
+        self.layers_done = 0
+        self._left: dict[str, int] = {}
+        for lid in layer_of:
+            if lid:
+                self._left[lid] = self._left.get(lid, 0) + 1
+
+    @property
+    def layers(self) -> int:
+        return len(self._left)
+
+    def __call__(self, e: ProgramEntry) -> None:
+        self.done += 1
+        cmd = e.command
+        if cmd is None:
+            return
+        lid = cmd.meta.get("layer_id")
+        start = cmd.start_ns if cmd.start_ns is not None else e.start_ns
+        add_span(self.spans, lid, e.label.split(" ", 1)[1],
+                 round_ns(start) if start is not None else None,
+                 round_ns(e.end_ns) if e.end_ns is not None else None)
+        if lid in self._left:
+            self._left[lid] -= 1
+            if self._left[lid] == 0:
+                self.layers_done += 1
+
+
+@dataclass
 class CmdqRun:
+    """A finished run. With `tally` (no per-entry record was kept), `entries` is the
+    streamed program (its entries forgotten) and the per-layer figures come from the tally."""
+
     sim: Simulator
     program: CmdqProgram
-    entries: list[ProgramEntry]
+    entries: Sequence[ProgramEntry]
     total_ns: float
+    tally: EntryTally | None = None
 
     def stats(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """stats.json: `entries` rows and `critical_path` when they were kept, else
+        `entry_count` (docs/stats.md)."""
+        if self.tally is not None:
+            data: dict[str, Any] = {"entry_count": len(self.entries)}
+        else:
+            data = {"entries": self._rows(), "critical_path": critical_path(self.entries)}
+        if extra:
+            data.update(extra)
+        return collect_stats(self.sim, self.total_ns, data)
+
+    def _rows(self) -> dict[str, Any]:
         rows: dict[str, Any] = {}
         topo = self.sim.topology
         for src, e in zip(self.program.cmdq, self.entries, strict=True):
@@ -46,22 +110,33 @@ class CmdqRun:
                 "start_ns": round_ns(start) if start is not None else None,
                 "end_ns": round_ns(e.end_ns) if e.end_ns is not None else None,
             }
-        data = {"entries": rows, "critical_path": critical_path(self.entries)}
-        if extra:
-            data.update(extra)
-        return collect_stats(self.sim, self.total_ns, data)
+        return rows
+
+    def layer_spans(self, stats: dict[str, Any]) -> dict[str, LayerSpan]:
+        """Per-layer spans: from the tally, or from `stats`' entry rows."""
+        if self.tally is not None:
+            return self.tally.spans
+        spans: dict[str, LayerSpan] = {}
+        for e in stats["entries"].values():
+            add_span(spans, e.get("layer_id"), e["opcode"], e.get("start_ns"), e.get("end_ns"))
+        return spans
 
     def layer_energy(self, spans_ns: dict[str, float]) -> dict[str, dict[str, Any]]:
         """Energy of each layer in `spans_ns` (layer id → its ns): the dynamic energy of its
         entries' actions plus its time share of the static energy (report.energy.group_energy)."""
-        groups: dict[str, list[int]] = {lid: [] for lid in spans_ns}
-        for src, e in zip(self.program.cmdq, self.entries, strict=True):
-            if src.layer_id in groups and e.command is not None:
-                groups[src.layer_id].append(e.command.meta["seq"])
+        groups: dict[str, list[Any]] = {lid: [] for lid in spans_ns}
+        if self.tally is not None:  # the ledger counted per layer
+            groups = {lid: [lid] for lid in spans_ns}
+        else:
+            for src, e in zip(self.program.cmdq, self.entries, strict=True):
+                if src.layer_id in groups and e.command is not None:
+                    groups[src.layer_id].append(e.command.meta["seq"])
         return group_energy(self.sim.topology, self.sim.actions, groups, spans_ns,
                             self.total_ns)
 
     def trace(self) -> dict[str, Any]:
+        if self.tally is not None:
+            raise RuntimeError("trace(): this run kept no per-entry record (trace=False)")
         return build_trace(self.sim, [e.command for e in self.entries if e.command is not None])
 
 
@@ -91,21 +166,34 @@ def critical_path(entries: list[ProgramEntry]) -> list[int]:
 
 def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | None = None,
                      op_logger: Any = None, trace: bool = True, data: Any = None,
-                     phase: Any = None, watch: Any = None) -> CmdqRun:
+                     phase: Any = None, watch: Any = None,
+                     per_entry: bool = True, consume: bool = False) -> CmdqRun:
     """Validate `program` against `topology`, run it to the end, return the run.
     `phase(name, total, poll)`: a context manager around the run (progress display).
-    `watch(entries, layer_ids)` (optional) starts an observer of the entries (a progress bar
-    of commands and layers done) and returns the function that stops it; it only reads."""
+    `watch(SimWatch)` (optional) starts an observer of the run (a progress bar of commands
+    and layers done) and returns the function that stops it; it only reads.
+
+    `per_entry` False (timing only: no `trace`, `op_logger` or `data`): entries are built as
+    the Control FSM fetches them and folded into per-layer spans when they complete, so
+    host memory follows the issue window and the layers, not the commands; `consume` also
+    drops each CMDQ entry of `program` once lowered (the caller gives the program up)."""
     limits = limits_for(topology)
     check_program(program, limits, file)
-    entries = to_program(program, topology, limits, data)
-    sim = Simulator(topology, op_logger=op_logger, trace=trace)
+    compact = not (per_entry or trace or op_logger is not None or data is not None)
+    tally = None
+    if compact:
+        tally = EntryTally([getattr(src, "layer_id", None) for src in program.cmdq])
+        entries: Sequence[ProgramEntry] = StreamedProgram(program, topology, limits, tally,
+                                                          consume=consume)
+        progress = SimWatch(len(entries), tally.layers, lambda: (tally.done, tally.layers_done))
+    else:
+        entries = to_program(program, topology, limits, data)
+        progress = _list_watch(entries, [getattr(s, "layer_id", None) for s in program.cmdq])
+    sim = Simulator(topology, op_logger=op_logger, trace=trace, per_command=not compact)
     done = sim.run_program(entries)
-    stop = (watch(entries, [getattr(src, "layer_id", None) for src in program.cmdq])
-            if watch is not None else None)
+    stop = watch(progress) if watch is not None else None
     try:
-        with (phase or no_phase)("simulate", len(entries),
-                                 lambda: sum(e.end_ns is not None for e in entries)):
+        with (phase or no_phase)("simulate", len(entries), lambda: progress.poll()[0]):
             total = sim.run()
     finally:
         if stop is not None:
@@ -113,4 +201,24 @@ def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | No
     if not done.triggered:
 
         raise DeadlockError(f"the program did not reach END: {sim.deadlock_report()}")
-    return CmdqRun(sim, program, entries, total)
+    return CmdqRun(sim, program, entries, total, tally)
+
+
+def _list_watch(entries: list[ProgramEntry], layer_of: list[str | None]) -> SimWatch:
+    """Progress of a program kept as a list: entries with an end time, layers all done."""
+    left0: dict[str, int] = {}
+    for lid in layer_of:
+        if lid:
+            left0[lid] = left0.get(lid, 0) + 1
+
+    def poll() -> tuple[int, int]:
+        left = dict(left0)
+        n = 0
+        for e, lid in zip(entries, layer_of, strict=True):
+            if e.end_ns is not None:
+                n += 1
+                if lid:
+                    left[lid] -= 1
+        return n, sum(1 for v in left.values() if v == 0)
+
+    return SimWatch(len(entries), len(left0), poll)

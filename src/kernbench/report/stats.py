@@ -118,9 +118,13 @@ def bottleneck(engines: dict, links: dict, memories: dict) -> dict[str, Any]:
 
 
 def write_json(obj: Any, path: Path) -> None:
-    """Deterministic JSON (sorted keys), written atomically (no half-written file)."""
+    """Deterministic JSON (sorted keys), written atomically (no half-written file). The
+    text is streamed to the file (json.dump), never held whole: a real-size program's
+    cmdq.json would otherwise be built as millions of fragments and one huge string."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+        f.write("\n")
     tmp.replace(path)

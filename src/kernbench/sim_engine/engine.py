@@ -17,6 +17,7 @@ the error names the pending commands and the queues holding or blocking them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import simpy
@@ -40,7 +41,11 @@ from kernbench.topology.model import Pe, Topology
 class Simulator:
     """One simulated system built from a Topology (implements components.ports.SimContext)."""
 
-    def __init__(self, topology: Topology, *, op_logger: Any = None, trace: bool = True) -> None:
+    def __init__(self, topology: Topology, *, op_logger: Any = None, trace: bool = True,
+                 per_command: bool = True) -> None:
+        """`per_command` False: energy counts are kept per layer (`cmd.meta["layer_id"]`),
+        not per command, for runs that keep no per-command record (host memory stays
+        bounded by the layers, not the commands)."""
         self.topology = topology
         self.env = simpy.Environment()
         self.tracer = Tracer(trace)
@@ -52,7 +57,8 @@ class Simulator:
         self._seq = 0
         self._path_cache: dict[tuple, tuple] = {}
         # energy-relevant action counts, recorded by the engines beside their timing
-        self.actions = ActionLedger({lid: k.kind for lid, k in topology.links.items()}, trace)
+        self.actions = ActionLedger({lid: k.kind for lid, k in topology.links.items()}, trace,
+                                    "seq" if per_command else "layer_id")
         for lid, link in topology.links.items():
             if link.kind == "ucie":
                 u = topology.config.sip.ucie
@@ -109,12 +115,21 @@ class Simulator:
         cmd.meta["seq"] = self._seq
         self.pending[self._seq] = cmd
 
-    def run_program(self, entries: list[ProgramEntry], cube: int = 0) -> simpy.Event:
-        """Run a Control-FSM program on cube `cube`'s M_CPU; returns its end event."""
-        for e in entries:
-            if e.command is not None:
-                self._track(e.command)
+    def run_program(self, entries: Sequence[ProgramEntry], cube: int = 0) -> simpy.Event:
+        """Run a Control-FSM program on cube `cube`'s M_CPU; returns its end event. A
+        program that builds its entries as they are fetched (it has `on_build`) has each
+        command tracked when it is built; a list has them all tracked now."""
+        on_build = getattr(entries, "on_build", None)
+        if on_build is not None:
+            on_build(self._track_entry)
+        else:
+            for e in entries:
+                self._track_entry(e)
         return self._m_cpu[cube].run_program(entries)
+
+    def _track_entry(self, e: ProgramEntry) -> None:
+        if e.command is not None:
+            self._track(e.command)
 
     def command_complete(self, cmd: PeCommand, now: float) -> None:
         """Called by PE_SCHEDULER when a command's completion record is published."""

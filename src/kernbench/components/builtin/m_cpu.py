@@ -12,6 +12,7 @@ when every issued entry has completed.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import simpy
@@ -30,14 +31,17 @@ class _Run:
     fetched entry, the ready heap, and the window / fetch / issue counters."""
 
     __slots__ = ("entries", "window", "complete", "missing", "dependents", "ready",
-                 "in_window", "fetch", "stopped", "outstanding", "completions")
+                 "in_window", "fetch", "stopped", "outstanding", "completions", "retire")
 
-    def __init__(self, entries: list[ProgramEntry], window: int) -> None:
+    def __init__(self, entries: Sequence[ProgramEntry], window: int) -> None:
         n = len(entries)
         self.entries = entries
         self.window = window
         self.complete = bytearray(n)
-        self.missing = [0] * n                       # unresolved deps of each fetched entry
+        self.missing: dict[int, int] = {}            # unresolved deps of fetched entries
+        # a program that streams its entries (cmdq.hw.StreamedProgram) is told when one has
+        # completed, so that it can forget it; a list keeps them all
+        self.retire = getattr(entries, "retire", None)
         self.dependents: dict[int, list[int]] = {}   # incomplete id → entries waiting on it
         self.ready: list[int] = []                   # heap of fetched, ready, unissued ids
         self.in_window = 0
@@ -52,7 +56,13 @@ class _Run:
         for w in self.dependents.pop(eid, ()):
             self.missing[w] -= 1
             if self.missing[w] == 0:
+                del self.missing[w]
                 heapq.heappush(self.ready, w)
+
+    def done(self, e: ProgramEntry) -> None:
+        """Entry `e` completed and its times are final: a streaming program may drop it."""
+        if self.retire is not None:
+            self.retire(e)
 
     def can_fetch(self) -> bool:
         """The window has room and the next entry is not a barrier."""
@@ -96,6 +106,7 @@ class MCpu(ComponentBase):
             run.in_window -= 1
             run.outstanding -= 1
             run.resolve(e.id)
+            run.done(e)
             self._poke()
 
         while True:
@@ -123,6 +134,7 @@ class MCpu(ComponentBase):
                 e.fetch_ns = e.issue_ns = e.start_ns = e.end_ns = env.now
                 run.resolve(e.id)
                 self.sim.tracer.event(env.now, "barrier_pass", self.id, e.label or f"#{e.id}")
+                run.done(e)
                 run.fetch += 1
                 continue
             if e.kind == "end":
@@ -130,11 +142,14 @@ class MCpu(ComponentBase):
                 run.stopped = True
                 break
             e.fetch_ns = env.now
+            missing = 0
             for d in e.deps:
                 if not run.complete[d]:
-                    run.missing[e.id] += 1
+                    missing += 1
                     run.dependents.setdefault(d, []).append(e.id)
-            if run.missing[e.id] == 0:
+            if missing:
+                run.missing[e.id] = missing
+            else:
                 heapq.heappush(run.ready, e.id)
             run.in_window += 1
             run.fetch += 1
@@ -164,6 +179,7 @@ class MCpu(ComponentBase):
             if all(run.complete[d] for d in end.deps):
                 end.issue_ns = end.start_ns = end.end_ns = now
                 run.complete[end.id] = 1
+                run.done(end)
                 done.succeed(now)
                 return True
         elif run.fetch >= len(run.entries):

@@ -182,6 +182,8 @@ class PeScheduler(ComponentBase):
         ctx = event.value
         cmd = ctx.command
         now = self.env.now
-        self.completion_queue.append((now, cmd.label))
-        self.sim.tracer.event(now, "command_complete", self.id, cmd.label)
+        tracer = self.sim.tracer
+        if tracer.enabled:  # a record per command: kept only while tracing
+            self.completion_queue.append((now, cmd.label))
+        tracer.event(now, "command_complete", self.id, cmd.label)
         self.sim.command_complete(cmd, now)
