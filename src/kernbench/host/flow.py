@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from kernbench.cmdq.io import load_program
-from kernbench.compiler.cost import estimate_program
 from kernbench.common.program import LayerSpan
+from kernbench.compiler.cost import estimate_program
 from kernbench.compiler.inputs import default_inputs, vocab_size
 from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
 from kernbench.compiler.roofline import layer_report

@@ -25,7 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from kernbench.compiler.hbm import ITEMSIZE, Placement, contiguous_strides
+from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.clamp import Bounds, clip_fields, fusable_clamp
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, TeWeight
 from kernbench.compiler.lower.gemm import prepare_x, te_mode
@@ -138,12 +138,10 @@ def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
         return None
     px, xt, sx = xin
     shape4 = (geo.n, geo.c, geo.h, geo.w)
-    x = Placement(px.key, px.addr, shape4, contiguous_strides(shape4), px.dtype, px.replicas)
+    x = px.view(shape4)
     fused = fusable_clamp(lw, n.outputs[0])
     out = lw.plan.placements[fused[0].outputs[0]] if fused else yp
-    out = Placement(out.key, out.addr, (geo.n, w_shape[0], geo.ho, geo.wo),
-                    contiguous_strides((geo.n, w_shape[0], geo.ho, geo.wo)), out.dtype,
-                    out.replicas)
+    out = out.view((geo.n, w_shape[0], geo.ho, geo.wo))
     scale = None
     if mode == "int":
         assert wt.scale is not None
