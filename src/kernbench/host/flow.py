@@ -214,7 +214,8 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     stats = run.stats()
     spans = run.layer_spans(stats)
     add_roofline(stats, bundle_dir / "roofline.json", spans)
-    add_estimate(stats, run.entries, topology)
+    if record or verify:  # a streamed run has given its entries up (no estimate then)
+        add_estimate(stats, run.entries, topology)
     if "layers" in stats:
         layers = stats["layers"]
         for lid, row in run.layer_energy({k: v["ns"] for k, v in layers.items()}).items():
