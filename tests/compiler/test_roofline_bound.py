@@ -36,7 +36,7 @@ EPS = 1e-2
                          ids=[f"{Path(m).stem}-{t}" for m, t, _ in CASES])
 def test_simulated_time_is_never_below_the_roofline(tmp_path, model, topology, extra):
     out = tmp_path / "run"
-    assert main(["run", model, "--topology", topology, "--out", str(out), "--no-report",
+    assert main(["run", model, "--topology", topology, "--out", str(out), "--no-report", "--trace",
                  "--quiet", *extra]) == 0
     stats = json.loads((out / "stats.json").read_text())
     mb = stats["model_bound"]

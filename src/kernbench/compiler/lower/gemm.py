@@ -264,7 +264,7 @@ def _zp_correction(lw: Lowering, n: LayerIR, x: PreparedX, wp: TeWeight,
 def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list[Buf],
              xq: Placement, wp: TeWeight, t: GemmTiles, k: int, nn: int,
              a_res: list[Buf] | None = None, free_a: bool = False,
-             corr: Placement | None = None) -> None:
+             corr: Placement | None = None, te_base: int = 0) -> None:
     """The interleaved K loops of a group of output tiles on one PE. With `a_res` (the
     group's rows of A already in TCM, one buffer per K step) only W is loaded; the last
     group of those rows frees them (`free_a`). `corr` (int32 [N], the zero-point column
@@ -294,7 +294,7 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
             lw.op("TE_GEMM_TILE", pe, n.id,
                   {"m": tm, "n": tn, "k": tk, "qbits_weight": wp.bits,
                    "qbits_activation": qa_bits, "ofm_qbits": 32, "accumulate": i > 0,
-                   **lw.engines.te(j)},
+                   **lw.engines.te(te_base + j)},
                   reads=reads, writes=[("ofm", c)], frees=frees)
 
 
@@ -378,13 +378,15 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
         by_rows: dict[int, list[OutTile]] = {}
         for tile in tiles:
             by_rows.setdefault(tile[0], []).append(tile)
+        started = 0  # accumulators begun on this PE: they take its tensor engines in turn
         for m0, row_tiles in by_rows.items():
             a_res = _resident_a(lw, n, pe, xq, t, k, m0, row_tiles[0][2], len(row_tiles))
             for g0 in range(0, len(row_tiles), width):
                 group = row_tiles[g0:g0 + width]
                 accs = [lw.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]
                 _k_loops(lw, n, pe, group, accs, xq, wp, t, k, nn, a_res,
-                         free_a=g0 + width >= len(row_tiles), corr=corr)
+                         free_a=g0 + width >= len(row_tiles), corr=corr, te_base=started)
+                started += len(group)
                 for tile, c in zip(group, accs, strict=True):
                     _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step)
     if step is not None:
