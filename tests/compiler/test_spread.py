@@ -12,6 +12,7 @@ import json
 
 from kernbench.cli import main
 from kernbench.compiler.hbm import ITEMSIZE
+from kernbench.topology import load_topology
 
 
 def test_spread_gpt2_is_exact_at_every_layer_on_four_cubes(tmp_path, capsys):
@@ -26,12 +27,14 @@ def test_spread_gpt2_is_exact_at_every_layer_on_four_cubes(tmp_path, capsys):
     mem = json.loads((out / "bundle" / "memory.json").read_text())
     spread = {k: a for k, a in mem["tensors"].items() if a.get("parts")}
     assert len(spread) > 10  # the residual stream, norms, projections, MLP
-    cube_bytes = 16 << 30
+    topo = load_topology("base")
+    cube_of_pe = [pe.cube.index for pe in topo.pes]
     cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
-    _stores_land_in_their_own_cube(cmdq, spread, cube_bytes)
+    _stores_land_in_their_own_cube(cmdq, spread, topo.cubes[0].hbm_bytes, cube_of_pe)
 
 
-def _stores_land_in_their_own_cube(cmdq: list[dict], spread: dict, cube_bytes: int) -> None:
+def _stores_land_in_their_own_cube(cmdq: list[dict], spread: dict, cube_bytes: int,
+                                   cube_of_pe: list[int]) -> None:
     """Every tile store into a spread tensor writes the HBM of the storing PE's cube."""
     runs = [(addr, addr + nb) for a in spread.values() for _, nb, addr in a["parts"]]
     checked = 0
@@ -40,7 +43,7 @@ def _stores_land_in_their_own_cube(cmdq: list[dict], spread: dict, cube_bytes: i
             continue
         a = e["dram_addr"]
         if any(lo <= a < hi for lo, hi in runs):
-            assert a // cube_bytes == e["pe"] // 16, e
+            assert a // cube_bytes == cube_of_pe[e["pe"]], e
             checked += 1
     assert checked > 100
 
