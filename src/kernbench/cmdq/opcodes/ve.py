@@ -166,7 +166,7 @@ class VeLayernormTile(VeVectorTile):
         d.params = {"eps": self.eps, "axis": -1}
         for role in ("gamma", "beta"):
             if getattr(self, f"{role}_bank", None) is not None:
-                d.add(role, [self.length])
+                d.add(role, [self.length], dtype_of(self.param_qbits, integer=False))
 
 
 @register_opcode
@@ -229,7 +229,7 @@ class VeRmsnormTile(VeVectorTile):
     def data_params(self, d: MathData) -> None:
         d.params = {"eps": self.eps, "axis": -1}
         if self.gamma_bank is not None:
-            d.add("gamma", [self.length])
+            d.add("gamma", [self.length], dtype_of(self.param_qbits, integer=False))
 
 
 @register_opcode

@@ -52,8 +52,13 @@ def _norm_params(lw: Lowering, n: LayerIR, cols: int, fields: dict[str, Any],
         if not lw.g.tensors[tid].const or lw.g.tensors[tid].shape != [cols]:
             return False
         extra.append((role, lw.raw_const(tid), False))
+    # gamma and beta are read at their stored width (fp16 in an fp16 export); the tile has
+    # one param_qbits, so parameters of two different float types are not tiled
+    dtypes = {p.dtype for _, p, _ in extra}
+    if len(dtypes) > 1 or not dtypes <= set(QBITS_OF):
+        return False
     if extra:
-        fields["param_qbits"] = 32
+        fields["param_qbits"] = QBITS_OF[dtypes.pop()]
     return True
 
 
