@@ -32,12 +32,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from kernbench.compiler.layout import COPY_OPS
 from kernbench.compiler.lower.attention_float import lower_any_attention
 from kernbench.compiler.lower.bmm import lower_bmm
 from kernbench.compiler.lower.clamp import lower_clamp
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import lower_conv
-from kernbench.compiler.lower.copy import COPY_OPS, lower_copy
+from kernbench.compiler.lower.copy import lower_copy
 from kernbench.compiler.lower.gemm import (
     dequant_bypassed,
     lower_gemm,
