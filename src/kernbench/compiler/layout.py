@@ -122,6 +122,24 @@ def reads_strided(g: Graph, c: LayerIR, tid: str) -> bool:
     return copyable(g, c) and g.tensors[tid].shape[-1] > 1
 
 
+def rope_output_perm(g: Graph, n: LayerIR,
+                     folded: dict[str, FoldKind]) -> tuple[int, ...] | None:
+    """The transposed storage of a tiled ROPE's output whose x is a folded head swap: the
+    output is stored in x's source order (B, S, H, D) so that a ROPE row holds every head
+    of one position (one contiguous load and store per block of positions), and its
+    consumers, which all read through strides, see (B, H, S, D). None: stored as is."""
+    if not rope_tileable(g, n):
+        return None
+    src = g.tensors[n.inputs[0]].producer
+    y = n.outputs[0]
+    t = g.tensors[y]
+    if src is None or folded.get(src) != "read" or y in g.outputs or not t.consumers:
+        return None
+    if not all(reads_strided(g, g.node(c), y) for c in t.consumers):
+        return None
+    return tuple(int(p) for p in g.node(src).attributes["perm"])
+
+
 def fold_kind(g: Graph, n: LayerIR) -> FoldKind | None:
     """How a head transpose folds into its neighbours' DMAs, or None if it stays a layer."""
     if not is_head_swap(n) or n.attributes.get("view"):
@@ -157,4 +175,9 @@ class FoldTransposes:
         state.folded = folded
         if folded:
             state.notes.append(f"layout: {len(folded)} head transposes folded into DMAs")
+        state.stored_permuted = {}
+        for n in state.graph.nodes:
+            perm = rope_output_perm(state.graph, n, folded)
+            if perm is not None:
+                state.stored_permuted[n.outputs[0]] = perm
         return state
