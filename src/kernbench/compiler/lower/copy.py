@@ -63,11 +63,16 @@ def sub_view(v: View, axis: int, start: int, size: int, step: int = 1) -> View:
 
 def _merged(shape: tuple[int, ...], a: tuple[int, ...],
             b: tuple[int, ...]) -> tuple[list[int], list[int], list[int]]:
-    """Drop size-1 axes and merge neighbours contiguous in both views."""
-    axes = [i for i, d in enumerate(shape) if d > 1] or [len(shape) - 1] if shape else []
-    sh = [shape[i] for i in axes] or [1]
-    sa = [a[i] for i in axes] or [1]
-    sb = [b[i] for i in axes] or [1]
+    """Drop size-1 axes and merge neighbours contiguous in both views ([0] when empty;
+    one element has stride 1 on both sides)."""
+    if 0 in shape:
+        return [0], [1], [1]
+    axes = [i for i, d in enumerate(shape) if d > 1]
+    if not axes:
+        return [1], [1], [1]
+    sh = [shape[i] for i in axes]
+    sa = [a[i] for i in axes]
+    sb = [b[i] for i in axes]
     i = len(sh) - 2
     while i >= 0:
         if sa[i] == sa[i + 1] * sh[i + 1] and sb[i] == sb[i + 1] * sh[i + 1]:
