@@ -1,9 +1,10 @@
 """Layout pass: head transposes around attention become strided views.
 
 `layout` folds data-moving transposes that only reorder (B, S, H, D) ↔ (B, H, S, D)
-around tiled ATTENTION / KV_UPDATE: the attention tiles read and write the heads with
-2-D DMAs instead of a separate copy layer. It records its decision per transpose node in
-`CompileState.folded` ("read": consumers read the source with permuted strides; "write":
+around tiled ATTENTION / KV_UPDATE, in front of a tiled ROPE, and in front of the tiled
+copies (SPLIT / SLICE / CONCAT / TRANSPOSE, lower/copy.py): those tiles read and write the
+heads with 2-D DMAs instead of a separate copy layer. It records its decision per
+transpose node in `CompileState.folded` ("read": consumers read the source with permuted strides; "write":
 the attention writes straight into the transpose's output) and leaves the IR unchanged.
 """
 
@@ -12,8 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
+from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.state import CompileState, FoldKind
-from kernbench.ir.model import Graph, LayerIR
+from kernbench.ir.model import Graph, LayerIR, is_shape_only
+from kernbench.numerics.dtypes import bits as dtype_bits
+
+#: op types lower/copy.py tiles as strided DMA copies
+COPY_OPS = ("TRANSPOSE", "SLICE", "SPLIT", "CONCAT")
+#: dtypes a DMA moves (CMDQ qbits), as lower/context.QBITS_OF
+DMA_DTYPES = ("fp32", "fp16", "bf16", "int8", "uint8", "int32", "bool", "int16")
 
 
 def is_head_swap(n: LayerIR) -> bool:
@@ -46,6 +56,90 @@ def tiled_attention(g: Graph, n: LayerIR) -> bool:
     return True
 
 
+FLOATS = ("fp32", "fp16")
+
+
+def _halves_equal(g: Graph, tid: str) -> bool:
+    if is_shape_only(g):
+        return True  # no values: the timing is the same either way
+    a = np.asarray(g.weights[tid])
+    h = a.shape[-1] // 2
+    return bool(np.array_equal(a[..., :h], a[..., h:]))
+
+
+def rope_tileable(g: Graph, n: LayerIR) -> bool:
+    """Static conditions under which `lower_rope` tiles the layer (the layout pass folds
+    the head transpose into its x load only then)."""
+    if n.op_type != "ROPE" or n.attributes.get("interleaved") or len(n.inputs) < 3:
+        return False
+    x, y = g.tensors[n.inputs[0]], g.tensors[n.outputs[0]]
+    d = x.shape[-1] if x.shape else 0
+    if len(x.shape) < 2 or d % 2 or n.attributes.get("rotary_dim", d) != d \
+            or x.dtype not in FLOATS or y.dtype not in FLOATS or x.shape != y.shape \
+            or x.const:
+        return False
+    for tid in n.inputs[1:3]:
+        t = g.tensors[tid]
+        if not t.const or t.dtype not in FLOATS or not t.shape or t.shape[-1] != d \
+                or len(t.shape) > len(x.shape) or len(t.shape) < 2:
+            return False
+        if t.shape[-2] != x.shape[-2] or any(
+                c not in (1, xd) for c, xd in zip(t.shape[::-1], x.shape[::-1], strict=False)):
+            return False
+        if not _halves_equal(g, tid):
+            return False
+    return True
+
+
+def copyable(g: Graph, n: LayerIR) -> bool:
+    """Static conditions under which `lower_copy` tiles the layer (the layout pass folds a
+    head transpose into such a layer's strided reads only then): a copy op of one dtype
+    the DMA moves a whole number of bytes of, slices stepping forward."""
+    if n.op_type not in COPY_OPS:
+        return False
+    tids = [t for t in (*n.inputs, *n.outputs) if t]
+    dts = {g.tensors[t].dtype for t in tids}
+    if len(dts) != 1:
+        return False
+    dt = dts.pop()
+    if dt not in DMA_DTYPES or dtype_bits(dt) % 8 or dt not in ITEMSIZE:
+        return False
+    if n.op_type == "SLICE":
+        return all(int(s) >= 1 for s in n.attributes.get("steps", [1]))
+    return True
+
+
+def reads_strided(g: Graph, c: LayerIR, tid: str) -> bool:
+    """Does layer `c`'s tiled lowering read tensor `tid` through any strides (so that a
+    head transpose producing it can fold into the read)? Tiled ATTENTION (Q, K, V),
+    KV_UPDATE's new rows, a tiled ROPE's x, and the tiled copies (lower/copy.py) do."""
+    if tiled_attention(g, c) and tid in c.inputs[:3]:
+        return True
+    if c.op_type == "KV_UPDATE" and c.inputs[1] == tid and c.attributes.get("axis", 2) == 2:
+        return True
+    if rope_tileable(g, c) and c.inputs[0] == tid:
+        return True
+    return copyable(g, c) and g.tensors[tid].shape[-1] > 1
+
+
+def rope_output_perm(g: Graph, n: LayerIR,
+                     folded: dict[str, FoldKind]) -> tuple[int, ...] | None:
+    """The transposed storage of a tiled ROPE's output whose x is a folded head swap: the
+    output is stored in x's source order (B, S, H, D) so that a ROPE row holds every head
+    of one position (one contiguous load and store per block of positions), and its
+    consumers, which all read through strides, see (B, H, S, D). None: stored as is."""
+    if not rope_tileable(g, n):
+        return None
+    src = g.tensors[n.inputs[0]].producer
+    y = n.outputs[0]
+    t = g.tensors[y]
+    if src is None or folded.get(src) != "read" or y in g.outputs or not t.consumers:
+        return None
+    if not all(reads_strided(g, g.node(c), y) for c in t.consumers):
+        return None
+    return tuple(int(p) for p in g.node(src).attributes["perm"])
+
+
 def fold_kind(g: Graph, n: LayerIR) -> FoldKind | None:
     """How a head transpose folds into its neighbours' DMAs, or None if it stays a layer."""
     if not is_head_swap(n) or n.attributes.get("view"):
@@ -54,10 +148,7 @@ def fold_kind(g: Graph, n: LayerIR) -> FoldKind | None:
     src = g.tensors[n.inputs[0]]
     consumers = [g.node(c) for c in out.consumers]
     if consumers and out.id not in g.outputs and all(
-        tiled_attention(g, c) and out.id in c.inputs[:3]
-        or c.op_type == "KV_UPDATE" and c.inputs[1] == out.id
-        and c.attributes.get("axis", 2) == 2
-        for c in consumers
+        reads_strided(g, c, out.id) for c in consumers
     ):
         return "read"      # consumers read the source with strides
     if (src.producer and tiled_attention(g, g.node(src.producer))
@@ -68,7 +159,8 @@ def fold_kind(g: Graph, n: LayerIR) -> FoldKind | None:
 
 @dataclass(frozen=True)
 class FoldTransposes:
-    """Mark (0, 2, 1, 3) transposes next to ATTENTION / KV_UPDATE as strided views."""
+    """Mark (0, 2, 1, 3) transposes next to ATTENTION / KV_UPDATE / ROPE / copies as
+    strided views."""
 
     name: str = "layout"
     changes_ir: ClassVar[bool] = False
@@ -83,4 +175,9 @@ class FoldTransposes:
         state.folded = folded
         if folded:
             state.notes.append(f"layout: {len(folded)} head transposes folded into DMAs")
+        state.stored_permuted = {}
+        for n in state.graph.nodes:
+            perm = rope_output_perm(state.graph, n, folded)
+            if perm is not None:
+                state.stored_permuted[n.outputs[0]] = perm
         return state

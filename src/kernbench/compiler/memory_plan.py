@@ -11,7 +11,9 @@
 - graph inputs and constants are replicated in every cube's HBM (the host deploys each
   copy) so that PEs read them locally; DMAs use the copy in their own cube;
 - views (reshape of contiguous data, IDENTITY, transposes the layout pass folded) share
-  their source's storage through strides;
+  their source's storage through strides; a layer output the layout pass stores
+  transposed (`CompileState.stored_permuted`: a ROPE after a folded head transpose) is
+  allocated in the permuted shape and placed through permuted strides;
 - a KV cache is stored at KV bits (int8 with its calibrated scale, or fp16);
 - constants are placed lazily by the tiling pass, which chooses their representation
   (TE weights at their own bitwidth, scale vectors, biases).
@@ -124,10 +126,17 @@ def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
         # re-homed below (its allocation replaced), so it neither gives nor takes space
         folded_into = any(state.folded.get(c) == "write" for c in t.consumers)
         role = role_of.get(tid, "intermediate")
-        a = plan.allocate(tid, t.shape, dtype, role, source=tid,
+        perm = state.stored_permuted.get(tid)
+        shape = [t.shape[p] for p in perm] if perm else t.shape
+        # a transposed store's rows are its (B, S) positions of H·D (where spread cuts)
+        rows = [*shape[:-2], shape[-2] * shape[-1]] if perm and len(shape) > 1 else shape
+        a = plan.allocate(tid, rows, dtype, role, source=tid,
                           spread=_spreads(state, tid, role),
                           live=None if tid in role_of or folded_into else live.get(tid))
-        plan.place(tid, a)
+        p = plan.place(tid, a, shape)
+        if perm:  # stored transposed (layout pass): seen through permuted strides
+            inv = [perm.index(i) for i in range(len(perm))]
+            plan.placements[tid] = p.view(tuple(t.shape), tuple(p.strides[i] for i in inv))
         for c in t.consumers:
             if state.folded.get(c) == "write":
                 _place_folded_write(state, plan, tid, g.node(c), role_of)

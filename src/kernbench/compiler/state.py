@@ -66,6 +66,9 @@ class CompileState:
     options: CompileOptions = field(default_factory=CompileOptions)
     memory: MemoryPlan | None = None
     folded: dict[str, FoldKind] = field(default_factory=dict)  # transpose node → fold
+    #: layer outputs stored transposed (layout pass): tensor → perm; the storage has shape
+    #: [shape[p] for p in perm] and the tensor is that storage seen through permuted strides
+    stored_permuted: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: storage keys kept whole in one cube (read or written by a whole-layer op)
     pinned: set[str] = field(default_factory=set)
     tiles: TileGraph | None = None

@@ -16,6 +16,9 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `pool`: POOL as VE_POOL_TILE blocks, REDUCE over trailing axes as VE_REDUCE_TILE;
 - `clamp`: ReLU / Clip as VE_CLIP_TILE blocks (or nothing, when a conv computed it);
 - `kv_update`: KV cache rows copied (and quantized) into the present cache;
+- `rope`: ROPE as VE_ROPE_TILE row blocks (cos / sin half rows loaded per tile);
+- `copy`: TRANSPOSE / SLICE / SPLIT / CONCAT as strided DMA copies (VE_TRANSPOSE_TILE
+  when the innermost axis moves);
 - `qdq`: per-tensor fake quantization (QDQ) in row blocks;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
@@ -29,11 +32,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from kernbench.compiler.layout import COPY_OPS
 from kernbench.compiler.lower.attention_float import lower_any_attention
 from kernbench.compiler.lower.bmm import lower_bmm
 from kernbench.compiler.lower.clamp import lower_clamp
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import lower_conv
+from kernbench.compiler.lower.copy import lower_copy
 from kernbench.compiler.lower.gemm import (
     dequant_bypassed,
     lower_gemm,
@@ -45,6 +50,7 @@ from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.lower.pool import lower_pool, lower_reduce
 from kernbench.compiler.lower.qdq import lower_qdq
+from kernbench.compiler.lower.rope import lower_rope
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
 from kernbench.compiler.memory_plan import PlanMemory
 from kernbench.compiler.state import CompileState
@@ -60,6 +66,7 @@ LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "KV_UPDATE": lower_kv_update, "QDQ": lower_qdq, **{op: lower_row_op for op in ROW_OPS},
     "MATMUL": lower_bmm,
     "CONV": lower_conv, "POOL": lower_pool, "REDUCE": lower_reduce, "ELEMENTWISE": lower_clamp,
+    "ROPE": lower_rope, **{op: lower_copy for op in COPY_OPS},
 }
 
 
