@@ -15,7 +15,6 @@ from typing import ClassVar
 from kernbench.compiler.state import CompileState, FoldKind
 from kernbench.ir.model import Graph, LayerIR
 
-
 #: 16-bit float types the integer attention tiles read (widened to fp32 by the tiles)
 HALF_FLOATS = ("fp16", "bf16")
 
