@@ -349,6 +349,16 @@ def _quantized(src: Path, dst: Path, feeds: dict, how: str) -> None:
                     op_types_to_quantize=["MatMul", "Gemm"])
 
 
+def _half(src: Path, dst: Path, feeds: dict, to: str) -> tuple[onnx.ModelProto, dict]:
+    """The fp16 / bf16 variant of a zoo model (float_convert) and its inputs."""
+    from float_convert import convert_feeds, convert_float
+
+    m = convert_float(onnx.load(src), to)
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, dst)
+    return m, convert_feeds(feeds, to)
+
+
 def build(name: str):  # noqa: ANN202
     if name in CAUSAL:
         return _causal(name)
@@ -364,6 +374,10 @@ NAMES = [*CAUSAL, *ENCODERS, "vit", "whisper_encoder", "resnet", "mobilenet", "l
          "qwen2_decode"]
 QUANT = {"bert_qdq_static": ("bert", "static"), "gpt2_qdq_static": ("gpt2", "static"),
          "bert_dynamic": ("bert", "dynamic")}
+#: half-precision exports (scripts/float_convert.py); only fp16: onnxruntime's CPU
+#: provider lacks bf16 kernels, so bf16 is tested by converting at test time
+HALF = {"gpt2_fp16": ("gpt2", "fp16"), "llama_fp16": ("llama", "fp16"),
+        "bert_fp16": ("bert", "fp16")}
 
 
 def main() -> int:
@@ -374,7 +388,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     only = set(filter(None, args.only.split(",")))
     rows, skipped = [], {}
-    for name in [*NAMES, *QUANT]:
+    for name in [*NAMES, *QUANT, *HALF]:
         if only and name not in only:
             continue
         try:
@@ -400,6 +414,12 @@ def _one(name: str, out: Path) -> dict:
         m.ir_version = min(m.ir_version, 9)
         onnx.save(m, path)
         desc = f"{base} via onnxruntime quantize_{how}"
+    elif name in HALF:
+        base, to = HALF[name]
+        path = out / f"{name}.onnx"
+        m, feeds = _half(out / f"{base}.onnx", path, dict(np.load(out / f"{base}.inputs.npz")),
+                         to)
+        desc = f"{base} converted to {to} (scripts/float_convert.py)"
     else:
         module, feeds, outputs, desc = build(name)
         path = out / f"{name}.onnx"
