@@ -36,7 +36,12 @@ QBITS_OF = {n: dtype_bits(n) for n in ("fp32", "fp16", "bf16", "int8", "uint8", 
 FLOAT_DTYPES = ("fp32", "fp16", "bf16")
 
 
-def float_format(*dtypes: str) -> dict[str, str]:
+def mixed_halves(*dtypes: str | None) -> bool:
+    """Do `dtypes` hold both fp16 and bf16? One tile names one 16-bit float format."""
+    return {"fp16", "bf16"} <= set(dtypes)
+
+
+def float_format(*dtypes: str | None) -> dict[str, str]:
     """The CMDQ field naming the format of a tile's 16-bit float operands: {"f16_format":
     "bf16"} when one of `dtypes` is bf16, else nothing (16-bit floats are fp16)."""
     return {"f16_format": "bf16"} if "bf16" in dtypes else {}

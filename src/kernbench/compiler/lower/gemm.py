@@ -345,7 +345,8 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement
     # in place: the result overwrites the accumulator it is computed from
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
           {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": QBITS_OF[op.dtype],
-           "in_dtype": "int32" if mode == "int" else "float32", **engine},
+           "in_dtype": "int32" if mode == "int" else "float32", **engine,
+           **float_format(op.dtype)},
           reads=reads, writes=[("out", c)], frees=frees[1:])
     if step is None:
         lw.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
@@ -374,7 +375,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     k, nn = wp.placement.shape
     m = xq.shape[0]
     op = lw.plan.placements[out_tid]
-    if not op.contiguous or op.dtype not in ("fp32", "fp16") \
+    if not op.contiguous or op.dtype not in FLOAT_DTYPES \
             or int(np.prod(op.shape)) != m * nn:
         return False
     step = fusable_step(lw, n, out_tid, op, nn) if fuse else None
