@@ -11,7 +11,12 @@ script's own optional extra, never a dependency of kernbench::
 For every architecture it writes `tests/zoo/<name>.onnx`, `<name>.inputs.npz` (keys = graph
 input names) and `<name>.outputs.npz` (onnxruntime CPU results for those inputs), plus
 `tests/zoo/README.md` (one row per model: source class, config, exporter, opset, nodes,
-bytes, op census). Weights come from `torch.manual_seed(0)`, inputs from
+bytes, op census). The `*_fp16` variants are the fp32 exports converted with
+`scripts/float_convert.py` (onnx only, no torch: `--only gpt2_fp16,llama_fp16,bert_fp16`
+runs in kernbench's own venv); bf16 variants are not committed (onnxruntime's CPU
+provider lacks bf16 kernels, so there are no reference outputs): tests/test_zoo_bf16.py
+converts at test time and checks against the IR interpreter. Weights come from
+`torch.manual_seed(0)`, inputs from
 `numpy.random.default_rng(0)`; every model is saved with ir_version 9 and static shapes.
 A variant that fails to build is reported and left out (the README lists it as skipped).
 """
@@ -441,7 +446,11 @@ def _readme(out: Path, rows: list[dict], skipped: dict[str, str]) -> None:
              "`scripts/export_zoo.py` (do not edit by hand). Each `<name>.onnx` has "
              "`<name>.inputs.npz` and `<name>.outputs.npz` (onnxruntime CPU results). "
              f"Made with torch {torch.__version__}, transformers {transformers.__version__}, "
-             f"onnx {onnx.__version__}; dynamo exporter, opset 18, ir_version 9.", "",
+             f"onnx {onnx.__version__}; dynamo exporter, opset 18, ir_version 9. "
+             "`*_fp16`: the fp32 export converted by `scripts/float_convert.py` (every float "
+             "tensor fp16, extremes clamped to ±65504); bf16 conversions are tested at test "
+             "time (tests/test_zoo_bf16.py), not committed: onnxruntime's CPU provider lacks "
+             "bf16 kernels, so there are no reference outputs.", "",
              "| model | source | opset | nodes | bytes | ops |", "| --- | --- | --- | ---: | ---: | --- |"]
     for r in rows:
         lines.append(f"| `{r['name']}` | {r['desc']} | {r['opset']} | {r['nodes']} | "
