@@ -12,6 +12,8 @@ Per query head of the group and block of query rows:
 The whole K/V of one head must fit a TCM bank (T × D × 4 bytes), unless the layer is blocked
 along the KV sequence (`kv_block`, set by `compiler.kv_blocks`): then `attention_kv` runs the
 KV-block loop with an online softmax. Layers `tiled_attention` refuses run as a layer op.
+Q, K, V, the mask and the output may be fp32, fp16 or bf16 in HBM (an fp16 / bf16 export):
+the tiles quantize from and dequantize to the stored width (ADR-0304).
 """
 
 from __future__ import annotations

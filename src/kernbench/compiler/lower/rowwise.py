@@ -6,7 +6,7 @@ each PE when the work pays for it: `engines.EngineCursor.ve_blocks`; a PE's bloc
 its vector engines in turn). Per block: DMA the rows
 in, DMA the per-column parameters (gamma, beta, a broadcast second operand) or the
 matching rows of a full second operand, one VE_*_TILE, DMA the rows out. A layer whose
-tensors are not contiguous fp32 / fp16 of one shape (or whose axis is not the last)
+tensors are not contiguous fp32 / fp16 / bf16 of one shape (or whose axis is not the last)
 returns False and runs as a layer op.
 """
 
