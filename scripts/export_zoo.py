@@ -11,7 +11,12 @@ script's own optional extra, never a dependency of kernbench::
 For every architecture it writes `tests/zoo/<name>.onnx`, `<name>.inputs.npz` (keys = graph
 input names) and `<name>.outputs.npz` (onnxruntime CPU results for those inputs), plus
 `tests/zoo/README.md` (one row per model: source class, config, exporter, opset, nodes,
-bytes, op census). Weights come from `torch.manual_seed(0)`, inputs from
+bytes, op census). The `*_fp16` variants are the fp32 exports converted with
+`scripts/float_convert.py` (onnx only, no torch: `--only gpt2_fp16,llama_fp16,bert_fp16`
+runs in kernbench's own venv); bf16 variants are not committed (onnxruntime's CPU
+provider lacks bf16 kernels, so there are no reference outputs): tests/test_zoo_bf16.py
+converts at test time and checks against the IR interpreter. Weights come from
+`torch.manual_seed(0)`, inputs from
 `numpy.random.default_rng(0)`; every model is saved with ir_version 9 and static shapes.
 A variant that fails to build is reported and left out (the README lists it as skipped).
 """
@@ -349,6 +354,16 @@ def _quantized(src: Path, dst: Path, feeds: dict, how: str) -> None:
                     op_types_to_quantize=["MatMul", "Gemm"])
 
 
+def _half(src: Path, dst: Path, feeds: dict, to: str) -> tuple[onnx.ModelProto, dict]:
+    """The fp16 / bf16 variant of a zoo model (float_convert) and its inputs."""
+    from float_convert import convert_feeds, convert_float
+
+    m = convert_float(onnx.load(src), to)
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, dst)
+    return m, convert_feeds(feeds, to)
+
+
 def build(name: str):  # noqa: ANN202
     if name in CAUSAL:
         return _causal(name)
@@ -364,6 +379,10 @@ NAMES = [*CAUSAL, *ENCODERS, "vit", "whisper_encoder", "resnet", "mobilenet", "l
          "qwen2_decode"]
 QUANT = {"bert_qdq_static": ("bert", "static"), "gpt2_qdq_static": ("gpt2", "static"),
          "bert_dynamic": ("bert", "dynamic")}
+#: half-precision exports (scripts/float_convert.py); only fp16: onnxruntime's CPU
+#: provider lacks bf16 kernels, so bf16 is tested by converting at test time
+HALF = {"gpt2_fp16": ("gpt2", "fp16"), "llama_fp16": ("llama", "fp16"),
+        "bert_fp16": ("bert", "fp16")}
 
 
 def main() -> int:
@@ -374,7 +393,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     only = set(filter(None, args.only.split(",")))
     rows, skipped = [], {}
-    for name in [*NAMES, *QUANT]:
+    for name in [*NAMES, *QUANT, *HALF]:
         if only and name not in only:
             continue
         try:
@@ -400,6 +419,12 @@ def _one(name: str, out: Path) -> dict:
         m.ir_version = min(m.ir_version, 9)
         onnx.save(m, path)
         desc = f"{base} via onnxruntime quantize_{how}"
+    elif name in HALF:
+        base, to = HALF[name]
+        path = out / f"{name}.onnx"
+        m, feeds = _half(out / f"{base}.onnx", path, dict(np.load(out / f"{base}.inputs.npz")),
+                         to)
+        desc = f"{base} converted to {to} (scripts/float_convert.py)"
     else:
         module, feeds, outputs, desc = build(name)
         path = out / f"{name}.onnx"
@@ -421,7 +446,11 @@ def _readme(out: Path, rows: list[dict], skipped: dict[str, str]) -> None:
              "`scripts/export_zoo.py` (do not edit by hand). Each `<name>.onnx` has "
              "`<name>.inputs.npz` and `<name>.outputs.npz` (onnxruntime CPU results). "
              f"Made with torch {torch.__version__}, transformers {transformers.__version__}, "
-             f"onnx {onnx.__version__}; dynamo exporter, opset 18, ir_version 9.", "",
+             f"onnx {onnx.__version__}; dynamo exporter, opset 18, ir_version 9. "
+             "`*_fp16`: the fp32 export converted by `scripts/float_convert.py` (every float "
+             "tensor fp16, extremes clamped to ±65504); bf16 conversions are tested at test "
+             "time (tests/test_zoo_bf16.py), not committed: onnxruntime's CPU provider lacks "
+             "bf16 kernels, so there are no reference outputs.", "",
              "| model | source | opset | nodes | bytes | ops |", "| --- | --- | --- | ---: | ---: | --- |"]
     for r in rows:
         lines.append(f"| `{r['name']}` | {r['desc']} | {r['opset']} | {r['nodes']} | "

@@ -56,7 +56,7 @@ def measure(model: str, qdefault: str | None) -> tuple[str, float, float, float]
         g = state.graph
         feeds = load_inputs(inputs, g)
         ref = Interpreter(g).run(feeds)
-        ort = onnxruntime_outputs(src, feeds)
+        ort = onnxruntime_outputs(src, feeds) or {}
         worst = (0.0, 0.0, 1.0)
         for name in g.outputs:
             if name not in ort:

@@ -53,6 +53,19 @@ AveragePool as VE_POOL_TILE, GlobalAveragePool / GlobalMaxPool / ReduceMean over
 axes as VE_REDUCE_TILE, Relu / Clip with constant bounds as VE_CLIP_TILE or inside the
 preceding conv's epilogue (ADR-0703; docs/compiler.md). 3-D convs and pools, int8 / uint8
 pools and clamps run as whole-layer ops.
+
+**fp16 and bf16 models** (ADR-0304): a model exported or converted to half precision (all
+float tensors fp16 or bf16, e.g. `scripts/float_convert.py`, which the zoo's
+`gpt2_fp16`, `llama_fp16`, `bert_fp16` come from) imports with the same fusions and
+compiles to the same tiles as its fp32 source: GEMMs quantize the 16-bit activations
+straight from memory, attention, norms, activations and residual adds read and write
+fp16 / bf16 (CMDQ `f16_format`), head transposes fold. Every layer computes in fp32 and
+rounds its output once to the tensor's type, in the interpreter and the data pass alike,
+so `--verify` is exact against the interpreter. fp16 models are also checked against
+onnxruntime; its CPU provider lacks bf16 kernels for many ops (Where, for one), so bf16
+models are checked against the interpreter only (stderr says so;
+`tests/test_zoo_bf16.py` converts zoo models at test time and also compares them with the
+fp32 model's onnxruntime outputs, cosine >= 0.999).
 """
 
 

@@ -17,7 +17,9 @@ from kernbench.topology import load_topology
 ZOO = Path(__file__).parent / "zoo"
 MODELS = sorted(p.stem for p in ZOO.glob("*.onnx"))
 #: base runs only for a few (suite time): decoder, GQA decoder, CNN, statically quantized
-BASE = ["gpt2", "llama", "resnet", "bert_qdq_static"]
+BASE = ["gpt2", "llama", "resnet", "bert_qdq_static", "gpt2_fp16", "llama_fp16", "bert_fp16"]
+#: fp16 exports (scripts/float_convert.py) → the fp32 model each was converted from
+HALF = {m: m.removesuffix("_fp16") for m in MODELS if m.endswith("_fp16")}
 #: IR ops of attention and batched matmuls: none may run whole on one PE (ADR-0108). CONV
 #: and the GEMMs of asymmetric static QDQ are not tiled yet (issue 13, items 2 and 3).
 ATTENTION_SHAPED = frozenset({"MATMUL", "ATTENTION", "EINSUM"})
@@ -62,3 +64,25 @@ def test_zoo_attention_and_matmuls_are_tiled(model, topology):
     state, _ = compile_graph(g, load_topology(topology))
     census = layer_op_census(state)
     assert census.of(ATTENTION_SHAPED) == 0, census.by_op
+
+
+def test_zoo_has_fp16_exports():
+    assert {"gpt2_fp16", "llama_fp16", "bert_fp16"} <= set(HALF)
+
+
+@pytest.mark.parametrize("topology", ["small", "base"])
+@pytest.mark.parametrize("model", sorted(HALF))
+def test_zoo_fp16_compiles_like_its_fp32_source(model, topology):
+    """Fusions, transpose folds and tiles do not depend on the float type: an fp16 export
+    has no TE-shaped whole-layer op and exactly the whole-layer ops of its fp32 source
+    (and as many CMDQ entries within 5 %: fp16 tiles may be sized differently)."""
+    topo = load_topology(topology)
+    censuses = []
+    for m in (model, HALF[model]):
+        g, _ = load_model(ZOO / f"{m}.onnx")
+        state, _ = compile_graph(g, topo)
+        censuses.append(layer_op_census(state))
+    half, full = censuses
+    assert half.te_shaped == 0, half.by_op
+    assert half.by_op == full.by_op
+    assert abs(half.entries - full.entries) <= 0.05 * full.entries

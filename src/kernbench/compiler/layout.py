@@ -25,6 +25,9 @@ COPY_OPS = ("TRANSPOSE", "SLICE", "SPLIT", "CONCAT")
 #: dtypes a DMA moves (CMDQ qbits), as lower/context.QBITS_OF
 DMA_DTYPES = ("fp32", "fp16", "bf16", "int8", "uint8", "int32", "bool", "int16")
 
+#: 16-bit float types the integer attention tiles read (widened to fp32 by the tiles)
+HALF_FLOATS = ("fp16", "bf16")
+
 
 def is_head_swap(n: LayerIR) -> bool:
     """A TRANSPOSE with perm (0, 2, 1, 3): (B, S, H, D) ↔ (B, H, S, D)."""
@@ -33,7 +36,7 @@ def is_head_swap(n: LayerIR) -> bool:
 
 def tiled_attention(g: Graph, n: LayerIR) -> bool:
     """ATTENTION layers the compiler tiles (integer Q·K and P·V with 8-bit activations and
-    8- or 4-bit K / V, or all fp32; an additive fp32 mask or a constant boolean one, an
+    8- or 4-bit K / V from fp32, fp16 or bf16 Q, K, V; or all fp32; an additive float mask or a constant boolean one, an
     optional soft-cap, except together with KV blocking); the others run whole as a layer
     op."""
     qa, kv = n.qbits_activation, n.qbits_kv
@@ -42,13 +45,16 @@ def tiled_attention(g: Graph, n: LayerIR) -> bool:
     if not (n.op_type == "ATTENTION" and (qa == 8 and kv in (4, 8) or fp32) and softcap >= 0
             and not (softcap and n.attributes.get("kv_block"))):
         return False
-    if any(g.tensors[t].dtype != "fp32" for t in n.inputs[:3]):
+    # Q, K, V of one float type: fp32, or (integer tiles only) an fp16 / bf16 export's
+    dts = {g.tensors[t].dtype for t in n.inputs[:3]}
+    if not (dts == {"fp32"} or not fp32 and len(dts) == 1 and dts <= set(HALF_FLOATS)):
         return False
     if fp32 and not n.attributes.get("scale", 0.0) > 0:
         return False
     if len(n.inputs) > 3 and n.inputs[3]:
         m = g.tensors[n.inputs[3]]
-        if len(m.shape) != 4 or not (m.dtype == "fp32" or m.dtype == "bool" and m.const):
+        if len(m.shape) != 4 or not (m.dtype == "fp32" or m.dtype == "bool" and m.const
+                                     or not fp32 and m.dtype in dts):
             return False
         if fp32 and (m.shape[2] != g.tensors[n.inputs[0]].shape[2]
                      or m.shape[3] < g.tensors[n.inputs[1]].shape[2]):

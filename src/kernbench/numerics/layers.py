@@ -6,6 +6,12 @@ optional input); `params` are plain values (numbers, strings, lists, dicts of th
 numpy arrays). Which params a kernel takes is its function's signature (the modules of
 this package document them). The IR side (kernbench.ir.interpreter) turns an IR node
 into (name, params); the data pass stores them in its op log and calls run_layer.
+
+Numerics of narrow floats (one rule for both executions): float16, bfloat16 and fp8
+inputs are widened to float32 before the kernel runs, every kernel computes in fp32 and
+the caller rounds each output once, to the output tensor's dtype (the IR interpreter's
+`stored`, the data pass's store). Rounding inside a kernel (numpy's float16 ufuncs round
+after every step) would make the two executions differ by an ulp.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from kernbench.numerics.reduce import reduce
 from kernbench.numerics.rope import rope
 from kernbench.numerics.softmax import softmax
 
-__all__ = ["LAYER_KERNELS", "run_layer"]
+__all__ = ["LAYER_KERNELS", "run_layer", "widen_float"]
 
 LayerFn = Callable[..., list[np.ndarray]]
 
@@ -125,4 +131,11 @@ def run_layer(name: str, args: list[np.ndarray | None], params: dict[str, Any]
     fn = LAYER_KERNELS.get(name)
     if fn is None:
         raise KernelError(f"no layer kernel {name!r}")
-    return fn(*args, **params)
+    return fn(*[widen_float(a) for a in args], **params)
+
+
+def widen_float(x: Any) -> Any:
+    """A float16 / bfloat16 / fp8 array as float32 (exact); anything else unchanged."""
+    if isinstance(x, np.ndarray) and x.dtype.itemsize < 4 and x.dtype.kind in "fV":
+        return x.astype(np.float32)
+    return x

@@ -194,8 +194,8 @@ def _layer(ins: list[np.ndarray], p: dict[str, Any]) -> list[np.ndarray]:
     """A whole IR layer: the numerics layer kernel `kernel` with `params` (the IR
     interpreter's own call). `args` lays out the kernel's inputs: "in" (the next input
     read from memory; dequantized with its `input_scales` entry when that is not None),
-    "const" (the next array of `consts`) or None (an absent optional input). fp16
-    values are computed in fp32 as the interpreter holds them. Returns the kernel
+    "const" (the next array of `consts`) or None (an absent optional input); run_layer
+    computes narrow floats in fp32, as the interpreter does. Returns the kernel
     outputs `outputs` (indices), each cast to its `cast` dtype when that is not None."""
     scales = p.get("input_scales") or [None] * len(ins)
     reads = iter([x if s is None else qmath.dequantize(x, np.float32(s), 0)
@@ -203,8 +203,6 @@ def _layer(ins: list[np.ndarray], p: dict[str, Any]) -> list[np.ndarray]:
     consts = iter(p.get("consts", ()))
     args = [None if kind is None else next(reads) if kind == "in" else np.asarray(next(consts))
             for kind in p["args"]]
-    args = [a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype == np.float16 else a
-            for a in args]
     outs = run_layer(p["kernel"], args, p.get("params", {}))
     got = []
     for j, cast_to in zip(p["outputs"], p.get("cast") or [None] * len(p["outputs"]),

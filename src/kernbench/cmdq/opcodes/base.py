@@ -40,6 +40,9 @@ DEFAULT_OFM_QBITS = 32
 DEFAULT_PARAM_QBITS = 32
 
 QBits = Literal[2, 4, 8, 16, 32]
+F16Format = Literal["fp16", "bf16"]
+F16_FORMAT_DOC = ("(1.1) Format of the entry's 16-bit float operands: fp16 (the default) or "
+                  "bf16.")
 NonNegInt = Annotated[int, Field(ge=0)]
 PosInt = Annotated[int, Field(ge=1)]
 PE_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"

@@ -16,7 +16,9 @@ from pydantic import Field
 from kernbench.cmdq.data import dtype_of
 from kernbench.cmdq.opcodes.base import (
     DEFAULT_OFM_QBITS,
+    F16_FORMAT_DOC,
     DataEnv,
+    F16Format,
     Lowering,
     NonNegInt,
     Opcode,
@@ -57,6 +59,7 @@ class TeTile(Opcode):
     )
     bias_offset: NonNegInt | None = None
     bias_qbits: QBits = Field(DEFAULT_OFM_QBITS, description="(1.1) Bias bit width.")
+    f16_format: F16Format | None = Field(None, description=F16_FORMAT_DOC)
 
     def _operand_elements(self) -> tuple[int, int, int, int]:
         """(ifm, wgt, ofm, bias) element counts."""
@@ -151,8 +154,8 @@ class TeGemmTile(TeTile):
             "op_kind": "gemm", "op_name": "te_gemm", "space": env.space,
             "src_a_addr": addr("ifm"), "src_b_addr": addr("wgt"), "dst_addr": addr("ofm"),
             "shape_a": [self.m, self.k], "shape_b": [self.n, self.k] if tw else [self.k, self.n],
-            "shape_out": [self.m, self.n], "dtype_a": dtype_of(qa, False),
-            "dtype_b": dtype_of(qw, False),
+            "shape_out": [self.m, self.n], "dtype_a": dtype_of(qa, False, self.f16_format),
+            "dtype_b": dtype_of(qw, False, self.f16_format),
             "dtype_acc": acc, "dtype_out": acc, "transpose_a": False, "transpose_b": tw,
             "accumulate": bool(self.accumulate),
         }
@@ -237,7 +240,7 @@ class TeConvTile(TeTile, Window2D):
         else:
             shapes = [[self.n, self.h, self.w, self.c_in], [self.kh, self.kw, cg, self.c_out]]
             out_shape = [self.n, h_out, w_out, self.c_out]
-        dtypes = [dtype_of(qa, False), dtype_of(qw, False)]
+        dtypes = [dtype_of(qa, False, self.f16_format), dtype_of(qw, False, self.f16_format)]
         if self.bias_bank is not None:
             addrs.append(env.addr("bias"))
             shapes.append([self.c_out])

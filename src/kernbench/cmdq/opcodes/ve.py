@@ -16,7 +16,9 @@ from pydantic import Field
 from kernbench.cmdq.data import dtype_of
 from kernbench.cmdq.opcodes.base import (
     DEFAULT_PARAM_QBITS,
+    F16_FORMAT_DOC,
     DataEnv,
+    F16Format,
     Lowering,
     NonNegInt,
     Opcode,
@@ -40,13 +42,13 @@ class MathData:
         self.entry = e
         self.env = env
         self.op = e.math_op
-        in_dt = getattr(e, "in_dtype", None) or dtype_of(e.qbits_activation, integer=False)
+        in_dt = getattr(e, "in_dtype", None) or e.float_dtype(e.qbits_activation)
         self.addrs = [env.addr("in")]
         self.shapes = [[e.rows, e.length]]
         self.dtypes = [in_dt]
         self.params: dict[str, Any] = {}
         self.shape_out = [e.rows, e.length]
-        self.dtype = dtype_of(e.out_bits, integer=False)
+        self.dtype = e.float_dtype(e.out_bits)
 
     def add(self, role: str, shape: list[int], dt: str = "float32") -> None:
         """One more input: operand ``role`` of ``shape`` elements of ``dt``."""
@@ -80,6 +82,11 @@ class VeTile(Opcode):
     out_qbits: QBits | None = Field(
         None, description="(1.1) Bit width of the output; default qbits_activation."
     )
+    f16_format: F16Format | None = Field(None, description=F16_FORMAT_DOC)
+
+    def float_dtype(self, bits: int) -> str:
+        """The element type of a `bits`-wide float operand of this entry."""
+        return dtype_of(bits, False, self.f16_format)
 
     @property
     def out_bits(self) -> int:
@@ -166,7 +173,7 @@ class VeLayernormTile(VeVectorTile):
         d.params = {"eps": self.eps, "axis": -1}
         for role in ("gamma", "beta"):
             if getattr(self, f"{role}_bank", None) is not None:
-                d.add(role, [self.length], dtype_of(self.param_qbits, integer=False))
+                d.add(role, [self.length], self.float_dtype(self.param_qbits))
 
 
 @register_opcode
@@ -188,6 +195,7 @@ class VeSoftmaxTile(VeVectorTile):
         None, description="(1.1) Additive mask (rows x length fp32) added before the max."
     )
     bias_offset: NonNegInt | None = None
+    bias_qbits: QBits = Field(32, description="(1.1) Bit width of the float bias (32, 16).")
     softcap: float | None = Field(
         None, gt=0, description="(1.1) Soft-cap c: x becomes c·tanh(x / c) before the bias."
     )
@@ -196,11 +204,11 @@ class VeSoftmaxTile(VeVectorTile):
         if self.bias_bank is None or self.bias_offset is None:
             return []
         return [TcmRange("bias", pe, self.bias_bank, self.bias_offset, self.rows * self.length,
-                         32, "r")]
+                         self.bias_qbits, "r")]
 
     def data_params(self, d: MathData) -> None:
         if self.bias_bank is not None:
-            d.add("bias", [self.rows, self.length])
+            d.add("bias", [self.rows, self.length], self.float_dtype(self.bias_qbits))
             d.params["has_bias"] = True
         d.params["causal_offset"] = self.causal_offset
         d.params["scale"] = self.scale
@@ -229,7 +237,7 @@ class VeRmsnormTile(VeVectorTile):
     def data_params(self, d: MathData) -> None:
         d.params = {"eps": self.eps, "axis": -1}
         if self.gamma_bank is not None:
-            d.add("gamma", [self.length], dtype_of(self.param_qbits, integer=False))
+            d.add("gamma", [self.length], self.float_dtype(self.param_qbits))
 
 
 @register_opcode
@@ -281,7 +289,7 @@ class VeBinaryTile(VeVectorTile):
     def data_params(self, d: MathData) -> None:
         rows2 = self.in2_rows if self.in2_rows is not None else self.rows
         d.add("in2", [rows2, self.length],
-              dtype_of(self.in2_qbits or self.qbits_activation, integer=False))
+              self.float_dtype(self.in2_qbits or self.qbits_activation))
 
 
 @register_opcode
@@ -358,7 +366,7 @@ class VeRopeTile(VeVectorTile):
                              field="cos_bank")
         d.params = {"head_dim": hd, "style": self.style}
         for role in ("cos", "sin"):
-            d.add(role, [self.rows, hd // 2], dtype_of(self.param_qbits, integer=False))
+            d.add(role, [self.rows, hd // 2], self.float_dtype(self.param_qbits))
 
 
 @register_opcode

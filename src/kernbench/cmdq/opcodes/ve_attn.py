@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from kernbench.cmdq.opcodes.base import DataEnv, NonNegInt, TcmRange
+from kernbench.cmdq.opcodes.base import DataEnv, NonNegInt, QBits, TcmRange
 from kernbench.cmdq.opcodes.registry import register_opcode
 from kernbench.cmdq.opcodes.ve import MathData, VeVectorTile
 
@@ -39,8 +39,9 @@ class VeSoftmaxBlockTile(VeVectorTile):
     causal_offset: int | None = Field(
         None, description="Causal mask diagonal of this block; null: no mask. May be negative.")
     bias_bank: NonNegInt | None = Field(
-        None, description="Additive mask (rows x length fp32) of the block.")
+        None, description="Additive mask (rows x length floats) of the block.")
     bias_offset: NonNegInt | None = None
+    bias_qbits: QBits = Field(32, description="Bit width of the float mask (32, 16).")
     state_bank: NonNegInt = Field(description="Running state (rows x 4 fp32), in place.")
     state_offset: NonNegInt
 
@@ -48,14 +49,14 @@ class VeSoftmaxBlockTile(VeVectorTile):
         out = [_state(pe, self.state_bank, self.state_offset, self.rows, "rw")]
         if self.bias_bank is not None and self.bias_offset is not None:
             out.append(TcmRange("bias", pe, self.bias_bank, self.bias_offset,
-                                self.rows * self.length, 32, "r"))
+                                self.rows * self.length, self.bias_qbits, "r"))
         return out
 
     def data(self, env: DataEnv) -> dict[str, Any]:
         """Inputs in [, bias], state; outputs out (fp32) and the state."""
         d = MathData(self, env)
         if self.bias_bank is not None:
-            d.add("bias", [self.rows, self.length])
+            d.add("bias", [self.rows, self.length], self.float_dtype(self.bias_qbits))
             d.params["has_bias"] = True
         d.add("state", [self.rows, STATE_WIDTH])
         d.params["causal_offset"] = self.causal_offset

@@ -175,7 +175,7 @@ class VePoolTile(VeWindowTile):
     def data(self, env: DataEnv) -> dict[str, Any]:
         """Math op ``pool`` on in."""
         ins = [("in", [self.rows, self.c, self.h, self.w],
-                dtype_of(self.qbits_activation, integer=False))]
+                self.float_dtype(self.qbits_activation))]
         return self._description(env, ins, {
             "mode": self.mode, "kernel_shape": [self.kh, self.kw],
             "count_include_pad": self.count_include_pad, "ceil_mode": self.ceil_mode,

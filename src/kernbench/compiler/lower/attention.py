@@ -12,6 +12,8 @@ Per query head of the group and block of query rows:
 The whole K/V of one head must fit a TCM bank (T × D × 4 bytes), unless the layer is blocked
 along the KV sequence (`kv_block`, set by `compiler.kv_blocks`): then `attention_kv` runs the
 KV-block loop with an online softmax. Layers `tiled_attention` refuses run as a layer op.
+Q, K, V, the mask and the output may be fp32, fp16 or bf16 in HBM (an fp16 / bf16 export):
+the tiles quantize from and dequantize to the stored width (ADR-0304).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.attention_kv import lower_kv_blocks
-from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
 
@@ -102,9 +104,11 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     tiled although `tiled_attention` accepted it."""
     q, k, v = (lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
-    if q.dtype != "fp32" or out.dtype != "fp32" or any(
+    floats = {p.dtype for p in (q, k, v, out)} & set(FLOAT_DTYPES)
+    if q.dtype not in FLOAT_DTYPES or out.dtype not in FLOAT_DTYPES or any(
             p.strides[3] != 1 for p in (q, k, v, out)) or any(
-            p.dtype not in ("fp32", _kv_dtype(n)) for p in (k, v)):
+            p.dtype not in (*FLOAT_DTYPES, _kv_dtype(n)) for p in (k, v)) \
+            or {"fp16", "bf16"} <= floats:
         raise _unfit(n)
     sq, sk, sv = _static_scales(lw, n)
     mask = _mask(lw, n)
@@ -137,18 +141,18 @@ def _load_kv(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int,
     for src, dim, sc, tag in ((at.k, at.q.shape[3], at.scales[1], "k"),
                               (at.v, at.v.shape[3], at.scales[2], "v")):
         off = b * src.strides[0] + g * src.strides[1]
-        if src.dtype != "fp32":  # a cache already stored at KV bits
+        if src.dtype not in FLOAT_DTYPES:  # a cache already stored at KV bits
             bq = lw.buf(pe, t_len * dim * kb, f"{n.id}.{tag}q")
             lw.dma(False, pe, bq, src, off, t_len, dim, src.strides[2], n.id, role="kv")
             kv.append(bq)
             continue
-        b32 = lw.buf(pe, t_len * dim * 4, f"{n.id}.{tag}32")
+        b32 = lw.buf(pe, t_len * dim * ITEMSIZE[src.dtype], f"{n.id}.{tag}32")
         lw.dma(False, pe, b32, src, off, t_len, dim, src.strides[2], n.id, role="kv")
         bq = lw.buf(pe, t_len * dim * kb, f"{n.id}.{tag}q")
         lw.op("VE_QUANTIZE_TILE", pe, n.id,
-              {"length": dim, "rows": t_len, "qbits_activation": 32,
+              {"length": dim, "rows": t_len, "qbits_activation": QBITS_OF[src.dtype],
                "out_qbits": at.bits_kv, "scale": float(sc), "zero_point": 0,
-               **lw.engines.ve(pe)},
+               **lw.engines.ve(pe), **float_format(src.dtype)},
               reads=[("in", b32)], writes=[("out", bq)], frees=[b32])
         kv.append(bq)
     return kv
@@ -159,13 +163,14 @@ def _scores(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
     """fp32 scores of query rows [s0, s0 + s) of head h against all keys."""
     te, ve = eng
     q, d, t_len = at.q, at.q.shape[3], at.t_len
-    bq32 = lw.buf(pe, s * d * 4, f"{n.id}.q32")
+    bq32 = lw.buf(pe, s * d * ITEMSIZE[q.dtype], f"{n.id}.q32")
     off = b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2]
     lw.dma(False, pe, bq32, q, off, s, d, q.strides[2], n.id)
     bqq = lw.buf(pe, s * d, f"{n.id}.qq")
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
-          {"length": d, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
-           "scale": float(at.scales[0]), "zero_point": 0, **ve},
+          {"length": d, "rows": s, "qbits_activation": QBITS_OF[q.dtype],
+           "out_qbits": at.bits_a, "scale": float(at.scales[0]), "zero_point": 0, **ve,
+           **float_format(q.dtype)},
           reads=[("in", bq32)], writes=[("out", bqq)], frees=[bq32])
     acc = lw.buf(pe, s * t_len * 4, f"{n.id}.scores")
     lw.op("TE_GEMM_TILE", pe, n.id,
@@ -189,7 +194,9 @@ def _probabilities(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int
     reads = [("in", sc32)]
     frees = [sc32]
     if mask is not None:
-        bm = lw.buf(pe, s * t_len * 4, f"{n.id}.mask")
+        bm = lw.buf(pe, s * t_len * ITEMSIZE[mask.dtype], f"{n.id}.mask")
+        if mask.dtype != "fp32":  # an fp16 / bf16 export's mask, widened by the tile
+            sm_fields.update(bias_qbits=QBITS_OF[mask.dtype], **float_format(mask.dtype))
         moff = ((b % mask.shape[0]) * mask.strides[0] + (h % mask.shape[1]) * mask.strides[1]
                 + s0 * mask.strides[2])
         lw.dma(False, pe, bm, mask, moff, s, t_len, mask.strides[2], n.id)
@@ -227,10 +234,11 @@ def _output(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
           {"m": s, "n": dv, "k": at.t_len, "qbits_weight": at.bits_kv,
            "qbits_activation": at.bits_a, "ofm_qbits": 32, **te},
           reads=[("ifm", pq), ("wgt", vq)], writes=[("ofm", oacc)], frees=[pq] + last_frees)
-    o32 = lw.buf(pe, s * dv * 4, f"{n.id}.o32")
+    o32 = lw.buf(pe, s * dv * ITEMSIZE[out.dtype], f"{n.id}.o32")
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
-          {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": 32,
-           "scale": float(np.float32(at.scales[2])), "in_dtype": "int32", **ve},
+          {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": QBITS_OF[out.dtype],
+           "scale": float(np.float32(at.scales[2])), "in_dtype": "int32", **ve,
+           **float_format(out.dtype)},
           reads=[("in", oacc), ("row_scale", rsc)], writes=[("out", o32)], frees=[oacc, rsc])
     ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
     lw.dma(True, pe, o32, out, ooff, s, dv, out.strides[2], n.id, frees=[o32])

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.hbm import ITEMSIZE
+from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.numerics.flash import STATE_WIDTH, init_state
@@ -39,14 +40,15 @@ def _kv_block(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, g: 
                               (at.v, at.v.shape[3], at.scales[2], "v")):
         off = b * src.strides[0] + g * src.strides[1] + j0 * src.strides[2]
         bq = lw.buf(pe, tb * dim * kb, f"{n.id}.{tag}q")
-        if src.dtype != "fp32":  # a cache already stored at KV bits
+        if src.dtype not in FLOAT_DTYPES:  # a cache already stored at KV bits
             lw.dma(False, pe, bq, src, off, tb, dim, src.strides[2], n.id, role="kv")
         else:
-            b32 = lw.buf(pe, tb * dim * 4, f"{n.id}.{tag}32")
+            b32 = lw.buf(pe, tb * dim * ITEMSIZE[src.dtype], f"{n.id}.{tag}32")
             lw.dma(False, pe, b32, src, off, tb, dim, src.strides[2], n.id, role="kv")
             lw.op("VE_QUANTIZE_TILE", pe, n.id,
-                  {"length": dim, "rows": tb, "qbits_activation": 32,
-                   "out_qbits": at.bits_kv, "scale": float(sc), "zero_point": 0},
+                  {"length": dim, "rows": tb, "qbits_activation": QBITS_OF[src.dtype],
+                   "out_qbits": at.bits_kv, "scale": float(sc), "zero_point": 0,
+                   **float_format(src.dtype)},
                   reads=[("in", b32)], writes=[("out", bq)], frees=[b32])
         kv.append(bq)
     return kv
@@ -56,13 +58,14 @@ def _q_rows(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
             s: int) -> Buf:
     """Query rows [s0, s0 + s) of head h, quantized to int8."""
     q, d = at.q, at.q.shape[3]
-    bq32 = lw.buf(pe, s * d * 4, f"{n.id}.q32")
+    bq32 = lw.buf(pe, s * d * ITEMSIZE[q.dtype], f"{n.id}.q32")
     lw.dma(False, pe, bq32, q, b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2], s, d,
            q.strides[2], n.id)
     bqq = lw.buf(pe, s * d, f"{n.id}.qq")
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
-          {"length": d, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
-           "scale": float(at.scales[0]), "zero_point": 0},
+          {"length": d, "rows": s, "qbits_activation": QBITS_OF[q.dtype],
+           "out_qbits": at.bits_a, "scale": float(at.scales[0]), "zero_point": 0,
+           **float_format(q.dtype)},
           reads=[("in", bq32)], writes=[("out", bqq)], frees=[bq32])
     return bqq
 
@@ -92,7 +95,9 @@ def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple
     frees = [sc32]
     if at.mask is not None:
         mask = at.mask
-        bm = lw.buf(pe, s * tb * 4, f"{n.id}.mask")
+        bm = lw.buf(pe, s * tb * ITEMSIZE[mask.dtype], f"{n.id}.mask")
+        if mask.dtype != "fp32":  # an fp16 / bf16 export's mask, widened by the tile
+            fields.update(bias_qbits=QBITS_OF[mask.dtype], **float_format(mask.dtype))
         moff = ((b % mask.shape[0]) * mask.strides[0] + (h % mask.shape[1]) * mask.strides[1]
                 + s0 * mask.strides[2] + j0)
         lw.dma(False, pe, bm, mask, moff, s, tb, mask.strides[2], n.id)
@@ -155,5 +160,19 @@ def lower_kv_blocks(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: in
         for i, h in enumerate(heads):
             st, o32 = runs[i]
             ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
-            lw.dma(True, pe, o32, out, ooff, s, dv, out.strides[2], n.id,
-                   frees=[o32, st, qs[i]])
+            ob = _to_out_dtype(lw, n, pe, o32, out.dtype, s, dv)
+            lw.dma(True, pe, ob, out, ooff, s, dv, out.strides[2], n.id,
+                   frees=[ob, st, qs[i]])
+
+
+def _to_out_dtype(lw: Lowering, n: LayerIR, pe: int, o32: Buf, dtype: str, s: int,
+                  dv: int) -> Buf:
+    """The merged fp32 output rows as the output's dtype: rounded once by a VE_COPY into
+    an fp16 / bf16 buffer (o32 freed), or o32 itself; the store frees the result."""
+    if dtype == "fp32":
+        return o32
+    o16 = lw.buf(pe, s * dv * ITEMSIZE[dtype], f"{n.id}.o16")
+    lw.op("VE_COPY_TILE", pe, n.id, {"length": dv, "rows": s, "qbits_activation": 32,
+                                     "out_qbits": QBITS_OF[dtype], **float_format(dtype)},
+          reads=[("in", o32)], writes=[("out", o16)], frees=[o32])
+    return o16

@@ -32,6 +32,21 @@ from kernbench.topology.peaks import hbm_gbs_per_cube, pe_macs_per_ns, ucie_gbs
 QBITS_OF = {n: dtype_bits(n) for n in ("fp32", "fp16", "bf16", "int8", "uint8", "int4", "int32",
                                        "bool", "int16")}
 
+#: the float HBM dtypes the vector tiles read and write (16-bit ones widen to fp32)
+FLOAT_DTYPES = ("fp32", "fp16", "bf16")
+
+
+def mixed_halves(*dtypes: str | None) -> bool:
+    """Do `dtypes` hold both fp16 and bf16? One tile names one 16-bit float format."""
+    return {"fp16", "bf16"} <= set(dtypes)
+
+
+def float_format(*dtypes: str | None) -> dict[str, str]:
+    """The CMDQ field naming the format of a tile's 16-bit float operands: {"f16_format":
+    "bf16"} when one of `dtypes` is bf16, else nothing (16-bit floats are fp16)."""
+    return {"f16_format": "bf16"} if "bf16" in dtypes else {}
+
+
 #: (storage key, first byte, end of hull, row stride, row bytes)
 HbmRange = tuple[str, int, int, int, int]
 #: TCM operands of a tile op by role ("in", "out", "ifm", "wgt", "ofm", "scale", ...)

@@ -26,7 +26,13 @@ from typing import Any
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.context import (
+    FLOAT_DTYPES,
+    QBITS_OF,
+    Lowering,
+    float_format,
+    mixed_halves,
+)
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.lower.rowwise import ROW_OPS
 from kernbench.compiler.tilegraph import Buf
@@ -34,7 +40,7 @@ from kernbench.ir.model import LayerIR
 
 #: consumer op types the epilogue can apply
 FUSABLE = ("GELU", "SILU", "ADD")
-_FLOAT = ("fp32", "fp16")
+_FLOAT = FLOAT_DTYPES
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,9 @@ def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
             or int(np.prod(y.shape)) != int(np.prod(op.shape)):
         return None
     fields: dict[str, Any] = {"qbits_activation": QBITS_OF[op.dtype],
-                              "out_qbits": QBITS_OF[y.dtype]}
+                              "out_qbits": QBITS_OF[y.dtype], **float_format(op.dtype, y.dtype)}
+    if mixed_halves(op.dtype, y.dtype):
+        return None
     if c.op_type in ("GELU", "SILU"):
         if c.inputs[0] != x_tid:
             return None
@@ -119,7 +127,9 @@ def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
     if res is None:
         return None
     b, per_row = res
-    fields["in2_qbits"] = QBITS_OF[b.dtype]
+    if mixed_halves(op.dtype, y.dtype, b.dtype):
+        return None
+    fields.update(in2_qbits=QBITS_OF[b.dtype], **float_format(b.dtype))
     if not per_row:
         fields["in2_rows"] = 1
     return FusedStep(c, fields, y, b, per_row, tuple(views))

@@ -16,7 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower.context import QBITS_OF, Lowering, PreparedX, TeWeight
+from kernbench.compiler.lower.context import (
+    FLOAT_DTYPES,
+    QBITS_OF,
+    Lowering,
+    PreparedX,
+    TeWeight,
+    float_format,
+)
 from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
 from kernbench.compiler.lower.te_weights import te_weight
 from kernbench.compiler.quantize import int8_dequant_source
@@ -89,7 +96,9 @@ def _read_as_is(lw: Lowering, x_tid: str, mode: str) -> PreparedX | str | None:
     m = int(np.prod(xp.shape[:-1]))
     if mode == "fp16" and xp.dtype == "fp16":  # already fp16 in HBM
         return PreparedX(xp.view((m, k)), None)
-    if xp.dtype != "fp32":
+    # a float activation of another width (fp16 / bf16 exports) is quantized from its
+    # stored width; fp32 mode and the fp16 cast read fp32 only
+    if xp.dtype != "fp32" and not (mode == "int" and xp.dtype in FLOAT_DTYPES):
         return None
     if mode == "fp32":
         return PreparedX(xp.view((m, k)), None)
@@ -162,14 +171,15 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
     out = a.placement()
     split = lw.engines.ve_blocks(m, k, lw.n_pes, "quantize" if mode == "int" else "copy")
     for r0, r, pe in lw.row_blocks(out, m, k, lw.bank // (k * 4), split):
-        bi = lw.buf(pe, r * k * 4, f"{n.id}.x32")
+        bi = lw.buf(pe, r * k * ITEMSIZE[xp.dtype], f"{n.id}.x32")
         bo = lw.buf(pe, r * k * ITEMSIZE[out_dt], f"{n.id}.xq")
         lw.dma(False, pe, bi, xp, r0 * k, 1, r * k, r * k, n.id)
         ve = lw.engines.ve(pe)
         if mode == "int":
             lw.op("VE_QUANTIZE_TILE", pe, n.id,
-                  {"length": k, "rows": r, "qbits_activation": 32, "out_qbits": bits,
-                   "scale": float(sx), "zero_point": zx, **ve},
+                  {"length": k, "rows": r, "qbits_activation": QBITS_OF[xp.dtype],
+                   "out_qbits": bits, "scale": float(sx), "zero_point": zx, **ve,
+                   **float_format(xp.dtype)},
                   reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         else:
             lw.op("VE_COPY_TILE", pe, n.id, {"length": k, "rows": r,
@@ -335,7 +345,8 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement
     # in place: the result overwrites the accumulator it is computed from
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
           {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": QBITS_OF[op.dtype],
-           "in_dtype": "int32" if mode == "int" else "float32", **engine},
+           "in_dtype": "int32" if mode == "int" else "float32", **engine,
+           **float_format(op.dtype)},
           reads=reads, writes=[("out", c)], frees=frees[1:])
     if step is None:
         lw.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
@@ -364,7 +375,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     k, nn = wp.placement.shape
     m = xq.shape[0]
     op = lw.plan.placements[out_tid]
-    if not op.contiguous or op.dtype not in ("fp32", "fp16") \
+    if not op.contiguous or op.dtype not in FLOAT_DTYPES \
             or int(np.prod(op.shape)) != m * nn:
         return False
     step = fusable_step(lw, n, out_tid, op, nn) if fuse else None

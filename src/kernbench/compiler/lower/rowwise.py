@@ -6,7 +6,7 @@ each PE when the work pays for it: `engines.EngineCursor.ve_blocks`; a PE's bloc
 its vector engines in turn). Per block: DMA the rows
 in, DMA the per-column parameters (gamma, beta, a broadcast second operand) or the
 matching rows of a full second operand, one VE_*_TILE, DMA the rows out. A layer whose
-tensors are not contiguous fp32 / fp16 of one shape (or whose axis is not the last)
+tensors are not contiguous fp32 / fp16 / bf16 of one shape (or whose axis is not the last)
 returns False and runs as a layer op.
 """
 
@@ -17,7 +17,13 @@ from typing import Any
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.context import (
+    FLOAT_DTYPES,
+    QBITS_OF,
+    Lowering,
+    float_format,
+    mixed_halves,
+)
 from kernbench.ir.model import LayerIR
 
 ROW_OPS = {"LAYER_NORM": "VE_LAYERNORM_TILE", "RMS_NORM": "VE_RMSNORM_TILE",
@@ -65,7 +71,7 @@ def _norm_params(lw: Lowering, n: LayerIR, cols: int, fields: dict[str, Any],
 def _binary_operand(lw: Lowering, n: LayerIR, x: Placement, cols: int,
                     fields: dict[str, Any], extra: list[Extra]) -> bool:
     b = lw.placement(n.inputs[1])
-    if b.dtype not in ("fp32", "fp16") or not b.contiguous:
+    if b.dtype not in FLOAT_DTYPES or not b.contiguous:
         return False
     fields["in2_qbits"] = QBITS_OF[b.dtype]
     if tuple(b.shape) == tuple(x.shape):
@@ -93,6 +99,10 @@ def _op_fields(lw: Lowering, n: LayerIR, x: Placement, y: Placement,
         fields["approximate"] = n.attributes.get("approximate", "none")
     elif n.op_type in ("ADD", "MUL"):
         ok = _binary_operand(lw, n, x, cols, fields, extra)
+    dts = [x.dtype, y.dtype] + [p.dtype for _, p, _ in extra]
+    if mixed_halves(*dts):  # one tile names one 16-bit float format
+        return None
+    fields.update(float_format(*dts))
     return (fields, extra) if ok else None
 
 
@@ -100,7 +110,7 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
     opcode = ROW_OPS[n.op_type]
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(n.outputs[0])
-    if y is None or x.dtype not in ("fp32", "fp16") or y.dtype not in ("fp32", "fp16") \
+    if y is None or x.dtype not in FLOAT_DTYPES or y.dtype not in FLOAT_DTYPES \
             or not x.contiguous or not y.contiguous or x.shape != y.shape \
             or lw.g.tensors[n.inputs[0]].const:
         return False

@@ -93,9 +93,14 @@ class Interpreter:
         return run_call(prepare(self, node), node, ins)
 
     def stored(self, tid: str, val: Any) -> np.ndarray:
-        """A layer output as the IR types it (a quantized tensor keeps the kernel's dtype)."""
+        """A layer output as the IR types it (a quantized tensor keeps the kernel's dtype,
+        but a float value is rounded to the tensor's float dtype as memory holds it: an
+        fp16 activation with a static scale is stored in fp16, then quantized)."""
         val = np.asarray(val)
         want = self.out_dtype(tid)
+        if want is None and val.dtype.kind == "f":
+            fdt = np_dtype(self.g.tensors[tid].dtype)
+            want = fdt if fdt.kind in "fV" else None
         return val.astype(want) if want is not None and val.dtype != want else val
 
     def out_dtype(self, tid: str) -> np.dtype | None:

@@ -96,7 +96,7 @@ def _bound(lw: Lowering, node: onnx.NodeProto, k: int, attr: str, low: bool) -> 
         return node.input[k]
     if attr in at:  # opset < 11: bounds are attributes
         v: Any = at[attr]
-    elif dt.kind == "f":
+    elif dt.kind in "fV":  # V: bfloat16
         v = -np.inf if low else np.inf
     else:
         v = np.iinfo(dt).min if low else np.iinfo(dt).max

@@ -3,13 +3,17 @@
 Exporters spell these in many orders (x*0.5*(1+erf(x/sqrt2)), 0.5*x*(1+tanh(...)),
 x*sigmoid(x), ...). Instead of listing the orders, a candidate region is cut out of the
 graph around an anchor (Erf / Tanh / Sigmoid) and identified numerically: the region,
-evaluated on test points, must equal the target function to 1e-5.
+evaluated on test points, must equal the anchor's target function (Erf: GELU, Tanh: GELU
+tanh form, Sigmoid: SiLU) to 1e-5, or, in an fp16 / bf16 graph, to the precision of that
+type (its constants, e.g. 1/√2 or 0.044715, are stored rounded to it; the fused op
+computes in fp32 and rounds once, no less exact than the spelled-out region).
 """
 
 from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from kernbench.ir.interpreter import KERNELS
@@ -41,11 +45,15 @@ def _silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+#: (anchor op, fused op, its attributes, its values on _X)
 TARGETS = [
-    ("GELU", {"approximate": "none"}, _gelu_erf(_X.astype(np.float64))),
-    ("GELU", {"approximate": "tanh"}, _gelu_tanh(_X.astype(np.float64))),
-    ("SILU", {}, _silu(_X.astype(np.float64))),
+    ("erf", "GELU", {"approximate": "none"}, _gelu_erf(_X.astype(np.float64))),
+    ("tanh", "GELU", {"approximate": "tanh"}, _gelu_tanh(_X.astype(np.float64))),
+    ("sigmoid", "SILU", {}, _silu(_X.astype(np.float64))),
 ]
+#: how closely the region must match its target, per float type of the region's input
+MATCH_TOL = {"fp32": 1e-5, "fp16": float(np.finfo(np.float16).eps),
+             "bf16": float(ml_dtypes.finfo(ml_dtypes.bfloat16).eps)}
 
 
 def _is_ew(g: Graph, n: LayerIR) -> bool:
@@ -115,7 +123,8 @@ def _try_anchor(g: Graph, ix: Index, anchor: LayerIR) -> tuple | None:
             if p is not None and _is_ew(g, p):
                 frontier.append(p)
     for x in roots:
-        if g.tensors[x].dtype != "fp32":
+        tol = MATCH_TOL.get(g.tensors[x].dtype)
+        if tol is None:
             continue
         region = _region(g, ix, x)
         if anchor not in region:
@@ -139,8 +148,8 @@ def _try_anchor(g: Graph, ix: Index, anchor: LayerIR) -> tuple | None:
             got = _evaluate(g, sub, x, y)
             if got is None:
                 continue
-            for op, attrs, want in TARGETS:
-                if np.allclose(got, want, rtol=1e-5, atol=1e-5):
+            for anchor_op, op, attrs, want in TARGETS:
+                if anchor_op == ew(anchor) and np.allclose(got, want, rtol=tol, atol=tol):
                     return op, attrs, x, y, sub
     return None
 

@@ -63,7 +63,7 @@ def const_value(g: Graph, tid: str) -> np.ndarray | None:
 
 def scalar(g: Graph, tid: str) -> float | None:
     v = const_value(g, tid)
-    if v is None or v.size != 1 or v.dtype.kind != "f":
+    if v is None or v.size != 1 or v.dtype.kind not in "fV":  # V: bfloat16, fp8
         return None
     return float(v.reshape(-1)[0])
 
