@@ -17,6 +17,8 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `clamp`: ReLU / Clip as VE_CLIP_TILE blocks (or nothing, when a conv computed it);
 - `kv_update`: KV cache rows copied (and quantized) into the present cache;
 - `qdq`: per-tensor fake quantization (QDQ) in row blocks;
+- `dynq`: DYNAMIC_QUANTIZE (run-time min / max, then quantize) and MATMUL_INTEGER → Cast
+  → Mul as an integer GEMM with a run-time zero-point term and scale;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
 Views, folded transposes, DEQUANTIZEs the GEMM reads through and QDQs whose integer GEMMs
@@ -34,6 +36,7 @@ from kernbench.compiler.lower.bmm import lower_bmm
 from kernbench.compiler.lower.clamp import lower_clamp
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import lower_conv
+from kernbench.compiler.lower.dynq import lower_dynamic_quantize, lower_matmul_integer
 from kernbench.compiler.lower.gemm import (
     dequant_bypassed,
     lower_gemm,
@@ -58,7 +61,8 @@ MAX_PIN_ROUNDS = 4
 LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_any_attention,
     "KV_UPDATE": lower_kv_update, "QDQ": lower_qdq, **{op: lower_row_op for op in ROW_OPS},
-    "MATMUL": lower_bmm,
+    "MATMUL": lower_bmm, "DYNAMIC_QUANTIZE": lower_dynamic_quantize,
+    "MATMUL_INTEGER": lower_matmul_integer,
     "CONV": lower_conv, "POOL": lower_pool, "REDUCE": lower_reduce, "ELEMENTWISE": lower_clamp,
 }
 
