@@ -46,7 +46,8 @@ class VeQuantTile(VeVectorTile):
     def data_params(self, d: MathData) -> None:
         """Integer output; per-row scales switch to ``cmdq_quantize_rows``, run-time
         qparams to ``cmdq_quantize_qparams``."""
-        d.dtype = dtype_of(self.out_bits)
+        # a quantized value is an integer: 16 bits is int16 here (ADR-0706), never fp16
+        d.dtype = "int16" if self.out_bits == 16 else dtype_of(self.out_bits)
         d.params = {"scale": self.scale, "zero_point": self.zero_point, "bits": self.out_bits,
                     "signed": True}
         if self.row_scale_bank is not None:
