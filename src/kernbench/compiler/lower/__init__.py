@@ -47,7 +47,7 @@ from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.lower.pool import lower_pool, lower_reduce
-from kernbench.compiler.lower.qdq import lower_qdq
+from kernbench.compiler.lower.qdq import folded_input_transposes, lower_qdq
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
 from kernbench.compiler.memory_plan import PlanMemory
 from kernbench.compiler.state import CompileState
@@ -85,6 +85,7 @@ def lower_graph(state: CompileState) -> TileGraph:
 
 def _lower_once(state: CompileState) -> Lowering:
     lw = Lowering(state)
+    lw.fused.update(folded_input_transposes(lw))  # a QDQ reads them through (qdq.py)
     for n in lw.g.nodes:
         lw.phase()
         lw.pes.start_layer()
