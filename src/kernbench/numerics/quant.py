@@ -263,8 +263,9 @@ def dynamic_qparams(x_min: float, x_max: float) -> tuple[np.ndarray, np.ndarray]
     and maximum are `x_min`, `x_max` (the range is widened to include 0). Only the two
     extremes matter, so a tiled quantization combines per-tile minima and maxima and gets
     the very values of the whole-tensor computation."""
-    lo, hi = min(0.0, float(x_min)), max(0.0, float(x_max))
-    scale = np.float32((hi - lo) / 255.0) if hi > lo else np.float32(0.0)
+    lo, hi = np.float32(min(0.0, float(x_min))), np.float32(max(0.0, float(x_max)))
+    # fp32 arithmetic, as the ONNX reference and onnxruntime (float64 was 1 ulp off)
+    scale = (hi - lo) / np.float32(255) if hi > lo else np.float32(0.0)
     if scale == 0:
         zp = np.uint8(0)
     else:
