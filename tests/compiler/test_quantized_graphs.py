@@ -89,7 +89,7 @@ def test_all_zero_tensor_quantizes_to_its_zero_point():
     np.testing.assert_array_equal(got.astype(np.int16) + 128, q)
 
 
-def _dynamic_model(path: Path, w_zp: int, k: int = 48, n: int = 40) -> None:
+def _dynamic_model(path: Path, w_zp: int, m: int, k: int = 48, n: int = 40) -> None:
     """x → DynamicQuantizeLinear → MatMulInteger (int8 weight, zero point w_zp) → Cast →
     Mul(x_scale · w_scale) → Add(bias), as onnxruntime's quantize_dynamic writes it."""
     from onnx import TensorProto, helper, numpy_helper  # optional heavy module
@@ -107,25 +107,30 @@ def _dynamic_model(path: Path, w_zp: int, k: int = 48, n: int = 40) -> None:
              helper.make_node("Mul", ["accf", "s"], ["y0"]),
              helper.make_node("Add", ["y0", "bias"], ["y"])]
     graph = helper.make_graph(
-        nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 24, k])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, n])], inits)
+        nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, m, n])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
     path.write_bytes(model.SerializeToString())
 
 
-@pytest.mark.parametrize(("w_zp", "shift"), [(0, 0.0), (3, 1.5)])
-def test_matmul_integer_chain_is_tiled_and_exact(tmp_path, capsys, w_zp, shift):
+@pytest.mark.parametrize(("w_zp", "shift", "m", "tcm"), [(0, 0.0, 24, []), (3, 1.5, 24, []),
+                                                      (3, -0.5, 96, SMALL_TCM)])
+def test_matmul_integer_chain_is_tiled_and_exact(tmp_path, capsys, w_zp, shift, m, tcm):
     """Zero points on both sides: the weight's re-centered offline, the activation's (0 for
-    an all-positive input) as the run-time column term."""
+    an all-positive input) as the run-time column term. A tensor larger than a TCM bank
+    (96 × 48 fp32 on 8 KiB banks) takes the three-phase path: partial extremes from
+    several PEs, then the parameters, then the quantize blocks."""
     model = tmp_path / "dyn.onnx"
-    _dynamic_model(model, w_zp)
-    x = (np.random.default_rng(5).standard_normal((1, 24, 48)) + shift).astype(np.float32)
+    _dynamic_model(model, w_zp, m)
+    x = (np.random.default_rng(5).standard_normal((1, m, 48)) + shift).astype(np.float32)
     np.savez(tmp_path / "in.npz", x=x)
-    _, bundle = _run(tmp_path, capsys, str(model), "--inputs", str(tmp_path / "in.npz"))
+    _, bundle = _run(tmp_path, capsys, str(model), "--inputs", str(tmp_path / "in.npz"), *tcm)
     ops = _opcodes(bundle)
     assert "TE_LAYER_OP" not in ops and "VE_LAYER_OP" not in ops
     assert ops.count("VE_QPARAMS_TILE") == 1 and ops.count("VE_ZPCORR_TILE") >= 1
     assert "TE_GEMM_TILE" in ops
+    reduces = ops.count("VE_REDUCE_TILE")
+    assert reduces == 2 if not tcm else reduces > 2  # one block, or several
 
 
 @pytest.mark.parametrize("topology", ["small", "base"])

@@ -28,6 +28,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.gemm import qdq_bypassed
 from kernbench.compiler.lower.rowwise import rows_cols
 from kernbench.compiler.quantize import qdq_source
 from kernbench.compiler.tilegraph import Buf
@@ -100,7 +101,8 @@ def _output_transpose(lw: Lowering, n: LayerIR) -> QdqLayout | None:
 
 def qdq_layout(lw: Lowering, n: LayerIR) -> QdqLayout | None:
     """The head transpose a tileable QDQ folds (module doc), or None."""
-    if n.op_type != "QDQ" or _params(lw, n) is None or lw.g.tensors[n.inputs[0]].const:
+    if n.op_type != "QDQ" or _params(lw, n) is None or lw.g.tensors[n.inputs[0]].const \
+            or qdq_bypassed(lw, n):  # its GEMMs quantize the transpose's output themselves
         return None
     return _input_transpose(lw, n) or _output_transpose(lw, n)
 
