@@ -47,6 +47,15 @@ by Reshape / Transpose in any order, GQA / MQA by Expand / Tile / broadcasting, 
 Concat; attention with QDQ on its scores stays two MATMULs, tiled as batched GEMMs),
 QKV_PROJ, GEMM with bias, KV_UPDATE.
 
+Quantized graphs as exporters write them (ADR-0704, ADR-0706): static QDQ with
+asymmetric int8 / uint8 activations (zero points compiled into the GEMM's int32 bias);
+QDQ around attention (Q, Kᵀ, V, scores, probabilities, P·V) tiled as batched GEMMs, QDQ
+row blocks and row-wise tiles, the head transposes folded into the QDQs' strided DMAs;
+dynamic quantization (DynamicQuantizeLinear + MatMulInteger + Cast + Mul, onnxruntime's
+quantize_dynamic) tiled with its scale and zero point computed at run time from per-tile
+minima and maxima, bit-identical to the whole-tensor operator and to onnxruntime's
+parameters.
+
 How the compiler runs them on the NPU: Conv (1-D / 2-D, any stride, padding, dilation,
 groups) as TE_CONV_TILE tiles over all PEs, depthwise Conv as VE_DWCONV_TILE, MaxPool /
 AveragePool as VE_POOL_TILE, GlobalAveragePool / GlobalMaxPool / ReduceMean over trailing

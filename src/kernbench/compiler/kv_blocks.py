@@ -17,13 +17,13 @@ from kernbench.ir.model import Graph, LayerIR
 
 def kv_stored_int(g: Graph, tid: str) -> bool:
     """True when the K / V tensor is a present cache stored at integer KV bits (the memory
-    plan stores it int8 / int4, so the tiles load it without a staging fp32 copy)."""
+    plan stores it int16 / int8 / int4, so the tiles load it without a staging fp32 copy)."""
     t = g.tensors[tid]
     if t.producer is None:
         return False
     n = g.node(t.producer)
     return n.op_type == "KV_UPDATE" and t.quant is not None and t.dtype == "fp32" \
-        and t.quant.dtype in ("int8", "int4")
+        and t.quant.dtype in ("int8", "int4", "int16")
 
 
 def kv_block_size(g: Graph, n: LayerIR, bank: int) -> int | None:

@@ -36,13 +36,14 @@ def is_head_swap(n: LayerIR) -> bool:
 
 def tiled_attention(g: Graph, n: LayerIR) -> bool:
     """ATTENTION layers the compiler tiles (integer Q·K and P·V with 8-bit activations and
-    8- or 4-bit K / V from fp32, fp16 or bf16 Q, K, V; or all fp32; an additive float mask or a constant boolean one, an
+    16-, 8- or 4-bit integer K / V from fp32, fp16 or bf16 Q, K, V; or all fp32; an
+    additive float mask or a constant boolean one, an
     optional soft-cap, except together with KV blocking); the others run whole as a layer
     op."""
     qa, kv = n.qbits_activation, n.qbits_kv
     fp32 = qa is None and kv is None  # lower/attention_float.py
     softcap = n.attributes.get("softcap", 0.0) or 0.0
-    if not (n.op_type == "ATTENTION" and (qa == 8 and kv in (4, 8) or fp32) and softcap >= 0
+    if not (n.op_type == "ATTENTION" and (qa == 8 and kv in (4, 8, 16) or fp32) and softcap >= 0
             and not (softcap and n.attributes.get("kv_block"))):
         return False
     # Q, K, V of one float type: fp32, or (integer tiles only) an fp16 / bf16 export's

@@ -76,12 +76,12 @@ def wanted_scales(g: Graph) -> dict[str, int]:
 
 
 def kv_caches(g: Graph) -> dict[str, tuple[int, str, str]]:
-    """Present KV caches stored at KV bits (8 or 4; a 4-bit cache is packed two values a
-    byte): output → (bits, past, new)."""
+    """Present KV caches stored at KV bits (16, 8 or 4: int16, int8, or int4 packed two
+    values a byte): output → (bits, past, new)."""
     kv_out: dict[str, tuple[int, str, str]] = {}
     for n in g.nodes:
         bits = _bits(n.qbits_kv)
-        if n.op_type == "KV_UPDATE" and bits in (4, 8) and g.tensors[n.outputs[0]].quant \
+        if n.op_type == "KV_UPDATE" and bits in (4, 8, 16) and g.tensors[n.outputs[0]].quant \
                 is None and g.tensors[n.outputs[0]].dtype == "fp32":
             kv_out[n.outputs[0]] = (bits, n.inputs[0], n.inputs[1])
     return kv_out

@@ -38,6 +38,7 @@ __all__ = [
     "round_to_float",
     "quantize_activation",
     "dynamic_quantize_linear",
+    "dynamic_qparams",
     "dequantize_int32",
 ]
 
@@ -250,16 +251,26 @@ def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     """ONNX DynamicQuantizeLinear: uint8 with the asymmetric range [min(x, 0), max(x, 0)];
     returns (q, scale, zero_point)."""
     x = np.asarray(x, np.float32)
-    lo = min(0.0, float(np.min(x))) if x.size else 0.0
-    hi = max(0.0, float(np.max(x))) if x.size else 0.0
-    scale = np.float32((hi - lo) / 255.0) if hi > lo else np.float32(0.0)
+    lo = float(np.min(x)) if x.size else 0.0
+    hi = float(np.max(x)) if x.size else 0.0
+    scale, zp = dynamic_qparams(lo, hi)
+    q = np.zeros(x.shape, np.uint8) if scale == 0 else quantize(x, scale, zp, 8, False)
+    return q, scale, zp
+
+
+def dynamic_qparams(x_min: float, x_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """DynamicQuantizeLinear's (scale fp32, zero point uint8) of a tensor whose minimum
+    and maximum are `x_min`, `x_max` (the range is widened to include 0). Only the two
+    extremes matter, so a tiled quantization combines per-tile minima and maxima and gets
+    the very values of the whole-tensor computation."""
+    lo, hi = np.float32(min(0.0, float(x_min))), np.float32(max(0.0, float(x_max)))
+    # fp32 arithmetic, as the ONNX reference and onnxruntime (float64 was 1 ulp off)
+    scale = (hi - lo) / np.float32(255) if hi > lo else np.float32(0.0)
     if scale == 0:
         zp = np.uint8(0)
-        q = np.zeros(x.shape, np.uint8)
     else:
         zp = np.uint8(np.clip(np.rint(np.float32(0 - lo) / scale), 0, 255))
-        q = quantize(x, scale, zp, 8, False)
-    return q, np.asarray(scale, np.float32), np.asarray(zp, np.uint8)
+    return np.asarray(scale, np.float32), np.asarray(zp, np.uint8)
 
 
 def dequantize_int32(x: np.ndarray, scale, zero_point) -> np.ndarray:

@@ -126,7 +126,10 @@ def _cmdq_dequantize(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     ([rows, 1])."""
     x = np.asarray(ins[0]).astype(np.float32)
     i = 1
-    if p.get("row_scale"):
+    if p.get("tcm_scale"):  # a run-time scalar scale read from TCM
+        y = x * np.asarray(ins[1], np.float32).reshape(())
+        i += 1
+    elif p.get("row_scale"):
         y = x * (np.asarray(ins[1], np.float32) * np.float32(p["scale"]))
         i += 1
     elif p.get("vector_scale"):
@@ -152,6 +155,34 @@ def _cmdq_row_scale(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 def _cmdq_quantize_rows(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     """x quantized at `bits` with the per-row scale of the second input."""
     return qmath.quantize_rows(ins[0], ins[1], int(p["bits"]))
+
+
+@math_op("cmdq_quantize_qparams")
+def _cmdq_quantize_qparams(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
+    """x quantized with the run-time (scale, zero point) of the second input, the field
+    `zero_point` added to that zero point; a zero scale (an all-zero tensor) gives the
+    zero point, as DynamicQuantizeLinear does."""
+    qp = np.asarray(ins[1], np.float32).reshape(-1)
+    zp = int(qp[1]) + int(p.get("zero_point", 0))
+    bits, signed = int(p["bits"]), bool(p.get("signed", True))
+    x = fl(ins[0])
+    if qp[0] == 0:
+        return qmath.quantize(np.zeros_like(x), np.float32(1), zp, bits, signed)
+    return qmath.quantize(x, qp[0], zp, bits, signed)
+
+
+@math_op("cmdq_dynamic_qparams")
+def _cmdq_dynamic_qparams(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
+    """(scale, zero point) fp32 of DynamicQuantizeLinear from partial minima and maxima."""
+    scale, zp = qmath.dynamic_qparams(float(np.min(ins[0])), float(np.max(ins[1])))
+    return np.array([scale, np.float32(zp)], np.float32)
+
+
+@math_op("cmdq_zp_correction")
+def _cmdq_zp_correction(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
+    """−(zp + `zero_point`) · colsum in int64, as int32 (zp: the second qparams value)."""
+    zp = int(np.asarray(ins[1], np.float32).reshape(-1)[1]) + int(p.get("zero_point", 0))
+    return (-zp * np.asarray(ins[0]).astype(np.int64)).astype(np.int32)
 
 
 @math_op("attn_softmax")

@@ -60,6 +60,9 @@ class TeTile(Opcode):
     bias_offset: NonNegInt | None = None
     bias_qbits: QBits = Field(DEFAULT_OFM_QBITS, description="(1.1) Bias bit width.")
     f16_format: F16Format | None = Field(None, description=F16_FORMAT_DOC)
+    int16: bool = Field(
+        False, description="(ADR-0706) 16-bit operands are int16 (an int16 KV cache), not "
+        "fp16: with integer other operands the product accumulates exactly in int32.")
 
     def _operand_elements(self) -> tuple[int, int, int, int]:
         """(ifm, wgt, ofm, bias) element counts."""
@@ -113,9 +116,15 @@ class TeTile(Opcode):
         return GemmCmd(label=low.label, params=params, fetch_nbytes=rd, store_nbytes=wr,
                        meta=low.meta)
 
+    def operand_dtype(self, bits: int) -> str:
+        """An operand's element type: 16 bits is fp16 unless `int16`."""
+        return "int16" if bits == 16 and self.int16 else dtype_of(bits, False, self.f16_format)
+
     def accumulator_dtype(self) -> str:
-        """int32 when both operands are integers (<= 8 bits), else float32."""
-        return "int32" if self.qbits_activation <= 8 and self.qbits_weight <= 8 else "float32"
+        """int32 when both operands are integers (<= 8 bits, or int16), else float32."""
+        integer = all(b <= 8 or b == 16 and self.int16
+                      for b in (self.qbits_activation, self.qbits_weight))
+        return "int32" if integer else "float32"
 
 
 @register_opcode
@@ -154,8 +163,8 @@ class TeGemmTile(TeTile):
             "op_kind": "gemm", "op_name": "te_gemm", "space": env.space,
             "src_a_addr": addr("ifm"), "src_b_addr": addr("wgt"), "dst_addr": addr("ofm"),
             "shape_a": [self.m, self.k], "shape_b": [self.n, self.k] if tw else [self.k, self.n],
-            "shape_out": [self.m, self.n], "dtype_a": dtype_of(qa, False, self.f16_format),
-            "dtype_b": dtype_of(qw, False, self.f16_format),
+            "shape_out": [self.m, self.n], "dtype_a": self.operand_dtype(qa),
+            "dtype_b": self.operand_dtype(qw),
             "dtype_acc": acc, "dtype_out": acc, "transpose_a": False, "transpose_b": tw,
             "accumulate": bool(self.accumulate),
         }

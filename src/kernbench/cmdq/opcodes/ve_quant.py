@@ -23,25 +23,39 @@ class VeQuantTile(VeVectorTile):
         None, description="(1.1) Per-row scales (rows fp32 values) that replace `scale`."
     )
     row_scale_offset: NonNegInt | None = None
+    qparams_bank: NonNegInt | None = Field(
+        None, description="(ADR-0706) Run-time (scale, zero point), two fp32 values (e.g. "
+        "VE_QPARAMS_TILE's output): they replace `scale`; the zero point adds to "
+        "`zero_point`.")
+    qparams_offset: NonNegInt | None = None
 
     def _extra_inputs(self, pe: int) -> list[TcmRange]:
-        if self.row_scale_bank is None or self.row_scale_offset is None:
-            return []
-        return [TcmRange("row_scale", pe, self.row_scale_bank, self.row_scale_offset,
-                         self.rows, 32, "r")]
+        out = []
+        if self.row_scale_bank is not None and self.row_scale_offset is not None:
+            out.append(TcmRange("row_scale", pe, self.row_scale_bank, self.row_scale_offset,
+                                self.rows, 32, "r"))
+        if self.qparams_bank is not None and self.qparams_offset is not None:
+            out.append(TcmRange("qparams", pe, self.qparams_bank, self.qparams_offset, 2, 32,
+                                "r"))
+        return out
     scale: float = Field(
         gt=0, description="out = saturate(round_half_even(in / scale) + zero_point) (ONNX)."
     )
     zero_point: int = Field(0, description="Output zero point (may be negative).")
 
     def data_params(self, d: MathData) -> None:
-        """Integer output; per-row scales switch to ``cmdq_quantize_rows``."""
-        d.dtype = dtype_of(self.out_bits)
+        """Integer output; per-row scales switch to ``cmdq_quantize_rows``, run-time
+        qparams to ``cmdq_quantize_qparams``."""
+        # a quantized value is an integer: 16 bits is int16 here (ADR-0706), never fp16
+        d.dtype = "int16" if self.out_bits == 16 else dtype_of(self.out_bits)
         d.params = {"scale": self.scale, "zero_point": self.zero_point, "bits": self.out_bits,
                     "signed": True}
         if self.row_scale_bank is not None:
             d.add("row_scale", [self.rows, 1])
             d.op = "cmdq_quantize_rows"
+        elif self.qparams_bank is not None:
+            d.add("qparams", [2])
+            d.op = "cmdq_quantize_qparams"
 
 
 @register_opcode
@@ -87,9 +101,16 @@ class VeDequantizeTile(VeVectorTile):
         None, description="(ADR-0703) Per-row bias (rows fp32) added last: a conv tile's "
         "rows are output channels.")
     row_bias_offset: NonNegInt | None = None
+    scale_in_bank: NonNegInt | None = Field(
+        None, description="(ADR-0706) One fp32 value in TCM, a scale known only at run "
+        "time: out = float(in) * scale_in (+ bias).")
+    scale_in_offset: NonNegInt | None = None
 
     def _extra_inputs(self, pe: int) -> list[TcmRange]:
         out = []
+        if self.scale_in_bank is not None and self.scale_in_offset is not None:
+            out.append(TcmRange("scale_in", pe, self.scale_in_bank, self.scale_in_offset, 1,
+                                32, "r"))
         if self.row_scale_bank is not None and self.row_scale_offset is not None:
             out.append(TcmRange("row_scale", pe, self.row_scale_bank, self.row_scale_offset,
                                 self.rows, 32, "r"))
@@ -108,6 +129,12 @@ class VeDequantizeTile(VeVectorTile):
         """A scale is given: the scalar ``scale`` (also the factor of row scales) or a
         scale vector."""
         super().rules(v)
+        if self.scale_in_bank is not None:
+            if self.scale is not None or self.scale_bank is not None \
+                    or self.row_scale_bank is not None or self.zero_point:
+                v.add("scale_in_bank", "a run-time scale replaces 'scale', scale_bank, "
+                      "row_scale_bank and zero_point (give none of them)")
+            return True
         if self.scale is None and (self.scale_bank is None or self.row_scale_bank is not None):
             v.add("scale", "needs a scale: the scalar field 'scale' (with or without "
                   "row_scale_bank) or a scale vector (scale_bank, scale_offset)")
@@ -127,7 +154,10 @@ class VeDequantizeTile(VeVectorTile):
             d.op = "dequantize"
             d.params = {"scale": self.scale, "zero_point": self.zero_point}
             return
-        if self.row_scale_bank is not None:
+        if self.scale_in_bank is not None:
+            d.add("scale_in", [1])
+            d.params["tcm_scale"] = True
+        elif self.row_scale_bank is not None:
             d.add("row_scale", [rows, 1])
             d.params["row_scale"] = True
             d.params["scale"] = self.scale
@@ -166,3 +196,59 @@ class VeRowScaleTile(VeVectorTile):
         d.params = {"bits": self.bits}
         d.dtype = "float32"
         d.shape_out = [self.rows, 1]
+
+
+@register_opcode
+class VeQParamsTile(VeVectorTile):
+    """(ADR-0706) DynamicQuantizeLinear's parameters from partial extremes: ``in`` holds
+    ``length`` partial minima, ``in2`` ``length`` partial maxima (fp32); out = (scale,
+    zero point) as two fp32 values, for the range [min(mins, 0), max(maxs, 0)] mapped onto
+    uint8 (ONNX: scale = (hi − lo) / 255, zero point = saturate(round(−lo / scale)))."""
+
+    cost_op: ClassVar[str] = "reduce_max"
+    math_op: ClassVar[str] = "cmdq_dynamic_qparams"
+    opcode: Literal["VE_QPARAMS_TILE"] = "VE_QPARAMS_TILE"
+    in2_bank: NonNegInt = Field(description="The partial maxima's bank.")
+    in2_offset: NonNegInt
+    out_qbits: QBits | None = 32
+
+    def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
+        n = self.rows * self.length
+        return (
+            TcmRange("in", pe, self.in_bank, self.in_offset, n, self.qbits_activation, "r"),
+            TcmRange("in2", pe, self.in2_bank, self.in2_offset, n, self.qbits_activation, "r"),
+            TcmRange("out", pe, self.out_bank, self.out_offset, 2, 32, "w"),
+        )
+
+    def data_params(self, d: MathData) -> None:
+        d.add("in2", [self.rows, self.length])
+        d.dtype = "float32"
+        d.shape_out = [2]
+
+
+@register_opcode
+class VeZpCorrTile(VeVectorTile):
+    """(ADR-0706) The zero-point column term of an integer GEMM whose activation zero point
+    is known only at run time: out[c] = −(zp + zero_point) · in[c], int32, where in is the
+    weight's int32 column sums and zp the second value of ``qparams`` (fp32 pair: scale,
+    zero point). A TE_GEMM_TILE adds it as its bias (exact, as the static term of ADR-0704)."""
+
+    cost_op: ClassVar[str] = "mul"
+    math_op: ClassVar[str] = "cmdq_zp_correction"
+    signed_fields: ClassVar[frozenset[str]] = frozenset({"zero_point"})
+    opcode: Literal["VE_ZPCORR_TILE"] = "VE_ZPCORR_TILE"
+    qparams_bank: NonNegInt = Field(description="The (scale, zero point) pair's bank.")
+    qparams_offset: NonNegInt
+    zero_point: int = Field(0, description="Added to the run-time zero point (e.g. −128 "
+                            "for uint8 data the TE reads as int8).")
+    qbits_activation: QBits = 32
+    out_qbits: QBits | None = 32
+
+    def _extra_inputs(self, pe: int) -> list[TcmRange]:
+        return [TcmRange("qparams", pe, self.qparams_bank, self.qparams_offset, 2, 32, "r")]
+
+    def data_params(self, d: MathData) -> None:
+        d.dtypes[0] = "int32"
+        d.add("qparams", [2])
+        d.dtype = "int32"
+        d.params = {"zero_point": self.zero_point}

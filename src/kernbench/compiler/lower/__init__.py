@@ -20,6 +20,8 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `copy`: TRANSPOSE / SLICE / SPLIT / CONCAT as strided DMA copies (VE_TRANSPOSE_TILE
   when the innermost axis moves);
 - `qdq`: per-tensor fake quantization (QDQ) in row blocks;
+- `dynq`: DYNAMIC_QUANTIZE (run-time min / max, then quantize) and MATMUL_INTEGER → Cast
+  → Mul as an integer GEMM with a run-time zero-point term and scale;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
 Views, folded transposes, DEQUANTIZEs the GEMM reads through and QDQs whose integer GEMMs
@@ -39,6 +41,7 @@ from kernbench.compiler.lower.clamp import lower_clamp
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import lower_conv
 from kernbench.compiler.lower.copy import lower_copy
+from kernbench.compiler.lower.dynq import lower_dynamic_quantize, lower_matmul_integer
 from kernbench.compiler.lower.gemm import (
     dequant_bypassed,
     lower_gemm,
@@ -49,7 +52,7 @@ from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.lower.pool import lower_pool, lower_reduce
-from kernbench.compiler.lower.qdq import lower_qdq
+from kernbench.compiler.lower.qdq import folded_input_transposes, lower_qdq
 from kernbench.compiler.lower.rope import lower_rope
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
 from kernbench.compiler.memory_plan import PlanMemory
@@ -64,7 +67,8 @@ MAX_PIN_ROUNDS = 4
 LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_any_attention,
     "KV_UPDATE": lower_kv_update, "QDQ": lower_qdq, **{op: lower_row_op for op in ROW_OPS},
-    "MATMUL": lower_bmm,
+    "MATMUL": lower_bmm, "DYNAMIC_QUANTIZE": lower_dynamic_quantize,
+    "MATMUL_INTEGER": lower_matmul_integer,
     "CONV": lower_conv, "POOL": lower_pool, "REDUCE": lower_reduce, "ELEMENTWISE": lower_clamp,
     "ROPE": lower_rope, **{op: lower_copy for op in COPY_OPS},
 }
@@ -88,6 +92,7 @@ def lower_graph(state: CompileState) -> TileGraph:
 
 def _lower_once(state: CompileState) -> Lowering:
     lw = Lowering(state)
+    lw.fused.update(folded_input_transposes(lw))  # a QDQ reads them through (qdq.py)
     for n in lw.g.nodes:
         lw.phase()
         lw.pes.start_layer()

@@ -26,7 +26,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import tiled_attention
-from kernbench.compiler.lower.attention_kv import lower_kv_blocks
+from kernbench.compiler.lower.attention_kv import kv_te, lower_kv_blocks
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
@@ -69,7 +69,8 @@ def _unfit(n: LayerIR) -> ValueError:
 
 
 def _kv_dtype(n: LayerIR) -> str:
-    """The dtype of a K / V cache stored at the layer's KV bits (int8, or int4 packed)."""
+    """The dtype of a K / V cache stored at the layer's KV bits (int8, int16, or int4
+    packed)."""
     return f"int{n.qbits_kv}"
 
 
@@ -175,7 +176,8 @@ def _scores(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
     acc = lw.buf(pe, s * t_len * 4, f"{n.id}.scores")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": t_len, "k": d, "qbits_weight": at.bits_kv,
-           "qbits_activation": at.bits_a, "ofm_qbits": 32, "transpose_wgt": True, **te},
+           "qbits_activation": at.bits_a, "ofm_qbits": 32, "transpose_wgt": True, **te,
+           **kv_te(at.bits_kv)},
           reads=[("ifm", bqq), ("wgt", kq)], writes=[("ofm", acc)], frees=[bqq])
     sc32 = lw.buf(pe, s * t_len * 4, f"{n.id}.s32")
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
@@ -232,7 +234,7 @@ def _output(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
     oacc = lw.buf(pe, s * dv * 4, f"{n.id}.oacc")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": dv, "k": at.t_len, "qbits_weight": at.bits_kv,
-           "qbits_activation": at.bits_a, "ofm_qbits": 32, **te},
+           "qbits_activation": at.bits_a, "ofm_qbits": 32, **te, **kv_te(at.bits_kv)},
           reads=[("ifm", pq), ("wgt", vq)], writes=[("ofm", oacc)], frees=[pq] + last_frees)
     o32 = lw.buf(pe, s * dv * ITEMSIZE[out.dtype], f"{n.id}.o32")
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,

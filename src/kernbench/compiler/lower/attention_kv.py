@@ -30,6 +30,12 @@ if TYPE_CHECKING:  # a type only: attention imports this module
     from kernbench.compiler.lower.attention import AttentionTiles
 
 
+def kv_te(bits_kv: object) -> dict[str, Any]:
+    """TE_GEMM_TILE fields for K / V at KV bits: an int16 cache is read as int16, not as
+    the ISA's default 16-bit type fp16 (ADR-0706)."""
+    return {"int16": True} if bits_kv == 16 else {}
+
+
 def _kv_block(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, g: int,
               j0: int, tb: int) -> list[Buf]:
     """Rows [j0, j0 + tb) of K and V of (batch b, KV group g) in TCM at KV bits (int4
@@ -82,7 +88,8 @@ def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple
     acc = lw.buf(pe, s * tb * 4, f"{n.id}.scores")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": tb, "k": at.q.shape[3], "qbits_weight": at.bits_kv,
-           "qbits_activation": at.bits_a, "ofm_qbits": 32, "transpose_wgt": True},
+           "qbits_activation": at.bits_a, "ofm_qbits": 32, "transpose_wgt": True,
+           **kv_te(at.bits_kv)},
           reads=[("ifm", qq), ("wgt", kq)], writes=[("ofm", acc)],
           frees=[kq] if free_kv else [])
     sc32 = lw.buf(pe, s * tb * 4, f"{n.id}.s32")
@@ -121,7 +128,7 @@ def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple
     pacc = lw.buf(pe, s * dv * 4, f"{n.id}.oacc")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": dv, "k": tb, "qbits_weight": at.bits_kv,
-           "qbits_activation": at.bits_a, "ofm_qbits": 32},
+           "qbits_activation": at.bits_a, "ofm_qbits": 32, **kv_te(at.bits_kv)},
           reads=[("ifm", pq), ("wgt", vq)], writes=[("ofm", pacc)],
           frees=[pq, vq] if free_kv else [pq])
     first, last = j0 == 0, j0 + tb >= at.t_len

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.ir.model import QBits
 from kernbench.numerics.dtypes import bits as dtype_bits
 from kernbench.topology.peaks import hbm_gbs_per_cube, pe_macs_per_ns, ucie_gbs
+
+if TYPE_CHECKING:  # dynq imports this module: the type only, to annotate `dynamic`
+    from kernbench.compiler.lower.dynq import DynamicActivation
 
 #: CMDQ `qbits` of an HBM dtype
 QBITS_OF = {n: dtype_bits(n) for n in ("fp32", "fp16", "bf16", "int8", "uint8", "int4", "int32",
@@ -124,6 +127,8 @@ class Lowering:
         self.weights: dict[tuple[str, str, QBits], TeWeight | None] = {}
         self.engines = EngineCursor.of(pt)
         self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
+        # uint8 tensor of a tiled DYNAMIC_QUANTIZE → its int8 data and run-time qparams
+        self.dynamic: dict[str, DynamicActivation] = {}
 
     def next_pe(self) -> int:
         return self.pes.next()

@@ -13,6 +13,8 @@ and a 2-D DMA stores the tile.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
@@ -33,6 +35,16 @@ from kernbench.ir.model import LayerIR
 
 #: an output tile: (first row, first column, rows, columns)
 OutTile = tuple[int, int, int, int]
+
+
+class DynamicGemm(NamedTuple):
+    """What a GEMM on a run-time-quantized activation takes instead of the static path
+    (ADR-0706): the stored weight, the zero-point column term computed at run time
+    (int32 [N]) and the run-time scale s_x·s_w (one fp32 value)."""
+
+    weight: TeWeight
+    corr: Placement
+    scale: Placement
 
 
 def te_mode(n: LayerIR) -> str | None:
@@ -327,14 +339,20 @@ def _resident_a(lw: Lowering, n: LayerIR, pe: int, xq: Placement, t: GemmTiles, 
 
 def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement,
               Placement | None], op: Placement, tile: OutTile, nn: int, mode: str,
-              step: FusedStep | None) -> None:
+              step: FusedStep | None, runtime_scale: bool = False) -> None:
     """Scale (and bias) the accumulator tile into the output dtype, apply a fused
-    consumer (`kernbench.compiler.lower.epilogue`) and store it."""
+    consumer (`kernbench.compiler.lower.epilogue`) and store it. `runtime_scale`: the
+    scale placement is one fp32 value computed at run time (ADR-0706), not a vector."""
     sp, bp = consts
     m0, n0, tm, tn = tile
-    bs = lw.buf(pe, tn * 4, f"{n.id}.scale")
-    lw.dma(False, pe, bs, sp, n0, 1, tn, tn, n.id, role="weight")
-    reads = [("in", c), ("scale", bs)]
+    if runtime_scale:
+        bs = lw.buf(pe, 4, f"{n.id}.scale")
+        lw.dma(False, pe, bs, sp, 0, 1, 1, 1, n.id)
+        reads = [("in", c), ("scale_in", bs)]
+    else:
+        bs = lw.buf(pe, tn * 4, f"{n.id}.scale")
+        lw.dma(False, pe, bs, sp, n0, 1, tn, tn, n.id, role="weight")
+        reads = [("in", c), ("scale", bs)]
     frees = [c, bs]
     if bp is not None:
         bb = lw.buf(pe, tn * 4, f"{n.id}.bias")
@@ -364,14 +382,16 @@ def _dma_fixed_ns(lw: Lowering) -> float:
 
 
 def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
-         out_tid: str, mode: str, fuse: bool = False) -> bool:
+         out_tid: str, mode: str, fuse: bool = False, dyn: DynamicGemm | None = None) -> bool:
     """Tile out = x · w (+ b); False when the weight or the output cannot be tiled.
-    `fuse`: apply the output's element-wise consumer in the epilogue when it can."""
-    wp = te_weight(lw, n, w_tid, mode)
+    `fuse`: apply the output's element-wise consumer in the epilogue when it can. `dyn`:
+    a GEMM whose activation was quantized at run time (MatMulInteger, ADR-0706): its
+    weight, zero-point term and scale come from there."""
+    wp = te_weight(lw, n, w_tid, mode) if dyn is None else dyn.weight
     if wp is None:
         return False
     xq, sx = x.placement, x.scale
-    corr = _zp_correction(lw, n, x, wp, out_tid)
+    corr = _zp_correction(lw, n, x, wp, out_tid) if dyn is None else dyn.corr
     k, nn = wp.placement.shape
     m = xq.shape[0]
     op = lw.plan.placements[out_tid]
@@ -379,7 +399,8 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
             or int(np.prod(op.shape)) != m * nn:
         return False
     step = fusable_step(lw, n, out_tid, op, nn) if fuse else None
-    consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode)
+    consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
+        if dyn is None else (dyn.scale, None)
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k)
     for pe in sorted(per_pe):
         t, tiles = per_pe[pe]
@@ -399,7 +420,8 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
                          free_a=g0 + width >= len(row_tiles), corr=corr, te_base=started)
                 started += len(group)
                 for tile, c in zip(group, accs, strict=True):
-                    _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step)
+                    _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step,
+                              runtime_scale=dyn is not None)
     if step is not None:
         drop_fused(lw, n, out_tid, step)
     return True

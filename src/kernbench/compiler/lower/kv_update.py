@@ -2,7 +2,7 @@
 
 Per (batch, head) and per block of rows (at most one TCM bank): DMA the past or new rows
 in, convert them when the cache is stored at other bits (VE_QUANTIZE with the calibrated
-scale for int8 / int4, VE_COPY for fp16), DMA them into their rows of the present cache
+scale for int16 / int8 / int4, VE_COPY for fp16), DMA them into their rows of the present cache
 (a 4-bit cache is packed two values a byte: its DMAs move the packed bytes). Caches the
 tiles cannot write (another axis, non-contiguous, odd rows of a 4-bit cache) run as a
 layer op.
@@ -25,9 +25,9 @@ def _tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
         return False
     if out.dtype == "int4" and out.shape[3] % 2:
         return False  # rows of a packed 4-bit cache must start on a byte
-    # a cache stored at other bits is int8 / int4 or fp16 from fp32
-    return out.dtype == past.dtype or past.dtype == "fp32" and out.dtype in ("int8", "int4",
-                                                                          "fp16")
+    # a cache stored at other bits is int16 / int8 / int4 or fp16 from fp32
+    return out.dtype == past.dtype or past.dtype == "fp32" and out.dtype in (
+        "int16", "int8", "int4", "fp16")
 
 
 def _copy_rows(lw: Lowering, n: LayerIR, src: Placement, out: Placement, b: int, h: int,

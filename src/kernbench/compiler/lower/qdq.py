@@ -6,18 +6,36 @@ cut into row blocks over its last axis, spread over PEs; per block: DMA in, VE_Q
 in int8 shifted by -128 (both zero points shifted: exact, ADR-0704). A QDQ whose every
 consumer is an integer GEMM needs no operation at all (`gemm.qdq_bypassed`); others
 (per-channel, blocked, non-contiguous) run as a layer op.
+
+A head transpose next to a QDQ (onnxruntime's quantize_static puts QDQs between the head
+split and attention's matmuls, and after P·V) folds into the QDQ's DMAs (ADR-0706): the
+QDQ is element-wise with one scale, so QDQ(transpose(x)) = transpose(QDQ(x)) exactly.
+- input (0, 2, 1, 3) of a (B, S, H, D) source: per (b, h), row blocks of S read with a
+  strided DMA (row stride H·D);
+- input (0, 2, 3, 1) (Kᵀ): per (b, h), blocks of S rows read the same way, QDQ, then
+  VE_TRANSPOSE_TILE to (D, rows), stored as D strided rows of the (B, H, D, S) output;
+- output (0, 2, 1, 3): the QDQ's rows stored strided into the transpose's (B, S, H, D)
+  output.
+The transpose gets no operation and its (or the QDQ's) intermediate tensor no storage.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.gemm import qdq_bypassed
 from kernbench.compiler.lower.rowwise import rows_cols
 from kernbench.compiler.quantize import qdq_source
+from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
+
+HEAD_SWAP = [0, 2, 1, 3]
+KEY_T = [0, 2, 3, 1]
 
 
 def _params(lw: Lowering, n: LayerIR) -> tuple[float, int] | None:
@@ -32,15 +50,149 @@ def _params(lw: Lowering, n: LayerIR) -> tuple[float, int] | None:
     return scale, zp
 
 
+@dataclass(frozen=True)
+class QdqLayout:
+    """A QDQ with a folded head transpose: the (B, S, H, D) tensor it reads or writes
+    strided, the transpose, and whether it is on the input side (and its perm)."""
+
+    transpose: LayerIR
+    strided: Placement   # the transpose's source (input side) or output (output side)
+    other: Placement     # the QDQ's own output (input side) or input (output side)
+    input_side: bool
+    key_t: bool          # input perm (0, 2, 3, 1): the tile transposes in TCM
+
+
+def _four_d(p: Placement | None) -> bool:
+    return p is not None and len(p.shape) == 4 and p.strides[3] == 1 and p.dtype == "fp32"
+
+
+def _input_transpose(lw: Lowering, n: LayerIR) -> QdqLayout | None:
+    g = lw.g
+    src = g.tensors[n.inputs[0]]
+    if src.producer is None or src.id in g.outputs or len(src.consumers) != 1:
+        return None
+    t = g.node(src.producer)
+    perm = list(t.attributes.get("perm", []))
+    if t.op_type != "TRANSPOSE" or perm not in (HEAD_SWAP, KEY_T) or t.attributes.get("view") \
+            or lw.state.folded.get(t.id) or g.tensors[t.inputs[0]].const:
+        return None
+    x = lw.placement(t.inputs[0])
+    y = lw.plan.placements.get(n.outputs[0])
+    if not _four_d(x) or not _four_d(y) or not y.contiguous:
+        return None
+    return QdqLayout(t, x, y, True, perm == KEY_T)
+
+
+def _output_transpose(lw: Lowering, n: LayerIR) -> QdqLayout | None:
+    g = lw.g
+    out = g.tensors[n.outputs[0]]
+    if out.id in g.outputs or len(out.consumers) != 1:
+        return None
+    t = g.node(out.consumers[0])
+    if t.op_type != "TRANSPOSE" or list(t.attributes.get("perm", [])) != HEAD_SWAP \
+            or t.attributes.get("view") or lw.state.folded.get(t.id):
+        return None
+    x = lw.placement(n.inputs[0])
+    y = lw.plan.placements.get(t.outputs[0])
+    if not _four_d(x) or not x.contiguous or not _four_d(y):
+        return None
+    return QdqLayout(t, y, x, False, False)
+
+
+def qdq_layout(lw: Lowering, n: LayerIR) -> QdqLayout | None:
+    """The head transpose a tileable QDQ folds (module doc), or None."""
+    if n.op_type != "QDQ" or _params(lw, n) is None or lw.g.tensors[n.inputs[0]].const \
+            or qdq_bypassed(lw, n):  # its GEMMs quantize the transpose's output themselves
+        return None
+    return _input_transpose(lw, n) or _output_transpose(lw, n)
+
+
+def folded_input_transposes(lw: Lowering) -> dict[str, str]:
+    """Transposes a later QDQ reads through (transpose id → QDQ id): they get no op."""
+    out = {}
+    for n in lw.g.nodes:
+        lay = qdq_layout(lw, n) if n.op_type == "QDQ" else None
+        if lay is not None and lay.input_side:
+            out[lay.transpose.id] = n.id
+    return out
+
+
+def _qdq_ops(lw: Lowering, n: LayerIR, pe: int, bi: Buf, r: int, cols: int,
+             qp: tuple[float, int]) -> None:
+    """VE_QUANTIZE then VE_DEQUANTIZE of an r × cols fp32 block, in place."""
+    scale, zp = qp
+    bq = lw.buf(pe, r * cols, f"{n.id}.q")
+    lw.op("VE_QUANTIZE_TILE", pe, n.id,
+          {"length": cols, "rows": r, "qbits_activation": 32, "out_qbits": 8,
+           "scale": scale, "zero_point": zp},
+          reads=[("in", bi)], writes=[("out", bq)])
+    # in place: the real values overwrite the fp32 input block they came from
+    lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
+          {"length": cols, "rows": r, "qbits_activation": 8, "out_qbits": 32,
+           "scale": scale, "zero_point": zp},
+          reads=[("in", bq)], writes=[("out", bi)], frees=[bq])
+
+
+def _lower_with_layout(lw: Lowering, n: LayerIR, lay: QdqLayout, qp: tuple[float, int]) -> None:
+    """Per (b, h) of the (B, H, ·, ·) side, row blocks of the sequence: the (B, S, H, D)
+    side is read / written with strided DMAs (module doc)."""
+    st = lay.strided
+    bsz, s_len, heads, d = st.shape
+    per = max(1, min(s_len, lw.bank // (d * 4)))
+    for b in range(bsz):
+        for h in range(heads):
+            base = b * st.strides[0] + h * st.strides[2]
+            for s0 in range(0, s_len, per):
+                s = min(per, s_len - s0)
+                pe = lw.next_pe()
+                bi = lw.buf(pe, s * d * 4, f"{n.id}.in")
+                o = lay.other
+                obase = b * o.strides[0] + h * o.strides[1]
+                if lay.input_side:
+                    lw.dma(False, pe, bi, st, base + s0 * st.strides[1], s, d, st.strides[1],
+                           n.id)
+                else:
+                    lw.dma(False, pe, bi, o, obase + s0 * d, 1, s * d, s * d, n.id)
+                _qdq_ops(lw, n, pe, bi, s, d, qp)
+                if not lay.input_side:
+                    lw.dma(True, pe, bi, st, base + s0 * st.strides[1], s, d, st.strides[1],
+                           n.id, frees=[bi])
+                elif lay.key_t:  # (s, d) → (d, s): D rows of the (B, H, D, S) output
+                    bt = lw.buf(pe, s * d * 4, f"{n.id}.t")
+                    lw.op("VE_TRANSPOSE_TILE", pe, n.id,
+                          {"rows": s, "cols": d, "qbits_activation": 32},
+                          reads=[("in", bi)], writes=[("out", bt)], frees=[bi])
+                    lw.dma(True, pe, bt, o, obase + s0, d, s, s_len, n.id, frees=[bt])
+                else:
+                    lw.dma(True, pe, bi, o, obase + s0 * d, 1, s * d, s * d, n.id, frees=[bi])
+
+
+def _drop(lw: Lowering, tid: str) -> None:
+    """A tensor no tile stores: no storage, no view in memory.json."""
+    p = lw.plan.placements.pop(tid, None)
+    if p is not None and not any(q.key == p.key for q in lw.plan.placements.values()):
+        lw.plan.allocations.pop(p.key, None)
+
+
 def lower_qdq(lw: Lowering, n: LayerIR) -> bool:
     """Tile a per-tensor QDQ (module doc); False when it must run whole."""
+    lay = qdq_layout(lw, n)
+    if lay is not None:
+        qp = _params(lw, n)
+        assert qp is not None
+        _lower_with_layout(lw, n, lay, qp)
+        if lay.input_side:
+            _drop(lw, lay.transpose.outputs[0])
+        else:
+            lw.fused[lay.transpose.id] = n.id
+            _drop(lw, n.outputs[0])
+        return True
     qp = _params(lw, n)
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(n.outputs[0])
     if qp is None or y is None or x.dtype != "fp32" or y.dtype != "fp32" \
-            or not x.contiguous or not y.contiguous or x.shape != y.shape \
-            or lw.g.tensors[n.inputs[0]].const:
-        return False
+            or not x.contiguous or not y.contiguous or x.shape != y.shape:
+        return False  # (a constant input, e.g. a float weight behind a QDQ, is read as is)
     scale, zp = qp
     rows, cols = rows_cols(x)
     per = max(1, min(rows, lw.bank // (cols * 4), math.ceil(rows / lw.n_pes)))

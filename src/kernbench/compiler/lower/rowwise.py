@@ -34,8 +34,10 @@ ROW_OPS = {"LAYER_NORM": "VE_LAYERNORM_TILE", "RMS_NORM": "VE_RMSNORM_TILE",
 COST_OP = {"LAYER_NORM": "layernorm", "RMS_NORM": "rmsnorm", "SOFTMAX": "softmax",
            "GELU": "gelu", "SILU": "silu", "ADD": "add", "MUL": "mul"}
 
-#: a second operand of the tile: (role, placement, one row per input row? else one row)
-Extra = tuple[str, Placement, bool]
+#: a second operand of the tile: (role, placement, rows it repeats with: 0 for one
+#: broadcast row, the input's rows for one row per input row, or a period P < rows when
+#: row i of the input reads row i mod P: an operand broadcast over leading axes)
+Extra = tuple[str, Placement, int]
 
 
 def rows_cols(p: Placement) -> tuple[int, int]:
@@ -57,7 +59,7 @@ def _norm_params(lw: Lowering, n: LayerIR, cols: int, fields: dict[str, Any],
             continue
         if not lw.g.tensors[tid].const or lw.g.tensors[tid].shape != [cols]:
             return False
-        extra.append((role, lw.raw_const(tid), False))
+        extra.append((role, lw.raw_const(tid), 0))
     # gamma and beta are read at their stored width (fp16 in an fp16 export); the tile has
     # one param_qbits, so parameters of two different float types are not tiled
     dtypes = {p.dtype for _, p, _ in extra}
@@ -70,18 +72,52 @@ def _norm_params(lw: Lowering, n: LayerIR, cols: int, fields: dict[str, Any],
 
 def _binary_operand(lw: Lowering, n: LayerIR, x: Placement, cols: int,
                     fields: dict[str, Any], extra: list[Extra]) -> bool:
-    b = lw.placement(n.inputs[1])
+    """The second operand: same shape, one row of `cols` values, a constant scalar (made
+    a row of `cols` copies: the same fp32 product / sum), or broadcast over leading axes
+    (its trailing shape equals the input's, leading axes 1: e.g. an attention mask
+    [1, 1, S, T] added to scores [B, H, S, T])."""
+    rows = rows_cols(x)[0]
+    tid = n.inputs[1]
+    t = lw.g.tensors[tid]
+    if t.const and int(np.prod(t.shape)) == 1 and cols > 1 and t.dtype == "fp32":
+        v = np.asarray(lw.g.weights[tid], np.float32).reshape(())
+        row = np.full((cols,), v, np.float32)
+        extra.append(("in2", lw.const(f"{tid}@row{cols}", row, "fp32", source=tid), 0))
+        fields["in2_qbits"], fields["in2_rows"] = 32, 1
+        return True
+    b = lw.placement(tid)
     if b.dtype not in FLOAT_DTYPES or not b.contiguous:
         return False
     fields["in2_qbits"] = QBITS_OF[b.dtype]
-    if tuple(b.shape) == tuple(x.shape):
-        extra.append(("in2", b, True))
+    bshape, xshape = tuple(b.shape), tuple(x.shape)
+    lead = len(xshape) - len(bshape)
+    if bshape == xshape:
+        extra.append(("in2", b, rows))
     elif int(np.prod(b.shape)) == cols and (not b.shape or b.shape[-1] == cols):
-        extra.append(("in2", b, False))
+        extra.append(("in2", b, 0))
         fields["in2_rows"] = 1
+    elif lead >= 0 and len(bshape) >= 2 and all(d == 1 for d in bshape[:-2]) \
+            and bshape[-2:] == xshape[-2:] and bshape[-2] < rows:
+        extra.append(("in2", b, bshape[-2]))
     else:
         return False
     return True
+
+
+def _blocks(lw: Lowering, y: Placement, rows: int, cols: int, split: int,
+            period: int) -> list[tuple[int, int, int]]:
+    """Row blocks of the layer; with a periodic operand none crosses a period (its rows
+    of the operand are then contiguous)."""
+    blocks = lw.row_blocks(y, rows, cols, lw.bank // (cols * 4), split)
+    if not period:
+        return blocks
+    out = []
+    for r0, r, pe in blocks:
+        while r:
+            take = min(r, period - r0 % period)
+            out.append((r0, take, pe))
+            r0, r = r0 + take, r - take
+    return out
 
 
 def _op_fields(lw: Lowering, n: LayerIR, x: Placement, y: Placement,
@@ -122,16 +158,17 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
     fields, extra = spec
     # one block per vector engine of every PE when there are enough rows and work
     split = lw.engines.ve_blocks(rows, cols, lw.n_pes, COST_OP[n.op_type])
-    for r0, r, pe in lw.row_blocks(y, rows, cols, lw.bank // (cols * 4), split):
+    period = next((e[2] for e in extra if 0 < e[2] < rows), 0)
+    for r0, r, pe in _blocks(lw, y, rows, cols, split, period):
         bi = lw.buf(pe, r * cols * xs, f"{n.id}.in")
         lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
         reads = [("in", bi)]
         frees = [bi]
-        for role, p, per_row in extra:
-            cnt = r * cols if per_row else cols
+        for role, p, rep in extra:
+            cnt = r * cols if rep else cols
             be = lw.buf(pe, cnt * ITEMSIZE[p.dtype], f"{n.id}.{role}")
-            lw.dma(False, pe, be, p, r0 * cols if per_row else 0, 1, cnt, cnt, n.id,
-                   role="activation" if per_row else "weight")
+            lw.dma(False, pe, be, p, (r0 % rep) * cols if rep else 0, 1, cnt, cnt, n.id,
+                   role="activation" if rep else "weight")
             reads.append((role, be))
             frees.append(be)
         bo = lw.buf(pe, r * cols * ys, f"{n.id}.out")

@@ -24,7 +24,7 @@ def te_weight(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | Non
     return lw.weights[key]
 
 
-def _recentered(w: np.ndarray, zp: np.ndarray | None, bits: int) -> tuple[np.ndarray, int] | None:
+def recentered(w: np.ndarray, zp: np.ndarray | None, bits: int) -> tuple[np.ndarray, int] | None:
     """(w - zp as signed integers, their bits) when that is exact: every re-centered value
     fits a signed `bits` (or else 8-bit) range, so the weight's zero point disappears
     offline (ADR-0704); None when it does not fit (the row-sum term would be needed)."""
@@ -52,7 +52,7 @@ def _int_weight(lw: Lowering, n: LayerIR, w_tid: str,
         bits = int(q.dtype.lstrip("uint"))
         if bits not in (4, 8) or zp is not None and zp.size not in (1, w.shape[1]):
             return None
-        rc = _recentered(w, zp, bits)
+        rc = recentered(w, zp, bits)
         if rc is None:
             return None
         return rc[0], np.asarray(lw.g.weights[q.scale], np.float32), rc[1]

@@ -1,0 +1,284 @@
+"""Dynamic quantization (onnxruntime's quantize_dynamic) tiled: DYNAMIC_QUANTIZE and
+MATMUL_INTEGER → Cast → Mul (ADR-0706).
+
+DYNAMIC_QUANTIZE's scale and zero point depend on the whole tensor's minimum and
+maximum, so it runs in three phases:
+1. row blocks spread over PEs: VE_REDUCE_TILE min and max of each block (partials to an
+   HBM scratch);
+2. one PE: VE_QPARAMS_TILE combines the partials into (scale, zero point), stored as a
+   pair for the next phase and the scale into the layer's scale output; with the pair
+   still in TCM, VE_ZPCORR_TILE computes each reading MATMUL_INTEGER's zero-point column
+   term −(z − 128)·colsum(W) (int32, to a scratch);
+3. row blocks: VE_QUANTIZE_TILE with the run-time pair writes the uint8 values shifted
+   to int8 (q − 128, zero point z − 128: exact, ADR-0704) into a scratch the TE reads.
+A tensor that fits one TCM bank runs all three on one PE from one load (no HBM round
+trips between them: the chain of a small layer is latency, not bandwidth).
+Only the extremes enter the parameters, so the result is bit-identical to the whole
+tensor's DynamicQuantizeLinear.
+
+MATMUL_INTEGER whose output is only cast to fp32 and multiplied by one scalar (the
+a_scale·w_scale product onnxruntime writes) becomes the tiled integer GEMM: the weight
+re-centered by its zero point offline, the column term of phase 2 added by the first K
+step as the TE's bias, and the Cast and the Mul as the epilogue (VE_DEQUANTIZE_TILE with
+the run-time scale). A following bias ADD or activation fuses as for any GEMM. The
+uint8 tensor, the zero point, the int32 product and the cast are never stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernbench.compiler.hbm import Placement
+from kernbench.compiler.lower.context import Lowering, PreparedX, TeWeight
+from kernbench.compiler.lower.gemm import DynamicGemm, gemm
+from kernbench.compiler.lower.rowwise import rows_cols
+from kernbench.compiler.lower.te_weights import recentered
+from kernbench.compiler.tilegraph import Buf
+from kernbench.ir.model import LayerIR
+
+#: a uint8 value q is read by the TE as the int8 q - 128
+SHIFT = -128
+
+
+@dataclass(frozen=True)
+class IntegerMatmul:
+    """A MATMUL_INTEGER the tiles compute: its weight (re-centered int8), the Cast and
+    Mul layers its epilogue computes, the scale tensor and the tensor it finally writes."""
+
+    weight: np.ndarray
+    cast: LayerIR
+    mul: LayerIR
+    scale_tid: str
+    out_tid: str
+
+
+@dataclass(frozen=True)
+class DynamicActivation:
+    """A tiled DYNAMIC_QUANTIZE's results: the shifted int8 data (M, K), the run-time
+    (scale, zero point) pair and each reader's zero-point column term, in HBM scratch."""
+
+    data: Placement
+    qparams: Placement
+    corr: dict[str, Placement]  # MATMUL_INTEGER id → its zero-point column term (int32 [N])
+
+
+def _only_consumer(lw: Lowering, tid: str) -> LayerIR | None:
+    t = lw.g.tensors[tid]
+    if tid in lw.g.outputs or len(t.consumers) != 1:
+        return None
+    return lw.g.node(t.consumers[0])
+
+
+def integer_matmul(lw: Lowering, n: LayerIR) -> IntegerMatmul | None:
+    """The plan of a MATMUL_INTEGER the tiles can compute (module doc), or None."""
+    g = lw.g
+    if n.op_type != "MATMUL_INTEGER" or len(n.inputs) < 3 or not n.inputs[2]:
+        return None
+    w_tid = n.inputs[1]
+    wt = g.tensors[w_tid]
+    if not wt.const or len(wt.shape) != 2 or g.tensors[n.inputs[0]].const:
+        return None
+    w = np.asarray(g.weights[w_tid])
+    zw = np.asarray(g.weights[n.inputs[3]]) if len(n.inputs) > 3 and n.inputs[3] else None
+    if zw is not None and (not g.tensors[n.inputs[3]].const or zw.size not in (1, w.shape[1])):
+        return None
+    rc = recentered(w, zw, 8)
+    cast = _only_consumer(lw, n.outputs[0])
+    if rc is None or cast is None or cast.op_type != "ELEMENTWISE" \
+            or cast.attributes.get("op") != "cast" or cast.attributes.get("to") != "fp32":
+        return None
+    mul = _only_consumer(lw, cast.outputs[0])
+    if mul is None or mul.op_type != "MUL" or len(mul.inputs) != 2:
+        return None
+    others = [t for t in mul.inputs if t != cast.outputs[0]]
+    if len(others) != 1 or int(np.prod(g.tensors[others[0]].shape or [1])) != 1:
+        return None
+    out = lw.plan.placements.get(mul.outputs[0])
+    s = lw.placement(others[0])
+    if out is None or out.dtype != "fp32" or not out.contiguous or s.dtype != "fp32" \
+            or list(g.tensors[mul.outputs[0]].shape) != list(g.tensors[n.outputs[0]].shape):
+        return None
+    return IntegerMatmul(rc[0], cast, mul, others[0], mul.outputs[0])
+
+
+def _tiled_consumers(lw: Lowering, n: LayerIR) -> bool:
+    """Every reader of the quantized data and the zero point is a MATMUL_INTEGER the tiles
+    compute, reading them as its activation and its activation zero point."""
+    q, zp = n.outputs[0], n.outputs[2]
+    g = lw.g
+    if q in g.outputs or zp in g.outputs or not g.tensors[q].consumers:
+        return False
+    users = {c for t in (q, zp) for c in g.tensors[t].consumers}
+    return all(g.node(c).inputs[0] == q and g.node(c).inputs[2] == zp
+               and integer_matmul(lw, g.node(c)) is not None for c in users)
+
+
+def _drop(lw: Lowering, tid: str) -> None:
+    """A tensor the tiles never store: no storage, no view in memory.json."""
+    p = lw.plan.placements.pop(tid, None)
+    if p is not None and not any(q.key == p.key for q in lw.plan.placements.values()):
+        lw.plan.allocations.pop(p.key, None)
+
+
+def _partials(lw: Lowering, n: LayerIR, x: Placement, rows: int,
+              cols: int) -> tuple[Placement, Placement, int]:
+    """Phase 1: min and max of each row block into two scratch vectors; their length."""
+    blocks = lw.row_blocks(x, rows, cols, lw.bank // (cols * 4))
+    nb = len(blocks)
+    mins = lw.plan.allocate(f"{n.id}@min", (nb,), "fp32", "scratch").placement()
+    maxs = lw.plan.allocate(f"{n.id}@max", (nb,), "fp32", "scratch").placement()
+    for i, (r0, r, pe) in enumerate(blocks):
+        bi = lw.buf(pe, r * cols * 4, f"{n.id}.in")
+        lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
+        bmin, bmax = _extremes(lw, n, pe, bi, r * cols, free_in=True)
+        lw.dma(True, pe, bmin, mins, i, 1, 1, 1, n.id, frees=[bmin])
+        lw.dma(True, pe, bmax, maxs, i, 1, 1, 1, n.id, frees=[bmax])
+    return mins, maxs, nb
+
+
+def _extremes(lw: Lowering, n: LayerIR, pe: int, bi: Buf, count: int,
+              free_in: bool) -> tuple[Buf, Buf]:
+    """VE_REDUCE_TILE min and max of `count` fp32 values in `bi`: two 1-value buffers."""
+    out = []
+    for op in ("min", "max"):
+        bo = lw.buf(pe, 4, f"{n.id}.{op}")
+        lw.op("VE_REDUCE_TILE", pe, n.id,
+              {"length": count, "rows": 1, "qbits_activation": 32, "out_qbits": 32,
+               "op": op, **lw.engines.ve(pe)},
+              reads=[("in", bi)], writes=[("out", bo)],
+              frees=[bi] if free_in and op == "max" else [])
+        out.append(bo)
+    return out[0], out[1]
+
+
+def _qparams(lw: Lowering, n: LayerIR, pe: int, bmin: Buf, bmax: Buf, nb: int,
+             s_out: Placement, consumers: list[LayerIR]) -> DynamicActivation:
+    """VE_QPARAMS_TILE on `pe`; the pair and the scale stored; each consumer's zero-point
+    column term computed right there (VE_ZPCORR_TILE). Returns the scratches (data not
+    yet written)."""
+    rows, cols = rows_cols(lw.placement(n.inputs[0]))
+    bqp = lw.buf(pe, 8, f"{n.id}.qparams")
+    lw.op("VE_QPARAMS_TILE", pe, n.id, {"length": nb, "rows": 1, "qbits_activation": 32,
+                                         **lw.engines.ve(pe)},
+          reads=[("in", bmin), ("in2", bmax)], writes=[("out", bqp)], frees=[bmin, bmax])
+    lw.dma(True, pe, bqp, s_out, 0, 1, 1, 1, n.id)  # the scale is the pair's first value
+    qp = lw.plan.allocate(f"{n.id}@qparams", (2,), "fp32", "scratch").placement()
+    corr = {}
+    for mi in consumers:
+        plan = integer_matmul(lw, mi)
+        assert plan is not None  # _tiled_consumers checked every reader
+        colsum = plan.weight.astype(np.int64).sum(axis=0)
+        corr[mi.id] = _correction(lw, mi, n.id, pe, colsum, bqp)
+    lw.dma(True, pe, bqp, qp, 0, 1, 2, 2, n.id, frees=[bqp])
+    data = lw.plan.allocate(f"{n.outputs[0]}@int8", (rows, cols), "int8", "scratch",
+                            source=n.outputs[0]).placement()
+    return DynamicActivation(data, qp, corr)
+
+
+def _correction(lw: Lowering, mi: LayerIR, layer: str, pe: int, colsum: np.ndarray,
+                bqp: Buf) -> Placement:
+    """−(z − 128)·colsum(W) of one MATMUL_INTEGER as int32 [N] in a scratch (chunks that
+    fit a bank), from the pair already in TCM; the GEMM tiles load it as their bias."""
+    nn = colsum.size
+    cs = lw.const(f"{mi.id}@colsum", colsum.astype(np.int32), "int32")
+    out = lw.plan.allocate(f"{mi.id}@zpcorr", (nn,), "int32", "scratch").placement()
+    per = max(1, lw.bank // 8)
+    for c0 in range(0, nn, per):
+        c = min(per, nn - c0)
+        bc = lw.buf(pe, c * 4, f"{mi.id}.colsum")
+        lw.dma(False, pe, bc, cs, c0, 1, c, c, layer, role="weight")
+        lw.op("VE_ZPCORR_TILE", pe, layer,
+              {"length": c, "rows": 1, "zero_point": SHIFT, **lw.engines.ve(pe)},
+              reads=[("in", bc), ("qparams", bqp)], writes=[("out", bc)])
+        lw.dma(True, pe, bc, out, c0, 1, c, c, layer, frees=[bc])
+    return out
+
+
+def _quantize_block(lw: Lowering, n: LayerIR, pe: int, bi: Buf, bq: Buf, r: int, cols: int,
+                    data: Placement, r0: int) -> None:
+    """VE_QUANTIZE_TILE of an r × cols block with the run-time pair, stored as int8."""
+    bo = lw.buf(pe, r * cols, f"{n.id}.xq")
+    lw.op("VE_QUANTIZE_TILE", pe, n.id,
+          {"length": cols, "rows": r, "qbits_activation": 32, "out_qbits": 8,
+           "scale": 1.0, "zero_point": SHIFT, **lw.engines.ve(pe)},
+          reads=[("in", bi), ("qparams", bq)], writes=[("out", bo)], frees=[bi, bq])
+    lw.dma(True, pe, bo, data, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bo])
+
+
+def _one_block(lw: Lowering, n: LayerIR, x: Placement, s_out: Placement,
+               consumers: list[LayerIR]) -> DynamicActivation:
+    """A tensor that fits one TCM bank: every phase on one PE, x loaded once (no HBM round
+    trip of the partials or the pair)."""
+    rows, cols = rows_cols(x)
+    pe = lw.pe_near(x, 0)
+    bi = lw.buf(pe, rows * cols * 4, f"{n.id}.in")
+    lw.dma(False, pe, bi, x, 0, 1, rows * cols, rows * cols, n.id)
+    bmin, bmax = _extremes(lw, n, pe, bi, rows * cols, free_in=False)
+    act = _qparams(lw, n, pe, bmin, bmax, 1, s_out, consumers)
+    bq = lw.buf(pe, 8, f"{n.id}.qparams")
+    lw.dma(False, pe, bq, act.qparams, 0, 1, 2, 2, n.id)
+    _quantize_block(lw, n, pe, bi, bq, rows, cols, act.data, 0)
+    return act
+
+
+def lower_dynamic_quantize(lw: Lowering, n: LayerIR) -> bool:
+    """Tile a DYNAMIC_QUANTIZE read only by tiled MATMUL_INTEGERs (module doc)."""
+    x = lw.placement(n.inputs[0])
+    s_out = lw.plan.placements.get(n.outputs[1])
+    if len(n.outputs) != 3 or x.dtype != "fp32" or not x.contiguous or not x.shape \
+            or s_out is None or s_out.dtype != "fp32" or lw.g.tensors[n.inputs[0]].const \
+            or not _tiled_consumers(lw, n):
+        return False
+    rows, cols = rows_cols(x)
+    if cols * 4 > lw.bank:
+        return False
+    consumers = [lw.g.node(c) for c in lw.g.tensors[n.outputs[0]].consumers]
+    if rows * cols * 4 <= lw.bank:
+        act = _one_block(lw, n, x, s_out, consumers)
+    else:
+        mins, maxs, nb = _partials(lw, n, x, rows, cols)
+        lw.phase()
+        # phase 2: one PE combines the partials
+        pe = lw.next_pe()
+        bmin, bmax = lw.buf(pe, nb * 4, f"{n.id}.mins"), lw.buf(pe, nb * 4, f"{n.id}.maxs")
+        lw.dma(False, pe, bmin, mins, 0, 1, nb, nb, n.id)
+        lw.dma(False, pe, bmax, maxs, 0, 1, nb, nb, n.id)
+        act = _qparams(lw, n, pe, bmin, bmax, nb, s_out, consumers)
+        lw.phase()
+        # phase 3: quantize the row blocks with the run-time pair
+        split = lw.engines.ve_blocks(rows, cols, lw.n_pes, "quantize")
+        for r0, r, pe in lw.row_blocks(act.data, rows, cols, lw.bank // (cols * 4), split):
+            bi = lw.buf(pe, r * cols * 4, f"{n.id}.x32")
+            lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
+            bq = lw.buf(pe, 8, f"{n.id}.qparams")
+            lw.dma(False, pe, bq, act.qparams, 0, 1, 2, 2, n.id)
+            _quantize_block(lw, n, pe, bi, bq, r, cols, act.data, r0)
+    lw.phase()
+    lw.dynamic[n.outputs[0]] = act
+    _drop(lw, n.outputs[0])
+    _drop(lw, n.outputs[2])
+    return True
+
+
+def lower_matmul_integer(lw: Lowering, n: LayerIR) -> bool:
+    """Tile a MATMUL_INTEGER → Cast → Mul chain on a tiled DYNAMIC_QUANTIZE (module doc)."""
+    act = lw.dynamic.get(n.inputs[0])
+    plan = integer_matmul(lw, n)
+    if act is None or plan is None:
+        return False
+    wq = plan.weight
+    wp = TeWeight(lw.const(f"{n.inputs[1]}@int8c", wq.astype(np.int8), "int8",
+                           source=n.inputs[1]), None, 8, wq.astype(np.int64).sum(axis=0))
+    x = PreparedX(act.data, None, 0)
+    if not gemm(lw, n, x, n.inputs[1], None, plan.out_tid, "int", fuse=True,
+                dyn=DynamicGemm(wp, act.corr[n.id], lw.placement(plan.scale_tid))):
+        # the quantized data exists only as the TE reads it: no whole-layer fallback
+        raise ValueError(f"{n.id}: the integer GEMM on a tiled dynamic quantization "
+                         "cannot be tiled")
+    for layer in (plan.cast, plan.mul):
+        lw.fused[layer.id] = n.id
+    _drop(lw, n.outputs[0])
+    _drop(lw, plan.cast.outputs[0])
+    return True
