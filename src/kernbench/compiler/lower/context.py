@@ -210,8 +210,11 @@ class Lowering:
     def _dma_op(self, write: bool, pe: int, b: Buf, p: Placement, dram_addr: int,
                 elem_off: int, rows: int, row_elems: int, row_stride: int, layer: str,
                 role: str, frees: Sequence[Buf], buf_offset: int = 0) -> TileOp:
-        fields = {"tensor_role": role, "qbits": QBITS_OF[p.dtype], "dram_addr": dram_addr,
-                  "num_elements": rows * row_elems}
+        # a 64-bit element (int64 ids, position ids) moves as two 32-bit ones: DMA qbits
+        # stop at 32, and a DMA only counts bytes
+        wide = 2 if dtype_bits(p.dtype) == 64 else 1
+        fields = {"tensor_role": role, "qbits": 32 if wide == 2 else QBITS_OF[p.dtype],
+                  "dram_addr": dram_addr, "num_elements": rows * row_elems * wide}
         if rows > 1 and row_stride != row_elems:
             fields["stride_bytes"] = int(row_stride * ITEMSIZE[p.dtype])
             fields["rows"] = rows
