@@ -106,6 +106,7 @@ class VeElementwiseTile(VeTypedTile):
     """(1.1) ``out = op(in, [in2, [in3]])`` with numpy broadcasting: every input has the
     rank of ``out_shape`` and each of its dims equals the output's or is 1 (ADR-0707)."""
 
+    cost_op: ClassVar[str] = "copy"  # the default of `cost`
     math_op: ClassVar[str] = "ew"
     opcode: Literal["VE_ELEMENTWISE_TILE"] = "VE_ELEMENTWISE_TILE"
     op: str = Field(description="The element-wise op (the IR's ELEMENTWISE names: cast, "
@@ -183,6 +184,7 @@ class VeCumsumTile(VeTypedTile):
     """(1.1) Cumulative sum along each of ``rows`` vectors of ``length`` (ONNX CumSum on
     the last axis), input and output of ``out_dtype`` (ADR-0707)."""
 
+    cost_op: ClassVar[str] = "sum"  # the default of `cost`
     math_op: ClassVar[str] = "cumsum_rows"
     opcode: Literal["VE_CUMSUM_TILE"] = "VE_CUMSUM_TILE"
     cost: str = Field("sum", description="pe_math cost-table entry (per element).")
