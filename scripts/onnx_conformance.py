@@ -52,7 +52,14 @@ groups) as TE_CONV_TILE tiles over all PEs, depthwise Conv as VE_DWCONV_TILE, Ma
 AveragePool as VE_POOL_TILE, GlobalAveragePool / GlobalMaxPool / ReduceMean over trailing
 axes as VE_REDUCE_TILE, Relu / Clip with constant bounds as VE_CLIP_TILE or inside the
 preceding conv's epilogue (ADR-0703; docs/compiler.md). 3-D convs and pools, int8 / uint8
-pools and clamps run as whole-layer ops.
+pools and clamps run as whole-layer ops. Gather along axis 0 with data indices (the
+embedding) runs as DMA_GATHER_TILE row lookups over the PEs; Gather / GatherND /
+GatherElements with constant indices as DMA layout moves (strided, per run, or an
+indexed gather); Cast, Where, And / Or / Not, the compares and Add / Sub / Mul / Div
+/ Pow with numpy broadcasting and any element type (bool, int64, fp16, ...) as
+VE_ELEMENTWISE_TILE blocks; CumSum on the last axis as VE_CUMSUM_TILE row blocks
+(ADR-0707). Gathers along another axis with data indices and CumSum on another axis run
+as whole-layer ops.
 """
 
 
