@@ -109,6 +109,18 @@ class Lowering:
         self.weights: dict[tuple[str, str, QBits], TeWeight | None] = {}
         self.engines = EngineCursor.of(pt)
         self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
+        self.lone: dict[int, int] = {}  # per cube: one-tile layers placed so far
+
+    def lone_pe(self, pe: int) -> int:
+        """The PE of `pe`'s cube that a layer of one tile runs on: the next in a rotation
+        that persists across layers. On a multi-cube NPU every layer restarts at the
+        cube's first PE, so a chain of independent tiny layers (mask, position ids) would
+        otherwise queue on one PE, each load waiting for the PE's previous compute."""
+        cube = self.cube(pe)
+        pes = self.pes.cube_pes[cube] if self.pes.cube_pes else tuple(range(self.n_pes))
+        i = self.lone.get(cube, 0)
+        self.lone[cube] = i + 1
+        return pes[i % len(pes)]
 
     def next_pe(self) -> int:
         return self.pes.next()

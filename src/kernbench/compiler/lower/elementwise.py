@@ -37,6 +37,12 @@ EW_ATTRS = ("alpha", "beta", "gamma", "lambd", "bias", "fmod", "detect_negative"
 Block = tuple[int, tuple[int, ...], int, int]
 
 
+def one_tile_spread(lw: Lowering,
+                    bl: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Row blocks as given, but a single block goes to `Lowering.lone_pe`."""
+    return [(bl[0][0], bl[0][1], lw.lone_pe(bl[0][2]))] if len(bl) == 1 else bl
+
+
 def ew_cost(op: str, table: dict[str, Any]) -> str:
     """The pe_math entry that prices `op` per element (as the whole-layer op priced it)."""
     c = {"reciprocal": "div", "pow": "exp"}.get(op, op)
@@ -126,6 +132,7 @@ def lower_elementwise(lw: Lowering, n: LayerIR) -> bool:
         out_shape = [b[3], *shape[a + 1:]]
         cnt = math.prod(out_shape)
         pe = lw.pe_near(y, b[0])
+        pe = lw.lone_pe(pe) if len(bl) == 1 else pe
         fields = dict(spec, out_shape=out_shape, out_dtype=y.dtype, **lw.engines.ve(pe))
         reads, frees = [], []
         for role, (p, pshape) in zip(roles, ins, strict=False):
@@ -165,7 +172,7 @@ def lower_cumsum(lw: Lowering, n: LayerIR) -> bool:
     fields = {"length": cols, "out_dtype": y.dtype,
               "exclusive": bool(n.attributes.get("exclusive", False)),
               "reverse": bool(n.attributes.get("reverse", False))}
-    for r0, r, pe in lw.row_blocks(y, rows, cols, lw.bank // (cols * isz)):
+    for r0, r, pe in one_tile_spread(lw, lw.row_blocks(y, rows, cols, lw.bank // (cols * isz))):
         bi = lw.buf(pe, r * cols * isz, f"{n.id}.in")
         lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
         bo = lw.buf(pe, r * cols * isz, f"{n.id}.out")

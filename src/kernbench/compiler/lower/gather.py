@@ -23,6 +23,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import HbmRange, Lowering
+from kernbench.compiler.lower.elementwise import one_tile_spread
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.numerics.shape import gather, gather_elements, gather_nd
@@ -74,7 +75,7 @@ def lower_lookup(lw: Lowering, n: LayerIR) -> bool:
         return False
     max_rows = max(1, lw.bank // max(row_bytes, ITEMSIZE[x.dtype]))
     role = "weight" if lw.g.tensors[tab_tid].const else "activation"
-    for r0, r, pe in lw.row_blocks(y, rows, cols, max_rows):
+    for r0, r, pe in one_tile_spread(lw, lw.row_blocks(y, rows, cols, max_rows)):
         bi = lw.buf(pe, r * ITEMSIZE[x.dtype], f"{n.id}.ids")
         lw.dma(False, pe, bi, x, r0, 1, r, r, n.id)
         bo = lw.buf(pe, r * row_bytes, f"{n.id}.rows")
@@ -136,7 +137,7 @@ def lower_const_gather(lw: Lowering, n: LayerIR) -> bool:
     if cols * isz > lw.bank:
         return False
     src = src.reshape(rows, cols)
-    blocks = lw.row_blocks(y, rows, cols, lw.bank // (cols * isz))
+    blocks = one_tile_spread(lw, lw.row_blocks(y, rows, cols, lw.bank // (cols * isz)))
     if x.parts and any(_strided(src[r0:r0 + r]) is None for r0, r, _ in blocks):
         return False  # runs and indexed gathers address one copy of the input
     for r0, r, pe in blocks:

@@ -1,8 +1,8 @@
 """The fallback: a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 
-Layers no tiled lowering takes (embedding, gathers, masks, real transposes, RoPE, QDQ
-pairs, MatMulInteger, QLinearMatMul, CONV, float attention, blocked int4 GEMM) run whole
-on the next PE, streamed through the scheduler's staging TCM. The op names its HBM reads
+Layers no tiled lowering takes (real transposes, RoPE, QDQ pairs, MatMulInteger,
+QLinearMatMul, 3-D CONV, gathers along an inner axis by data indices, blocked int4 GEMM)
+run whole on the next PE, streamed through the scheduler's staging TCM. The op names its HBM reads
 and writes for the schedule, its byte counts and, for timing, (m, n, k) of a tensor-engine
 layer or the pe_math cost-table entry of a vector-engine one.
 """
