@@ -75,6 +75,14 @@ onnxruntime; its CPU provider lacks bf16 kernels for many ops (Where, for one), 
 models are checked against the interpreter only (stderr says so;
 `tests/test_zoo_bf16.py` converts zoo models at test time and also compares them with the
 fp32 model's onnxruntime outputs, cosine >= 0.999).
+pools and clamps run as whole-layer ops. Gather along axis 0 with data indices (the
+embedding) runs as DMA_GATHER_TILE row lookups over the PEs; Gather / GatherND /
+GatherElements with constant indices as DMA layout moves (strided, per run, or an
+indexed gather); Cast, Where, And / Or / Not, the compares and Add / Sub / Mul / Div
+/ Pow with numpy broadcasting and any element type (bool, int64, fp16, ...) as
+VE_ELEMENTWISE_TILE blocks; CumSum on the last axis as VE_CUMSUM_TILE row blocks
+(ADR-0707). Gathers along another axis with data indices and CumSum on another axis run
+as whole-layer ops.
 """
 
 

@@ -25,6 +25,10 @@ HALF = {m: m.removesuffix("_fp16") for m in MODELS if m.endswith("_fp16")}
 #: IR ops of attention and batched matmuls: none may run whole on one PE (ADR-0108). CONV
 #: and the GEMMs of asymmetric static QDQ are not tiled yet (issue 13, items 2 and 3).
 ATTENTION_SHAPED = frozenset({"MATMUL", "ATTENTION", "EINSUM"})
+#: the embedding lookups, mask / position-id arithmetic and gathers of every LLM: tiled
+#: (ADR-0707), never a whole layer on one PE
+SMALL_OPS = frozenset({"EMBEDDING", "ELEMENTWISE", "GATHER", "GATHER_ND", "GATHER_ELEMENTS",
+                       "CUMSUM", "ADD", "MUL"})
 
 
 def _run(tmp_path: Path, capsys: pytest.CaptureFixture, model: str, topology: str) -> dict:
@@ -61,11 +65,13 @@ def test_zoo_model_verifies_on_base(tmp_path, capsys, model):
 @pytest.mark.parametrize("topology", ["small", "base"])
 @pytest.mark.parametrize("model", MODELS)
 def test_zoo_attention_and_matmuls_are_tiled(model, topology):
-    """Compiled, no attention or batched matmul of the model runs as a whole-layer op."""
+    """Compiled, no attention or batched matmul of the model runs as a whole-layer op, nor
+    any embedding, element-wise (mask, position ids), gather or cumsum layer."""
     g, _ = load_model(ZOO / f"{model}.onnx")
     state, _ = compile_graph(g, load_topology(topology))
     census = layer_op_census(state)
     assert census.of(ATTENTION_SHAPED) == 0, census.by_op
+    assert census.of(SMALL_OPS) == 0, census.by_op
 
 
 def test_zoo_has_fp16_exports():

@@ -186,6 +186,8 @@ def _value(name: str, annotation: Any, rng: random.Random, perturb: bool) -> Any
         return rng.choice(args) if perturb else args[-1 if name.endswith("qbits") else 0]
     if annotation is bool:
         return perturb and rng.random() < 0.5
+    if get_origin(annotation) is list:  # a tile shape
+        return rng.choice([[2, 4], [1, 4], [4]]) if perturb else [2, 4]
     if annotation is float or float in args:
         return 0.5
     if annotation is str or str in args:

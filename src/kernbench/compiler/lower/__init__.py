@@ -15,6 +15,10 @@ Split by job (data semantics per tile: docs/compiler.md):
   (depthwise), with a fused ReLU / Clip epilogue (`clamp`); `window`: their geometry;
 - `pool`: POOL as VE_POOL_TILE blocks, REDUCE over trailing axes as VE_REDUCE_TILE;
 - `clamp`: ReLU / Clip as VE_CLIP_TILE blocks (or nothing, when a conv computed it);
+- `elementwise`: other ELEMENTWISE kinds, and ADD / MUL with broadcasting or integer
+  data, as VE_ELEMENTWISE_TILE blocks; CUMSUM as VE_CUMSUM_TILE row blocks (ADR-0707);
+- `gather`: EMBEDDING and data-index gathers as DMA_GATHER_TILE row lookups, GATHER /
+  GATHER_ND / GATHER_ELEMENTS with constant indices as DMAs (layout moves);
 - `kv_update`: KV cache rows copied (and quantized) into the present cache;
 - `rope`: ROPE as VE_ROPE_TILE row blocks (cos / sin half rows loaded per tile);
 - `copy`: TRANSPOSE / SLICE / SPLIT / CONCAT as strided DMA copies (VE_TRANSPOSE_TILE
@@ -42,6 +46,8 @@ from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import lower_conv
 from kernbench.compiler.lower.copy import lower_copy
 from kernbench.compiler.lower.dynq import lower_dynamic_quantize, lower_matmul_integer
+from kernbench.compiler.lower.elementwise import lower_cumsum, lower_elementwise
+from kernbench.compiler.lower.gather import lower_gather
 from kernbench.compiler.lower.gemm import (
     dequant_bypassed,
     lower_gemm,
@@ -63,13 +69,22 @@ from kernbench.ir.model import LayerIR
 #: rounds of "lower, pin the spread storage whole-layer ops touched, plan again"
 MAX_PIN_ROUNDS = 4
 
+
+def _row_or_elementwise(lw: Lowering, n: LayerIR) -> bool:
+    """ADD / MUL: row-wise tiles, else broadcasting element-wise tiles."""
+    return lower_row_op(lw, n) or lower_elementwise(lw, n)
+
+
 #: op type → its tiled lowering (returns False when the layer must run whole)
 LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_any_attention,
     "KV_UPDATE": lower_kv_update, "QDQ": lower_qdq, **{op: lower_row_op for op in ROW_OPS},
     "MATMUL": lower_bmm, "DYNAMIC_QUANTIZE": lower_dynamic_quantize,
     "MATMUL_INTEGER": lower_matmul_integer,
-    "CONV": lower_conv, "POOL": lower_pool, "REDUCE": lower_reduce, "ELEMENTWISE": lower_clamp,
+    "CONV": lower_conv, "POOL": lower_pool, "REDUCE": lower_reduce,
+    "ELEMENTWISE": lambda lw, n: lower_clamp(lw, n) or lower_elementwise(lw, n),
+    "ADD": _row_or_elementwise, "MUL": _row_or_elementwise, "CUMSUM": lower_cumsum,
+    **{op: lower_gather for op in ("EMBEDDING", "GATHER", "GATHER_ND", "GATHER_ELEMENTS")},
     "ROPE": lower_rope, **{op: lower_copy for op in COPY_OPS},
 }
 

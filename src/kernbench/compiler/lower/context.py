@@ -129,6 +129,18 @@ class Lowering:
         self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
         # uint8 tensor of a tiled DYNAMIC_QUANTIZE → its int8 data and run-time qparams
         self.dynamic: dict[str, DynamicActivation] = {}
+        self.lone: dict[int, int] = {}  # per cube: one-tile layers placed so far
+
+    def lone_pe(self, pe: int) -> int:
+        """The PE of `pe`'s cube that a layer of one tile runs on: the next in a rotation
+        that persists across layers. On a multi-cube NPU every layer restarts at the
+        cube's first PE, so a chain of independent tiny layers (mask, position ids) would
+        otherwise queue on one PE, each load waiting for the PE's previous compute."""
+        cube = self.cube(pe)
+        pes = self.pes.cube_pes[cube] if self.pes.cube_pes else tuple(range(self.n_pes))
+        i = self.lone.get(cube, 0)
+        self.lone[cube] = i + 1
+        return pes[i % len(pes)]
 
     def next_pe(self) -> int:
         return self.pes.next()
@@ -230,8 +242,11 @@ class Lowering:
     def _dma_op(self, write: bool, pe: int, b: Buf, p: Placement, dram_addr: int,
                 elem_off: int, rows: int, row_elems: int, row_stride: int, layer: str,
                 role: str, frees: Sequence[Buf], buf_offset: int = 0) -> TileOp:
-        fields = {"tensor_role": role, "qbits": QBITS_OF[p.dtype], "dram_addr": dram_addr,
-                  "num_elements": rows * row_elems}
+        # a 64-bit element (int64 ids, position ids) moves as two 32-bit ones: DMA qbits
+        # stop at 32, and a DMA only counts bytes
+        wide = 2 if dtype_bits(p.dtype) == 64 else 1
+        fields = {"tensor_role": role, "qbits": 32 if wide == 2 else QBITS_OF[p.dtype],
+                  "dram_addr": dram_addr, "num_elements": rows * row_elems * wide}
         if rows > 1 and row_stride != row_elems:
             fields["stride_bytes"] = int(row_stride * ITEMSIZE[p.dtype])
             fields["rows"] = rows

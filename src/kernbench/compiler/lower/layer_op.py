@@ -1,11 +1,11 @@
 """The fallback: a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 
-Layers no tiled lowering takes (embedding, gathers, masks, interleaved RoPE, slices
-stepping along the innermost axis, QDQ pairs, MatMulInteger, QLinearMatMul, CONV, float
-attention, blocked int4 GEMM) run whole on the next PE, streamed through the scheduler's
-staging TCM. The op names its HBM reads and writes for the schedule, its byte counts and,
-for timing, (m, n, k) of a tensor-engine layer or the pe_math cost-table entry of a
-vector-engine one.
+Layers no tiled lowering takes (gathers along an inner axis by data indices, interleaved
+RoPE, slices stepping along the innermost axis, QDQ pairs, MatMulInteger not in the
+dynamic-quantization pattern, QLinearMatMul, 3-D CONV, float attention, blocked int4 GEMM)
+run whole on the next PE, streamed through the scheduler's staging TCM. The op names its
+HBM reads and writes for the schedule, its byte counts and, for timing, (m, n, k) of a
+tensor-engine layer or the pe_math cost-table entry of a vector-engine one.
 """
 
 from __future__ import annotations

@@ -1,0 +1,182 @@
+"""Element-wise layers with numpy broadcasting (ELEMENTWISE, and ADD / MUL the row-wise
+lowering does not take) as VE_ELEMENTWISE_TILE blocks, and CUMSUM on the last axis as
+VE_CUMSUM_TILE row blocks (ADR-0707).
+
+Blocks of the output: all axes after a split axis `a` whole, a range along `a`, fixed
+indices on the axes before it (`blocks`). Each input's part of a block is then one
+contiguous run of that input (its broadcast axes take index 0 and length 1), DMAed as is:
+the tile broadcasts it. Blocks are at most one TCM bank and at least `MIN_BLOCK_ELEMS`
+elements (a mask of 16 × 16 is one tile; a big one spreads over every PE); each block runs
+on a PE of the cube that holds its output (`pe_near`). A layer with a strided or quantized
+operand, or an element type the tile does not name, returns False (it runs whole).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from kernbench.cmdq.opcodes.ve_elementwise import ARITY
+from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS
+from kernbench.ir.model import LayerIR
+from kernbench.numerics.dtypes import canon
+
+#: element types VE_ELEMENTWISE_TILE / VE_CUMSUM_TILE name
+ELEM_TYPES = ("fp32", "fp16", "bf16", "int64", "int32", "int16", "int8", "uint8", "bool")
+#: the ELEMENTWISE attributes that are the op's ONNX attributes (kernel params)
+EW_ATTRS = ("alpha", "beta", "gamma", "lambd", "bias", "fmod", "detect_negative",
+            "detect_positive", "direction")
+
+#: one output block: (element offset in the output, fixed leading indices, first index
+#: along the split axis, its length)
+Block = tuple[int, tuple[int, ...], int, int]
+
+
+def one_tile_spread(lw: Lowering,
+                    bl: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Row blocks as given, but a single block goes to `Lowering.lone_pe`."""
+    return [(bl[0][0], bl[0][1], lw.lone_pe(bl[0][2]))] if len(bl) == 1 else bl
+
+
+def ew_cost(op: str, table: dict[str, Any]) -> str:
+    """The pe_math entry that prices `op` per element (as the whole-layer op priced it)."""
+    c = {"reciprocal": "div", "pow": "exp"}.get(op, op)
+    return c if c in table else "copy"
+
+
+def blocks(shape: tuple[int, ...], per: int) -> tuple[int, list[Block]]:
+    """The split axis and the output blocks of at most `per` elements (see the module
+    docstring)."""
+    k = len(shape)
+    a = next(i for i in range(k) if math.prod(shape[i + 1:]) <= per)
+    inner = math.prod(shape[a + 1:])
+    j = max(1, min(shape[a], per // inner))
+    strides = [math.prod(shape[i + 1:]) for i in range(k)]
+    out = []
+    for lead in itertools.product(*(range(d) for d in shape[:a])):
+        base = sum(i * s for i, s in zip(lead, strides, strict=False))
+        for j0 in range(0, shape[a], j):
+            out.append((base + j0 * strides[a], tuple(lead), j0, min(j, shape[a] - j0)))
+    return a, out
+
+
+def operand_run(shape: tuple[int, ...], a: int, b: Block) -> tuple[int, list[int]]:
+    """(element offset, tile shape) of an input of (padded) `shape` under block `b`."""
+    k = len(shape)
+    strides = [math.prod(shape[i + 1:]) for i in range(k)]
+    off = sum((i if d > 1 else 0) * s for i, d, s in zip(b[1], shape, strides, strict=False))
+    if shape[a] > 1:
+        off += b[2] * strides[a]
+        return off, [b[3], *shape[a + 1:]]
+    return off, [1, *shape[a + 1:]]
+
+
+def _operands(lw: Lowering, n: LayerIR,
+              rank: int) -> list[tuple[Placement, tuple[int, ...]]] | None:
+    """Each input's placement and shape padded to `rank` (None: an input the tile cannot
+    read: absent, strided, or of an element type it does not name)."""
+    out = []
+    for tid in n.inputs:
+        if not tid:
+            return None
+        p = lw.placement(tid)
+        t = lw.g.tensors[tid]
+        if not p.contiguous or p.dtype not in ELEM_TYPES or canon(p.dtype) != canon(t.dtype) \
+                or len(p.shape) > rank:
+            return None
+        out.append((p, (1,) * (rank - len(p.shape)) + tuple(p.shape)))
+    return out
+
+
+def _spec(n: LayerIR) -> dict[str, Any] | None:
+    """The tile's op fields, or None for an op it does not compute."""
+    op = {"ADD": "add", "MUL": "mul"}.get(n.op_type) or n.attributes.get("op")
+    if op not in ARITY or not ARITY[op][0] <= len(n.inputs) <= ARITY[op][1]:
+        return None
+    f: dict[str, Any] = {"op": op}
+    if op == "cast":
+        to = n.attributes.get("to")
+        if to not in ELEM_TYPES:
+            return None
+        f["to"] = to
+    attrs = {k: n.attributes[k] for k in EW_ATTRS if k in n.attributes}
+    if attrs:
+        f["attrs"] = attrs
+    return f
+
+
+def lower_elementwise(lw: Lowering, n: LayerIR) -> bool:
+    """An element-wise layer as broadcasting VE_ELEMENTWISE_TILE blocks (False: it runs
+    whole)."""
+    spec = _spec(n)
+    y = lw.plan.placements.get(n.outputs[0])
+    if spec is None or y is None or not y.contiguous or y.dtype not in ELEM_TYPES \
+            or canon(y.dtype) != canon(lw.g.tensors[n.outputs[0]].dtype):
+        return False
+    shape = tuple(y.shape) or (1,)
+    ins = _operands(lw, n, len(shape))
+    if ins is None:
+        return False
+    isz = max([ITEMSIZE[y.dtype]] + [ITEMSIZE[p.dtype] for p, _ in ins])
+    total = math.prod(shape)
+    per = max(1, min(lw.bank // isz, max(MIN_BLOCK_ELEMS, math.ceil(total / lw.n_pes))))
+    a, bl = blocks(shape, per)
+    spec["cost"] = ew_cost(spec["op"], lw.math_op_cycles)
+    roles = ("in", "in2", "in3")
+    for b in bl:
+        out_shape = [b[3], *shape[a + 1:]]
+        cnt = math.prod(out_shape)
+        pe = lw.pe_near(y, b[0])
+        pe = lw.lone_pe(pe) if len(bl) == 1 else pe
+        fields = dict(spec, out_shape=out_shape, out_dtype=y.dtype, **lw.engines.ve(pe))
+        reads, frees = [], []
+        for role, (p, pshape) in zip(roles, ins, strict=False):
+            off, tshape = operand_run(pshape, a, b)
+            e = math.prod(tshape)
+            bi = lw.buf(pe, e * ITEMSIZE[p.dtype], f"{n.id}.{role}")
+            lw.dma(False, pe, bi, p, off, 1, e, e, n.id,
+                   role="weight" if lw.g.tensors[n.inputs[roles.index(role)]].const
+                   else "activation")
+            fields[f"{role}_shape"] = tshape
+            fields[f"{role}_dtype"] = p.dtype
+            reads.append((role, bi))
+            frees.append(bi)
+        bo = lw.buf(pe, cnt * ITEMSIZE[y.dtype], f"{n.id}.out")
+        lw.op("VE_ELEMENTWISE_TILE", pe, n.id, fields, reads=reads, writes=[("out", bo)],
+              frees=frees)
+        lw.dma(True, pe, bo, y, b[0], 1, cnt, cnt, n.id, frees=[bo])
+    return True
+
+
+def lower_cumsum(lw: Lowering, n: LayerIR) -> bool:
+    """CUMSUM along the last axis as VE_CUMSUM_TILE row blocks (False: another axis, or
+    operands the tile cannot read)."""
+    x = lw.placement(n.inputs[0])
+    y = lw.plan.placements.get(n.outputs[0])
+    if y is None or not x.shape or not x.contiguous or not y.contiguous \
+            or x.shape != y.shape or x.dtype != y.dtype or y.dtype not in ELEM_TYPES \
+            or lw.g.tensors[n.inputs[0]].const:
+        return False
+    if int(n.attributes.get("axis", 0)) % len(x.shape) != len(x.shape) - 1:
+        return False
+    cols = x.shape[-1]
+    rows = int(np.prod(x.shape[:-1])) if len(x.shape) > 1 else 1
+    isz = ITEMSIZE[y.dtype]
+    if cols * isz > lw.bank:
+        return False
+    fields = {"length": cols, "out_dtype": y.dtype,
+              "exclusive": bool(n.attributes.get("exclusive", False)),
+              "reverse": bool(n.attributes.get("reverse", False))}
+    for r0, r, pe in one_tile_spread(lw, lw.row_blocks(y, rows, cols, lw.bank // (cols * isz))):
+        bi = lw.buf(pe, r * cols * isz, f"{n.id}.in")
+        lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
+        bo = lw.buf(pe, r * cols * isz, f"{n.id}.out")
+        lw.op("VE_CUMSUM_TILE", pe, n.id, dict(fields, rows=r, **lw.engines.ve(pe)),
+              reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
+        lw.dma(True, pe, bo, y, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bo])
+    return True
