@@ -57,6 +57,15 @@ class TeTile(Opcode):
     )
     bias_offset: NonNegInt | None = None
     bias_qbits: QBits = Field(DEFAULT_OFM_QBITS, description="(1.1) Bias bit width.")
+    ifm_signed: bool | None = Field(
+        None, description="(ADR-0709) false: the 8-bit activation is unsigned (uint8 × int8 "
+        "→ int32, as QLinearMatMul / QLinearConv with uint8 inputs); null: signed.")
+
+    def ifm_dtype(self) -> str:
+        """Element type of the activation operand."""
+        if self.ifm_signed is False and self.qbits_activation == 8:
+            return "uint8"
+        return dtype_of(self.qbits_activation, False)
 
     def _operand_elements(self) -> tuple[int, int, int, int]:
         """(ifm, wgt, ofm, bias) element counts."""
@@ -151,7 +160,7 @@ class TeGemmTile(TeTile):
             "op_kind": "gemm", "op_name": "te_gemm", "space": env.space,
             "src_a_addr": addr("ifm"), "src_b_addr": addr("wgt"), "dst_addr": addr("ofm"),
             "shape_a": [self.m, self.k], "shape_b": [self.n, self.k] if tw else [self.k, self.n],
-            "shape_out": [self.m, self.n], "dtype_a": dtype_of(qa, False),
+            "shape_out": [self.m, self.n], "dtype_a": self.ifm_dtype(),
             "dtype_b": dtype_of(qw, False),
             "dtype_acc": acc, "dtype_out": acc, "transpose_a": False, "transpose_b": tw,
             "accumulate": bool(self.accumulate),
@@ -175,6 +184,7 @@ class TeConvTile(TeTile, Window2D):
     """
 
     math_op: ClassVar[str] = "conv"
+    signed_fields: ClassVar[frozenset[str]] = frozenset({"pad_value"})
     opcode: Literal["TE_CONV_TILE"] = "TE_CONV_TILE"
     n: PosInt = Field(1, description="Batch.")
     c_in: PosInt
@@ -237,7 +247,7 @@ class TeConvTile(TeTile, Window2D):
         else:
             shapes = [[self.n, self.h, self.w, self.c_in], [self.kh, self.kw, cg, self.c_out]]
             out_shape = [self.n, h_out, w_out, self.c_out]
-        dtypes = [dtype_of(qa, False), dtype_of(qw, False)]
+        dtypes = [self.ifm_dtype(), dtype_of(qw, False)]
         if self.bias_bank is not None:
             addrs.append(env.addr("bias"))
             shapes.append([self.c_out])
