@@ -153,7 +153,7 @@ class TeGemmTile(TeTile):
         optional bias (``n`` values at bias_qbits, int32 for an integer GEMM, e.g. the
         zero-point column correction) is added to every row of the product."""
         addr = env.addr
-        qa, qw = self.qbits_activation, self.qbits_weight
+        qw = self.qbits_weight
         tw = bool(self.transpose_wgt)
         acc = self.accumulator_dtype()
         d = {
