@@ -53,6 +53,21 @@ AveragePool as VE_POOL_TILE, GlobalAveragePool / GlobalMaxPool / ReduceMean over
 axes as VE_REDUCE_TILE, Relu / Clip with constant bounds as VE_CLIP_TILE or inside the
 preceding conv's epilogue (ADR-0703; docs/compiler.md). 3-D convs and pools, int8 / uint8
 pools and clamps run as whole-layer ops.
+
+Quantized graphs in QOperator form (onnxruntime's `quantize_static` with
+`QuantFormat.QOperator`; ADR-0709): QLinearMatMul with a constant B runs as tiled TE GEMMs
+and QLinearConv (dense, grouped, depthwise; per-tensor or per-channel weight scales and
+zero points; int8 or uint8 activations with any zero point) as TE_CONV_TILE /
+VE_DWCONV_TILE tiles. The zero points are compiled into the GEMM: the weight's is removed
+offline, the activation's is the column-sum term the first K step adds as its int32 bias
+(a conv pads with the activation's zero point, so the term is one constant per output
+channel), and the requantization to y_scale / y_zero_point is the tile's epilogue
+(VE_REQUANTIZE_TILE). The QuantizeLinear / DequantizeLinear at a quantized region's edges
+run as row blocks. QLinearMatMul of two activations (onnxruntime quantizes attention's
+MatMuls too unless they are excluded) and ConvInteger run as whole-layer ops; the
+com.microsoft contrib ops onnxruntime writes for other op types (QLinearAdd, QGemm,
+QLinearAveragePool, ...) are not ONNX ops and are not imported: quantize with
+`op_types_to_quantize=["Conv", "MatMul"]` (what `scripts/export_zoo.py` does).
 """
 
 
