@@ -17,7 +17,8 @@ from kernbench.topology import load_topology
 ZOO = Path(__file__).parent / "zoo"
 MODELS = sorted(p.stem for p in ZOO.glob("*.onnx"))
 #: base runs only for a few (suite time): decoder, GQA decoder, CNN, statically quantized
-BASE = ["gpt2", "llama", "resnet", "bert_qdq_static"]
+#: (QDQ and QOperator)
+BASE = ["gpt2", "llama", "resnet", "bert_qdq_static", "resnet_qoperator", "bert_qoperator"]
 #: IR ops of attention and batched matmuls: none may run whole on one PE (ADR-0108). CONV
 #: and the GEMMs of asymmetric static QDQ are not tiled yet (issue 13, items 2 and 3).
 ATTENTION_SHAPED = frozenset({"MATMUL", "ATTENTION", "EINSUM"})

@@ -200,3 +200,29 @@ def test_conv_integer_imports_and_matches_numpy(tmp_path):
                  "--quiet"]) == 0
     checks = json.loads((out / "verification.json").read_text())["checks"]
     assert checks and all(c["ok"] and c["max_abs_err"] == 0.0 for c in checks)
+
+
+ZOO = Path(__file__).resolve().parents[1] / "zoo"
+QOPERATOR_ZOO = ["bert_qoperator", "mobilenet_qoperator", "resnet_qoperator"]
+
+
+@pytest.mark.parametrize("topology", ["small", "base"])
+@pytest.mark.parametrize("model", QOPERATOR_ZOO)
+def test_qoperator_zoo_compiles_to_tiles(model, topology):
+    """onnxruntime's QOperator exports (scripts/export_zoo.py): every QLinear layer and the
+    Quantize / DequantizeLinear around them compile to tiles; ≤ 2% of CMDQ entries are
+    whole-layer ops (bert's embedding, gathers and mask)."""
+    from kernbench.compiler.layer_ops import layer_op_census
+    from kernbench.compiler.pipeline import compile_graph, load_model
+    from kernbench.topology import load_topology
+
+    g, _ = load_model(ZOO / f"{model}.onnx")
+    qlinear = [n.id for n in g.nodes if n.op_type in ("QLINEAR_CONV", "QLINEAR_MATMUL")]
+    assert qlinear
+    state, _ = compile_graph(g, load_topology(topology))
+    census = layer_op_census(state)
+    assert census.te_shaped == 0, census.by_op
+    assert not {op for _, op in census.by_op} & {"QUANTIZE", "DEQUANTIZE"}, census.by_op
+    assert census.share <= 0.02, census.by_op
+    requant = {o.layer for o in state.tiles.ops if o.opcode == "VE_REQUANTIZE_TILE"}
+    assert requant == set(qlinear)  # each QLinear layer ends in its requantize epilogue
