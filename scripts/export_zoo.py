@@ -414,7 +414,8 @@ def _one(name: str, out: Path) -> dict:
             m = onnx.load(Path(tmp) / "q.onnx")
         m.ir_version = min(m.ir_version, 9)
         onnx.save(m, path)
-        desc = f"{base} via onnxruntime quantize_{how}"
+        desc = (f"{base} via onnxruntime quantize_static (QOperator)" if how == "qoperator"
+                else f"{base} via onnxruntime quantize_{how}")
     else:
         module, feeds, outputs, desc = build(name)
         path = out / f"{name}.onnx"
