@@ -345,18 +345,13 @@ def _quantized(src: Path, dst: Path, feeds: dict, how: str) -> None:
             return next(self.batches, None)
 
     if how == "qoperator":
-        # QOperator (QLinearConv / QLinearMatMul), uint8 asymmetric activations, per-channel
-        # int8 weights. Only Conv and MatMul with a constant weight: Gemm would become the
-        # com.microsoft QGemm contrib op, and other op types (Add, Mul, Softmax, pools)
-        # their com.microsoft QLinear* forms, none of which are ONNX ops (ADR-0709).
-        m = onnx.load(src)
-        consts = {i.name for i in m.graph.initializer}
-        exclude = [n.name for n in m.graph.node
-                   if n.op_type == "MatMul" and n.input[1] not in consts]
+        # QOperator (QLinearConv / QLinearMatMul, attention's MatMuls included), uint8
+        # asymmetric activations, per-channel int8 weights. Only Conv and MatMul: Gemm would
+        # become the com.microsoft QGemm contrib op, and other op types (Add, Mul, Softmax,
+        # pools) their com.microsoft QLinear* forms, none of which are ONNX ops (ADR-0709).
         quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QOperator,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        per_channel=True, op_types_to_quantize=["Conv", "MatMul"],
-                        nodes_to_exclude=exclude)
+                        per_channel=True, op_types_to_quantize=["Conv", "MatMul"])
         return
     # onnxruntime's defaults: asymmetric uint8 activations (zero point != 0), int8 weights
     quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,

@@ -63,8 +63,9 @@ offline, the activation's is the column-sum term the first K step adds as its in
 (a conv pads with the activation's zero point, so the term is one constant per output
 channel), and the requantization to y_scale / y_zero_point is the tile's epilogue
 (VE_REQUANTIZE_TILE). The QuantizeLinear / DequantizeLinear at a quantized region's edges
-run as row blocks. QLinearMatMul of two activations (onnxruntime quantizes attention's
-MatMuls too unless they are excluded) and ConvInteger run as whole-layer ops; the
+run as row blocks. QLinearMatMul of two activations (attention's, which onnxruntime quantizes too)
+runs as batched tiles on zero-point-centered fp16 blocks, exact while
+K·max|a − z_a|·max|b − z_b| < 2^24 (larger K and ConvInteger run whole); the
 com.microsoft contrib ops onnxruntime writes for other op types (QLinearAdd, QGemm,
 QLinearAveragePool, ...) are not ONNX ops and are not imported: quantize with
 `op_types_to_quantize=["Conv", "MatMul"]` (what `scripts/export_zoo.py` does).

@@ -110,6 +110,34 @@ def test_qlinear_matmul_runs_tiled_and_exact(tmp_path, case):
     assert all(("bias_bank" in e) == (not e.get("accumulate")) for e in gemms)
 
 
+@pytest.mark.parametrize("dt", [np.uint8, np.int8])
+def test_qlinear_matmul_of_two_activations_runs_tiled_and_exact(tmp_path, dt):
+    """Attention-shaped (batched, broadcast over heads): the operands are centered on
+    the VE into fp16 and multiplied exactly (qlinear_bmm)."""
+    rng = np.random.default_rng(11)
+    za, zb = np.asarray(131 if dt is np.uint8 else -7, dt), np.asarray(9, dt)
+    zy = np.asarray(120 if dt is np.uint8 else 5, dt)
+    sa, sb, sy = np.float32(0.02), np.float32(0.03), np.float32(0.5)
+    a, b = _ints(rng, dt, (2, 3, 20, 48)), _ints(rng, dt, (2, 1, 48, 36))
+    inits = {"sa": sa, "za": za, "sb": sb, "zb": zb, "sy": sy, "zy": zy}
+    node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"],
+                            ["y"])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", TP[dt], a.shape),
+                                        helper.make_tensor_value_info("b", TP[dt], b.shape)],
+                          [helper.make_tensor_value_info("y", TP[dt], [2, 3, 20, 36])],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    path = tmp_path / "qbmm.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=9),
+              path)
+    np.savez(path.with_suffix(".inputs.npz"), a=a, b=b)
+    acc = (a.astype(np.int64) - int(za)) @ (b.astype(np.int64) - int(zb))
+    want = _requant(acc, (sa * sb) / sy, zy)
+    assert np.array_equal(linalg.qlinear_matmul(a, sa, za, b, sb, zb, sy, zy), want)
+    v, counts, _ = _run(tmp_path, path)
+    _check(v, counts)
+    assert counts.get("TE_GEMM_TILE", 0) >= 6  # at least one block per batch index
+
+
 def _conv_ref(x, zx, w, zw, bias, strides, pads, group):  # noqa: ANN001, ANN202
     """int64 conv of (x - zx) and (w - zw[o]), by explicit loops over the window."""
     n, c, h, wd = x.shape

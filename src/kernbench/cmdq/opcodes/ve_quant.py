@@ -102,8 +102,8 @@ class VeRequantizeTile(VeQuantTile):
             return
         d.op = "requantize"
         d.params.pop("scale", None)
-        if self.qbits_activation == 32:
-            d.dtypes[0] = "int32"
+        if self.qbits_activation == 32 and not getattr(self, "in_dtype", None):
+            d.dtypes[0] = "int32"  # an int32 accumulator (an fp32 one names its in_dtype)
         if self.multiplier_bank is not None:
             d.add("multiplier", [self.length])
         else:

@@ -19,6 +19,7 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `qdq`: per-tensor fake quantization (QDQ) in row blocks;
 - `qlinear`, `qlinear_conv`: QOperator QLINEAR_MATMUL / QLINEAR_CONV as GEMM / conv tiles
   with the zero points in the TE's int32 bias and a requantize epilogue (ADR-0709);
+  `qlinear_bmm`: QLINEAR_MATMUL of two activations on zero-point-centered fp16 blocks;
 - `quant_rows`: per-tensor QUANTIZE / DEQUANTIZE of activations in row blocks;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
@@ -48,7 +49,7 @@ from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.lower.pool import lower_pool, lower_reduce
 from kernbench.compiler.lower.qdq import lower_qdq
-from kernbench.compiler.lower.qlinear import lower_qlinear_matmul
+from kernbench.compiler.lower.qlinear_bmm import lower_any_qlinear_matmul
 from kernbench.compiler.lower.qlinear_conv import lower_qlinear_conv
 from kernbench.compiler.lower.quant_rows import lower_quant_rows
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
@@ -66,7 +67,7 @@ LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "KV_UPDATE": lower_kv_update, "QDQ": lower_qdq, **{op: lower_row_op for op in ROW_OPS},
     "MATMUL": lower_bmm,
     "CONV": lower_conv, "POOL": lower_pool, "REDUCE": lower_reduce, "ELEMENTWISE": lower_clamp,
-    "QLINEAR_MATMUL": lower_qlinear_matmul, "QLINEAR_CONV": lower_qlinear_conv,
+    "QLINEAR_MATMUL": lower_any_qlinear_matmul, "QLINEAR_CONV": lower_qlinear_conv,
     "QUANTIZE": lower_quant_rows, "DEQUANTIZE": lower_quant_rows,
 }
 
