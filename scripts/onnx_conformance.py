@@ -62,10 +62,10 @@ VE_DWCONV_TILE tiles. The zero points are compiled into the GEMM: the weight's i
 offline, the activation's is the column-sum term the first K step adds as its int32 bias
 (a conv pads with the activation's zero point, so the term is one constant per output
 channel), and the requantization to y_scale / y_zero_point is the tile's epilogue
-(VE_REQUANTIZE_TILE). The QuantizeLinear / DequantizeLinear at a quantized region's edges
-run as row blocks. QLinearMatMul of two activations (attention's, which onnxruntime quantizes too)
-runs as batched tiles on zero-point-centered fp16 blocks, exact while
-K·max|a − z_a|·max|b − z_b| < 2^24 (larger K and ConvInteger run whole); the
+(VE_REQUANTIZE_TILE). QLinearMatMul of two activations (attention's, which onnxruntime
+quantizes too) runs as batched tiles on zero-point-centered fp16 blocks, exact while
+K·max|a − z_a|·max|b − z_b| < 2^24. The QuantizeLinear / DequantizeLinear at a quantized
+region's edges run as flat blocks over the PEs. ConvInteger runs as a whole-layer op; the
 com.microsoft contrib ops onnxruntime writes for other op types (QLinearAdd, QGemm,
 QLinearAveragePool, ...) are not ONNX ops and are not imported: quantize with
 `op_types_to_quantize=["Conv", "MatMul"]` (what `scripts/export_zoo.py` does).
