@@ -122,7 +122,9 @@ def lower_qlinear_matmul(lw: Lowering, n: LayerIR) -> bool:
     m = xq.shape[0]
     b = n.inputs[3]
     colsum = wc.astype(np.int64).sum(axis=0)
-    wp = TeWeight(lw.const(f"{b}@qlinear_int8", wc, "int8", source=b), None, 8, colsum)
+    # keyed by the zero point too: the stored values are b − z_b
+    wp = TeWeight(lw.const(f"{b}-{n.inputs[5]}@qlinear_int8", wc, "int8", source=b), None, 8,
+                  colsum)
     corr = None
     if za:  # the activation zero point's column term, the first K step's int32 bias
         corr = lw.const(f"{n.id}:{n.outputs[0]}@zpcorr", (-za * colsum).astype(np.int32),

@@ -62,7 +62,7 @@ def _job(lw: Lowering, n: LayerIR) -> tuple[ConvJob, Requant, int, Placement | N
         term = term + bias.astype(np.int64).reshape(-1)
     if term.min() < INT32[0] or term.max() > INT32[1]:
         return None
-    wp = lw.const(f"{w}@qconv_int8", wc.reshape((cout, wq.shape[1], geo.kh, geo.kw)), "int8",
+    wp = lw.const(f"{w}-{zw_t}@qconv_int8", wc.reshape((cout, wq.shape[1], geo.kh, geo.kw)), "int8",
                   source=w)
     corr = lw.const(f"{n.id}:{n.outputs[0]}@qconv_bias", term.astype(np.int32), "int32") \
         if np.any(term) else None
