@@ -349,6 +349,15 @@ def _quantized(src: Path, dst: Path, feeds: dict, how: str) -> None:
         def get_next(self):  # noqa: ANN202
             return next(self.batches, None)
 
+    if how == "qoperator":
+        # QOperator (QLinearConv / QLinearMatMul, attention's MatMuls included), uint8
+        # asymmetric activations, per-channel int8 weights. Only Conv and MatMul: Gemm would
+        # become the com.microsoft QGemm contrib op, and other op types (Add, Mul, Softmax,
+        # pools) their com.microsoft QLinear* forms, none of which are ONNX ops (ADR-0709).
+        quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QOperator,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        per_channel=True, op_types_to_quantize=["Conv", "MatMul"])
+        return
     # onnxruntime's defaults: asymmetric uint8 activations (zero point != 0), int8 weights
     quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
                     op_types_to_quantize=["MatMul", "Gemm"])
@@ -378,7 +387,8 @@ def build(name: str):  # noqa: ANN202
 NAMES = [*CAUSAL, *ENCODERS, "vit", "whisper_encoder", "resnet", "mobilenet", "llama_decode",
          "qwen2_decode"]
 QUANT = {"bert_qdq_static": ("bert", "static"), "gpt2_qdq_static": ("gpt2", "static"),
-         "bert_dynamic": ("bert", "dynamic")}
+         "bert_dynamic": ("bert", "dynamic"), "resnet_qoperator": ("resnet", "qoperator"),
+         "mobilenet_qoperator": ("mobilenet", "qoperator"), "bert_qoperator": ("bert", "qoperator")}
 #: half-precision exports (scripts/float_convert.py); only fp16: onnxruntime's CPU
 #: provider lacks bf16 kernels, so bf16 is tested by converting at test time
 HALF = {"gpt2_fp16": ("gpt2", "fp16"), "llama_fp16": ("llama", "fp16"),
@@ -418,7 +428,8 @@ def _one(name: str, out: Path) -> dict:
             m = onnx.load(Path(tmp) / "q.onnx")
         m.ir_version = min(m.ir_version, 9)
         onnx.save(m, path)
-        desc = f"{base} via onnxruntime quantize_{how}"
+        desc = (f"{base} via onnxruntime quantize_static (QOperator)" if how == "qoperator"
+                else f"{base} via onnxruntime quantize_{how}")
     elif name in HALF:
         base, to = HALF[name]
         path = out / f"{name}.onnx"

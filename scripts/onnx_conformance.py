@@ -83,6 +83,21 @@ indexed gather); Cast, Where, And / Or / Not, the compares and Add / Sub / Mul /
 VE_ELEMENTWISE_TILE blocks; CumSum on the last axis as VE_CUMSUM_TILE row blocks
 (ADR-0707). Gathers along another axis with data indices and CumSum on another axis run
 as whole-layer ops.
+Quantized graphs in QOperator form (onnxruntime's `quantize_static` with
+`QuantFormat.QOperator`; ADR-0709): QLinearMatMul with a constant B runs as tiled TE GEMMs
+and QLinearConv (dense, grouped, depthwise; per-tensor or per-channel weight scales and
+zero points; int8 or uint8 activations with any zero point) as TE_CONV_TILE /
+VE_DWCONV_TILE tiles. The zero points are compiled into the GEMM: the weight's is removed
+offline, the activation's is the column-sum term the first K step adds as its int32 bias
+(a conv pads with the activation's zero point, so the term is one constant per output
+channel), and the requantization to y_scale / y_zero_point is the tile's epilogue
+(VE_REQUANTIZE_TILE). QLinearMatMul of two activations (attention's, which onnxruntime
+quantizes too) runs as batched tiles on zero-point-centered fp16 blocks, exact while
+K·max|a − z_a|·max|b − z_b| < 2^24. The QuantizeLinear / DequantizeLinear at a quantized
+region's edges run as flat blocks over the PEs. ConvInteger runs as a whole-layer op; the
+com.microsoft contrib ops onnxruntime writes for other op types (QLinearAdd, QGemm,
+QLinearAveragePool, ...) are not ONNX ops and are not imported: quantize with
+`op_types_to_quantize=["Conv", "MatMul"]` (what `scripts/export_zoo.py` does).
 """
 
 

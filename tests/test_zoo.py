@@ -16,10 +16,10 @@ from kernbench.topology import load_topology
 
 ZOO = Path(__file__).parent / "zoo"
 MODELS = sorted(p.stem for p in ZOO.glob("*.onnx"))
-#: base runs only for a few (suite time): decoder, GQA decoder, CNN, statically and
-#: dynamically quantized (ADR-0706), fp16 exports
+#: base runs only for a few (suite time): decoder, GQA decoder, CNN, statically (QDQ and
+#: QOperator) and dynamically quantized (ADR-0706), fp16 exports
 BASE = ["gpt2", "llama", "resnet", "bert_qdq_static", "gpt2_qdq_static", "bert_dynamic",
-        "gpt2_fp16", "llama_fp16", "bert_fp16"]
+        "resnet_qoperator", "bert_qoperator", "gpt2_fp16", "llama_fp16", "bert_fp16"]
 #: fp16 exports (scripts/float_convert.py) → the fp32 model each was converted from
 HALF = {m: m.removesuffix("_fp16") for m in MODELS if m.endswith("_fp16")}
 #: IR ops of attention and batched matmuls: none may run whole on one PE (ADR-0108). CONV

@@ -19,7 +19,8 @@ from kernbench.compiler.state import CompileState
 
 #: IR op types that belong on the tensor engine: whole, they waste all PEs but one
 TE_SHAPED = frozenset({"MATMUL", "GEMM", "QKV_PROJ", "ATTENTION", "CONV", "EINSUM",
-                       "MATMUL_INTEGER", "QLINEAR_MATMUL"})
+                       "MATMUL_INTEGER", "QLINEAR_MATMUL", "QLINEAR_CONV",
+                       "CONV_INTEGER"})
 LAYER_OPCODES = ("VE_LAYER_OP", "TE_LAYER_OP")
 
 

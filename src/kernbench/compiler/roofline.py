@@ -35,7 +35,8 @@ def _macs(g: Graph, n: LayerIR) -> int:
     if n.op_type == "ATTENTION":
         q, k, v = (t[i].shape for i in n.inputs[:3])
         return int(np.prod(q[:-1])) * k[-2] * (q[-1] + v[-1])
-    if n.op_type in ("MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "CONV"):
+    if n.op_type in ("MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "CONV", "QLINEAR_CONV",
+                     "CONV_INTEGER"):
         m, nn, k = te_dims(g, n)
         return m * nn * k
     return 0

@@ -37,10 +37,11 @@ ORT_TOLERANCE: dict[str, tuple[str, float]] = {
 }
 TOL = {"fp32": 1e-5, "fp16": 1e-3, "bf16": 1e-2}
 QUANT_OPS = {"DYNAMIC_QUANTIZE", "MATMUL_INTEGER", "QLINEAR_MATMUL", "QUANTIZE", "DEQUANTIZE",
-             "QDQ"}
+             "QDQ", "QLINEAR_CONV", "CONV_INTEGER"}
 
 
-IMPORTED_MODES = (("QLINEAR_MATMUL", "qoperator"), ("MATMUL_INTEGER", "dynamic"),
+IMPORTED_MODES = (("QLINEAR_MATMUL", "qoperator"), ("QLINEAR_CONV", "qoperator"),
+                  ("MATMUL_INTEGER", "dynamic"), ("CONV_INTEGER", "dynamic"),
                   ("DYNAMIC_QUANTIZE", "dynamic"))
 
 

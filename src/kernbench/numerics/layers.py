@@ -81,6 +81,8 @@ LAYER_KERNELS: dict[str, LayerFn] = {
     "matmul": _one(linalg.matmul),
     "matmul_integer": _one(linalg.matmul_integer),
     "qlinear_matmul": _one(linalg.qlinear_matmul),
+    "qlinear_conv": _one(linalg.qlinear_conv),
+    "conv_integer": _one(linalg.conv_integer),
     "conv": _one(linalg.conv),
     "attention": _one(attn.attention),
     "identity": _one(_identity),

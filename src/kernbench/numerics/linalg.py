@@ -21,7 +21,8 @@ from kernbench.numerics import quant as qmath
 from kernbench.numerics.errors import KernelError
 
 __all__ = ["te_matmul", "gemm", "qkv_proj", "matmul", "conv", "conv_nd", "conv2d_nhwc",
-           "matmul_integer", "qlinear_matmul"]
+           "matmul_integer", "qlinear_matmul", "qlinear_multiplier", "qlinear_conv",
+           "conv_integer"]
 
 Bits = int | str | None
 
@@ -132,11 +133,50 @@ def matmul_integer(a: np.ndarray, b: np.ndarray, a_zero_point=None, b_zero_point
                             0 if b_zero_point is None else b_zero_point)
 
 
+def qlinear_multiplier(sa, sb, sy) -> np.ndarray:  # noqa: ANN001
+    """The requantization multiplier (sa·sb)/sy in float32 (per output channel when sb is
+    a vector), computed in this order, as onnxruntime does; the tiled epilogue's constant
+    is this very array."""
+    return ((np.asarray(sa, np.float32) * np.asarray(sb, np.float32))
+            / np.asarray(sy, np.float32)).astype(np.float32)
+
+
 def qlinear_matmul(a, sa, za, b, sb, zb, sy, zy) -> np.ndarray:  # noqa: ANN001
     """ONNX QLinearMatMul: requantize((a - za) @ (b - zb), sa·sb/sy, zy) at 8 bits."""
     acc = qmath.int_matmul(a, b, za, zb)
-    mult = (np.asarray(sa, np.float32) * np.asarray(sb, np.float32)) / np.asarray(sy, np.float32)
-    return qmath.requantize(acc, mult, zy, 8, zy.dtype == np.int8)
+    return qmath.requantize(acc, qlinear_multiplier(sa, sb, sy), zy, 8, zy.dtype == np.int8)
+
+
+def _centered(q: np.ndarray, zp, axis_len: int | None = None) -> np.ndarray:  # noqa: ANN001
+    """q - zp as int32; a vector zp is per output channel (axis 0 of an OI… weight)."""
+    z = np.asarray(zp if zp is not None else 0).astype(np.int32)
+    if z.size > 1:
+        z = z.reshape((-1,) + (1,) * (q.ndim - 1))
+    return q.astype(np.int32) - z
+
+
+def conv_integer(x, w, x_zero_point=None, w_zero_point=None, *, strides: list[int],  # noqa: ANN001
+                 pads: list[int], dilations: list[int], group: int = 1) -> np.ndarray:
+    """ONNX ConvInteger: conv(x - x_zp, w - w_zp) in int32 (padding is the real 0, i.e. x_zp
+    in x's integers; w_zp per tensor or per output channel)."""
+    xc = np.asarray(x).astype(np.int32) - np.asarray(
+        x_zero_point if x_zero_point is not None else 0).astype(np.int32)
+    return conv_nd(xc, _centered(np.asarray(w), w_zero_point), strides, pads, dilations,
+                   group)
+
+
+def qlinear_conv(x, sx, zx, w, sw, zw, sy, zy, bias=None, *, strides: list[int],  # noqa: ANN001
+                 pads: list[int], dilations: list[int], group: int = 1) -> np.ndarray:
+    """ONNX QLinearConv: requantize(conv(x - zx, w - zw) + bias, sx·sw[o]/sy, zy) at 8 bits
+    (bias int32 at scale sx·sw, weight scales / zero points per tensor or per output
+    channel)."""
+    acc = conv_integer(x, w, zx, zw, strides=strides, pads=pads, dilations=dilations,
+                       group=group).astype(np.int64)
+    if bias is not None:
+        acc = acc + np.asarray(bias).astype(np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
+    m = qlinear_multiplier(sx, sw, sy)
+    m = m.reshape((1, -1) + (1,) * (acc.ndim - 2)) if m.size > 1 else m.reshape(())
+    return qmath.requantize(acc.astype(np.int32), m, zy, 8, np.asarray(zy).dtype == np.int8)
 
 
 def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, strides: list[int],
@@ -181,13 +221,14 @@ def _plus_bias(y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
 
 
 def conv_nd(x: np.ndarray, w: np.ndarray, strides: list[int], pads: list[int],
-            dil: list[int], group: int) -> np.ndarray:  # fmt: skip
+            dil: list[int], group: int, pad_value: int = 0) -> np.ndarray:  # fmt: skip
     """N-d convolution (NC*, OI*) through sliding windows + one matmul per group.
-    `pads` = [begin of each spatial axis..., end of each...] (ONNX order). Integer
-    operands multiply exactly into int32 (`quant.int_matmul`); floats in fp32."""
+    `pads` = [begin of each spatial axis..., end of each...] (ONNX order), filled with
+    `pad_value` (an integer activation's zero point, ADR-0709). Integer operands multiply
+    exactly into int32 (`quant.int_matmul`); floats in fp32."""
     nsp = x.ndim - 2
     pad = [(0, 0), (0, 0)] + [(pads[i], pads[i + nsp]) for i in range(nsp)]
-    xp = np.pad(x, pad)
+    xp = np.pad(x, pad, constant_values=pad_value) if pad_value else np.pad(x, pad)
     ks = w.shape[2:]
     span = [(ks[i] - 1) * dil[i] + 1 for i in range(nsp)]
     win = np.lib.stride_tricks.sliding_window_view(xp, span, axis=tuple(range(2, 2 + nsp)))

@@ -4,7 +4,8 @@ tiles, row reductions and clamps (the CNN tiles of ADR-0703).
 - conv: a TE_CONV_TILE or VE_DWCONV_TILE. Layout `nhwc` (ifm [n, h, w, c_in], wgt
   [kh, kw, c_in/groups, c_out]) or `nchw` (ifm [n, c_in, h, w], wgt [c_out, c_in/groups,
   kh, kw]); params `strides` [h, w], `pads` [top, left, bottom, right], `dilations`,
-  `groups` (older entries: `stride`, `padding`); then + bias [c_out] (`has_bias`) and +
+  `groups` (older entries: `stride`, `padding`), `pad_value` (the padding, default 0;
+  ADR-0709); then + bias [c_out] (`has_bias`) and +
   the previous ofm (`accumulate`). Integers: exact int32 (wrapping like the hardware's
   accumulator); floats: fp32.
 - pool: ifm [n, c, h, w] → [n, c, h_out, w_out], `numerics.pool.pool` on the tile (mode, window,
@@ -40,7 +41,7 @@ def _geometry(p: dict[str, Any]) -> tuple[list[int], list[int], list[int], int]:
 def _conv_tile(x: np.ndarray, w: np.ndarray, p: dict[str, Any]) -> np.ndarray:
     strides, pads, dil, groups = _geometry(p)
     if p.get("layout", "nhwc") == "nchw":
-        return conv_nd(x, w, strides, pads, dil, groups)
+        return conv_nd(x, w, strides, pads, dil, groups, int(p.get("pad_value", 0)))
     simple = groups == 1 and dil == [1, 1] and len(set(pads)) == 1 and strides[0] == strides[1]
     if simple:  # the 1.1 entry: K ordered (kh, kw, c_in) as before
         return conv2d_nhwc(x, w, stride=strides[0], padding=pads[0])

@@ -63,6 +63,15 @@ class TeTile(Opcode):
     int16: bool = Field(
         False, description="(ADR-0706) 16-bit operands are int16 (an int16 KV cache), not "
         "fp16: with integer other operands the product accumulates exactly in int32.")
+    ifm_signed: bool | None = Field(
+        None, description="(ADR-0709) false: the 8-bit activation is unsigned (uint8 × int8 "
+        "→ int32, as QLinearMatMul / QLinearConv with uint8 inputs); null: signed.")
+
+    def ifm_dtype(self) -> str:
+        """Element type of the activation operand."""
+        if self.ifm_signed is False and self.qbits_activation == 8:
+            return "uint8"
+        return self.operand_dtype(self.qbits_activation)
 
     def _operand_elements(self) -> tuple[int, int, int, int]:
         """(ifm, wgt, ofm, bias) element counts."""
@@ -156,14 +165,14 @@ class TeGemmTile(TeTile):
         optional bias (``n`` values at bias_qbits, int32 for an integer GEMM, e.g. the
         zero-point column correction) is added to every row of the product."""
         addr = env.addr
-        qa, qw = self.qbits_activation, self.qbits_weight
+        qw = self.qbits_weight
         tw = bool(self.transpose_wgt)
         acc = self.accumulator_dtype()
         d = {
             "op_kind": "gemm", "op_name": "te_gemm", "space": env.space,
             "src_a_addr": addr("ifm"), "src_b_addr": addr("wgt"), "dst_addr": addr("ofm"),
             "shape_a": [self.m, self.k], "shape_b": [self.n, self.k] if tw else [self.k, self.n],
-            "shape_out": [self.m, self.n], "dtype_a": self.operand_dtype(qa),
+            "shape_out": [self.m, self.n], "dtype_a": self.ifm_dtype(),
             "dtype_b": self.operand_dtype(qw),
             "dtype_acc": acc, "dtype_out": acc, "transpose_a": False, "transpose_b": tw,
             "accumulate": bool(self.accumulate),
@@ -187,6 +196,7 @@ class TeConvTile(TeTile, Window2D):
     """
 
     math_op: ClassVar[str] = "conv"
+    signed_fields: ClassVar[frozenset[str]] = frozenset({"pad_value"})
     opcode: Literal["TE_CONV_TILE"] = "TE_CONV_TILE"
     n: PosInt = Field(1, description="Batch.")
     c_in: PosInt
@@ -249,7 +259,7 @@ class TeConvTile(TeTile, Window2D):
         else:
             shapes = [[self.n, self.h, self.w, self.c_in], [self.kh, self.kw, cg, self.c_out]]
             out_shape = [self.n, h_out, w_out, self.c_out]
-        dtypes = [dtype_of(qa, False, self.f16_format), dtype_of(qw, False, self.f16_format)]
+        dtypes = [self.ifm_dtype(), dtype_of(qw, False, self.f16_format)]
         if self.bias_bank is not None:
             addrs.append(env.addr("bias"))
             shapes.append([self.c_out])

@@ -42,14 +42,19 @@ class VeQuantTile(VeVectorTile):
         gt=0, description="out = saturate(round_half_even(in / scale) + zero_point) (ONNX)."
     )
     zero_point: int = Field(0, description="Output zero point (may be negative).")
+    out_signed: bool | None = Field(
+        None, description="(ADR-0709) false: unsigned output (uint8, ONNX's asymmetric "
+        "activations); null: signed.")
 
     def data_params(self, d: MathData) -> None:
         """Integer output; per-row scales switch to ``cmdq_quantize_rows``, run-time
         qparams to ``cmdq_quantize_qparams``."""
+        unsigned = self.out_signed is False and self.out_bits == 8
         # a quantized value is an integer: 16 bits is int16 here (ADR-0706), never fp16
-        d.dtype = "int16" if self.out_bits == 16 else dtype_of(self.out_bits)
+        d.dtype = "uint8" if unsigned else "int16" if self.out_bits == 16 \
+            else dtype_of(self.out_bits)
         d.params = {"scale": self.scale, "zero_point": self.zero_point, "bits": self.out_bits,
-                    "signed": True}
+                    "signed": not unsigned}
         if self.row_scale_bank is not None:
             d.add("row_scale", [self.rows, 1])
             d.op = "cmdq_quantize_rows"
@@ -68,10 +73,56 @@ class VeQuantizeTile(VeQuantTile):
 
 @register_opcode
 class VeRequantizeTile(VeQuantTile):
-    """(1.1) Rescale integers (e.g. int32 accumulators) to out_qbits integers."""
+    """(1.1) Rescale integers (e.g. int32 accumulators) to out_qbits integers with the
+    QUANTIZE formula (divide by ``scale``). (ADR-0709) With a multiplier vector, one fp32
+    value per column (``multiplier_bank``) or per row (``row_multiplier_bank``), the int32
+    input is multiplied instead: out = saturate(round_half_even(float32(in) · m) +
+    zero_point), the QLinearMatMul / QLinearConv epilogue with m = s_x·s_w/s_y computed
+    offline (``scale`` is then unused)."""
 
     cost_op: ClassVar[str] = "requantize"
     opcode: Literal["VE_REQUANTIZE_TILE"] = "VE_REQUANTIZE_TILE"
+    multiplier_bank: NonNegInt | None = Field(
+        None, description="(ADR-0709) Per-column multipliers (length fp32) replacing `scale`.")
+    multiplier_offset: NonNegInt | None = None
+    row_multiplier_bank: NonNegInt | None = Field(
+        None, description="(ADR-0709) Per-row multipliers (rows fp32) replacing `scale`: a "
+        "conv tile's rows are output channels.")
+    row_multiplier_offset: NonNegInt | None = None
+
+    def _extra_inputs(self, pe: int) -> list[TcmRange]:
+        out = super()._extra_inputs(pe)
+        if self.multiplier_bank is not None and self.multiplier_offset is not None:
+            out.append(TcmRange("multiplier", pe, self.multiplier_bank,
+                                self.multiplier_offset, self.length, 32, "r"))
+        if self.row_multiplier_bank is not None and self.row_multiplier_offset is not None:
+            out.append(TcmRange("row_multiplier", pe, self.row_multiplier_bank,
+                                self.row_multiplier_offset, self.rows, 32, "r"))
+        return out
+
+    def rules(self, v: Rules) -> bool:
+        """At most one multiplier source besides the scalar; no row scales."""
+        super().rules(v)
+        many = [self.multiplier_bank, self.row_multiplier_bank, self.row_scale_bank]
+        if sum(b is not None for b in many) > 1:
+            v.add("multiplier_bank", "give one of multiplier_bank, row_multiplier_bank, "
+                  "row_scale_bank")
+        return True
+
+    def data_params(self, d: MathData) -> None:
+        """``requantize`` (int32 input × the multiplier input) with a multiplier vector;
+        otherwise QUANTIZE's description."""
+        super().data_params(d)
+        if self.multiplier_bank is None and self.row_multiplier_bank is None:
+            return
+        d.op = "requantize"
+        d.params.pop("scale", None)
+        if self.qbits_activation == 32 and not getattr(self, "in_dtype", None):
+            d.dtypes[0] = "int32"  # an int32 accumulator (an fp32 one names its in_dtype)
+        if self.multiplier_bank is not None:
+            d.add("multiplier", [self.length])
+        else:
+            d.add("row_multiplier", [self.rows, 1])
 
 
 @register_opcode

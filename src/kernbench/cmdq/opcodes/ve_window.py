@@ -38,6 +38,7 @@ class VeWindowTile(VeTile, Window2D):
     """A window op on ``rows`` images of ``c`` planes of h × w; out ``[rows, c_out, h_out,
     w_out]``."""
 
+    signed_fields: ClassVar[frozenset[str]] = frozenset({"pad_value"})
     c: PosInt = Field(description="Input channels (planes per image).")
 
     @property
@@ -121,6 +122,9 @@ class VeDwconvTile(VeWindowTile):
     bias_offset: NonNegInt | None = None
     bias_qbits: QBits = DEFAULT_OFM_QBITS
     out_qbits: QBits | None = DEFAULT_OFM_QBITS
+    in_signed: bool | None = Field(
+        None, description="(ADR-0709) false: the 8-bit input is unsigned (uint8); null: "
+        "signed.")
 
     @property
     def c_out(self) -> int:
@@ -143,8 +147,9 @@ class VeDwconvTile(VeWindowTile):
     def data(self, env: DataEnv) -> dict[str, Any]:
         """Math op ``conv`` (layout nchw, groups = c) on in, wgt (and bias)."""
         integer = self._integer()
-        ins = [("in", [self.rows, self.c, self.h, self.w],
-                dtype_of(self.qbits_activation, integer)),
+        in_dt = "uint8" if self.in_signed is False and self.qbits_activation == 8 \
+            else dtype_of(self.qbits_activation, integer)
+        ins = [("in", [self.rows, self.c, self.h, self.w], in_dt),
                ("wgt", [self.c_out, 1, self.kh, self.kw], dtype_of(self.qbits_weight, integer))]
         if self.bias_bank is not None:
             ins.append(("bias", [self.c_out], dtype_of(self.bias_qbits, integer)))

@@ -12,6 +12,7 @@ high padding is dropped.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -48,6 +49,9 @@ class Window2D(BaseModel):
     pad_left: NonNegInt | None = Field(None, description="(ADR-0703) Padding left of col 0.")
     pad_bottom: NonNegInt | None = Field(None, description="(ADR-0703) Padding below.")
     pad_right: NonNegInt | None = Field(None, description="(ADR-0703) Padding right.")
+    pad_value: int | None = Field(
+        None, description="(ADR-0709) Value of the padding: an integer activation's zero "
+        "point (QLinearConv pads the real value 0); null: 0.")
 
     def strides(self) -> list[int]:
         """[stride along h, stride along w]."""
@@ -86,7 +90,10 @@ class Window2D(BaseModel):
                   f"fit the input width {self.w} with its padding")
         return h_out >= 1 and w_out >= 1
 
-    def geometry(self) -> dict[str, list[int]]:
+    def geometry(self) -> dict[str, Any]:
         """The data description's window params."""
-        return {"strides": self.strides(), "pads": self.pads(),
-                "dilations": self.dilations()}
+        out: dict[str, Any] = {"strides": self.strides(), "pads": self.pads(),
+                               "dilations": self.dilations()}
+        if self.pad_value:
+            out["pad_value"] = int(self.pad_value)
+        return out

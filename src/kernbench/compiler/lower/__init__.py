@@ -26,6 +26,10 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `qdq`: per-tensor fake quantization (QDQ) in row blocks;
 - `dynq`: DYNAMIC_QUANTIZE (run-time min / max, then quantize) and MATMUL_INTEGER → Cast
   → Mul as an integer GEMM with a run-time zero-point term and scale;
+- `qlinear`, `qlinear_conv`: QOperator QLINEAR_MATMUL / QLINEAR_CONV as GEMM / conv tiles
+  with the zero points in the TE's int32 bias and a requantize epilogue (ADR-0709);
+  `qlinear_bmm`: QLINEAR_MATMUL of two activations on zero-point-centered fp16 blocks;
+- `quant_rows`: per-tensor QUANTIZE / DEQUANTIZE of activations in row blocks;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
 Views, folded transposes, DEQUANTIZEs the GEMM reads through and QDQs whose integer GEMMs
@@ -59,6 +63,9 @@ from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.lower.pool import lower_pool, lower_reduce
 from kernbench.compiler.lower.qdq import folded_input_transposes, lower_qdq
+from kernbench.compiler.lower.qlinear_bmm import lower_any_qlinear_matmul
+from kernbench.compiler.lower.qlinear_conv import lower_qlinear_conv
+from kernbench.compiler.lower.quant_rows import lower_quant_rows
 from kernbench.compiler.lower.rope import lower_rope
 from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
 from kernbench.compiler.memory_plan import PlanMemory
@@ -86,6 +93,8 @@ LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "ADD": _row_or_elementwise, "MUL": _row_or_elementwise, "CUMSUM": lower_cumsum,
     **{op: lower_gather for op in ("EMBEDDING", "GATHER", "GATHER_ND", "GATHER_ELEMENTS")},
     "ROPE": lower_rope, **{op: lower_copy for op in COPY_OPS},
+    "QLINEAR_MATMUL": lower_any_qlinear_matmul, "QLINEAR_CONV": lower_qlinear_conv,
+    "QUANTIZE": lower_quant_rows, "DEQUANTIZE": lower_quant_rows,
 }
 
 

@@ -293,7 +293,9 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
     term) is the first K step's bias. The j-th tile of the group runs on tensor engine
     j mod count (its whole K loop: the partial sums stay on that engine)."""
     ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.placement.dtype]
-    qa_bits = {"int8": 8, "fp16": 16, "fp32": 32}[xq.dtype]
+    qa_bits = {"int8": 8, "uint8": 8, "fp16": 16, "fp32": 32}[xq.dtype]
+    # a uint8 activation (QLinearMatMul, ADR-0709) is read unsigned by the TE
+    unsigned = {"ifm_signed": False} if xq.dtype == "uint8" else {}
     for i, k0 in enumerate(range(0, k, t.tk)):
         tk = min(t.tk, k - k0)
         for j, ((m0, n0, tm, tn), c) in enumerate(zip(group, accs, strict=True)):
@@ -316,7 +318,7 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
             lw.op("TE_GEMM_TILE", pe, n.id,
                   {"m": tm, "n": tn, "k": tk, "qbits_weight": wp.bits,
                    "qbits_activation": qa_bits, "ofm_qbits": 32, "accumulate": i > 0,
-                   **lw.engines.te(te_base + j)},
+                   **unsigned, **lw.engines.te(te_base + j)},
                   reads=reads, writes=[("ofm", c)], frees=frees)
 
 

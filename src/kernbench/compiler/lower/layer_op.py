@@ -20,7 +20,7 @@ from kernbench.compiler.lower.context import HbmRange, Lowering
 from kernbench.ir.model import Graph, LayerIR
 
 TE_LAYER_OPS = ("CONV", "MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "GEMM", "QKV_PROJ",
-                "ATTENTION")
+                "ATTENTION", "QLINEAR_CONV", "CONV_INTEGER")
 COST_OP = {"ROPE": "rope", "TRANSPOSE": "transpose", "LAYER_NORM": "layernorm",
            "RMS_NORM": "rmsnorm", "SOFTMAX": "softmax", "GELU": "gelu", "SILU": "silu",
            "ADD": "add", "MUL": "mul", "QUANTIZE": "quantize", "DEQUANTIZE": "dequantize",
@@ -42,8 +42,8 @@ def te_dims(g: Graph, n: LayerIR) -> tuple[int, int, int]:
     ins = [g.tensors[t] for t in n.inputs if t]
     out = g.tensors[n.outputs[0]]
     osz = int(np.prod(out.shape)) if out.shape else 1
-    if n.op_type == "CONV":
-        w = ins[1].shape
+    if n.op_type in ("CONV", "QLINEAR_CONV", "CONV_INTEGER"):
+        w = ins[3 if n.op_type == "QLINEAR_CONV" else 1].shape
         k = int(np.prod(w[1:]))
         return max(1, osz // w[0]), w[0], k
     if n.op_type == "ATTENTION":

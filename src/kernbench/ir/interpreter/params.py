@@ -144,6 +144,8 @@ _SIMPLE: dict[str, Prepare] = {
     "DYNAMIC_QUANTIZE": _simple("dynamic_quantize"),
     "MATMUL_INTEGER": _simple("matmul_integer"),
     "QLINEAR_MATMUL": _simple("qlinear_matmul"),
+    "QLINEAR_CONV": _simple("qlinear_conv", "strides", "pads", "dilations", "group"),
+    "CONV_INTEGER": _simple("conv_integer", "strides", "pads", "dilations", "group"),
     "POOL": _simple("pool", "mode", "kernel_shape", "strides", "pads", "dilations",
                     "ceil_mode", "count_include_pad"),
     "CUMSUM": _simple("cumsum", "axis", "exclusive", "reverse"),

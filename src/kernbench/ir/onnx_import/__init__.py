@@ -43,7 +43,7 @@ def _import(model: onnx.ModelProto, qconfig: QConfig | None, *, fuse: bool,
     finalize(g)
     prequant = any(t.quant is not None for t in g.tensors.values()) or any(
         n.op_type in ("QUANTIZE", "DEQUANTIZE", "QDQ", "DYNAMIC_QUANTIZE", "MATMUL_INTEGER",
-                      "QLINEAR_MATMUL") for n in g.nodes  # fmt: skip
+                      "QLINEAR_MATMUL", "QLINEAR_CONV", "CONV_INTEGER") for n in g.nodes  # fmt: skip
     )
     g.metadata["prequantized"] = prequant
     apply_qconfig(g, qconfig, imported_default_float=prequant)

@@ -1,5 +1,6 @@
 """Handlers of the tensor-engine ONNX ops (Conv, Attention) and the quantization ops
-(QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul)."""
+(QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul,
+QLinearConv, ConvInteger)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,15 @@ if TYPE_CHECKING:  # lower.py imports this module for its handler table
 
 
 def _conv(lw: Lowering, node: onnx.NodeProto) -> None:
+    ins = [node.input[0], node.input[1]] + ([node.input[2]] if _in(node, 2) else [])
+    lw.emit("CONV", ins, [node.output[0]], _conv_attrs(lw, node, node.input[0], node.input[1]))
+
+
+def _conv_attrs(lw: Lowering, node: onnx.NodeProto, x: str, w: str) -> dict:
+    """The IR conv attributes of a Conv / QLinearConv / ConvInteger node (auto_pad
+    resolved into explicit pads)."""
     at = _attrs(node)
-    xs, ws = lw.shape(node.input[0]), lw.shape(node.input[1])
+    xs, ws = lw.shape(x), lw.shape(w)
     nsp = len(xs) - 2
     ks = list(at.get("kernel_shape", ws[2:]))
     strides = list(at.get("strides", [1] * nsp))
@@ -38,11 +46,8 @@ def _conv(lw: Lowering, node: onnx.NodeProto) -> None:
             pads[i], pads[i + nsp] = lo, total - lo
     elif auto == "VALID":
         pads = [0] * (2 * nsp)
-    ins = [node.input[0], node.input[1]] + ([node.input[2]] if _in(node, 2) else [])
-    lw.emit("CONV", ins, [node.output[0]], {
-        "strides": strides, "pads": pads, "dilations": dil, "group": int(at.get("group", 1)),
-        "kernel_shape": ks,
-    })  # fmt: skip
+    return {"strides": strides, "pads": pads, "dilations": dil,
+            "group": int(at.get("group", 1)), "kernel_shape": ks}
 
 
 def _attention(lw: Lowering, node: onnx.NodeProto) -> None:
@@ -181,3 +186,18 @@ def _matmul_integer(lw: Lowering, node: onnx.NodeProto) -> None:
 
 def _qlinear_matmul(lw: Lowering, node: onnx.NodeProto) -> None:
     lw.emit("QLINEAR_MATMUL", list(node.input), [node.output[0]])
+
+
+def _qlinear_conv(lw: Lowering, node: onnx.NodeProto) -> None:
+    """QLinearConv: inputs x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B] as they
+    are (ADR-0709); the weight's scale / zero point may be per output channel."""
+    if len(node.input) < 8 or not all(node.input[:8]):
+        raise lw.error("QLinearConv needs its eight quantization inputs")
+    lw.emit("QLINEAR_CONV", list(node.input), [node.output[0]],
+            _conv_attrs(lw, node, node.input[0], node.input[3]))
+
+
+def _conv_integer(lw: Lowering, node: onnx.NodeProto) -> None:
+    """ConvInteger: x, w[, x_zp[, w_zp]] → int32 (ADR-0709)."""
+    lw.emit("CONV_INTEGER", list(node.input), [node.output[0]],
+            _conv_attrs(lw, node, node.input[0], node.input[1]))

@@ -361,6 +361,8 @@ HANDLERS: dict[str, Callable[[Lowering, onnx.NodeProto], None]] = {
     "DynamicQuantizeLinear": ht._dyn_quant,
     "MatMulInteger": ht._matmul_integer,
     "QLinearMatMul": ht._qlinear_matmul,
+    "QLinearConv": ht._qlinear_conv,
+    "ConvInteger": ht._conv_integer,
     "MaxPool": windows.pool,
     "AveragePool": windows.pool,
     "GlobalAveragePool": windows.global_pool,

@@ -1,0 +1,191 @@
+"""QLINEAR_CONV (ONNX QLinearConv) as TE_CONV_TILE / VE_DWCONV_TILE tiles (ADR-0709).
+
+The tiles, blocks and DMAs are the conv lowering's (`conv`, ADR-0703); what differs:
+- the activation is the int8 / uint8 tensor in HBM, read as it is (uint8 unsigned:
+  ``ifm_signed`` / ``in_signed`` false), so no quantize step in the tile;
+- the padding is the activation's zero point (``pad_value``): ONNX pads the real 0, which
+  is z_x in x's integers, so with x padded by z_x
+  Σ (x − z_x)(w − z_w) = conv(x, w_c) − z_x·Σ_{c,kh,kw} w_c[o] at every output pixel,
+  border ones included — a per-channel constant;
+- the weight's zero point is removed offline (w_c = w − z_w[o], int8 when it fits);
+- that constant and the layer's int32 bias B are one int32 [C_out] vector, the first K
+  step's bias (TE) or the depthwise tile's bias (VE), so the accumulator is the exact
+  int32 the interpreter computes;
+- the epilogue is VE_REQUANTIZE_TILE in place with one multiplier per row (a tile's rows
+  are output channels: m[o] = s_x·s_w[o] / s_y), straight to the output's int8 / uint8.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.context import QBITS_OF, Lowering, TeWeight
+from kernbench.compiler.lower.conv import ConvJob, _dense_blocks, _dw_blocks, _load_x
+from kernbench.compiler.lower.qlinear import Requant, centered, const_value, requant, scalar
+from kernbench.compiler.lower.window import geom
+from kernbench.compiler.tilegraph import Buf
+from kernbench.ir.model import LayerIR
+
+INT32 = (-(2**31), 2**31 - 1)
+
+
+def _job(lw: Lowering, n: LayerIR) -> tuple[ConvJob, Requant, int, Placement | None] | None:
+    """(the conv job, the requantize epilogue, z_x, the int32 bias vector) or None."""
+    g = lw.g
+    if len(n.inputs) < 8:
+        return None
+    x, sx_t, zx_t, w, sw_t, zw_t, sy_t, zy_t = n.inputs[:8]
+    sx, zx, sy, zy = (scalar(lw, t) for t in (sx_t, zx_t, sy_t, zy_t))
+    wq, sw, zw = const_value(lw, w), const_value(lw, sw_t), const_value(lw, zw_t)
+    b_t = n.inputs[8] if len(n.inputs) > 8 and n.inputs[8] else None
+    bias = const_value(lw, b_t) if b_t else None
+    if any(v is None for v in (sx, zx, sy, zy, wq, sw, zw)) or g.tensors[x].const \
+            or (b_t and bias is None) or wq.ndim not in (3, 4):
+        return None
+    cout = wq.shape[0]
+    if sw.size not in (1, cout) or zw.size not in (1, cout):
+        return None
+    wc = centered(wq, zw, 0)
+    xp, yp = lw.placement(x), lw.plan.placements.get(n.outputs[0])
+    if wc is None or yp is None or not xp.contiguous or not yp.contiguous \
+            or xp.dtype not in ("int8", "uint8") or yp.dtype not in ("int8", "uint8"):
+        return None
+    geo = geom(n, list(xp.shape), list(yp.shape), list(wq.shape[2:]))
+    groups = int(n.attributes.get("group", 1))
+    if geo is None or geo.c % groups or cout % groups or wq.shape[1] * groups != geo.c:
+        return None
+    term = -int(zx) * wc.reshape(cout, -1).astype(np.int64).sum(axis=1)
+    if bias is not None:
+        term = term + bias.astype(np.int64).reshape(-1)
+    if term.min() < INT32[0] or term.max() > INT32[1]:
+        return None
+    wp = lw.const(f"{w}-{zw_t}@qconv_int8", wc.reshape((cout, wq.shape[1], geo.kh, geo.kw)), "int8",
+                  source=w)
+    corr = lw.const(f"{n.id}:{n.outputs[0]}@qconv_bias", term.astype(np.int32), "int32") \
+        if np.any(term) else None
+    rq = requant(lw, n, sx, sw, sy, zy, cout)
+    out = yp.view((geo.n, cout, geo.ho, geo.wo))
+    job = ConvJob(n, geo, groups, xp.view((geo.n, geo.c, geo.h, geo.w)), xp.dtype, None,
+                  TeWeight(wp, None, 8), out, None, None, None)
+    return job, rq, int(zx), corr
+
+
+def lower_qlinear_conv(lw: Lowering, n: LayerIR) -> bool:
+    """Tile a QLINEAR_CONV (False: it runs whole, e.g. 3-D, a per-row activation scale or
+    a weight zero point that does not re-center into int8)."""
+    found = _job(lw, n)
+    if found is None:
+        return False
+    job, rq, zx, corr = found
+    if job.geo.c // job.groups == 1:
+        _depthwise(lw, job, rq, zx, corr)
+    else:
+        _dense(lw, job, rq, zx, corr)
+    return True
+
+
+def _x_fields(job: ConvJob, zx: int, signed_key: str) -> dict:
+    """The activation's signedness and the zero-point padding, when they differ from the
+    defaults (signed, zero)."""
+    out: dict = {}
+    if job.x.dtype == "uint8":
+        out[signed_key] = False
+    if zx:
+        out["pad_value"] = zx
+    return out
+
+
+def _bias(lw: Lowering, pe: int, nid: str, corr: Placement | None, co0: int,
+          cob: int) -> list[tuple[str, Buf]]:
+    """The int32 bias block of output channels [co0, co0 + cob), loaded, as a read."""
+    if corr is None:
+        return []
+    bb = lw.buf(pe, cob * 4, f"{nid}.qbias")
+    lw.dma(False, pe, bb, corr, co0, 1, cob, cob, nid, role="weight")
+    return [("bias", bb)]
+
+
+def _epilogue(lw: Lowering, job: ConvJob, rq: Requant, pe: int, acc: Buf, img: int,
+              co0: int, cob: int, oh0: int, toh: int) -> None:
+    """Requantize the accumulator block in place (one multiplier per channel) and store
+    it."""
+    geo, nid = job.geo, job.n.id
+    length = toh * geo.wo
+    bm = lw.buf(pe, cob * 4, f"{nid}.qmult")
+    lw.dma(False, pe, bm, rq.mult, co0, 1, cob, cob, nid, role="weight")
+    lw.op("VE_REQUANTIZE_TILE", pe, nid,
+          {"length": length, "rows": cob, **rq.fields(), **lw.engines.ve(pe)},
+          reads=[("in", acc), ("row_multiplier", bm)], writes=[("out", acc)], frees=[bm])
+    hw = geo.ho * geo.wo
+    lw.dma(True, pe, acc, job.out, (img * job.cout + co0) * hw + oh0 * geo.wo, cob, length,
+           hw, nid, frees=[acc])
+
+
+def _dense(lw: Lowering, job: ConvJob, rq: Requant, zx: int, corr: Placement | None) -> None:
+    """TE_CONV_TILE tiles: (image, group, channel block, row block), K over channels; the
+    first K step adds the int32 bias."""
+    geo, nid, w = job.geo, job.n.id, job.w
+    cg, og = geo.c // job.groups, job.cout // job.groups
+    cob_max, toh, cc = _dense_blocks(lw, job)
+    taps = geo.kh * geo.kw
+    xf = _x_fields(job, zx, "ifm_signed")
+    for img in range(geo.n):
+        for grp in range(job.groups):
+            for cb in range(0, og, cob_max):
+                cob, co0 = min(cob_max, og - cb), grp * og + cb
+                for oh0 in range(0, geo.ho, toh):
+                    t = min(toh, geo.ho - oh0)
+                    rb = geo.rows_for(oh0, t)
+                    pe = lw.next_pe()
+                    acc = lw.buf(pe, cob * t * geo.wo * 4, f"{nid}.acc")
+                    for i, c0 in enumerate(range(0, cg, cc)):
+                        c = min(cc, cg - c0)
+                        bx = _load_x(lw, job, pe, img, grp * cg + c0, c, rb.first, rb.rows)
+                        bw = lw.buf(pe, math.ceil(cob * c * taps * ITEMSIZE["int8"]),
+                                    f"{nid}.wgt")
+                        lw.dma(False, pe, bw, w.placement, (co0 * cg + c0) * taps, cob,
+                               c * taps, cg * taps, nid, role="weight")
+                        extra = _bias(lw, pe, nid, corr, co0, cob) if i == 0 else []
+                        fields = {"n": 1, "c_in": c, "c_out": cob, "layout": "nchw",
+                                  **geo.window_fields(rb), "qbits_weight": 8,
+                                  "qbits_activation": 8, "ofm_qbits": 32, "accumulate": i > 0,
+                                  **xf}
+                        lw.op("TE_CONV_TILE", pe, nid, fields,
+                              reads=[("ifm", bx), ("wgt", bw)] + extra
+                              + ([("ofm", acc)] if i else []),
+                              writes=[("ofm", acc)], frees=[bx, bw] + [b for _, b in extra])
+                    _epilogue(lw, job, rq, pe, acc, img, co0, cob, oh0, t)
+
+
+def _depthwise(lw: Lowering, job: ConvJob, rq: Requant, zx: int,
+               corr: Placement | None) -> None:
+    """VE_DWCONV_TILE tiles: (image, channel block, row block), with the int32 bias."""
+    geo, nid, w = job.geo, job.n.id, job.w
+    mult = job.cout // geo.c
+    cb_max, toh = _dw_blocks(lw, job)
+    taps = geo.kh * geo.kw
+    xf = _x_fields(job, zx, "in_signed")
+    for img in range(geo.n):
+        for ci0 in range(0, geo.c, cb_max):
+            cb = min(cb_max, geo.c - ci0)
+            for oh0 in range(0, geo.ho, toh):
+                t = min(toh, geo.ho - oh0)
+                rb = geo.rows_for(oh0, t)
+                pe = lw.next_pe()
+                bx = _load_x(lw, job, pe, img, ci0, cb, rb.first, rb.rows)
+                nw = cb * mult * taps
+                bw = lw.buf(pe, nw, f"{nid}.wgt")
+                lw.dma(False, pe, bw, w.placement, ci0 * mult * taps, 1, nw, nw, nid,
+                       role="weight")
+                extra = _bias(lw, pe, nid, corr, ci0 * mult, cb * mult)
+                acc = lw.buf(pe, cb * mult * t * geo.wo * 4, f"{nid}.acc")
+                fields = {"c": cb, "multiplier": mult, **geo.window_fields(rb),
+                          "qbits_activation": QBITS_OF[job.x.dtype], "qbits_weight": 8,
+                          "out_qbits": 32, **xf}
+                lw.op("VE_DWCONV_TILE", pe, nid, fields,
+                      reads=[("in", bx), ("wgt", bw)] + extra, writes=[("out", acc)],
+                      frees=[bx, bw] + [b for _, b in extra])
+                _epilogue(lw, job, rq, pe, acc, img, ci0 * mult, cb * mult, oh0, t)
