@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.cmdq.io import load_program, parse_entries
+from kernbench.cmdq.io import MAX_CMDQ_BYTES, load_program, parse_entries
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.common.program import LayerSpan
 from kernbench.compiler.cost import estimate_program
@@ -79,7 +79,19 @@ def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
                               dump_dir=Path(out).parent if dump_after else None,
                               progress=progress)
     write_bundle(state, Path(out), source, cmdq=write_cmdq)
+    if write_cmdq:
+        warn_unreadable_cmdq(Path(out) / "cmdq.json")
     return state, pm
+
+
+def warn_unreadable_cmdq(path: Path) -> None:
+    """Warn when a written cmdq.json is over the size `load_program` reads (MAX_CMDQ_BYTES,
+    ADR-0708): `kernbench run` simulated it from memory, `kernbench simulate` will refuse it."""
+    size = path.stat().st_size
+    if size > MAX_CMDQ_BYTES:
+        warn(f"{path}: {size} bytes, over the {MAX_CMDQ_BYTES}-byte limit of CMDQ files; "
+             "`kernbench simulate` will refuse this bundle (`kernbench run` simulates the "
+             "program from memory, see docs/adr/0708)")
 
 
 def program_of(state: Any, file: str | None = None) -> CmdqProgram:
