@@ -97,9 +97,11 @@ def warn_unreadable_cmdq(path: Path) -> None:
 def program_of(state: Any, file: str | None = None) -> CmdqProgram:
     """The compiled program of `state` as the simulator reads it, without a JSON round
     trip: the same models `load_program` would make of the cmdq.json the compiler writes.
-    The state gives its entries up (they are consumed as they are parsed), so that the
-    entry objects and the models of a real-size program never coexist."""
-    doc, state.cmdq = state.cmdq, None
+    The state gives up its program (its entries are consumed as they are parsed), its tile
+    graph and its memory plan (released first: the models take their place, so a
+    real-size program's tile graph, entry objects and models never all coexist)."""
+    doc = state.cmdq
+    state.cmdq = state.tiles = state.memory = None
     meta = doc.to_json()["metadata"]
     return parse_entries(doc.entries, meta, file=file)
 
