@@ -126,3 +126,49 @@ def test_detection_refuses_blocks_that_differ(tmp_path):
     g.tensors[out].shape = [*g.tensors[out].shape[:-1], g.tensors[out].shape[-1] + 1]
     again, why = mark_blocks(g)
     assert again is None and "differs" in why
+
+
+def _spans(small, end_of):  # noqa: ANN001, ANN202
+    """LayerSpans of every node of `small`: end_of(block, position) for block layers."""
+    from kernbench.common.program import LayerSpan
+
+    spans, pos = {}, {}
+    for n in small.nodes:
+        b = n.metadata.get("block")
+        if isinstance(b, int):
+            j = pos[b] = pos.get(b, -1) + 1
+            end = end_of(b, j)
+        else:
+            end = 10.0 if n.id == "embed" else 5000.0
+        spans[n.id] = LayerSpan(start_ns=end - 5.0, end_ns=end)
+    return spans
+
+
+def test_check_compares_like_with_like():
+    """The epilogue's overlap lengthens only the last block's last layers: the check
+    accepts (the layer-wise periods are steady); blocks that are not steady are refused."""
+    from kernbench.host.block_replay import ReplayCheckFailed, apply_replay
+
+    g = build_llm_graph(load_hf_config(CONFIGS / "tiny-llama-4l.json"), LlmShape(2, 1, 8))
+    plan, _ = plan_replay(g)
+    small = truncate_blocks(g, plan.simulated)
+    n_layers = sum(1 for n in small.nodes if n.metadata.get("block") == 0)
+
+    def overlapped(b: int, j: int) -> float:  # period 1000; epilogue delays the tail by 40
+        return 100.0 + 1000.0 * b + 10.0 * j + (40.0 if b == 2 and j == n_layers - 1 else 0.0)
+
+    stats = apply_replay({"total_ns": 5000.0, "clock_ghz": 1.0}, small, plan,
+                         _spans(small, overlapped))
+    r = stats["replay"]
+    assert r["periods_ns"] == [1000.0, 1040.0]  # the old check: ±1.96 %, refused
+    assert r["anchored_periods_ns"] == [1000.0]
+    assert r["period_deviation"] == 0.0
+    assert stats["total_ns"] == 5000.0 + 1000.0  # one block replayed at the middle period
+
+    def unsteady(b: int, j: int) -> float:  # block 2 is 5 % late in every layer but the last
+        late = 50.0 if b == 2 and j < n_layers - 1 else 0.0
+        return 100.0 + 1000.0 * b + 10.0 * j + late
+
+    with pytest.raises(ReplayCheckFailed):
+        apply_replay({"total_ns": 5000.0, "clock_ghz": 1.0}, small, plan,
+                     _spans(small, unsteady))

@@ -156,7 +156,7 @@ def run_cmd(
         opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace,
                           report=not no_report, exact=exact, llm=llm, save_oplog=save_oplog,
-                          strict=strict,
+                          strict=strict, write_cmdq=keep_bundle,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle")
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet)
     err.print(f"wrote {out}/")

@@ -6,6 +6,8 @@
 * `parse_program_collect(obj)` returns every entry-level problem instead of the first;
   `parse_partial(obj)` also keeps the entries that did parse (the validator's
   `validate_document` checks those too).
+* `parse_entries(entries, metadata)` builds the program from entries already decoded (a
+  compiler's document in memory: no JSON text written or read), consuming the list.
 * `dump_program(program, path)` / `dumps_program(program)` write deterministic JSON: one
   entry per line, fields in a fixed order, unset optional fields left out.
 
@@ -117,6 +119,47 @@ def parse_bytes_fast(data: bytes, *, file: str | None = None) -> CmdqProgram | N
     except ValidationError:
         return None
     _check_metadata(program, file)
+    return program
+
+
+PARSE_CHUNK = 4096
+"""Entries `parse_entries` validates per pydantic call (the dicts of one chunk and the models
+of the program are what coexist)."""
+
+
+def parse_entries(entries: list[Any], metadata: Mapping[str, Any], *,
+                  file: str | None = None) -> CmdqProgram:
+    """The program whose entries are the decoded objects in ``entries`` and whose metadata
+    is ``metadata``, validated as `load_program` would validate the same document read
+    from a file (the same models, strict), without writing or reading JSON text.
+
+    ``entries`` is consumed: each chunk of `PARSE_CHUNK` objects is removed from the list
+    once its models exist, so a caller that gives the list up never holds the objects and
+    the models of a whole real-size program at once. Raises InputError (one line, naming
+    the entry) on the first problem, like `parse_program`."""
+    try:
+        program = CmdqProgram.model_validate({"cmdq": [], "metadata": dict(metadata)})
+    except ValidationError:
+        return parse_program({"cmdq": entries, "metadata": metadata}, file=file)  # the message
+    _check_metadata(program, file)
+    models: list[EntryBase] = []
+    done = 0
+    while entries:
+        chunk = entries[:PARSE_CHUNK]
+        try:
+            part = CmdqProgram.model_validate({"cmdq": chunk, "metadata": {}}).cmdq
+        except ValidationError:
+            _, errors = parse_program_collect({"cmdq": chunk}, file=file, max_errors=1)
+            error = errors[0] if errors else InputError("invalid entry", file=file)
+            if error.where and error.where.startswith("entry at index "):
+                index = int(error.where.rsplit(" ", 1)[1]) + done
+                error = InputError(error.reason, file=file, where=f"entry at index {index}",
+                                   field=error.field)
+            raise error from None
+        models.extend(part)
+        done += len(chunk)
+        del entries[:PARSE_CHUNK]
+    program.cmdq = models
     return program
 
 

@@ -71,8 +71,11 @@ def load_model(path: Path, qconfig: Path | None = None) -> tuple[Graph, Path | N
     return import_onnx(path, load_qconfig(qconfig) if qconfig else None), path
 
 
-def write_bundle(state: CompileState, out: Path, source_model: Path | None = None) -> list[Path]:
-    """Write the bundle folder atomically (a temp folder renamed into place)."""
+def write_bundle(state: CompileState, out: Path, source_model: Path | None = None, *,
+                 cmdq: bool = True) -> list[Path]:
+    """Write the bundle folder atomically (a temp folder renamed into place). `cmdq` False
+    leaves cmdq.json out (a run that simulates the program from memory and keeps no
+    bundle: a real-size program's file is hundreds of MB)."""
     if state.cmdq is None or state.memory is None:
         raise RuntimeError("write_bundle: the state has not been through every pass")
     out = Path(out)
@@ -80,7 +83,8 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    write_json(state.cmdq.to_json(), tmp / "cmdq.json")
+    if cmdq:
+        write_json(state.cmdq.to_json(), tmp / "cmdq.json")
     write_json(state.memory.to_json(), tmp / "memory.json")
     arrays = {}
     shape_only = is_shape_only(state.graph)  # no weight values: weights.npz stays empty

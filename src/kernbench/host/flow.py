@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.cmdq.io import load_program
+from kernbench.cmdq.io import MAX_CMDQ_BYTES, load_program, parse_entries
+from kernbench.cmdq.schema import CmdqProgram
 from kernbench.common.program import LayerSpan
 from kernbench.compiler.cost import estimate_program
 from kernbench.compiler.inputs import default_inputs, vocab_size
@@ -65,8 +66,9 @@ def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
                    dump_after: tuple[str, ...] = (), progress: Any = None,
                    calib_inputs: Path | None = None, strict: bool = False,
                    qconfig_file: str | None = None,
-                   model_file: str | None = None):  # noqa: ANN201
-    """compile_model for a graph already loaded (or built, or truncated for replay)."""
+                   model_file: str | None = None, write_cmdq: bool = True):  # noqa: ANN201
+    """compile_model for a graph already loaded (or built, or truncated for replay);
+    `write_cmdq` False leaves cmdq.json out of the bundle (see `program_of`)."""
 
     if not is_shape_only(graph):  # a shape-only model holds no values: nothing to estimate
         refuse_above_limit(graph_bytes(graph), f"model {model_file or graph.metadata.get('model_name')}")
@@ -76,8 +78,32 @@ def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
     state, pm = compile_graph(graph, topology, opts, dump_after=dump_after,
                               dump_dir=Path(out).parent if dump_after else None,
                               progress=progress)
-    write_bundle(state, Path(out), source)
+    write_bundle(state, Path(out), source, cmdq=write_cmdq)
+    if write_cmdq:
+        warn_unreadable_cmdq(Path(out) / "cmdq.json")
     return state, pm
+
+
+def warn_unreadable_cmdq(path: Path) -> None:
+    """Warn when a written cmdq.json is over the size `load_program` reads (MAX_CMDQ_BYTES,
+    ADR-0708): `kernbench run` simulated it from memory, `kernbench simulate` will refuse it."""
+    size = path.stat().st_size
+    if size > MAX_CMDQ_BYTES:
+        warn(f"{path}: {size} bytes, over the {MAX_CMDQ_BYTES}-byte limit of CMDQ files; "
+             "`kernbench simulate` will refuse this bundle (`kernbench run` simulates the "
+             "program from memory, see docs/adr/0708)")
+
+
+def program_of(state: Any, file: str | None = None) -> CmdqProgram:
+    """The compiled program of `state` as the simulator reads it, without a JSON round
+    trip: the same models `load_program` would make of the cmdq.json the compiler writes.
+    The state gives up its program (its entries are consumed as they are parsed), its tile
+    graph and its memory plan (released first: the models take their place, so a
+    real-size program's tile graph, entry objects and models never all coexist)."""
+    doc = state.cmdq
+    state.cmdq = state.tiles = state.memory = None
+    meta = doc.to_json()["metadata"]
+    return parse_entries(doc.entries, meta, file=file)
 
 
 def check_graph_inputs(graph: Any, qconfig_file: str | None, model_file: str,
@@ -179,7 +205,8 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
                     inputs: Path | None = None, dump_intermediates: bool = False,
                     trace: bool = True, report: bool = True, phase: Any = None,
                     strict: bool = False, save_oplog: Path | None = None,
-                    post_stats: Any = None, watch: Any = None) -> SimResult:
+                    post_stats: Any = None, watch: Any = None,
+                    prog: CmdqProgram | None = None) -> SimResult:
     """Simulate a cmdq.json or a bundle (with the data pass and verification on request)
     and write stats.json, summary.txt, report.html (`report`), trace.json (`trace`),
     outputs.npz and verification.json (`verify`) into `out`. `phase(name, total, poll)`
@@ -188,15 +215,18 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     `post_stats(stats, spans)` may amend the stats before anything is written (replay, LLM
     figures; `spans`: layer id → common.program.LayerSpan); `watch(SimWatch)` observes the
     timing run (progress). Without `trace`, `report` and `verify`, stats.json has
-    `entry_count` instead of per-entry rows (docs/stats.md)."""
+    `entry_count` instead of per-entry rows (docs/stats.md). `prog`: the bundle's program
+    already in memory (`program_of`); its cmdq.json is then not read (it need not exist
+    unless `verify`) and the caller gives `prog` up."""
 
     record = trace or report  # the report's timeline needs the trace, the file may not
 
     program = Path(program)
     bundle_dir = program if program.is_dir() else program.parent
     cmdq_path = program / "cmdq.json" if program.is_dir() else program
-    check_input_file(cmdq_path, MAX_JSON_BYTES)  # never block on a FIFO, never read /dev/zero
-    prog = load_program(cmdq_path)
+    if prog is None:
+        check_input_file(cmdq_path, MAX_JSON_BYTES)  # never block on a FIFO, /dev/zero
+        prog = load_program(cmdq_path)
     verdict, outputs = None, None
     if verify:
         run, outputs, verdict = _run_verified(bundle_dir, prog, topology, inputs, record,

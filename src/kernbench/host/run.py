@@ -5,6 +5,11 @@ Replay (`host.block_replay`) is used only when it is proven on this model: the g
 identical blocks, no data pass is asked for (`verify`), `exact` is off, and after the
 simulation the last two block periods agree within 1 %; otherwise the whole model is
 compiled and simulated.
+
+The compiled program goes to the simulator in memory (`host.flow.program_of`): the bundle's
+cmdq.json is written only when asked (`RunOptions.write_cmdq`, `--keep-bundle`; always with
+`verify`) and never read back, so a real-size program's file neither costs the time to
+write and parse it nor meets the CMDQ file-size limit (ADR-0708).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from kernbench.host.block_replay import (
     plan_replay,
     truncate_blocks,
 )
-from kernbench.host.flow import SimResult, compile_loaded, simulate_bundle
+from kernbench.host.flow import SimResult, compile_loaded, program_of, simulate_bundle
 from kernbench.host.llm import check_fit, llm_facts, llm_section
 
 
@@ -38,6 +43,10 @@ class RunOptions:
     save_oplog: Path | None = None
     strict: bool = False  # suspicious inputs (NaN/Inf, unmatched QConfig globs) are errors
     bundle: Path | None = None  # where the bundle goes (default: out/bundle)
+    # cmdq.json in the bundle: the run simulates the program from memory, so the file is
+    # only for a bundle someone keeps (with `verify` it is always written: the data pass
+    # loads the whole bundle)
+    write_cmdq: bool = True
 
 
 @dataclass
@@ -76,6 +85,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
         if plan is None and graph.metadata.get("llm"):
             hooks.note(f"simulating every layer: {why}")
     bundle = opts.bundle or Path(out) / "bundle"
+    write_cmdq = opts.write_cmdq or opts.verify
 
     def finish(small: Any, stats: dict[str, Any], spans: dict[str, Any]) -> dict[str, Any]:
         if plan is not None:
@@ -91,24 +101,32 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
         small = truncate_blocks(marked, plan.simulated)
         hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
                    "and replaying the rest (--exact simulates all)")
-        compile_loaded(small, None, topo, bundle, progress=hooks.compile_progress,
-                       calib_inputs=opts.inputs, strict=opts.strict, model_file=str(model))
+        state, _ = compile_loaded(small, None, topo, bundle, progress=hooks.compile_progress,
+                                  calib_inputs=opts.inputs, strict=opts.strict,
+                                  model_file=str(model), write_cmdq=write_cmdq)
+        prog = program_of(state, str(bundle / "cmdq.json"))
+        del state  # the tile graph and memory plan are not needed to simulate
         try:
             return _simulate(bundle, topo, out, opts, hooks,
-                             lambda st, sp: finish(small, st, sp))
+                             lambda st, sp: finish(small, st, sp), prog)
         except ReplayCheckFailed as e:
             hooks.note(f"replay check failed ({e}): simulating every layer")
             plan = None
     qfile = str(opts.qconfig) if opts.qconfig else None
-    compile_loaded(graph, source, topo, bundle, progress=hooks.compile_progress,
-                   calib_inputs=opts.inputs, strict=opts.strict, qconfig_file=qfile,
-                   model_file=str(model))
-    return _simulate(bundle, topo, out, opts, hooks, lambda st, sp: finish(graph, st, sp))
+    state, _ = compile_loaded(graph, source, topo, bundle, progress=hooks.compile_progress,
+                              calib_inputs=opts.inputs, strict=opts.strict, qconfig_file=qfile,
+                              model_file=str(model), write_cmdq=write_cmdq)
+    prog = program_of(state, str(bundle / "cmdq.json"))
+    del state
+    return _simulate(bundle, topo, out, opts, hooks, lambda st, sp: finish(graph, st, sp),
+                     prog)
 
 
 def _simulate(bundle: Path, topo: Any, out: Path, opts: RunOptions, hooks: RunHooks,
-              post: Any) -> SimResult:
+              post: Any, prog: Any) -> SimResult:
+    """Simulate the compiled program `prog` (in memory; a streamed run consumes it)."""
     return simulate_bundle(bundle, topo, Path(out), verify=opts.verify, inputs=opts.inputs,
                            dump_intermediates=opts.dump_intermediates, trace=opts.trace,
                            report=opts.report, save_oplog=opts.save_oplog, post_stats=post,
-                           watch=hooks.watch, phase=hooks.phase, strict=opts.strict)
+                           watch=hooks.watch, phase=hooks.phase, strict=opts.strict,
+                           prog=prog)
