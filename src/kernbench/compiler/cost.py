@@ -17,14 +17,21 @@ Per op, uncontended:
 - the op's own run: its tiles' stages through its engines in order (a flow shop), plus the
   command's trip M_CPU → PE (`pre`) and the completion's trip back (`post`).
 
-Per layer (the layer's ops; dependencies on other layers ignored):
-    estimate = max( critical path of the ops (pre + run + post along `deps`),
-                    max over resources r of  head_r + busy_r + tail_r )
+Per layer, on its own (the layer's ops; dependencies on other layers ignored):
+    work = max( critical path of the ops (pre + run + post along `deps`),
+                max over resources r of  head_r + busy_r + tail_r,  the levels )
 busy_r is Σ of the layer's time on r (an engine channel of a PE, a link, an HBM channel,
 the M_CPU's issue slot); head_r / tail_r are the shortest dependency path before the
 first use of r and after its last use: the fixed latency a resource-bound layer cannot
-hide. End to end: the longest path through the layer graph, each layer weighted by its
-estimate plus the command trip into it, and never below the bound of the whole program.
+hide. `estimate_by` names what sets it.
+
+In the program: `cost_schedule.schedule` places every op on one timeline (a list schedule
+over the simulator's reservation servers: queueing behind other PEs' transfers on shared
+links and HBM channels, TCM staging, engine channels, dispatch). A layer's `estimate_ns`
+is its span there (first op start → last op end, what stats.json `ns` measures) and its
+`busy_ns` the longest union of its ops' intervals on one PE (stats.json `busy_ns`); the
+end to end estimate is the last completion, never below the whole program's busiest
+resource or its dependency chain.
 """
 
 from __future__ import annotations
@@ -67,7 +74,8 @@ class LayerEstimate:
     """A layer's estimate. On its own the layer costs `work_ns` = max(`path_ns` (its
     dependency chain), `resource_ns` (its busiest `resource` with head + busy + tail),
     `level_ns` (its dependency levels)). `first_ns` / `end_ns` place it on the program's
-    estimated timeline; `estimate_ns` = end − first compares with the simulated span."""
+    estimated schedule; `estimate_ns` = end − first compares with the simulated span
+    (`ns`), `busy_ns` (longest union of its ops' intervals on one PE) with `busy_ns`."""
 
     resource: str | None
     resource_ns: float
