@@ -234,7 +234,7 @@ class CostModel:
         if st == StageType.GEMM:
             bits = max(p.get("qbits_weight", 8), p.get("qbits_activation", 8))
             te = p.get("te_id", 0)
-            busy = self.gemm_ns(p["m"], p["n"], p["k"], bits)
+            busy = p.get("groups", 1) * self.gemm_ns(p["m"], p["n"], p["k"], bits)
             return f"{pe.id}.pe_gemm{te or ''}", busy, []
         ve = p.get("ve_id", 0)
         return (f"{pe.id}.pe_math{ve or ''}",

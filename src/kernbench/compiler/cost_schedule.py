@@ -24,6 +24,7 @@ op holds, even if it was ready first in the simulation). Costs O(ops × stages).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +76,40 @@ class _Hbm:
         return (head_ns if start == INF else start), end
 
 
+class _Channel:
+    """An engine channel: one tile at a time, each placed in the earliest gap of its
+    uncontended length at or after its arrival (arrival order, as the channel's FIFO
+    serves it, for ops placed out of time order). Reservations are disjoint, sorted."""
+
+    __slots__ = ("starts", "ends")
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+
+    def place(self, t: float, dur: float, now: float) -> float:
+        """The start of a `dur`-long stage arriving at `t`; forgets what ended before `now`."""
+        starts, ends = self.starts, self.ends
+        if ends and ends[0] <= now:
+            k = bisect_right(ends, now)
+            del starts[:k], ends[:k]
+        i = bisect_right(ends, t)
+        s = t
+        while i < len(starts) and s + dur > starts[i]:
+            s = max(s, ends[i])
+            i += 1
+        return s
+
+    def book(self, s: float, e: float) -> None:
+        """Hold [s, e] (clipped at the next reservation: a stage that queueing made longer
+        than its gap overlaps it by that much)."""
+        i = bisect_right(self.starts, s)
+        if i < len(self.starts):
+            e = min(e, self.starts[i])
+        self.starts.insert(i, s)
+        self.ends.insert(i, e)
+
+
 class _Machine:
     """The resources one schedule reserves: servers for links, TCM ports, HBM channels,
     the shared SRAMs; free times for engine channels and the per-PE dispatchers."""
@@ -92,6 +127,7 @@ class _Machine:
         self.sram = [Server(f"{c.sram}", 0.0, s.bw_gbs) if s is not None else None
                      for c in topology.cubes]
         self.free: dict[Any, float] = {}
+        self.channels: dict[Any, _Channel] = {}
         #: the ready time of the op being placed: no later op's transfer starts before it
         self.now = 0.0
         self._paths: dict[tuple[Any, ...], list[Any]] = {}
@@ -135,33 +171,28 @@ class _Machine:
         return transfer(begin, wire, stages, self.now)
 
     def stage(self, pe: Pe, st: StageType, p: dict[str, Any], t: float,
-              gemm_ns: Any, math_ns: Any) -> tuple[float, float]:
-        """Place one stage that arrives at its engine at `t`: (start, end)."""
+              model: Any) -> tuple[float, float]:
+        """Place one stage that arrives at its engine at `t`: (start, end). The channel's
+        gap is sought for the stage's uncontended time (`model.stage`); transfers then
+        queue on the servers they cross."""
+        res, busy, _ = model.stage(pe, st, p)
+        chan = self.channels.get(res)
+        if chan is None:
+            chan = self.channels[res] = _Channel()
+        s = chan.place(t, busy, self.now)
         if st in (StageType.DMA_READ, StageType.DMA_WRITE):
-            write = st == StageType.DMA_WRITE
-            key: tuple[Any, ...] = (pe.index, "dma", write)
-            s = max(t, self.free.get(key, 0.0))
-            end = self.dma(pe, p, write, s)
+            end = self.dma(pe, p, st == StageType.DMA_WRITE, s)
         elif st in (StageType.FETCH, StageType.STORE):
-            key = (pe.index, "fs", st == StageType.STORE)
-            s = max(t, self.free.get(key, 0.0))
             nb = p.get("nbytes", 0)
             end = transfer(s, nb, (self.tcm[pe.index],), self.now) if nb > 0 else s
-        elif st == StageType.GEMM:
-            key = (pe.index, "te", p.get("te_id", 0))
-            s = max(t, self.free.get(key, 0.0))
-            bits = max(p.get("qbits_weight", 8), p.get("qbits_activation", 8))
-            end = s + p.get("groups", 1) * gemm_ns(p["m"], p["n"], p["k"], bits)
-            stream = p.get("weight_stream_nbytes", 0)
+        else:
+            end = s + busy
+            stream = p.get("weight_stream_nbytes", 0) if st == StageType.GEMM else 0
             if stream:  # weights streamed from HBM straight into the array (pe_gemm)
                 links, mem = self.path(pe, "hbm", p.get("weight_addr", 0), False)
                 mem = mem.at(p.get("weight_addr", 0), stream)
                 end = max(end, transfer(s, stream, [mem, *links], self.now))
-        else:
-            key = (pe.index, "ve", p.get("ve_id", 0))
-            s = max(t, self.free.get(key, 0.0))
-            end = s + math_ns(p["op"], p["length"], p.get("rows", 1))
-        self.free[key] = end
+        chan.book(s, end)
         return s, end
 
 
@@ -240,7 +271,7 @@ def schedule(entries: Sequence[ProgramEntry], topology: Topology,
                     stages = split_transfers(stages, limit)
                 t = fed
                 for st, p in stages:
-                    s, t = m.stage(pe, st, p, t, model.gemm_ns, model.math_ns)
+                    s, t = m.stage(pe, st, p, t, model)
                     first = min(first, s)
                 if need:
                     held.append((t, need))
