@@ -8,17 +8,19 @@ issue window open), lowest id first among equals, and each is placed once, whole
 - the scheduler feeds the op's tiles in order, a composite tile only when its staging
   bytes fit in the TCM's reserved region (which bounds the tiles in flight: the double
   buffering);
-- each tile's stages run through the PE's engine channels (one tile at a time each, in
-  arrival order); a DMA, a weight stream, a fetch or a store is a transfer over the
-  same reservation servers the simulator uses (`components.fabric.Server` /
-  `transfer`: links, the TCM port, HBM channels with their interleaved shares), so
-  bandwidth shared between PEs on one HBM, mesh link or UCIe queues the later transfer
-  exactly as the hardware model does;
+- each tile's stages run through the PE's engine channels (one tile at a time each; a
+  stage takes the earliest gap of its uncontended length at or after it arrives, as the
+  channel's FIFO would serve it); a DMA, a weight stream, a fetch or a store is a
+  transfer over the same reservation servers the simulator uses
+  (`components.fabric.Server` / `transfer`: links, the TCM port, HBM channels with their
+  interleaved shares), so bandwidth shared between PEs on one HBM, mesh link or UCIe
+  queues the later transfer as the hardware model does;
 - the completion crosses back to the M_CPU.
-What it leaves out: a stage's queueing inside an op (tiles of later ops never overtake an
-op placed earlier on an engine channel), the first-stage queue depth, and the time order
-of ops placed out of order (an op placed later cannot take an engine slot an earlier-placed
-op holds, even if it was ready first in the simulation). Costs O(ops × stages).
+What it leaves out: an op is placed whole, so an op placed later cannot take a slot an
+earlier-placed op holds even if the simulator would have served it first; a stage that
+queueing made longer than its gap is clipped there; the first-stage queue depth; and the
+issue window is approximated (entry i waits for entry i − W to complete, where the
+hardware waits for any W entries). Costs O(ops × stages).
 """
 
 from __future__ import annotations
@@ -213,7 +215,8 @@ def schedule(entries: Sequence[ProgramEntry], topology: Topology,
     """Place every command entry of `entries` (ids are program positions) on one timeline;
     `model` is the `cost.CostModel` whose engine formulas price the stages. Barriers,
     NOPs and END take no time; the issue window W holds entry i back until entry i − W
-    has completed (the FSM fetches in order and a slot frees when an entry completes)."""
+    has completed (an approximation: the FSM fetches in order and any completion frees a
+    slot)."""
     m = _Machine(topology)
     mcpu, pt = model.mcpu, m.pt
     issue_ns = mcpu.issue_latency_cycles / mcpu.clock_ghz
