@@ -8,6 +8,7 @@ when everything issued has completed).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,30 +39,58 @@ _BUSY_KIND = {"DMA": "dma", "TE_": "tensor engine", "VE_": "vector engine"}
 @dataclass(slots=True)
 class LayerSpan:
     """What a layer's CMDQ entries did, aggregated as they completed: the earliest start,
-    the latest end, how many entries, and their summed busy time by kind of work
-    (dma / tensor engine / vector engine / other, from the opcode's prefix)."""
+    the latest end, how many entries, their summed busy time by kind of work
+    (dma / tensor engine / vector engine / other, from the opcode's prefix), and per PE the
+    union of its entries' [start, end] intervals (`busy_ns`: the longest such union)."""
 
     start_ns: float
     end_ns: float
     entries: int = 0
     busy_ns: dict[str, float] = field(default_factory=dict)
+    #: PE → disjoint [start, end] intervals, sorted (kept short: a PE's entries of one
+    #: layer mostly touch or overlap, so they merge)
+    per_pe: dict[Any, list[list[float]]] = field(default_factory=dict)
+    #: the cost model's estimated end of the layer, when a run estimated it (block replay
+    #: prices the replayed blocks by the estimated block period)
+    estimate_end_ns: float | None = None
 
-    def add(self, opcode: str, start: float, end: float) -> None:
-        """One more entry of the layer, [start, end]."""
+    def add(self, opcode: str, start: float, end: float, pe: Any = None) -> None:
+        """One more entry of the layer, [start, end], on PE `pe` (None: not counted per PE)."""
         self.start_ns = min(self.start_ns, start)
         self.end_ns = max(self.end_ns, end)
         self.entries += 1
         kind = _BUSY_KIND.get(opcode[:3], "other")
         self.busy_ns[kind] = self.busy_ns.get(kind, 0.0) + (end - start)
+        if pe is not None:
+            merge_interval(self.per_pe.setdefault(pe, []), start, end)
+
+    @property
+    def pe_busy_ns(self) -> float:
+        """The layer's busy time: over its PEs, the longest union of the PE's entry
+        intervals (docs/stats.md `busy_ns`); 0 when no entry named its PE."""
+        return max((sum(e - s for s, e in iv) for iv in self.per_pe.values()), default=0.0)
+
+
+def merge_interval(ivs: list[list[float]], start: float, end: float) -> None:
+    """Insert [start, end] into the sorted disjoint intervals `ivs`, merging what touches."""
+    i = bisect_left(ivs, [start, start])
+    if i > 0 and ivs[i - 1][1] >= start:
+        i -= 1
+    j = i
+    while j < len(ivs) and ivs[j][0] <= end:
+        start = min(start, ivs[j][0])
+        end = max(end, ivs[j][1])
+        j += 1
+    ivs[i:j] = [[start, end]]
 
 
 def add_span(spans: dict[str, LayerSpan], layer_id: str | None, opcode: str,
-             start: float | None, end: float | None) -> None:
+             start: float | None, end: float | None, pe: Any = None) -> None:
     """Fold one completed entry into `spans` (layer id → LayerSpan); entries without a
-    layer or a start are not a layer's work."""
+    layer or a start are not a layer's work. `pe` names the PE it ran on (its busy time)."""
     if layer_id is None or start is None or end is None:
         return
     s = spans.get(layer_id)
     if s is None:
         s = spans[layer_id] = LayerSpan(start, end)
-    s.add(opcode, start, end)
+    s.add(opcode, start, end, pe)

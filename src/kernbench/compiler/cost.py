@@ -17,14 +17,21 @@ Per op, uncontended:
 - the op's own run: its tiles' stages through its engines in order (a flow shop), plus the
   command's trip M_CPU → PE (`pre`) and the completion's trip back (`post`).
 
-Per layer (the layer's ops; dependencies on other layers ignored):
-    estimate = max( critical path of the ops (pre + run + post along `deps`),
-                    max over resources r of  head_r + busy_r + tail_r )
+Per layer, on its own (the layer's ops; dependencies on other layers ignored):
+    work = max( critical path of the ops (pre + run + post along `deps`),
+                max over resources r of  head_r + busy_r + tail_r,  the levels )
 busy_r is Σ of the layer's time on r (an engine channel of a PE, a link, an HBM channel,
 the M_CPU's issue slot); head_r / tail_r are the shortest dependency path before the
 first use of r and after its last use: the fixed latency a resource-bound layer cannot
-hide. End to end: the longest path through the layer graph, each layer weighted by its
-estimate plus the command trip into it, and never below the bound of the whole program.
+hide. `estimate_by` names what sets it.
+
+In the program: `cost_schedule.schedule` places every op on one timeline (a list schedule
+over the simulator's reservation servers: queueing behind other PEs' transfers on shared
+links and HBM channels, TCM staging, engine channels, dispatch). A layer's `estimate_ns`
+is its span there (first op start → last op end, what stats.json `ns` measures) and its
+`busy_ns` the longest union of its ops' intervals on one PE (stats.json `busy_ns`); the
+end to end estimate is the last completion, never below the whole program's busiest
+resource or its dependency chain.
 """
 
 from __future__ import annotations
@@ -34,8 +41,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernbench.common.pe_commands import PeCommand
-from kernbench.common.program import ProgramEntry
+from kernbench.common.program import LayerSpan, ProgramEntry, add_span
 from kernbench.common.tile_plan import StageType
+from kernbench.compiler.cost_schedule import schedule
 from kernbench.components.builtin.hbm_ctrl import channel_shares
 from kernbench.components.builtin.pe_dma import wire_bytes
 from kernbench.components.builtin.pe_gemm import gemm_cycles
@@ -66,7 +74,8 @@ class LayerEstimate:
     """A layer's estimate. On its own the layer costs `work_ns` = max(`path_ns` (its
     dependency chain), `resource_ns` (its busiest `resource` with head + busy + tail),
     `level_ns` (its dependency levels)). `first_ns` / `end_ns` place it on the program's
-    estimated timeline; `estimate_ns` = end − first compares with the simulated span."""
+    estimated schedule; `estimate_ns` = end − first compares with the simulated span
+    (`ns`), `busy_ns` (longest union of its ops' intervals on one PE) with `busy_ns`."""
 
     resource: str | None
     resource_ns: float
@@ -75,6 +84,7 @@ class LayerEstimate:
     ops: int
     first_ns: float = 0.0
     end_ns: float = 0.0
+    busy_ns: float = 0.0
 
     @property
     def work_ns(self) -> float:
@@ -224,7 +234,7 @@ class CostModel:
         if st == StageType.GEMM:
             bits = max(p.get("qbits_weight", 8), p.get("qbits_activation", 8))
             te = p.get("te_id", 0)
-            busy = self.gemm_ns(p["m"], p["n"], p["k"], bits)
+            busy = p.get("groups", 1) * self.gemm_ns(p["m"], p["n"], p["k"], bits)
             return f"{pe.id}.pe_gemm{te or ''}", busy, []
         ve = p.get("ve_id", 0)
         return (f"{pe.id}.pe_math{ve or ''}",
@@ -280,7 +290,16 @@ def estimate_program(entries: list[ProgramEntry], topology: Topology) -> Program
         if lid is not None:
             out.layers[lid] = _estimate_group(ops, costs, issue_ns)
     whole = _estimate_group([e for e in entries if e.id in costs], costs, issue_ns)
-    end = _timeline(entries, costs, out.layers, model.mcpu.issue_window)
+    placed = schedule(entries, topology, model)
+    spans: dict[str, LayerSpan] = {}
+    for e in entries:
+        if e.id in placed:  # the same aggregation as the simulated spans (stats `layers`)
+            add_span(spans, _layer_of(e), "", placed[e.id].start, placed[e.id].end, e.pe)
+    for lid, sp in spans.items():
+        le = out.layers[lid]
+        le.first_ns, le.end_ns, le.busy_ns = sp.start_ns, sp.end_ns, sp.pe_busy_ns
+    end = max((p.end for p in placed.values()), default=0.0)
+    # the schedule respects every resource; the bounds guard what it leaves out
     out.estimate_ns = max(whole.resource_ns, whole.path_ns, end)
     return out
 
@@ -345,73 +364,6 @@ def _levels(ops: list[ProgramEntry], costs: dict[int, OpCost], ids: set[int]) ->
         for r, b, _, _ in c.uses:
             busy[r] = busy.get(r, 0.0) + b
     return sum(max(lo[0], max(bu.values(), default=0.0)) for lo, bu in per.values())
-
-
-@dataclass
-class _Graph:
-    """The layers of a program: members in program order, the layers each depends on."""
-
-    layer_of: dict[int, str] = field(default_factory=dict)
-    members: dict[str, list[ProgramEntry]] = field(default_factory=dict)
-    preds: dict[str, set[str]] = field(default_factory=dict)
-
-
-def _graph(entries: list[ProgramEntry], costs: dict[int, OpCost]) -> _Graph:
-    g = _Graph()
-    for e in entries:
-        lid = _layer_of(e)
-        if lid is None or e.id not in costs:
-            continue
-        g.layer_of[e.id] = lid
-        g.members.setdefault(lid, []).append(e)
-        g.preds.setdefault(lid, set()).update(
-            g.layer_of[d] for d in e.deps if g.layer_of.get(d, lid) != lid)
-    return g
-
-
-def _timeline(entries: list[ProgramEntry], costs: dict[int, OpCost],
-              layers: dict[str, LayerEstimate], window: int) -> float:
-    """Place the layers on one estimated timeline; set each layer's `first_ns` / `end_ns`
-    and return the end of the last.
-
-    A layer starts when the layers it depends on have ended, plus the shortest command
-    trip in. An op with no dependency inside its layer whose other dependencies are done
-    by then is *early*: it runs as soon as they are done and the Control FSM has fetched
-    it (the entry `window` places before it has completed), e.g. a weight load prefetched
-    while the previous layer runs. The rest takes the levels of the late ops after the
-    start. Entries complete, in this model, evenly through their layer's span."""
-    g = _graph(entries, costs)
-    done: dict[int, float] = {}  # entry id → estimated completion
-    end_of: dict[str, float] = {}
-    for lid, ops in g.members.items():  # first-appearance order: topological when compiled
-        le = layers[lid]
-        own = {e.id for e in ops}
-        start = max((end_of.get(p, 0.0) for p in g.preds[lid]), default=0.0) \
-            + min(costs[e.id].pre_ns for e in ops)
-        late, first, end = [], start, start
-        early: dict[int, float] = {}
-        for e in ops:
-            c = costs[e.id]
-            w = e.id - window  # ids are program positions; fetched once entry w is done
-            fetched = start if w in own else done.get(w, 0.0)
-            ready = max([fetched, *(done.get(d, 0.0) for d in e.deps)])
-            if any(d in own for d in e.deps) or ready > start:
-                late.append(e)
-                if not any(d in own for d in e.deps):
-                    first = min(first, ready + c.pre_ns)
-                continue
-            first = min(first, ready + c.pre_ns)
-            early[e.id] = ready + c.pre_ns + c.run_ns + c.post_ns
-            end = max(end, early[e.id])
-        # the late ops follow the early ones they read (e.g. a GEMM after its weight load)
-        base = max([start, *(early[d] + costs[e.id].pre_ns
-                              for e in late for d in e.deps if d in early)])
-        end = max(end, base + _levels(late, costs, {e.id for e in late}))
-        le.first_ns, le.end_ns = first, end
-        end_of[lid] = end
-        for k, e in enumerate(ops):
-            done[e.id] = start + (end - start) * (k + 1) / len(ops)
-    return max(end_of.values(), default=0.0)
 
 
 __all__ = ["CostModel", "LayerEstimate", "OpCost", "ProgramEstimate", "estimate_program"]

@@ -111,7 +111,7 @@ def layer_report(bounds: dict[str, dict[str, Any]],
         ns = s.end_ns - s.start_ns
         busy = s.busy_ns
         eng = max(busy.items(), key=lambda kv: (kv[1], kv[0]))[0] if busy else None
-        layers[lid] = dict(b, ns=round(ns, 3),
+        layers[lid] = dict(b, ns=round(ns, 3), busy_ns=round(s.pe_busy_ns, 3),
                            roofline_fraction=float(f"{b['bound_ns'] / ns:.6g}") if ns > 0 else 1.0,
                            bottleneck=eng)
     return layers

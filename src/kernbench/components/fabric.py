@@ -93,13 +93,18 @@ class Server:
         return start, end
 
 
-def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...]) -> float:
-    """Reserve `stages` in order for an `nbytes` transfer starting at `now`; return its end."""
+def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
+             forget_before: float | None = None) -> float:
+    """Reserve `stages` in order for an `nbytes` transfer starting at `now`; return its end.
+    Reservations that ended before `forget_before` (default `now`) are dropped: a caller
+    that places transfers out of time order (the compiler's cost model) passes a time no
+    later transfer starts before."""
+    keep = now if forget_before is None else forget_before
     head = now
     end = now
     lat = 0.0
     for s in stages:
-        start, end = s.occupy(head, nbytes, end + lat, now)
+        start, end = s.occupy(head, nbytes, end + lat, keep)
         lat = s.latency_ns
         head = start + lat
     return end + lat

@@ -134,6 +134,19 @@ def truncate_blocks(g: Graph, keep: int) -> Graph:
     return out
 
 
+def _estimated_period(spans: dict[str, LayerSpan], layer_block: dict[str, int],
+                      blocks: int, middle: int) -> float:
+    """The cost model's block period, measured like the simulated one: the mean distance
+    between the estimated ends of consecutive blocks, over the same `middle` periods."""
+    ends = [0.0] * blocks
+    for lid, span in spans.items():
+        b = layer_block.get(lid)
+        if b is not None and span.estimate_end_ns is not None:
+            ends[b] = max(ends[b], span.estimate_end_ns)
+    periods = [b - a for a, b in zip(ends, ends[1:], strict=False)][:middle]
+    return sum(periods) / len(periods) if periods else 0.0
+
+
 def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
                  spans: dict[str, LayerSpan]) -> dict[str, Any]:
     """Turn the stats of the truncated run into the whole model's (see the module
@@ -173,9 +186,9 @@ def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
         mem = round(all_bound["memory_bound_ns"], 3)
         stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
                                 "bound_by": "compute" if comp >= mem else "memory"}
-        if "estimate_ns" in stats:  # the replayed blocks cost what the last simulated one did
-            block_est = sum(v.get("estimate_ns", 0.0) for lid, v in layers.items() if lid in last)
-            stats["estimate_ns"] = round(stats["estimate_ns"] + extra * block_est, 3)
+        if "estimate_ns" in stats:  # the replayed blocks cost the estimated block period
+            stats["estimate_ns"] = round(stats["estimate_ns"] + extra * _estimated_period(
+                spans, layer_block, plan.simulated, len(middle)), 3)
     stats["replay"] = {
         "blocks": plan.blocks, "simulated_blocks": plan.simulated,
         "block_period_ns": round(d, 3),

@@ -245,7 +245,7 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     spans = run.layer_spans(stats)
     add_roofline(stats, bundle_dir / "roofline.json", spans)
     if record or verify:  # a streamed run has given its entries up (no estimate then)
-        add_estimate(stats, run.entries, topology)
+        add_estimate(stats, run.entries, topology, spans)
     if "layers" in stats:
         layers = stats["layers"]
         for lid, row in run.layer_energy({k: v["ns"] for k, v in layers.items()}).items():
@@ -318,16 +318,22 @@ def add_roofline(stats: dict[str, Any], roof: Path, spans: dict[str, LayerSpan])
                                 "bound_by": "compute" if comp >= mem else "memory"}
 
 
-def add_estimate(stats: dict[str, Any], entries: list[Any], topology: Any) -> None:
+def add_estimate(stats: dict[str, Any], entries: list[Any], topology: Any,
+                 spans: dict[str, LayerSpan] | None = None) -> None:
     """The cost model's estimate (compiler.cost, ADR-0702) beside the simulated times: the
-    end-to-end `estimate_ns`, and per layer `estimate_ns` and `estimate_by` (the resource
-    or "path" that sets it)."""
+    end-to-end `estimate_ns`, and per layer `estimate_ns` (of `ns`), `estimate_busy_ns`
+    (of `busy_ns`) and `estimate_by` (the resource or "path" that sets its own cost);
+    each of `spans` gets its layer's estimated end."""
     est = estimate_program(entries, topology)
+    for lid, sp in (spans or {}).items():
+        if lid in est.layers:
+            sp.estimate_end_ns = est.layers[lid].end_ns
     stats["estimate_ns"] = round(est.estimate_ns, 3)
     for lid, row in stats.get("layers", {}).items():
         le = est.layers.get(lid)
         if le is not None:
             row["estimate_ns"] = round(le.estimate_ns, 3)
+            row["estimate_busy_ns"] = round(le.busy_ns, 3)
             row["estimate_by"] = le.bound_by
 
 
@@ -367,11 +373,14 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
                      f"{mb['compute_bound_ns']:.1f} ns vs Σ memory bound "
                      f"{mb['memory_bound_ns']:.1f} ns")
         lines.append("")
-        lines.append(f"{'layer':28s} {'op':12s} {'ns':>10s} {'estimate':>10s} {'bound ns':>10s} "
+        lines.append(f"{'layer':28s} {'op':12s} {'ns':>10s} {'estimate':>10s} {'busy ns':>10s} "
+                     f"{'estimate':>10s} {'bound ns':>10s} "
                      f"{'frac':>6s} {'bound by':8s} {'energy':>10s} busiest")
         for lid, layer in sorted(stats["layers"].items(), key=lambda kv: -kv[1]["ns"]):
             lines.append(f"{lid:28s} {layer['op_type']:12s} {layer['ns']:10.1f} "
                          f"{layer.get('estimate_ns', 0.0):10.1f} "
+                         f"{layer.get('busy_ns', 0.0):10.1f} "
+                         f"{layer.get('estimate_busy_ns', 0.0):10.1f} "
                          f"{layer['bound_ns']:10.1f} {layer['roofline_fraction']:6.3f} "
                          f"{layer['bound_by']:8s} {fmt_energy(layer.get('energy_pj', 0)):>10s} "
                          f"{layer['bottleneck']}")

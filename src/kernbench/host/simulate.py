@@ -65,7 +65,7 @@ class EntryTally:
         start = cmd.start_ns if cmd.start_ns is not None else e.start_ns
         add_span(self.spans, lid, e.label.split(" ", 1)[1],
                  round_ns(start) if start is not None else None,
-                 round_ns(e.end_ns) if e.end_ns is not None else None)
+                 round_ns(e.end_ns) if e.end_ns is not None else None, e.pe)
         if lid in self._left:
             self._left[lid] -= 1
             if self._left[lid] == 0:
@@ -118,7 +118,8 @@ class CmdqRun:
             return self.tally.spans
         spans: dict[str, LayerSpan] = {}
         for e in stats["entries"].values():
-            add_span(spans, e.get("layer_id"), e["opcode"], e.get("start_ns"), e.get("end_ns"))
+            add_span(spans, e.get("layer_id"), e["opcode"], e.get("start_ns"), e.get("end_ns"),
+                     e.get("pe"))
         return spans
 
     def layer_energy(self, spans_ns: dict[str, float]) -> dict[str, dict[str, Any]]:

@@ -182,6 +182,8 @@ def _layers_section(stats: dict[str, Any]) -> str:
         rows.append(
             f"<tr><td>{_e(lid)}</td><td>{_e(v.get('op_type', ''))}</td>"
             f'<td class="n">{_num(v.get("ns"))}</td><td class="n">{_num(v.get("estimate_ns"))}</td>'
+            f'<td class="n">{_num(v.get("busy_ns"))}</td>'
+            f'<td class="n">{_num(v.get("estimate_busy_ns"))}</td>'
             f'<td class="n">{_num(v.get("bound_ns"))}</td>'
             f'<td class="n">{_e(f"{frac:.3f}" if frac is not None else "–")}</td>'
             f"<td>{_e(v.get('bound_by', ''))}</td><td>{_e(v.get('bottleneck') or '–')}</td>"
@@ -190,11 +192,14 @@ def _layers_section(stats: dict[str, Any]) -> str:
     note = (f'<p class="note">{len(layers) - MAX_LAYER_ROWS} more layers in stats.json</p>'
             if len(layers) > MAX_LAYER_ROWS else "")
     return ("<h2>Layers (slowest first)</h2>"
-            '<p class="note">ns: first entry start → last entry end; estimate: the cost '
-            "model's estimate of that span (docs/compiler.md); bound: the layer's "
-            "roofline lower bound; fraction = bound / ns (1 = at the roofline)</p>"
-            + _table(["layer", "op", "ns", "estimate ns", "bound ns", "fraction", "bound by",
-                      "busiest engine", "MACs", "HBM bytes"], rows, {2, 3, 4, 5, 8, 9}) + note)
+            '<p class="note">ns: first entry start → last entry end (it includes waiting '
+            "for the layers it overlaps); busy: the longest any one PE had the layer's "
+            "entries running (docs/stats.md); estimate: the cost model's figure for each "
+            "(docs/compiler.md); bound: the layer's roofline lower bound; fraction = "
+            "bound / ns (1 = at the roofline)</p>"
+            + _table(["layer", "op", "ns", "estimate ns", "busy ns", "estimate busy ns",
+                      "bound ns", "fraction", "bound by", "busiest engine", "MACs",
+                      "HBM bytes"], rows, {2, 3, 4, 5, 6, 7, 10, 11}) + note)
 
 
 def _engines_section(stats: dict[str, Any]) -> str:
