@@ -13,6 +13,8 @@ and a 2-D DMA stores the tile.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
@@ -22,6 +24,7 @@ from kernbench.compiler.lower.te_weights import te_weight
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
+from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
 
 #: an output tile: (first row, first column, rows, columns)
@@ -203,33 +206,47 @@ def _epilogue_consts(lw: Lowering, n: LayerIR, sx: np.ndarray | None, sw: np.nda
 
 
 #: cycles a GEMM spread over every cube pays for reaching remote cubes (command and
-#: completion round trips, the first remote load), in the choice of `_wide`
+#: completion round trips, the first remote load), in the choice of `wide`
 REMOTE_START_CYCLES = 1000
 
 
-def _wide(lw: Lowering, xq: Placement, wp: TeWeight, m: int, nn: int, k: int) -> bool:
+def _te_cycles(lw: Lowering, m: int, nn: int, k: int, pes: int, bits: int) -> float:
+    """Tensor-engine cycles of an (m, nn, k) GEMM on `pes` PEs: array-sized output tiles
+    in waves over the PEs' engines, each tile at its systolic cycles (so a GEMM of one
+    row costs what its array folds cost, not its MACs at the peak rate)."""
+    spec = lw.gemm_spec
+    tm, tn = min(m, spec.rows), min(nn, spec.cols)
+    tiles = math.ceil(m / tm) * math.ceil(nn / tn)
+    waves = math.ceil(tiles / (pes * lw.engines.te_count))
+    return waves * gemm_cycles(spec, tm, tn, k, bits)
+
+
+def wide(lw: Lowering, a_dtype: str, w_dtype: str, m: int, nn: int, k: int) -> bool:
     """Should a GEMM whose output lives in one cube spread over every cube? Yes when the
-    estimated time on all PEs (compute, the weight read from every cube's copy, A and
-    the output crossing the UCIe links) beats the time on the home cube's PEs alone."""
+    estimated time on all PEs (tensor-engine cycles, the weight read from every cube's
+    copy, A and the output crossing the UCIe links) beats the time on the home cube's PEs
+    alone. `nn`: all the layer's output columns (a QKV_PROJ's three projections)."""
     cubes = len(lw.topo.cubes)
-    macs = m * nn * k / lw.pe_macs_per_cycle
-    w_bytes = k * nn * ITEMSIZE[wp.placement.dtype]
+    bits = {"int8": 8, "int4": 8, "fp16": 16}.get(a_dtype, 32)
+    w_bytes = k * nn * ITEMSIZE[w_dtype]
     cube_bpc = lw.dma_bytes_per_cycle * lw.pes_of(0)
-    t_cube = max(macs / lw.pes_of(0), w_bytes / cube_bpc)
-    remote = (m * k * ITEMSIZE[xq.dtype] + m * nn * 4) * (cubes - 1) / cubes
-    t_all = max(macs / lw.n_pes, w_bytes / (cube_bpc * cubes),
+    t_cube = max(_te_cycles(lw, m, nn, k, lw.pes_of(0), bits), w_bytes / cube_bpc)
+    remote = (m * k * ITEMSIZE[a_dtype] + m * nn * 4) * (cubes - 1) / cubes
+    t_all = max(_te_cycles(lw, m, nn, k, lw.n_pes, bits), w_bytes / (cube_bpc * cubes),
                 remote / lw.ucie_bytes_per_cycle) + REMOTE_START_CYCLES
     return t_all < t_cube
 
 
 def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: int, nn: int,
-                  k: int) -> dict[int, tuple[GemmTiles, list[OutTile]]]:
+                  k: int, nn_layer: int) -> dict[int, tuple[GemmTiles, list[OutTile]]]:
     """Output tiles round-robin over PEs: over all PEs, or, for a spread output, each part's
-    rows over the PEs of its cube (tiles chosen per part)."""
+    rows over the PEs of its cube (tiles chosen per part). `nn_layer`: the layer's output
+    columns (`wide` decides for the whole layer)."""
     g = lw.gemm_spec
     per_pe: dict[int, tuple[GemmTiles, list[OutTile]]] = {}
     ranges = lw.part_rows(op, m, nn)
-    if len(ranges) == 1 and ranges[0][2] is not None and _wide(lw, xq, wp, m, nn, k):
+    if len(ranges) == 1 and ranges[0][2] is not None \
+            and wide(lw, xq.dtype, wp.placement.dtype, m, nn_layer, k):
         ranges = [(0, m, None)]
     for r_lo, r_hi, cube in ranges:
         n_pes = lw.pes_of(cube)
@@ -353,9 +370,10 @@ def _dma_fixed_ns(lw: Lowering) -> float:
 
 
 def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
-         out_tid: str, mode: str, fuse: bool = False) -> bool:
+         out_tid: str, mode: str, fuse: bool = False, nn_layer: int | None = None) -> bool:
     """Tile out = x · w (+ b); False when the weight or the output cannot be tiled.
-    `fuse`: apply the output's element-wise consumer in the epilogue when it can."""
+    `fuse`: apply the output's element-wise consumer in the epilogue when it can;
+    `nn_layer`: the layer's output columns when it has several weights (QKV_PROJ)."""
     wp = te_weight(lw, n, w_tid, mode)
     if wp is None:
         return False
@@ -369,7 +387,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
         return False
     step = fusable_step(lw, n, out_tid, op, nn) if fuse else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode)
-    per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k)
+    per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn)
     for pe in sorted(per_pe):
         t, tiles = per_pe[pe]
         # two accumulators per tensor engine interleave their K loops (one hides the
@@ -420,8 +438,10 @@ def lower_qkv_proj(lw: Lowering, n: LayerIR) -> bool:
     if te is None:
         return False
     mode, x = te
+    # the three projections decide together whether to spread over every cube
+    nn_layer = sum(lw.g.tensors[w].shape[-1] for w in n.inputs[1:4])
     for j in range(3):
         b = n.inputs[4 + j] if len(n.inputs) > 4 + j and n.inputs[4 + j] else None
-        if not gemm(lw, n, x, n.inputs[1 + j], b, n.outputs[j], mode):
+        if not gemm(lw, n, x, n.inputs[1 + j], b, n.outputs[j], mode, nn_layer=nn_layer):
             raise ValueError(f"{n.id}: projection {j} cannot be tiled")
     return True
