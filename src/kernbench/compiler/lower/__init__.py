@@ -29,17 +29,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from kernbench.compiler.lower.activation import dequant_bypassed, qdq_bypassed
 from kernbench.compiler.lower.attention_float import lower_any_attention
 from kernbench.compiler.lower.bmm import lower_bmm
 from kernbench.compiler.lower.clamp import lower_clamp
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import lower_conv
-from kernbench.compiler.lower.gemm import (
-    dequant_bypassed,
-    lower_gemm,
-    lower_qkv_proj,
-    qdq_bypassed,
-)
+from kernbench.compiler.lower.gemm import lower_gemm, lower_qkv_proj
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
