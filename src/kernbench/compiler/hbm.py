@@ -28,9 +28,9 @@ ALIGN = 256
 #: a storage is spread over the cubes only when each cube gets at least this many rows
 MIN_ROWS_PER_CUBE = 8
 #: ... and at least this many bytes: a smaller part saves less than the remote command
-#: and completion trips its tiles pay (tiny GPT-2 attention on base: 1 KiB parts made the
-#: model slower than on one cube)
-MIN_PART_BYTES = 4096
+#: and completion trips its tiles pay (tiny GPT-2 attention and BERT's QDQ chains on base:
+#: 1-8 KiB parts in far cubes made the models slower than on one cube)
+MIN_PART_BYTES = 16384
 #: bytes per element of the dtypes the compiler places (numerics.dtypes; int4 packed)
 ITEMSIZE = {n: dtype_bits(n) // 8 if dtype_bits(n) % 8 == 0 else dtype_bits(n) / 8 for n in (
     "fp32", "fp16", "bf16", "fp64", "int64", "int32", "int16", "int8", "uint8", "bool", "int4",

@@ -35,14 +35,17 @@ class QuantOut:
 
 
 def quant_out(lw: Lowering, tid: str) -> QuantOut | None:
-    """The quantized store a producer of `tid` can add, or None. Only when every
-    consumer of `tid` (or of the reshape that aliases it, same rows) is an integer GEMM /
-    QKV_PROJ that reads it as its activation and would
-    quantize it into a scratch (not already prepared, no bypassed QDQ on the way), and
-    `tid` is contiguous fp32. The scratch is allocated as `prepare_x` would and recorded
+    """The quantized store a producer of `tid` can add, or None. Only when `tid` (or the
+    reshape that aliases it, same rows) is read as the activation of integer GEMM /
+    QKV_PROJ layers (at one bitwidth) that would quantize it into a scratch (not already
+    prepared, no bypassed QDQ on the way) and is contiguous fp32; other consumers read
+    the fp32 store as before. The scratch is allocated as `prepare_x` would and recorded
     as prepared."""
     g = lw.g
-    cols = lw.placement(tid).shape[-1]
+    shape = lw.placement(tid).shape
+    if len(shape) < 2:
+        return None  # a scalar or a vector: no rows to quantize for a GEMM
+    cols = shape[-1]
     while True:  # through reshapes that alias it, to the tensor the GEMMs read
         t = g.tensors[tid]
         if not t.consumers or tid in g.outputs:
@@ -51,17 +54,15 @@ def quant_out(lw: Lowering, tid: str) -> QuantOut | None:
         if len(t.consumers) > 1 or not is_view(lw.plan, c) or c.inputs[0] != tid:
             break
         tid = c.outputs[0]
-    if lw.placement(tid).shape[-1] != cols:
+    if not lw.placement(tid).shape or lw.placement(tid).shape[-1] != cols:
         return None  # the scratch's rows must be the producer's rows
-    bits = None
-    for c in t.consumers:
-        cn = g.node(c)
-        if cn.op_type not in ("GEMM", "QKV_PROJ") or cn.inputs[0] != tid \
-                or not te_ready(lw, cn, "int"):
-            return None
-        if bits not in (None, cn.qbits_activation):
-            return None
-        bits = cn.qbits_activation
+    # the integer TE layers that would quantize it; other consumers read the fp32 store
+    te = [g.node(c) for c in t.consumers
+          if g.node(c).op_type in ("GEMM", "QKV_PROJ") and g.node(c).inputs[0] == tid]
+    if not te or not all(te_ready(lw, cn, "int") for cn in te) \
+            or len({cn.qbits_activation for cn in te}) != 1:
+        return None
+    bits = te[0].qbits_activation
     if (tid, "int", bits) in lw.prepared:
         return None
     plan = quant_plan(lw, tid)
