@@ -49,7 +49,7 @@ def test_small_one_row_gemm_stays_in_one_cube():
 
 def test_decode_kv_cache_spread_and_exact(tmp_path, capsys):
     out = tmp_path / "o"
-    code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "512", "-t", "base", "--verify",
+    code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "2048", "-t", "base", "--verify",
                  "--keep-bundle", "--quiet", "--no-report", "--out", str(out)])
     assert code == 0, capsys.readouterr().err[-2000:]
     v = json.loads((out / "verification.json").read_text())
