@@ -104,16 +104,17 @@ def test_a_dma_across_parts_is_split_at_the_boundaries():
     from kernbench.compiler.hbm import MemoryPlan
 
     plan = MemoryPlan(4, 1 << 20)
-    a = plan.allocate("t", (64, 10), "fp32", "intermediate", spread=True)
+    c = 256  # 64 rows of 256 fp32: 16 KiB parts (the spread minimum)
+    a = plan.allocate("t", (64, c), "fp32", "intermediate", spread=True)
     p = a.placement()
     # rows 14..17 (4 rows) cross the part boundary after row 15: two whole-row runs
-    assert p.runs(14 * 10, 4, 10, 10) == [(0, 2, 0, 10), (2, 2, 0, 10)]
-    # a column block (3 of 10 elements, rows 10 apart) of rows 15..16: one run per row
-    assert p.runs(15 * 10 + 2, 2, 3, 10) == [(0, 1, 0, 3), (1, 1, 0, 3)]
-    # seen as one flat row of 40 elements from row 14: split inside the row
-    assert p.runs(14 * 10, 1, 40, 40) == [(0, 1, 0, 20), (0, 1, 20, 20)]
+    assert p.runs(14 * c, 4, c, c) == [(0, 2, 0, c), (2, 2, 0, c)]
+    # a column block (3 of c elements, rows c apart) of rows 15..16: one run per row
+    assert p.runs(15 * c + 2, 2, 3, c) == [(0, 1, 0, 3), (1, 1, 0, 3)]
+    # seen as one flat row of 4c elements from row 14: split inside the row
+    assert p.runs(14 * c, 1, 4 * c, 4 * c) == [(0, 1, 0, 2 * c), (0, 1, 2 * c, 2 * c)]
     # physical addresses: row 16 is the first row of part 1, in cube 1
-    assert p.physical(p.addr + 16 * 10 * 4) == a.parts[1][2] and a.parts[1][2] >= 1 << 20
+    assert p.physical(p.addr + 16 * c * 4) == a.parts[1][2] and a.parts[1][2] >= 1 << 20
 
 
 # ----------------------------------------------------------------------------- tiling
