@@ -61,7 +61,8 @@ def test_gelu_and_residual_add_run_in_the_gemm_epilogue(tmp_path):
     cmdq, stats, mem = _run(tmp_path, tmp_path / "m.onnx")
     gelu, add = _ops(cmdq, "gelu"), _ops(cmdq, "add")
     # the consumer loads nothing of the GEMM's output: it works on the accumulator tile
-    assert list(gelu.values()) == [{"VE_GELU_TILE", "DMA_STORE_TILE"}]
+    # (and quantizes it there for the GEMM that reads it next: lower/xquant.py)
+    assert list(gelu.values()) == [{"VE_GELU_TILE", "VE_QUANTIZE_TILE", "DMA_STORE_TILE"}]
     # the ADD loads only its residual
     assert list(add.values()) == [{"VE_ADD_TILE", "DMA_LOAD_TILE", "DMA_STORE_TILE"}]
     for lid in (*gelu, *add):
@@ -85,5 +86,6 @@ def test_a_residual_written_after_the_gemm_is_not_fused(tmp_path):
 def test_gpt2_fuses_every_mlp_gelu_and_residual_add(tmp_path):
     cmdq, stats, _ = _run(tmp_path, GPT2)
     gelu = _ops(cmdq, "gelu")
-    assert gelu and all(ops == {"VE_GELU_TILE", "DMA_STORE_TILE"} for ops in gelu.values())
+    assert gelu and all(ops == {"VE_GELU_TILE", "VE_QUANTIZE_TILE", "DMA_STORE_TILE"}
+                        for ops in gelu.values())
     assert all(lid in stats["layers"] for lid in gelu)

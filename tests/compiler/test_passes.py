@@ -78,19 +78,19 @@ def test_memory_places_folded_views_with_permuted_strides():
 
 
 def test_memory_replicates_inputs_and_spreads_intermediate_rows_over_the_cubes():
-    g, feeds = gemm_graph(m=64, k=128, n=96, gelu=True)
+    g, feeds = gemm_graph(m=64, k=128, n=384, gelu=True)
     st = compile_until(g, feeds, "memory", topology="base")
     plan, cubes = st.memory, st.topology.cubes
     cube_bytes = cubes[0].hbm_bytes
     x = plan.allocations["x"]
     assert len(x.addrs) == len(cubes) == 4
     assert [a // cube_bytes for a in x.addrs] == [0, 1, 2, 3]
-    for key, nbytes in (("x", 64 * 128 * 4), ("y", 64 * 96 * 4), ("z", 64 * 96 * 4)):
+    for key, nbytes in (("x", 64 * 128 * 4), ("y", 64 * 384 * 4), ("z", 64 * 384 * 4)):
         a = plan.allocations[key]
         assert a.nbytes == nbytes and all(addr % 256 == 0 for addr in a.addrs)
-    # the intermediate y (64 rows): 16 rows per cube, part c in cube c, in row order
+    # the intermediate y (64 rows, 24 KiB parts): 16 rows per cube, part c in cube c, in row order
     y = plan.allocations["y"]
-    assert [(off, nb) for off, nb, _ in y.parts] == [(c * 16 * 96 * 4, 16 * 96 * 4)
+    assert [(off, nb) for off, nb, _ in y.parts] == [(c * 16 * 384 * 4, 16 * 384 * 4)
                                                      for c in range(4)]
     assert [addr // cube_bytes for _, _, addr in y.parts] == [0, 1, 2, 3]
     # the graph output z stays whole in cube 0 (the host reads it at one address)
@@ -104,16 +104,17 @@ def test_a_dma_across_parts_is_split_at_the_boundaries():
     from kernbench.compiler.hbm import MemoryPlan
 
     plan = MemoryPlan(4, 1 << 20)
-    a = plan.allocate("t", (64, 10), "fp32", "intermediate", spread=True)
+    c = 256  # 64 rows of 256 fp32: 16 KiB parts (the spread minimum)
+    a = plan.allocate("t", (64, c), "fp32", "intermediate", spread=True)
     p = a.placement()
     # rows 14..17 (4 rows) cross the part boundary after row 15: two whole-row runs
-    assert p.runs(14 * 10, 4, 10, 10) == [(0, 2, 0, 10), (2, 2, 0, 10)]
-    # a column block (3 of 10 elements, rows 10 apart) of rows 15..16: one run per row
-    assert p.runs(15 * 10 + 2, 2, 3, 10) == [(0, 1, 0, 3), (1, 1, 0, 3)]
-    # seen as one flat row of 40 elements from row 14: split inside the row
-    assert p.runs(14 * 10, 1, 40, 40) == [(0, 1, 0, 20), (0, 1, 20, 20)]
+    assert p.runs(14 * c, 4, c, c) == [(0, 2, 0, c), (2, 2, 0, c)]
+    # a column block (3 of c elements, rows c apart) of rows 15..16: one run per row
+    assert p.runs(15 * c + 2, 2, 3, c) == [(0, 1, 0, 3), (1, 1, 0, 3)]
+    # seen as one flat row of 4c elements from row 14: split inside the row
+    assert p.runs(14 * c, 1, 4 * c, 4 * c) == [(0, 1, 0, 2 * c), (0, 1, 2 * c, 2 * c)]
     # physical addresses: row 16 is the first row of part 1, in cube 1
-    assert p.physical(p.addr + 16 * 10 * 4) == a.parts[1][2] and a.parts[1][2] >= 1 << 20
+    assert p.physical(p.addr + 16 * c * 4) == a.parts[1][2] and a.parts[1][2] >= 1 << 20
 
 
 # ----------------------------------------------------------------------------- tiling

@@ -17,7 +17,7 @@ from kernbench.topology import load_topology
 
 def test_spread_gpt2_is_exact_at_every_layer_on_four_cubes(tmp_path, capsys):
     out = tmp_path / "o"
-    code = main(["run", "gpt2", "--seq-len", "64", "-t", "base", "--verify",
+    code = main(["run", "gpt2", "--seq-len", "256", "-t", "base", "--verify",
                  "--dump-intermediates", "--keep-bundle", "--quiet", "--out", str(out)])
     assert code == 0, capsys.readouterr().err[-2000:]
     v = json.loads((out / "verification.json").read_text())
@@ -49,17 +49,24 @@ def _stores_land_in_their_own_cube(cmdq: list[dict], spread: dict, cube_bytes: i
 
 
 def test_parts_tile_the_tensor_in_row_order():
-    from kernbench.compiler.hbm import MemoryPlan
+    from kernbench.compiler.hbm import MIN_PART_BYTES, MemoryPlan
 
     plan = MemoryPlan(4, 1 << 24)
-    a = plan.allocate("t", (1, 100, 24), "fp16", "intermediate", spread=True)
+    a = plan.allocate("t", (1, 100, 384), "fp16", "intermediate", spread=True)
     # 100 rows over 4 cubes: 25 rows each, part c in cube c, offsets contiguous
-    assert [(o, nb) for o, nb, _ in a.parts] == [(i * 25 * 24 * ITEMSIZE["fp16"],
-                                                  25 * 24 * 2) for i in range(4)]
+    assert [(o, nb) for o, nb, _ in a.parts] == [(i * 25 * 384 * ITEMSIZE["fp16"],
+                                                  25 * 384 * 2) for i in range(4)]
     assert [addr >> 24 for _, _, addr in a.parts] == [0, 1, 2, 3]
     # too few rows for every cube to get MIN_ROWS_PER_CUBE: one storage in cube 0
     small = plan.allocate("s", (1, 16, 24), "fp32", "intermediate", spread=True)
     assert not small.parts and small.addrs[0] < 1 << 24
+    # rows enough, but parts smaller than MIN_PART_BYTES: not worth a remote cube
+    rows = 64
+    cols = MIN_PART_BYTES * 4 // (rows * 4) - 1
+    thin = plan.allocate("u", (rows, cols), "fp32", "intermediate", spread=True)
+    assert not thin.parts
+    wide = plan.allocate("w", (rows, cols + 1), "fp32", "intermediate", spread=True)
+    assert len(wide.parts) == 4 and all(nb == MIN_PART_BYTES for _, nb, _ in wide.parts)
 
 
 def test_memory_json_parts_are_checked():

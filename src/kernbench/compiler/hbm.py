@@ -27,6 +27,10 @@ from kernbench.numerics.dtypes import bits as dtype_bits
 ALIGN = 256
 #: a storage is spread over the cubes only when each cube gets at least this many rows
 MIN_ROWS_PER_CUBE = 8
+#: ... and at least this many bytes: a smaller part saves less than the remote command
+#: and completion trips its tiles pay (tiny GPT-2 attention and BERT's QDQ chains on base:
+#: 1-8 KiB parts in far cubes made the models slower than on one cube)
+MIN_PART_BYTES = 16384
 #: bytes per element of the dtypes the compiler places (numerics.dtypes; int4 packed)
 ITEMSIZE = {n: dtype_bits(n) // 8 if dtype_bits(n) % 8 == 0 else dtype_bits(n) / 8 for n in (
     "fp32", "fp16", "bf16", "fp64", "int64", "int32", "int16", "int8", "uint8", "bool", "int4",
@@ -180,7 +184,7 @@ class MemoryPlan:
             return self.allocations[key]
         nb = nbytes_of(shape, dtype)
         parts: tuple[tuple[int, int, int], ...] = ()
-        if spread and self.spread_rows(shape):
+        if spread and self.spread_rows(shape, dtype):
             parts = self._spread(shape, dtype)
             addrs = (parts[0][2],)
             live = None  # spread storage neither gives nor takes space
@@ -199,10 +203,12 @@ class MemoryPlan:
             self._busy_until[key] = live[1]
         return a
 
-    def spread_rows(self, shape) -> bool:
-        """Are there enough rows (all axes but the last) to give every cube a part?"""
+    def spread_rows(self, shape, dtype: str = "int8") -> bool:
+        """Are there enough rows (all axes but the last) and bytes to give every cube a
+        part worth having?"""
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
-        return self.n_cubes > 1 and rows >= self.n_cubes * MIN_ROWS_PER_CUBE
+        return self.n_cubes > 1 and rows >= self.n_cubes * MIN_ROWS_PER_CUBE \
+            and nbytes_of(shape, dtype) >= self.n_cubes * MIN_PART_BYTES
 
     def _spread(self, shape, dtype: str) -> tuple[tuple[int, int, int], ...]:
         rows, cols = int(np.prod(shape[:-1])), int(shape[-1])

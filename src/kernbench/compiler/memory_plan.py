@@ -4,7 +4,9 @@
   with enough rows is *spread*: its rows are split over the cubes (part c in cube c's
   HBM), so that each cube's PEs work on local rows (`kernbench.compiler.hbm`). Storage a
   whole-layer op reads or writes is *pinned* whole in cube 0 (the tiling pass finds those
-  and plans again: `CompileState.pinned`); inputs, outputs and KV caches are never spread;
+  and plans again: `CompileState.pinned`); a present KV cache (a KV_UPDATE's output) is
+  spread the same way, so its heads live in several cubes; graph inputs and other outputs
+  are never spread;
 - with `CompileOptions.reuse_hbm` (default: shape-only models) an unspread intermediate
   takes the space of a storage whose tensors are dead (compiler.liveness, MemoryPlan.allocate
   `live=`);
@@ -109,9 +111,16 @@ def _place_folded_write(state: CompileState, plan: MemoryPlan, tid: str, tn: Lay
     plan.placements[tid] = p_out.view(tuple(t.shape), tuple(p_out.strides[i] for i in inv))
 
 
-def _spreads(state: CompileState, key: str, role: str) -> bool:
-    """Is an intermediate's storage spread over the cubes (if it has the rows for it)?"""
-    return role == "intermediate" and key not in state.pinned
+def _spreads(state: CompileState, key: str, role: str, n: LayerIR | None = None) -> bool:
+    """Is a storage spread over the cubes (if it has the rows for it)? Intermediates, and
+    the present cache a KV_UPDATE writes (its (batch, head) rows in the cube of their part:
+    each cube's PEs write and read their heads locally); never one a whole-layer op reads
+    or writes (`pinned`), nor an in-place (paged) cache."""
+    if key in state.pinned:
+        return False
+    if n is not None and n.op_type == "KV_UPDATE" and key == n.outputs[0]:
+        return not n.attributes.get("in_place")  # a graph output or a "kv" intermediate
+    return role == "intermediate"
 
 
 def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
@@ -131,7 +140,7 @@ def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
         # a transposed store's rows are its (B, S) positions of H·D (where spread cuts)
         rows = [*shape[:-2], shape[-2] * shape[-1]] if perm and len(shape) > 1 else shape
         a = plan.allocate(tid, rows, dtype, role, source=tid,
-                          spread=_spreads(state, tid, role),
+                          spread=_spreads(state, tid, role, n),
                           live=None if tid in role_of or folded_into else live.get(tid))
         p = plan.place(tid, a, shape)
         if perm:  # stored transposed (layout pass): seen through permuted strides

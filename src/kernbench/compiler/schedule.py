@@ -4,7 +4,10 @@ As few and as precise as correctness needs: read-after-write on TCM buffers (las
 writer), write-after-read / write-after-write on reused TCM space, and on HBM byte ranges
 read-after-write (a load waits only for the stores that wrote bytes it reads),
 write-after-write and write-after-read. A load of constants, which depends on nothing,
-may run ahead within its layer but not before its PE's previous layer has computed.
+may run ahead of its layer by `PREFETCH_LAYERS` layers of its PE: it waits until the PE
+has computed the layer that many layers back, so a GEMM's weights stream in while the
+short layers before it (LayerNorm, a residual ADD) run, and its activation load does not
+queue behind them on the PE's DMA channel.
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from kernbench.compiler.state import CompileState
+
+#: how many of its PE's layers a load of constants may run ahead of (1: only within its
+#: own layer, after the previous one has computed)
+PREFETCH_LAYERS = 3
 
 
 def overlaps(a: tuple, b: tuple) -> bool:
@@ -39,9 +46,9 @@ class Schedule:
     produces: ClassVar[tuple[str, ...]] = ("deps",)
 
     def apply(self, state: CompileState) -> CompileState:
-        # PE → (layer of its latest compute op, that op, the latest compute op of an earlier
-        # layer): bounds how far ahead loads of constants may run
-        last_compute: dict[int, tuple[str, int, int | None]] = {}
+        # PE → [(layer, its latest compute op)] of the PE's latest layers, newest last:
+        # bounds how far ahead loads of constants may run
+        last_compute: dict[int, list[tuple[str, int]]] = {}
         last_writer: dict[int, int] = {}
         readers: dict[int, list[int]] = {}
         accessed: dict[int, list[int]] = {}
@@ -74,10 +81,11 @@ class Schedule:
                 # prefetch every later layer's weights first and starve the critical path.
                 # It may run ahead within its layer, but not before the PE's previous layer
                 # has computed.
-                layer, idx, before = last_compute[op.pe]
-                bound = before if layer == (op.fused_into or op.layer) else idx
-                if bound is not None:
-                    deps.add(bound)
+                hist = last_compute[op.pe]
+                # layers of this PE finished before the load's own layer started
+                done = hist[:-1] if hist[-1][0] == (op.fused_into or op.layer) else hist
+                if len(done) >= PREFETCH_LAYERS:
+                    deps.add(done[-PREFETCH_LAYERS][1])
             deps.discard(op.index)
             if any(d > op.index for d in deps):
                 raise RuntimeError(f"schedule: op {op.index} depends on a later op")
@@ -94,12 +102,11 @@ class Schedule:
             for key, *rng in op.hbm_reads:
                 hbm_reads.setdefault(key, []).append((tuple(rng), op.index))
             if not op.opcode.startswith("DMA"):
-                prev = last_compute.get(op.pe)
+                hist = last_compute.setdefault(op.pe, [])
                 layer = op.fused_into or op.layer  # a fused epilogue op is its GEMM's
-                if prev is None:
-                    last_compute[op.pe] = (layer, op.index, None)
-                elif prev[0] == layer:
-                    last_compute[op.pe] = (layer, op.index, prev[2])
+                if hist and hist[-1][0] == layer:
+                    hist[-1] = (layer, op.index)
                 else:
-                    last_compute[op.pe] = (layer, op.index, prev[1])
+                    hist.append((layer, op.index))
+                    del hist[:-PREFETCH_LAYERS - 1]
         return state

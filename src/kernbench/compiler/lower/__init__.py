@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from kernbench.compiler.layout import COPY_OPS
+from kernbench.compiler.lower.activation import dequant_bypassed, qdq_bypassed
 from kernbench.compiler.lower.attention_float import lower_any_attention
 from kernbench.compiler.lower.bmm import lower_bmm
 from kernbench.compiler.lower.clamp import lower_clamp
@@ -52,12 +53,7 @@ from kernbench.compiler.lower.copy import lower_copy
 from kernbench.compiler.lower.dynq import lower_dynamic_quantize, lower_matmul_integer
 from kernbench.compiler.lower.elementwise import lower_cumsum, lower_elementwise
 from kernbench.compiler.lower.gather import lower_gather
-from kernbench.compiler.lower.gemm import (
-    dequant_bypassed,
-    lower_gemm,
-    lower_qkv_proj,
-    qdq_bypassed,
-)
+from kernbench.compiler.lower.gemm import lower_gemm, lower_qkv_proj
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view

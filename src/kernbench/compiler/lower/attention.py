@@ -270,6 +270,15 @@ def _query_chunks(lw: Lowering, at: AttentionTiles, items: int, b: int,
     return chunks
 
 
+def _pe_for(lw: Lowering, at: AttentionTiles, b: int, g: int, out_off: int) -> int:
+    """The PE of a query chunk: in the cube holding its output rows when the output is
+    spread; else (a decode step: a few query rows) in the cube holding the group's keys
+    when the present cache is spread, so that its K / V loads stay in that cube."""
+    if at.out.parts or not at.k.parts:
+        return lw.pe_near(at.out, out_off)
+    return lw.pe_near(at.k, b * at.k.strides[0] + g * at.k.strides[1])
+
+
 def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     if not tiled_attention(lw.g, n):
         return False
@@ -281,12 +290,12 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     for b in range(bsz):
         for g in range(hkv):
             if at.kv_block:  # the whole query range against KV blocks, on one PE
-                pe = lw.pe_near(out, b * out.strides[0] + g * rep * out.strides[1])
+                pe = _pe_for(lw, at, b, g, b * out.strides[0] + g * rep * out.strides[1])
                 lower_kv_blocks(lw, n, at, pe, b, g)
                 continue
             for c0, cn in _query_chunks(lw, at, bsz * hkv, b, g * rep):
-                pe = lw.pe_near(out, b * out.strides[0] + g * rep * out.strides[1]
-                                + c0 * out.strides[2])
+                pe = _pe_for(lw, at, b, g, b * out.strides[0] + g * rep * out.strides[1]
+                             + c0 * out.strides[2])
                 kq, vq = _load_kv(lw, n, at, pe, b, g)
                 blocks = 0  # independent query blocks: engines in turn (ADR-0701)
                 for hh in range(rep):

@@ -13,11 +13,13 @@ and a 2-D DMA stores the tile.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.context import (
     FLOAT_DTYPES,
     QBITS_OF,
@@ -28,9 +30,10 @@ from kernbench.compiler.lower.context import (
 )
 from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
 from kernbench.compiler.lower.te_weights import te_weight
-from kernbench.compiler.quantize import int8_dequant_source
+from kernbench.compiler.lower.xquant import QuantOut, quant_out, store_quantized
 from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
+from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
 
 #: an output tile: (first row, first column, rows, columns)
@@ -45,161 +48,6 @@ class DynamicGemm(NamedTuple):
     weight: TeWeight
     corr: Placement
     scale: Placement
-
-
-def te_mode(n: LayerIR) -> str | None:
-    """How a TE layer is tiled: "int" (A8 with W8 / W4), "fp16", "fp32"; None: the layer
-    runs whole as a layer op (e.g. A4 or W2, which the tiles do not pack)."""
-    qa, qw = n.qbits_activation, n.qbits_weight
-    if qa == 8 and qw in (8, 4, None):
-        return "int"
-    if qa == "fp16" and qw in ("fp16", None):
-        return "fp16"
-    if qa is None and qw is None:
-        return "fp32"
-    return None
-
-
-def dequant_bypassed(lw: Lowering, n: LayerIR) -> bool:
-    """A DEQUANTIZE whose every consumer is an integer TE layer reading the int8 source
-    directly (see `prepare_x`) needs no operation of its own."""
-    if n.op_type != "DEQUANTIZE":
-        return False
-    g = lw.g
-    out = n.outputs[0]
-    t = g.tensors[out]
-    if out in g.outputs or t.quant is None or not t.consumers:
-        return False
-    if int8_dequant_source(g, out) is None:
-        return False
-    return all(g.node(c).op_type in ("GEMM", "QKV_PROJ") and g.node(c).inputs[0] == out
-               and te_mode(g.node(c)) == "int" for c in t.consumers)
-
-
-# ----------------------------------------------------------------------------- activations
-
-
-def prepare_x(lw: Lowering, n: LayerIR, x_tid: str, mode: str, bits: int) -> PreparedX | None:
-    """The activation as the TE reads it: quantized / cast into an HBM scratch, once per
-    (tensor, format) however many layers read it."""
-    key = (x_tid, mode, bits)
-    if key not in lw.prepared:
-        lw.prepared[key] = _prepare_x_once(lw, n, x_tid, mode, bits)
-    return lw.prepared[key]
-
-
-def _read_as_is(lw: Lowering, x_tid: str, mode: str) -> PreparedX | str | None:
-    """A PreparedX when the TE reads the activation's HBM data directly; else the
-    converted dtype to make ("int8", "fp16"), or None when it cannot be tiled."""
-    g = lw.g
-    if mode == "int":
-        dq = int8_dequant_source(g, x_tid)
-        if dq is not None and g.tensors[x_tid].quant is not None:
-            src = lw.placement(dq[0])
-            if src.contiguous:  # int8 data already in HBM: the TE reads it directly
-                k = src.shape[-1]
-                m = int(np.prod(src.shape[:-1]))
-                sx = np.asarray(g.weights[dq[1]], np.float32).reshape(())
-                return PreparedX(src.view((m, k), dtype="int8"), sx)
-    xp = lw.placement(x_tid)
-    if not xp.contiguous:
-        return None
-    k = xp.shape[-1]
-    m = int(np.prod(xp.shape[:-1]))
-    if mode == "fp16" and xp.dtype == "fp16":  # already fp16 in HBM
-        return PreparedX(xp.view((m, k)), None)
-    # a float activation of another width (fp16 / bf16 exports) is quantized from its
-    # stored width; fp32 mode and the fp16 cast read fp32 only
-    if xp.dtype != "fp32" and not (mode == "int" and xp.dtype in FLOAT_DTYPES):
-        return None
-    if mode == "fp32":
-        return PreparedX(xp.view((m, k)), None)
-    return "int8" if mode == "int" else "fp16"
-
-
-def _static_quant(lw: Lowering, x_tid: str) -> tuple[np.ndarray, int] | None:
-    """The activation's static per-tensor (scale, zero point of the int8 data), or None.
-    A uint8 activation is quantized straight to int8 shifted by -128 (exact:
-    clip(q + z, 0, 255) - 128 = clip(q + z - 128, -128, 127)), so its zero point is z - 128."""
-    t = lw.g.tensors[x_tid]
-    if t.quant is None or t.quant.axis is not None or t.quant.dtype not in ("int8", "uint8"):
-        return None
-    sx = np.asarray(lw.g.weights[t.quant.scale], np.float32)
-    zp = (np.asarray(lw.g.weights[t.quant.zero_point]) if t.quant.zero_point
-          else np.zeros((), np.int8))
-    if sx.size != 1 or zp.size != 1:
-        return None
-    z = int(zp.reshape(())) - (128 if t.quant.dtype == "uint8" else 0)
-    return sx.reshape(()), z
-
-
-def qdq_bypassed(lw: Lowering, n: LayerIR) -> bool:
-    """A QDQ (fake quantization) whose every consumer is an integer TE layer that
-    quantizes its output with the very same parameters needs no operation of its own: the
-    TE layers quantize the QDQ's input instead (quantize(dequantize(quantize(x))) =
-    quantize(x) exactly)."""
-    if n.op_type != "QDQ" or len(n.inputs) < 2:
-        return False
-    g = lw.g
-    out = n.outputs[0]
-    t = g.tensors[out]
-    if out in g.outputs or t.quant is None or not t.consumers \
-            or t.quant.scale != n.inputs[1] or _static_quant(lw, out) is None:
-        return False
-    if not lw.placement(n.inputs[0]).contiguous or lw.placement(n.inputs[0]).dtype != "fp32":
-        return False
-    for c in t.consumers:
-        cn = g.node(c)
-        ws = [cn.inputs[1]] if cn.op_type == "GEMM" else cn.inputs[1:4]
-        if cn.op_type not in ("GEMM", "QKV_PROJ") or cn.inputs[0] != out \
-                or te_mode(cn) != "int" or any(te_weight(lw, cn, w, "int") is None for w in ws):
-            return False
-    return True
-
-
-def _quantize_source(lw: Lowering, x_tid: str) -> str:
-    """The tensor the activation quantize step reads: a bypassed QDQ's input."""
-    p = lw.g.tensors[x_tid].producer
-    return lw.g.node(p).inputs[0] if p and qdq_bypassed(lw, lw.g.node(p)) else x_tid
-
-
-def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
-                    bits: int) -> PreparedX | None:
-    how = _read_as_is(lw, x_tid, mode)
-    if how is None or isinstance(how, PreparedX):
-        return how
-    xp = lw.placement(_quantize_source(lw, x_tid) if mode == "int" else x_tid)
-    k = xp.shape[-1]
-    m = int(np.prod(xp.shape[:-1]))
-    sx, zx = None, 0
-    if mode == "int":
-        sq = _static_quant(lw, x_tid)
-        if sq is None:
-            return None
-        sx, zx = sq
-    out_dt = how
-    a = lw.plan.allocate(f"{x_tid}@{out_dt}", (m, k), out_dt, "scratch", source=x_tid,
-                         spread=bool(xp.parts))
-    out = a.placement()
-    split = lw.engines.ve_blocks(m, k, lw.n_pes, "quantize" if mode == "int" else "copy")
-    for r0, r, pe in lw.row_blocks(out, m, k, lw.bank // (k * 4), split):
-        bi = lw.buf(pe, r * k * ITEMSIZE[xp.dtype], f"{n.id}.x32")
-        bo = lw.buf(pe, r * k * ITEMSIZE[out_dt], f"{n.id}.xq")
-        lw.dma(False, pe, bi, xp, r0 * k, 1, r * k, r * k, n.id)
-        ve = lw.engines.ve(pe)
-        if mode == "int":
-            lw.op("VE_QUANTIZE_TILE", pe, n.id,
-                  {"length": k, "rows": r, "qbits_activation": QBITS_OF[xp.dtype],
-                   "out_qbits": bits, "scale": float(sx), "zero_point": zx, **ve,
-                   **float_format(xp.dtype)},
-                  reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
-        else:
-            lw.op("VE_COPY_TILE", pe, n.id, {"length": k, "rows": r,
-                                             "qbits_activation": 32, "out_qbits": 16, **ve},
-                  reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
-        lw.dma(True, pe, bo, out, r0 * k, 1, r * k, r * k, n.id, frees=[bo])
-    lw.phase()
-    return PreparedX(out, sx, zx)
 
 
 # ----------------------------------------------------------------------------- tiles
@@ -225,33 +73,47 @@ def _epilogue_consts(lw: Lowering, n: LayerIR, sx: np.ndarray | None, sw: np.nda
 
 
 #: cycles a GEMM spread over every cube pays for reaching remote cubes (command and
-#: completion round trips, the first remote load), in the choice of `_wide`
+#: completion round trips, the first remote load), in the choice of `wide`
 REMOTE_START_CYCLES = 1000
 
 
-def _wide(lw: Lowering, xq: Placement, wp: TeWeight, m: int, nn: int, k: int) -> bool:
+def _te_cycles(lw: Lowering, m: int, nn: int, k: int, pes: int, bits: int) -> float:
+    """Tensor-engine cycles of an (m, nn, k) GEMM on `pes` PEs: array-sized output tiles
+    in waves over the PEs' engines, each tile at its systolic cycles (so a GEMM of one
+    row costs what its array folds cost, not its MACs at the peak rate)."""
+    spec = lw.gemm_spec
+    tm, tn = min(m, spec.rows), min(nn, spec.cols)
+    tiles = math.ceil(m / tm) * math.ceil(nn / tn)
+    waves = math.ceil(tiles / (pes * lw.engines.te_count))
+    return waves * gemm_cycles(spec, tm, tn, k, bits)
+
+
+def wide(lw: Lowering, a_dtype: str, w_dtype: str, m: int, nn: int, k: int) -> bool:
     """Should a GEMM whose output lives in one cube spread over every cube? Yes when the
-    estimated time on all PEs (compute, the weight read from every cube's copy, A and
-    the output crossing the UCIe links) beats the time on the home cube's PEs alone."""
+    estimated time on all PEs (tensor-engine cycles, the weight read from every cube's
+    copy, A and the output crossing the UCIe links) beats the time on the home cube's PEs
+    alone. `nn`: all the layer's output columns (a QKV_PROJ's three projections)."""
     cubes = len(lw.topo.cubes)
-    macs = m * nn * k / lw.pe_macs_per_cycle
-    w_bytes = k * nn * ITEMSIZE[wp.placement.dtype]
+    bits = {"int8": 8, "int4": 8, "fp16": 16}.get(a_dtype, 32)
+    w_bytes = k * nn * ITEMSIZE[w_dtype]
     cube_bpc = lw.dma_bytes_per_cycle * lw.pes_of(0)
-    t_cube = max(macs / lw.pes_of(0), w_bytes / cube_bpc)
-    remote = (m * k * ITEMSIZE[xq.dtype] + m * nn * 4) * (cubes - 1) / cubes
-    t_all = max(macs / lw.n_pes, w_bytes / (cube_bpc * cubes),
+    t_cube = max(_te_cycles(lw, m, nn, k, lw.pes_of(0), bits), w_bytes / cube_bpc)
+    remote = (m * k * ITEMSIZE[a_dtype] + m * nn * 4) * (cubes - 1) / cubes
+    t_all = max(_te_cycles(lw, m, nn, k, lw.n_pes, bits), w_bytes / (cube_bpc * cubes),
                 remote / lw.ucie_bytes_per_cycle) + REMOTE_START_CYCLES
     return t_all < t_cube
 
 
 def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: int, nn: int,
-                  k: int) -> dict[int, tuple[GemmTiles, list[OutTile]]]:
+                  k: int, nn_layer: int) -> dict[int, tuple[GemmTiles, list[OutTile]]]:
     """Output tiles round-robin over PEs: over all PEs, or, for a spread output, each part's
-    rows over the PEs of its cube (tiles chosen per part)."""
+    rows over the PEs of its cube (tiles chosen per part). `nn_layer`: the layer's output
+    columns (`wide` decides for the whole layer)."""
     g = lw.gemm_spec
     per_pe: dict[int, tuple[GemmTiles, list[OutTile]]] = {}
     ranges = lw.part_rows(op, m, nn)
-    if len(ranges) == 1 and ranges[0][2] is not None and _wide(lw, xq, wp, m, nn, k):
+    if len(ranges) == 1 and ranges[0][2] is not None \
+            and wide(lw, xq.dtype, wp.placement.dtype, m, nn_layer, k):
         ranges = [(0, m, None)]
     for r_lo, r_hi, cube in ranges:
         n_pes = lw.pes_of(cube)
@@ -341,10 +203,13 @@ def _resident_a(lw: Lowering, n: LayerIR, pe: int, xq: Placement, t: GemmTiles, 
 
 def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement,
               Placement | None], op: Placement, tile: OutTile, nn: int, mode: str,
-              step: FusedStep | None, runtime_scale: bool = False) -> None:
+              step: FusedStep | None, q: QuantOut | None = None,
+              runtime_scale: bool = False) -> None:
     """Scale (and bias) the accumulator tile into the output dtype, apply a fused
-    consumer (`kernbench.compiler.lower.epilogue`) and store it. `runtime_scale`: the
-    scale placement is one fp32 value computed at run time (ADR-0706), not a vector."""
+    consumer (`kernbench.compiler.lower.epilogue`) and store it; with `q`, also store the
+    consumer's result quantized for the integer GEMMs that read it (`xquant`).
+    `runtime_scale`: the scale placement is one fp32 value computed at run time
+    (ADR-0706), not a vector."""
     sp, bp = consts
     m0, n0, tm, tn = tile
     if runtime_scale:
@@ -372,6 +237,10 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement
         lw.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
         return
     apply_step(lw, step, pe, c, tile, nn, n.id, engine)
+    if q is not None:  # the next GEMM's int8 activation, first (its chain)
+        for o in store_quantized(lw, q, pe, c, step.layer.id, m0 * nn + n0, tm, tn, nn,
+                                 engine):
+            o.fused_into = n.id
     st = lw.dma(True, pe, c, step.out, m0 * nn + n0, tm, tn, nn, step.layer.id, frees=[c])
     st.fused_into = n.id
 
@@ -384,9 +253,11 @@ def _dma_fixed_ns(lw: Lowering) -> float:
 
 
 def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
-         out_tid: str, mode: str, fuse: bool = False, dyn: DynamicGemm | None = None) -> bool:
+         out_tid: str, mode: str, fuse: bool = False, nn_layer: int | None = None,
+         dyn: DynamicGemm | None = None) -> bool:
     """Tile out = x · w (+ b); False when the weight or the output cannot be tiled.
-    `fuse`: apply the output's element-wise consumer in the epilogue when it can. `dyn`:
+    `fuse`: apply the output's element-wise consumer in the epilogue when it can;
+    `nn_layer`: the layer's output columns when it has several weights (QKV_PROJ). `dyn`:
     a GEMM whose activation was quantized at run time (MatMulInteger, ADR-0706): its
     weight, zero-point term and scale come from there."""
     wp = te_weight(lw, n, w_tid, mode) if dyn is None else dyn.weight
@@ -401,9 +272,11 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
             or int(np.prod(op.shape)) != m * nn:
         return False
     step = fusable_step(lw, n, out_tid, op, nn) if fuse else None
+    q = quant_out(lw, step.layer.outputs[0]) if step is not None \
+        and step.out.dtype == "fp32" else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else (dyn.scale, None)
-    per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k)
+    per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn)
     for pe in sorted(per_pe):
         t, tiles = per_pe[pe]
         # two accumulators per tensor engine interleave their K loops (one hides the
@@ -422,7 +295,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
                          free_a=g0 + width >= len(row_tiles), corr=corr, te_base=started)
                 started += len(group)
                 for tile, c in zip(group, accs, strict=True):
-                    _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step,
+                    _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step, q,
                               runtime_scale=dyn is not None)
     if step is not None:
         drop_fused(lw, n, out_tid, step)
@@ -455,8 +328,10 @@ def lower_qkv_proj(lw: Lowering, n: LayerIR) -> bool:
     if te is None:
         return False
     mode, x = te
+    # the three projections decide together whether to spread over every cube
+    nn_layer = sum(lw.g.tensors[w].shape[-1] for w in n.inputs[1:4])
     for j in range(3):
         b = n.inputs[4 + j] if len(n.inputs) > 4 + j and n.inputs[4 + j] else None
-        if not gemm(lw, n, x, n.inputs[1 + j], b, n.outputs[j], mode):
+        if not gemm(lw, n, x, n.inputs[1 + j], b, n.outputs[j], mode, nn_layer=nn_layer):
             raise ValueError(f"{n.id}: projection {j} cannot be tiled")
     return True

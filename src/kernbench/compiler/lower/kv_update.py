@@ -1,6 +1,7 @@
 """KV_UPDATE: present[b, h] = concat(past[b, h], new[b, h]) along the sequence.
 
-Per (batch, head) and per block of rows (at most one TCM bank): DMA the past or new rows
+Per (batch, head) and per block of rows (at most one TCM bank, small enough that every PE
+gets a block, `_block_rows`): DMA the past or new rows
 in, convert them when the cache is stored at other bits (VE_QUANTIZE with the calibrated
 scale for int16 / int8 / int4, VE_COPY for fp16), DMA them into their rows of the present cache
 (a 4-bit cache is packed two values a byte: its DMAs move the packed bytes). Caches the
@@ -9,6 +10,8 @@ layer op.
 """
 
 from __future__ import annotations
+
+import math
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
@@ -30,14 +33,28 @@ def _tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
         "int16", "int8", "int4", "fp16")
 
 
+#: a KV_UPDATE block has at least this many rows (when the cache has them): smaller
+#: blocks pay a DMA latency and a command round trip each for little data
+MIN_BLOCK_ROWS = 64
+
+
+def _block_rows(lw: Lowering, rows: int, d: int, isz: float, total_rows: int) -> int:
+    """Rows per block: at most a TCM bank, and few enough that the layer's `total_rows`
+    (every head's) give each PE a block, but no fewer than MIN_BLOCK_ROWS."""
+    spread = max(MIN_BLOCK_ROWS, math.ceil(total_rows / lw.n_pes))
+    return max(1, min(rows, int(lw.bank // (d * isz)), spread))
+
+
 def _copy_rows(lw: Lowering, n: LayerIR, src: Placement, out: Placement, b: int, h: int,
-               rows: int, dst_row: int, d: int, isz: float, scale: float | None) -> None:
+               rows: int, dst_row: int, d: int, isz: float, scale: float | None,
+               per: int) -> None:
     """Rows [0, rows) of src[b, h] (d wide) into rows [dst_row, dst_row + rows) of
-    out[b, h]."""
-    per = max(1, min(rows, lw.bank // (d * isz)))
+    out[b, h], `per` rows a block. A block runs in the cube holding its rows of a spread
+    cache (the store is local; the past rows are read from that cube's copy)."""
     for r0 in range(0, rows, per):
         r = min(per, rows - r0)
-        pe = lw.next_pe()
+        o = b * out.strides[0] + h * out.strides[1] + (dst_row + r0) * d
+        pe = lw.pe_near(out, o) if out.parts else lw.next_pe()
         bb = lw.buf(pe, r * d * isz, f"{n.id}.rows")
         off = b * src.strides[0] + h * src.strides[1] + r0 * src.strides[2]
         lw.dma(False, pe, bb, src, off, r, d, src.strides[2], n.id, role="kv")
@@ -55,7 +72,6 @@ def _copy_rows(lw: Lowering, n: LayerIR, src: Placement, out: Placement, b: int,
                    "scale": scale, "zero_point": 0},
                   reads=[("in", bb)], writes=[("out", bq)], frees=[bb])
             bb = bq
-        o = b * out.strides[0] + h * out.strides[1] + (dst_row + r0) * d
         lw.dma(True, pe, bb, out, o, r, d, d, n.id, role="kv", frees=[bb])
 
 
@@ -71,11 +87,14 @@ def lower_kv_update(lw: Lowering, n: LayerIR) -> bool:
     b_, h_, p_len, d = past.shape
     s_len = new.shape[2]
     isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype])
+    in_place = n.attributes.get("in_place")
+    per = _block_rows(lw, p_len, d, isz, b_ * h_ * (s_len if in_place else p_len))
+    per_new = _block_rows(lw, s_len, d, isz, b_ * h_ * s_len)
     for b in range(b_):
         for h in range(h_):
             # in place (a paged / ring cache): only the new rows are written
-            srcs = ((new, s_len, p_len),) if n.attributes.get("in_place") else (
-                (past, p_len, 0), (new, s_len, p_len))
-            for src, rows, dst_row in srcs:
-                _copy_rows(lw, n, src, out, b, h, rows, dst_row, d, isz, scale)
+            srcs = ((new, s_len, p_len, per_new),) if in_place else (
+                (past, p_len, 0, per), (new, s_len, p_len, per_new))
+            for src, rows, dst_row, blk in srcs:
+                _copy_rows(lw, n, src, out, b, h, rows, dst_row, d, isz, scale, blk)
     return True

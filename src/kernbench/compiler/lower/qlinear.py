@@ -130,7 +130,7 @@ def lower_qlinear_matmul(lw: Lowering, n: LayerIR) -> bool:
         corr = lw.const(f"{n.id}:{n.outputs[0]}@zpcorr", (-za * colsum).astype(np.int32),
                         "int32")
     rq = requant(lw, n, sa, sb, sy, zy, nn)
-    per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k)
+    per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn)
     for pe in sorted(per_pe):
         t, tiles = per_pe[pe]
         # as the GEMM: two accumulators per tensor engine interleave their K loops

@@ -5,7 +5,8 @@ TCM bank, at least one block per PE when there are enough rows, one per vector e
 each PE when the work pays for it: `engines.EngineCursor.ve_blocks`; a PE's blocks take
 its vector engines in turn). Per block: DMA the rows
 in, DMA the per-column parameters (gamma, beta, a broadcast second operand) or the
-matching rows of a full second operand, one VE_*_TILE, DMA the rows out. A layer whose
+matching rows of a full second operand, one VE_*_TILE, DMA the rows out (and, when
+integer GEMMs read the output, the rows quantized for them: `xquant`). A layer whose
 tensors are not contiguous fp32 / fp16 / bf16 of one shape (or whose axis is not the last)
 returns False and runs as a layer op.
 """
@@ -24,6 +25,7 @@ from kernbench.compiler.lower.context import (
     float_format,
     mixed_halves,
 )
+from kernbench.compiler.lower.xquant import quant_out, store_quantized
 from kernbench.ir.model import LayerIR
 
 ROW_OPS = {"LAYER_NORM": "VE_LAYERNORM_TILE", "RMS_NORM": "VE_RMSNORM_TILE",
@@ -156,6 +158,7 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
     if spec is None:
         return False
     fields, extra = spec
+    q = quant_out(lw, n.outputs[0]) if y.dtype == "fp32" else None
     # one block per vector engine of every PE when there are enough rows and work
     split = lw.engines.ve_blocks(rows, cols, lw.n_pes, COST_OP[n.op_type])
     period = next((e[2] for e in extra if 0 < e[2] < rows), 0)
@@ -172,8 +175,11 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
             reads.append((role, be))
             frees.append(be)
         bo = lw.buf(pe, r * cols * ys, f"{n.id}.out")
-        lw.op(opcode, pe, n.id, dict(fields, rows=r, **lw.engines.ve(pe)), reads=reads,
+        ve = lw.engines.ve(pe)
+        lw.op(opcode, pe, n.id, dict(fields, rows=r, **ve), reads=reads,
               writes=[("out", bo)],
               frees=frees)
+        if q is not None:  # the consuming GEMMs' int8 activation, first (their chain)
+            store_quantized(lw, q, pe, bo, n.id, r0 * cols, 1, r * cols, r * cols, ve)
         lw.dma(True, pe, bo, y, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bo])
     return True

@@ -1,0 +1,200 @@
+"""How a TE layer reads its activation: quantized / cast into an HBM scratch once per
+(tensor, format), or read as it is (fp32 mode, fp16 already, int8 data behind a
+per-tensor DEQUANTIZE); which DEQUANTIZE / QDQ layers need no operation of their own
+because their TE consumers read around them (`gemm` tiles the layer itself)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.context import (
+    FLOAT_DTYPES,
+    QBITS_OF,
+    Lowering,
+    PreparedX,
+    float_format,
+)
+from kernbench.compiler.lower.te_weights import te_weight
+from kernbench.compiler.quantize import int8_dequant_source
+from kernbench.ir.model import LayerIR
+
+
+def te_mode(n: LayerIR) -> str | None:
+    """How a TE layer is tiled: "int" (A8 with W8 / W4), "fp16", "fp32"; None: the layer
+    runs whole as a layer op (e.g. A4 or W2, which the tiles do not pack)."""
+    qa, qw = n.qbits_activation, n.qbits_weight
+    if qa == 8 and qw in (8, 4, None):
+        return "int"
+    if qa == "fp16" and qw in ("fp16", None):
+        return "fp16"
+    if qa is None and qw is None:
+        return "fp32"
+    return None
+
+
+def dequant_bypassed(lw: Lowering, n: LayerIR) -> bool:
+    """A DEQUANTIZE whose every consumer is an integer TE layer reading the int8 source
+    directly (see `prepare_x`) needs no operation of its own."""
+    if n.op_type != "DEQUANTIZE":
+        return False
+    g = lw.g
+    out = n.outputs[0]
+    t = g.tensors[out]
+    if out in g.outputs or t.quant is None or not t.consumers:
+        return False
+    if int8_dequant_source(g, out) is None:
+        return False
+    return all(g.node(c).op_type in ("GEMM", "QKV_PROJ") and g.node(c).inputs[0] == out
+               and te_mode(g.node(c)) == "int" for c in t.consumers)
+
+
+# ----------------------------------------------------------------------------- activations
+
+
+def prepare_x(lw: Lowering, n: LayerIR, x_tid: str, mode: str, bits: int) -> PreparedX | None:
+    """The activation as the TE reads it: quantized / cast into an HBM scratch, once per
+    (tensor, format) however many layers read it."""
+    key = (x_tid, mode, bits)
+    if key not in lw.prepared:
+        lw.prepared[key] = _prepare_x_once(lw, n, x_tid, mode, bits)
+    return lw.prepared[key]
+
+
+def _read_as_is(lw: Lowering, x_tid: str, mode: str) -> PreparedX | str | None:
+    """A PreparedX when the TE reads the activation's HBM data directly; else the
+    converted dtype to make ("int8", "fp16"), or None when it cannot be tiled."""
+    g = lw.g
+    if mode == "int":
+        dq = int8_dequant_source(g, x_tid)
+        if dq is not None and g.tensors[x_tid].quant is not None:
+            src = lw.placement(dq[0])
+            if src.contiguous:  # int8 data already in HBM: the TE reads it directly
+                k = src.shape[-1]
+                m = int(np.prod(src.shape[:-1]))
+                sx = np.asarray(g.weights[dq[1]], np.float32).reshape(())
+                return PreparedX(src.view((m, k), dtype="int8"), sx)
+    xp = lw.placement(x_tid)
+    if not xp.contiguous:
+        return None
+    k = xp.shape[-1]
+    m = int(np.prod(xp.shape[:-1]))
+    if mode == "fp16" and xp.dtype == "fp16":  # already fp16 in HBM
+        return PreparedX(xp.view((m, k)), None)
+    # a float activation of another width (fp16 / bf16 exports) is quantized from its
+    # stored width; fp32 mode and the fp16 cast read fp32 only
+    if xp.dtype != "fp32" and not (mode == "int" and xp.dtype in FLOAT_DTYPES):
+        return None
+    if mode == "fp32":
+        return PreparedX(xp.view((m, k)), None)
+    return "int8" if mode == "int" else "fp16"
+
+
+def _static_quant(lw: Lowering, x_tid: str) -> tuple[np.ndarray, int] | None:
+    """The activation's static per-tensor (scale, zero point of the int8 data), or None.
+    A uint8 activation is quantized straight to int8 shifted by -128 (exact:
+    clip(q + z, 0, 255) - 128 = clip(q + z - 128, -128, 127)), so its zero point is z - 128."""
+    t = lw.g.tensors[x_tid]
+    if t.quant is None or t.quant.axis is not None or t.quant.dtype not in ("int8", "uint8"):
+        return None
+    sx = np.asarray(lw.g.weights[t.quant.scale], np.float32)
+    zp = (np.asarray(lw.g.weights[t.quant.zero_point]) if t.quant.zero_point
+          else np.zeros((), np.int8))
+    if sx.size != 1 or zp.size != 1:
+        return None
+    z = int(zp.reshape(())) - (128 if t.quant.dtype == "uint8" else 0)
+    return sx.reshape(()), z
+
+
+def qdq_bypassed(lw: Lowering, n: LayerIR) -> bool:
+    """A QDQ (fake quantization) whose every consumer is an integer TE layer that
+    quantizes its output with the very same parameters needs no operation of its own: the
+    TE layers quantize the QDQ's input instead (quantize(dequantize(quantize(x))) =
+    quantize(x) exactly)."""
+    if n.op_type != "QDQ" or len(n.inputs) < 2:
+        return False
+    g = lw.g
+    out = n.outputs[0]
+    t = g.tensors[out]
+    if out in g.outputs or t.quant is None or not t.consumers \
+            or t.quant.scale != n.inputs[1] or _static_quant(lw, out) is None:
+        return False
+    if not lw.placement(n.inputs[0]).contiguous or lw.placement(n.inputs[0]).dtype != "fp32":
+        return False
+    for c in t.consumers:
+        cn = g.node(c)
+        ws = [cn.inputs[1]] if cn.op_type == "GEMM" else cn.inputs[1:4]
+        if cn.op_type not in ("GEMM", "QKV_PROJ") or cn.inputs[0] != out \
+                or te_mode(cn) != "int" or any(te_weight(lw, cn, w, "int") is None for w in ws):
+            return False
+    return True
+
+
+def _quantize_source(lw: Lowering, x_tid: str) -> str:
+    """The tensor the activation quantize step reads: a bypassed QDQ's input."""
+    p = lw.g.tensors[x_tid].producer
+    return lw.g.node(p).inputs[0] if p and qdq_bypassed(lw, lw.g.node(p)) else x_tid
+
+
+def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
+                    bits: int) -> PreparedX | None:
+    how = _read_as_is(lw, x_tid, mode)
+    if how is None or isinstance(how, PreparedX):
+        return how
+    xp = lw.placement(_quantize_source(lw, x_tid) if mode == "int" else x_tid)
+    k = xp.shape[-1]
+    m = int(np.prod(xp.shape[:-1]))
+    sx, zx = None, 0
+    if mode == "int":
+        sq = _static_quant(lw, x_tid)
+        if sq is None:
+            return None
+        sx, zx = sq
+    out_dt = how
+    out = _scratch(lw, x_tid, out_dt, xp)
+    split = lw.engines.ve_blocks(m, k, lw.n_pes, "quantize" if mode == "int" else "copy")
+    for r0, r, pe in lw.row_blocks(out, m, k, lw.bank // (k * 4), split):
+        bi = lw.buf(pe, r * k * ITEMSIZE[xp.dtype], f"{n.id}.x32")
+        bo = lw.buf(pe, r * k * ITEMSIZE[out_dt], f"{n.id}.xq")
+        lw.dma(False, pe, bi, xp, r0 * k, 1, r * k, r * k, n.id)
+        ve = lw.engines.ve(pe)
+        if mode == "int":
+            lw.op("VE_QUANTIZE_TILE", pe, n.id,
+                  {"length": k, "rows": r, "qbits_activation": QBITS_OF[xp.dtype],
+                   "out_qbits": bits, "scale": float(sx), "zero_point": zx, **ve,
+                   **float_format(xp.dtype)},
+                  reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
+        else:
+            lw.op("VE_COPY_TILE", pe, n.id, {"length": k, "rows": r,
+                                             "qbits_activation": 32, "out_qbits": 16, **ve},
+                  reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
+        lw.dma(True, pe, bo, out, r0 * k, 1, r * k, r * k, n.id, frees=[bo])
+    lw.phase()
+    return PreparedX(out, sx, zx)
+
+
+def _scratch(lw: Lowering, x_tid: str, dtype: str, xp: Placement) -> Placement:
+    """The HBM scratch a converted activation is stored in (spread like its source)."""
+    k = xp.shape[-1]
+    m = int(np.prod(xp.shape[:-1]))
+    return lw.plan.allocate(f"{x_tid}@{dtype}", (m, k), dtype, "scratch", source=x_tid,
+                            spread=bool(xp.parts)).placement()
+
+
+def quant_plan(lw: Lowering, x_tid: str) -> tuple[Placement, np.ndarray, int] | None:
+    """(int8 scratch, scale, zero point) when an integer TE layer would quantize `x_tid`
+    into a scratch with VE_QUANTIZE (fp32, contiguous, a static per-tensor scale, no
+    bypassed QDQ in front), the scratch allocated; None otherwise (`xquant`)."""
+    if _read_as_is(lw, x_tid, "int") != "int8" or _quantize_source(lw, x_tid) != x_tid:
+        return None
+    sq = _static_quant(lw, x_tid)
+    if sq is None:
+        return None
+    return _scratch(lw, x_tid, "int8", lw.placement(x_tid)), sq[0], sq[1]
+
+
+def te_ready(lw: Lowering, n: LayerIR, mode: str) -> bool:
+    """Can TE layer `n` be tiled in `mode` (constant weights the tiles can store)?"""
+    weights = [n.inputs[1]] if n.op_type == "GEMM" else n.inputs[1:4]
+    return te_mode(n) == mode and all(lw.g.tensors[w].const for w in weights) \
+        and all(te_weight(lw, n, w, mode) is not None for w in weights)

@@ -1,0 +1,89 @@
+"""A GEMM's activation quantized by the layer that produces it.
+
+An integer GEMM reads its activation as int8 from an HBM scratch (`activation.prepare_x`):
+normally its own first phase loads the fp32 rows, quantizes them (VE_QUANTIZE, the
+calibrated static scale) and stores them there, after the producer has stored them. When
+the producer is a row-wise layer (LayerNorm, ...) or a GEMM epilogue whose fused consumer
+(GELU, ...) writes the activation, the producer's tile is still in TCM: it is quantized
+there and stored into the scratch beside the fp32 store, and the GEMM finds the scratch
+ready (`Lowering.prepared`; `activation.prepare_x`). That removes a load, a store and a command round trip per
+block from the chain between two layers. The values are the same ones: VE_QUANTIZE with
+the same scale and zero point on the same fp32 values (the data pass stays exact).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kernbench.compiler.hbm import Placement
+from kernbench.compiler.lower.activation import quant_plan, te_ready
+from kernbench.compiler.lower.context import Lowering, PreparedX
+from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.tilegraph import Buf, TileOp
+
+
+@dataclass(frozen=True)
+class QuantOut:
+    """Where the producer stores its tiles quantized: the int8 scratch the consuming
+    GEMMs read, its scale and zero point, and the bits."""
+
+    scratch: Placement
+    scale: float
+    zero_point: int
+    bits: int
+
+
+def quant_out(lw: Lowering, tid: str) -> QuantOut | None:
+    """The quantized store a producer of `tid` can add, or None. Only when `tid` (or the
+    reshape that aliases it, same rows) is read as the activation of integer GEMM /
+    QKV_PROJ layers (at one bitwidth) that would quantize it into a scratch (not already
+    prepared, no bypassed QDQ on the way) and is contiguous fp32; other consumers read
+    the fp32 store as before. The scratch is allocated as `prepare_x` would and recorded
+    as prepared."""
+    g = lw.g
+    shape = lw.placement(tid).shape
+    if len(shape) < 2:
+        return None  # a scalar or a vector: no rows to quantize for a GEMM
+    cols = shape[-1]
+    while True:  # through reshapes that alias it, to the tensor the GEMMs read
+        t = g.tensors[tid]
+        if not t.consumers or tid in g.outputs:
+            return None
+        c = g.node(t.consumers[0])
+        if len(t.consumers) > 1 or not is_view(lw.plan, c) or c.inputs[0] != tid:
+            break
+        tid = c.outputs[0]
+    if not lw.placement(tid).shape or lw.placement(tid).shape[-1] != cols:
+        return None  # the scratch's rows must be the producer's rows
+    # the integer TE layers that would quantize it; other consumers read the fp32 store
+    te = [g.node(c) for c in t.consumers
+          if g.node(c).op_type in ("GEMM", "QKV_PROJ") and g.node(c).inputs[0] == tid]
+    if not te or not all(te_ready(lw, cn, "int") for cn in te) \
+            or len({cn.qbits_activation for cn in te}) != 1:
+        return None
+    bits = te[0].qbits_activation
+    if (tid, "int", bits) in lw.prepared:
+        return None
+    plan = quant_plan(lw, tid)
+    if plan is None:
+        return None
+    scratch, sx, zx = plan
+    lw.prepared[(tid, "int", bits)] = PreparedX(scratch, sx, zx)
+    return QuantOut(scratch, float(sx), zx, int(bits))
+
+
+def store_quantized(lw: Lowering, q: QuantOut, pe: int, src: Buf, layer: str,
+                    elem_off: int, rows: int, row_elems: int, row_stride: int,
+                    engine: dict[str, Any]) -> list[TileOp]:
+    """Quantize the fp32 tile `src` (rows × row_elems) in TCM on the same vector engine
+    and store it into its rows of the scratch; returns the two ops (a fused epilogue
+    marks them as part of its GEMM)."""
+    bq = lw.buf(pe, rows * row_elems * q.bits / 8, f"{layer}.xq")
+    qop = lw.op("VE_QUANTIZE_TILE", pe, layer,
+                {"length": row_elems, "rows": rows, "qbits_activation": 32,
+                 "out_qbits": q.bits, "scale": q.scale, "zero_point": q.zero_point, **engine},
+                reads=[("in", src)], writes=[("out", bq)])
+    st = lw.dma(True, pe, bq, q.scratch, elem_off, rows, row_elems, row_stride, layer,
+                frees=[bq])
+    return [qop, st]

@@ -1,0 +1,73 @@
+"""Decode placement on a multi-cube NPU (docs/compiler.md "Where data lives").
+
+A decode step reads every weight once for one row and its whole KV cache: the GEMMs of one
+row spread over every cube when the tensor engines' real cycles say so (a one-row tile
+costs its array folds, not its MACs at the peak rate), each PE reading the weight from its
+own cube's copy; the present KV cache is spread over the cubes by rows (heads), its
+KV_UPDATE blocks write in the cube that holds their rows and attention reads its K / V
+there. These tests check where the traffic goes and that the data is still exact.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tiny_ir import compile_until, gemm_graph
+
+from kernbench.cli import main
+from kernbench.topology import load_topology
+
+
+def _cube_of_pe() -> tuple[list[int], int]:
+    topo = load_topology("base")
+    return [pe.cube.index for pe in topo.pes], topo.cubes[0].hbm_bytes
+
+
+def test_one_row_gemm_spreads_and_reads_weights_in_its_own_cube():
+    # m = 1: 72 array-wide tiles of 829 cycles each. On cube 0's 16 PEs that is 5 waves;
+    # on all 64 PEs 2 waves plus the remote start: the GEMM spreads over every cube
+    g, feeds = gemm_graph(m=1, k=768, n=2304)
+    state = compile_until(g, feeds, "tiling", topology="base")
+    cube_of_pe, cube_bytes = _cube_of_pe()
+    ops = state.tiles.ops
+    te_cubes = {cube_of_pe[o.pe] for o in ops if o.opcode == "TE_GEMM_TILE"}
+    assert te_cubes == {0, 1, 2, 3}
+    weight_loads = [o for o in ops if o.opcode == "DMA_LOAD_TILE"
+                    and o.fields["tensor_role"] == "weight"]
+    assert len(weight_loads) >= 72
+    for o in weight_loads:  # each PE streams its columns from its own cube's HBM
+        assert o.fields["dram_addr"] // cube_bytes == cube_of_pe[o.pe], o
+
+
+def test_small_one_row_gemm_stays_in_one_cube():
+    # 4 tiles: one wave on cube 0's PEs already; spreading only adds the remote start
+    g, feeds = gemm_graph(m=1, k=256, n=128)
+    state = compile_until(g, feeds, "tiling", topology="base")
+    cube_of_pe, _ = _cube_of_pe()
+    assert {cube_of_pe[o.pe] for o in state.tiles.ops if o.opcode == "TE_GEMM_TILE"} == {0}
+
+
+def test_decode_kv_cache_spread_and_exact(tmp_path, capsys):
+    out = tmp_path / "o"
+    code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "2048", "-t", "base", "--verify",
+                 "--keep-bundle", "--quiet", "--no-report", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    v = json.loads((out / "verification.json").read_text())
+    interp = {c["reference"]: c for c in v["checks"]}["interpreter"]
+    assert interp["ok"] and interp["max_abs_err"] == 0.0
+    mem = json.loads((out / "bundle" / "memory.json").read_text())
+    caches = {k: a for k, a in mem["tensors"].items() if k.startswith("present.")}
+    assert caches and all(len(a["parts"]) == 4 for a in caches.values())
+    cube_of_pe, cube_bytes = _cube_of_pe()
+    runs = [(addr, addr + nb) for a in caches.values() for _, nb, addr in a["parts"]]
+    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    stores = loads = 0
+    for e in cmdq:
+        if e["opcode"] not in ("DMA_STORE_TILE", "DMA_LOAD_TILE") \
+                or not any(lo <= e["dram_addr"] < hi for lo, hi in runs):
+            continue
+        # KV_UPDATE writes its rows and attention reads its K / V in the PE's own cube
+        assert e["dram_addr"] // cube_bytes == cube_of_pe[e["pe"]], e
+        stores += e["opcode"] == "DMA_STORE_TILE"
+        loads += e["opcode"] == "DMA_LOAD_TILE"
+    assert stores >= 2 * 4 * 4 and loads >= 2 * 4 * 2  # 2 layers × K, V × 4 heads
