@@ -60,8 +60,13 @@ How the compiler runs them on the NPU: Conv (1-D / 2-D, any stride, padding, dil
 groups) as TE_CONV_TILE tiles over all PEs, depthwise Conv as VE_DWCONV_TILE, MaxPool /
 AveragePool as VE_POOL_TILE, GlobalAveragePool / GlobalMaxPool / ReduceMean over trailing
 axes as VE_REDUCE_TILE, Relu / Clip with constant bounds as VE_CLIP_TILE or inside the
-preceding conv's epilogue (ADR-0703; docs/compiler.md). 3-D convs and pools, int8 / uint8
-pools and clamps run as whole-layer ops.
+preceding conv's epilogue (ADR-0703; docs/compiler.md). RoPE (rotate-half, constant cos /
+sin tables) as VE_ROPE_TILE row blocks; Transpose, Slice, Split and Concat as strided DMA
+copies tiled over the PEs (VE_TRANSPOSE_TILE when the innermost axis moves), and the
+head-split Transpose in front of attention, RoPE or a copy as no operation at all: its
+readers load the source through permuted strides (ADR-0705). 3-D convs and pools, int8 /
+uint8 pools and clamps, interleaved (GPT-J) RoPE or RoPE with computed tables, and slices
+stepping along the innermost axis or backwards run as whole-layer ops.
 
 **fp16 and bf16 models** (ADR-0304): a model exported or converted to half precision (all
 float tensors fp16 or bf16, e.g. `scripts/float_convert.py`, which the zoo's
@@ -75,7 +80,8 @@ onnxruntime; its CPU provider lacks bf16 kernels for many ops (Where, for one), 
 models are checked against the interpreter only (stderr says so;
 `tests/test_zoo_bf16.py` converts zoo models at test time and also compares them with the
 fp32 model's onnxruntime outputs, cosine >= 0.999).
-pools and clamps run as whole-layer ops. Gather along axis 0 with data indices (the
+
+Gather along axis 0 with data indices (the
 embedding) runs as DMA_GATHER_TILE row lookups over the PEs; Gather / GatherND /
 GatherElements with constant indices as DMA layout moves (strided, per run, or an
 indexed gather); Cast, Where, And / Or / Not, the compares and Add / Sub / Mul / Div
@@ -83,6 +89,7 @@ indexed gather); Cast, Where, And / Or / Not, the compares and Add / Sub / Mul /
 VE_ELEMENTWISE_TILE blocks; CumSum on the last axis as VE_CUMSUM_TILE row blocks
 (ADR-0707). Gathers along another axis with data indices and CumSum on another axis run
 as whole-layer ops.
+
 Quantized graphs in QOperator form (onnxruntime's `quantize_static` with
 `QuantFormat.QOperator`; ADR-0709): QLinearMatMul with a constant B runs as tiled TE GEMMs
 and QLinearConv (dense, grouped, depthwise; per-tensor or per-channel weight scales and
