@@ -148,8 +148,10 @@ class PeEngineBase(ComponentBase):
         comp_id = self.id
         service = self.service
         tile_done = self.sim.tile_done
+        token = None
         while True:
-            token = yield inbox.get()
+            if token is None:
+                token = yield inbox.get()
             req = None
             if slot is not None:
                 req = slot.request()
@@ -185,6 +187,11 @@ class PeEngineBase(ComponentBase):
                 nxt = stages[idx]
                 token.stage_idx = idx
                 token.params = nxt.params
+                if nxt.port is inbox:
+                    # the next stage is this channel's own (a split transfer's next piece):
+                    # serve it now; putting it back into a full inbox would wait on itself
+                    continue
                 yield nxt.port.put(token)
             else:
                 tile_done(token, end)
+            token = None
