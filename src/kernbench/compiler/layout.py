@@ -63,7 +63,7 @@ def tiled_attention(g: Graph, n: LayerIR) -> bool:
     return True
 
 
-FLOATS = ("fp32", "fp16")
+FLOATS = ("fp32", "fp16", "bf16")
 
 
 def _halves_equal(g: Graph, tid: str) -> bool:
@@ -95,7 +95,9 @@ def rope_tileable(g: Graph, n: LayerIR) -> bool:
             return False
         if not _halves_equal(g, tid):
             return False
-    return True
+    # one entry names one 16-bit float format (`f16_format`): fp16 and bf16 do not mix
+    halves = {g.tensors[t].dtype for t in (*n.inputs[:3], n.outputs[0])} & set(HALF_FLOATS)
+    return len(halves) <= 1
 
 
 def copyable(g: Graph, n: LayerIR) -> bool:

@@ -183,7 +183,7 @@ def _scratch(lw: Lowering, x_tid: str, dtype: str, xp: Placement) -> Placement:
 
 def quant_plan(lw: Lowering, x_tid: str) -> tuple[Placement, np.ndarray, int] | None:
     """(int8 scratch, scale, zero point) when an integer TE layer would quantize `x_tid`
-    into a scratch with VE_QUANTIZE (fp32, contiguous, a static per-tensor scale, no
+    into a scratch with VE_QUANTIZE (float, contiguous, a static per-tensor scale, no
     bypassed QDQ in front), the scratch allocated; None otherwise (`xquant`)."""
     if _read_as_is(lw, x_tid, "int") != "int8" or _quantize_source(lw, x_tid) != x_tid:
         return None

@@ -239,7 +239,7 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement
     apply_step(lw, step, pe, c, tile, nn, n.id, engine)
     if q is not None:  # the next GEMM's int8 activation, first (its chain)
         for o in store_quantized(lw, q, pe, c, step.layer.id, m0 * nn + n0, tm, tn, nn,
-                                 engine):
+                                 engine, step.out.dtype):
             o.fused_into = n.id
     st = lw.dma(True, pe, c, step.out, m0 * nn + n0, tm, tn, nn, step.layer.id, frees=[c])
     st.fused_into = n.id
@@ -272,8 +272,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
             or int(np.prod(op.shape)) != m * nn:
         return False
     step = fusable_step(lw, n, out_tid, op, nn) if fuse else None
-    q = quant_out(lw, step.layer.outputs[0]) if step is not None \
-        and step.out.dtype == "fp32" else None
+    q = quant_out(lw, step.layer.outputs[0]) if step is not None else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else (dyn.scale, None)
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn)

@@ -31,7 +31,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import rope_tileable
-from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.copy import MIN_TILE_BYTES
 from kernbench.ir.model import LayerIR
 
@@ -90,7 +90,8 @@ def _geometry(lw: Lowering, n: LayerIR) -> _Rope | None:
     outer = [a for a in range(rank - 2) if not (heads > 1 and a == ha)]
     fields = {"length": heads * d, "head_dim": d, "style": "half",
               "qbits_activation": QBITS_OF[x.dtype], "out_qbits": QBITS_OF[y.dtype],
-              "param_qbits": QBITS_OF[cos.dtype]}
+              "param_qbits": QBITS_OF[cos.dtype],
+              **float_format(x.dtype, y.dtype, cos.dtype, sin.dtype)}
     return _Rope(x, y, cos, sin, outer, heads * d, fields)
 
 

@@ -158,7 +158,7 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
     if spec is None:
         return False
     fields, extra = spec
-    q = quant_out(lw, n.outputs[0]) if y.dtype == "fp32" else None
+    q = quant_out(lw, n.outputs[0])
     # one block per vector engine of every PE when there are enough rows and work
     split = lw.engines.ve_blocks(rows, cols, lw.n_pes, COST_OP[n.op_type])
     period = next((e[2] for e in extra if 0 < e[2] < rows), 0)
@@ -180,6 +180,7 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
               writes=[("out", bo)],
               frees=frees)
         if q is not None:  # the consuming GEMMs' int8 activation, first (their chain)
-            store_quantized(lw, q, pe, bo, n.id, r0 * cols, 1, r * cols, r * cols, ve)
+            store_quantized(lw, q, pe, bo, n.id, r0 * cols, 1, r * cols, r * cols, ve,
+                            y.dtype)
         lw.dma(True, pe, bo, y, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bo])
     return True

@@ -18,7 +18,7 @@ from typing import Any
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.activation import quant_plan, te_ready
-from kernbench.compiler.lower.context import Lowering, PreparedX
+from kernbench.compiler.lower.context import QBITS_OF, Lowering, PreparedX, float_format
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.tilegraph import Buf, TileOp
 
@@ -38,8 +38,9 @@ def quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     """The quantized store a producer of `tid` can add, or None. Only when `tid` (or the
     reshape that aliases it, same rows) is read as the activation of integer GEMM /
     QKV_PROJ layers (at one bitwidth) that would quantize it into a scratch (not already
-    prepared, no bypassed QDQ on the way) and is contiguous fp32; other consumers read
-    the fp32 store as before. The scratch is allocated as `prepare_x` would and recorded
+    prepared, no bypassed QDQ on the way) and is contiguous float (fp32, or the 16-bit
+    float of an fp16 / bf16 export, quantized from its stored width as the GEMM would);
+    other consumers read the float store as before. The scratch is allocated as `prepare_x` would and recorded
     as prepared."""
     g = lw.g
     shape = lw.placement(tid).shape
@@ -75,14 +76,15 @@ def quant_out(lw: Lowering, tid: str) -> QuantOut | None:
 
 def store_quantized(lw: Lowering, q: QuantOut, pe: int, src: Buf, layer: str,
                     elem_off: int, rows: int, row_elems: int, row_stride: int,
-                    engine: dict[str, Any]) -> list[TileOp]:
-    """Quantize the fp32 tile `src` (rows × row_elems) in TCM on the same vector engine
+                    engine: dict[str, Any], dtype: str = "fp32") -> list[TileOp]:
+    """Quantize the float tile `src` (rows × row_elems of `dtype`) in TCM on the same vector engine
     and store it into its rows of the scratch; returns the two ops (a fused epilogue
     marks them as part of its GEMM)."""
     bq = lw.buf(pe, rows * row_elems * q.bits / 8, f"{layer}.xq")
     qop = lw.op("VE_QUANTIZE_TILE", pe, layer,
-                {"length": row_elems, "rows": rows, "qbits_activation": 32,
-                 "out_qbits": q.bits, "scale": q.scale, "zero_point": q.zero_point, **engine},
+                {"length": row_elems, "rows": rows, "qbits_activation": QBITS_OF[dtype],
+                 "out_qbits": q.bits, "scale": q.scale, "zero_point": q.zero_point, **engine,
+                 **float_format(dtype)},
                 reads=[("in", src)], writes=[("out", bq)])
     st = lw.dma(True, pe, bq, q.scratch, elem_off, rows, row_elems, row_stride, layer,
                 frees=[bq])
