@@ -169,6 +169,23 @@ def test_planted_deadlock_is_reported_not_hung(make_sim):
     assert "\n" not in msg
 
 
+def test_consecutive_stages_on_one_channel_do_not_wait_on_themselves(make_sim):
+    # A split transfer is several DMA_READ stages in a row on one channel. The channel
+    # serves the next piece itself: putting the token back into its own full inbox (depth
+    # 1, more tiles fed behind it) would wait on itself forever.
+    sim = make_sim("small", "cube.pe_template.pe_dma.queue_depth=1",
+                   "cube.pe_template.pe_tcm.reserved_kib=0")
+    read = {"nbytes": 256, "addr": 0}
+    tiles = [[(StageType.DMA_READ, read)] * 3 + [(StageType.DMA_WRITE, read)]
+             for _ in range(6)]
+    sim.submit(0, CompositeCmd(label="split-reads", tile_stages=tiles))
+    sim.run()
+    reads = spans_of(sim, "pe0.pe_dma", "read")
+    assert len(reads) == 18
+    # a tile's three pieces are served back to back, in order
+    assert [s[5] for s in reads] == [t for t in range(6) for _ in range(3)]
+
+
 def test_weights_stream_from_hbm_straight_to_the_array(make_sim):
     # ADR-0014 D5: a GEMM may pull its weights from HBM; the tile then takes the longer of
     # the array time and the transfer (which skips the TCM)
