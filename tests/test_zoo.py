@@ -1,6 +1,6 @@
 """Every model in tests/zoo compiles, simulates and verifies (`kernbench run --verify
 --inputs`, exit 0: outputs exact vs the interpreter and within the mode's tolerance vs
-onnxruntime) on `small`, and a handful also on `base`."""
+onnxruntime) on `small` and on `base`."""
 
 from __future__ import annotations
 
@@ -16,14 +16,10 @@ from kernbench.topology import load_topology
 
 ZOO = Path(__file__).parent / "zoo"
 MODELS = sorted(p.stem for p in ZOO.glob("*.onnx"))
-#: base runs only for a few (suite time): decoder, GQA decoder, CNN, statically (QDQ and
-#: QOperator) and dynamically quantized (ADR-0706), fp16 exports
-BASE = ["gpt2", "llama", "resnet", "bert_qdq_static", "gpt2_qdq_static", "bert_dynamic",
-        "resnet_qoperator", "bert_qoperator", "gpt2_fp16", "llama_fp16", "bert_fp16"]
 #: fp16 exports (scripts/float_convert.py) → the fp32 model each was converted from
 HALF = {m: m.removesuffix("_fp16") for m in MODELS if m.endswith("_fp16")}
-#: IR ops of attention and batched matmuls: none may run whole on one PE (ADR-0108). CONV
-#: and the GEMMs of asymmetric static QDQ are not tiled yet (issue 13, items 2 and 3).
+#: IR ops of attention and batched matmuls: none may run whole on one PE (ADR-0108); the
+#: census's `te_shaped` covers every TE-shaped op (GEMM, CONV, ...) besides
 ATTENTION_SHAPED = frozenset({"MATMUL", "ATTENTION", "EINSUM"})
 #: the embedding lookups, mask / position-id arithmetic and gathers of every LLM: tiled
 #: (ADR-0707), never a whole layer on one PE
@@ -47,19 +43,14 @@ def test_zoo_is_complete():
         assert (ZOO / f"{m}.inputs.npz").exists() and (ZOO / f"{m}.outputs.npz").exists(), m
 
 
+@pytest.mark.parametrize("topology", ["small", "base"])
 @pytest.mark.parametrize("model", MODELS)
-def test_zoo_model_verifies_on_small(tmp_path, capsys, model):
-    v = _run(tmp_path, capsys, model, "small")
+def test_zoo_model_verifies(tmp_path, capsys, model, topology):
+    v = _run(tmp_path, capsys, model, topology)
     assert v["ok"]
     refs = {c["reference"] for c in v["checks"]}
     assert refs == {"interpreter", "onnxruntime"}, refs
     assert all(c["ok"] for c in v["checks"])
-
-
-@pytest.mark.parametrize("model", BASE)
-def test_zoo_model_verifies_on_base(tmp_path, capsys, model):
-    v = _run(tmp_path, capsys, model, "base")
-    assert v["ok"] and all(c["ok"] for c in v["checks"])
 
 
 @pytest.mark.parametrize("topology", ["small", "base"])
