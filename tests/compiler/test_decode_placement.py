@@ -49,8 +49,8 @@ def test_small_one_row_gemm_stays_in_one_cube():
 
 def test_decode_kv_cache_spread_and_exact(tmp_path, capsys):
     out = tmp_path / "o"
-    code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "2048", "-t", "base", "--verify",
-                 "--keep-bundle", "--quiet", "--no-report", "--out", str(out)])
+    code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "2048", "-t", "base", "--all-pes",
+                 "--verify", "--keep-bundle", "--quiet", "--no-report", "--out", str(out)])
     assert code == 0, capsys.readouterr().err[-2000:]
     v = json.loads((out / "verification.json").read_text())
     interp = {c["reference"]: c for c in v["checks"]}["interpreter"]

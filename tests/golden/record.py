@@ -34,6 +34,9 @@ HASHED = ["ir.json", "cmdq.json", "memory.json", "weights.npz", "roofline.json",
 # the bundle and the trace are opt-in since a run writes < 50 MB by default (docs/errors.md);
 # the golden cases ask for them so the same files are hashed as before
 KEEP = ["--keep-bundle", "--trace"]
+# on `base` the tiny golden models would run on a few PEs of cube 0 (compiler.pe_choice):
+# --all-pes keeps these cases exercising the whole 64-PE, four-cube fabric
+SPREAD = {"small": [], "base": ["--all-pes"]}
 # keys that record wall time or the tool version, dropped before hashing
 VOLATILE = {"wall_s", "wall_time_s", "elapsed_s", "kernbench_version", "created_at"}
 
@@ -44,10 +47,12 @@ def cases() -> list[tuple[str, list[str]]]:
     for topo in TOPOLOGIES:
         for m in MODELS:
             out.append((f"{m}@{topo}", ["run", str(ROOT / "tests/models" / f"{m}.onnx"),
-                                         "--topology", topo, "--verify", *KEEP]))
+                                         "--topology", topo, *SPREAD[topo], "--verify",
+                                         *KEEP]))
         for name, extra in BUILTINS:
             out.append((f"{name}{''.join(extra)}@{topo}",
-                        ["run", name, *extra, "--topology", topo, "--verify", *KEEP]))
+                        ["run", name, *extra, "--topology", topo, *SPREAD[topo], "--verify",
+                         *KEEP]))
     for b in BENCHES:
         out.append((f"kernel:{b}", ["kernel", str(ROOT / "benches" / b), "--topology", "small",
                                     "--trace"]))

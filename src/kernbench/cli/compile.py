@@ -28,6 +28,9 @@ DumpOpt = Annotated[list[str] | None, typer.Option(
 SeqLenOpt = Annotated[int | None, typer.Option(
     "--seq-len", help="new tokens (built-in names, config.json, ONNX with a symbolic "
                       "sequence dim) [default: 16 prefill, 1 decode]")]
+AllPesOpt = Annotated[bool, typer.Option(
+    "--all-pes", help="spread the model over every PE (default: a small model may use fewer, "
+                      "as the cost model estimates faster; docs/compiler.md)")]
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", help="turn warnings about the inputs (a QConfig glob matching no layer, "
                      "NaN/Inf in weights or inputs) into errors")]
@@ -71,6 +74,7 @@ def compile_cmd(
     batch: BatchOpt = None,
     time_passes: Annotated[bool, typer.Option(
         "--time-passes", help="print each pass's time (and its checks') on stderr")] = False,
+    all_pes: AllPesOpt = False,
 ) -> None:
     """Compile a model into a bundle: cmdq.json, memory.json, weights.npz, ir.json, ...
 
@@ -85,14 +89,14 @@ def compile_cmd(
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig)
         _compile(res.path, stage, topology, set_, qconfig, dump_after, calib_inputs, phases,
-                 strict, time_passes)
+                 strict, time_passes, all_pes)
     err.print(f"wrote the bundle {out}")
 
 
 def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
              qconfig: Path | None, dump_after: list[str] | None,
              calib_inputs: Path | None, phases: Phases, strict: bool,
-             time_passes: bool = False) -> None:
+             time_passes: bool = False, all_pes: bool = False) -> None:
     from kernbench.host.flow import compile_model
     from kernbench.topology import load_topology
 
@@ -100,8 +104,10 @@ def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
     with phases.phase("compile"):
         state, pm = compile_model(model, topo, out, qconfig=qconfig,
                                   dump_after=tuple(dump_after or ()), calib_inputs=calib_inputs,
-                                  progress=phases.update, strict=strict)
+                                  progress=phases.update, strict=strict, all_pes=all_pes)
     err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq.entries)} CMDQ entries")
+    if state.pe_choice is not None and state.pe_choice.pes < state.pe_choice.of:
+        err.print(state.pe_choice.note())
     if time_passes:
         for line in pm.timing_lines():
             err.print(line)
@@ -135,6 +141,7 @@ def run_cmd(
         "--llm", help="LLM figures (TTFT / TPOT, tokens/s, KV bytes, HBM fit) for any model "
                       "with attention; config.json models always get them")] = False,
     save_oplog: SaveOplogOpt = None,
+    all_pes: AllPesOpt = False,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -156,7 +163,7 @@ def run_cmd(
         opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace,
                           report=not no_report, exact=exact, llm=llm, save_oplog=save_oplog,
-                          strict=strict, write_cmdq=keep_bundle,
+                          strict=strict, write_cmdq=keep_bundle, all_pes=all_pes,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle")
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet)
     err.print(f"wrote {out}/")

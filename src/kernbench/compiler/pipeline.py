@@ -98,8 +98,11 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     (tmp / "topology.yaml").write_text(
         yaml.safe_dump(state.topology.config.model_dump(mode="json"), sort_keys=True),
         encoding="utf-8")
-    write_json({"passes": list(PASS_NAMES), "notes": state.notes,
-                "entries": len(state.cmdq.entries)}, tmp / "compile.json")
+    info: dict = {"passes": list(PASS_NAMES), "notes": state.notes,
+                  "entries": len(state.cmdq.entries)}
+    if state.pe_choice is not None:
+        info["pe_choice"] = state.pe_choice.to_json()
+    write_json(info, tmp / "compile.json")
     write_json(layer_bounds(state), tmp / "roofline.json")
     if out.exists():
         shutil.rmtree(out)

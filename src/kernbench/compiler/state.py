@@ -74,6 +74,8 @@ class CompileState:
     tiles: TileGraph | None = None
     cmdq: CmdqDocument | None = None
     notes: list[str] = field(default_factory=list)
+    #: the PEs the program was compiled for (compiler.pe_choice), None: not chosen
+    pe_choice: Any = None
 
     def require_memory(self) -> MemoryPlan:
         """The memory plan; a pass that needs it runs after `memory`."""

@@ -15,6 +15,7 @@ from kernbench.cmdq.schema import CmdqProgram
 from kernbench.common.program import LayerSpan
 from kernbench.compiler.cost import estimate_program
 from kernbench.compiler.inputs import default_inputs, vocab_size
+from kernbench.compiler.pe_choice import compile_on_best_pes
 from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
 from kernbench.compiler.roofline import layer_report
 from kernbench.compiler.state import CompileOptions
@@ -50,7 +51,8 @@ class SimResult:
 
 def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None = None,
                   dump_after: tuple[str, ...] = (), progress: Any = None,
-                  calib_inputs: Path | None = None, strict: bool = False):  # noqa: ANN201
+                  calib_inputs: Path | None = None, strict: bool = False,
+                  all_pes: bool = False):  # noqa: ANN201
     """Compile; activation scales are calibrated on `calib_inputs` (an .npz keyed by input
     name) or, without it, on seeded random inputs valid for the model. Suspicious input
     (a QConfig glob that matches no layer, NaN/Inf weights) warns, or with `strict` is
@@ -59,16 +61,20 @@ def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None
     graph, source = load_model(Path(model), qconfig)
     return compile_loaded(graph, source, topology, out, dump_after=dump_after,
                           progress=progress, calib_inputs=calib_inputs, strict=strict,
-                          qconfig_file=str(qconfig) if qconfig else None, model_file=str(model))
+                          qconfig_file=str(qconfig) if qconfig else None, model_file=str(model),
+                          all_pes=all_pes)
 
 
 def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
                    dump_after: tuple[str, ...] = (), progress: Any = None,
                    calib_inputs: Path | None = None, strict: bool = False,
                    qconfig_file: str | None = None,
-                   model_file: str | None = None, write_cmdq: bool = True):  # noqa: ANN201
+                   model_file: str | None = None, write_cmdq: bool = True,
+                   all_pes: bool = False):  # noqa: ANN201
     """compile_model for a graph already loaded (or built, or truncated for replay);
-    `write_cmdq` False leaves cmdq.json out of the bundle (see `program_of`)."""
+    `write_cmdq` False leaves cmdq.json out of the bundle (see `program_of`). A small
+    model may be compiled for fewer PEs than the topology has (`compiler.pe_choice`,
+    the choice in `state.pe_choice`); `all_pes` spreads it over all of them."""
 
     if not is_shape_only(graph):  # a shape-only model holds no values: nothing to estimate
         refuse_above_limit(graph_bytes(graph), f"model {model_file or graph.metadata.get('model_name')}")
@@ -77,7 +83,17 @@ def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
     opts = CompileOptions(calib_inputs=calib)
     state, pm = compile_graph(graph, topology, opts, dump_after=dump_after,
                               dump_dir=Path(out).parent if dump_after else None,
-                              progress=progress)
+                              progress=progress) if all_pes or dump_after else (None, None)
+    if state is None:  # the cost model picks how many PEs a small model uses (ADR-0711)
+        pms: list[Any] = []
+
+        def compile_fn(g: Any, t: Any) -> Any:
+            st, p = compile_graph(g, t, opts, progress=None if pms else progress)
+            pms.append(p)
+            return st
+
+        state = compile_on_best_pes(graph, topology, compile_fn)
+        pm = pms[0]
     write_bundle(state, Path(out), source, cmdq=write_cmdq)
     if write_cmdq:
         warn_unreadable_cmdq(Path(out) / "cmdq.json")

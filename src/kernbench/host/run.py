@@ -47,6 +47,7 @@ class RunOptions:
     # only for a bundle someone keeps (with `verify` it is always written: the data pass
     # loads the whole bundle)
     write_cmdq: bool = True
+    all_pes: bool = False  # spread over every PE, even a model the cost model keeps on fewer
 
 
 @dataclass
@@ -115,11 +116,20 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
     qfile = str(opts.qconfig) if opts.qconfig else None
     state, _ = compile_loaded(graph, source, topo, bundle, progress=hooks.compile_progress,
                               calib_inputs=opts.inputs, strict=opts.strict, qconfig_file=qfile,
-                              model_file=str(model), write_cmdq=write_cmdq)
+                              model_file=str(model), write_cmdq=write_cmdq,
+                              all_pes=opts.all_pes)
+    choice = state.pe_choice
+    if choice is not None and choice.pes < choice.of:
+        hooks.note(choice.note())
     prog = program_of(state, str(bundle / "cmdq.json"))
     del state
-    return _simulate(bundle, topo, out, opts, hooks, lambda st, sp: finish(graph, st, sp),
-                     prog)
+
+    def post(st: dict[str, Any], sp: dict[str, Any]) -> dict[str, Any]:
+        if choice is not None:
+            st["pe_choice"] = choice.to_json()
+        return finish(graph, st, sp)
+
+    return _simulate(bundle, topo, out, opts, hooks, post, prog)
 
 
 def _simulate(bundle: Path, topo: Any, out: Path, opts: RunOptions, hooks: RunHooks,

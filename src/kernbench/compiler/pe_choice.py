@@ -1,0 +1,123 @@
+"""How many PEs a small model runs on: the cost model picks among nested subsets (ADR-0711).
+
+A model too small to fill the NPU pays for a wide spread: transfers cross the mesh and
+UCIe, every layer's blocks wait on more command round trips, and each PE gets a few
+rows. The compiler therefore also compiles the model for the first cube alone, and for
+the first half, quarter, ... of that cube's PEs (down to `MIN_PES`), estimates every
+candidate program end to end with the cost model (`cost_schedule`, on the real
+topology: a candidate's entries name the same PEs and addresses there, the other PEs
+stay idle) and keeps the fastest; ties keep the wider spread.
+
+A subset is a prefix of the topology: cube 0 (HBM and SRAM from address 0, its M_CPU)
+with the first k entries of `cube.pe_layout`, so PE i of the candidate is PE i of the
+topology. Only programs of at most `MAX_ENTRIES` entries on the whole topology are
+considered: larger ones fill the NPU, and the candidates would cost compile time for
+nothing. The roofline stays that of the whole topology (`state.topology` is restored):
+idle PEs count as peak not used, as they are.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kernbench.cmdq.hw import to_program
+from kernbench.cmdq.io import parse_entries
+from kernbench.compiler.cost import CostModel
+from kernbench.compiler.cost_schedule import schedule
+from kernbench.compiler.state import CompileState
+from kernbench.errors import InputError
+from kernbench.ir.model import Graph
+from kernbench.topology.build import build_topology
+from kernbench.topology.model import Topology
+
+#: programs above this many entries on the whole topology are compiled for all of it
+MAX_ENTRIES = 20_000
+#: the smallest subset tried
+MIN_PES = 4
+
+
+@dataclass(frozen=True)
+class PeChoice:
+    """The PEs the program uses (the first `pes` of the topology's `of`) and every
+    candidate's estimated end-to-end time (PE count → ns)."""
+
+    pes: int
+    of: int
+    estimates_ns: dict[int, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pes": self.pes, "of": self.of,
+                "estimates_ns": {str(k): round(v, 3) for k, v in self.estimates_ns.items()}}
+
+    def note(self) -> str:
+        ests = ", ".join(f"{k} PEs {v / 1000:.2f} µs" for k, v in
+                         sorted(self.estimates_ns.items(), reverse=True))
+        return (f"PEs: the program uses {self.pes} of the {self.of} PEs (cost-model "
+                f"estimates: {ests}; --all-pes spreads over all)")
+
+
+def subsets(topology: Topology) -> list[Topology]:
+    """The candidate sub-topologies, widest first: cube 0 with all its PEs (when there is
+    more than one cube), then the first half, quarter, ... of them, down to MIN_PES."""
+    cfg = topology.config
+    layout = list(cfg.cube.pe_layout)
+    out = []
+    k = len(layout)
+    if len(topology.cubes) == 1:
+        k //= 2
+    while k >= MIN_PES:
+        sip = cfg.sip.model_copy(update={
+            "count": 1, "cubes": cfg.sip.cubes.model_copy(update={"rows": 1, "cols": 1})})
+        cube = cfg.cube.model_copy(update={"pe_layout": layout[:k]})
+        out.append(build_topology(cfg.model_copy(update={"sip": sip, "cube": cube})))
+        k //= 2
+    return out
+
+
+def estimate_ns(state: CompileState, topology: Topology) -> float:
+    """End-to-end cost-model estimate of `state`'s program run on `topology`."""
+    doc = state.cmdq
+    assert doc is not None
+    prog = parse_entries(list(doc.entries), doc.to_json()["metadata"])
+    entries = list(to_program(prog, topology))
+    placed = schedule(entries, topology, CostModel(topology))
+    return max((p.end for p in placed.values()), default=0.0)
+
+
+def compile_on_best_pes(graph: Graph, topology: Topology,
+                        compile_fn: Callable[[Graph, Topology], CompileState]
+                        ) -> CompileState:
+    """`compile_fn(graph, topology)`, or the same graph compiled for a subset of the PEs
+    when the cost model estimates that faster (module docstring); the returned state's
+    `pe_choice` says which, and its topology is `topology`."""
+    cands = subsets(topology) if len(topology.pes) > MIN_PES else []
+    if not cands:
+        return compile_fn(graph, topology)
+    pristine = copy.deepcopy(graph)  # the passes rewrite the graph they compile
+    best = compile_fn(graph, topology)
+    if best.cmdq is None or len(best.cmdq.entries) > MAX_ENTRIES:
+        return best
+    n = best_k = len(topology.pes)
+    ests = {n: estimate_ns(best, topology)}
+    best_ns = ests[n]
+    for sub in cands:
+        try:
+            st = compile_fn(copy.deepcopy(pristine), sub)
+        except InputError:
+            continue  # does not fit the subset (HBM, TCM): a wider spread is needed
+        k = len(sub.pes)
+        ests[k] = estimate_ns(st, topology)
+        if ests[k] < best_ns:
+            best, best_ns, best_k = st, ests[k], k
+    best.topology = topology
+    best.pe_choice = PeChoice(best_k, n, ests)
+    if best.pe_choice.pes < n:
+        best.notes.append(best.pe_choice.note())
+    return best
+
+
+__all__ = ["MAX_ENTRIES", "MIN_PES", "PeChoice", "compile_on_best_pes", "estimate_ns",
+           "subsets"]

@@ -1,0 +1,86 @@
+"""A small model on a big NPU runs on the PEs the cost model picks (compiler.pe_choice,
+ADR-0711): a prefix of the topology whose PEs and addresses are the topology's own, chosen
+by the estimated end-to-end time, with the roofline still that of the whole NPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernbench.cli import main
+from kernbench.compiler import pe_choice
+from kernbench.topology import load_topology
+
+ZOO = Path(__file__).resolve().parents[1] / "zoo"
+
+
+def test_subsets_are_prefixes_of_the_topology():
+    base = load_topology("base")
+    subs = pe_choice.subsets(base)
+    assert [len(s.pes) for s in subs] == [16, 8, 4]
+    for s in subs:
+        assert len(s.cubes) == 1 and s.cubes[0].hbm_base == base.cubes[0].hbm_base == 0
+        assert s.cubes[0].sram_base == base.cubes[0].sram_base
+        for i, pe in enumerate(s.pes):  # PE i of a candidate is PE i of the topology
+            assert (pe.id, pe.router) == (base.pes[i].id, base.pes[i].router)
+    small = load_topology("small")  # one cube of 4 PEs: nothing smaller is tried
+    assert pe_choice.subsets(small) == []
+
+
+def _run(tmp_path: Path, name: str, *extra: str) -> tuple[dict, list[dict], dict]:
+    out = tmp_path / name
+    code = main(["run", str(ZOO / "llama.onnx"), "-t", "base", "--out", str(out), "--quiet",
+                 "--verify", "--inputs", str(ZOO / "llama.inputs.npz"), "--keep-bundle",
+                 "--no-report", *extra])
+    assert code == 0
+    stats = json.loads((out / "stats.json").read_text())
+    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    roof = json.loads((out / "bundle" / "roofline.json").read_text())
+    assert json.loads((out / "verification.json").read_text())["ok"]
+    return stats, cmdq, roof
+
+
+def test_a_tiny_model_on_base_runs_on_the_pes_the_estimate_picks(tmp_path):
+    stats, cmdq, roof = _run(tmp_path, "auto")
+    choice = stats["pe_choice"]
+    ests = {int(k): v for k, v in choice["estimates_ns"].items()}
+    assert choice["of"] == 64 and set(ests) == {64, 16, 8, 4}
+    assert choice["pes"] == min(ests, key=lambda k: (ests[k], -k)) < 64
+    pes = {e["pe"] for e in cmdq if "pe" in e}
+    assert pes and max(pes) < choice["pes"]  # only the chosen prefix of PEs
+    spread, cmdq_all, roof_all = _run(tmp_path, "all", "--all-pes")
+    assert "pe_choice" not in spread and cmdq_all != cmdq
+    # the chosen program is faster in the simulation too, against the same roofline
+    assert stats["total_ns"] < spread["total_ns"]
+    assert roof == roof_all
+    assert stats["roofline_fraction"] > spread["roofline_fraction"]
+
+
+def test_programs_over_the_limit_are_compiled_for_the_whole_topology(tmp_path, monkeypatch,
+                                                                     capsys):
+    def program(name: str, *extra: str) -> list[dict]:
+        out = tmp_path / name
+        assert main(["run", str(ZOO / "llama.onnx"), "-t", "base", "--out", str(out),
+                     "--no-report", "--keep-bundle", *extra]) == 0
+        assert "pe_choice" not in json.loads((out / "stats.json").read_text())
+        return json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+
+    monkeypatch.setattr(pe_choice, "MAX_ENTRIES", 10)
+    limited = program("limited")
+    assert "PEs: the program uses" not in capsys.readouterr().err
+    assert limited == program("all", "--all-pes")
+
+
+@pytest.mark.parametrize("model", ["llama", "bert_qdq_static"])
+def test_base_is_not_slower_than_small(tmp_path, model):
+    """Issue 14's target on two zoo models that were slower on `base` with every PE
+    used (simulated time: deterministic)."""
+    t = {}
+    for topo in ("small", "base"):
+        out = tmp_path / topo
+        assert main(["run", str(ZOO / f"{model}.onnx"), "-t", topo, "--out", str(out),
+                     "--quiet", "--no-report", "--no-trace"]) == 0
+        t[topo] = json.loads((out / "stats.json").read_text())["total_ns"]
+    assert t["base"] <= t["small"], t
