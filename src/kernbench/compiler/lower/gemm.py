@@ -14,6 +14,7 @@ and a 2-D DMA stores the tile.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -201,6 +202,33 @@ def _resident_a(lw: Lowering, n: LayerIR, pe: int, xq: Placement, t: GemmTiles, 
     return out
 
 
+def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list[OutTile]]],
+               xq: Placement, wp: TeWeight, k: int, nn: int, corr: Placement | None,
+               finish: Callable[[int, OutTile, Buf], None]) -> None:
+    """The output tiles `per_pe` (`_tiles_per_pe`) through their K loops, each PE's tiles
+    row by row; `finish(pe, tile, acc)` then writes an accumulator out (the GEMM's
+    epilogue, QLinearMatMul's requantize)."""
+    for pe in sorted(per_pe):
+        t, tiles = per_pe[pe]
+        # two accumulators per tensor engine interleave their K loops (one hides the
+        # other's fetch, store and command round trip); a single K step needs no partner
+        width = (2 if len(range(0, k, t.tk)) > 1 else 1) * lw.engines.te_count
+        by_rows: dict[int, list[OutTile]] = {}
+        for tile in tiles:
+            by_rows.setdefault(tile[0], []).append(tile)
+        started = 0  # accumulators begun on this PE: they take its tensor engines in turn
+        for m0, row_tiles in by_rows.items():
+            a_res = _resident_a(lw, n, pe, xq, t, k, m0, row_tiles[0][2], len(row_tiles))
+            for g0 in range(0, len(row_tiles), width):
+                group = row_tiles[g0:g0 + width]
+                accs = [lw.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]
+                _k_loops(lw, n, pe, group, accs, xq, wp, t, k, nn, a_res,
+                         free_a=g0 + width >= len(row_tiles), corr=corr, te_base=started)
+                started += len(group)
+                for tile, c in zip(group, accs, strict=True):
+                    finish(pe, tile, c)
+
+
 def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement,
               Placement | None], op: Placement, tile: OutTile, nn: int, mode: str,
               step: FusedStep | None, q: QuantOut | None = None,
@@ -276,26 +304,9 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else (dyn.scale, None)
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn)
-    for pe in sorted(per_pe):
-        t, tiles = per_pe[pe]
-        # two accumulators per tensor engine interleave their K loops (one hides the
-        # other's fetch, store and command round trip); a single K step needs no partner
-        width = (2 if len(range(0, k, t.tk)) > 1 else 1) * lw.engines.te_count
-        by_rows: dict[int, list[OutTile]] = {}
-        for tile in tiles:
-            by_rows.setdefault(tile[0], []).append(tile)
-        started = 0  # accumulators begun on this PE: they take its tensor engines in turn
-        for m0, row_tiles in by_rows.items():
-            a_res = _resident_a(lw, n, pe, xq, t, k, m0, row_tiles[0][2], len(row_tiles))
-            for g0 in range(0, len(row_tiles), width):
-                group = row_tiles[g0:g0 + width]
-                accs = [lw.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]
-                _k_loops(lw, n, pe, group, accs, xq, wp, t, k, nn, a_res,
-                         free_a=g0 + width >= len(row_tiles), corr=corr, te_base=started)
-                started += len(group)
-                for tile, c in zip(group, accs, strict=True):
-                    _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step, q,
-                              runtime_scale=dyn is not None)
+    gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
+               lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step, q,
+                                             runtime_scale=dyn is not None))
     if step is not None:
         drop_fused(lw, n, out_tid, step)
     return True

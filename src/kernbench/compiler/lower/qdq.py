@@ -193,7 +193,6 @@ def lower_qdq(lw: Lowering, n: LayerIR) -> bool:
     if qp is None or y is None or x.dtype != "fp32" or y.dtype != "fp32" \
             or not x.contiguous or not y.contiguous or x.shape != y.shape:
         return False  # (a constant input, e.g. a float weight behind a QDQ, is read as is)
-    scale, zp = qp
     rows, cols = rows_cols(x)
     per = max(1, min(rows, lw.bank // (cols * 4), math.ceil(rows / lw.n_pes)))
     for r0 in range(0, rows, per):
@@ -201,15 +200,6 @@ def lower_qdq(lw: Lowering, n: LayerIR) -> bool:
         pe = lw.next_pe()
         bi = lw.buf(pe, r * cols * 4, f"{n.id}.in")
         lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
-        bq = lw.buf(pe, r * cols, f"{n.id}.q")
-        lw.op("VE_QUANTIZE_TILE", pe, n.id,
-              {"length": cols, "rows": r, "qbits_activation": 32, "out_qbits": 8,
-               "scale": scale, "zero_point": zp},
-              reads=[("in", bi)], writes=[("out", bq)])
-        # in place: the real values overwrite the fp32 input block they came from
-        lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
-              {"length": cols, "rows": r, "qbits_activation": 8, "out_qbits": 32,
-               "scale": scale, "zero_point": zp},
-              reads=[("in", bq)], writes=[("out", bi)], frees=[bq])
+        _qdq_ops(lw, n, pe, bi, r, cols, qp)
         lw.dma(True, pe, bi, y, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bi])
     return True

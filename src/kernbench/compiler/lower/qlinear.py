@@ -23,7 +23,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.context import Lowering, TeWeight
-from kernbench.compiler.lower.gemm import OutTile, _k_loops, _resident_a, _tiles_per_pe
+from kernbench.compiler.lower.gemm import OutTile, _tiles_per_pe, gemm_tiles
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics.linalg import qlinear_multiplier
@@ -131,24 +131,8 @@ def lower_qlinear_matmul(lw: Lowering, n: LayerIR) -> bool:
                         "int32")
     rq = requant(lw, n, sa, sb, sy, zy, nn)
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn)
-    for pe in sorted(per_pe):
-        t, tiles = per_pe[pe]
-        # as the GEMM: two accumulators per tensor engine interleave their K loops
-        width = (2 if len(range(0, k, t.tk)) > 1 else 1) * lw.engines.te_count
-        by_rows: dict[int, list[OutTile]] = {}
-        for tile in tiles:
-            by_rows.setdefault(tile[0], []).append(tile)
-        started = 0
-        for m0, row_tiles in by_rows.items():
-            a_res = _resident_a(lw, n, pe, xq, t, k, m0, row_tiles[0][2], len(row_tiles))
-            for g0 in range(0, len(row_tiles), width):
-                group = row_tiles[g0:g0 + width]
-                accs = [lw.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]
-                _k_loops(lw, n, pe, group, accs, xq, wp, t, k, nn, a_res,
-                         free_a=g0 + width >= len(row_tiles), corr=corr, te_base=started)
-                started += len(group)
-                for tile, c in zip(group, accs, strict=True):
-                    _store(lw, n, pe, c, rq, op, tile, nn)
+    gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
+               lambda pe, tile, c: _store(lw, n, pe, c, rq, op, tile, nn))
     return True
 
 
