@@ -84,3 +84,15 @@ def test_base_is_not_slower_than_small(tmp_path, model):
                      "--quiet", "--no-report", "--no-trace"]) == 0
         t[topo] = json.loads((out / "stats.json").read_text())["total_ns"]
     assert t["base"] <= t["small"], t
+
+
+def test_candidates_share_the_weight_arrays():
+    """The graph is copied for each candidate, but not its weights: a shape-only model's
+    are broadcast views that a deep copy would materialize (Llama-3-8B: 32 GB)."""
+    from kernbench.compiler.pipeline import load_model
+
+    g, _ = load_model(ZOO / "llama.onnx")
+    c = pe_choice._structure_copy(g)
+    assert c.weights is not g.weights and c.nodes is not g.nodes
+    assert c.weights.keys() == g.weights.keys()
+    assert all(c.weights[k] is g.weights[k] for k in g.weights)
