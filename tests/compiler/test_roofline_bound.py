@@ -49,3 +49,22 @@ def test_simulated_time_is_never_below_the_roofline(tmp_path, model, topology, e
         assert layer["roofline_fraction"] <= 1.0 + 1e-6, (lid, layer)
         assert layer["estimate_ns"] > 0, lid
     assert stats["estimate_ns"] > 0
+
+
+def test_a_gather_of_a_large_table_is_bound_by_the_rows_it_reads(tmp_path):
+    """An embedding of a 32k × 256 table at seq 8 reads 8 rows, not the table: its bound
+    (compulsory bytes) counts those rows, so a tiled gather cannot beat it (a whole-table
+    count put Llama-3-8B prefill at 1.16 of its roofline)."""
+    cfg = json.loads((HF / "tiny-llama.json").read_text())
+    cfg.update(vocab_size=32768, hidden_size=256, intermediate_size=512)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    out = tmp_path / "run"
+    assert main(["run", str(path), "-t", "base", "--seq-len", "8", "--out", str(out),
+                 "--no-report", "--quiet"]) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    (emb,) = [v for v in stats["layers"].values() if v["op_type"] == "EMBEDDING"]
+    row_bytes = 8 * 256 * 4  # the gathered rows (read) and the output (written), fp32
+    assert emb["bytes"] <= 2 * row_bytes + 8 * 8  # + the int64 ids
+    assert emb["ns"] + EPS >= emb["bound_ns"] and emb["roofline_fraction"] <= 1.0 + 1e-6
+    assert stats["total_ns"] + EPS >= stats["model_bound"]["memory_bound_ns"]

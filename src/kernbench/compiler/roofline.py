@@ -3,7 +3,8 @@
 For a layer: compute bound = MACs / (peak MACs per ns of all PEs' arrays at the layer's
 operand bitwidth) plus vector work / (all PEs' SIMD lanes × clock); memory bound =
 compulsory HBM bytes (inputs read once, outputs written once, weights at their stored
-bitwidth) / aggregate HBM bandwidth. The peaks come from kernbench.topology.peaks. bound = max of the two; `bound_by` names the larger.
+bitwidth; of the data input of a gather or slice only what it selects) / aggregate HBM
+bandwidth. The peaks come from kernbench.topology.peaks. bound = max of the two; `bound_by` names the larger.
 A layer's simulated time is the span from its first entry's start to its last entry's
 end; roofline_fraction = bound_ns / ns (1.0 = at the roofline). The model's fraction is
 Σ bound / total simulated time.
@@ -46,6 +47,20 @@ def _elements(g: Graph, n: LayerIR) -> int:
     return sum(int(np.prod(g.tensors[o].shape)) for o in n.outputs if o)
 
 
+#: ops whose output is a selection of their data input: only the selected elements of it
+#: are compulsory bytes (an embedding reads seq rows of its table, not the vocabulary)
+SELECTING = frozenset({"EMBEDDING", "GATHER", "GATHER_ND", "GATHER_ELEMENTS", "SLICE"})
+
+
+def _input_bytes(g: Graph, n: LayerIR, tid: str, dt: str) -> int:
+    """Compulsory bytes of input `tid` of `n`: all of it, or for a selecting op at most
+    as many elements as the op outputs."""
+    elems = int(np.prod(g.tensors[tid].shape))
+    if n.op_type in SELECTING:
+        elems = min(elems, _elements(g, n))
+    return math.ceil(elems * ITEMSIZE.get(dt, 4))
+
+
 def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
     g = state.graph
     topo = state.topology
@@ -60,7 +75,7 @@ def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
         peak = peaks.macs_per_ns(topo, bits)
         compute_ns = macs / peak if macs else _elements(g, n) / lanes
         nbytes = 0
-        for tid in list(n.inputs) + list(n.outputs):
+        for i, tid in enumerate(list(n.inputs) + list(n.outputs)):
             if not tid:
                 continue
             tt = g.tensors[tid]
@@ -70,7 +85,12 @@ def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
                 dt = "int4" if n.qbits_weight == 4 else "int8"
             elif tt.const and n.qbits_weight in ("fp16", "bf16"):
                 dt = "fp16"
-            nbytes += math.ceil(int(np.prod(tt.shape)) * ITEMSIZE.get(dt, 4)) if tt.shape else 4
+            if not tt.shape:
+                nbytes += 4
+            elif i < len(n.inputs):
+                nbytes += _input_bytes(g, n, tid, dt)
+            else:
+                nbytes += math.ceil(int(np.prod(tt.shape)) * ITEMSIZE.get(dt, 4))
         if plan is not None and n.op_type in ("RESHAPE", "TRANSPOSE", "IDENTITY"):
             src = plan.placements.get(n.inputs[0])
             dst = plan.placements.get(n.outputs[0])
