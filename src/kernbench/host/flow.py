@@ -372,6 +372,12 @@ def add_token_energy(stats: dict[str, Any], bundle_dir: Path) -> None:
         stats["energy"]["per_token_pj"] = round(stats["energy"]["total_pj"] / tokens, 3)
 
 
+def _ns_or_dash(v: float | None) -> str:
+    """A 10-wide ns column; "–" where the figure was not computed (a streamed run has no
+    cost-model estimate)."""
+    return f"{v:10.1f}" if v is not None else f"{'–':>10s}"
+
+
 def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
     lines = [f"total {stats['total_ns']:.1f} ns = {stats['total_cycles']} cycles at "
              f"{stats['clock_ghz']} GHz on {stats['topology']}"]
@@ -394,9 +400,9 @@ def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
                      f"{'frac':>6s} {'bound by':8s} {'energy':>10s} busiest")
         for lid, layer in sorted(stats["layers"].items(), key=lambda kv: -kv[1]["ns"]):
             lines.append(f"{lid:28s} {layer['op_type']:12s} {layer['ns']:10.1f} "
-                         f"{layer.get('estimate_ns', 0.0):10.1f} "
+                         f"{_ns_or_dash(layer.get('estimate_ns'))} "
                          f"{layer.get('busy_ns', 0.0):10.1f} "
-                         f"{layer.get('estimate_busy_ns', 0.0):10.1f} "
+                         f"{_ns_or_dash(layer.get('estimate_busy_ns'))} "
                          f"{layer['bound_ns']:10.1f} {layer['roofline_fraction']:6.3f} "
                          f"{layer['bound_by']:8s} {fmt_energy(layer.get('energy_pj', 0)):>10s} "
                          f"{layer['bottleneck']}")
