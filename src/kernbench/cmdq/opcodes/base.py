@@ -296,6 +296,23 @@ def check_engine_id(v: Rules, field_name: str, value: int, count: int) -> None:
         v.add(field_name, engine_range(field_name, value, count))
 
 
+class OnVectorEngine(Opcode):
+    """An opcode one of its PE's vector engines executes: ``ve_id`` picks it (checked
+    against the topology), and stats attribute the work to ``pe_math{ve_id}``."""
+
+    engine: ClassVar[str] = "ve"
+    timing: ClassVar[str] = "math"
+
+    ve_id: NonNegInt = Field(0, description="Vector engine inside the PE (0..ve_per_pe-1).")
+
+    def rules(self, v: Rules) -> bool:
+        check_engine_id(v, "ve_id", self.ve_id, v.limits.ve_per_pe)
+        return True
+
+    def unit(self, pe_id: str) -> str | None:
+        return f"{pe_id}.pe_math" + (str(self.ve_id) if self.ve_id else "")
+
+
 def require_math_op(entry: Opcode, op: str) -> None:
     """Refuse (one line) an entry whose data semantics name a data-pass op this kernbench
     lacks: no silent no-op, no traceback."""

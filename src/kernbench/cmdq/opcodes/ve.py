@@ -21,12 +21,11 @@ from kernbench.cmdq.opcodes.base import (
     F16Format,
     Lowering,
     NonNegInt,
-    Opcode,
+    OnVectorEngine,
     PosInt,
     QBits,
     Rules,
     TcmRange,
-    check_engine_id,
     require_math_op,
 )
 from kernbench.cmdq.opcodes.registry import register_opcode
@@ -66,13 +65,9 @@ class MathData:
                 "shape_out": self.shape_out, "dtype": self.dtype, **self.params}
 
 
-class VeTile(Opcode):
+class VeTile(OnVectorEngine):
     """Vector-engine op on ``rows`` vectors; input at qbits_activation, output at out_qbits."""
 
-    engine: ClassVar[str] = "ve"
-    timing: ClassVar[str] = "math"
-
-    ve_id: NonNegInt = Field(0, description="Vector engine inside the PE (0..ve_per_pe-1).")
     in_bank: NonNegInt
     in_offset: NonNegInt
     out_bank: NonNegInt
@@ -111,13 +106,6 @@ class VeTile(Opcode):
             *self._extra_inputs(pe),
             TcmRange("out", pe, self.out_bank, self.out_offset, e, self.out_bits, "w"),
         )
-
-    def rules(self, v: Rules) -> bool:
-        check_engine_id(v, "ve_id", self.ve_id, v.limits.ve_per_pe)
-        return True
-
-    def unit(self, pe_id: str) -> str | None:
-        return f"{pe_id}.pe_math" + (str(self.ve_id) if self.ve_id else "")
 
     def command(self, low: Lowering) -> PeCommand:
         rd, wr = self.traffic(low.pe)

@@ -25,11 +25,10 @@ from kernbench.cmdq.opcodes.base import (
     DataEnv,
     Lowering,
     NonNegInt,
-    Opcode,
+    OnVectorEngine,
     PosInt,
     Rules,
     TcmRange,
-    check_engine_id,
     require_math_op,
 )
 from kernbench.cmdq.opcodes.registry import register_opcode
@@ -50,13 +49,9 @@ ARITY: dict[str, tuple[int, int]] = {
 ROLES = ("in", "in2", "in3")
 
 
-class VeTypedTile(Opcode):
+class VeTypedTile(OnVectorEngine):
     """A vector-engine tile whose operands carry element-type names."""
 
-    engine: ClassVar[str] = "ve"
-    timing: ClassVar[str] = "math"
-
-    ve_id: NonNegInt = Field(0, description="Vector engine inside the PE (0..ve_per_pe-1).")
     cost: str = Field("copy", description="pe_math cost-table entry that prices each "
                                           "output element.")
     in_bank: NonNegInt
@@ -75,13 +70,6 @@ class VeTypedTile(Opcode):
 
     def cost_ops(self) -> dict[str, str]:
         return {"cost": self.cost}
-
-    def rules(self, v: Rules) -> bool:
-        check_engine_id(v, "ve_id", self.ve_id, v.limits.ve_per_pe)
-        return True
-
-    def unit(self, pe_id: str) -> str | None:
-        return f"{pe_id}.pe_math" + (str(self.ve_id) if self.ve_id else "")
 
     def command(self, low: Lowering) -> PeCommand:
         """Fetch the inputs, ``cost`` on every output element, store the output."""
