@@ -20,8 +20,10 @@ sizes minimise the busiest PE's estimated time (`window.choose`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -281,12 +283,24 @@ def _dense_blocks(lw: Lowering, job: ConvJob) -> tuple[int, ...]:
 
 
 def _dense(lw: Lowering, job: ConvJob) -> None:
-    """TE_CONV_TILE tiles: (image, group, channel block, row block), K over channels."""
+    """TE_CONV_TILE tiles of a float or QConfig-quantized conv, the epilogue per block."""
+    dense_tiles(lw, job, QBITS_OF[job.xt], job.w.bits, ITEMSIZE[job.w.placement.dtype],
+                lambda pe, acc, img, co0, cob, oh0, t: _epilogue(lw, job, pe, acc, img, co0,
+                                                                 cob, oh0, t))
+
+
+def dense_tiles(lw: Lowering, job: ConvJob, qa: int, w_bits: int, w_itemsize: float,
+                epilogue: Callable[[int, Buf, int, int, int, int, int], None], *,
+                x_fields: dict[str, Any] | None = None,
+                bias: Callable[[int, int, int], list[tuple[str, Buf]]] | None = None) -> None:
+    """TE_CONV_TILE tiles: (image, group, channel block, row block), K over channels into
+    one accumulator; then `epilogue(pe, acc, img, co0, cob, oh0, rows)`. `bias(pe, co0,
+    cob)`: extra operands of the first K step (QLinearConv's int32 bias); `x_fields`:
+    extra TE_CONV_TILE fields (the input's signedness)."""
     geo, nid, w = job.geo, job.n.id, job.w
     cg, og = geo.c // job.groups, job.cout // job.groups
     cob_max, toh, cc = _dense_blocks(lw, job)
     taps = geo.kh * geo.kw
-    qa = QBITS_OF[job.xt]
     for img in range(geo.n):
         for grp in range(job.groups):
             for cb in range(0, og, cob_max):
@@ -299,18 +313,19 @@ def _dense(lw: Lowering, job: ConvJob) -> None:
                     for i, c0 in enumerate(range(0, cg, cc)):
                         c = min(cc, cg - c0)
                         bx = _load_x(lw, job, pe, img, grp * cg + c0, c, rb.first, rb.rows)
-                        bw = lw.buf(pe, math.ceil(cob * c * taps * ITEMSIZE[w.placement.dtype]),
-                                    f"{nid}.wgt")
+                        bw = lw.buf(pe, math.ceil(cob * c * taps * w_itemsize), f"{nid}.wgt")
                         lw.dma(False, pe, bw, w.placement, (co0 * cg + c0) * taps, cob,
                                c * taps, cg * taps, nid, role="weight")
+                        extra = bias(pe, co0, cob) if bias is not None and i == 0 else []
                         fields = {"n": 1, "c_in": c, "c_out": cob, "layout": "nchw",
-                                  **geo.window_fields(rb), "qbits_weight": w.bits,
+                                  **geo.window_fields(rb), "qbits_weight": w_bits,
                                   "qbits_activation": qa, "ofm_qbits": 32,
-                                  "accumulate": i > 0}
+                                  "accumulate": i > 0, **(x_fields or {})}
                         lw.op("TE_CONV_TILE", pe, nid, fields,
-                              reads=[("ifm", bx), ("wgt", bw)] + ([("ofm", acc)] if i else []),
-                              writes=[("ofm", acc)], frees=[bx, bw])
-                    _epilogue(lw, job, pe, acc, img, co0, cob, oh0, t)
+                              reads=[("ifm", bx), ("wgt", bw)] + extra
+                              + ([("ofm", acc)] if i else []),
+                              writes=[("ofm", acc)], frees=[bx, bw] + [b for _, b in extra])
+                    epilogue(pe, acc, img, co0, cob, oh0, t)
 
 
 # ----------------------------------------------------------------------------- VE tiles

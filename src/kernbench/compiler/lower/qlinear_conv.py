@@ -17,13 +17,11 @@ The tiles, blocks and DMAs are the conv lowering's (`conv`, ADR-0703); what diff
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, TeWeight
-from kernbench.compiler.lower.conv import ConvJob, _dense_blocks, _dw_blocks, _load_x
+from kernbench.compiler.lower.conv import ConvJob, _dw_blocks, _load_x, dense_tiles
 from kernbench.compiler.lower.qlinear import Requant, centered, const_value, requant, scalar
 from kernbench.compiler.lower.window import geom
 from kernbench.compiler.tilegraph import Buf
@@ -125,39 +123,14 @@ def _epilogue(lw: Lowering, job: ConvJob, rq: Requant, pe: int, acc: Buf, img: i
 
 
 def _dense(lw: Lowering, job: ConvJob, rq: Requant, zx: int, corr: Placement | None) -> None:
-    """TE_CONV_TILE tiles: (image, group, channel block, row block), K over channels; the
-    first K step adds the int32 bias."""
-    geo, nid, w = job.geo, job.n.id, job.w
-    cg, og = geo.c // job.groups, job.cout // job.groups
-    cob_max, toh, cc = _dense_blocks(lw, job)
-    taps = geo.kh * geo.kw
-    xf = _x_fields(job, zx, "ifm_signed")
-    for img in range(geo.n):
-        for grp in range(job.groups):
-            for cb in range(0, og, cob_max):
-                cob, co0 = min(cob_max, og - cb), grp * og + cb
-                for oh0 in range(0, geo.ho, toh):
-                    t = min(toh, geo.ho - oh0)
-                    rb = geo.rows_for(oh0, t)
-                    pe = lw.next_pe()
-                    acc = lw.buf(pe, cob * t * geo.wo * 4, f"{nid}.acc")
-                    for i, c0 in enumerate(range(0, cg, cc)):
-                        c = min(cc, cg - c0)
-                        bx = _load_x(lw, job, pe, img, grp * cg + c0, c, rb.first, rb.rows)
-                        bw = lw.buf(pe, math.ceil(cob * c * taps * ITEMSIZE["int8"]),
-                                    f"{nid}.wgt")
-                        lw.dma(False, pe, bw, w.placement, (co0 * cg + c0) * taps, cob,
-                               c * taps, cg * taps, nid, role="weight")
-                        extra = _bias(lw, pe, nid, corr, co0, cob) if i == 0 else []
-                        fields = {"n": 1, "c_in": c, "c_out": cob, "layout": "nchw",
-                                  **geo.window_fields(rb), "qbits_weight": 8,
-                                  "qbits_activation": 8, "ofm_qbits": 32, "accumulate": i > 0,
-                                  **xf}
-                        lw.op("TE_CONV_TILE", pe, nid, fields,
-                              reads=[("ifm", bx), ("wgt", bw)] + extra
-                              + ([("ofm", acc)] if i else []),
-                              writes=[("ofm", acc)], frees=[bx, bw] + [b for _, b in extra])
-                    _epilogue(lw, job, rq, pe, acc, img, co0, cob, oh0, t)
+    """TE_CONV_TILE tiles (`conv.dense_tiles`) of int8 data; the first K step adds the
+    int32 bias, the epilogue requantizes."""
+    nid = job.n.id
+    dense_tiles(lw, job, 8, 8, ITEMSIZE["int8"],
+                lambda pe, acc, img, co0, cob, oh0, t: _epilogue(lw, job, rq, pe, acc, img,
+                                                                 co0, cob, oh0, t),
+                x_fields=_x_fields(job, zx, "ifm_signed"),
+                bias=lambda pe, co0, cob: _bias(lw, pe, nid, corr, co0, cob))
 
 
 def _depthwise(lw: Lowering, job: ConvJob, rq: Requant, zx: int,
