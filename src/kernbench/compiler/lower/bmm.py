@@ -14,6 +14,7 @@ stores the tile. fp32 mode multiplies the fp32 operands as they are. Other modes
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,12 +138,20 @@ def lower_bmm(lw: Lowering, n: LayerIR) -> bool:
     t = _plan(lw, n)
     if t is None:
         return False
-    m, nn = t.out.shape[-2:]
-    for idx in itertools.product(*(range(d) for d in t.out.shape[:-2])):
-        for m0 in range(0, m, t.tm):
-            for n0 in range(0, nn, t.tn):
-                _tile(lw, n, t, tuple(idx), m0, n0, min(t.tm, m - m0), min(t.tn, nn - n0))
+    for idx, m0, n0, tm, tn in out_tiles(t.out.shape, t.tm, t.tn):
+        _tile(lw, n, t, idx, m0, n0, tm, tn)
     return True
 
 
-__all__ = ["BmmTiles", "lower_bmm"]
+def out_tiles(shape: Sequence[int], tm: int, tn: int
+              ) -> Iterator[tuple[tuple[int, ...], int, int, int, int]]:
+    """(batch index, first row, first column, rows, columns) of every output tile of a
+    batched matmul output `shape` cut into tm × tn tiles, in program order."""
+    m, nn = shape[-2:]
+    for idx in itertools.product(*(range(d) for d in shape[:-2])):
+        for m0 in range(0, m, tm):
+            for n0 in range(0, nn, tn):
+                yield tuple(idx), m0, n0, min(tm, m - m0), min(tn, nn - n0)
+
+
+__all__ = ["BmmTiles", "lower_bmm", "out_tiles"]

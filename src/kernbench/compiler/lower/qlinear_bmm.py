@@ -19,12 +19,10 @@ strides.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.lower.bmm import _offset
+from kernbench.compiler.lower.bmm import _offset, out_tiles
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.qlinear import lower_qlinear_matmul, requant, scalar
 from kernbench.compiler.tilegraph import Buf
@@ -112,12 +110,8 @@ def lower_qlinear_bmm(lw: Lowering, n: LayerIR) -> bool:
     plan = _plan(lw, n)
     if plan is None:
         return False
-    out, tm, tn = plan[2], plan[6], plan[7]
-    m, nn = out.shape[-2:]
-    for idx in itertools.product(*(range(d) for d in out.shape[:-2])):
-        for m0 in range(0, m, tm):
-            for n0 in range(0, nn, tn):
-                _tile(lw, n, plan, tuple(idx), m0, n0, min(tm, m - m0), min(tn, nn - n0))
+    for idx, m0, n0, tm, tn in out_tiles(plan[2].shape, plan[6], plan[7]):
+        _tile(lw, n, plan, idx, m0, n0, tm, tn)
     return True
 
 
