@@ -29,11 +29,12 @@ def overlaps(a: tuple, b: tuple) -> bool:
     if not (lo1 < hi2 and lo2 < hi1):
         return False
     if st1 == st2 and rb1 < st1 and rb2 < st2:
-        # same row pitch: overlapping only if the column intervals meet
-        c1 = lo1 % st1
-        c2 = lo2 % st1
-        if c1 + rb1 <= st1 and c2 + rb2 <= st1:
-            return c1 < c2 + rb2 and c2 < c1 + rb1
+        # same row pitch: overlapping only if the column intervals meet. On a circle of one
+        # pitch, range 1's rows start at 0 and range 2's at d; whatever the storage's
+        # alignment (a block may straddle a multiple of the pitch), they meet iff range 2
+        # starts inside range 1 or range 1 starts inside range 2
+        d = (lo2 - lo1) % st1
+        return d < rb1 or d + rb2 > st1
     return True
 
 

@@ -8,7 +8,10 @@ fp32) once per (weight, mode, bits). Output tiles (tm × tn, `kernbench.compiler
 go round-robin over PEs; on each PE two tiles' K loops interleave (DMA A, DMA W, TE_GEMM
 accumulating), so one tile's fetch, store and command round trip hide behind the other's
 compute; then the epilogue VE_DEQUANTIZE (per-column scale s_x·s_w, bias) runs in place
-and a 2-D DMA stores the tile.
+and a 2-D DMA stores the tile. An integer GEMM whose tiles cannot fill the PEs may split
+each tile's K steps over several PEs (`GemmTiles.ks`, ADR-0712): helpers store int32
+partial sums into an HBM scratch, the owner adds them (VE_ELEMENTWISE_TILE add, exact in
+int32) before its epilogue.
 """
 
 from __future__ import annotations
@@ -39,6 +42,19 @@ from kernbench.ir.model import LayerIR
 
 #: an output tile: (first row, first column, rows, columns)
 OutTile = tuple[int, int, int, int]
+
+
+class KPart(NamedTuple):
+    """One PE's share of an output tile: its K steps [k0, k1). `slot` -1: the owner,
+    whose accumulator goes through the epilogue after it has added the partial sums in
+    `partials` (slots of the split-K scratch); `slot` >= 0: a helper, whose int32
+    partial sum is stored into that slot."""
+
+    tile: OutTile
+    k0: int
+    k1: int
+    slot: int = -1
+    partials: tuple[int, ...] = ()
 
 
 class DynamicGemm(NamedTuple):
@@ -106,16 +122,19 @@ def wide(lw: Lowering, a_dtype: str, w_dtype: str, m: int, nn: int, k: int) -> b
 
 
 def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: int, nn: int,
-                  k: int, nn_layer: int) -> dict[int, tuple[GemmTiles, list[OutTile]]]:
+                  k: int, nn_layer: int) -> dict[int, tuple[GemmTiles, list[KPart]]]:
     """Output tiles round-robin over PEs: over all PEs, or, for a spread output, each part's
     rows over the PEs of its cube (tiles chosen per part). `nn_layer`: the layer's output
-    columns (`wide` decides for the whole layer)."""
+    columns (`wide` decides for the whole layer). With split K every part of a tile takes
+    the next PE of the same cube range; the first part owns the tile."""
     g = lw.gemm_spec
-    per_pe: dict[int, tuple[GemmTiles, list[OutTile]]] = {}
+    per_pe: dict[int, tuple[GemmTiles, list[KPart]]] = {}
     ranges = lw.part_rows(op, m, nn)
     if len(ranges) == 1 and ranges[0][2] is not None \
             and wide(lw, xq.dtype, wp.placement.dtype, m, nn_layer, k):
         ranges = [(0, m, None)]
+    # an integer accumulator: partial sums add up to the same int32
+    integer = xq.dtype in ("int8", "uint8") and wp.placement.dtype in ("int8", "int4")
     for r_lo, r_hi, cube in ranges:
         n_pes = lw.pes_of(cube)
         t = choose_gemm_tiles(r_hi - r_lo, nn, k, a_bytes=ITEMSIZE[xq.dtype],
@@ -123,12 +142,16 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
                               tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
                               dataflow=g.dataflow, n_pes=n_pes, engines=lw.engines.te_count,
                               dma_bytes_per_cycle=lw.dma_bytes_per_cycle,
-                              dma_fixed_cycles=_dma_fixed_ns(lw) * g.clock_ghz)
+                              dma_fixed_cycles=_dma_fixed_ns(lw) * g.clock_ghz,
+                              split_k=integer)
+        parts = t.k_parts(k)
         for m0 in range(r_lo, r_hi, t.tm):
             for n0 in range(0, nn, t.tn):
-                pe = lw.pes.next(cube)
-                per_pe.setdefault(pe, (t, []))[1].append(
-                    (m0, n0, min(t.tm, r_hi - m0), min(t.tn, nn - n0)))
+                tile = (m0, n0, min(t.tm, r_hi - m0), min(t.tn, nn - n0))
+                for i, (k0, k1) in enumerate(parts):
+                    part = KPart(tile, k0, k1, i - 1, ()) if i else \
+                        KPart(tile, k0, k1, -1, tuple(range(len(parts) - 1)))
+                    per_pe.setdefault(lw.pes.next(cube), (t, []))[1].append(part)
     return per_pe
 
 
@@ -149,18 +172,21 @@ def _zp_correction(lw: Lowering, n: LayerIR, x: PreparedX, wp: TeWeight,
 def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list[Buf],
              xq: Placement, wp: TeWeight, t: GemmTiles, k: int, nn: int,
              a_res: list[Buf] | None = None, free_a: bool = False,
-             corr: Placement | None = None, te_base: int = 0) -> None:
-    """The interleaved K loops of a group of output tiles on one PE. With `a_res` (the
-    group's rows of A already in TCM, one buffer per K step) only W is loaded; the last
-    group of those rows frees them (`free_a`). `corr` (int32 [N], the zero-point column
-    term) is the first K step's bias. The j-th tile of the group runs on tensor engine
-    j mod count (its whole K loop: the partial sums stay on that engine)."""
+             corr: Placement | None = None, te_base: int = 0,
+             k_range: tuple[int, int] | None = None) -> None:
+    """The interleaved K loops of a group of output tiles on one PE, over the K steps of
+    `k_range` (all of K by default). With `a_res` (the group's rows of A already in TCM,
+    one buffer per K step) only W is loaded; the last group of those rows frees them
+    (`free_a`). `corr` (int32 [N], the zero-point column term) is the bias of the step
+    at K = 0. The j-th tile of the group runs on tensor engine j mod count (its whole K
+    loop: the partial sums stay on that engine)."""
     ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.placement.dtype]
     qa_bits = {"int8": 8, "uint8": 8, "fp16": 16, "fp32": 32}[xq.dtype]
     # a uint8 activation (QLinearMatMul, ADR-0709) is read unsigned by the TE
     unsigned = {"ifm_signed": False} if xq.dtype == "uint8" else {}
-    for i, k0 in enumerate(range(0, k, t.tk)):
-        tk = min(t.tk, k - k0)
+    k_lo, k_hi = k_range or (0, k)
+    for i, k0 in enumerate(range(k_lo, k_hi, t.tk)):
+        tk = min(t.tk, k_hi - k0)
         for j, ((m0, n0, tm, tn), c) in enumerate(zip(group, accs, strict=True)):
             if a_res is None:
                 ba = lw.buf(pe, tm * tk * ab, f"{n.id}.a")
@@ -173,7 +199,7 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
             lw.dma(False, pe, bw, wp.placement, k0 * nn + n0, tk, tn, nn, n.id, role="weight")
             reads = [("ifm", ba), ("wgt", bw)] + ([("ofm", c)] if i else [])
             frees = a_frees + [bw]
-            if corr is not None and i == 0:
+            if corr is not None and k0 == 0:
                 bc = lw.buf(pe, tn * 4, f"{n.id}.zpcorr")
                 lw.dma(False, pe, bc, corr, n0, 1, tn, tn, n.id, role="weight")
                 reads.append(("bias", bc))
@@ -186,47 +212,125 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
 
 
 def _resident_a(lw: Lowering, n: LayerIR, pe: int, xq: Placement, t: GemmTiles, k: int,
-                m0: int, tm: int, tiles: int) -> list[Buf] | None:
-    """A PE with several output tiles of the same rows loads those rows of A once (one
-    buffer per K step) when they fit beside the double-buffered W and accumulators."""
+                m0: int, tm: int, tiles: int,
+                k_range: tuple[int, int] | None = None) -> list[Buf] | None:
+    """A PE with several output tiles of the same rows (and K range) loads those rows of A
+    once (one buffer per K step) when they fit beside the double-buffered W and
+    accumulators."""
     ab = ITEMSIZE[xq.dtype]
-    a_bytes = tm * k * ab
+    k_lo, k_hi = k_range or (0, k)
+    a_bytes = tm * (k_hi - k_lo) * ab
     if tiles < 2 or a_bytes + 2 * (t.tk * t.tn * 4 + tm * t.tn * 4) > lw.tcm_bytes:
         return None
     out = []
-    for k0 in range(0, k, t.tk):
-        tk = min(t.tk, k - k0)
+    for k0 in range(k_lo, k_hi, t.tk):
+        tk = min(t.tk, k_hi - k0)
         ba = lw.buf(pe, tm * tk * ab, f"{n.id}.a")
         lw.dma(False, pe, ba, xq, m0 * k + k0, tm, tk, k, n.id)
         out.append(ba)
     return out
 
 
-def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list[OutTile]]],
+def _partials(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list[KPart]]],
+              m: int, nn: int, spread: bool) -> Placement | None:
+    """The int32 HBM scratch of a split-K GEMM's partial sums: the output's rows, one
+    block of `nn` columns per helper slot, spread over the cubes like the output (`spread`)
+    so that a part's partial sums stay in its cube; None without split K. Each call gets
+    its own scratch (a QKV_PROJ's three projections do not share one)."""
+    slots = max((len(p.partials) for _, parts in per_pe.values() for p in parts), default=0)
+    if not slots:
+        return None
+    key = f"{n.id}@splitk{len(lw.plan.allocations)}"
+    return lw.plan.allocate(key, (m, slots * nn), "int32", "scratch",
+                            spread=spread).placement()
+
+
+def _store_partial(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart,
+                   scratch: Placement, nn: int) -> None:
+    m0, n0, tm, tn = part.tile
+    width = scratch.shape[1]
+    lw.dma(True, pe, c, scratch, m0 * width + part.slot * nn + n0, tm, tn, width, n.id,
+           frees=[c])
+
+
+def _add_partials(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart,
+                  scratch: Placement, nn: int) -> Buf:
+    """The owner's accumulator plus every helper's partial sum (int32, exact)."""
+    m0, n0, tm, tn = part.tile
+    width = scratch.shape[1]
+    for slot in part.partials:
+        bp = lw.buf(pe, tm * tn * 4, f"{n.id}.partial")
+        lw.dma(False, pe, bp, scratch, m0 * width + slot * nn + n0, tm, tn, width, n.id)
+        total = lw.buf(pe, tm * tn * 4, f"{n.id}.acc")
+        lw.op("VE_ELEMENTWISE_TILE", pe, n.id,
+              {"op": "add", "cost": "add" if "add" in lw.math_op_cycles else "copy",
+               "out_shape": [tm, tn], "out_dtype": "int32", "in_shape": [tm, tn],
+               "in_dtype": "int32", "in2_shape": [tm, tn], "in2_dtype": "int32",
+               **lw.engines.ve(pe)},
+              reads=[("in", c), ("in2", bp)], writes=[("out", total)], frees=[c, bp])
+        c = total
+    return c
+
+
+def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list[KPart]]],
                xq: Placement, wp: TeWeight, k: int, nn: int, corr: Placement | None,
-               finish: Callable[[int, OutTile, Buf], None]) -> None:
+               finish: Callable[[int, OutTile, Buf], None], spread: bool = False) -> None:
     """The output tiles `per_pe` (`_tiles_per_pe`) through their K loops, each PE's tiles
     row by row; `finish(pe, tile, acc)` then writes an accumulator out (the GEMM's
-    epilogue, QLinearMatMul's requantize)."""
+    epilogue, QLinearMatMul's requantize); with split K, after the owner has added the
+    helpers' partial sums (in a later phase). `spread`:
+    the output is spread over the cubes (so is the split-K scratch)."""
+    scratch = _partials(lw, n, per_pe, xq.shape[0], nn, spread)
+    deferred: list[tuple[int, KPart, Buf]] = []  # owners' accumulators awaiting partials
     for pe in sorted(per_pe):
-        t, tiles = per_pe[pe]
-        # two accumulators per tensor engine interleave their K loops (one hides the
-        # other's fetch, store and command round trip); a single K step needs no partner
-        width = (2 if len(range(0, k, t.tk)) > 1 else 1) * lw.engines.te_count
-        by_rows: dict[int, list[OutTile]] = {}
-        for tile in tiles:
-            by_rows.setdefault(tile[0], []).append(tile)
+        t, parts = per_pe[pe]
+        by_rows: dict[tuple[int, int, int], list[KPart]] = {}
+        # a PE's helper parts first: the partial sums other PEs wait for
+        for part in sorted(parts, key=lambda p: p.slot < 0):
+            by_rows.setdefault((part.tile[0], part.k0, part.k1), []).append(part)
         started = 0  # accumulators begun on this PE: they take its tensor engines in turn
-        for m0, row_tiles in by_rows.items():
-            a_res = _resident_a(lw, n, pe, xq, t, k, m0, row_tiles[0][2], len(row_tiles))
-            for g0 in range(0, len(row_tiles), width):
-                group = row_tiles[g0:g0 + width]
-                accs = [lw.buf(pe, tm * tn * 4, f"{n.id}.acc") for _, _, tm, tn in group]
-                _k_loops(lw, n, pe, group, accs, xq, wp, t, k, nn, a_res,
-                         free_a=g0 + width >= len(row_tiles), corr=corr, te_base=started)
-                started += len(group)
-                for tile, c in zip(group, accs, strict=True):
-                    finish(pe, tile, c)
+        for (m0, k0, k1), row_parts in by_rows.items():
+            started = _row_parts(lw, n, pe, t, row_parts, xq, wp, k, nn, corr, scratch,
+                                 finish, started, m0, (k0, k1), deferred)
+    if deferred:
+        # the owners add the partial sums in a phase of their own: their loads come after
+        # every helper's store in program order, which the schedule derives HBM
+        # dependencies from, and no K loop waits behind a wait for a partial sum
+        lw.phase()
+        assert scratch is not None
+        for pe, part, c in deferred:
+            finish(pe, part.tile, _add_partials(lw, n, pe, c, part, scratch, nn))
+
+
+def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[KPart],
+               xq: Placement, wp: TeWeight, k: int, nn: int, corr: Placement | None,
+               scratch: Placement | None, finish: Callable[[int, OutTile, Buf], None],
+               started: int, m0: int, k_range: tuple[int, int],
+               deferred: list[tuple[int, KPart, Buf]]) -> int:
+    """One PE's parts of the same rows and K range, two accumulators per tensor engine
+    interleaving their K loops (one hides the other's fetch, store and command round
+    trip; a single K step needs no partner). A helper stores its partial sum, an owner
+    with partial sums to add goes to `deferred`, any other tile is finished. Returns the
+    accumulators begun on the PE so far."""
+    width = (2 if len(range(*k_range, t.tk)) > 1 else 1) * lw.engines.te_count
+    a_res = _resident_a(lw, n, pe, xq, t, k, m0, row_parts[0].tile[2], len(row_parts),
+                        k_range)
+    for g0 in range(0, len(row_parts), width):
+        group = row_parts[g0:g0 + width]
+        accs = [lw.buf(pe, p.tile[2] * p.tile[3] * 4, f"{n.id}.acc") for p in group]
+        _k_loops(lw, n, pe, [p.tile for p in group], accs, xq, wp, t, k, nn, a_res,
+                 free_a=g0 + width >= len(row_parts), corr=corr, te_base=started,
+                 k_range=k_range)
+        started += len(group)
+        for part, c in zip(group, accs, strict=True):
+            if part.slot >= 0:
+                assert scratch is not None
+                _store_partial(lw, n, pe, c, part, scratch, nn)
+            elif part.partials:
+                deferred.append((pe, part, c))
+            else:
+                finish(pe, part.tile, c)
+    return started
 
 
 def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement,
@@ -306,7 +410,8 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn)
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
                lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step, q,
-                                             runtime_scale=dyn is not None))
+                                             runtime_scale=dyn is not None),
+               spread=bool(op.parts))
     if step is not None:
         drop_fused(lw, n, out_tid, step)
     return True

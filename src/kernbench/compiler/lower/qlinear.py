@@ -132,7 +132,7 @@ def lower_qlinear_matmul(lw: Lowering, n: LayerIR) -> bool:
     rq = requant(lw, n, sa, sb, sy, zy, nn)
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn)
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
-               lambda pe, tile, c: _store(lw, n, pe, c, rq, op, tile, nn))
+               lambda pe, tile, c: _store(lw, n, pe, c, rq, op, tile, nn), spread=bool(op.parts))
     return True
 
 
