@@ -31,6 +31,19 @@ class LayerOpCensus:
 
     entries: int
     by_op: dict[tuple[str, str], int]
+    layers: tuple[str, ...] = ()  # the layers that run whole, in program order
+
+    def note(self) -> str | None:
+        """One line for stderr naming what runs whole (None when everything is tiled):
+        a fallback is a reported fact, never a quiet one."""
+        if not self.total:
+            return None
+        kinds = ", ".join(f"{op} as {opcode} ×{c}" for (opcode, op), c in self.by_op.items())
+        names = ", ".join(self.layers[:5]) + (", …" if len(self.layers) > 5 else "")
+        n = len(self.layers) or self.total
+        return (f"whole-layer ops: {n} layer{'s' if n > 1 else ''} run{'' if n > 1 else 's'} "
+                f"on one PE instead of tiles ({kinds}: {names}); docs/onnx-support.md says "
+                "what still runs whole")
 
     @property
     def total(self) -> int:
@@ -58,11 +71,13 @@ def layer_op_census(state: CompileState) -> LayerOpCensus:
     tiles = state.require_tiles()
     op_type = {n.id: n.op_type for n in state.graph.nodes}
     counts: Counter[tuple[str, str]] = Counter()
+    layers: dict[str, None] = {}
     for op in tiles.ops:
         if op.opcode in LAYER_OPCODES:
             counts[(op.opcode, op_type.get(op.layer, "?"))] += 1
+            layers[op.layer] = None
     entries = len(state.cmdq.entries) if state.cmdq is not None else len(tiles.ops) + 1
-    return LayerOpCensus(entries, dict(sorted(counts.items())))
+    return LayerOpCensus(entries, dict(sorted(counts.items())), tuple(layers))
 
 
 __all__ = ["LAYER_OPCODES", "TE_SHAPED", "LayerOpCensus", "layer_op_census"]

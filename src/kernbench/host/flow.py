@@ -15,6 +15,7 @@ from kernbench.cmdq.schema import CmdqProgram
 from kernbench.common.program import LayerSpan
 from kernbench.compiler.cost import estimate_program
 from kernbench.compiler.inputs import default_inputs, vocab_size
+from kernbench.compiler.layer_ops import layer_op_census
 from kernbench.compiler.pe_choice import compile_on_best_pes
 from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
 from kernbench.compiler.roofline import layer_report
@@ -94,6 +95,12 @@ def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
 
         state = compile_on_best_pes(graph, topology, compile_fn)
         pm = pms[0]
+    whole = layer_op_census(state).note()  # a fallback is a reported fact, never quiet
+    if whole and strict:
+        raise InputError(whole + " (refused with --strict)",
+                         file=model_file or graph.metadata.get("model_name"))
+    if whole:
+        warn(whole)
     write_bundle(state, Path(out), source, cmdq=write_cmdq)
     if write_cmdq:
         warn_unreadable_cmdq(Path(out) / "cmdq.json")
