@@ -32,6 +32,7 @@ from kernbench.compiler.lower.context import (
     TeWeight,
     float_format,
 )
+from kernbench.compiler.lower.elementwise import ew_cost
 from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
 from kernbench.compiler.lower.te_weights import te_weight
 from kernbench.compiler.lower.xquant import QuantOut, quant_out, store_quantized
@@ -46,15 +47,14 @@ OutTile = tuple[int, int, int, int]
 
 class KPart(NamedTuple):
     """One PE's share of an output tile: its K steps [k0, k1). `slot` -1: the owner,
-    whose accumulator goes through the epilogue after it has added the partial sums in
-    `partials` (slots of the split-K scratch); `slot` >= 0: a helper, whose int32
-    partial sum is stored into that slot."""
+    whose accumulator goes through the epilogue (after it has added the partial sums of
+    slots 0 .. ks - 2 when the tile is split); `slot` >= 0: a helper, whose int32
+    partial sum is stored into that slot of the split-K scratch."""
 
     tile: OutTile
     k0: int
     k1: int
     slot: int = -1
-    partials: tuple[int, ...] = ()
 
 
 class DynamicGemm(NamedTuple):
@@ -149,9 +149,8 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
             for n0 in range(0, nn, t.tn):
                 tile = (m0, n0, min(t.tm, r_hi - m0), min(t.tn, nn - n0))
                 for i, (k0, k1) in enumerate(parts):
-                    part = KPart(tile, k0, k1, i - 1, ()) if i else \
-                        KPart(tile, k0, k1, -1, tuple(range(len(parts) - 1)))
-                    per_pe.setdefault(lw.pes.next(cube), (t, []))[1].append(part)
+                    per_pe.setdefault(lw.pes.next(cube), (t, []))[1].append(
+                        KPart(tile, k0, k1, i - 1))
     return per_pe
 
 
@@ -237,7 +236,7 @@ def _partials(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list[
     block of `nn` columns per helper slot, spread over the cubes like the output (`spread`)
     so that a part's partial sums stay in its cube; None without split K. Each call gets
     its own scratch (a QKV_PROJ's three projections do not share one)."""
-    slots = max((len(p.partials) for _, parts in per_pe.values() for p in parts), default=0)
+    slots = max((t.ks for t, _ in per_pe.values()), default=1) - 1
     if not slots:
         return None
     key = f"{n.id}@splitk{len(lw.plan.allocations)}"
@@ -253,17 +252,18 @@ def _store_partial(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart,
            frees=[c])
 
 
-def _add_partials(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart,
+def _add_partials(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart, ks: int,
                   scratch: Placement, nn: int) -> Buf:
-    """The owner's accumulator plus every helper's partial sum (int32, exact)."""
+    """The owner's accumulator plus the partial sums of its ks - 1 helpers (int32,
+    exact)."""
     m0, n0, tm, tn = part.tile
     width = scratch.shape[1]
-    for slot in part.partials:
+    for slot in range(ks - 1):
         bp = lw.buf(pe, tm * tn * 4, f"{n.id}.partial")
         lw.dma(False, pe, bp, scratch, m0 * width + slot * nn + n0, tm, tn, width, n.id)
         total = lw.buf(pe, tm * tn * 4, f"{n.id}.acc")
         lw.op("VE_ELEMENTWISE_TILE", pe, n.id,
-              {"op": "add", "cost": "add" if "add" in lw.math_op_cycles else "copy",
+              {"op": "add", "cost": ew_cost("add", lw.math_op_cycles),
                "out_shape": [tm, tn], "out_dtype": "int32", "in_shape": [tm, tn],
                "in_dtype": "int32", "in2_shape": [tm, tn], "in2_dtype": "int32",
                **lw.engines.ve(pe)},
@@ -281,7 +281,7 @@ def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list
     helpers' partial sums (in a later phase). `spread`:
     the output is spread over the cubes (so is the split-K scratch)."""
     scratch = _partials(lw, n, per_pe, xq.shape[0], nn, spread)
-    deferred: list[tuple[int, KPart, Buf]] = []  # owners' accumulators awaiting partials
+    deferred: list[tuple[int, int, KPart, Buf]] = []  # owners awaiting (pe, ks, part, acc)
     for pe in sorted(per_pe):
         t, parts = per_pe[pe]
         by_rows: dict[tuple[int, int, int], list[KPart]] = {}
@@ -298,15 +298,15 @@ def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list
         # dependencies from, and no K loop waits behind a wait for a partial sum
         lw.phase()
         assert scratch is not None
-        for pe, part, c in deferred:
-            finish(pe, part.tile, _add_partials(lw, n, pe, c, part, scratch, nn))
+        for pe, ks, part, c in deferred:
+            finish(pe, part.tile, _add_partials(lw, n, pe, c, part, ks, scratch, nn))
 
 
 def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[KPart],
                xq: Placement, wp: TeWeight, k: int, nn: int, corr: Placement | None,
                scratch: Placement | None, finish: Callable[[int, OutTile, Buf], None],
                started: int, m0: int, k_range: tuple[int, int],
-               deferred: list[tuple[int, KPart, Buf]]) -> int:
+               deferred: list[tuple[int, int, KPart, Buf]]) -> int:
     """One PE's parts of the same rows and K range, two accumulators per tensor engine
     interleaving their K loops (one hides the other's fetch, store and command round
     trip; a single K step needs no partner). A helper stores its partial sum, an owner
@@ -326,8 +326,8 @@ def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[
             if part.slot >= 0:
                 assert scratch is not None
                 _store_partial(lw, n, pe, c, part, scratch, nn)
-            elif part.partials:
-                deferred.append((pe, part, c))
+            elif t.ks > 1:
+                deferred.append((pe, t.ks, part, c))
             else:
                 finish(pe, part.tile, c)
     return started
