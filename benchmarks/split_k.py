@@ -27,10 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from models import int8_gemm  # noqa: E402
-
 from kernbench.cli import main as cli  # noqa: E402
 from kernbench.compiler import tiling  # noqa: E402
+from models import int8_gemm  # noqa: E402
 
 VARIANTS = {"chosen": {}, "no split": {"SPLIT_K": ()}, "no margin": {"SPLIT_GAIN": 1.0}}
 
