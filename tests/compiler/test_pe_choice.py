@@ -92,7 +92,7 @@ def test_candidates_share_the_weight_arrays():
     from kernbench.compiler.pipeline import load_model
 
     g, _ = load_model(ZOO / "llama.onnx")
-    c = pe_choice._structure_copy(g)
+    c = pe_choice.structure_copy(g)
     assert c.weights is not g.weights and c.nodes is not g.nodes
     assert c.weights.keys() == g.weights.keys()
     assert all(c.weights[k] is g.weights[k] for k in g.weights)

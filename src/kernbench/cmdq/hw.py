@@ -15,6 +15,7 @@ from typing import Protocol, overload
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.opcodes.base import NO_DATA, Lowering, Opcode, TcmDataEnv
 from kernbench.cmdq.schema import CmdqProgram, entry_wait_ids
+from kernbench.cmdq.stream import EntryStream
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
 from kernbench.topology.model import Topology
@@ -72,6 +73,8 @@ class _Lowerer:
         # deps_before ∪ wait_for of an entry are its own; deps_after are reversed once
         # (sparse: the compiler emits none), so entries can be lowered one at a time
         self.after: dict[int, set[int]] = {}
+        if isinstance(program.cmdq, EntryStream):
+            return  # checked, as it streams, to have no deps_after
         for e in program.cmdq:
             for later in e.deps_after:
                 self.after.setdefault(later, set()).add(e.id)

@@ -146,21 +146,26 @@ def parse_entries(entries: list[Any], metadata: Mapping[str, Any], *,
     done = 0
     while entries:
         chunk = entries[:PARSE_CHUNK]
-        try:
-            part = CmdqProgram.model_validate({"cmdq": chunk, "metadata": {}}).cmdq
-        except ValidationError:
-            _, errors = parse_program_collect({"cmdq": chunk}, file=file, max_errors=1)
-            error = errors[0] if errors else InputError("invalid entry", file=file)
-            if error.where and error.where.startswith("entry at index "):
-                index = int(error.where.rsplit(" ", 1)[1]) + done
-                error = InputError(error.reason, file=file, where=f"entry at index {index}",
-                                   field=error.field)
-            raise error from None
-        models.extend(part)
+        models.extend(parse_chunk(chunk, done, file=file))
         done += len(chunk)
         del entries[:PARSE_CHUNK]
     program.cmdq = models
     return program
+
+
+def parse_chunk(chunk: list[Any], first: int, *, file: str | None = None) -> list[EntryBase]:
+    """The models of decoded entries that stand at index `first` onward of a program (one
+    pydantic call); the first problem is an InputError naming its index in the program."""
+    try:
+        return CmdqProgram.model_validate({"cmdq": chunk, "metadata": {}}).cmdq
+    except ValidationError:
+        _, errors = parse_program_collect({"cmdq": chunk}, file=file, max_errors=1)
+        error = errors[0] if errors else InputError("invalid entry", file=file)
+        if error.where and error.where.startswith("entry at index "):
+            index = int(error.where.rsplit(" ", 1)[1]) + first
+            error = InputError(error.reason, file=file, where=f"entry at index {index}",
+                               field=error.field)
+        raise error from None
 
 
 def parse_program(obj: Any, *, file: str | None = None) -> CmdqProgram:

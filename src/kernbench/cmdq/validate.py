@@ -131,6 +131,45 @@ def _validate_obj(obj: Any, limits: CmdqLimits, file: str | None,
     return errors, warnings
 
 
+class _Positions:
+    """`index_of` of a program whose ids are checked to be their positions 0..n-1."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def get(self, ident: Any, default: Any = None) -> Any:
+        return ident if isinstance(ident, int) and 0 <= ident < self.n else default
+
+
+class EntryChecker:
+    """`check_program`'s checks for a program of `n` entries that arrive one at a time, in
+    order (a program compiled while it runs: `cmdq.stream`): `check(i, entry)` raises the
+    entry's first problem. Since ids must equal positions, an id names the entry at that
+    position, seen or not; END must be entry n-1. `deps_after` (which would need the
+    later entries) is refused: the compiler emits none."""
+
+    def __init__(self, n: int, limits: CmdqLimits, file: str | None = None) -> None:
+        self._c = _Checker([], limits, file, 1)
+        self._c.n = n
+        self._c.index_of = _Positions(n)
+        self.n = n
+
+    def check(self, i: int, e: EntryBase) -> None:
+        c = self._c
+        with contextlib.suppress(_Full):
+            c._entry(i, e)
+            where = f"entry {e.id}"
+            if e.deps_after:
+                c.add(where, "deps_after", "a program checked as it streams has no deps_after")
+            if e.opcode == "END" and i != self.n - 1:
+                c.add(where, "opcode", f"END must be the last entry, but this is index {i} "
+                      f"of {self.n}")
+            if i == self.n - 1 and e.opcode != "END":
+                c.add(where, "opcode", f"the last entry must be END, got {e.opcode}")
+        if c.errors:
+            raise c.errors[0]
+
+
 def _stand_ins(entries: list[EntryBase | None],
                raw: list[Any]) -> tuple[list[EntryBase], set[int]]:
     """The parsed entries, with an unchecked stand-in (its raw id and opcode, no deps) for
@@ -253,8 +292,9 @@ class _Checker:
         self.complete = complete  # every entry parsed: program-level checks apply
         self.errors: list[InputError] = []
         # id -> index of its first occurrence
-        self.index_of: dict[int, int] = {}
+        self.index_of: Any = {}
         self.id_reported = False
+        self.n: int | None = None  # the program's length, when entries come one at a time
 
     def add(self, where: str | None, field: str | None, reason: str) -> None:
         self.errors.append(InputError(reason, file=self.file, where=where, field=field))
@@ -332,7 +372,7 @@ class _Checker:
         if "wait_for" in type(e).model_fields:
             lists.append(("wait_for", e.wait_for, True))
         lists.append(("deps_after", e.deps_after, False))
-        n = len(self.entries)
+        n = self.n if self.n is not None else len(self.entries)
         for field, ids, earlier in lists:
             for d in ids:
                 j = self.index_of.get(d)

@@ -27,6 +27,37 @@ def entry_of(op: TileOp) -> dict[str, Any]:
     return e
 
 
+class Emitter:
+    """The emit pass's state, fed ops in program order: their entries (`feed`), then END
+    (`end`), which waits for every op nothing else waits for (kept as they come: the set
+    follows the ops still without a dependent, not the program)."""
+
+    def __init__(self) -> None:
+        self.sinks: dict[int, None] = {}  # ids nothing waits for yet, in program order
+        self.count = 0
+
+    def feed(self, ops: list[TileOp]) -> list[dict[str, Any]]:
+        out = []
+        for op in ops:
+            out.append(entry_of(op))
+            for d in op.deps:
+                self.sinks.pop(d, None)
+            self.sinks[op.index] = None
+        self.count += len(out)
+        return out
+
+    def end(self) -> dict[str, Any]:
+        return {"opcode": "END", "id": self.count, "layer_id": None,
+                "deps_before": sorted(self.sinks)}
+
+
+def cmdq_metadata(state: CompileState) -> CmdqMetadata:
+    """The program's metadata (spec §4)."""
+    return CmdqMetadata(version=CMDQ_VERSION,
+                        graph_name=state.graph.metadata.get("model_name", "model"),
+                        generated_by="kernbench.compiler", topology=state.topology.name)
+
+
 @dataclass(frozen=True)
 class Emit:
     """Write the TileGraph as a CMDQ program (state.cmdq)."""
@@ -36,16 +67,8 @@ class Emit:
     produces: ClassVar[tuple[str, ...]] = ("cmdq",)
 
     def apply(self, state: CompileState) -> CompileState:
-        entries = []
-        has_dependent: set[int] = set()
-        for op in state.require_tiles().ops:
-            entries.append(entry_of(op))
-            has_dependent.update(op.deps)
-        sinks = [e["id"] for e in entries if e["id"] not in has_dependent]
-        entries.append({"opcode": "END", "id": len(entries), "layer_id": None,
-                        "deps_before": sinks})
-        state.cmdq = CmdqDocument(entries, CmdqMetadata(
-            version=CMDQ_VERSION,
-            graph_name=state.graph.metadata.get("model_name", "model"),
-            generated_by="kernbench.compiler", topology=state.topology.name))
+        em = Emitter()
+        entries = em.feed(state.require_tiles().ops)
+        entries.append(em.end())
+        state.cmdq = CmdqDocument(entries, cmdq_metadata(state))
         return state

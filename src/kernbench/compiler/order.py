@@ -15,6 +15,33 @@ from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import TileOp
 
 
+def interleave(ops: list[TileOp], first: int = 0) -> list[TileOp]:
+    """`ops` (whole lowering phases, in lowering order) in program order, indexed from
+    `first`: within each phase the per-PE streams merged round-robin."""
+    order: list[TileOp] = []
+    i = 0
+    while i < len(ops):
+        j = i
+        while j < len(ops) and ops[j].stream == ops[i].stream:
+            j += 1
+        streams: dict[int, list[TileOp]] = {}
+        for o in ops[i:j]:
+            streams.setdefault(o.pe, []).append(o)
+        queues = [streams[pe] for pe in sorted(streams)]
+        pos = [0] * len(queues)
+        remaining = j - i
+        while remaining:
+            for qi, q in enumerate(queues):
+                if pos[qi] < len(q):
+                    order.append(q[pos[qi]])
+                    pos[qi] += 1
+                    remaining -= 1
+        i = j
+    for idx, o in enumerate(order, first):
+        o.index = idx
+    return order
+
+
 @dataclass(frozen=True)
 class Place:
     """Program order: per-PE op streams merged round-robin within each lowering phase."""
@@ -25,27 +52,5 @@ class Place:
 
     def apply(self, state: CompileState) -> CompileState:
         tiles = state.require_tiles()
-        ops = tiles.ops
-        order: list[TileOp] = []
-        i = 0
-        while i < len(ops):
-            j = i
-            while j < len(ops) and ops[j].stream == ops[i].stream:
-                j += 1
-            streams: dict[int, list[TileOp]] = {}
-            for o in ops[i:j]:
-                streams.setdefault(o.pe, []).append(o)
-            queues = [streams[pe] for pe in sorted(streams)]
-            pos = [0] * len(queues)
-            remaining = j - i
-            while remaining:
-                for qi, q in enumerate(queues):
-                    if pos[qi] < len(q):
-                        order.append(q[pos[qi]])
-                        pos[qi] += 1
-                        remaining -= 1
-            i = j
-        for idx, o in enumerate(order):
-            o.index = idx
-        tiles.ops = order
+        tiles.ops = interleave(tiles.ops)
         return state

@@ -96,7 +96,7 @@ def compile_on_best_pes(graph: Graph, topology: Topology,
     cands = subsets(topology) if len(topology.pes) > MIN_PES else []
     if not cands:
         return compile_fn(graph, topology)
-    pristine = _structure_copy(graph)  # the passes rewrite the graph they compile
+    pristine = structure_copy(graph)  # the passes rewrite the graph they compile
     best = compile_fn(graph, topology)
     if best.cmdq is None or len(best.cmdq.entries) > MAX_ENTRIES:
         return best
@@ -105,7 +105,7 @@ def compile_on_best_pes(graph: Graph, topology: Topology,
     best_ns = ests[n]
     for sub in cands:
         try:
-            st = compile_fn(_structure_copy(pristine), sub)
+            st = compile_fn(structure_copy(pristine), sub)
         except InputError:
             continue  # does not fit the subset (HBM, TCM): a wider spread is needed
         k = len(sub.pes)
@@ -119,7 +119,7 @@ def compile_on_best_pes(graph: Graph, topology: Topology,
     return best
 
 
-def _structure_copy(graph: Graph) -> Graph:
+def structure_copy(graph: Graph) -> Graph:
     """A copy of `graph` whose nodes, tensors and weight table are its own but whose
     weight arrays are shared: the passes add and replace weights, never write into one,
     and a shape-only model's weights are broadcast views that a deep copy would
@@ -129,4 +129,4 @@ def _structure_copy(graph: Graph) -> Graph:
 
 
 __all__ = ["MAX_ENTRIES", "MIN_PES", "PeChoice", "compile_on_best_pes", "estimate_ns",
-           "subsets"]
+           "structure_copy", "subsets"]

@@ -72,18 +72,19 @@ def load_model(path: Path, qconfig: Path | None = None) -> tuple[Graph, Path | N
 
 
 def write_bundle(state: CompileState, out: Path, source_model: Path | None = None, *,
-                 cmdq: bool = True) -> list[Path]:
+                 cmdq: bool = True, entries: int | None = None) -> list[Path]:
     """Write the bundle folder atomically (a temp folder renamed into place). `cmdq` False
     leaves cmdq.json out (a run that simulates the program from memory and keeps no
-    bundle: a real-size program's file is hundreds of MB)."""
-    if state.cmdq is None or state.memory is None:
+    bundle: a real-size program's file is hundreds of MB); `entries` then counts the
+    program's entries when the state holds none (a streamed compile, `compiler.stream`)."""
+    if state.memory is None or (state.cmdq is None and (cmdq or entries is None)):
         raise RuntimeError("write_bundle: the state has not been through every pass")
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    if cmdq:
+    if cmdq and state.cmdq is not None:
         write_json(state.cmdq.to_json(), tmp / "cmdq.json")
     write_json(state.memory.to_json(), tmp / "memory.json")
     arrays = {}
@@ -99,7 +100,7 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
         yaml.safe_dump(state.topology.config.model_dump(mode="json"), sort_keys=True),
         encoding="utf-8")
     info: dict = {"passes": list(PASS_NAMES), "notes": state.notes,
-                  "entries": len(state.cmdq.entries)}
+                  "entries": len(state.cmdq.entries) if state.cmdq is not None else entries}
     if state.pe_choice is not None:
         info["pe_choice"] = state.pe_choice.to_json()
     write_json(info, tmp / "compile.json")

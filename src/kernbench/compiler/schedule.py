@@ -12,10 +12,13 @@ queue behind them on the PE's DMA channel.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import ClassVar
 
+from kernbench.compiler.hbm_cover import Access
 from kernbench.compiler.state import CompileState
+from kernbench.compiler.tilegraph import TileGraph
 
 #: how many of its PE's layers a load of constants may run ahead of (1: only within its
 #: own layer, after the previous one has computed)
@@ -38,6 +41,177 @@ def overlaps(a: tuple, b: tuple) -> bool:
     return True
 
 
+class Scheduler:
+    """The schedule pass's state, fed ops in program order (`feed`): the whole program at
+    once (the `Schedule` pass) or one layer at a time (`compiler.stream`).
+
+    What it keeps is bounded by what later ops can still depend on, not by the program:
+    - a TCM buffer's writer and readers are dropped when an op frees it, and the ops that
+      touched it when the allocator no longer offers its space for reuse (`forget`);
+    - reads of a storage no op writes (weights, constants) are not kept;
+    - an HBM access is dropped once later writes cover all its bytes (`hbm_cover`): each
+      waited for it, so whoever overlaps it waits for them (the emitted dependencies are
+      the same up to ones implied by others: the same order, the same timing);
+    - a storage's accesses are dropped after the last IR node whose ops touch it
+      (`StorageUse`, gathered from the ops beforehand)."""
+
+    def __init__(self, use: StorageUse | None = None) -> None:
+        # PE → [(layer, its latest compute op)] of the PE's latest layers, newest last:
+        # bounds how far ahead loads of constants may run
+        self.last_compute: dict[int, list[tuple[str, int]]] = {}
+        self.last_writer: dict[int, int] = {}
+        self.readers: dict[int, list[int]] = {}
+        self.accessed: dict[int, list[int]] = {}
+        self.hbm_writes: dict[str, list[Access]] = {}
+        self.hbm_reads: dict[str, list[Access]] = {}
+        self.use = use
+        self._node = -1               # the IR node whose ops are being scheduled
+        self._by_last: dict[int, list[str]] = {}
+        for key, last in (use.last.items() if use else ()):
+            self._by_last.setdefault(last, []).append(key)
+        self.dropped: set[str] = set()
+
+    def kept(self) -> tuple[int, int]:
+        """What the scheduler remembers (what its memory follows): (HBM accesses, TCM
+        buffer users and writers)."""
+        hbm = sum(map(len, self.hbm_writes.values())) + sum(map(len, self.hbm_reads.values()))
+        tcm = (sum(map(len, self.accessed.values())) + sum(map(len, self.readers.values()))
+               + len(self.last_writer))
+        return hbm, tcm
+
+    def forget(self, bufs: list) -> None:  # noqa: ANN001 - tilegraph.Buf
+        """TCM buffers no later buffer will reuse (the allocator retired them)."""
+        for b in bufs:
+            self.accessed.pop(b.id, None)
+
+    def _enter(self, stream: int) -> None:
+        """Ops of a later IR node begin: storages no op from here on touches go."""
+        node = node_of(self.use.node_streams, stream)
+        while self._node < node:
+            for key in self._by_last.pop(self._node, ()):
+                self.hbm_writes.pop(key, None)
+                self.hbm_reads.pop(key, None)
+                self.dropped.add(key)
+            self._node += 1
+
+    def feed(self, ops: list) -> None:  # noqa: ANN001 - tilegraph.TileOp
+        """Set `deps` of `ops` (placed, allocated, in program order, after every op fed
+        before)."""
+        for op in ops:
+            if self.use is not None:
+                self._enter(op.stream)
+            op.deps = self._deps(op)
+            self._record(op)
+
+    def _deps(self, op) -> list[int]:  # noqa: ANN001
+        deps: set[int] = set()
+        last_writer, readers, accessed = self.last_writer, self.readers, self.accessed
+        for _, b in op.reads:
+            w = last_writer.get(b.id)
+            if w is not None:
+                deps.add(w)
+        for _, b in op.writes:
+            if b.id not in last_writer and b.war_after:
+                for dead in b.war_after:  # space reuse: previous users finish first
+                    deps.update(accessed.get(dead.id, ()))
+            w = last_writer.get(b.id)
+            if w is not None:
+                deps.add(w)
+            deps.update(readers.get(b.id, ()))
+        for key, *rng in op.hbm_reads:
+            self._check_live(key, op)
+            for a in self.hbm_writes.get(key, ()):
+                if overlaps(rng, a.rng):
+                    deps.add(a.idx)
+        for key, *rng in op.hbm_writes:  # WAW and WAR on HBM bytes
+            self._check_live(key, op)
+            for a in self.hbm_writes.get(key, []) + self.hbm_reads.get(key, []):
+                if overlaps(rng, a.rng):
+                    deps.add(a.idx)
+        if not deps and op.opcode == "DMA_LOAD_TILE" and op.pe in self.last_compute:
+            # a load of constants depends on nothing: without a bound the FSM would
+            # prefetch every later layer's weights first and starve the critical path.
+            # It may run ahead within its layer, but not before the PE's previous layer
+            # has computed.
+            hist = self.last_compute[op.pe]
+            # layers of this PE finished before the load's own layer started
+            done = hist[:-1] if hist[-1][0] == (op.fused_into or op.layer) else hist
+            if len(done) >= PREFETCH_LAYERS:
+                deps.add(done[-PREFETCH_LAYERS][1])
+        deps.discard(op.index)
+        if any(d > op.index for d in deps):
+            raise RuntimeError(f"schedule: op {op.index} depends on a later op")
+        return sorted(deps)
+
+    def _check_live(self, key: str, op) -> None:  # noqa: ANN001
+        if key in self.dropped:
+            raise RuntimeError(f"schedule: op {op.index} ({op.opcode}, layer {op.layer}) "
+                               f"touches storage {key} after its last layer")
+
+    def _record(self, op) -> None:  # noqa: ANN001
+        for _, b in op.reads:
+            self.readers.setdefault(b.id, []).append(op.index)
+            self.accessed.setdefault(b.id, []).append(op.index)
+        for _, b in op.writes:
+            self.last_writer[b.id] = op.index
+            self.readers[b.id] = []
+            self.accessed.setdefault(b.id, []).append(op.index)
+        for b in op.frees:  # never read or written again; its space may still be reused
+            self.last_writer.pop(b.id, None)
+            self.readers.pop(b.id, None)
+        for key, *rng in op.hbm_writes:
+            w = tuple(rng)
+            for table in (self.hbm_writes, self.hbm_reads):
+                old = table.get(key)
+                if old:  # accesses all of whose bytes writes since have covered (hbm_cover)
+                    table[key] = [a for a in old if not (overlaps(w, a.rng) and a.cover(w))]
+            self.hbm_writes.setdefault(key, []).append(Access(w, op.index))
+        for key, *rng in op.hbm_reads:
+            if self.use is None or key in self.use.written:  # else nothing writes it: no WAR
+                self.hbm_reads.setdefault(key, []).append(Access(tuple(rng), op.index))
+        if not op.opcode.startswith("DMA"):
+            hist = self.last_compute.setdefault(op.pe, [])
+            layer = op.fused_into or op.layer  # a fused epilogue op is its GEMM's
+            if hist and hist[-1][0] == layer:
+                hist[-1] = (layer, op.index)
+            else:
+                hist.append((layer, op.index))
+                del hist[:-PREFETCH_LAYERS - 1]
+
+
+def node_of(node_streams: list[int], stream: int) -> int:
+    """The position of the IR node whose lowering emitted ops of `stream` (-1: before
+    the first node)."""
+    return bisect_right(node_streams, stream) - 1
+
+
+class StorageUse:
+    """Which IR node last touches each HBM storage, and which storages are ever written:
+    gathered from the ops themselves (`see`), so the scheduler forgets exactly what no
+    later op can depend on."""
+
+    def __init__(self, node_streams: list[int]) -> None:
+        self.node_streams = node_streams
+        self.last: dict[str, int] = {}
+        self.written: set[str] = set()
+
+    def see(self, ops: list) -> None:  # noqa: ANN001 - tilegraph.TileOp
+        for op in ops:
+            node = node_of(self.node_streams, op.stream)
+            for key, *_ in op.hbm_reads:
+                self.last[key] = node
+            for key, *_ in op.hbm_writes:
+                self.last[key] = node
+                self.written.add(key)
+
+
+def scheduler_for(tiles: TileGraph) -> Scheduler:
+    """A Scheduler that forgets what the ops of `tiles` no longer need."""
+    use = StorageUse(tiles.node_streams)
+    use.see(tiles.ops)
+    return Scheduler(use)
+
+
 @dataclass(frozen=True)
 class Schedule:
     """Dependencies of every tile op (`TileOp.deps`)."""
@@ -47,67 +221,6 @@ class Schedule:
     produces: ClassVar[tuple[str, ...]] = ("deps",)
 
     def apply(self, state: CompileState) -> CompileState:
-        # PE → [(layer, its latest compute op)] of the PE's latest layers, newest last:
-        # bounds how far ahead loads of constants may run
-        last_compute: dict[int, list[tuple[str, int]]] = {}
-        last_writer: dict[int, int] = {}
-        readers: dict[int, list[int]] = {}
-        accessed: dict[int, list[int]] = {}
-        hbm_writes: dict[str, list[tuple[tuple, int]]] = {}
-        hbm_reads: dict[str, list[tuple[tuple, int]]] = {}
-        for op in state.require_tiles().ops:
-            deps: set[int] = set()
-            for _, b in op.reads:
-                w = last_writer.get(b.id)
-                if w is not None:
-                    deps.add(w)
-            for _, b in op.writes:
-                if b.id not in last_writer and b.war_after:
-                    for dead in b.war_after:  # space reuse: previous users finish first
-                        deps.update(accessed.get(dead.id, ()))
-                w = last_writer.get(b.id)
-                if w is not None:
-                    deps.add(w)
-                deps.update(readers.get(b.id, ()))
-            for key, *rng in op.hbm_reads:
-                for other, idx in hbm_writes.get(key, ()):
-                    if overlaps(rng, other):
-                        deps.add(idx)
-            for key, *rng in op.hbm_writes:  # WAW and WAR on HBM bytes
-                for other, idx in hbm_writes.get(key, []) + hbm_reads.get(key, []):
-                    if overlaps(rng, other):
-                        deps.add(idx)
-            if not deps and op.opcode == "DMA_LOAD_TILE" and op.pe in last_compute:
-                # a load of constants depends on nothing: without a bound the FSM would
-                # prefetch every later layer's weights first and starve the critical path.
-                # It may run ahead within its layer, but not before the PE's previous layer
-                # has computed.
-                hist = last_compute[op.pe]
-                # layers of this PE finished before the load's own layer started
-                done = hist[:-1] if hist[-1][0] == (op.fused_into or op.layer) else hist
-                if len(done) >= PREFETCH_LAYERS:
-                    deps.add(done[-PREFETCH_LAYERS][1])
-            deps.discard(op.index)
-            if any(d > op.index for d in deps):
-                raise RuntimeError(f"schedule: op {op.index} depends on a later op")
-            op.deps = sorted(deps)
-            for _, b in op.reads:
-                readers.setdefault(b.id, []).append(op.index)
-                accessed.setdefault(b.id, []).append(op.index)
-            for _, b in op.writes:
-                last_writer[b.id] = op.index
-                readers[b.id] = []
-                accessed.setdefault(b.id, []).append(op.index)
-            for key, *rng in op.hbm_writes:
-                hbm_writes.setdefault(key, []).append((tuple(rng), op.index))
-            for key, *rng in op.hbm_reads:
-                hbm_reads.setdefault(key, []).append((tuple(rng), op.index))
-            if not op.opcode.startswith("DMA"):
-                hist = last_compute.setdefault(op.pe, [])
-                layer = op.fused_into or op.layer  # a fused epilogue op is its GEMM's
-                if hist and hist[-1][0] == layer:
-                    hist[-1] = (layer, op.index)
-                else:
-                    hist.append((layer, op.index))
-                    del hist[:-PREFETCH_LAYERS - 1]
+        tiles = state.require_tiles()
+        scheduler_for(tiles).feed(tiles.ops)
         return state

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from kernbench.compiler.state import CompileState
-from kernbench.compiler.tilegraph import Buf
+from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.errors import CapacityError
+from kernbench.topology.model import Topology
 
 TCM_ALIGN = 64
 
@@ -29,7 +30,11 @@ class _Ring:
         self.bank = bank
         self.cursor = 0
         self.live: list[Buf] = []
-        self.dead: dict[int, list[Buf]] = {}  # bank → freed buffers not yet overwritten
+        # bank → the parts of freed buffers not overwritten since: (first byte, end, buffer),
+        # disjoint (a part leaves as soon as a new buffer takes its bytes)
+        self.dead: dict[int, list[tuple[int, int, Buf]]] = {}
+        self._parts: dict[int, int] = {}  # buffer id → its parts in `dead`
+        self.retired: list[Buf] = []  # dead buffers wholly overwritten since last asked
 
     def alloc(self, b: Buf) -> None:
         size = -(-b.nbytes // TCM_ALIGN) * TCM_ALIGN  # every buffer starts 64-byte aligned
@@ -47,15 +52,7 @@ class _Ring:
                 cur = max(x.offset + x.nbytes for x in clash)
                 cur = -(-cur // TCM_ALIGN) * TCM_ALIGN
                 continue
-            bank_dead = self.dead.get(cur // self.bank, [])
-            reused = [x for x in bank_dead if x.offset < cur + size and cur < x.offset + x.nbytes]
-            if reused:
-                # a dead buffer leaves the list only when this one covers it entirely: a
-                # later buffer over the rest of it must still wait for its readers
-                self.dead[cur // self.bank] = [
-                    x for x in bank_dead
-                    if not (cur <= x.offset and x.offset + x.nbytes <= cur + size)]
-            b.war_after = reused
+            b.war_after = self._take(cur, cur + size)
             b.offset = cur
             b.bank, b.bank_offset = divmod(cur, self.bank)
             self.live.append(b)
@@ -65,10 +62,66 @@ class _Ring:
             f"TCM overflow on PE {self.pe}: {b.label} needs {size} B; live buffers: "
             + ", ".join(f"{x.label}({x.nbytes})" for x in self.live[:6]))
 
+    def _take(self, lo: int, hi: int) -> list[Buf]:
+        """The dead buffers with bytes in [lo, hi) (the new buffer waits for their users);
+        those bytes leave the dead parts: a later buffer over them waits for this one,
+        which waited for those users. A buffer with no part left is retired."""
+        bank_dead = self.dead.get(lo // self.bank)
+        if not bank_dead:
+            return []
+        reused: dict[int, Buf] = {}
+        keep = []
+        for p in bank_dead:
+            a, e, x = p
+            if not (a < hi and lo < e):
+                keep.append(p)
+                continue
+            reused[x.id] = x
+            rest = [(a, lo, x)] * (a < lo) + [(hi, e, x)] * (hi < e)
+            keep += rest
+            self._parts[x.id] += len(rest) - 1
+            if not self._parts[x.id]:
+                del self._parts[x.id]
+                self.retired.append(x)
+        self.dead[lo // self.bank] = keep
+        return list(reused.values())
+
     def free(self, b: Buf) -> None:
         if b in self.live:
             self.live.remove(b)
-            self.dead.setdefault(b.offset // self.bank, []).append(b)
+            self.dead.setdefault(b.offset // self.bank, []).append(
+                (b.offset, b.offset + b.nbytes, b))
+            self._parts[b.id] = 1
+
+
+class TcmAllocator:
+    """The allocation pass's state, fed ops in program order (`feed`): the whole program
+    (the `AllocateTcm` pass) or one layer at a time (`compiler.stream`)."""
+
+    def __init__(self, topology: Topology) -> None:
+        tcm = topology.config.cube.pe_template.pe_tcm
+        self.bank = tcm.capacity_kib * 1024 // tcm.banks
+        self.cap = (tcm.capacity_kib - tcm.reserved_kib) * 1024
+        self.rings: dict[int, _Ring] = {}
+
+    def feed(self, ops: list[TileOp]) -> list[Buf]:
+        """Give the buffers of `ops` their offsets; return the dead buffers whose space was
+        wholly reused meanwhile (no later buffer can reuse them: their users are no
+        longer needed for WAR dependencies)."""
+        for op in ops:
+            ring = self.rings.get(op.pe)
+            if ring is None:
+                ring = self.rings[op.pe] = _Ring(op.pe, self.cap, self.bank)
+            for _, b in op.writes + op.reads:
+                if b.offset is None:
+                    ring.alloc(b)
+            for b in op.frees:
+                ring.free(b)
+        retired: list[Buf] = []
+        for ring in self.rings.values():
+            retired += ring.retired
+            ring.retired = []
+        return retired
 
 
 @dataclass(frozen=True)
@@ -80,17 +133,7 @@ class AllocateTcm:
     produces: ClassVar[tuple[str, ...]] = ("tcm",)
 
     def apply(self, state: CompileState) -> CompileState:
-        tcm = state.topology.config.cube.pe_template.pe_tcm
-        bank = tcm.capacity_kib * 1024 // tcm.banks
-        cap = (tcm.capacity_kib - tcm.reserved_kib) * 1024
-        rings: dict[int, _Ring] = {}
         tiles = state.require_tiles()
-        for op in tiles.ops:
-            ring = rings.setdefault(op.pe, _Ring(op.pe, cap, bank))
-            for _, b in op.writes + op.reads:
-                if b.offset is None:
-                    ring.alloc(b)
-            for b in op.frees:
-                ring.free(b)
+        TcmAllocator(state.topology).feed(tiles.ops)
         tiles.allocated = True
         return state

@@ -4,22 +4,25 @@ pass and verification on request), and run = compile + simulate + report (+ veri
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.io import MAX_CMDQ_BYTES, load_program, parse_entries
 from kernbench.cmdq.schema import CmdqProgram
+from kernbench.cmdq.stream import EntryStream, streamed_program
 from kernbench.common.program import LayerSpan
 from kernbench.compiler.cost import estimate_program
 from kernbench.compiler.inputs import default_inputs, vocab_size
 from kernbench.compiler.layer_ops import layer_op_census
-from kernbench.compiler.pe_choice import compile_on_best_pes
+from kernbench.compiler.pe_choice import MAX_ENTRIES, MIN_PES, compile_on_best_pes, structure_copy
 from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
 from kernbench.compiler.roofline import layer_report
 from kernbench.compiler.state import CompileOptions
+from kernbench.compiler.stream import compile_streamed
 from kernbench.errors import (
     MAX_JSON_BYTES,
     MAX_MODEL_BYTES,
@@ -105,6 +108,38 @@ def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
     if write_cmdq:
         warn_unreadable_cmdq(Path(out) / "cmdq.json")
     return state, pm
+
+
+def compile_for_stream(graph: Any, topology: Any, out: Path, *, progress: Any = None,
+                       calib_inputs: Path | None = None, strict: bool = False,
+                       qconfig_file: str | None = None, model_file: str | None = None,
+                       all_pes: bool = False) -> tuple[CmdqProgram, Any] | None:
+    """compile_loaded for a timing run that keeps no per-entry record and no cmdq.json:
+    the program is compiled layer by layer while it runs (`compiler.stream`), so host
+    memory does not grow with layers × tiles. Writes the bundle (without cmdq.json) and
+    returns (the streamed program, its StreamedCompile); None when the program is small
+    enough for the cost model's PE choice (ADR-0711), which compiles whole programs:
+    `compile_loaded` then (`graph` is left as it was)."""
+
+    if not is_shape_only(graph):
+        refuse_above_limit(graph_bytes(graph), f"model {model_file or graph.metadata.get('model_name')}")
+        check_graph_inputs(graph, qconfig_file, model_file, strict)
+    calib = load_inputs(calib_inputs, graph, strict=strict) if calib_inputs else None
+    work = structure_copy(graph)  # the passes rewrite the graph; a fallback needs it intact
+    sc = compile_streamed(work, topology, CompileOptions(calib_inputs=calib), progress=progress)
+    if not all_pes and len(topology.pes) > MIN_PES and sc.entries <= MAX_ENTRIES:
+        return None
+    whole = sc.census.note()
+    if whole and strict:
+        raise InputError(whole + " (refused with --strict)",
+                         file=model_file or graph.metadata.get("model_name"))
+    if whole:
+        warn(whole)
+    write_bundle(sc.bundle_state(), Path(out), None, cmdq=False, entries=sc.entries)
+    limits = limits_for(topology)
+    file = str(Path(out) / "cmdq.json")
+    stream = EntryStream(sc.chunks(), sc.entries, sc.layer_entries, limits, file)
+    return streamed_program(stream, asdict(sc.metadata)), sc
 
 
 def warn_unreadable_cmdq(path: Path) -> None:

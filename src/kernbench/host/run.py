@@ -26,7 +26,13 @@ from kernbench.host.block_replay import (
     plan_replay,
     truncate_blocks,
 )
-from kernbench.host.flow import SimResult, compile_loaded, program_of, simulate_bundle
+from kernbench.host.flow import (
+    SimResult,
+    compile_for_stream,
+    compile_loaded,
+    program_of,
+    simulate_bundle,
+)
 from kernbench.host.llm import check_fit, llm_facts, llm_section
 
 
@@ -114,15 +120,26 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
             hooks.note(f"replay check failed ({e}): simulating every layer")
             plan = None
     qfile = str(opts.qconfig) if opts.qconfig else None
-    state, _ = compile_loaded(graph, source, topo, bundle, progress=hooks.compile_progress,
-                              calib_inputs=opts.inputs, strict=opts.strict, qconfig_file=qfile,
-                              model_file=str(model), write_cmdq=write_cmdq,
-                              all_pes=opts.all_pes)
-    choice = state.pe_choice
-    if choice is not None and choice.pes < choice.of:
-        hooks.note(choice.note())
-    prog = program_of(state, str(bundle / "cmdq.json"))
-    del state
+    streamed = None
+    if not (opts.trace or opts.report or opts.verify or write_cmdq):
+        # nothing per entry is kept: compile layer by layer while it runs (ADR-0713)
+        streamed = compile_for_stream(graph, topo, bundle, progress=hooks.compile_progress,
+                                      calib_inputs=opts.inputs, strict=opts.strict,
+                                      qconfig_file=qfile, model_file=str(model),
+                                      all_pes=opts.all_pes)
+    if streamed is not None:
+        prog, choice = streamed[0], None
+    else:
+        state, _ = compile_loaded(graph, source, topo, bundle, progress=hooks.compile_progress,
+                                  calib_inputs=opts.inputs, strict=opts.strict,
+                                  qconfig_file=qfile, model_file=str(model),
+                                  write_cmdq=write_cmdq, all_pes=opts.all_pes)
+        choice = state.pe_choice
+        if choice is not None and choice.pes < choice.of:
+            hooks.note(choice.note())
+        prog = program_of(state, str(bundle / "cmdq.json"))
+        del state
+    del streamed
 
     def post(st: dict[str, Any], sp: dict[str, Any]) -> dict[str, Any]:
         if choice is not None:

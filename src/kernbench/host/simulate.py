@@ -13,6 +13,7 @@ from typing import Any
 
 from kernbench.cmdq.hw import StreamedProgram, engine_of, limits_for, to_program
 from kernbench.cmdq.schema import CmdqProgram
+from kernbench.cmdq.stream import EntryStream
 from kernbench.cmdq.validate import check_program
 from kernbench.common.program import LayerSpan, ProgramEntry, add_span
 from kernbench.errors import DeadlockError
@@ -43,14 +44,23 @@ class EntryTally:
     that keeps no per-entry record): rounded like stats rows, so a layer's span is the
     one its rows would give."""
 
-    def __init__(self, layer_of: list[str | None]) -> None:
+    def __init__(self, layer_entries: dict[str, int]) -> None:
         self.spans: dict[str, LayerSpan] = {}
         self.done = 0
         self.layers_done = 0
-        self._left: dict[str, int] = {}
-        for lid in layer_of:
+        self._left = dict(layer_entries)  # layer id → its entries not yet retired
+
+    @classmethod
+    def of(cls, program: CmdqProgram) -> EntryTally:
+        """The tally of `program`: a streamed one says its layers' entries itself."""
+        if isinstance(program.cmdq, EntryStream):
+            return cls(program.cmdq.layer_entries)
+        left: dict[str, int] = {}
+        for src in program.cmdq:
+            lid = getattr(src, "layer_id", None)
             if lid:
-                self._left[lid] = self._left.get(lid, 0) + 1
+                left[lid] = left.get(lid, 0) + 1
+        return cls(left)
 
     @property
     def layers(self) -> int:
@@ -179,11 +189,16 @@ def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | No
     host memory follows the issue window and the layers, not the commands; `consume` also
     drops each CMDQ entry of `program` once lowered (the caller gives the program up)."""
     limits = limits_for(topology)
-    check_program(program, limits, file)
+    streamed = isinstance(program.cmdq, EntryStream)  # checked entry by entry as it comes
+    if not streamed:
+        check_program(program, limits, file)
     compact = not (per_entry or trace or op_logger is not None or data is not None)
+    if streamed and not compact:
+        raise RuntimeError("simulate_program: a streamed program runs without per-entry "
+                           "records only")
     tally = None
     if compact:
-        tally = EntryTally([getattr(src, "layer_id", None) for src in program.cmdq])
+        tally = EntryTally.of(program)
         entries: Sequence[ProgramEntry] = StreamedProgram(program, topology, limits, tally,
                                                           consume=consume)
         progress = SimWatch(len(entries), tally.layers, lambda: (tally.done, tally.layers_done))

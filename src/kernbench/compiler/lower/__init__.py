@@ -111,20 +111,32 @@ def lower_graph(state: CompileState) -> TileGraph:
 
 
 def _lower_once(state: CompileState) -> Lowering:
+    lw = start_lowering(state)
+    for n in lw.g.nodes:
+        lower_node(lw, n)
+    return lw
+
+
+def start_lowering(state: CompileState) -> Lowering:
+    """A Lowering of `state`'s graph, ready for `lower_node` on each node in order."""
     lw = Lowering(state)
     lw.fused.update(folded_input_transposes(lw))  # a QDQ reads them through (qdq.py)
-    for n in lw.g.nodes:
-        lw.phase()
-        lw.pes.start_layer()
-        if is_view(lw.plan, n):
-            continue
-        if state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n) \
-                or n.id in lw.fused:
-            continue  # no op of its own (a fused consumer runs in its GEMM's epilogue)
-        lowering = LOWERINGS.get(n.op_type)
-        if lowering is None or not lowering(lw, n):
-            lower_layer_op(lw, n)
     return lw
+
+
+def lower_node(lw: Lowering, n: LayerIR) -> None:
+    """Append the tile ops of IR node `n` (the next one in graph order) to `lw.tg`."""
+    lw.phase()
+    lw.tg.node_streams.append(lw.stream)
+    lw.pes.start_layer()
+    if is_view(lw.plan, n):
+        return
+    if lw.state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n) \
+            or n.id in lw.fused:
+        return  # no op of its own (a fused consumer runs in its GEMM's epilogue)
+    lowering = LOWERINGS.get(n.op_type)
+    if lowering is None or not lowering(lw, n):
+        lower_layer_op(lw, n)
 
 
 @dataclass(frozen=True)
@@ -140,4 +152,4 @@ class Tile:
         return state
 
 
-__all__ = ["LOWERINGS", "Lowering", "Tile", "lower_graph"]
+__all__ = ["LOWERINGS", "Lowering", "Tile", "lower_graph", "lower_node", "start_lowering"]

@@ -114,6 +114,7 @@ class Lowering:
         self.ucie_bytes_per_cycle = ucie_gbs(self.topo) / pt.pe_gemm.clock_ghz
         self.pe_macs_per_cycle = pe_macs_per_ns(pt.pe_gemm, 8) / pt.pe_gemm.clock_ghz
         self.tg = TileGraph()
+        self._next_buf = 0  # buffer ids stay unique when a streamed compile clears tg.bufs
         cube_pes: dict[int, list[int]] = {}
         for i, pe in enumerate(self.topo.pes):
             cube_pes.setdefault(pe.cube.index, []).append(i)
@@ -212,7 +213,8 @@ class Lowering:
         return self.plan.constant(key, array, dtype, source=source, shape=shape)
 
     def buf(self, pe: int, nbytes: float, label: str) -> Buf:
-        b = Buf(len(self.tg.bufs), pe, max(int(math.ceil(nbytes)), 1), label)
+        b = Buf(self._next_buf, pe, max(int(math.ceil(nbytes)), 1), label)
+        self._next_buf += 1
         if b.nbytes > self.bank:
             raise ValueError(f"{label}: {b.nbytes} B does not fit a {self.bank}-byte TCM bank")
         self.tg.bufs.append(b)

@@ -1,0 +1,87 @@
+"""A CMDQ program whose entries arrive while it runs (a compiler producing them layer by
+layer, `compiler.stream`), standing in for `CmdqProgram.cmdq`.
+
+`EntryStream` is a sequence of `n` entries: reading entry i pulls decoded chunks from the
+source until entry i exists, parses them (the same strict models as `load_program`) and
+checks each entry as `check_program` would (`validate.EntryChecker`); assigning None to
+entry i forgets it (what `StreamedProgram` does with `consume` once an entry is built). The
+Control FSM reads entries in order within its window, so host memory holds the window and
+the chunk being read, not the program. A source that ends early or runs on is a compiler
+bug (RuntimeError).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, overload
+
+from kernbench.cmdq.io import parse_chunk
+from kernbench.cmdq.limits import CmdqLimits
+from kernbench.cmdq.schema import CmdqMetadata, CmdqProgram, EntryBase
+from kernbench.cmdq.validate import EntryChecker
+
+
+class EntryStream(Sequence[EntryBase]):
+    """The entries of a streamed program (module docstring). `layer_entries`: entries per
+    layer id, known in advance (progress, per-layer spans)."""
+
+    def __init__(self, chunks: Iterator[list[dict[str, Any]]], n: int,
+                 layer_entries: Mapping[str, int], limits: CmdqLimits,
+                 file: str | None = None) -> None:
+        self._chunks = chunks
+        self._n = n
+        self.layer_entries = dict(layer_entries)
+        self._file = file
+        self._checker = EntryChecker(n, limits, file)
+        self._models: dict[int, EntryBase] = {}
+        self._next = 0  # entries parsed so far
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> EntryBase: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[EntryBase]: ...
+
+    def __getitem__(self, i: int | slice) -> EntryBase | Sequence[EntryBase]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        if not 0 <= i < self._n:
+            raise IndexError(f"entry {i} of a {self._n}-entry program")
+        while i >= self._next:
+            self._pull()
+        e = self._models.get(i)
+        if e is None:
+            raise IndexError(f"entry {i} was already consumed")
+        return e
+
+    def __setitem__(self, i: int, value: None) -> None:
+        if value is not None:
+            raise TypeError("a streamed program's entries can only be forgotten (None)")
+        self._models.pop(i, None)
+
+    def __iter__(self) -> Iterator[EntryBase]:
+        raise TypeError("a streamed program is read by index, in order (it is produced as "
+                        "it is read)")
+
+    def _pull(self) -> None:
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            raise RuntimeError(f"program stream ended after {self._next} of {self._n} entries")
+        first = self._next
+        if first + len(chunk) > self._n:
+            raise RuntimeError(f"program stream runs past its {self._n} entries")
+        for k, e in enumerate(parse_chunk(chunk, first, file=self._file), first):
+            self._checker.check(k, e)
+            self._models[k] = e
+        self._next = first + len(chunk)
+
+
+def streamed_program(stream: EntryStream, metadata: Mapping[str, Any]) -> CmdqProgram:
+    """A CmdqProgram whose `cmdq` is `stream` (the model is built without validating the
+    entries, which the stream checks as they arrive)."""
+    return CmdqProgram.model_construct(cmdq=stream, metadata=CmdqMetadata(**metadata))
+
+
+__all__ = ["EntryStream", "streamed_program"]

@@ -1,0 +1,183 @@
+"""The compiler, layer by layer: a program whose host memory does not grow with the model.
+
+`compile_graph` keeps the whole TileGraph from tiling to emit: ≈ 2-3 KB per CMDQ entry, so
+a real-size model simulated with `--exact` held hundreds of MB for its program alone. A
+timing run that keeps no per-entry record (no trace, no report, no data pass) needs the
+entries only while the Control FSM holds them, so `compile_streamed` produces them one IR
+node at a time, as the simulator fetches them:
+
+1. the passes before tiling run as in `compile_graph` (PassManager, checks);
+2. a *survey* lowers every node once and keeps only what the stream needs to know in
+   advance: entries per layer (progress, per-layer spans), the whole-layer-op census, the
+   storage pins (planned again, as `lower_graph` does) and which node last touches each HBM
+   storage (`schedule.StorageUse`: what the scheduler may forget). Each node's ops are
+   dropped once counted; constants get their HBM addresses here, in the same order as in
+   `compile_graph`;
+3. `StreamedCompile.chunks()` lowers the graph again and, per node, runs placement
+   (`order.interleave`), TCM allocation (`TcmAllocator`), the schedule (`Scheduler`) and
+   emission (`Emitter`) on that node's ops only, then forgets them. Each stage is the one
+   the whole-program pass runs, fed in pieces, so the entries are the ones `compile_graph`
+   emits (tests/compiler/test_stream.py compares them entry by entry).
+
+What stays is per layer or per live storage: the per-layer counts, the lowering's caches
+of prepared weights, the scheduler's accesses of storages still to be read, the TCM rings.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernbench.compiler.checks import check_memory
+from kernbench.compiler.emit import Emitter, cmdq_metadata
+from kernbench.compiler.hbm import MemoryPlan
+from kernbench.compiler.layer_ops import LAYER_OPCODES, LayerOpCensus
+from kernbench.compiler.lower import MAX_PIN_ROUNDS, lower_node, start_lowering
+from kernbench.compiler.manager import PassManager
+from kernbench.compiler.memory_plan import PlanMemory
+from kernbench.compiler.order import interleave
+from kernbench.compiler.pipeline import PASSES
+from kernbench.compiler.schedule import Scheduler, StorageUse
+from kernbench.compiler.state import CmdqMetadata, CompileOptions, CompileState
+from kernbench.compiler.tcm_alloc import TcmAllocator
+from kernbench.compiler.tilegraph import TileGraph, TileOp
+from kernbench.errors import InputError
+from kernbench.ir.model import Graph
+from kernbench.topology.model import Topology
+
+#: the passes `compile_graph` runs before tiling (whole-graph and cheap: per tensor)
+BEFORE_TILING = tuple(PASSES[:[p.name for p in PASSES].index("tiling")])
+
+
+@dataclass
+class StreamedCompile:
+    """A compile whose entries are produced on demand (`chunks`, once). `state` has the
+    graph and the memory plan (constants placed); `state.tiles` and `state.cmdq` stay
+    None. `entries` counts END; `layer_entries` is the entries per layer id."""
+
+    state: CompileState
+    entries: int
+    layer_entries: dict[str, int]
+    census: LayerOpCensus
+    use: StorageUse
+    metadata: CmdqMetadata
+    #: the memory plan as the lowering completes it (constants placed): what the bundle's
+    #: memory.json holds; `state.memory` becomes equal to it once `chunks()` is exhausted
+    memory: MemoryPlan
+    #: the survey's TileGraph without its ops: tiles per layer, fused layers
+    tiles: TileGraph
+    #: after `chunks()` is exhausted: the most HBM accesses and TCM buffer users the
+    #: scheduler remembered at a node boundary (what its memory follows)
+    peak_kept: tuple[int, int] = (0, 0)
+    _started: bool = field(default=False, repr=False)
+
+    def bundle_state(self) -> CompileState:
+        """A state for `pipeline.write_bundle(..., cmdq=False, entries=self.entries)`: the
+        graph, the completed memory plan, the layer facts of the tile graph."""
+        return dataclasses.replace(self.state, memory=self.memory, tiles=self.tiles)
+
+    def chunks(self) -> Iterator[list[dict[str, Any]]]:
+        """The CMDQ entries, one list per IR node that has ops, END last (in its own
+        list). One pass only: the lowering it runs places nothing new."""
+        if self._started:
+            raise RuntimeError("StreamedCompile.chunks(): the program was already produced")
+        self._started = True
+        state = self.state
+        lw = start_lowering(state)
+        alloc = TcmAllocator(state.topology)
+        sched = Scheduler(self.use)
+        emit = Emitter()
+        first = 0
+        for n in state.graph.nodes:
+            ops = _lower_alone(lw, n)
+            if not ops:
+                continue
+            ops = interleave(ops, first)
+            first += len(ops)
+            retired = alloc.feed(ops)
+            sched.feed(ops)
+            sched.forget(retired)
+            self.peak_kept = tuple(map(max, self.peak_kept, sched.kept()))  # type: ignore[assignment]
+            yield emit.feed(ops)
+        if first + 1 != self.entries:
+            raise RuntimeError(f"compile_streamed: {first + 1} entries produced, the survey "
+                               f"counted {self.entries}")
+        yield [emit.end()]
+
+
+def _lower_alone(lw: Any, n: Any) -> list[TileOp]:
+    """The ops of node `n`, taken out of the lowering's TileGraph (which then holds none)."""
+    lower_node(lw, n)
+    ops = lw.tg.ops
+    lw.tg.ops = []
+    lw.tg.bufs = []
+    return ops
+
+
+def compile_streamed(graph: Graph, topology: Topology, options: CompileOptions | None = None,
+                     *, progress: Callable[[str], None] | None = None) -> StreamedCompile:
+    """Run the passes before tiling and the survey (module docstring); the entries come
+    from `.chunks()`. A layer the compiler cannot handle is an InputError naming it."""
+    state = CompileState(graph, topology, options or CompileOptions())
+    try:
+        state = PassManager(BEFORE_TILING, progress=progress).run(state)
+        if progress is not None:
+            progress("tiling")
+        survey, memory = _survey(state)
+        check_memory(CompileState(state.graph, topology, memory=memory))
+    except ValueError as e:
+        raise InputError(f"cannot compile: {e}") from None
+    entries, layer_entries, census, use, tiles = survey
+    return StreamedCompile(state, entries, layer_entries, census, use, cmdq_metadata(state),
+                           memory, tiles)
+
+
+def _plan_copy(plan: MemoryPlan) -> MemoryPlan:
+    """A copy of `plan` the lowering may change (it places constants, drops the placements
+    of tensors it never stores) without changing `plan`; constant data is shared."""
+    c = copy.copy(plan)
+    for name in ("allocations", "placements", "scales", "_busy_until"):
+        setattr(c, name, dict(getattr(plan, name)))
+    c._next = list(plan._next)
+    return c
+
+
+def _survey(state: CompileState) -> tuple[tuple[int, dict[str, int], LayerOpCensus,
+                                                StorageUse, TileGraph], MemoryPlan]:
+    """Lower every node once, on a copy of the memory plan, keeping counts and storage use
+    only; storages a whole-layer op touches are pinned and the memory planned again, as
+    `lower.lower_graph` does. Returns also the plan as the lowering leaves it: the one the
+    streamed lowering will have built when it is done."""
+    op_type = {n.id: n.op_type for n in state.graph.nodes}
+    for _ in range(MAX_PIN_ROUNDS):
+        pristine = state.memory
+        state.memory = _plan_copy(pristine)
+        lw = start_lowering(state)
+        memory, state.memory = state.memory, pristine
+        use = StorageUse(lw.tg.node_streams)
+        per_layer: dict[str, int] = {}
+        whole: Counter[tuple[str, str]] = Counter()
+        whole_layers: dict[str, None] = {}
+        count = 0
+        for n in state.graph.nodes:
+            ops = _lower_alone(lw, n)
+            use.see(ops)
+            count += len(ops)
+            for op in ops:
+                per_layer[op.layer] = per_layer.get(op.layer, 0) + 1
+                if op.opcode in LAYER_OPCODES:
+                    whole[(op.opcode, op_type.get(op.layer, "?"))] += 1
+                    whole_layers[op.layer] = None
+        if not lw.pinned:
+            census = LayerOpCensus(count + 1, dict(sorted(whole.items())), tuple(whole_layers))
+            return (count + 1, per_layer, census, use, lw.tg), memory
+        state.pinned |= lw.pinned
+        PlanMemory().apply(state)
+    raise RuntimeError("tiling: pinning spread storage did not converge")
+
+
+__all__ = ["BEFORE_TILING", "StreamedCompile", "compile_streamed"]
