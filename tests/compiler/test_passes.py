@@ -12,7 +12,7 @@ from kernbench.cmdq.schema import CMDQ_VERSION
 from kernbench.cmdq.validate import validate_document
 from kernbench.compiler.order import Place
 from kernbench.compiler.state import CompileState
-from kernbench.compiler.tcm_alloc import AllocateTcm
+from kernbench.compiler.tcm_alloc import AllocateTcm, _Ring
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.errors import CapacityError
 from kernbench.ir.verify import verify
@@ -294,3 +294,22 @@ def test_emit_one_entry_per_op_then_end_and_a_valid_program():
     assert validate_document(doc.to_json(), limits_for(SMALL)) == []
     n_gemm = sum(o.layer == "fc" for o in ops)
     assert st.tiles.layer_tiles == {"fc": n_gemm, "act": len(ops) - n_gemm}
+
+
+def test_tcm_alloc_dead_space_is_taken_part_by_part():
+    """A dead buffer's bytes leave the dead space as new buffers take them (ADR-0713): a
+    buffer over the rest waits for the dead buffer's users; once every byte is taken the
+    dead buffer is retired, and a buffer over those bytes waits for the new owners."""
+    ring = _Ring(0, capacity=1024, bank=1024)
+    x, y, z, v = (Buf(i, 0, n, name) for i, (n, name) in
+                  enumerate([(1024, "x"), (512, "y"), (512, "z"), (1024, "v")]))
+    ring.alloc(x)
+    ring.free(x)
+    ring.alloc(y)
+    assert (y.offset, y.war_after, ring.retired) == (0, [x], [])
+    ring.alloc(z)
+    assert (z.offset, z.war_after, ring.retired) == (512, [x], [x])
+    ring.free(y)
+    ring.free(z)
+    ring.alloc(v)
+    assert v.war_after == [y, z]

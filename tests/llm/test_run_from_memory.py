@@ -43,3 +43,35 @@ def test_a_cmdq_json_over_the_limit_is_announced(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "over the 1000-byte limit of CMDQ files" in err
     assert "kernbench simulate` will refuse" in err
+
+
+def test_a_run_keeping_nothing_per_entry_is_compiled_layer_by_layer(tmp_path, monkeypatch):
+    """ADR-0713: without trace, report, verify and cmdq.json, `run` compiles the program
+    while it runs (compiler.stream); the results are byte-identical to the program
+    compiled whole. Here a 4-layer batched decode, every layer simulated, on all 64 PEs."""
+    import kernbench.host.run as run_mod
+
+    streamed = []
+    real = run_mod.compile_for_stream
+
+    def spy(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        got = real(*a, **k)
+        streamed.append(got is not None)
+        return got
+
+    monkeypatch.setattr(run_mod, "compile_for_stream", spy)
+    cfg = CFG.parent / "tiny-llama-4l.json"
+    outs = []
+    for name, keep in (("lean", False), ("kept", True)):
+        tmp = tmp_path / name
+        res = resolve_model(cfg, ShapeOptions(2, 1, 64), tmp)
+        run_model(res.path, load_topology("base"), tmp / "out",
+                  RunOptions(trace=False, report=False, write_cmdq=keep, exact=True,
+                             all_pes=True, bundle=tmp / "bundle"),
+                  RunHooks(note=lambda _m: None))
+        outs.append(tmp / "out")
+    assert streamed == [True]  # only the lean run asked, and it streamed
+    for name in ("stats.json", "summary.txt"):
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes()
+    info = json.loads((tmp_path / "lean" / "bundle" / "compile.json").read_text())
+    assert info["entries"] == json.loads((outs[0] / "stats.json").read_text())["entry_count"]

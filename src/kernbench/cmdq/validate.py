@@ -157,8 +157,11 @@ class EntryChecker:
     def check(self, i: int, e: EntryBase) -> None:
         c = self._c
         with contextlib.suppress(_Full):
-            c._entry(i, e)
             where = f"entry {e.id}"
+            if e.id != i:  # the stream knows no other positions: say which id belongs here
+                c.add(where, "id", f"id {e.id} is out of order: the entry at index {i} must "
+                      f"have id {i} (ids must be 0..n-1 in order)")
+            c._entry(i, e)
             if e.deps_after:
                 c.add(where, "deps_after", "a program checked as it streams has no deps_after")
             if e.opcode == "END" and i != self.n - 1:
