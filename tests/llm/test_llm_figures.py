@@ -80,3 +80,14 @@ def test_progress_watch_reads_entries_and_stops():
     state["done"] = MIN_ENTRIES
     stop()
     assert state["done"] == MIN_ENTRIES  # it only reads
+
+
+def test_hbm_nearly_full_is_a_warning_kept_with_quiet(tmp_path, capsys):
+    """Weights + KV cache above 90 % of HBM: one `warning:` line on stderr, which --quiet
+    keeps (docs/errors.md: --quiet silences tables and progress, never a warning)."""
+    need = 156_928 + 20_992  # tiny-llama, batch 4, kv 40: weights + KV cache (test above)
+    cap_gib = need / 0.95 / 2**30
+    main(["run", str(CONFIGS / "tiny-llama.json"), "--batch", "4", "--kv-len", "40",
+          "--quiet", "-o", str(tmp_path), "--set", f"cube.hbm_ctrl.capacity_gib={cap_gib!r}"])
+    err = capsys.readouterr().err
+    assert "warning: weights + KV cache use 95% of HBM" in err, err

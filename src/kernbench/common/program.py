@@ -64,6 +64,12 @@ class LayerSpan:
         if pe is not None:
             merge_interval(self.per_pe.setdefault(pe, []), start, end)
 
+    def close(self) -> None:
+        """Every entry of the layer has completed: keep each PE's busy total, not its
+        intervals (`pe_busy_ns` is unchanged; a streamed run's memory then follows the
+        layers, not their entries)."""
+        self.per_pe = {pe: [[0.0, sum(e - s for s, e in iv)]] for pe, iv in self.per_pe.items()}
+
     @property
     def pe_busy_ns(self) -> float:
         """The layer's busy time: over its PEs, the longest union of the PE's entry

@@ -109,7 +109,7 @@ def check_fit(f: LlmFacts, topo: Topology) -> list[str]:
                          f"fit the {cap / 2**30:g} GiB of HBM of '{topo.name}'",
                          where=f"model '{f.model}'")
     if need > HBM_WARN_FRACTION * cap:
-        return [f"warning: weights + KV cache use {100 * need / cap:.0f}% of HBM "
+        return [f"weights + KV cache use {100 * need / cap:.0f}% of HBM "
                 f"({need / 2**30:.2f} of {cap / 2**30:g} GiB): little room for activations"]
     return []
 

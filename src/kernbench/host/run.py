@@ -33,6 +33,7 @@ from kernbench.host.flow import (
     program_of,
     simulate_bundle,
 )
+from kernbench.errors import warn
 from kernbench.host.llm import check_fit, llm_facts, llm_section
 
 
@@ -76,7 +77,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
     facts = llm_facts(graph)
     if facts is not None:
         for w in check_fit(facts, topo):
-            hooks.note(w)
+            warn(w)  # a warning: kept with --quiet (docs/errors.md)
     plan = None
     marked = graph  # the graph whose block marks the replay uses
     if not (opts.exact or opts.verify):

@@ -80,6 +80,9 @@ class EntryTally:
             self._left[lid] -= 1
             if self._left[lid] == 0:
                 self.layers_done += 1
+                span = self.spans.get(lid)
+                if span is not None:
+                    span.close()
 
 
 @dataclass
