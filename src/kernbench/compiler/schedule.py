@@ -8,6 +8,10 @@ may run ahead of its layer by `PREFETCH_LAYERS` layers of its PE: it waits until
 has computed the layer that many layers back, so a GEMM's weights stream in while the
 short layers before it (LayerNorm, a residual ADD) run, and its activation load does not
 queue behind them on the PE's DMA channel.
+
+The work is done by a `Scheduler` fed ops in program order, the whole program (this pass)
+or one IR node's ops at a time (`compiler.stream`); it forgets what no later op can depend
+on (its docstring), so its memory follows the live storages, not the program.
 """
 
 from __future__ import annotations

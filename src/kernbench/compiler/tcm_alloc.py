@@ -4,8 +4,13 @@ Buffers are allocated in program order and freed after their last use; a buffer 
 straddles a bank and starts 64-byte aligned; a new buffer takes the oldest free space first
 (maximal distance to the last use, so loads of the next tile overlap compute of this one).
 Reusing space records which dead buffers it overwrites (`Buf.war_after`: their readers
-must finish first, which the schedule pass turns into dependencies). A buffer that finds
-no space is a `CapacityError` naming the PE and the live buffers.
+must finish first, which the schedule pass turns into dependencies). Dead space is kept as
+disjoint parts: a new buffer takes the bytes it covers out of them, so a later buffer over
+those bytes waits for it (and through it for the dead one's users); a dead buffer with no
+part left is retired (`TcmAllocator.feed` returns it: nobody will wait for its users
+again). A buffer that finds no space is a `CapacityError` naming the PE and the live
+buffers. `TcmAllocator` is fed ops in program order: the whole program (this pass) or one
+IR node's ops at a time (`compiler.stream`).
 """
 
 from __future__ import annotations
