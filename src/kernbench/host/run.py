@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernbench.compiler.pipeline import load_model
+from kernbench.errors import warn
 from kernbench.host.block_detect import mark_blocks
 from kernbench.host.block_replay import (
     ReplayCheckFailed,
@@ -33,7 +34,6 @@ from kernbench.host.flow import (
     program_of,
     simulate_bundle,
 )
-from kernbench.errors import warn
 from kernbench.host.llm import check_fit, llm_facts, llm_section
 
 
