@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Buf:
     id: int
     pe: int
@@ -26,7 +26,7 @@ class Buf:
     war_after: list[Buf] = field(default_factory=list)  # dead buffers this one reuses
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class TileOp:
     opcode: str
     pe: int
