@@ -54,12 +54,23 @@ def test_streamed_program_is_the_whole_graph_program(tmp_path, case):
     per_layer: dict[str, int] = {}
     for e in streamed[:-1]:
         per_layer[e["layer_id"]] = per_layer.get(e["layer_id"], 0) + 1
-    assert sc.layer_entries == per_layer
+    assert sc.survey.layer_entries == per_layer
     # the survey's memory plan is the one the lowering completes, in both compiles
-    assert sc.memory.to_json() == sc.state.memory.to_json() == state.memory.to_json()
-    assert sc.tiles.fused_into == state.tiles.fused_into
+    assert sc.survey.memory.to_json() == sc.state.memory.to_json() == state.memory.to_json()
+    assert sc.survey.tiles.fused_into == state.tiles.fused_into
     with pytest.raises(RuntimeError, match="already produced"):
         next(sc.chunks())
+
+
+def test_a_small_program_is_finished_whole_from_the_same_passes(tmp_path):
+    """`finish()` runs the passes from tiling on the state the stream prepared: the
+    program `compile_graph` makes (what a run uses for the PE choice of a small model)."""
+    graph = load_model(ZOO / "gpt2.onnx")[0]
+    topo = load_topology("base")
+    finished, _ = compile_streamed(structure_copy(graph), topo).finish()
+    state, _ = compile_graph(graph, topo)
+    assert finished.cmdq.entries == state.cmdq.entries
+    assert finished.memory.to_json() == state.memory.to_json()
 
 
 def test_what_the_stream_keeps_does_not_grow_with_layers(tmp_path):

@@ -51,15 +51,17 @@ def test_a_run_keeping_nothing_per_entry_is_compiled_layer_by_layer(tmp_path, mo
     compiled whole. Here a 4-layer batched decode, every layer simulated, on all 64 PEs."""
     import kernbench.host.run as run_mod
 
+    from kernbench.cmdq.stream import EntryStream
+
     streamed = []
-    real = run_mod.compile_for_stream
+    real = run_mod.compile_for_run
 
     def spy(*a, **k):  # noqa: ANN002, ANN003, ANN202
         got = real(*a, **k)
-        streamed.append(got is not None)
+        streamed.append(isinstance(got[0].cmdq, EntryStream))
         return got
 
-    monkeypatch.setattr(run_mod, "compile_for_stream", spy)
+    monkeypatch.setattr(run_mod, "compile_for_run", spy)
     cfg = CFG.parent / "tiny-llama-4l.json"
     outs = []
     for name, keep in (("lean", False), ("kept", True)):

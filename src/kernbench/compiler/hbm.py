@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -239,6 +240,15 @@ class MemoryPlan:
             raise ValueError(f"{key}: {np.asarray(a.data).nbytes} packed bytes for a "
                              f"{a.nbytes}-byte int4 allocation")
         return a.placement(shape)
+
+    def copy(self) -> MemoryPlan:
+        """A plan a lowering may change (it places constants, drops the placements of
+        tensors it never stores) without changing this one; constant data is shared."""
+        c = copy.copy(self)
+        c._next = list(self._next)
+        c.allocations, c.placements = dict(self.allocations), dict(self.placements)
+        c.scales, c._busy_until = dict(self.scales), dict(self._busy_until)
+        return c
 
     def verify(self) -> None:
         spans = []

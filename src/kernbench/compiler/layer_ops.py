@@ -13,9 +13,11 @@ assert that TE-shaped layers (matmuls, attention, convolutions) are tiled:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kernbench.compiler.state import CompileState
+from kernbench.compiler.tilegraph import TileOp
 
 #: IR op types that belong on the tensor engine: whole, they waste all PEs but one
 TE_SHAPED = frozenset({"MATMUL", "GEMM", "QKV_PROJ", "ATTENTION", "CONV", "EINSUM",
@@ -65,19 +67,32 @@ class LayerOpCensus:
         return self.total / self.entries if self.entries else 0.0
 
 
+class CensusCounter:
+    """Whole-layer ops counted as ops come (`add`), by the IR op type of their layer."""
+
+    def __init__(self, op_type: dict[str, str]) -> None:
+        self.op_type = op_type
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.layers: dict[str, None] = {}
+
+    def add(self, ops: Iterable[TileOp]) -> None:
+        for op in ops:
+            if op.opcode in LAYER_OPCODES:
+                self.counts[(op.opcode, self.op_type.get(op.layer, "?"))] += 1
+                self.layers[op.layer] = None
+
+    def census(self, entries: int) -> LayerOpCensus:
+        return LayerOpCensus(entries, dict(sorted(self.counts.items())), tuple(self.layers))
+
+
 def layer_op_census(state: CompileState) -> LayerOpCensus:
     """Count the whole-layer ops of a compiled state (after the tiling pass) by the IR op
     type of the layer each runs."""
     tiles = state.require_tiles()
-    op_type = {n.id: n.op_type for n in state.graph.nodes}
-    counts: Counter[tuple[str, str]] = Counter()
-    layers: dict[str, None] = {}
-    for op in tiles.ops:
-        if op.opcode in LAYER_OPCODES:
-            counts[(op.opcode, op_type.get(op.layer, "?"))] += 1
-            layers[op.layer] = None
+    counter = CensusCounter({n.id: n.op_type for n in state.graph.nodes})
+    counter.add(tiles.ops)
     entries = len(state.cmdq.entries) if state.cmdq is not None else len(tiles.ops) + 1
-    return LayerOpCensus(entries, dict(sorted(counts.items())), tuple(layers))
+    return counter.census(entries)
 
 
-__all__ = ["LAYER_OPCODES", "TE_SHAPED", "LayerOpCensus", "layer_op_census"]
+__all__ = ["LAYER_OPCODES", "TE_SHAPED", "CensusCounter", "LayerOpCensus", "layer_op_census"]

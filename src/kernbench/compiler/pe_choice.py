@@ -88,16 +88,17 @@ def estimate_ns(state: CompileState, topology: Topology) -> float:
 
 
 def compile_on_best_pes(graph: Graph, topology: Topology,
-                        compile_fn: Callable[[Graph, Topology], CompileState]
-                        ) -> CompileState:
+                        compile_fn: Callable[[Graph, Topology], CompileState],
+                        whole: CompileState | None = None) -> CompileState:
     """`compile_fn(graph, topology)`, or the same graph compiled for a subset of the PEs
     when the cost model estimates that faster (module docstring); the returned state's
-    `pe_choice` says which, and its topology is `topology`."""
+    `pe_choice` says which, and its topology is `topology`. `whole`: the program for all
+    of `topology`, already compiled from a copy of `graph` (which is then left as it is)."""
     cands = subsets(topology) if len(topology.pes) > MIN_PES else []
     if not cands:
-        return compile_fn(graph, topology)
+        return whole if whole is not None else compile_fn(graph, topology)
     pristine = structure_copy(graph)  # the passes rewrite the graph they compile
-    best = compile_fn(graph, topology)
+    best = whole if whole is not None else compile_fn(graph, topology)
     if best.cmdq is None or len(best.cmdq.entries) > MAX_ENTRIES:
         return best
     n = best_k = len(topology.pes)

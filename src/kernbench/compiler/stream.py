@@ -25,24 +25,22 @@ of prepared weights, the scheduler's accesses of storages still to be read, the 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from kernbench.compiler.checks import check_memory
-from kernbench.compiler.emit import Emitter, cmdq_metadata
+from kernbench.compiler.emit import Emitter
 from kernbench.compiler.hbm import MemoryPlan
-from kernbench.compiler.layer_ops import LAYER_OPCODES, LayerOpCensus
+from kernbench.compiler.layer_ops import CensusCounter, LayerOpCensus
 from kernbench.compiler.lower import MAX_PIN_ROUNDS, lower_node, start_lowering
 from kernbench.compiler.manager import PassManager
 from kernbench.compiler.memory_plan import PlanMemory
 from kernbench.compiler.order import interleave
 from kernbench.compiler.pipeline import PASSES
 from kernbench.compiler.schedule import Scheduler, StorageUse
-from kernbench.compiler.state import CmdqMetadata, CompileOptions, CompileState
+from kernbench.compiler.state import CompileOptions, CompileState
 from kernbench.compiler.tcm_alloc import TcmAllocator
 from kernbench.compiler.tilegraph import TileGraph, TileOp
 from kernbench.errors import InputError
@@ -51,45 +49,65 @@ from kernbench.topology.model import Topology
 
 #: the passes `compile_graph` runs before tiling (whole-graph and cheap: per tensor)
 BEFORE_TILING = tuple(PASSES[:[p.name for p in PASSES].index("tiling")])
+#: the rest, for a program compiled whole after all (`StreamedCompile.finish`)
+FROM_TILING = PASSES[len(BEFORE_TILING):]
+
+
+class Survey(NamedTuple):
+    """What the stream must know before it starts (module docstring, step 2)."""
+
+    entries: int                   # CMDQ entries, END included
+    layer_entries: dict[str, int]  # entries per layer id
+    census: LayerOpCensus          # whole-layer ops
+    use: StorageUse                # which node last touches each storage
+    tiles: TileGraph               # the lowering's TileGraph without ops: tiles per layer
+    memory: MemoryPlan             # the plan as the lowering completes it
 
 
 @dataclass
 class StreamedCompile:
-    """A compile whose entries are produced on demand (`chunks`, once). `state` has the
-    graph and the memory plan (constants placed); `state.tiles` and `state.cmdq` stay
-    None. `entries` counts END; `layer_entries` is the entries per layer id."""
+    """A compile whose entries are produced on demand (`chunks`, once), or compiled whole
+    after all (`finish`). `state` has the graph after the passes before tiling and the
+    memory plan those leave; `survey.memory` is the plan once the lowering has placed the
+    constants (what the bundle's memory.json holds)."""
 
     state: CompileState
-    entries: int
-    layer_entries: dict[str, int]
-    census: LayerOpCensus
-    use: StorageUse
-    metadata: CmdqMetadata
-    #: the memory plan as the lowering completes it (constants placed): what the bundle's
-    #: memory.json holds; `state.memory` becomes equal to it once `chunks()` is exhausted
-    memory: MemoryPlan
-    #: the survey's TileGraph without its ops: tiles per layer, fused layers
-    tiles: TileGraph
+    survey: Survey
     #: after `chunks()` is exhausted: the most HBM accesses and TCM buffer users the
     #: scheduler remembered at a node boundary (what its memory follows)
     peak_kept: tuple[int, int] = (0, 0)
     _started: bool = field(default=False, repr=False)
 
+    @property
+    def entries(self) -> int:
+        return self.survey.entries
+
     def bundle_state(self) -> CompileState:
         """A state for `pipeline.write_bundle(..., cmdq=False, entries=self.entries)`: the
         graph, the completed memory plan, the layer facts of the tile graph."""
-        return dataclasses.replace(self.state, memory=self.memory, tiles=self.tiles)
+        return dataclasses.replace(self.state, memory=self.survey.memory,
+                                   tiles=self.survey.tiles)
+
+    def _start(self) -> None:
+        if self._started:
+            raise RuntimeError("StreamedCompile: the program was already produced")
+        self._started = True
+
+    def finish(self) -> tuple[CompileState, PassManager]:
+        """The program compiled whole instead, by the passes from tiling on (what
+        `compile_graph` returns for the same graph: a small program, for the PE choice)."""
+        self._start()
+        pm = PassManager(FROM_TILING)
+        return pm.run(self.state), pm
 
     def chunks(self) -> Iterator[list[dict[str, Any]]]:
         """The CMDQ entries, one list per IR node that has ops, END last (in its own
         list). One pass only: the lowering it runs places nothing new."""
-        if self._started:
-            raise RuntimeError("StreamedCompile.chunks(): the program was already produced")
-        self._started = True
+        self._start()
         state = self.state
         lw = start_lowering(state)
         alloc = TcmAllocator(state.topology)
-        sched = Scheduler(self.use)
+        sched = Scheduler(self.survey.use)
         emit = Emitter()
         first = 0
         for n in state.graph.nodes:
@@ -101,7 +119,8 @@ class StreamedCompile:
             retired = alloc.feed(ops)
             sched.feed(ops)
             sched.forget(retired)
-            self.peak_kept = tuple(map(max, self.peak_kept, sched.kept()))  # type: ignore[assignment]
+            hbm, tcm = sched.kept()
+            self.peak_kept = (max(self.peak_kept[0], hbm), max(self.peak_kept[1], tcm))
             yield emit.feed(ops)
         if first + 1 != self.entries:
             raise RuntimeError(f"compile_streamed: {first + 1} entries produced, the survey "
@@ -127,57 +146,38 @@ def compile_streamed(graph: Graph, topology: Topology, options: CompileOptions |
         state = PassManager(BEFORE_TILING, progress=progress).run(state)
         if progress is not None:
             progress("tiling")
-        survey, memory = _survey(state)
-        check_memory(CompileState(state.graph, topology, memory=memory))
+        survey = _survey(state)
+        check_memory(CompileState(state.graph, topology, memory=survey.memory))
     except ValueError as e:
         raise InputError(f"cannot compile: {e}") from None
-    entries, layer_entries, census, use, tiles = survey
-    return StreamedCompile(state, entries, layer_entries, census, use, cmdq_metadata(state),
-                           memory, tiles)
+    return StreamedCompile(state, survey)
 
 
-def _plan_copy(plan: MemoryPlan) -> MemoryPlan:
-    """A copy of `plan` the lowering may change (it places constants, drops the placements
-    of tensors it never stores) without changing `plan`; constant data is shared."""
-    c = copy.copy(plan)
-    for name in ("allocations", "placements", "scales", "_busy_until"):
-        setattr(c, name, dict(getattr(plan, name)))
-    c._next = list(plan._next)
-    return c
-
-
-def _survey(state: CompileState) -> tuple[tuple[int, dict[str, int], LayerOpCensus,
-                                                StorageUse, TileGraph], MemoryPlan]:
+def _survey(state: CompileState) -> Survey:
     """Lower every node once, on a copy of the memory plan, keeping counts and storage use
     only; storages a whole-layer op touches are pinned and the memory planned again, as
-    `lower.lower_graph` does. Returns also the plan as the lowering leaves it: the one the
-    streamed lowering will have built when it is done."""
-    op_type = {n.id: n.op_type for n in state.graph.nodes}
+    `lower.lower_graph` does."""
     for _ in range(MAX_PIN_ROUNDS):
         pristine = state.memory
-        state.memory = _plan_copy(pristine)
+        state.memory = pristine.copy()
         lw = start_lowering(state)
         memory, state.memory = state.memory, pristine
         use = StorageUse(lw.tg.node_streams)
+        census = CensusCounter({n.id: n.op_type for n in state.graph.nodes})
         per_layer: dict[str, int] = {}
-        whole: Counter[tuple[str, str]] = Counter()
-        whole_layers: dict[str, None] = {}
         count = 0
         for n in state.graph.nodes:
             ops = _lower_alone(lw, n)
             use.see(ops)
+            census.add(ops)
             count += len(ops)
             for op in ops:
                 per_layer[op.layer] = per_layer.get(op.layer, 0) + 1
-                if op.opcode in LAYER_OPCODES:
-                    whole[(op.opcode, op_type.get(op.layer, "?"))] += 1
-                    whole_layers[op.layer] = None
         if not lw.pinned:
-            census = LayerOpCensus(count + 1, dict(sorted(whole.items())), tuple(whole_layers))
-            return (count + 1, per_layer, census, use, lw.tg), memory
+            return Survey(count + 1, per_layer, census.census(count + 1), use, lw.tg, memory)
         state.pinned |= lw.pinned
         PlanMemory().apply(state)
     raise RuntimeError("tiling: pinning spread storage did not converge")
 
 
-__all__ = ["BEFORE_TILING", "StreamedCompile", "compile_streamed"]
+__all__ = ["BEFORE_TILING", "FROM_TILING", "StreamedCompile", "Survey", "compile_streamed"]

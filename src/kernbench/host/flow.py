@@ -16,6 +16,7 @@ from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.stream import EntryStream, streamed_program
 from kernbench.common.program import LayerSpan
 from kernbench.compiler.cost import estimate_program
+from kernbench.compiler.emit import cmdq_metadata
 from kernbench.compiler.inputs import default_inputs, vocab_size
 from kernbench.compiler.layer_ops import layer_op_census
 from kernbench.compiler.pe_choice import MAX_ENTRIES, MIN_PES, compile_on_best_pes, structure_copy
@@ -80,66 +81,87 @@ def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
     model may be compiled for fewer PEs than the topology has (`compiler.pe_choice`,
     the choice in `state.pe_choice`); `all_pes` spreads it over all of them."""
 
-    if not is_shape_only(graph):  # a shape-only model holds no values: nothing to estimate
-        refuse_above_limit(graph_bytes(graph), f"model {model_file or graph.metadata.get('model_name')}")
-        check_graph_inputs(graph, qconfig_file, model_file, strict)
-    calib = load_inputs(calib_inputs, graph, strict=strict) if calib_inputs else None
-    opts = CompileOptions(calib_inputs=calib)
-    state, pm = compile_graph(graph, topology, opts, dump_after=dump_after,
-                              dump_dir=Path(out).parent if dump_after else None,
-                              progress=progress) if all_pes or dump_after else (None, None)
-    if state is None:  # the cost model picks how many PEs a small model uses (ADR-0711)
-        pms: list[Any] = []
-
-        def compile_fn(g: Any, t: Any) -> Any:
-            st, p = compile_graph(g, t, opts, progress=None if pms else progress)
-            pms.append(p)
-            return st
-
-        state = compile_on_best_pes(graph, topology, compile_fn)
-        pm = pms[0]
-    whole = layer_op_census(state).note()  # a fallback is a reported fact, never quiet
-    if whole and strict:
-        raise InputError(whole + " (refused with --strict)",
-                         file=model_file or graph.metadata.get("model_name"))
-    if whole:
-        warn(whole)
+    opts = _compile_options(graph, calib_inputs, strict, qconfig_file, model_file)
+    state, pm = _compile_whole(graph, topology, opts, progress=progress, all_pes=all_pes,
+                               dump_after=dump_after,
+                               dump_dir=Path(out).parent if dump_after else None)
+    _report_layer_ops(layer_op_census(state), strict,
+                      model_file or graph.metadata.get("model_name"))
     write_bundle(state, Path(out), source, cmdq=write_cmdq)
     if write_cmdq:
         warn_unreadable_cmdq(Path(out) / "cmdq.json")
     return state, pm
 
 
-def compile_for_stream(graph: Any, topology: Any, out: Path, *, progress: Any = None,
-                       calib_inputs: Path | None = None, strict: bool = False,
-                       qconfig_file: str | None = None, model_file: str | None = None,
-                       all_pes: bool = False) -> tuple[CmdqProgram, Any] | None:
-    """compile_loaded for a timing run that keeps no per-entry record and no cmdq.json:
-    the program is compiled layer by layer while it runs (`compiler.stream`), so host
-    memory does not grow with layers × tiles. Writes the bundle (without cmdq.json) and
-    returns (the streamed program, its StreamedCompile); None when the program is small
-    enough for the cost model's PE choice (ADR-0711), which compiles whole programs:
-    `compile_loaded` then (`graph` is left as it was)."""
+def compile_for_run(graph: Any, source: Path | None, topology: Any, out: Path, *,
+                    progress: Any = None, calib_inputs: Path | None = None,
+                    strict: bool = False, qconfig_file: str | None = None,
+                    model_file: str | None = None,
+                    all_pes: bool = False) -> tuple[CmdqProgram, Any]:
+    """compile_loaded for a timing run that keeps nothing per entry and no cmdq.json:
+    (the program, the PE choice or None). The program is compiled layer by layer while it
+    runs (`compiler.stream`, ADR-0713), so host memory does not grow with layers × tiles;
+    a program small enough for the cost model's PE choice (ADR-0711) is compiled whole,
+    from the passes the stream already ran. Writes the bundle without cmdq.json."""
 
-    if not is_shape_only(graph):
-        refuse_above_limit(graph_bytes(graph), f"model {model_file or graph.metadata.get('model_name')}")
+    opts = _compile_options(graph, calib_inputs, strict, qconfig_file, model_file)
+    sc = compile_streamed(structure_copy(graph), topology, opts, progress=progress)
+    name = model_file or graph.metadata.get("model_name")
+    file = str(Path(out) / "cmdq.json")
+    if not all_pes and len(topology.pes) > MIN_PES and sc.entries <= MAX_ENTRIES:
+        state, _ = _compile_whole(graph, topology, opts, whole=sc.finish()[0])
+        _report_layer_ops(layer_op_census(state), strict, name)
+        write_bundle(state, Path(out), source, cmdq=False)
+        return program_of(state, file), state.pe_choice
+    _report_layer_ops(sc.survey.census, strict, name)
+    write_bundle(sc.bundle_state(), Path(out), source, cmdq=False, entries=sc.entries)
+    stream = EntryStream(sc.chunks(), sc.entries, sc.survey.layer_entries,
+                         limits_for(topology), file)
+    return streamed_program(stream, asdict(cmdq_metadata(sc.state))), None
+
+
+def _compile_options(graph: Any, calib_inputs: Path | None, strict: bool,
+                     qconfig_file: str | None, model_file: str | None) -> CompileOptions:
+    """What the user gave, checked (size, QConfig globs, NaN/Inf: `check_graph_inputs`),
+    and the calibration inputs, as the compiler's options (once per compile)."""
+    if not is_shape_only(graph):  # a shape-only model holds no values: nothing to estimate
+        refuse_above_limit(graph_bytes(graph),
+                           f"model {model_file or graph.metadata.get('model_name')}")
         check_graph_inputs(graph, qconfig_file, model_file, strict)
     calib = load_inputs(calib_inputs, graph, strict=strict) if calib_inputs else None
-    work = structure_copy(graph)  # the passes rewrite the graph; a fallback needs it intact
-    sc = compile_streamed(work, topology, CompileOptions(calib_inputs=calib), progress=progress)
-    if not all_pes and len(topology.pes) > MIN_PES and sc.entries <= MAX_ENTRIES:
-        return None
-    whole = sc.census.note()
-    if whole and strict:
-        raise InputError(whole + " (refused with --strict)",
-                         file=model_file or graph.metadata.get("model_name"))
-    if whole:
-        warn(whole)
-    write_bundle(sc.bundle_state(), Path(out), None, cmdq=False, entries=sc.entries)
-    limits = limits_for(topology)
-    file = str(Path(out) / "cmdq.json")
-    stream = EntryStream(sc.chunks(), sc.entries, sc.layer_entries, limits, file)
-    return streamed_program(stream, asdict(sc.metadata)), sc
+    return CompileOptions(calib_inputs=calib)
+
+
+def _compile_whole(graph: Any, topology: Any, opts: CompileOptions, *, progress: Any = None,
+                   all_pes: bool = False, dump_after: tuple[str, ...] = (),
+                   dump_dir: Path | None = None, whole: Any = None) -> tuple[Any, Any]:
+    """(state, pass manager) of `graph` compiled whole: for all PEs (`all_pes`,
+    `dump_after`) or for the PEs the cost model picks (ADR-0711). `whole`: the program for
+    all PEs, already compiled from a copy of `graph` (no pass manager is returned then)."""
+    if all_pes or dump_after:
+        if whole is not None:
+            return whole, None
+        return compile_graph(graph, topology, opts, dump_after=dump_after, dump_dir=dump_dir,
+                             progress=progress)
+    pms: list[Any] = []
+
+    def compile_fn(g: Any, t: Any) -> Any:
+        st, p = compile_graph(g, t, opts, progress=None if pms or whole else progress)
+        pms.append(p)
+        return st
+
+    state = compile_on_best_pes(graph, topology, compile_fn, whole)
+    return state, (pms[0] if pms and whole is None else None)
+
+
+def _report_layer_ops(census: Any, strict: bool, name: str | None) -> None:
+    """Whole-layer ops are a reported fact, never quiet: a warning line, or with `strict`
+    an InputError (nothing is written)."""
+    note = census.note()
+    if note and strict:
+        raise InputError(note + " (refused with --strict)", file=name)
+    if note:
+        warn(note)
 
 
 def warn_unreadable_cmdq(path: Path) -> None:

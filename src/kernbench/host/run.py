@@ -29,7 +29,7 @@ from kernbench.host.block_replay import (
 )
 from kernbench.host.flow import (
     SimResult,
-    compile_for_stream,
+    compile_for_run,
     compile_loaded,
     program_of,
     simulate_bundle,
@@ -121,26 +121,23 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
             hooks.note(f"replay check failed ({e}): simulating every layer")
             plan = None
     qfile = str(opts.qconfig) if opts.qconfig else None
-    streamed = None
     if not (opts.trace or opts.report or opts.verify or write_cmdq):
-        # nothing per entry is kept: compile layer by layer while it runs (ADR-0713)
-        streamed = compile_for_stream(graph, topo, bundle, progress=hooks.compile_progress,
-                                      calib_inputs=opts.inputs, strict=opts.strict,
-                                      qconfig_file=qfile, model_file=str(model),
-                                      all_pes=opts.all_pes)
-    if streamed is not None:
-        prog, choice = streamed[0], None
+        # nothing per entry is kept: compiled layer by layer while it runs (ADR-0713)
+        prog, choice = compile_for_run(graph, source, topo, bundle,
+                                       progress=hooks.compile_progress,
+                                       calib_inputs=opts.inputs, strict=opts.strict,
+                                       qconfig_file=qfile, model_file=str(model),
+                                       all_pes=opts.all_pes)
     else:
         state, _ = compile_loaded(graph, source, topo, bundle, progress=hooks.compile_progress,
                                   calib_inputs=opts.inputs, strict=opts.strict,
                                   qconfig_file=qfile, model_file=str(model),
                                   write_cmdq=write_cmdq, all_pes=opts.all_pes)
         choice = state.pe_choice
-        if choice is not None and choice.pes < choice.of:
-            hooks.note(choice.note())
         prog = program_of(state, str(bundle / "cmdq.json"))
         del state
-    del streamed
+    if choice is not None and choice.pes < choice.of:
+        hooks.note(choice.note())
 
     def post(st: dict[str, Any], sp: dict[str, Any]) -> dict[str, Any]:
         if choice is not None:
