@@ -50,7 +50,6 @@ def test_a_run_keeping_nothing_per_entry_is_compiled_layer_by_layer(tmp_path, mo
     while it runs (compiler.stream); the results are byte-identical to the program
     compiled whole. Here a 4-layer batched decode, every layer simulated, on all 64 PEs."""
     import kernbench.host.run as run_mod
-
     from kernbench.cmdq.stream import EntryStream
 
     streamed = []
