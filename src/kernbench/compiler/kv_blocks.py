@@ -6,6 +6,11 @@ block by block with an online softmax (`kernbench.numerics.flash`, ADR-0704). Th
 the layer's numerics (each block quantizes its probabilities with its own row scales), so
 the decision is an IR attribute, `kv_block` (keys per block), which the interpreter reads
 too; layers that fit keep their unblocked semantics (and outputs).
+
+A layer with few query rows per (batch, KV group) and many keys (a decode step) is also
+split along the keys over PEs (`kv_parts`, flash-decoding, ADR-0714): one PE per group
+would leave most of the NPU idle while its tensor engine runs one-row folds over the whole
+cache. Each range is then blocked by `kv_block` if it does not fit a bank alone.
 """
 
 from __future__ import annotations
@@ -26,11 +31,31 @@ def kv_stored_int(g: Graph, tid: str) -> bool:
         and t.quant.dtype in ("int8", "int4", "int16")
 
 
-def kv_block_size(g: Graph, n: LayerIR, bank: int) -> int | None:
-    """Keys per block for attention `n` with `bank`-byte TCM banks, or None when the whole
-    K / V of a head (and a score row) fit, so the layer is not blocked."""
+#: fewest keys per range of a split attention: below, the per-range overhead (Q load,
+#: scratch store, combine, a fold's fill and drain) outweighs the shorter K loop
+MIN_PART_KEYS = 128
+
+
+def kv_parts_for(g: Graph, n: LayerIR, n_pes: int, array_rows: int) -> int:
+    """Key ranges for integer attention `n` on `n_pes` PEs: the PEs one per (batch, KV
+    group) would leave idle, when each group's query rows fit one fold of the array
+    (`array_rows`) and each range keeps at least MIN_PART_KEYS keys; 1: no split."""
+    q, k = g.tensors[n.inputs[0]], g.tensors[n.inputs[1]]
+    if n.qbits_activation is None or n.attributes.get("softcap"):
+        return 1
+    bsz, hq, s_len = (int(x) for x in q.shape[:3])
+    hkv, t_len = int(k.shape[1]), int(k.shape[2])
+    if s_len * (hq // hkv) > array_rows:
+        return 1
+    return max(1, min(n_pes // max(1, bsz * hkv), t_len // MIN_PART_KEYS))
+
+
+def kv_block_size(g: Graph, n: LayerIR, bank: int, parts: int = 1) -> int | None:
+    """Keys per block for attention `n` with `bank`-byte TCM banks when its keys are split
+    into `parts` ranges, or None when the whole K / V of a range (and a score row) fit,
+    so the layer is not blocked."""
     k, v = g.tensors[n.inputs[1]], g.tensors[n.inputs[2]]
-    t_len, width = int(k.shape[2]), max(int(k.shape[3]), int(v.shape[3]))
+    t_len, width = -(-int(k.shape[2]) // parts), max(int(k.shape[3]), int(v.shape[3]))
     isz = n.qbits_kv / 8 if kv_stored_int(g, k.id) and kv_stored_int(g, v.id) else 4
     if t_len * width * isz <= bank and t_len * 4 <= bank:
         return None
@@ -40,17 +65,26 @@ def kv_block_size(g: Graph, n: LayerIR, bank: int) -> int | None:
 
 
 def block_attention(state: CompileState) -> int:
-    """Set `kv_block` on every tiled ATTENTION whose K / V do not fit; returns how many."""
-    tcm = state.topology.config.cube.pe_template.pe_tcm
-    bank = tcm.capacity_kib * 1024 // tcm.banks
+    """Set `kv_parts` on every tiled integer ATTENTION worth splitting over PEs and
+    `kv_block` on every one whose K / V (of a range) do not fit; returns how many layers
+    are blocked or split."""
+    pt = state.topology.config.cube.pe_template
+    bank = pt.pe_tcm.capacity_kib * 1024 // pt.pe_tcm.banks
+    n_pes = len(state.topology.pes)
     count = 0
     for n in state.graph.nodes:
         if n.op_type != "ATTENTION" or not tiled_attention(state.graph, n):
             continue
-        blk = kv_block_size(state.graph, n, bank)
+        parts = kv_parts_for(state.graph, n, n_pes, pt.pe_gemm.rows)
+        if parts > 1:
+            n.attributes["kv_parts"] = parts
+            count += 1
+        else:
+            n.attributes.pop("kv_parts", None)
+        blk = kv_block_size(state.graph, n, bank, parts)
         if blk is None:
             n.attributes.pop("kv_block", None)
         else:
             n.attributes["kv_block"] = blk
-            count += 1
+            count += parts == 1
     return count

@@ -149,7 +149,7 @@ class QuantizeActivations:
         blocked = block_attention(state)
         if blocked:
             state.notes.append(f"quantize: {blocked} attention layers blocked along the KV "
-                               "sequence (online softmax)")
+                               "sequence or split over PEs (online softmax)")
         return state
 
     def _scales(self, state: CompileState) -> CompileState:

@@ -7,7 +7,9 @@ Integer `a_bits` and `kv_bits` quantize Q at a_bits and K / V at kv_bits (static
 {"scale", "zero_point", "signed"} dicts or dynamic symmetric), multiply exactly, and
 quantize the probabilities with a per-row scale; float modes round the operands.
 `kv_block` (integer modes, fewer keys than T) computes the same attention block by block
-along the KV sequence with an online softmax (`kernbench.numerics.flash`).
+along the KV sequence with an online softmax (`kernbench.numerics.flash`); `kv_parts`
+(integer modes) splits the keys into that many ranges, each blocked alone and combined
+(flash-decoding, ADR-0714).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
               causal_offset: int | None = None, a_bits: int | str | None = None,
               kv_bits: int | str | None = None, q_static: dict | None = None,
               k_static: dict | None = None, v_static: dict | None = None,
-              kv_block: int | None = None) -> np.ndarray:
+              kv_block: int | None = None, kv_parts: int | None = None) -> np.ndarray:
     """softmax(q·kᵀ·scale (+ softcap) + masks) · v, in q's dtype (see the module doc)."""
     dtype = q.dtype
     q, k, v = (x.astype(np.float32) for x in (q, k, v))
@@ -62,9 +64,12 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
         if kv_bits in ("fp16", "bf16"):
             k = qmath.round_to_float(k, kv_bits)
             v = qmath.round_to_float(v, kv_bits)
-    if integer and kv_block and kv_block < k.shape[-2] and not softcap:
-        return _blocked(q, k, v, mask, scale, causal_offset, int(kv_block), a_bits, kv_bits,
-                        (q_static, k_static, v_static)).astype(dtype)
+    parts = int(kv_parts or 1)
+    blocked = bool(kv_block) and int(kv_block) < k.shape[-2]
+    if integer and (blocked or parts > 1) and not softcap:
+        return _blocked(q, k, v, mask, scale, causal_offset, int(kv_block or 0) if blocked
+                        else 0, a_bits, kv_bits, (q_static, k_static, v_static),
+                        parts).astype(dtype)
     s = _scores(q, k, np.float32(scale), a_bits, kv_bits, (q_static, k_static))
     if softcap:
         cap = np.float32(softcap)
@@ -85,12 +90,13 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
 
 
 def _blocked(q, k, v, mask, scale, causal_offset, kv_block, a_bits, kv_bits,  # noqa: ANN001
-             statics) -> np.ndarray:  # fmt: skip
-    """The integer attention blocked along the KV sequence (`numerics.flash`)."""
+             statics, kv_parts) -> np.ndarray:  # fmt: skip
+    """The integer attention blocked along the KV sequence and / or split into `kv_parts`
+    key ranges (`numerics.flash`)."""
     qq, sq, _ = qmath.quantize_activation(q, a_bits, statics[0])
     kq, sk, _ = qmath.quantize_activation(k, kv_bits, statics[1])
     vq, sv, _ = qmath.quantize_activation(v, kv_bits, statics[2])
     bias = mask_to_bias(mask, k.shape[-2]) if mask is not None else None
     return blocked_attention(qq, kq, vq, bias, causal_offset, kv_block=kv_block,
                              score_scale=np.float32(sq) * np.float32(sk) * np.float32(scale),
-                             sv=float(np.float32(sv)), a_bits=a_bits)
+                             sv=float(np.float32(sv)), a_bits=a_bits, kv_parts=kv_parts)

@@ -5,7 +5,8 @@
 - quantize / dequantize / requantize / dequant_scale: kernbench.numerics.quant.
 - the CMDQ vector tiles' ops: cmdq_dequantize (acc × scale (+ bias)), cmdq_row_scale,
   cmdq_quantize_rows, attn_softmax (attention's masked softmax on a row block),
-  flash_softmax_block / flash_merge (attention blocked along the KV sequence).
+  flash_softmax_block / flash_merge / flash_combine (attention blocked along the KV
+  sequence, and split over PEs).
 - conv, pool, reduce_rows, clip: the window ops, in math_window.
 - layer: a whole IR layer by its numerics layer kernel (`kernel`, `params`), the same
   call the IR interpreter makes; writes several outputs (`dst_addrs`).
@@ -20,7 +21,7 @@ import numpy as np
 
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.dtypes import np_dtype
-from kernbench.numerics.flash import merge_block, softmax_block
+from kernbench.numerics.flash import combine_part, merge_block, softmax_block
 from kernbench.numerics.layers import run_layer
 from kernbench.numerics.norms import layernorm, rmsnorm
 from kernbench.numerics.rope import rope, rope_interleaved
@@ -217,6 +218,14 @@ def _flash_merge(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     old = None if p.get("first") else ins[3]
     return merge_block(old, ins[0], ins[1], float(p["scale"]), np.asarray(ins[2], np.float32),
                        bool(p.get("last")))
+
+
+@math_op("flash_combine")
+def _flash_combine(ins: list[np.ndarray], p: dict[str, Any]) -> list[np.ndarray]:
+    """A key range's partial output into the running one (numerics.flash.combine_part):
+    inputs part out, part state, state, out; outputs out and the new state."""
+    o, st = combine_part(ins[3], ins[2], ins[0], ins[1], bool(p.get("last")))
+    return [o, st]
 
 
 # ------------------------------------------------------------------ whole layers

@@ -1,10 +1,12 @@
 """Vector-engine opcodes of attention blocked along the KV sequence (1.1, ADR-0704): one
-step of the online softmax and the merge of a block's P·V into the running output.
+step of the online softmax and the merge of a block's P·V into the running output; and
+the combine of a key range's partial output computed on another PE (ADR-0714,
+flash-decoding).
 
 A row's running state is 4 fp32 values (m running max, l running sum, alpha the last
 rescale factor, unused) in TCM, read and rewritten by VE_SOFTMAX_BLOCK_TILE and read by
 VE_ATTN_MERGE_TILE. Data: `kernbench.numerics.flash` through the data-pass ops
-``flash_softmax_block`` and ``flash_merge``.
+``flash_softmax_block``, ``flash_merge`` and ``flash_combine``.
 """
 
 from __future__ import annotations
@@ -107,3 +109,48 @@ class VeAttnMergeTile(VeVectorTile):
             d.add("out", [self.rows, self.length])
         d.dtype = "float32"
         d.params.update({"scale": self.scale, "first": self.first, "last": self.last})
+
+
+@register_opcode
+class VeAttnCombineTile(VeVectorTile):
+    """(1.1) Fold a key range's unnormalized attention output ``in`` (``rows`` vectors of
+    ``length`` fp32) and its state ``part_state`` into the running output ``out`` and
+    state: m' = max(m, m_p), a = exp(m - m'), b = exp(m_p - m'), l' = l·a + l_p·b,
+    out = out·a + in·b, state = (m', l', a, 0); with ``last`` out is divided by l'
+    (0 where l' = 0). Both ``out`` and the state are updated in place."""
+
+    cost_op: ClassVar[str] = "dequantize"
+    math_op: ClassVar[str] = "flash_combine"
+    opcode: Literal["VE_ATTN_COMBINE_TILE"] = "VE_ATTN_COMBINE_TILE"
+    last: bool = Field(False, description="Last part: divide by the running sum.")
+    part_state_bank: NonNegInt = Field(description="The part's state (rows x 4 fp32).")
+    part_state_offset: NonNegInt
+    state_bank: NonNegInt = Field(description="Running state (rows x 4 fp32), in place.")
+    state_offset: NonNegInt
+
+    def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
+        e = self.elements
+        return (
+            TcmRange("in", pe, self.in_bank, self.in_offset, e, 32, "r"),
+            TcmRange("part_state", pe, self.part_state_bank, self.part_state_offset,
+                     self.rows * STATE_WIDTH, 32, "r"),
+            _state(pe, self.state_bank, self.state_offset, self.rows, "rw"),
+            TcmRange("out", pe, self.out_bank, self.out_offset, e, 32, "rw"),
+        )
+
+    def data(self, env: DataEnv) -> dict[str, Any]:
+        """Inputs in, part_state, state, out; outputs out and the state (fp32)."""
+        d = MathData(self, env)
+        d.dtypes[0] = "float32"
+        d.add("part_state", [self.rows, STATE_WIDTH])
+        d.add("state", [self.rows, STATE_WIDTH])
+        d.add("out", [self.rows, self.length])
+        d.params["last"] = self.last
+        desc = d.description()
+        desc.pop("dst_addr")
+        desc.pop("shape_out")
+        desc.pop("dtype")
+        desc.update({"dst_addrs": [env.addr("out"), env.addr("state")],
+                     "shapes_out": [[self.rows, self.length], [self.rows, STATE_WIDTH]],
+                     "dtypes_out": ["float32", "float32"]})
+        return desc

@@ -11,6 +11,7 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `attention_float`: fp32 ATTENTION the same way (and the ATTENTION dispatch);
 - `bmm`: MATMUL of two activations as batched GEMM tiles (int8 or fp32);
 - `attention_kv`: the KV-block loop of an attention blocked along the KV sequence;
+- `attention_parts`: an attention split along the keys over PEs, combined (decode);
 - `conv`: CONV as TE_CONV_TILE implicit GEMMs (dense, grouped) or VE_DWCONV_TILE
   (depthwise), with a fused ReLU / Clip epilogue (`clamp`); `window`: their geometry;
 - `pool`: POOL as VE_POOL_TILE blocks, REDUCE over trailing axes as VE_REDUCE_TILE;

@@ -11,7 +11,9 @@ Per query head of the group and block of query rows:
    store into the (B, S, H, D) output (a folded transpose's layout).
 The whole K/V of one head must fit a TCM bank (T × D × 4 bytes), unless the layer is blocked
 along the KV sequence (`kv_block`, set by `compiler.kv_blocks`): then `attention_kv` runs the
-KV-block loop with an online softmax. Layers `tiled_attention` refuses run as a layer op.
+KV-block loop with an online softmax. With `kv_parts` (few query rows, many keys: a decode
+step) the keys are split into ranges on PEs of their own and combined (`attention_parts`,
+ADR-0714). Layers `tiled_attention` refuses run as a layer op.
 Q, K, V, the mask and the output may be fp32, fp16 or bf16 in HBM (an fp16 / bf16 export):
 the tiles quantize from and dequantize to the stored width (ADR-0304).
 """
@@ -27,6 +29,7 @@ import numpy as np
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.attention_kv import kv_te, lower_kv_blocks
+from kernbench.compiler.lower.attention_parts import lower_kv_parts
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
@@ -53,6 +56,7 @@ class AttentionTiles:
     s_blk: int                     # query rows per block
     softcap: float = 0.0           # c·tanh(s / c) on the scores (0: none), in VE_SOFTMAX
     kv_block: int = 0              # keys per KV block (0: the whole K / V at once)
+    kv_parts: int = 1              # key ranges on PEs of their own, combined (ADR-0714)
 
     @property
     def t_len(self) -> int:
@@ -118,14 +122,19 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
         raise _unfit(n)
     a = n.attributes
     blk = int(a.get("kv_block") or 0)
-    step = blk if 0 < blk < t_len else t_len
+    parts = max(1, int(a.get("kv_parts") or 1))
+    if parts > 1 and (n.qbits_activation is None or a.get("softcap")):
+        raise _unfit(n)
+    part_len = -(-t_len // parts)  # the longest key range
+    step = blk if 0 < blk < part_len else part_len
     at = AttentionTiles(
         q, k, v, out, mask, (sq, sk, sv),
         score_scale=float(np.float32(sq) * np.float32(sk) * np.float32(a["scale"])),
         bits_a=n.qbits_activation, bits_kv=n.qbits_kv, causal=bool(a.get("causal")),
         causal_offset=int(a.get("causal_offset", 0)) if a.get("causal") else 0,
         s_blk=max(1, min(q.shape[2], lw.bank // (step * 4))),
-        kv_block=blk if step < t_len else 0, softcap=float(a.get("softcap", 0.0) or 0.0))
+        kv_block=blk if step < part_len else 0, kv_parts=parts,
+        softcap=float(a.get("softcap", 0.0) or 0.0))
     kv_isz = ITEMSIZE[k.dtype] if k.dtype == v.dtype == _kv_dtype(n) else 4  # fp32 staged?
     if step * d * kv_isz > lw.bank or step * dv * kv_isz > lw.bank or step * 4 > lw.bank:
         raise _unfit(n)
@@ -287,6 +296,11 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     hkv = at.k.shape[1]
     rep = hq // hkv
     out = at.out
+    if at.kv_parts > 1:  # a few query rows against many keys: key ranges over PEs
+        lower_kv_parts(lw, n, at, [(b, g, _pe_for(lw, at, b, g, b * out.strides[0]
+                                                  + g * rep * out.strides[1]))
+                                   for b in range(bsz) for g in range(hkv)])
+        return True
     for b in range(bsz):
         for g in range(hkv):
             if at.kv_block:  # the whole query range against KV blocks, on one PE

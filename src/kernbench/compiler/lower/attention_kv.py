@@ -78,10 +78,11 @@ def _q_rows(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
 
 def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple[int, int],
                 rows: tuple[int, int], cols: tuple[int, int], ops: tuple[Buf, Buf, Buf],
-                run: tuple[Buf, Buf], free_kv: bool) -> None:
+                run: tuple[Buf, Buf], free_kv: bool, ends: tuple[bool, bool]) -> None:
     """One head, one query block, one KV block [j0, j0 + tb): scores, online softmax,
     P·V, merged into the running output `run` = (state, out); `free_kv`: the last head
-    of the block releases K_j and V_j."""
+    of the block releases K_j and V_j; `ends` = (first block of the range, last block
+    with the division by l)."""
     (b, h), (s0, s), (j0, tb) = bh, rows, cols
     qq, kq, vq = ops
     st, out = run
@@ -131,7 +132,7 @@ def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple
            "qbits_activation": at.bits_a, "ofm_qbits": 32, **kv_te(at.bits_kv)},
           reads=[("ifm", pq), ("wgt", vq)], writes=[("ofm", pacc)],
           frees=[pq, vq] if free_kv else [pq])
-    first, last = j0 == 0, j0 + tb >= at.t_len
+    first, last = ends
     lw.op("VE_ATTN_MERGE_TILE", pe, n.id,
           {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": 32,
            "in_dtype": "int32", "scale": float(np.float32(at.scales[2])), "first": first,
@@ -141,13 +142,24 @@ def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple
           writes=[("out", out)], frees=[pacc, rsc])
 
 
+#: one head's query block after a key range: (head, first row, rows, state, fp32 output,
+#: quantized Q rows); the output is unnormalized when the range was kept for a combine
+Run = tuple[int, int, int, Buf, Buf, Buf]
+
+
 def lower_kv_blocks(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int,
-                    g: int) -> None:
-    """Every head of KV group g of batch b, blocked along the KV sequence (module doc)."""
+                    g: int, keys: tuple[int, int] | None = None,
+                    keep: bool = False) -> list[Run]:
+    """Every head of KV group g of batch b over keys [lo, hi) (default: all), blocked
+    along the KV sequence (module doc). `keep`: the outputs stay unnormalized in TCM and
+    are returned for a combine (`attention_parts`); else they are stored and [] returned."""
     rep = at.q.shape[1] // at.k.shape[1]
-    s_len, dv, t_len, blk = at.q.shape[2], at.v.shape[3], at.t_len, at.kv_block
+    s_len, dv = at.q.shape[2], at.v.shape[3]
+    lo, hi = keys or (0, at.t_len)
+    blk = at.kv_block or hi - lo
     st0 = lw.const(f"{n.id}@state0", init_state((at.s_blk,)), "fp32")
     out = at.out
+    kept: list[Run] = []
     for s0 in range(0, s_len, at.s_blk):
         s = min(at.s_blk, s_len - s0)
         heads = [g * rep + hh for hh in range(rep)]
@@ -158,21 +170,26 @@ def lower_kv_blocks(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: in
             lw.dma(False, pe, st, st0, 0, 1, s * STATE_WIDTH, s * STATE_WIDTH, n.id,
                    role="weight")
             runs.append((st, lw.buf(pe, s * dv * 4, f"{n.id}.o32")))
-        for j0 in range(0, t_len, blk):
-            tb = min(blk, t_len - j0)
+        for j0 in range(lo, hi, blk):
+            tb = min(blk, hi - j0)
             kq, vq = _kv_block(lw, n, at, pe, b, g, j0, tb)
+            ends = (j0 == lo, not keep and j0 + tb >= hi)
             for i, h in enumerate(heads):
                 _block_step(lw, n, at, pe, (b, h), (s0, s), (j0, tb), (qs[i], kq, vq), runs[i],
-                            free_kv=i == len(heads) - 1)
+                            free_kv=i == len(heads) - 1, ends=ends)
         for i, h in enumerate(heads):
             st, o32 = runs[i]
+            if keep:
+                kept.append((h, s0, s, st, o32, qs[i]))
+                continue
             ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
-            ob = _to_out_dtype(lw, n, pe, o32, out.dtype, s, dv)
+            ob = to_out_dtype(lw, n, pe, o32, out.dtype, s, dv)
             lw.dma(True, pe, ob, out, ooff, s, dv, out.strides[2], n.id,
                    frees=[ob, st, qs[i]])
+    return kept
 
 
-def _to_out_dtype(lw: Lowering, n: LayerIR, pe: int, o32: Buf, dtype: str, s: int,
+def to_out_dtype(lw: Lowering, n: LayerIR, pe: int, o32: Buf, dtype: str, s: int,
                   dv: int) -> Buf:
     """The merged fp32 output rows as the output's dtype: rounded once by a VE_COPY into
     an fp16 / bf16 buffer (o32 freed), or o32 itself; the store frees the result."""

@@ -100,7 +100,8 @@ def _attention(it: Any, n: LayerIR) -> LayerCall:
         "causal_offset": int(a.get("causal_offset", 0)) if a.get("causal") else None,
         "a_bits": qa, "kv_bits": kvb, "q_static": it.static_act(n.inputs[0], qa),
         "k_static": it.static_act(n.inputs[1], kvb),
-        "v_static": it.static_act(n.inputs[2], kvb), "kv_block": a.get("kv_block")})
+        "v_static": it.static_act(n.inputs[2], kvb), "kv_block": a.get("kv_block"),
+        "kv_parts": a.get("kv_parts")})
 
 
 @_prepares("KV_UPDATE")

@@ -1,0 +1,142 @@
+"""Attention split along the keys over PEs (flash-decoding, ADR-0714): the combine's
+numerics against a plain numpy softmax, which layers are split, and a decode step that
+is exact against the interpreter with its key ranges on PEs of their own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernbench.cli import main
+from kernbench.compiler.kv_blocks import MIN_PART_KEYS, kv_parts_for
+from kernbench.ir.model import Graph, LayerIR, TensorIR
+from kernbench.numerics.flash import combine_part, init_state, kv_part_bounds
+
+
+def _part(s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One key range by plain numpy: unnormalized output and state (m, l, 0, 0)."""
+    m = s.max(axis=-1)
+    safe = np.where(np.isneginf(m), 0, m)
+    e = np.exp(s - safe[:, None])
+    st = init_state((s.shape[0],))
+    st[:, 0], st[:, 1] = m, e.sum(axis=-1)
+    return (e @ v).astype(np.float32), st
+
+
+@pytest.mark.parametrize("cuts", [(0, 5, 40), (0, 13, 26, 39, 40), (0, 1, 40)])
+def test_combined_ranges_equal_one_softmax(cuts):
+    rng = np.random.default_rng(len(cuts))
+    s = (rng.standard_normal((3, 40)) * 4).astype(np.float32)
+    v = rng.standard_normal((40, 8)).astype(np.float32)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    ref = (p / p.sum(axis=-1, keepdims=True)) @ v
+    o, st = _part(s[:, cuts[0]:cuts[1]], v[cuts[0]:cuts[1]])
+    for i in range(1, len(cuts) - 1):
+        op, sp = _part(s[:, cuts[i]:cuts[i + 1]], v[cuts[i]:cuts[i + 1]])
+        o, st = combine_part(o, st, op, sp, last=i == len(cuts) - 2)
+    np.testing.assert_allclose(o, ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(st[:, 0], s.max(axis=-1))
+
+
+def test_a_fully_masked_range_adds_nothing():
+    rng = np.random.default_rng(1)
+    s = rng.standard_normal((2, 6)).astype(np.float32)
+    v = rng.standard_normal((6, 4)).astype(np.float32)
+    o, st = _part(s, v)
+    empty_o, empty_st = np.zeros((2, 4), np.float32), init_state((2,))
+    got, _ = combine_part(o, st, empty_o, empty_st, last=True)
+    np.testing.assert_allclose(got, o / st[:, 1:2], rtol=1e-6)
+    # every range masked: 0, not NaN
+    got, _ = combine_part(empty_o, init_state((2,)), empty_o, empty_st, last=True)
+    assert np.array_equal(got, np.zeros((2, 4), np.float32))
+
+
+@pytest.mark.parametrize(("t", "parts"), [(1025, 5), (600, 4), (7, 3), (3, 5)])
+def test_part_bounds_cover_the_keys_evenly(t, parts):
+    b = kv_part_bounds(t, parts)
+    assert b[0][0] == 0 and b[-1][1] == t
+    assert all(x[1] == y[0] for x, y in zip(b, b[1:], strict=False))
+    lens = [hi - lo for lo, hi in b]
+    assert len(b) == min(t, parts) and min(lens) >= 1 and max(lens) - min(lens) <= 1
+
+
+def _attention_graph(b: int, hq: int, hkv: int, s: int, t: int) -> tuple[Graph, LayerIR]:
+    g = Graph()
+    for tid, shape in (("q", [b, hq, s, 64]), ("k", [b, hkv, t, 64]), ("v", [b, hkv, t, 64]),
+                       ("o", [b, hq, s, 64])):
+        g.tensors[tid] = TensorIR(id=tid, shape=shape, dtype="fp32", role="activation")
+    n = LayerIR(id="attention_0", op_type="ATTENTION", inputs=["q", "k", "v"], outputs=["o"],
+                attributes={"num_heads": hq, "num_kv_heads": hkv, "scale": 0.125},
+                qbits_activation=8, qbits_kv=8)
+    g.nodes.append(n)
+    return g, n
+
+
+def test_which_layers_are_split():
+    # a gpt2-small decode step on 64 PEs: 12 groups of one query row, 1025 keys
+    g, n = _attention_graph(1, 12, 12, 1, 1025)
+    assert kv_parts_for(g, n, 64, 32) == 5
+    # the same step on 16 PEs: one PE per group already
+    assert kv_parts_for(g, n, 16, 32) == 1
+    # prefill: 128 query rows per group fill the array's rows, no split
+    g, n = _attention_graph(1, 12, 12, 128, 1025)
+    assert kv_parts_for(g, n, 64, 32) == 1
+    # a short cache: a range keeps at least MIN_PART_KEYS keys
+    g, n = _attention_graph(1, 4, 2, 1, 2 * MIN_PART_KEYS + 5)
+    assert kv_parts_for(g, n, 64, 32) == 2
+    # grouped queries count as rows of one group: 8 heads per KV head x 4 rows = 32 fit
+    g, n = _attention_graph(1, 32, 4, 4, 4096)
+    assert kv_parts_for(g, n, 64, 32) == 16
+    g, n = _attention_graph(1, 32, 4, 5, 4096)
+    assert kv_parts_for(g, n, 64, 32) == 1
+    # float attention (no integer tiles) is not split
+    g, n = _attention_graph(1, 12, 12, 1, 1025)
+    n.qbits_activation = None
+    assert kv_parts_for(g, n, 64, 32) == 1
+
+
+def test_decode_step_split_over_pes_is_exact(tmp_path: Path, capsys):
+    out = tmp_path / "out"
+    code = main(["run", "llama", "--seq-len", "1", "--kv-len", "600", "-t", "base",
+                 "--verify", "--keep-bundle", "--out", str(out), "--no-report", "--quiet"])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    v = json.loads((out / "verification.json").read_text())
+    assert v["ok"]
+    assert all(c["max_abs_err"] == 0 for c in v["checks"] if c["reference"] == "interpreter")
+    bundle = out / "bundle"
+    ir = json.loads((bundle / "ir.json").read_text())
+    attn = [n for n in ir["graph"]["nodes"] if n["op_type"] == "ATTENTION"]
+    parts = attn[0]["attributes"]["kv_parts"]
+    assert parts == 601 // MIN_PART_KEYS  # 2 KV groups leave 32 PEs per group
+    heads = attn[0]["attributes"]["num_heads"]
+    cmdq = json.loads((bundle / "cmdq.json").read_text())["cmdq"]
+    for a in attn:
+        mine = [e for e in cmdq if e.get("layer_id") == a["id"]]
+        combines = [e for e in mine if e["opcode"] == "VE_ATTN_COMBINE_TILE"]
+        assert len(combines) == heads * (parts - 1)
+        assert sum(e["last"] for e in combines) == heads
+        # Q·Kᵀ of each range runs on a PE of its own: the groups' ranges use
+        # kv heads x parts PEs
+        qk = {e["pe"] for e in mine if e["opcode"] == "TE_GEMM_TILE"
+              and e.get("transpose_wgt")}
+        assert len(qk) == a["attributes"]["num_kv_heads"] * parts
+
+
+def _attention_busy(tmp_path: Path, name: str) -> tuple[float, float]:
+    out = tmp_path / name
+    assert main(["run", "llama", "--seq-len", "1", "--kv-len", "1024", "-t", "base",
+                 "--out", str(out), "--no-trace", "--quiet"]) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    busy = [v["busy_ns"] for v in stats["layers"].values() if v["op_type"] == "ATTENTION"]
+    return sum(busy), stats["total_ns"]
+
+
+def test_split_decode_attention_is_faster(tmp_path, monkeypatch):
+    split_busy, split_total = _attention_busy(tmp_path, "split")
+    monkeypatch.setattr("kernbench.compiler.kv_blocks.MIN_PART_KEYS", 10**9)
+    whole_busy, whole_total = _attention_busy(tmp_path, "whole")
+    assert split_busy < 0.6 * whole_busy
+    assert split_total < whole_total
