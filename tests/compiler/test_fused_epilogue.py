@@ -89,3 +89,25 @@ def test_gpt2_fuses_every_mlp_gelu_and_residual_add(tmp_path):
     assert gelu and all(ops == {"VE_GELU_TILE", "VE_QUANTIZE_TILE", "DMA_STORE_TILE"}
                         for ops in gelu.values())
     assert all(lid in stats["layers"] for lid in gelu)
+
+
+def test_gpt2_attention_reads_int8_kv_and_quantizes_its_output(tmp_path):
+    # the QKV projection stores K and V at 8 KV bits beside the fp32 store and the
+    # attention loads them as they are; the attention stores its output quantized for the
+    # output projection (lower/xquant.py). `_run` checks exactness against the interpreter.
+    cmdq, _, mem = _run(tmp_path, GPT2)
+
+    def layer(e: dict, prefix: str) -> bool:
+        return (e.get("layer_id") or "").startswith(prefix)
+
+    kv_loads = [e for e in cmdq if layer(e, "attention") and e["opcode"] == "DMA_LOAD_TILE"
+                and e.get("tensor_role") == "kv"]
+    assert kv_loads and all(e["qbits"] == 8 for e in kv_loads)
+    attn_layers = {e["layer_id"] for e in cmdq if layer(e, "attention")}
+    kv8 = [k for k in mem["tensors"] if k.endswith("@kv8")]
+    assert len(kv8) == 2 * len(attn_layers)  # K and V of every layer
+    qkv_quant = [e for e in cmdq if layer(e, "qkv_proj") and e["opcode"] == "VE_QUANTIZE_TILE"]
+    assert qkv_quant and all(e["out_qbits"] == 8 for e in qkv_quant)
+    # no GEMM quantizes its own activation: the layer norms, the fused GELU epilogues
+    # and now the attention store it int8 for them
+    assert not [e for e in cmdq if layer(e, "gemm") and e["opcode"] == "VE_QUANTIZE_TILE"]

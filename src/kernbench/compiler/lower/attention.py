@@ -21,7 +21,7 @@ the tiles quantize from and dequantize to the stored width (ADR-0304).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.attention_kv import kv_te, lower_kv_blocks
 from kernbench.compiler.lower.attention_parts import lower_kv_parts
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
+from kernbench.compiler.lower.xquant import QuantOut, quant_out, store_quantized
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
 
@@ -57,6 +58,19 @@ class AttentionTiles:
     softcap: float = 0.0           # c·tanh(s / c) on the scores (0: none), in VE_SOFTMAX
     kv_block: int = 0              # keys per KV block (0: the whole K / V at once)
     kv_parts: int = 1              # key ranges on PEs of their own, combined (ADR-0714)
+    q_out: QuantOut | None = None  # the output projection's int8 input, stored here too
+
+    def store(self, lw: Lowering, n: LayerIR, pe: int, ob: Buf, b: int, h: int, s0: int,
+              s: int, frees: list[Buf]) -> None:
+        """Output rows [s0, s0 + s) of head h from `ob` (out's dtype) into the output,
+        and quantized into the consuming GEMM's int8 scratch first when it reads them
+        (`xquant`: the same values its own preparation would make)."""
+        out, dv = self.out, self.v.shape[3]
+        ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
+        if self.q_out is not None:
+            store_quantized(lw, self.q_out, pe, ob, n.id, ooff, s, dv, out.strides[2],
+                            lw.engines.ve(pe), out.dtype)
+        lw.dma(True, pe, ob, out, ooff, s, dv, out.strides[2], n.id, frees=frees)
 
     @property
     def t_len(self) -> int:
@@ -107,7 +121,8 @@ def _static_scales(lw: Lowering, n: LayerIR) -> list[np.ndarray]:
 def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     """Placements, scales and block size of a tiled attention; ValueError if it cannot be
     tiled although `tiled_attention` accepted it."""
-    q, k, v = (lw.placement(t) for t in n.inputs[:3])
+    # K / V stored at 8 KV bits by the projection that produced them (`xquant`)
+    q, k, v = (lw.kv_stored.get(t) or lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
     floats = {p.dtype for p in (q, k, v, out)} & set(FLOAT_DTYPES)
     if q.dtype not in FLOAT_DTYPES or out.dtype not in FLOAT_DTYPES or any(
@@ -251,8 +266,7 @@ def _output(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
            "scale": float(np.float32(at.scales[2])), "in_dtype": "int32", **ve,
            **float_format(out.dtype)},
           reads=[("in", oacc), ("row_scale", rsc)], writes=[("out", o32)], frees=[oacc, rsc])
-    ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
-    lw.dma(True, pe, o32, out, ooff, s, dv, out.strides[2], n.id, frees=[o32])
+    at.store(lw, n, pe, o32, b, h, s0, s, [o32])
 
 
 def _query_chunks(lw: Lowering, at: AttentionTiles, items: int, b: int,
@@ -288,10 +302,24 @@ def _pe_for(lw: Lowering, at: AttentionTiles, b: int, g: int, out_off: int) -> i
     return lw.pe_near(at.k, b * at.k.strides[0] + g * at.k.strides[1])
 
 
+def _quantized_output(lw: Lowering, n: LayerIR, at: AttentionTiles) -> QuantOut | None:
+    """The output projection's int8 input stored by the attention tiles (`xquant`), when
+    the output is (B, S, H, D) in memory, so that a head block's element offsets are its
+    offsets in the (B·S, H·D) matrix the GEMM reads (a DMA splits at the parts of
+    a spread scratch)."""
+    bsz, hq, s_len, d = at.out.shape
+    want = (s_len * hq * d, d, hq * d, 1)  # an axis of one element has any stride
+    if any(n > 1 and got != w for n, got, w in zip(at.out.shape, at.out.strides, want,
+                                                  strict=True)):
+        return None
+    return quant_out(lw, n.outputs[0], same_cols=False)
+
+
 def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     if not tiled_attention(lw.g, n):
         return False
     at = plan_attention(lw, n)
+    at = replace(at, q_out=_quantized_output(lw, n, at))
     bsz, hq, s_len, _ = at.q.shape
     hkv = at.k.shape[1]
     rep = hq // hkv

@@ -182,10 +182,8 @@ def lower_kv_blocks(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: in
             if keep:
                 kept.append((h, s0, s, st, o32, qs[i]))
                 continue
-            ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
             ob = to_out_dtype(lw, n, pe, o32, out.dtype, s, dv)
-            lw.dma(True, pe, ob, out, ooff, s, dv, out.strides[2], n.id,
-                   frees=[ob, st, qs[i]])
+            at.store(lw, n, pe, ob, b, h, s0, s, [ob, st, qs[i]])
     return kept
 
 

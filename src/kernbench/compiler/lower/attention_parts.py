@@ -63,9 +63,8 @@ def _combine(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, scratch: Pla
                "last": part == at.kv_parts - 1, **lw.engines.ve(pe)},
               reads=[("in", po), ("part_state", ps), ("state", st), ("out", o32)],
               writes=[("out", o32), ("state", st)], frees=[po, ps])
-    ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
     ob = to_out_dtype(lw, n, pe, o32, out.dtype, s, dv)
-    lw.dma(True, pe, ob, out, ooff, s, dv, out.strides[2], n.id, frees=[ob, st, qq])
+    at.store(lw, n, pe, ob, b, h, s0, s, [ob, st, qq])
 
 
 def lower_kv_parts(lw: Lowering, n: LayerIR, at: AttentionTiles,

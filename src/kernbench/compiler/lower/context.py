@@ -130,6 +130,8 @@ class Lowering:
         self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
         # uint8 tensor of a tiled DYNAMIC_QUANTIZE → its int8 data and run-time qparams
         self.dynamic: dict[str, DynamicActivation] = {}
+        # K / V tensor of a tiled attention → the int8 copy its producing GEMM stores
+        self.kv_stored: dict[str, Placement] = {}
         self.lone: dict[int, int] = {}  # per cube: one-tile layers placed so far
 
     def lone_pe(self, pe: int) -> int:

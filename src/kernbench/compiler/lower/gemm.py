@@ -35,7 +35,7 @@ from kernbench.compiler.lower.context import (
 from kernbench.compiler.lower.elementwise import ew_cost
 from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
 from kernbench.compiler.lower.te_weights import te_weight
-from kernbench.compiler.lower.xquant import QuantOut, quant_out, store_quantized
+from kernbench.compiler.lower.xquant import QuantOut, kv_quant_out, quant_out, store_quantized
 from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
 from kernbench.components.builtin.pe_gemm import gemm_cycles
@@ -339,7 +339,8 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement
               runtime_scale: bool = False) -> None:
     """Scale (and bias) the accumulator tile into the output dtype, apply a fused
     consumer (`kernbench.compiler.lower.epilogue`) and store it; with `q`, also store the
-    consumer's result quantized for the integer GEMMs that read it (`xquant`).
+    consumer's result quantized for the integer GEMMs that read it (`xquant`); without a
+    fused consumer, `q` is the int8 K / V an attention reads (`xquant.kv_quant_out`).
     `runtime_scale`: the scale placement is one fp32 value computed at run time
     (ADR-0706), not a vector."""
     sp, bp = consts
@@ -366,6 +367,8 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement
            **float_format(op.dtype)},
           reads=reads, writes=[("out", c)], frees=frees[1:])
     if step is None:
+        if q is not None:  # the attention's int8 K / V (`xquant.kv_quant_out`)
+            store_quantized(lw, q, pe, c, n.id, m0 * nn + n0, tm, tn, nn, engine, op.dtype)
         lw.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
         return
     apply_step(lw, step, pe, c, tile, nn, n.id, engine)
@@ -404,7 +407,8 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
             or int(np.prod(op.shape)) != m * nn:
         return False
     step = fusable_step(lw, n, out_tid, op, nn) if fuse else None
-    q = quant_out(lw, step.layer.outputs[0]) if step is not None else None
+    q = quant_out(lw, step.layer.outputs[0]) if step is not None else \
+        kv_quant_out(lw, out_tid) if mode == "int" else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else (dyn.scale, None)
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn)

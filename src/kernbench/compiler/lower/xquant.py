@@ -3,11 +3,15 @@
 An integer GEMM reads its activation as int8 from an HBM scratch (`activation.prepare_x`):
 normally its own first phase loads the fp32 rows, quantizes them (VE_QUANTIZE, the
 calibrated static scale) and stores them there, after the producer has stored them. When
-the producer is a row-wise layer (LayerNorm, ...) or a GEMM epilogue whose fused consumer
-(GELU, ...) writes the activation, the producer's tile is still in TCM: it is quantized
+the producer is a row-wise layer (LayerNorm, ...), a GEMM epilogue whose fused consumer
+(GELU, ...) writes the activation, or an attention whose heads the GEMM reads as one row
+(the output projection), the producer's tile is still in TCM: it is quantized
 there and stored into the scratch beside the fp32 store, and the GEMM finds the scratch
 ready (`Lowering.prepared`; `activation.prepare_x`). That removes a load, a store and a command round trip per
-block from the chain between two layers. The values are the same ones: VE_QUANTIZE with
+block from the chain between two layers. Likewise a QKV projection whose K or V only a
+tiled integer attention reads (a prefill) stores them at 8 KV bits too (`kv_quant_out`):
+every query chunk of the attention then loads int8 K / V instead of loading and
+quantizing the float ones itself. The values are the same ones: VE_QUANTIZE with
 the same scale and zero point on the same fp32 values (the data pass stays exact).
 """
 
@@ -16,7 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from kernbench.compiler.hbm import Placement
+from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.activation import quant_plan, te_ready
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, PreparedX, float_format
 from kernbench.compiler.lower.placement import is_view
@@ -34,14 +41,16 @@ class QuantOut:
     bits: int
 
 
-def quant_out(lw: Lowering, tid: str) -> QuantOut | None:
+def quant_out(lw: Lowering, tid: str, same_cols: bool = True) -> QuantOut | None:
     """The quantized store a producer of `tid` can add, or None. Only when `tid` (or the
     reshape that aliases it, same rows) is read as the activation of integer GEMM /
     QKV_PROJ layers (at one bitwidth) that would quantize it into a scratch (not already
     prepared, no bypassed QDQ on the way) and is contiguous float (fp32, or the 16-bit
     float of an fp16 / bf16 export, quantized from its stored width as the GEMM would);
     other consumers read the float store as before. The scratch is allocated as `prepare_x` would and recorded
-    as prepared."""
+    as prepared. `same_cols` False: the caller has checked that its tiles land in the
+    scratch at their own element offsets (an attention's head blocks of a (B, S, H, D)
+    output the GEMM reads as (B·S, H·D))."""
     g = lw.g
     shape = lw.placement(tid).shape
     if len(shape) < 2:
@@ -55,7 +64,7 @@ def quant_out(lw: Lowering, tid: str) -> QuantOut | None:
         if len(t.consumers) > 1 or not is_view(lw.plan, c) or c.inputs[0] != tid:
             break
         tid = c.outputs[0]
-    if not lw.placement(tid).shape or lw.placement(tid).shape[-1] != cols:
+    if not lw.placement(tid).shape or same_cols and lw.placement(tid).shape[-1] != cols:
         return None  # the scratch's rows must be the producer's rows
     # the integer TE layers that would quantize it; other consumers read the fp32 store
     te = [g.node(c) for c in t.consumers
@@ -72,6 +81,42 @@ def quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     scratch, sx, zx = plan
     lw.prepared[(tid, "int", bits)] = PreparedX(scratch, sx, zx)
     return QuantOut(scratch, float(sx), zx, int(bits))
+
+
+def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
+    """The int8 K or V a GEMM producing `tid` can store for the attention that reads it,
+    or None: when `tid` (float, contiguous), through views, is read by one tiled integer
+    ATTENTION only, as its K or V at 8 KV bits with a static scale and no zero point, and
+    the view starts where `tid` does. The scratch (same rows and columns as `tid`) is
+    recorded in `Lowering.kv_stored` under the attention's input; the attention reads it
+    through the same view."""
+    g = lw.g
+    src = lw.placement(tid)
+    if src.dtype not in ("fp32", "fp16", "bf16") or not src.contiguous or len(src.shape) < 2:
+        return None
+    vid = tid
+    while True:
+        t = g.tensors[vid]
+        if len(t.consumers) != 1 or vid in g.outputs:
+            return None
+        c = g.node(t.consumers[0])
+        if not is_view(lw.plan, c) or c.inputs[0] != vid:
+            break
+        vid = c.outputs[0]
+    if c.op_type != "ATTENTION" or vid not in c.inputs[1:3] or vid == c.inputs[0] \
+            or c.qbits_kv != 8 or c.qbits_activation != 8 or c.attributes.get("softcap"):
+        return None
+    quant = t.quant
+    view = lw.placement(vid)
+    if not tiled_attention(g, c) or quant is None or quant.zero_point or quant.axis is not None \
+            or view.addr != src.addr or view.parts != src.parts:
+        return None
+    scale = float(np.asarray(g.weights[quant.scale], np.float32).reshape(()))
+    m = int(np.prod(src.shape[:-1]))
+    scratch = lw.plan.allocate(f"{tid}@kv8", (m, src.shape[-1]), "int8", "scratch",
+                               source=tid, spread=bool(src.parts)).placement()
+    lw.kv_stored[vid] = scratch.view(view.shape, view.strides)
+    return QuantOut(scratch, scale, 0, 8)
 
 
 def store_quantized(lw: Lowering, q: QuantOut, pe: int, src: Buf, layer: str,
