@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kernbench.cli import main
 
@@ -68,3 +69,28 @@ def test_a_gather_of_a_large_table_is_bound_by_the_rows_it_reads(tmp_path):
     assert emb["bytes"] <= 2 * row_bytes + 8 * 8  # + the int64 ids
     assert emb["ns"] + EPS >= emb["bound_ns"] and emb["roofline_fraction"] <= 1.0 + 1e-6
     assert stats["total_ns"] + EPS >= stats["model_bound"]["memory_bound_ns"]
+
+
+def test_integer_attention_is_bound_at_its_operands_bits(tmp_path):
+    """Q·Kᵀ and P·V of an integer attention take 8-bit Q / P and 8-bit K / V, so its
+    compute bound is its MACs at the array's 8-bit peak. (It once took the peak of 32-bit
+    operands, a quarter of it, because an attention has no weight bits; with its K / V
+    quantized by their producer the seq-1024 prefill ran below that bound.)"""
+    out = tmp_path / "run"
+    assert main(["run", "llama", "--seq-len", "64", "--topology", "small", "--out", str(out),
+                 "--no-report", "--no-trace", "--keep-bundle", "--quiet"]) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    doc = json.loads((out / "bundle" / "ir.json").read_text())
+    nodes, tensors = doc["graph"]["nodes"], doc["tensors"]
+    cube = yaml.safe_load((out / "bundle" / "topology.yaml").read_text())["cube"]
+    gemm = cube["pe_template"]["pe_gemm"]
+    n_pes = len(cube["pe_layout"])  # `small`: one cube
+    attn = [n for n in nodes if n["op_type"] == "ATTENTION"]
+    assert attn and all(n["qbits_activation"] == 8 and n["qbits_kv"] == 8 for n in attn)
+    for n in attn:
+        b, hq, s, d = tensors[n["inputs"][0]]["shape"]
+        t, dv = tensors[n["inputs"][1]]["shape"][2], tensors[n["inputs"][2]]["shape"][3]
+        macs = b * hq * s * t * (d + dv)
+        # 8-bit operands: throughput factor 1
+        want = macs / (n_pes * gemm["rows"] * gemm["cols"] * gemm["clock_ghz"])
+        assert stats["layers"][n["id"]]["compute_bound_ns"] == pytest.approx(want, abs=1e-3)

@@ -1,7 +1,7 @@
 """Roofline: an analytic lower bound per layer on the chosen hardware.
 
 For a layer: compute bound = MACs / (peak MACs per ns of all PEs' arrays at the layer's
-operand bitwidth) plus vector work / (all PEs' SIMD lanes × clock); memory bound =
+widest operand bitwidth: `_operand_bits`) plus vector work / (all PEs' SIMD lanes × clock); memory bound =
 compulsory HBM bytes (inputs read once, outputs written once, weights at their stored
 bitwidth; of the data input of a gather or slice only what it selects) / aggregate HBM
 bandwidth. The peaks come from kernbench.topology.peaks. bound = max of the two; `bound_by` names the larger.
@@ -22,6 +22,7 @@ from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.layer_op import te_dims
 from kernbench.compiler.state import CompileState
 from kernbench.ir.model import Graph, LayerIR
+from kernbench.ir.qconfig import WEIGHT_OPS
 from kernbench.topology import peaks
 
 
@@ -41,6 +42,17 @@ def _macs(g: Graph, n: LayerIR) -> int:
         m, nn, k = te_dims(g, n)
         return m * nn * k
     return 0
+
+
+def _operand_bits(n: LayerIR) -> int:
+    """The widest operand of the layer's MACs, which sets the array's peak: its weight
+    (when it has one), its activation, and for ATTENTION its K / V (Q·Kᵀ and P·V take
+    Q and P at activation bits, K and V at KV bits). An operand without integer bits is
+    float: 16 for fp16 / bf16, else 32."""
+    widths = [n.qbits_activation] + ([n.qbits_kv] if n.op_type == "ATTENTION" else []) \
+        + ([n.qbits_weight] if n.qbits_weight is not None or n.op_type in WEIGHT_OPS else [])
+    return max(b if isinstance(b, int) else (16 if b in ("fp16", "bf16") else 32)
+               for b in widths)
 
 
 def _elements(g: Graph, n: LayerIR) -> int:
@@ -70,9 +82,7 @@ def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for n in g.nodes:
         macs = _macs(g, n)
-        bits = max(b if isinstance(b, int) else (16 if b in ("fp16", "bf16") else 32)
-                   for b in (n.qbits_weight, n.qbits_activation))
-        peak = peaks.macs_per_ns(topo, bits)
+        peak = peaks.macs_per_ns(topo, _operand_bits(n))
         compute_ns = macs / peak if macs else _elements(g, n) / lanes
         nbytes = 0
         for i, tid in enumerate(list(n.inputs) + list(n.outputs)):
