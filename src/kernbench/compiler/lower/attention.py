@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from itertools import groupby
 from typing import Any
 
 import numpy as np
@@ -293,6 +294,57 @@ def _query_chunks(lw: Lowering, at: AttentionTiles, items: int, b: int,
     return chunks
 
 
+#: a query block of one (batch, KV group): (batch, group, first row, rows)
+Block = tuple[int, int, int, int]
+
+
+def _cube_for(lw: Lowering, at: AttentionTiles, b: int, g: int, out_off: int) -> int | None:
+    """The cube `_pe_for` takes a PE of (None: any cube), without taking one."""
+    p, off = (at.out, out_off) if at.out.parts or not at.k.parts else \
+        (at.k, b * at.k.strides[0] + g * at.k.strides[1])
+    if not p.parts:
+        return lw.home_cube(p)
+    return lw.cube_of_addr(p.physical(p.addr + int(off * ITEMSIZE[p.dtype])))
+
+
+def _query_runs(lw: Lowering, at: AttentionTiles) -> list[list[Block]]:
+    """The query blocks of every (batch, KV group), in runs that each go to one PE.
+
+    A run is one of `_query_chunks`' chunks, cut into blocks of `s_blk` rows. When a
+    cube's chunks are fewer than its PEs but its blocks are not, whole blocks are dealt
+    out instead: the cube's blocks in order, cut into one run per PE of as equal counts
+    as they allow, a run possibly spanning two groups (it then loads the K / V of
+    each). gpt2-small at seq 1024 on `base` had 48 chunks of 4 blocks for 64 PEs; dealt
+    out, every PE runs 3."""
+    bsz, hq = at.q.shape[:2]
+    hkv = at.k.shape[1]
+    rep = hq // hkv
+    out = at.out
+    by_cube: dict[int | None, list[list[Block]]] = {}
+    for b in range(bsz):
+        for g in range(hkv):
+            for c0, cn in _query_chunks(lw, at, bsz * hkv, b, g * rep):
+                cube = _cube_for(lw, at, b, g, b * out.strides[0] + g * rep * out.strides[1]
+                                 + c0 * out.strides[2])
+                by_cube.setdefault(cube, []).append(
+                    [(b, g, s0, min(at.s_blk, c0 + cn - s0))
+                     for s0 in range(c0, c0 + cn, at.s_blk)])
+    runs: list[list[Block]] = []
+    for cube, chunks in by_cube.items():
+        pes = lw.pes_of(cube)
+        flat = [blk for chunk in chunks for blk in chunk]
+        if len(chunks) >= pes or len(flat) < pes:
+            runs += chunks
+            continue
+        per, extra = divmod(len(flat), pes)
+        i = 0
+        for r in range(pes):
+            take = per + (r < extra)
+            runs.append(flat[i:i + take])
+            i += take
+    return runs
+
+
 def _pe_for(lw: Lowering, at: AttentionTiles, b: int, g: int, out_off: int) -> int:
     """The PE of a query chunk: in the cube holding its output rows when the output is
     spread; else (a decode step: a few query rows) in the cube holding the group's keys
@@ -329,26 +381,27 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
                                                   + g * rep * out.strides[1]))
                                    for b in range(bsz) for g in range(hkv)])
         return True
-    for b in range(bsz):
-        for g in range(hkv):
-            if at.kv_block:  # the whole query range against KV blocks, on one PE
+    if at.kv_block:  # the whole query range against KV blocks, on one PE per group
+        for b in range(bsz):
+            for g in range(hkv):
                 pe = _pe_for(lw, at, b, g, b * out.strides[0] + g * rep * out.strides[1])
                 lower_kv_blocks(lw, n, at, pe, b, g)
-                continue
-            for c0, cn in _query_chunks(lw, at, bsz * hkv, b, g * rep):
-                pe = _pe_for(lw, at, b, g, b * out.strides[0] + g * rep * out.strides[1]
-                             + c0 * out.strides[2])
-                kq, vq = _load_kv(lw, n, at, pe, b, g)
-                blocks = 0  # independent query blocks: engines in turn (ADR-0701)
-                for hh in range(rep):
-                    h = g * rep + hh
-                    for s0 in range(c0, c0 + cn, at.s_blk):
-                        s = min(at.s_blk, c0 + cn - s0)
-                        eng = (lw.engines.te(blocks), lw.engines.ve(pe))
-                        blocks += 1
-                        sc32 = _scores(lw, n, at, pe, b, h, s0, s, kq, eng)
-                        p = _probabilities(lw, n, at, pe, b, h, s0, s, sc32, eng[1])
-                        last = hh == rep - 1 and s0 + s >= c0 + cn
-                        _output(lw, n, at, pe, b, h, s0, s, p, vq, [kq, vq] if last else [],
-                                eng)
+        return True
+    for run in _query_runs(lw, at):
+        b0, g0, s00, _ = run[0]
+        pe = _pe_for(lw, at, b0, g0, b0 * out.strides[0] + g0 * rep * out.strides[1]
+                     + s00 * out.strides[2])
+        blocks = 0  # independent query blocks: engines in turn (ADR-0701)
+        for (b, g), piece in groupby(run, key=lambda blk: blk[:2]):
+            rows = [blk[2:] for blk in piece]
+            kq, vq = _load_kv(lw, n, at, pe, b, g)
+            for hh in range(rep):
+                h = g * rep + hh
+                for i, (s0, s) in enumerate(rows):
+                    eng = (lw.engines.te(blocks), lw.engines.ve(pe))
+                    blocks += 1
+                    sc32 = _scores(lw, n, at, pe, b, h, s0, s, kq, eng)
+                    p = _probabilities(lw, n, at, pe, b, h, s0, s, sc32, eng[1])
+                    last = hh == rep - 1 and i == len(rows) - 1
+                    _output(lw, n, at, pe, b, h, s0, s, p, vq, [kq, vq] if last else [], eng)
     return True
