@@ -27,6 +27,18 @@ def _state(pe: int, bank: int, offset: int, rows: int, access: str) -> TcmRange:
     return TcmRange("state", pe, bank, offset, rows * STATE_WIDTH, 32, access)
 
 
+def _out_and_state(d: MathData, env: DataEnv, rows: int, length: int) -> dict[str, Any]:
+    """The data description of an op with two fp32 outputs: ``out`` (rows × length) and
+    the running state (rows × 4), both written back to their TCM ranges."""
+    desc = d.description()
+    for key in ("dst_addr", "shape_out", "dtype"):
+        desc.pop(key)
+    desc.update({"dst_addrs": [env.addr("out"), env.addr("state")],
+                 "shapes_out": [[rows, length], [rows, STATE_WIDTH]],
+                 "dtypes_out": ["float32", "float32"]})
+    return desc
+
+
 @register_opcode
 class VeSoftmaxBlockTile(VeVectorTile):
     """(1.1) One KV block of the online softmax over ``rows`` score vectors of ``length``:
@@ -62,14 +74,7 @@ class VeSoftmaxBlockTile(VeVectorTile):
             d.params["has_bias"] = True
         d.add("state", [self.rows, STATE_WIDTH])
         d.params["causal_offset"] = self.causal_offset
-        desc = d.description()
-        desc.pop("dst_addr")
-        desc.pop("shape_out")
-        desc.pop("dtype")
-        desc.update({"dst_addrs": [env.addr("out"), env.addr("state")],
-                     "shapes_out": [[self.rows, self.length], [self.rows, STATE_WIDTH]],
-                     "dtypes_out": ["float32", "float32"]})
-        return desc
+        return _out_and_state(d, env, self.rows, self.length)
 
 
 @register_opcode
@@ -146,11 +151,4 @@ class VeAttnCombineTile(VeVectorTile):
         d.add("state", [self.rows, STATE_WIDTH])
         d.add("out", [self.rows, self.length])
         d.params["last"] = self.last
-        desc = d.description()
-        desc.pop("dst_addr")
-        desc.pop("shape_out")
-        desc.pop("dtype")
-        desc.update({"dst_addrs": [env.addr("out"), env.addr("state")],
-                     "shapes_out": [[self.rows, self.length], [self.rows, STATE_WIDTH]],
-                     "dtypes_out": ["float32", "float32"]})
-        return desc
+        return _out_and_state(d, env, self.rows, self.length)
