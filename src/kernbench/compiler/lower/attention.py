@@ -77,11 +77,6 @@ class AttentionTiles:
     def t_len(self) -> int:
         return self.k.shape[2]
 
-    @property
-    def kv_step(self) -> int:
-        """Keys processed at once: the KV block, or the whole sequence."""
-        return self.kv_block or self.t_len
-
 
 def _unfit(n: LayerIR) -> ValueError:
     return ValueError(f"{n.id}: attention shapes do not fit the TCM tiling")
@@ -299,12 +294,12 @@ Block = tuple[int, int, int, int]
 
 
 def _cube_for(lw: Lowering, at: AttentionTiles, b: int, g: int, out_off: int) -> int | None:
-    """The cube `_pe_for` takes a PE of (None: any cube), without taking one."""
-    p, off = (at.out, out_off) if at.out.parts or not at.k.parts else \
-        (at.k, b * at.k.strides[0] + g * at.k.strides[1])
-    if not p.parts:
-        return lw.home_cube(p)
-    return lw.cube_of_addr(p.physical(p.addr + int(off * ITEMSIZE[p.dtype])))
+    """The cube of a query chunk (None: any cube): the one holding its output rows when
+    the output is spread; else (a decode step: a few query rows) the one holding the
+    group's keys when the present cache is spread, so that its K / V loads stay there."""
+    if at.out.parts or not at.k.parts:
+        return lw.cube_near(at.out, out_off)
+    return lw.cube_near(at.k, b * at.k.strides[0] + g * at.k.strides[1])
 
 
 def _query_runs(lw: Lowering, at: AttentionTiles) -> list[list[Block]]:
@@ -346,12 +341,8 @@ def _query_runs(lw: Lowering, at: AttentionTiles) -> list[list[Block]]:
 
 
 def _pe_for(lw: Lowering, at: AttentionTiles, b: int, g: int, out_off: int) -> int:
-    """The PE of a query chunk: in the cube holding its output rows when the output is
-    spread; else (a decode step: a few query rows) in the cube holding the group's keys
-    when the present cache is spread, so that its K / V loads stay in that cube."""
-    if at.out.parts or not at.k.parts:
-        return lw.pe_near(at.out, out_off)
-    return lw.pe_near(at.k, b * at.k.strides[0] + g * at.k.strides[1])
+    """The next PE of the query chunk's cube (`_cube_for`)."""
+    return lw.pes.next(_cube_for(lw, at, b, g, out_off))
 
 
 def _quantized_output(lw: Lowering, n: LayerIR, at: AttentionTiles) -> QuantOut | None:

@@ -158,13 +158,17 @@ class Lowering:
             return None
         return self.cube_of_addr(p.addr)
 
+    def cube_near(self, p: Placement, elem_off: int) -> int | None:
+        """The cube holding element `elem_off` of `p` (None when every cube holds it)."""
+        if not p.parts:
+            return self.home_cube(p)
+        logical = p.addr + int(elem_off * ITEMSIZE[p.dtype])
+        return self.cube_of_addr(p.physical(logical))
+
     def pe_near(self, p: Placement, elem_off: int) -> int:
         """The next PE of the cube holding element `elem_off` of `p` (any PE when every
         cube holds it)."""
-        if not p.parts:
-            return self.pes.next(self.home_cube(p))
-        logical = p.addr + int(elem_off * ITEMSIZE[p.dtype])
-        return self.pes.next(self.cube_of_addr(p.physical(logical)))
+        return self.pes.next(self.cube_near(p, elem_off))
 
     def part_rows(self, p: Placement, rows: int,
                   cols: int) -> list[tuple[int, int, int | None]]:
