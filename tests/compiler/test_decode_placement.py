@@ -15,6 +15,8 @@ import json
 from tiny_ir import compile_until, gemm_graph
 
 from kernbench.cli import main
+from kernbench.compiler.schedule import Scheduler
+from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.topology import load_topology
 
 
@@ -71,3 +73,47 @@ def test_decode_kv_cache_spread_and_exact(tmp_path, capsys):
         stores += e["opcode"] == "DMA_STORE_TILE"
         loads += e["opcode"] == "DMA_LOAD_TILE"
     assert stores >= 2 * 4 * 4 and loads >= 2 * 4 * 2  # 2 layers × K, V × 4 heads
+
+
+def _kv_update_loads(tmp_path, kv_len: int) -> tuple[dict, list[dict]]:
+    out = tmp_path / "b"
+    assert main(["compile", "gpt2", "--seq-len", "1", "--kv-len", str(kv_len), "-t", "base",
+                 "--all-pes", "--quiet", "-o", str(out)]) == 0
+    cmdq = json.loads((out / "cmdq.json").read_text())["cmdq"]
+    loads: dict[str, list[int]] = {}
+    for e in cmdq:
+        if e["opcode"] == "DMA_LOAD_TILE" and e["layer_id"].startswith("kv_update"):
+            loads.setdefault(e["layer_id"], []).append(e["num_elements"])
+    return loads, cmdq
+
+
+def test_kv_update_copies_the_past_in_even_blocks(tmp_path):
+    # 200 past rows a head do not divide into 64-row blocks per head (64, 64, 64, 8): the
+    # past of the heads in one cube is one run cut into even blocks, so no PE copies
+    # several times what another does
+    loads, _ = _kv_update_loads(tmp_path, 200)
+    assert loads
+    for layer, sizes in loads.items():
+        past = [s for s in sizes if s > 64]  # the new rows are one row (64 wide) a head
+        assert len(past) >= 4, layer
+        assert max(past) <= 1.25 * min(past), (layer, past)
+
+
+def test_a_prefetched_weight_waits_for_the_earlier_layers_data_load_on_its_pe():
+    # the PE's DMA read channel is first come first served: a prefetch of a later layer's
+    # weights is released only after the data load of an earlier layer it would overtake
+    ve = TileOp("VE_ADD_TILE", 0, "a", {}, writes=[("out", Buf(0, 0, 64, "t"))])
+    store = TileOp("DMA_STORE_TILE", 1, "a", {}, hbm_writes=[("x", 0, 64, 64, 64)])
+    data = TileOp("DMA_LOAD_TILE", 0, "b", {}, writes=[("spm", Buf(1, 0, 64, "x"))],
+                  hbm_reads=[("x", 0, 64, 64, 64)])
+    weight = TileOp("DMA_LOAD_TILE", 0, "c", {}, writes=[("spm", Buf(2, 0, 64, "w"))],
+                    hbm_reads=[("w", 0, 64, 64, 64)])
+    other_pe = TileOp("DMA_LOAD_TILE", 2, "c", {}, writes=[("spm", Buf(3, 2, 64, "w"))],
+                      hbm_reads=[("w", 64, 128, 64, 64)])
+    ops = [ve, store, data, weight, other_pe]
+    for i, o in enumerate(ops):
+        o.index = i
+    Scheduler().feed(ops)
+    assert data.deps == [1]       # it waits for the store of what it reads
+    assert weight.deps == [2]     # the constant waits for the data load ahead of it
+    assert other_pe.deps == []    # on a PE with no such load it runs ahead freely

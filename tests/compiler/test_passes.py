@@ -152,8 +152,10 @@ def test_tiling_gemm_weight_is_stored_int8_with_per_column_scales():
     alloc = st.memory.allocations["w@int8"]
     sw = np.max(np.abs(w), axis=0) / np.float32(127)
     assert np.array_equal(alloc.data, np.clip(np.round(w / sw), -127, 127).astype(np.int8))
-    scale = st.memory.allocations["fc:y@scale"].data
+    # the epilogue's scale and bias: the two rows of one constant (one DMA per tile)
+    scale, bias = st.memory.allocations["fc:y@scale_bias"].data
     np.testing.assert_allclose(scale, _absmax_scale(feeds["x"]) * sw, rtol=1e-6)
+    np.testing.assert_array_equal(bias, np.broadcast_to(g.weights["b"], bias.shape))
 
 
 def test_tiling_gelu_runs_in_row_blocks_over_the_pes():
@@ -287,7 +289,10 @@ def test_emit_one_entry_per_op_then_end_and_a_valid_program():
         assert (e["id"], e["pe"], e["layer_id"], e["deps_before"]) == \
             (op.index, op.pe, op.layer, op.deps)
         for role, b in op.reads + op.writes:
-            assert (e[f"{role}_bank"], e[f"{role}_offset"]) == (b.bank, b.bank_offset)
+            # an operand packed behind another in one buffer starts `role_offset` in
+            packed = (op.role_offset or {}).get(role, 0)
+            assert (e[f"{role}_bank"], e[f"{role}_offset"]) == (b.bank, b.bank_offset + packed)
+    assert any(op.role_offset for op in ops)  # the epilogue's bias behind its scale
     assert doc.to_json()["metadata"] == {"version": CMDQ_VERSION, "graph_name": "tiny",
                                          "generated_by": "kernbench.compiler",
                                          "topology": "small"}

@@ -20,9 +20,11 @@ def entry_of(op: TileOp) -> dict[str, Any]:
     e: dict[str, Any] = {"opcode": op.opcode, "id": op.index, "layer_id": op.layer,
                          "pe": op.pe}
     e.update(op.fields)
+    extra = op.role_offset or {}
     for role, b in op.reads + op.writes:
         e[f"{role}_bank"] = b.bank
-        e[f"{role}_offset"] = b.bank_offset + (op.buf_offset if role == "spm" else 0)
+        e[f"{role}_offset"] = (b.bank_offset + (op.buf_offset if role == "spm" else 0)
+                               + extra.get(role, 0))
     e["deps_before"] = op.deps
     return e
 

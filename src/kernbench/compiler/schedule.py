@@ -63,6 +63,8 @@ class Scheduler:
         # PE → [(layer, its latest compute op)] of the PE's latest layers, newest last:
         # bounds how far ahead loads of constants may run
         self.last_compute: dict[int, list[tuple[str, int]]] = {}
+        # PE → (layer, index) of its latest load that waits for data (not a constant)
+        self.last_data_load: dict[int, tuple[str, int]] = {}
         self.last_writer: dict[int, int] = {}
         self.readers: dict[int, list[int]] = {}
         self.accessed: dict[int, list[int]] = {}
@@ -132,6 +134,7 @@ class Scheduler:
             for a in self.hbm_writes.get(key, []) + self.hbm_reads.get(key, []):
                 if overlaps(rng, a.rng):
                     deps.add(a.idx)
+        data_load = bool(deps) and op.opcode == "DMA_LOAD_TILE"
         if not deps and op.opcode == "DMA_LOAD_TILE" and op.pe in self.last_compute:
             # a load of constants depends on nothing: without a bound the FSM would
             # prefetch every later layer's weights first and starve the critical path.
@@ -142,6 +145,14 @@ class Scheduler:
             done = hist[:-1] if hist[-1][0] == (op.fused_into or op.layer) else hist
             if len(done) >= PREFETCH_LAYERS:
                 deps.add(done[-PREFETCH_LAYERS][1])
+            # nor before the PE's last load of data for an earlier layer: the DMA read
+            # channel is first come first served, and a prefetch queued ahead of that
+            # load would delay the layer waiting for it
+            prev = self.last_data_load.get(op.pe)
+            if prev is not None and prev[0] != (op.fused_into or op.layer):
+                deps.add(prev[1])
+        if data_load:
+            self.last_data_load[op.pe] = (op.fused_into or op.layer, op.index)
         deps.discard(op.index)
         if any(d > op.index for d in deps):
             raise RuntimeError(f"schedule: op {op.index} depends on a later op")

@@ -43,6 +43,9 @@ class TileOp:
     index: int = -1               # program position, set by the placement pass
     deps: list[int] = field(default_factory=list)
     fused_into: str = ""          # the GEMM layer whose epilogue runs this op (ADR-0701)
+    #: bytes into its buffer at which an operand role starts (two operands packed in
+    #: one buffer, e.g. an epilogue's scale and bias loaded by one DMA)
+    role_offset: dict[str, int] | None = None
 
 
 @dataclass

@@ -237,15 +237,17 @@ class Lowering:
 
     def dma(self, write: bool, pe: int, b: Buf, p: Placement, elem_off: int, rows: int,
             row_elems: int, row_stride: int, layer: str, role: str = "activation",
-            frees: Sequence[Buf] = ()) -> TileOp:
+            frees: Sequence[Buf] = (), buf_offset: int = 0) -> TileOp:
         """DMA_STORE_TILE (write) or DMA_LOAD_TILE of `rows` rows of `row_elems` elements,
-        `row_stride` elements apart, from element `elem_off` of placement `p`."""
+        `row_stride` elements apart, from element `elem_off` of placement `p`, to or from
+        `buf_offset` bytes into buffer `b`."""
         if p.parts:
             return self._split_dma(write, pe, b, p, elem_off, rows, row_elems, row_stride,
-                                   layer, role, frees)
+                                   layer, role, frees, buf_offset)
         isz = ITEMSIZE[p.dtype]
         return self._dma_op(write, pe, b, p, p.addr_in(self.cube(pe)) + int(elem_off * isz),
-                            elem_off, rows, row_elems, row_stride, layer, role, frees)
+                            elem_off, rows, row_elems, row_stride, layer, role, frees,
+                            buf_offset)
 
     def _dma_op(self, write: bool, pe: int, b: Buf, p: Placement, dram_addr: int,
                 elem_off: int, rows: int, row_elems: int, row_stride: int, layer: str,
@@ -270,7 +272,7 @@ class Lowering:
 
     def _split_dma(self, write: bool, pe: int, b: Buf, p: Placement, elem_off: int,
                    rows: int, row_elems: int, row_stride: int, layer: str, role: str,
-                   frees: Sequence[Buf]) -> TileOp:
+                   frees: Sequence[Buf], buf_offset: int = 0) -> TileOp:
         """A DMA over a spread placement: one DMA per run inside one part, each at its
         offset in the buffer (the last one frees)."""
         isz = ITEMSIZE[p.dtype]
@@ -281,6 +283,6 @@ class Lowering:
             phys = p.physical(p.addr + int(off * isz))
             o = self._dma_op(write, pe, b, p, phys, off, nr, ne, row_stride, layer, role,
                              frees if i == len(runs) - 1 else (),
-                             buf_offset=int((r0 * row_elems + e0) * isz))
+                             buf_offset=buf_offset + int((r0 * row_elems + e0) * isz))
         assert o is not None
         return o

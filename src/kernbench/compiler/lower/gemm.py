@@ -72,21 +72,20 @@ class DynamicGemm(NamedTuple):
 
 def _epilogue_consts(lw: Lowering, n: LayerIR, sx: np.ndarray | None, sw: np.ndarray | None,
                      b_tid: str | None, out_tid: str, nn: int,
-                     mode: str) -> tuple[Placement, Placement | None]:
-    """Epilogue constants: the scale vector (s_x·s_w, ones for float modes) and the bias,
-    fp32 [N]."""
+                     mode: str) -> Placement:
+    """Epilogue constants: the scale vector (s_x·s_w, ones for float modes), fp32 [N], or
+    with a bias [2, N]: the scale and bias rows, so that one DMA per tile loads both."""
     if mode == "int":
         sw_b = sw.reshape(()) if sw.ndim == 0 or sw.size == 1 else sw.reshape(-1)
         scale = (np.asarray(sx, np.float32) * sw_b).astype(np.float32)
         scale = np.broadcast_to(scale, (nn,)).astype(np.float32)
     else:
         scale = np.ones((nn,), np.float32)
-    sp = lw.const(f"{n.id}:{out_tid}@scale", scale, "fp32")
-    bp = None
     if b_tid:
         bias = np.asarray(lw.g.weights[b_tid], np.float32).reshape(-1)
-        bp = lw.const(f"{b_tid}@fp32", bias, "fp32", source=b_tid)
-    return sp, bp
+        both = np.stack([scale, np.broadcast_to(bias, (nn,))]).astype(np.float32)
+        return lw.const(f"{n.id}:{out_tid}@scale_bias", both, "fp32", source=b_tid)
+    return lw.const(f"{n.id}:{out_tid}@scale", scale, "fp32")
 
 
 #: cycles a GEMM spread over every cube pays for reaching remote cubes (command and
@@ -333,8 +332,8 @@ def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[
     return started
 
 
-def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement,
-              Placement | None], op: Placement, tile: OutTile, nn: int, mode: str,
+def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
+              op: Placement, tile: OutTile, nn: int, mode: str,
               step: FusedStep | None, q: QuantOut | None = None,
               runtime_scale: bool = False) -> None:
     """Scale (and bias) the accumulator tile into the output dtype, apply a fused
@@ -343,29 +342,28 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, consts: tuple[Placement
     fused consumer, `q` is the int8 K / V an attention reads (`xquant.kv_quant_out`).
     `runtime_scale`: the scale placement is one fp32 value computed at run time
     (ADR-0706), not a vector."""
-    sp, bp = consts
     m0, n0, tm, tn = tile
     if runtime_scale:
         bs = lw.buf(pe, 4, f"{n.id}.scale")
         lw.dma(False, pe, bs, sp, 0, 1, 1, 1, n.id)
         reads = [("in", c), ("scale_in", bs)]
     else:
-        bs = lw.buf(pe, tn * 4, f"{n.id}.scale")
-        lw.dma(False, pe, bs, sp, n0, 1, tn, tn, n.id, role="weight")
-        reads = [("in", c), ("scale", bs)]
+        # a [2, N] constant holds the scale and the bias rows: one DMA loads both
+        rows = 2 if len(sp.shape) == 2 else 1
+        bs = lw.buf(pe, rows * tn * 4, f"{n.id}.scale")
+        lw.dma(False, pe, bs, sp, n0, rows, tn, nn, n.id, role="weight")
+        reads = [("in", c), ("scale", bs)] + ([("bias", bs)] if rows == 2 else [])
     frees = [c, bs]
-    if bp is not None:
-        bb = lw.buf(pe, tn * 4, f"{n.id}.bias")
-        lw.dma(False, pe, bb, bp, n0, 1, tn, tn, n.id, role="weight")
-        reads.append(("bias", bb))
-        frees.append(bb)
     engine = lw.engines.ve(pe)
     # in place: the result overwrites the accumulator it is computed from
-    lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
-          {"length": tn, "rows": tm, "qbits_activation": 32, "out_qbits": QBITS_OF[op.dtype],
-           "in_dtype": "int32" if mode == "int" else "float32", **engine,
-           **float_format(op.dtype)},
-          reads=reads, writes=[("out", c)], frees=frees[1:])
+    deq = lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
+                {"length": tn, "rows": tm, "qbits_activation": 32,
+                 "out_qbits": QBITS_OF[op.dtype],
+                 "in_dtype": "int32" if mode == "int" else "float32", **engine,
+                 **float_format(op.dtype)},
+                reads=reads, writes=[("out", c)], frees=frees[1:])
+    if not runtime_scale and len(sp.shape) == 2:
+        deq.role_offset = {"bias": tn * 4}
     if step is None:
         if q is not None:  # the attention's int8 K / V (`xquant.kv_quant_out`)
             store_quantized(lw, q, pe, c, n.id, m0 * nn + n0, tm, tn, nn, engine, op.dtype)
@@ -410,7 +408,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     q = quant_out(lw, step.layer.outputs[0]) if step is not None else \
         kv_quant_out(lw, out_tid) if mode == "int" else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
-        if dyn is None else (dyn.scale, None)
+        if dyn is None else dyn.scale
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn)
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
                lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step, q,
