@@ -61,6 +61,10 @@ def check_tiles(state: CompileState) -> None:
                 raise InvariantError(f"TileGraph: op {i} ({op.opcode}) {role}={b.label} is on "
                                      f"PE {b.pe} with {b.nbytes} B (op on PE {op.pe}, bank "
                                      f"{bank} B)")
+        for role, off in (op.role_offset or {}).items():
+            if not any(r == role and 0 <= off < b.nbytes for r, b in op.reads):
+                raise InvariantError(f"TileGraph: op {i} ({op.opcode}) reads {role} at "
+                                     f"{off} B, outside its buffer")
         for role, b in op.reads:
             if b.id not in written:
                 raise InvariantError(f"TileGraph: op {i} ({op.opcode}) reads {role}={b.label} "

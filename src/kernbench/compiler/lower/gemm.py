@@ -343,16 +343,17 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
     `runtime_scale`: the scale placement is one fp32 value computed at run time
     (ADR-0706), not a vector."""
     m0, n0, tm, tn = tile
+    # a [2, N] constant holds the scale and the bias rows: one DMA loads both
+    packed = not runtime_scale and len(sp.shape) == 2
     if runtime_scale:
         bs = lw.buf(pe, 4, f"{n.id}.scale")
         lw.dma(False, pe, bs, sp, 0, 1, 1, 1, n.id)
         reads = [("in", c), ("scale_in", bs)]
     else:
-        # a [2, N] constant holds the scale and the bias rows: one DMA loads both
-        rows = 2 if len(sp.shape) == 2 else 1
+        rows = 2 if packed else 1
         bs = lw.buf(pe, rows * tn * 4, f"{n.id}.scale")
         lw.dma(False, pe, bs, sp, n0, rows, tn, nn, n.id, role="weight")
-        reads = [("in", c), ("scale", bs)] + ([("bias", bs)] if rows == 2 else [])
+        reads = [("in", c), ("scale", bs)] + ([("bias", bs)] if packed else [])
     frees = [c, bs]
     engine = lw.engines.ve(pe)
     # in place: the result overwrites the accumulator it is computed from
@@ -362,7 +363,7 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
                  "in_dtype": "int32" if mode == "int" else "float32", **engine,
                  **float_format(op.dtype)},
                 reads=reads, writes=[("out", c)], frees=frees[1:])
-    if not runtime_scale and len(sp.shape) == 2:
+    if packed:
         deq.role_offset = {"bias": tn * 4}
     if step is None:
         if q is not None:  # the attention's int8 K / V (`xquant.kv_quant_out`)

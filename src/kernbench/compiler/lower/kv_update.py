@@ -12,9 +12,11 @@ odd rows of a 4-bit cache) run as a layer op.
 from __future__ import annotations
 
 import math
+from itertools import groupby
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 
 
@@ -45,8 +47,8 @@ def _block_rows(lw: Lowering, rows: int, d: int, isz: float, total_rows: int) ->
     return max(1, min(rows, int(lw.bank // (d * isz)), spread))
 
 
-def _convert(lw: Lowering, n: LayerIR, pe: int, bb, src_dtype: str, out_dtype: str,  # noqa: ANN001
-             rows: int, d: int, scale: float | None):  # noqa: ANN202 - Buf
+def _convert(lw: Lowering, n: LayerIR, pe: int, bb: Buf, src_dtype: str, out_dtype: str,
+             rows: int, d: int, scale: float | None) -> Buf:
     """The rows in `bb` at the cache's bits: VE_COPY to fp16, VE_QUANTIZE with the
     calibrated scale to int16 / int8 / int4, or `bb` itself when the bits are the same."""
     if src_dtype == out_dtype:
@@ -93,15 +95,11 @@ def _copy_past(lw: Lowering, n: LayerIR, past: Placement, out: Placement, d: int
     b_, h_, p_len, _ = past.shape
     total = b_ * h_ * p_len
     per = _block_rows(lw, total, d, isz, total)
-    heads = [(bh, lw.cube_near(out, _present_row(out, h_, bh, 0, d))) for bh in range(b_ * h_)]
-    runs: list[list[int]] = []  # consecutive heads whose present rows share a cube
-    for bh, cube in heads:
-        if runs and heads[runs[-1][-1]][1] == cube:
-            runs[-1].append(bh)
-        else:
-            runs.append([bh])
-    for run in runs:
-        lo, hi = run[0] * p_len, (run[-1] + 1) * p_len
+    # runs of consecutive heads whose present rows start in the same cube
+    for _, run in groupby(range(b_ * h_),
+                          key=lambda bh: lw.cube_near(out, _present_row(out, h_, bh, 0, d))):
+        bhs = list(run)
+        lo, hi = bhs[0] * p_len, (bhs[-1] + 1) * p_len
         size = math.ceil((hi - lo) / math.ceil((hi - lo) / per))  # even blocks
         for f0 in range(lo, hi, size):
             _copy_block(lw, n, past, out, f0, min(hi, f0 + size), h_, p_len, d, isz, scale)
