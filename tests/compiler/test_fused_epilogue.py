@@ -15,9 +15,10 @@ from kernbench.cli import main
 GPT2 = Path(__file__).parent.parent / "models" / "gpt2.onnx"
 
 
-def _model(path: Path, residual_late: bool) -> None:
+def _model(path: Path, residual_late: bool, y_out: bool = False) -> None:
     """y = Gelu(x·w1) ; z = (y·w2) + r, with r = Relu(x·w3) produced before the second
-    MatMul (fusable) or after it in node order (`residual_late`: must not be fused)."""
+    MatMul (fusable) or after it in node order (`residual_late`: must not be fused);
+    `y_out`: y is read by a Relu too, whose output y2 is a graph output."""
     rng = np.random.default_rng(0)
     w1, w2, w3 = ((rng.standard_normal(s) * 0.1).astype(np.float32)
                   for s in ((64, 128), (128, 64), (64, 64)))
@@ -29,9 +30,12 @@ def _model(path: Path, residual_late: bool) -> None:
     add = helper.make_node("Add", ["h2", "r"], ["z"], name="add")
     nodes = [mm1, gelu, mm2, mm3, relu, add] if residual_late \
         else [mm3, relu, mm1, gelu, mm2, add]
+    if y_out:
+        nodes.append(helper.make_node("Relu", ["y"], ["y2"], name="relu2"))
     g = helper.make_graph(
         nodes, "fused", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [32, 64])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [32, 64])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [32, 64])]
+        + ([helper.make_tensor_value_info("y2", TensorProto.FLOAT, [32, 128])] if y_out else []),
         [numpy_helper.from_array(w, n) for w, n in ((w1, "w1"), (w2, "w2"), (w3, "w3"))])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)],
                                 ir_version=9), path)
@@ -67,9 +71,22 @@ def test_gelu_and_residual_add_run_in_the_gemm_epilogue(tmp_path):
     assert list(add.values()) == [{"VE_ADD_TILE", "DMA_LOAD_TILE", "DMA_STORE_TILE"}]
     for lid in (*gelu, *add):
         assert lid in stats["layers"]
-    # the fused GEMM outputs have no storage
+    # the fused GEMM outputs have no storage (h1 into the GELU, h2 into the ADD), nor has
+    # y: mm2 reads it int8 only, so the GELU stores it quantized only (ADR-0719)
     stored = {v["tensor"] for v in mem["tensors"].values() if v["role"] == "intermediate"}
-    assert stored == {"h3", "r", "y"}  # h1 (into the GELU) and h2 (into the ADD) are not
+    assert stored == {"h3", "r"}
+    gelu_stores = [e for e in cmdq if e["layer_id"] in gelu and e["opcode"] == "DMA_STORE_TILE"]
+    assert gelu_stores and all(e["qbits"] == 8 for e in gelu_stores)
+
+
+def test_a_float_read_by_more_than_the_gemm_is_still_stored(tmp_path):
+    # a Relu reads y too: the GELU stores it as float beside the int8 copy mm2 reads
+    _model(tmp_path / "m.onnx", residual_late=False, y_out=True)
+    cmdq, _, mem = _run(tmp_path, tmp_path / "m.onnx")
+    gelu = _ops(cmdq, "gelu")
+    stores = [e for e in cmdq if e["layer_id"] in gelu and e["opcode"] == "DMA_STORE_TILE"]
+    assert {e["qbits"] for e in stores} == {8, 32}
+    assert "y" in {v["tensor"] for v in mem["tensors"].values()}
 
 
 def test_a_residual_written_after_the_gemm_is_not_fused(tmp_path):
@@ -89,6 +106,12 @@ def test_gpt2_fuses_every_mlp_gelu_and_residual_add(tmp_path):
     assert gelu and all(ops == {"VE_GELU_TILE", "VE_QUANTIZE_TILE", "DMA_STORE_TILE"}
                         for ops in gelu.values())
     assert all(lid in stats["layers"] for lid in gelu)
+    # the reshapes between a GEMM and its fused consumer (or an unstored float and its
+    # GEMM) lose their storage with what they alias, yet they are views: no roofline bytes
+    bounds = json.loads((tmp_path / "out" / "bundle" / "roofline.json").read_text())
+    with_ops = {e["layer_id"] for e in cmdq}
+    views = [lid for lid, b in bounds.items() if b["op_type"] in ("RESHAPE", "TRANSPOSE")]
+    assert views and all(bounds[v]["bytes"] == 0 for v in views if v not in with_ops)
 
 
 def test_gpt2_attention_reads_int8_kv_and_quantizes_its_output(tmp_path):
@@ -111,3 +134,9 @@ def test_gpt2_attention_reads_int8_kv_and_quantizes_its_output(tmp_path):
     # no GEMM quantizes its own activation: the layer norms, the fused GELU epilogues
     # and now the attention store it int8 for them
     assert not [e for e in cmdq if layer(e, "gemm") and e["opcode"] == "VE_QUANTIZE_TILE"]
+    # and as nothing else reads those float values, they are stored int8 only (ADR-0719)
+    for prefix in ("layer_norm", "gelu", "attention"):
+        stores = [e for e in cmdq if layer(e, prefix) and e["opcode"] == "DMA_STORE_TILE"
+                  and e.get("tensor_role") == "activation"]
+        assert stores and all(e["qbits"] == 8 for e in stores), prefix
+    assert not [k for k in mem["tensors"] if k.startswith("layer_norm") and "@" not in k]

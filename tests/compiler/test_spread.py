@@ -26,7 +26,10 @@ def test_spread_gpt2_is_exact_at_every_layer_on_four_cubes(tmp_path, capsys):
     assert "first diverging layer" not in capsys.readouterr().out
     mem = json.loads((out / "bundle" / "memory.json").read_text())
     spread = {k: a for k, a in mem["tensors"].items() if a.get("parts")}
-    assert len(spread) > 10  # the residual stream, norms, projections, MLP
+    # the residual stream, the int8 activations the norms store for the projections (their
+    # float output is not stored: ADR-0719), the projections' V
+    assert sum(k.startswith("add") for k in spread) >= 4
+    assert any(k.endswith("@int8") for k in spread) and any(k.startswith("split") for k in spread)
     topo = load_topology("base")
     cube_of_pe = [pe.cube.index for pe in topo.pes]
     cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]

@@ -82,7 +82,9 @@ def test_never_faster_than_the_roofline(tmp_path, topo, exact):
     assert 0 < s["roofline"]["fraction"] <= 1.0
 
 
-@pytest.mark.parametrize(("builder", "d", "seq"), [("gpt2", 64, 32), ("llama", 128, 64)])
+# llama at d 128, seq 64 has not reached a steady period by its third block since ADR-0719
+# (p_1 and q_2 1.12 % apart): the check refuses that replay, as it should
+@pytest.mark.parametrize(("builder", "d", "seq"), [("gpt2", 64, 32), ("llama", 128, 32)])
 def test_onnx_blocks_detected_and_replayed_within_one_percent(tmp_path, builder, d, seq):
     """An ONNX model marks no blocks: they are detected (host.block_detect), proven
     identical, and the replayed total is within 1 % of simulating every layer."""

@@ -79,6 +79,9 @@ def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
     hbm_bw = peaks.hbm_gbs(topo)
     lanes = peaks.vector_elems_per_ns(topo)
     plan = state.memory
+    # views whose storage a lowering dropped (a fused GEMM output, a float only read
+    # quantized) are views still
+    dropped_views = state.tiles.views if state.tiles is not None else set()
     out: dict[str, dict[str, Any]] = {}
     for n in g.nodes:
         macs = _macs(g, n)
@@ -104,7 +107,8 @@ def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
         if plan is not None and n.op_type in ("RESHAPE", "TRANSPOSE", "IDENTITY"):
             src = plan.placements.get(n.inputs[0])
             dst = plan.placements.get(n.outputs[0])
-            if src is not None and dst is not None and src.key == dst.key:
+            if src is not None and dst is not None and src.key == dst.key \
+                    or n.id in dropped_views:
                 nbytes, compute_ns = 0, 0.0  # a view moves nothing
         if state.folded.get(n.id):
             nbytes, compute_ns = 0, 0.0

@@ -56,6 +56,9 @@ class TileGraph:
     layer_tiles: dict[str, int] = field(default_factory=dict)
     # a layer computed inside another layer's tiles (a ReLU in a conv's epilogue) → that layer
     fused_into: dict[str, str] = field(default_factory=dict)
+    #: view nodes (RESHAPE / TRANSPOSE / IDENTITY) of a tensor a lowering left unstored:
+    #: their placements are gone, yet they moved nothing (`roofline.layer_bounds`)
+    views: set[str] = field(default_factory=set)
     #: per IR node (graph order), the lowering stream its ops start at: which node emitted
     #: an op (`schedule.node_of`)
     node_streams: list[int] = field(default_factory=list)

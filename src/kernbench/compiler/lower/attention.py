@@ -32,7 +32,7 @@ from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.attention_kv import kv_te, lower_kv_blocks
 from kernbench.compiler.lower.attention_parts import lower_kv_parts
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
-from kernbench.compiler.lower.xquant import QuantOut, quant_out, store_quantized
+from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out, store_tile
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
 
@@ -68,10 +68,8 @@ class AttentionTiles:
         (`xquant`: the same values its own preparation would make)."""
         out, dv = self.out, self.v.shape[3]
         ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
-        if self.q_out is not None:
-            store_quantized(lw, self.q_out, pe, ob, n.id, ooff, s, dv, out.strides[2],
-                            lw.engines.ve(pe), out.dtype)
-        lw.dma(True, pe, ob, out, ooff, s, dv, out.strides[2], n.id, frees=frees)
+        store_tile(lw, self.q_out, pe, ob, out, n.id, ooff, s, dv, out.strides[2],
+                   lw.engines.ve(pe), frees)
 
     @property
     def t_len(self) -> int:
@@ -363,6 +361,13 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
         return False
     at = plan_attention(lw, n)
     at = replace(at, q_out=_quantized_output(lw, n, at))
+    _tiles(lw, n, at)
+    drop_unwritten(lw, n, at.q_out)
+    return True
+
+
+def _tiles(lw: Lowering, n: LayerIR, at: AttentionTiles) -> None:
+    """The attention's tile ops: key ranges, KV blocks or query runs."""
     bsz, hq, s_len, _ = at.q.shape
     hkv = at.k.shape[1]
     rep = hq // hkv
@@ -371,13 +376,13 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
         lower_kv_parts(lw, n, at, [(b, g, _pe_for(lw, at, b, g, b * out.strides[0]
                                                   + g * rep * out.strides[1]))
                                    for b in range(bsz) for g in range(hkv)])
-        return True
+        return
     if at.kv_block:  # the whole query range against KV blocks, on one PE per group
         for b in range(bsz):
             for g in range(hkv):
                 pe = _pe_for(lw, at, b, g, b * out.strides[0] + g * rep * out.strides[1])
                 lower_kv_blocks(lw, n, at, pe, b, g)
-        return True
+        return
     for run in _query_runs(lw, at):
         b0, g0, s00, _ = run[0]
         pe = _pe_for(lw, at, b0, g0, b0 * out.strides[0] + g0 * rep * out.strides[1]
@@ -395,4 +400,3 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
                     p = _probabilities(lw, n, at, pe, b, h, s0, s, sc32, eng[1])
                     last = hh == rep - 1 and i == len(rows) - 1
                     _output(lw, n, at, pe, b, h, s0, s, p, vq, [kq, vq] if last else [], eng)
-    return True

@@ -132,6 +132,8 @@ class Lowering:
         self.dynamic: dict[str, DynamicActivation] = {}
         # K / V tensor of a tiled attention → the int8 copy its producing GEMM stores
         self.kv_stored: dict[str, Placement] = {}
+        # float tensors no tile writes: only their quantized copy is read (`xquant`)
+        self.unwritten: set[str] = set()
         self.lone: dict[int, int] = {}  # per cube: one-tile layers placed so far
 
     def lone_pe(self, pe: int) -> int:
@@ -209,6 +211,8 @@ class Lowering:
         return self.topo.pes[pe].cube.index
 
     def placement(self, tid: str) -> Placement:
+        if tid in self.unwritten:  # a lowering broke the promise `xquant.quant_out` made
+            raise RuntimeError(f"{tid}: stored only quantized, yet read as float")
         return tensor_placement(self.g, self.plan, tid)
 
     def raw_const(self, tid: str) -> Placement:

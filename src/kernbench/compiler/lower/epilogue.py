@@ -169,6 +169,7 @@ def drop_fused(lw: Lowering, gemm: LayerIR, out_tid: str, step: FusedStep) -> No
     for v in step.views:
         lw.plan.placements.pop(v.outputs[0], None)
         lw.fused[v.id] = gemm.id
+        lw.tg.views.add(v.id)
     if not any(q.key == p.key for q in lw.plan.placements.values()):
         lw.plan.allocations.pop(p.key, None)  # unless reuse gave its bytes to a later tensor
     lw.fused[step.layer.id] = gemm.id

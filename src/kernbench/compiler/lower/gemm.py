@@ -35,7 +35,13 @@ from kernbench.compiler.lower.context import (
 from kernbench.compiler.lower.elementwise import ew_cost
 from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
 from kernbench.compiler.lower.te_weights import te_weight
-from kernbench.compiler.lower.xquant import QuantOut, kv_quant_out, quant_out, store_quantized
+from kernbench.compiler.lower.xquant import (
+    QuantOut,
+    drop_unwritten,
+    kv_quant_out,
+    quant_out,
+    store_tile,
+)
 from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
 from kernbench.components.builtin.pe_gemm import gemm_cycles
@@ -365,18 +371,14 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
                 reads=reads, writes=[("out", c)], frees=frees[1:])
     if packed:
         deq.role_offset = {"bias": tn * 4}
-    if step is None:
-        if q is not None:  # the attention's int8 K / V (`xquant.kv_quant_out`)
-            store_quantized(lw, q, pe, c, n.id, m0 * nn + n0, tm, tn, nn, engine, op.dtype)
-        lw.dma(True, pe, c, op, m0 * nn + n0, tm, tn, nn, n.id, frees=[c])
+    if step is None:  # with the attention's int8 K / V (`xquant.kv_quant_out`)
+        store_tile(lw, q, pe, c, op, n.id, m0 * nn + n0, tm, tn, nn, engine, [c])
         return
     apply_step(lw, step, pe, c, tile, nn, n.id, engine)
-    if q is not None:  # the next GEMM's int8 activation, first (its chain)
-        for o in store_quantized(lw, q, pe, c, step.layer.id, m0 * nn + n0, tm, tn, nn,
-                                 engine, step.out.dtype):
-            o.fused_into = n.id
-    st = lw.dma(True, pe, c, step.out, m0 * nn + n0, tm, tn, nn, step.layer.id, frees=[c])
-    st.fused_into = n.id
+    # with the next GEMM's int8 activation first (its chain)
+    for o in store_tile(lw, q, pe, c, step.out, step.layer.id, m0 * nn + n0, tm, tn, nn,
+                        engine, [c]):
+        o.fused_into = n.id
 
 
 def _dma_fixed_ns(lw: Lowering) -> float:
@@ -417,6 +419,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
                spread=bool(op.parts))
     if step is not None:
         drop_fused(lw, n, out_tid, step)
+    drop_unwritten(lw, step.layer if step is not None else n, q)
     return True
 
 

@@ -25,7 +25,7 @@ from kernbench.compiler.lower.context import (
     float_format,
     mixed_halves,
 )
-from kernbench.compiler.lower.xquant import quant_out, store_quantized
+from kernbench.compiler.lower.xquant import drop_unwritten, quant_out, store_tile
 from kernbench.ir.model import LayerIR
 
 ROW_OPS = {"LAYER_NORM": "VE_LAYERNORM_TILE", "RMS_NORM": "VE_RMSNORM_TILE",
@@ -179,8 +179,7 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
         lw.op(opcode, pe, n.id, dict(fields, rows=r, **ve), reads=reads,
               writes=[("out", bo)],
               frees=frees)
-        if q is not None:  # the consuming GEMMs' int8 activation, first (their chain)
-            store_quantized(lw, q, pe, bo, n.id, r0 * cols, 1, r * cols, r * cols, ve,
-                            y.dtype)
-        lw.dma(True, pe, bo, y, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bo])
+        # with the consuming GEMMs' int8 activation first (their chain)
+        store_tile(lw, q, pe, bo, y, n.id, r0 * cols, 1, r * cols, r * cols, ve, [bo])
+    drop_unwritten(lw, n, q)
     return True

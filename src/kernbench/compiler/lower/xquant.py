@@ -13,10 +13,17 @@ tiled integer attention reads (a prefill) stores them at 8 KV bits too (`kv_quan
 every query chunk of the attention then loads int8 K / V instead of loading and
 quantizing the float ones itself. The values are the same ones: VE_QUANTIZE with
 the same scale and zero point on the same fp32 values (the data pass stays exact).
+
+When nothing else reads the float tensor (every consumer is one of those integer layers,
+it is no graph output), the float store is dead: the producer stores the quantized tile
+only (`store_tile`), and the float tensor and the views on the way get no storage and no
+view in memory.json (`drop_unwritten`; `--dump-intermediates` does not compare them), as
+a fused GEMM's own output (ADR-0719).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +35,7 @@ from kernbench.compiler.lower.activation import quant_plan, te_ready
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, PreparedX, float_format
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.tilegraph import Buf, TileOp
+from kernbench.ir.model import LayerIR
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,9 @@ class QuantOut:
     scale: float
     zero_point: int
     bits: int
+    #: the float tensor and the views of it on the way to its readers, when only the
+    #: quantized store is read (no float store then, `store_tile`); empty otherwise
+    unread: tuple[str, ...] = ()
 
 
 def quant_out(lw: Lowering, tid: str, same_cols: bool = True) -> QuantOut | None:
@@ -56,6 +67,7 @@ def quant_out(lw: Lowering, tid: str, same_cols: bool = True) -> QuantOut | None
     if len(shape) < 2:
         return None  # a scalar or a vector: no rows to quantize for a GEMM
     cols = shape[-1]
+    chain = [tid]
     while True:  # through reshapes that alias it, to the tensor the GEMMs read
         t = g.tensors[tid]
         if not t.consumers or tid in g.outputs:
@@ -64,6 +76,7 @@ def quant_out(lw: Lowering, tid: str, same_cols: bool = True) -> QuantOut | None
         if len(t.consumers) > 1 or not is_view(lw.plan, c) or c.inputs[0] != tid:
             break
         tid = c.outputs[0]
+        chain.append(tid)
     if not lw.placement(tid).shape or same_cols and lw.placement(tid).shape[-1] != cols:
         return None  # the scratch's rows must be the producer's rows
     # the integer TE layers that would quantize it; other consumers read the fp32 store
@@ -80,7 +93,10 @@ def quant_out(lw: Lowering, tid: str, same_cols: bool = True) -> QuantOut | None
         return None
     scratch, sx, zx = plan
     lw.prepared[(tid, "int", bits)] = PreparedX(scratch, sx, zx)
-    return QuantOut(scratch, float(sx), zx, int(bits))
+    # the GEMMs read the scratch (`prepare_x` finds it); nobody else reads the float
+    only_te = set(t.consumers) == {cn.id for cn in te} \
+        and all(cn.inputs[1:].count(tid) == 0 for cn in te)
+    return QuantOut(scratch, float(sx), zx, int(bits), tuple(chain) if only_te else ())
 
 
 def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
@@ -94,7 +110,7 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     src = lw.placement(tid)
     if src.dtype not in ("fp32", "fp16", "bf16") or not src.contiguous or len(src.shape) < 2:
         return None
-    vid = tid
+    vid, chain = tid, [tid]
     while True:
         t = g.tensors[vid]
         if len(t.consumers) != 1 or vid in g.outputs:
@@ -103,6 +119,7 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
         if not is_view(lw.plan, c) or c.inputs[0] != vid:
             break
         vid = c.outputs[0]
+        chain.append(vid)
     if c.op_type != "ATTENTION" or vid not in c.inputs[1:3] or vid == c.inputs[0] \
             or c.qbits_kv != 8 or c.qbits_activation != 8 or c.attributes.get("softcap"):
         return None
@@ -116,21 +133,59 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     scratch = lw.plan.allocate(f"{tid}@kv8", (m, src.shape[-1]), "int8", "scratch",
                                source=tid, spread=bool(src.parts)).placement()
     lw.kv_stored[vid] = scratch.view(view.shape, view.strides)
-    return QuantOut(scratch, scale, 0, 8)
+    # the attention reads K / V from the scratch only (`attention.plan_attention`), and
+    # an attention `tiled_attention` accepts is tiled or refused, never run whole
+    only_kv = c.inputs.count(vid) == 1
+    return QuantOut(scratch, scale, 0, 8, tuple(chain) if only_kv else ())
 
 
 def store_quantized(lw: Lowering, q: QuantOut, pe: int, src: Buf, layer: str,
                     elem_off: int, rows: int, row_elems: int, row_stride: int,
-                    engine: dict[str, Any], dtype: str = "fp32") -> list[TileOp]:
+                    engine: dict[str, Any], dtype: str = "fp32",
+                    frees: Sequence[Buf] = ()) -> list[TileOp]:
     """Quantize the float tile `src` (rows × row_elems of `dtype`) in TCM on the same vector engine
     and store it into its rows of the scratch; returns the two ops (a fused epilogue
-    marks them as part of its GEMM)."""
+    marks them as part of its GEMM). `frees`: buffers released once quantized."""
     bq = lw.buf(pe, rows * row_elems * q.bits / 8, f"{layer}.xq")
     qop = lw.op("VE_QUANTIZE_TILE", pe, layer,
                 {"length": row_elems, "rows": rows, "qbits_activation": QBITS_OF[dtype],
                  "out_qbits": q.bits, "scale": q.scale, "zero_point": q.zero_point, **engine,
                  **float_format(dtype)},
-                reads=[("in", src)], writes=[("out", bq)])
+                reads=[("in", src)], writes=[("out", bq)], frees=frees)
     st = lw.dma(True, pe, bq, q.scratch, elem_off, rows, row_elems, row_stride, layer,
                 frees=[bq])
     return [qop, st]
+
+
+def store_tile(lw: Lowering, q: QuantOut | None, pe: int, src: Buf, dst: Placement,
+               layer: str, elem_off: int, rows: int, row_elems: int, row_stride: int,
+               engine: dict[str, Any], frees: Sequence[Buf]) -> list[TileOp]:
+    """Store the float tile `src` at its rows of `dst` (`frees` released after): with `q`,
+    its quantized copy first (the consuming GEMMs' chain), and the float store only when
+    something reads it (`QuantOut.unread`). Returns the ops."""
+    if q is None:
+        return [lw.dma(True, pe, src, dst, elem_off, rows, row_elems, row_stride, layer,
+                       frees=frees)]
+    if q.unread:
+        return store_quantized(lw, q, pe, src, layer, elem_off, rows, row_elems, row_stride,
+                               engine, dst.dtype, frees=frees)
+    return store_quantized(lw, q, pe, src, layer, elem_off, rows, row_elems, row_stride,
+                           engine, dst.dtype) + \
+        [lw.dma(True, pe, src, dst, elem_off, rows, row_elems, row_stride, layer, frees=frees)]
+
+
+def drop_unwritten(lw: Lowering, producer: LayerIR, q: QuantOut | None) -> None:
+    """After the producer's tiles: the float tensor no tile wrote (`QuantOut.unread`) and
+    the views of it lose their storage and view in memory.json; the views get no lowering
+    (`Lowering.fused`, as a fused epilogue's)."""
+    if q is None or not q.unread:
+        return
+    keys = {lw.plan.placements.pop(tid).key for tid in q.unread}
+    lw.unwritten.update(q.unread)
+    for tid in q.unread[1:]:
+        view = lw.g.tensors[tid].producer
+        lw.fused[view] = producer.id
+        lw.tg.views.add(view)
+    for key in keys:
+        if not any(p.key == key for p in lw.plan.placements.values()):
+            lw.plan.allocations.pop(key, None)  # unless reuse gave its bytes to a later one
