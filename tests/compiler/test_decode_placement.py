@@ -117,3 +117,23 @@ def test_a_prefetched_weight_waits_for_the_earlier_layers_data_load_on_its_pe():
     assert data.deps == [1]       # it waits for the store of what it reads
     assert weight.deps == [2]     # the constant waits for the data load ahead of it
     assert other_pe.deps == []    # on a PE with no such load it runs ahead freely
+
+
+def test_a_past_kv_load_does_not_wait_for_the_earlier_layers_data_load():
+    # the past KV cache is read by the KV_UPDATE the attention waits for: held behind the
+    # QKV projection's data load on its PE, it would join a chain it does not depend on
+    ve = TileOp("VE_ADD_TILE", 0, "a", {}, writes=[("out", Buf(0, 0, 64, "t"))])
+    store = TileOp("DMA_STORE_TILE", 1, "a", {}, hbm_writes=[("x", 0, 64, 64, 64)])
+    data = TileOp("DMA_LOAD_TILE", 0, "b", {}, writes=[("spm", Buf(1, 0, 64, "x"))],
+                  hbm_reads=[("x", 0, 64, 64, 64)])
+    past = TileOp("DMA_LOAD_TILE", 0, "c", {"tensor_role": "kv"},
+                  writes=[("spm", Buf(2, 0, 64, "p"))], hbm_reads=[("past", 0, 64, 64, 64)])
+    weight = TileOp("DMA_LOAD_TILE", 0, "c", {"tensor_role": "weight"},
+                    writes=[("spm", Buf(3, 0, 64, "w"))], hbm_reads=[("w", 0, 64, 64, 64)])
+    ops = [ve, store, data, past, weight]
+    for i, o in enumerate(ops):
+        o.index = i
+    Scheduler().feed(ops)
+    assert data.deps == [1]
+    assert past.deps == []        # free of the data load ahead of it
+    assert weight.deps == [2]     # a weight of the same layer still waits for it

@@ -147,9 +147,12 @@ class Scheduler:
                 deps.add(done[-PREFETCH_LAYERS][1])
             # nor before the PE's last load of data for an earlier layer: the DMA read
             # channel is first come first served, and a prefetch queued ahead of that
-            # load would delay the layer waiting for it
+            # load would delay the layer waiting for it. A load of the past KV cache is
+            # exempt: the attention right after waits for it, and it would wait in turn
+            # for the QKV projection it does not depend on (ADR-0720)
             prev = self.last_data_load.get(op.pe)
-            if prev is not None and prev[0] != (op.fused_into or op.layer):
+            if prev is not None and prev[0] != (op.fused_into or op.layer) \
+                    and op.fields.get("tensor_role") != "kv":
                 deps.add(prev[1])
         if data_load:
             self.last_data_load[op.pe] = (op.fused_into or op.layer, op.index)
