@@ -215,6 +215,21 @@ class Lowering:
             raise RuntimeError(f"{tid}: stored only quantized, yet read as float")
         return tensor_placement(self.g, self.plan, tid)
 
+    def forget(self, tids: Sequence[str], views: Sequence[str], into: str) -> None:
+        """Tensors no tile writes (a fused GEMM's output, a float only read quantized) and
+        the view nodes between them leave the memory plan: no storage (unless reuse gave
+        their bytes to a later tensor) and no view in memory.json, so `--dump-
+        intermediates` does not compare them; the views are lowered no further
+        (`fused`, by `into`) and stay views in the roofline (`TileGraph.views`)."""
+        keys = {self.plan.placements.pop(tid).key for tid in tids if tid in self.plan.placements}
+        self.unwritten.update(tids)
+        for v in views:
+            self.fused[v] = into
+            self.tg.views.add(v)
+        for key in keys:
+            if not any(p.key == key for p in self.plan.placements.values()):
+                self.plan.allocations.pop(key, None)
+
     def raw_const(self, tid: str) -> Placement:
         return raw_const(self.g, self.plan, tid)
 

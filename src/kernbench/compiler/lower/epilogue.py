@@ -165,11 +165,6 @@ def drop_fused(lw: Lowering, gemm: LayerIR, out_tid: str, step: FusedStep) -> No
     is never written, so it gets no storage and no view in memory.json (`--dump-
     intermediates` does not compare it), and the consumer and those views are lowered no
     further (`Lowering.fused`)."""
-    p = lw.plan.placements.pop(out_tid)
-    for v in step.views:
-        lw.plan.placements.pop(v.outputs[0], None)
-        lw.fused[v.id] = gemm.id
-        lw.tg.views.add(v.id)
-    if not any(q.key == p.key for q in lw.plan.placements.values()):
-        lw.plan.allocations.pop(p.key, None)  # unless reuse gave its bytes to a later tensor
+    lw.forget([out_tid] + [v.outputs[0] for v in step.views], [v.id for v in step.views],
+              gemm.id)
     lw.fused[step.layer.id] = gemm.id

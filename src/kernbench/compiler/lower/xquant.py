@@ -178,14 +178,5 @@ def drop_unwritten(lw: Lowering, producer: LayerIR, q: QuantOut | None) -> None:
     """After the producer's tiles: the float tensor no tile wrote (`QuantOut.unread`) and
     the views of it lose their storage and view in memory.json; the views get no lowering
     (`Lowering.fused`, as a fused epilogue's)."""
-    if q is None or not q.unread:
-        return
-    keys = {lw.plan.placements.pop(tid).key for tid in q.unread}
-    lw.unwritten.update(q.unread)
-    for tid in q.unread[1:]:
-        view = lw.g.tensors[tid].producer
-        lw.fused[view] = producer.id
-        lw.tg.views.add(view)
-    for key in keys:
-        if not any(p.key == key for p in lw.plan.placements.values()):
-            lw.plan.allocations.pop(key, None)  # unless reuse gave its bytes to a later one
+    if q is not None and q.unread:
+        lw.forget(q.unread, [lw.g.tensors[t].producer for t in q.unread[1:]], producer.id)
