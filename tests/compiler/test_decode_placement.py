@@ -15,6 +15,7 @@ import json
 from tiny_ir import compile_until, gemm_graph
 
 from kernbench.cli import main
+from kernbench.compiler.lower.kv_update import CHUNK_BYTES
 from kernbench.compiler.schedule import Scheduler
 from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.topology import load_topology
@@ -63,16 +64,23 @@ def test_decode_kv_cache_spread_and_exact(tmp_path, capsys):
     cube_of_pe, cube_bytes = _cube_of_pe()
     runs = [(addr, addr + nb) for a in caches.values() for _, nb, addr in a["parts"]]
     cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
-    stores = loads = 0
+    stores = loads = new_rows = 0
     for e in cmdq:
         if e["opcode"] not in ("DMA_STORE_TILE", "DMA_LOAD_TILE") \
                 or not any(lo <= e["dram_addr"] < hi for lo, hi in runs):
+            continue
+        if e["layer_id"].startswith("qkv_proj"):
+            # the projection stores the new rows itself (ADR-0721)
+            assert e["opcode"] == "DMA_STORE_TILE", e
+            new_rows += e["num_elements"]
             continue
         # KV_UPDATE writes its rows and attention reads its K / V in the PE's own cube
         assert e["dram_addr"] // cube_bytes == cube_of_pe[e["pe"]], e
         stores += e["opcode"] == "DMA_STORE_TILE"
         loads += e["opcode"] == "DMA_LOAD_TILE"
     assert stores >= 2 * 4 * 4 and loads >= 2 * 4 * 2  # 2 layers × K, V × 4 heads
+    # one new row of every head of K and V in each cache: heads × head size elements
+    assert new_rows == sum(a["shape"][1] * a["shape"][3] for a in caches.values())
 
 
 def _kv_update_loads(tmp_path, kv_len: int) -> tuple[dict, list[dict]]:
@@ -80,23 +88,27 @@ def _kv_update_loads(tmp_path, kv_len: int) -> tuple[dict, list[dict]]:
     assert main(["compile", "gpt2", "--seq-len", "1", "--kv-len", str(kv_len), "-t", "base",
                  "--all-pes", "--quiet", "-o", str(out)]) == 0
     cmdq = json.loads((out / "cmdq.json").read_text())["cmdq"]
-    loads: dict[str, list[int]] = {}
+    loads: dict[str, dict[int, list[int]]] = {}
     for e in cmdq:
         if e["opcode"] == "DMA_LOAD_TILE" and e["layer_id"].startswith("kv_update"):
-            loads.setdefault(e["layer_id"], []).append(e["num_elements"])
+            loads.setdefault(e["layer_id"], {}).setdefault(e["pe"], []).append(
+                e["num_elements"])
     return loads, cmdq
 
 
 def test_kv_update_copies_the_past_in_even_blocks(tmp_path):
     # 200 past rows a head do not divide into 64-row blocks per head (64, 64, 64, 8): the
     # past of the heads in one cube is one run cut into even blocks, so no PE copies
-    # several times what another does
+    # several times what another does. The new rows are the projection's (ADR-0721): the
+    # KV_UPDATE loads past rows only, each block in chunks of at most CHUNK_BYTES
     loads, _ = _kv_update_loads(tmp_path, 200)
     assert loads
-    for layer, sizes in loads.items():
-        past = [s for s in sizes if s > 64]  # the new rows are one row (64 wide) a head
-        assert len(past) >= 4, layer
-        assert max(past) <= 1.25 * min(past), (layer, past)
+    for layer, per_pe in loads.items():
+        assert len(per_pe) >= 4, layer
+        total = [sum(sizes) for sizes in per_pe.values()]
+        assert max(total) <= 1.25 * min(total), (layer, total)
+        assert sum(total) == 200 * 64  # every past row once (gpt2: 4 heads of 16)
+        assert max(max(s) for s in per_pe.values()) * 4 <= CHUNK_BYTES, layer
 
 
 def test_a_prefetched_weight_waits_for_the_earlier_layers_data_load_on_its_pe():

@@ -132,6 +132,8 @@ class Lowering:
         self.dynamic: dict[str, DynamicActivation] = {}
         # K / V tensor of a tiled attention → the int8 copy its producing GEMM stores
         self.kv_stored: dict[str, Placement] = {}
+        # KV_UPDATE layers whose new rows their projection stored (`kv_rows`)
+        self.kv_rows: set[str] = set()
         # float tensors no tile writes: only their quantized copy is read (`xquant`)
         self.unwritten: set[str] = set()
         self.lone: dict[int, int] = {}  # per cube: one-tile layers placed so far

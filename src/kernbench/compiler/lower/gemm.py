@@ -34,6 +34,7 @@ from kernbench.compiler.lower.context import (
 )
 from kernbench.compiler.lower.elementwise import ew_cost
 from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
+from kernbench.compiler.lower.kv_rows import KvRows, kv_rows_out, store_kv_rows
 from kernbench.compiler.lower.te_weights import te_weight
 from kernbench.compiler.lower.xquant import (
     QuantOut,
@@ -94,9 +95,13 @@ def _epilogue_consts(lw: Lowering, n: LayerIR, sx: np.ndarray | None, sw: np.nda
     return lw.const(f"{n.id}:{out_tid}@scale", scale, "fp32")
 
 
-#: cycles a GEMM spread over every cube pays for reaching remote cubes (command and
-#: completion round trips, the first remote load), in the choice of `wide`
-REMOTE_START_CYCLES = 1000
+#: cycles a GEMM spread over every cube pays for reaching remote cubes, in the choice of
+#: `wide`: each op of a tile's chain (scale, A and W loads, TE, epilogue, store) waits
+#: about 45 ns longer for its command and completion trips to a remote cube than in
+#: cube 0, and the first A load crosses the UCIe. 1000 overstated it: a decode output
+#: projection (1 × 768 × 768, 1660 cycles on cube 0's 16 PEs, 830 on 64) stayed in one
+#: cube and ran 1.7 µs a block where it could run 0.9 (ADR-0721)
+REMOTE_START_CYCLES = 500
 
 
 def _te_cycles(lw: Lowering, m: int, nn: int, k: int, pes: int, bits: int) -> float:
@@ -340,7 +345,7 @@ def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[
 
 def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
               op: Placement, tile: OutTile, nn: int, mode: str,
-              step: FusedStep | None, q: QuantOut | None = None,
+              step: FusedStep | None, q: QuantOut | KvRows | None = None,
               runtime_scale: bool = False) -> None:
     """Scale (and bias) the accumulator tile into the output dtype, apply a fused
     consumer (`kernbench.compiler.lower.epilogue`) and store it; with `q`, also store the
@@ -371,6 +376,9 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
                 reads=reads, writes=[("out", c)], frees=frees[1:])
     if packed:
         deq.role_offset = {"bias": tn * 4}
+    if isinstance(q, KvRows):  # the new rows of a KV cache (`kv_rows`)
+        store_kv_rows(lw, q, pe, c, n.id, m0 * nn + n0, tm, tn, nn, engine, [c])
+        return
     if step is None:  # with the attention's int8 K / V (`xquant.kv_quant_out`)
         store_tile(lw, q, pe, c, op, n.id, m0 * nn + n0, tm, tn, nn, engine, [c])
         return
@@ -410,16 +418,17 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     step = fusable_step(lw, n, out_tid, op, nn) if fuse else None
     q = quant_out(lw, step.layer.outputs[0]) if step is not None else \
         kv_quant_out(lw, out_tid) if mode == "int" else None
+    kv = kv_rows_out(lw, out_tid, m) if step is None and q is None else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else dyn.scale
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn)
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
-               lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step, q,
-                                             runtime_scale=dyn is not None),
+               lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step,
+                                             q or kv, runtime_scale=dyn is not None),
                spread=bool(op.parts))
     if step is not None:
         drop_fused(lw, n, out_tid, step)
-    drop_unwritten(lw, step.layer if step is not None else n, q)
+    drop_unwritten(lw, step.layer if step is not None else n, q or kv)
     return True
 
 

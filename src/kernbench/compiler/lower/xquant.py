@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from kernbench.compiler.lower.context import QBITS_OF, Lowering, PreparedX, floa
 from kernbench.compiler.lower.placement import is_view
 from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.ir.model import LayerIR
+
+if TYPE_CHECKING:
+    from kernbench.compiler.lower.kv_rows import KvRows
 
 
 @dataclass(frozen=True)
@@ -174,8 +177,9 @@ def store_tile(lw: Lowering, q: QuantOut | None, pe: int, src: Buf, dst: Placeme
         [lw.dma(True, pe, src, dst, elem_off, rows, row_elems, row_stride, layer, frees=frees)]
 
 
-def drop_unwritten(lw: Lowering, producer: LayerIR, q: QuantOut | None) -> None:
-    """After the producer's tiles: the float tensor no tile wrote (`QuantOut.unread`) and
+def drop_unwritten(lw: Lowering, producer: LayerIR, q: QuantOut | KvRows | None) -> None:
+    """After the producer's tiles: the float tensor no tile wrote (`unread` of a
+    `QuantOut` or of a `kv_rows.KvRows`) and
     the views of it lose their storage and view in memory.json; the views get no lowering
     (`Lowering.fused`, as a fused epilogue's)."""
     if q is not None and q.unread:

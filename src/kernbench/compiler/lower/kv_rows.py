@@ -1,0 +1,161 @@
+"""A projection that stores its new K / V rows straight into the present KV cache.
+
+A decode step's KV_UPDATE copies the past rows into the present cache and appends the
+new rows the QKV projection just computed: load them, quantize them to the cache's bits,
+store them. The past copy depends on nothing and runs early; the new rows wait for the
+projection, and the attention waits for them: a store, a command trip and a load on the
+chain of every block, on a PE whose DMA channel is busy with the past copy. When the
+projection's output is read by that KV_UPDATE only (through views), the projection's
+epilogue quantizes its tile in TCM (VE_QUANTIZE with the cache's calibrated scale, the
+same op on the same fp32 values as the KV_UPDATE's: the data pass stays exact) and
+stores it into the new rows of the present cache itself; the KV_UPDATE then copies only
+the past rows (`Lowering.kv_rows`), and the float output is not stored (ADR-0721).
+
+Taken only where the tile's rows map onto few DMAs: a decode step (`MAX_ROWS` new rows a
+tile at most); a prefill's new rows are whole blocks the KV_UPDATE copies efficiently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.kv_update import tileable
+from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.tilegraph import Buf, TileOp
+
+#: a tile with more rows than this keeps the KV_UPDATE's own copy of the new rows: the
+#: epilogue would need a DMA per row (the cache's rows of one head are a block apart)
+MAX_ROWS = 8
+
+
+@dataclass(frozen=True)
+class KvRows:
+    """Where a projection's output elements land in the present cache: element e of the
+    (contiguous) output is new[b, h, s, j] by `dims` (the view's dimensions, largest
+    stride first: (dimension, stride, size)), stored at present[b, h, first_row + s, j]."""
+
+    update: str                          # the KV_UPDATE layer
+    present: Placement
+    first_row: int                       # the past rows before the new ones
+    dims: tuple[tuple[int, int, int], ...]
+    scale: float | None                  # the cache's scale when it is stored quantized
+    unread: tuple[str, ...]              # the float output and its views: not stored
+
+
+def _dims(view: Placement) -> tuple[tuple[int, int, int], ...] | None:
+    """The view's dimensions by stride, when it is a permutation of a contiguous layout
+    (every element of the source is one element of the view), else None."""
+    dims = sorted(((i, st, n) for i, (st, n) in enumerate(zip(view.strides, view.shape,
+                                                                 strict=True)) if n > 1),
+                  key=lambda x: -x[1])
+    expect = 1
+    for _, st, n in reversed(dims):
+        if st != expect:
+            return None
+        expect *= n
+    return tuple(dims)
+
+
+def kv_rows_out(lw: Lowering, tid: str, rows: int) -> KvRows | None:
+    """The present-cache store a projection producing `tid` (`rows` rows) can do for the
+    KV_UPDATE that appends it, or None (module doc): `tid` float and contiguous, read
+    through views by one tiled KV_UPDATE only, as its new rows, the cache stored as fp32
+    or quantized from fp32 to int8 / int16 with a static scale, and not updated in place
+    (a paged cache's KV_UPDATE would be left with nothing to do)."""
+    g = lw.g
+    src = lw.placement(tid)
+    if rows > MAX_ROWS or src.dtype != "fp32" or not src.contiguous or src.parts:
+        return None
+    vid, chain = tid, [tid]
+    while True:
+        t = g.tensors[vid]
+        if len(t.consumers) != 1 or vid in g.outputs:
+            return None
+        c = g.node(t.consumers[0])
+        if not is_view(lw.plan, c) or c.inputs[0] != vid:
+            break
+        vid = c.outputs[0]
+        chain.append(vid)
+    if c.op_type != "KV_UPDATE" or c.inputs[1] != vid or c.inputs[0] == vid \
+            or c.attributes.get("in_place"):
+        return None
+    past, new = lw.placement(c.inputs[0]), lw.placement(vid)
+    present = lw.plan.placements[c.outputs[0]]
+    if not tileable(lw, c, past, new, present) or new.addr != src.addr \
+            or present.dtype not in ("fp32", "int8", "int16") or not present.contiguous:
+        return None
+    scale = lw.plan.scales.get(present.key)
+    if present.dtype != "fp32" and scale is None:
+        return None
+    dims = _dims(new)
+    if dims is None:
+        return None
+    lw.kv_rows.add(c.id)
+    return KvRows(c.id, present, past.shape[2], dims,
+                  None if present.dtype == "fp32" else float(scale), tuple(chain))
+
+
+def _runs(kv: KvRows, elem_off: int, rows: int, cols: int, row_stride: int
+          ) -> list[tuple[int, int, int]]:
+    """(tile element, present element, length) of each run of the tile (rows × cols from
+    element `elem_off` of the output, `row_stride` apart) contiguous in both."""
+    out = kv.present.strides
+    runs = []
+    for r in range(rows):
+        c = 0
+        while c < cols:
+            e = elem_off + r * row_stride + c
+            idx = [0, 0, 0, 0]
+            rest = e
+            for dim, st, _ in kv.dims:
+                idx[dim], rest = divmod(rest, st)
+            length = min(cols - c, kv.present.shape[3] - idx[3])
+            b, h, s, j = idx
+            runs.append((r * cols + c,
+                         b * out[0] + h * out[1] + (kv.first_row + s) * out[2] + j, length))
+            c += length
+    return runs
+
+
+def _groups(runs: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int, int]]:
+    """Consecutive runs of one length at an even present stride as one 2-D DMA each:
+    (tile element, present element, rows, length, present stride)."""
+    groups: list[list[int]] = []
+    for t0, p0, ln in runs:
+        if groups:
+            g = groups[-1]
+            stride = g[4] if g[2] > 1 else p0 - g[1]
+            if ln == g[3] and t0 == g[0] + g[2] * ln and stride >= ln \
+                    and p0 == g[1] + g[2] * stride:
+                g[2] += 1
+                g[4] = stride
+                continue
+        groups.append([t0, p0, 1, ln, ln])
+    return [(g[0], g[1], g[2], g[3], g[4]) for g in groups]
+
+
+def store_kv_rows(lw: Lowering, kv: KvRows, pe: int, src: Buf, layer: str, elem_off: int,
+                  rows: int, cols: int, row_stride: int, engine: dict[str, Any],
+                  frees: list[Buf]) -> list[TileOp]:
+    """The fp32 tile `src` into its rows of the present cache: quantized with the cache's
+    scale first when the cache is int8 / int16 (`frees` released once quantized or
+    stored). Returns the ops."""
+    ops: list[TileOp] = []
+    buf, isz = src, ITEMSIZE[kv.present.dtype]
+    if kv.scale is not None:
+        bits = QBITS_OF[kv.present.dtype]
+        buf = lw.buf(pe, rows * cols * isz, f"{layer}.kvq")
+        ops.append(lw.op("VE_QUANTIZE_TILE", pe, layer,
+                         {"length": cols, "rows": rows, "qbits_activation": 32,
+                          "out_qbits": bits, "scale": kv.scale, "zero_point": 0, **engine},
+                         reads=[("in", src)], writes=[("out", buf)], frees=frees))
+        frees = [buf]
+    groups = _groups(_runs(kv, elem_off, rows, cols, row_stride))
+    for i, (t0, p0, n_rows, length, stride) in enumerate(groups):
+        ops.append(lw.dma(True, pe, buf, kv.present, p0, n_rows, length, stride, layer,
+                          role="kv", frees=frees if i == len(groups) - 1 else (),
+                          buf_offset=int(t0 * isz)))
+    return ops
