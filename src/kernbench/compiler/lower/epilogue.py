@@ -33,7 +33,7 @@ from kernbench.compiler.lower.context import (
     float_format,
     mixed_halves,
 )
-from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.placement import sole_consumer
 from kernbench.compiler.lower.rowwise import ROW_OPS
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
@@ -79,30 +79,11 @@ def _residual(lw: Lowering, gemm: LayerIR, add: LayerIR, x_tid: str,
     return None
 
 
-def _consumer(lw: Lowering, out_tid: str) -> tuple[LayerIR, str, list[LayerIR]] | None:
-    """(the one consumer, the tensor it reads, the views passed on the way) of a GEMM
-    output, following reshapes that alias it; None when any tensor on the way has more
-    than one consumer or is a graph output."""
-    g = lw.g
-    tid, views = out_tid, []
-    while True:
-        t = g.tensors[tid]
-        if tid in g.outputs or len(t.consumers) != 1:
-            return None
-        c = g.node(t.consumers[0])
-        if not is_view(lw.plan, c):
-            return c, tid, views
-        if c.inputs[0] != tid or len(c.outputs) != 1:
-            return None
-        views.append(c)
-        tid = c.outputs[0]
-
-
 def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
                  nn: int) -> FusedStep | None:
     """The consumer of `out_tid` the GEMM's epilogue can apply, or None."""
     g = lw.g
-    found = _consumer(lw, out_tid)
+    found = sole_consumer(g, lw.plan, out_tid)
     if found is None or op.dtype not in _FLOAT:
         return None
     c, x_tid, views = found

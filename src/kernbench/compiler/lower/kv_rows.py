@@ -23,7 +23,7 @@ from typing import Any
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.kv_update import tileable
-from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.placement import sole_consumer
 from kernbench.compiler.tilegraph import Buf, TileOp
 
 #: a tile with more rows than this keeps the KV_UPDATE's own copy of the new rows: the
@@ -69,16 +69,11 @@ def kv_rows_out(lw: Lowering, tid: str, rows: int) -> KvRows | None:
     src = lw.placement(tid)
     if rows > MAX_ROWS or src.dtype != "fp32" or not src.contiguous or src.parts:
         return None
-    vid, chain = tid, [tid]
-    while True:
-        t = g.tensors[vid]
-        if len(t.consumers) != 1 or vid in g.outputs:
-            return None
-        c = g.node(t.consumers[0])
-        if not is_view(lw.plan, c) or c.inputs[0] != vid:
-            break
-        vid = c.outputs[0]
-        chain.append(vid)
+    found = sole_consumer(g, lw.plan, tid)
+    if found is None:
+        return None
+    c, vid, views = found
+    chain = [tid] + [v.outputs[0] for v in views]
     if c.op_type != "KV_UPDATE" or c.inputs[1] != vid or c.inputs[0] == vid \
             or c.attributes.get("in_place"):
         return None

@@ -81,3 +81,22 @@ def is_view(plan: MemoryPlan, n: LayerIR) -> bool:
     src = plan.placements.get(n.inputs[0])
     out = plan.placements.get(n.outputs[0])
     return src is not None and out is not None and src.key == out.key
+
+
+def sole_consumer(g: Graph, plan: MemoryPlan,
+                  tid: str) -> tuple[LayerIR, str, list[LayerIR]] | None:
+    """(the one consumer, the tensor it reads, the views passed on the way) of `tid`,
+    following views that alias it (`is_view`); None when any tensor on the way has more
+    than one consumer or is a graph output, or a view reads it other than as its input."""
+    views: list[LayerIR] = []
+    while True:
+        t = g.tensors[tid]
+        if tid in g.outputs or len(t.consumers) != 1:
+            return None
+        c = g.node(t.consumers[0])
+        if not is_view(plan, c):
+            return c, tid, views
+        if c.inputs[0] != tid or len(c.outputs) != 1:
+            return None
+        views.append(c)
+        tid = c.outputs[0]

@@ -33,7 +33,7 @@ from kernbench.compiler.hbm import Placement
 from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.activation import quant_plan, te_ready
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, PreparedX, float_format
-from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.placement import is_view, sole_consumer
 from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.ir.model import LayerIR
 
@@ -113,16 +113,12 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     src = lw.placement(tid)
     if src.dtype not in ("fp32", "fp16", "bf16") or not src.contiguous or len(src.shape) < 2:
         return None
-    vid, chain = tid, [tid]
-    while True:
-        t = g.tensors[vid]
-        if len(t.consumers) != 1 or vid in g.outputs:
-            return None
-        c = g.node(t.consumers[0])
-        if not is_view(lw.plan, c) or c.inputs[0] != vid:
-            break
-        vid = c.outputs[0]
-        chain.append(vid)
+    found = sole_consumer(g, lw.plan, tid)
+    if found is None:
+        return None
+    c, vid, views = found
+    chain = [tid] + [v.outputs[0] for v in views]
+    t = g.tensors[vid]
     if c.op_type != "ATTENTION" or vid not in c.inputs[1:3] or vid == c.inputs[0] \
             or c.qbits_kv != 8 or c.qbits_activation != 8 or c.attributes.get("softcap"):
         return None
