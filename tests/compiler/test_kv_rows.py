@@ -46,7 +46,7 @@ def test_tile_runs_land_where_numpy_puts_the_new_rows(b, s, h, d, tiles):
     present = Placement("p", 0, shape, contiguous_strides(shape), "fp32")
     dims = _dims(new)
     assert dims is not None
-    kv = KvRows("kv", present, p_len, dims, None, ())
+    kv = KvRows(present, p_len, dims, None, ())
     got = np.zeros(shape, np.float32)
     for m0, tm, n0, tn in tiles:
         _scatter(kv, x, got, m0, min(tm, b * s - m0), n0, min(tn, h * d - n0))
@@ -60,7 +60,7 @@ def test_a_decode_row_of_whole_heads_is_one_dma():
     new = Placement("x", 0, (1, 12, 1, 64), (768, 64, 768, 1), "fp32")
     present = Placement("p", 0, (1, 12, 1025, 64), contiguous_strides((1, 12, 1025, 64)),
                         "int8")
-    kv = KvRows("kv", present, 1024, _dims(new), 0.5, ())
+    kv = KvRows(present, 1024, _dims(new), 0.5, ())
     assert _groups(_runs(kv, 0, 1, 768, 768)) == [(0, 1024 * 64, 12, 64, 1025 * 64)]
 
 
@@ -87,7 +87,7 @@ def test_decode_projection_stores_the_new_rows_and_kv_update_copies_the_past(tmp
     assert proj_kv  # the new K / V rows, stored by the projection into the cache
 
 
-def test_prefill_rows_stay_with_the_kv_update(tmp_path, monkeypatch):
+def test_prefill_rows_stay_with_the_kv_update(tmp_path):
     # more new rows than MAX_ROWS: a DMA a row would be wasteful, the KV_UPDATE copies them
     cmdq = _compile(tmp_path, "p", kv_rows.MAX_ROWS + 1)
     assert not [e for e in cmdq if (e["layer_id"] or "").startswith("qkv_proj")

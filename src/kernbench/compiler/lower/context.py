@@ -217,15 +217,17 @@ class Lowering:
             raise RuntimeError(f"{tid}: stored only quantized, yet read as float")
         return tensor_placement(self.g, self.plan, tid)
 
-    def forget(self, tids: Sequence[str], views: Sequence[str], into: str) -> None:
-        """Tensors no tile writes (a fused GEMM's output, a float only read quantized) and
-        the view nodes between them leave the memory plan: no storage (unless reuse gave
+    def forget(self, chain: Sequence[str], into: str) -> None:
+        """A tensor no tile writes (a fused GEMM's output, a float only read quantized) and
+        the views of it in `chain` (`placement.sole_consumer`: each tensor after the first
+        is a view node's output) leave the memory plan: no storage (unless reuse gave
         their bytes to a later tensor) and no view in memory.json, so `--dump-
-        intermediates` does not compare them; the views are lowered no further
+        intermediates` does not compare them; the view nodes are lowered no further
         (`fused`, by `into`) and stay views in the roofline (`TileGraph.views`)."""
-        keys = {self.plan.placements.pop(tid).key for tid in tids if tid in self.plan.placements}
-        self.unwritten.update(tids)
-        for v in views:
+        keys = {self.plan.placements.pop(t).key for t in chain if t in self.plan.placements}
+        self.unwritten.update(chain)
+        for t in chain[1:]:
+            v = self.g.tensors[t].producer
             self.fused[v] = into
             self.tg.views.add(v)
         for key in keys:

@@ -52,7 +52,8 @@ class FusedStep:
     out: Placement                    # where the fused tiles are stored
     in2: Placement | None = None      # ADD: the residual
     in2_per_row: bool = False         # residual has one row per output row (else broadcast)
-    views: tuple[LayerIR, ...] = ()   # reshapes between the GEMM and the consumer
+    #: the GEMM's output and the reshapes' outputs on the way to the consumer
+    chain: tuple[str, ...] = ()
 
 
 def _residual(lw: Lowering, gemm: LayerIR, add: LayerIR, x_tid: str,
@@ -86,7 +87,8 @@ def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
     found = sole_consumer(g, lw.plan, out_tid)
     if found is None or op.dtype not in _FLOAT:
         return None
-    c, x_tid, views = found
+    c, chain = found
+    x_tid = chain[-1]
     if c.op_type not in FUSABLE or lw.state.folded.get(c.id) or len(c.outputs) != 1:
         return None
     y = lw.plan.placements.get(c.outputs[0])
@@ -103,7 +105,7 @@ def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
             return None
         if c.op_type == "GELU":
             fields["approximate"] = c.attributes.get("approximate", "none")
-        return FusedStep(c, fields, y, views=tuple(views))
+        return FusedStep(c, fields, y, chain=chain)
     res = _residual(lw, gemm, c, x_tid, nn)
     if res is None:
         return None
@@ -113,7 +115,7 @@ def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
     fields.update(in2_qbits=QBITS_OF[b.dtype], **float_format(b.dtype))
     if not per_row:
         fields["in2_rows"] = 1
-    return FusedStep(c, fields, y, b, per_row, tuple(views))
+    return FusedStep(c, fields, y, b, per_row, chain)
 
 
 def apply_step(lw: Lowering, step: FusedStep, pe: int, c: Buf, tile: tuple[int, int, int, int],
@@ -146,6 +148,5 @@ def drop_fused(lw: Lowering, gemm: LayerIR, out_tid: str, step: FusedStep) -> No
     is never written, so it gets no storage and no view in memory.json (`--dump-
     intermediates` does not compare it), and the consumer and those views are lowered no
     further (`Lowering.fused`)."""
-    lw.forget([out_tid] + [v.outputs[0] for v in step.views], [v.id for v in step.views],
-              gemm.id)
+    lw.forget(step.chain, gemm.id)
     lw.fused[step.layer.id] = gemm.id

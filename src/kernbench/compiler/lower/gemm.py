@@ -350,7 +350,8 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
     """Scale (and bias) the accumulator tile into the output dtype, apply a fused
     consumer (`kernbench.compiler.lower.epilogue`) and store it; with `q`, also store the
     consumer's result quantized for the integer GEMMs that read it (`xquant`); without a
-    fused consumer, `q` is the int8 K / V an attention reads (`xquant.kv_quant_out`).
+    fused consumer, `q` is the int8 K / V an attention reads (`xquant.kv_quant_out`) or
+    the new rows of a KV cache (`kv_rows.KvRows`: stored there instead of the output).
     `runtime_scale`: the scale placement is one fp32 value computed at run time
     (ADR-0706), not a vector."""
     m0, n0, tm, tn = tile

@@ -37,7 +37,6 @@ class KvRows:
     (contiguous) output is new[b, h, s, j] by `dims` (the view's dimensions, largest
     stride first: (dimension, stride, size)), stored at present[b, h, first_row + s, j]."""
 
-    update: str                          # the KV_UPDATE layer
     present: Placement
     first_row: int                       # the past rows before the new ones
     dims: tuple[tuple[int, int, int], ...]
@@ -64,7 +63,8 @@ def kv_rows_out(lw: Lowering, tid: str, rows: int) -> KvRows | None:
     KV_UPDATE that appends it, or None (module doc): `tid` float and contiguous, read
     through views by one tiled KV_UPDATE only, as its new rows, the cache stored as fp32
     or quantized from fp32 to int8 / int16 with a static scale, and not updated in place
-    (a paged cache's KV_UPDATE would be left with nothing to do)."""
+    (a paged cache's KV_UPDATE would be left with nothing to do). Taking it records the
+    KV_UPDATE in `Lowering.kv_rows`, which then copies only the past."""
     g = lw.g
     src = lw.placement(tid)
     if rows > MAX_ROWS or src.dtype != "fp32" or not src.contiguous or src.parts:
@@ -72,8 +72,8 @@ def kv_rows_out(lw: Lowering, tid: str, rows: int) -> KvRows | None:
     found = sole_consumer(g, lw.plan, tid)
     if found is None:
         return None
-    c, vid, views = found
-    chain = [tid] + [v.outputs[0] for v in views]
+    c, chain = found
+    vid = chain[-1]
     if c.op_type != "KV_UPDATE" or c.inputs[1] != vid or c.inputs[0] == vid \
             or c.attributes.get("in_place"):
         return None
@@ -89,8 +89,8 @@ def kv_rows_out(lw: Lowering, tid: str, rows: int) -> KvRows | None:
     if dims is None:
         return None
     lw.kv_rows.add(c.id)
-    return KvRows(c.id, present, past.shape[2], dims,
-                  None if present.dtype == "fp32" else float(scale), tuple(chain))
+    return KvRows(present, past.shape[2], dims,
+                  None if present.dtype == "fp32" else float(scale), chain)
 
 
 def _runs(kv: KvRows, elem_off: int, rows: int, cols: int, row_stride: int

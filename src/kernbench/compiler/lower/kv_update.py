@@ -179,19 +179,18 @@ def lower_kv_update(lw: Lowering, n: LayerIR) -> bool:
     out = lw.plan.placements[n.outputs[0]]
     scale = lw.plan.scales.get(out.key)
     b_, h_, p_len, d = past.shape
-    in_place = n.attributes.get("in_place")
-    if n.id in lw.kv_rows:  # the projection stored the new rows (`kv_rows`): the past
-        if not in_place and p_len:
-            _copy_past(lw, n, past, out, d, ITEMSIZE[past.dtype], scale)
-        return True
-    new = lw.placement(n.inputs[1])
-    if not tileable(lw, n, past, new, out):
+    # None: the projection stored the new rows itself (`kv_rows`), only the past is ours
+    new = None if n.id in lw.kv_rows else lw.placement(n.inputs[1])
+    if new is not None and not tileable(lw, n, past, new, out):
         return False
-    s_len = new.shape[2]
-    isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype])
-    per_new = _block_rows(lw, s_len, d, isz, b_ * h_ * s_len)
-    if not in_place and p_len:  # in place (a paged / ring cache): only the new rows
+    isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype] if new is not None else 0)
+    # in place (a paged / ring cache) the past rows are already where they belong
+    if not n.attributes.get("in_place") and p_len:
         _copy_past(lw, n, past, out, d, isz, scale)
+    if new is None:
+        return True
+    s_len = new.shape[2]
+    per_new = _block_rows(lw, s_len, d, isz, b_ * h_ * s_len)
     for b in range(b_):
         for h in range(h_):
             _copy_rows(lw, n, new, out, b, h, s_len, p_len, d, isz, scale, per_new)

@@ -84,19 +84,21 @@ def is_view(plan: MemoryPlan, n: LayerIR) -> bool:
 
 
 def sole_consumer(g: Graph, plan: MemoryPlan,
-                  tid: str) -> tuple[LayerIR, str, list[LayerIR]] | None:
-    """(the one consumer, the tensor it reads, the views passed on the way) of `tid`,
-    following views that alias it (`is_view`); None when any tensor on the way has more
-    than one consumer or is a graph output, or a view reads it other than as its input."""
-    views: list[LayerIR] = []
+                  tid: str) -> tuple[LayerIR, tuple[str, ...]] | None:
+    """(the one consumer, the chain) of `tid`, following views that alias it (`is_view`):
+    the chain is `tid` and the views' outputs on the way, its last tensor the one the
+    consumer reads (the views are the chain's producers after the first). None when any
+    tensor on the way has more than one consumer or is a graph output, or a view reads it
+    other than as its input."""
+    chain = [tid]
     while True:
         t = g.tensors[tid]
         if tid in g.outputs or len(t.consumers) != 1:
             return None
         c = g.node(t.consumers[0])
         if not is_view(plan, c):
-            return c, tid, views
+            return c, tuple(chain)
         if c.inputs[0] != tid or len(c.outputs) != 1:
             return None
-        views.append(c)
         tid = c.outputs[0]
+        chain.append(tid)

@@ -116,8 +116,8 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     found = sole_consumer(g, lw.plan, tid)
     if found is None:
         return None
-    c, vid, views = found
-    chain = [tid] + [v.outputs[0] for v in views]
+    c, chain = found
+    vid = chain[-1]
     t = g.tensors[vid]
     if c.op_type != "ATTENTION" or vid not in c.inputs[1:3] or vid == c.inputs[0] \
             or c.qbits_kv != 8 or c.qbits_activation != 8 or c.attributes.get("softcap"):
@@ -135,7 +135,7 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     # the attention reads K / V from the scratch only (`attention.plan_attention`), and
     # an attention `tiled_attention` accepts is tiled or refused, never run whole
     only_kv = c.inputs.count(vid) == 1
-    return QuantOut(scratch, scale, 0, 8, tuple(chain) if only_kv else ())
+    return QuantOut(scratch, scale, 0, 8, chain if only_kv else ())
 
 
 def store_quantized(lw: Lowering, q: QuantOut, pe: int, src: Buf, layer: str,
@@ -175,8 +175,7 @@ def store_tile(lw: Lowering, q: QuantOut | None, pe: int, src: Buf, dst: Placeme
 
 def drop_unwritten(lw: Lowering, producer: LayerIR, q: QuantOut | KvRows | None) -> None:
     """After the producer's tiles: the float tensor no tile wrote (`unread` of a
-    `QuantOut` or of a `kv_rows.KvRows`) and
-    the views of it lose their storage and view in memory.json; the views get no lowering
-    (`Lowering.fused`, as a fused epilogue's)."""
+    `QuantOut` or of a `kv_rows.KvRows`) and the views of it lose their storage and view
+    in memory.json; the views get no lowering (`Lowering.forget`, as a fused epilogue's)."""
     if q is not None and q.unread:
-        lw.forget(q.unread, [lw.g.tensors[t].producer for t in q.unread[1:]], producer.id)
+        lw.forget(q.unread, producer.id)
