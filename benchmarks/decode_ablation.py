@@ -1,0 +1,74 @@
+"""The gpt2-small decode step (1024-token KV cache, `base`) with each of ADR-0721's
+decisions undone in turn: the figures ADR-0721 cites.
+
+    .venv/bin/python benchmarks/decode_ablation.py          # every row (about 4 minutes)
+    .venv/bin/python benchmarks/decode_ablation.py --only "chunk 8 KiB"
+
+Each row sets module constants of the compiler for one in-process `kernbench run
+--no-trace --quiet --json` and restores them. The simulated time is deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from kernbench.cli import main as cli_main  # noqa: E402
+from kernbench.compiler.lower import gemm, kv_rows, kv_update  # noqa: E402
+
+#: row name → {(module, constant): value}; the first row is the compiler as it is
+ROWS: dict[str, dict[tuple[object, str], int]] = {
+    "as built (ADR-0721)": {},
+    "new rows by the KV_UPDATE (kv_rows.MAX_ROWS = 0)": {(kv_rows, "MAX_ROWS"): 0},
+    "chunk 8 KiB": {(kv_update, "CHUNK_BYTES"): 8192},
+    "chunk 32 KiB": {(kv_update, "CHUNK_BYTES"): 32768},
+    "whole past-copy blocks (chunk 1 MiB)": {(kv_update, "CHUNK_BYTES"): 1 << 20},
+    "remote start 1000 cycles": {(gemm, "REMOTE_START_CYCLES"): 1000},
+}
+ARGS = ["gpt2-small", "--seq-len", "1", "--kv-len", "1024", "-t", "base"]
+
+
+def run(settings: dict[tuple[object, str], int]) -> dict:
+    """stats of one decode run with `settings` applied (restored afterwards)."""
+    old = {key: getattr(*key) for key in settings}
+    try:
+        for (mod, name), value in settings.items():
+            setattr(mod, name, value)
+        with tempfile.TemporaryDirectory() as tmp:
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                code = cli_main(["run", *ARGS, "--no-trace", "--quiet", "--json",
+                                 "--out", str(Path(tmp) / "o")])
+            if code != 0:
+                raise SystemExit(f"kernbench run failed with exit code {code}")
+            return json.loads(buf.getvalue())
+    finally:
+        for (mod, name), value in old.items():
+            setattr(mod, name, value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", help="substrings of row names to keep")
+    args = ap.parse_args(argv)
+    print("| variant | simulated µs | roofline fraction |\n| --- | ---: | ---: |")
+    for name, settings in ROWS.items():
+        if args.only and not any(s in name for s in args.only):
+            continue
+        stats = run(settings)
+        print(f"| {name} | {stats['total_ns'] / 1000:.1f} | {stats['roofline_fraction']:.3f} |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
