@@ -56,16 +56,39 @@ HbmRange = tuple[str, int, int, int, int]
 Operands = Sequence[tuple[str, Buf]]
 
 
+class WeightValues(NamedTuple):
+    """A TE weight's values before they are stored: `te_weights.weight_tile` stores them
+    once per layout the tiles read (row-major [K, N] or column panels), so no layout that
+    no tile reads takes HBM. `data`: [K, N] at `dtype` (int4 unpacked, one value a byte),
+    None for a shape-only model."""
+
+    key: str
+    data: np.ndarray | None
+    dtype: str
+    shape: tuple[int, int]
+    source: str | None
+
+
 class TeWeight(NamedTuple):
     """A TE weight as stored for the tiles: its placement, the per-column (or per-tensor)
     scale of an integer weight (None otherwise) and its bits; `colsum`: the int64 column
     sums of the stored integers (for the activation zero-point correction), None when
-    unknown (float or shape-only weights)."""
+    unknown (float or shape-only weights). A weight given by its `values` has no
+    placement until a tile reads it (`te_weights.weight_tile`)."""
 
-    placement: Placement
+    placement: Placement | None
     scale: np.ndarray | None
     bits: int
     colsum: np.ndarray | None = None
+    values: WeightValues | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape if self.values is not None else self.placement.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.values.dtype if self.values is not None else self.placement.dtype
 
 
 class PreparedX(NamedTuple):
@@ -126,6 +149,8 @@ class Lowering:
                                                       "per_channel") == "per_channel"
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
         self.weights: dict[tuple[str, str, QBits], TeWeight | None] = {}
+        # (weight values key, panel columns) → its storage (`te_weights.weight_tile`)
+        self.stored_weights: dict[tuple[str, int], Placement] = {}
         self.engines = EngineCursor.of(pt)
         self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
         # uint8 tensor of a tiled DYNAMIC_QUANTIZE → its int8 data and run-time qparams

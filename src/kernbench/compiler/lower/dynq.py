@@ -34,7 +34,7 @@ from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.context import Lowering, PreparedX, TeWeight
 from kernbench.compiler.lower.gemm import DynamicGemm, gemm
 from kernbench.compiler.lower.rowwise import rows_cols
-from kernbench.compiler.lower.te_weights import recentered
+from kernbench.compiler.lower.te_weights import recentered, values
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 
@@ -269,8 +269,8 @@ def lower_matmul_integer(lw: Lowering, n: LayerIR) -> bool:
     if act is None or plan is None:
         return False
     wq = plan.weight
-    wp = TeWeight(lw.const(f"{n.inputs[1]}@int8c", wq.astype(np.int8), "int8",
-                           source=n.inputs[1]), None, 8, wq.astype(np.int64).sum(axis=0))
+    wp = TeWeight(None, None, 8, wq.astype(np.int64).sum(axis=0),
+                  values(f"{n.inputs[1]}@int8c", wq.astype(np.int8), "int8", n.inputs[1]))
     x = PreparedX(act.data, None, 0)
     if not gemm(lw, n, x, n.inputs[1], None, plan.out_tid, "int", fuse=True,
                 dyn=DynamicGemm(wp, act.corr[n.id], lw.placement(plan.scale_tid))):

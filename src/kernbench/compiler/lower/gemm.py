@@ -4,7 +4,8 @@ The activation is first made what the tensor engine reads, once per (tensor, for
 however many layers read it: quantized (VE_QUANTIZE, static scale) or cast (VE_COPY to
 fp16) into an HBM scratch, or read as it is (fp32 mode, fp16 already, int8 data behind a
 per-tensor DEQUANTIZE). The weight is stored at its own bits (int8, int4 packed, fp16,
-fp32) once per (weight, mode, bits). Output tiles (tm × tn, `kernbench.compiler.tiling`)
+fp32) once per (weight, mode, bits), as column panels as wide as the output tiles so that a
+weight tile is one contiguous DMA (`te_weights`, ADR-0722). Output tiles (tm × tn, `kernbench.compiler.tiling`)
 go round-robin over PEs; on each PE two tiles' K loops interleave (DMA A, DMA W, TE_GEMM
 accumulating), so one tile's fetch, store and command round trip hide behind the other's
 compute; then the epilogue VE_DEQUANTIZE (per-column scale s_x·s_w, bias) runs in place
@@ -35,7 +36,7 @@ from kernbench.compiler.lower.context import (
 from kernbench.compiler.lower.elementwise import ew_cost
 from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
 from kernbench.compiler.lower.kv_rows import KvRows, kv_rows_out, store_kv_rows
-from kernbench.compiler.lower.te_weights import te_weight
+from kernbench.compiler.lower.te_weights import panel_width, te_weight, weight_tile
 from kernbench.compiler.lower.xquant import (
     QuantOut,
     drop_unwritten,
@@ -141,14 +142,14 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
     per_pe: dict[int, tuple[GemmTiles, list[KPart]]] = {}
     ranges = lw.part_rows(op, m, nn)
     if len(ranges) == 1 and ranges[0][2] is not None \
-            and wide(lw, xq.dtype, wp.placement.dtype, m, nn_layer, k):
+            and wide(lw, xq.dtype, wp.dtype, m, nn_layer, k):
         ranges = [(0, m, None)]
     # an integer accumulator: partial sums add up to the same int32
-    integer = xq.dtype in ("int8", "uint8") and wp.placement.dtype in ("int8", "int4")
+    integer = xq.dtype in ("int8", "uint8") and wp.dtype in ("int8", "int4")
     for r_lo, r_hi, cube in ranges:
         n_pes = lw.pes_of(cube)
         t = choose_gemm_tiles(r_hi - r_lo, nn, k, a_bytes=ITEMSIZE[xq.dtype],
-                              w_bytes=ITEMSIZE[wp.placement.dtype], bank_bytes=lw.bank,
+                              w_bytes=ITEMSIZE[wp.dtype], bank_bytes=lw.bank,
                               tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
                               dataflow=g.dataflow, n_pes=n_pes, engines=lw.engines.te_count,
                               dma_bytes_per_cycle=lw.dma_bytes_per_cycle,
@@ -189,11 +190,12 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
     (`free_a`). `corr` (int32 [N], the zero-point column term) is the bias of the step
     at K = 0. The j-th tile of the group runs on tensor engine j mod count (its whole K
     loop: the partial sums stay on that engine)."""
-    ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.placement.dtype]
+    ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.dtype]
     qa_bits = {"int8": 8, "uint8": 8, "fp16": 16, "fp32": 32}[xq.dtype]
     # a uint8 activation (QLinearMatMul, ADR-0709) is read unsigned by the TE
     unsigned = {"ifm_signed": False} if xq.dtype == "uint8" else {}
     k_lo, k_hi = k_range or (0, k)
+    panel = panel_width(wp, t.tn)
     for i, k0 in enumerate(range(k_lo, k_hi, t.tk)):
         tk = min(t.tk, k_hi - k0)
         for j, ((m0, n0, tm, tn), c) in enumerate(zip(group, accs, strict=True)):
@@ -205,7 +207,7 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
                 ba = a_res[i]
                 a_frees = [ba] if free_a and j == len(group) - 1 else []
             bw = lw.buf(pe, tk * tn * wb, f"{n.id}.w")
-            lw.dma(False, pe, bw, wp.placement, k0 * nn + n0, tk, tn, nn, n.id, role="weight")
+            weight_tile(lw, pe, bw, wp, n.id, (k0, tk), (n0, tn), panel)
             reads = [("ifm", ba), ("wgt", bw)] + ([("ofm", c)] if i else [])
             frees = a_frees + [bw]
             if corr is not None and k0 == 0:
@@ -410,7 +412,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
         return False
     xq, sx = x.placement, x.scale
     corr = _zp_correction(lw, n, x, wp, out_tid) if dyn is None else dyn.corr
-    k, nn = wp.placement.shape
+    k, nn = wp.shape
     m = xq.shape[0]
     op = lw.plan.placements[out_tid]
     if not op.contiguous or op.dtype not in FLOAT_DTYPES \

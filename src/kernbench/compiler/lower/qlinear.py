@@ -24,6 +24,7 @@ import numpy as np
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.context import Lowering, TeWeight
 from kernbench.compiler.lower.gemm import OutTile, _tiles_per_pe, gemm_tiles
+from kernbench.compiler.lower.te_weights import values
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics.linalg import qlinear_multiplier
@@ -123,8 +124,7 @@ def lower_qlinear_matmul(lw: Lowering, n: LayerIR) -> bool:
     b = n.inputs[3]
     colsum = wc.astype(np.int64).sum(axis=0)
     # keyed by the zero point too: the stored values are b − z_b
-    wp = TeWeight(lw.const(f"{b}-{n.inputs[5]}@qlinear_int8", wc, "int8", source=b), None, 8,
-                  colsum)
+    wp = TeWeight(None, None, 8, colsum, values(f"{b}-{n.inputs[5]}@qlinear_int8", wc, "int8", b))
     corr = None
     if za:  # the activation zero point's column term, the first K step's int32 bias
         corr = lw.const(f"{n.id}:{n.outputs[0]}@zpcorr", (-za * colsum).astype(np.int32),

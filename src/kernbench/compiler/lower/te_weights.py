@@ -1,16 +1,26 @@
-"""TE weights as the tiles read them: stored once per (weight, mode, bits).
+"""TE weights as the tiles read them: prepared once per (weight, mode, bits), stored in
+the layout the tiles read.
 
 Integer mode: imported integer weights (QDQ / QOperator, symmetric or re-centered when a
 zero point can be removed exactly) or weights the compiler quantizes (symmetric, per
 channel unless the qconfig says per tensor), int8 or int4 packed; fp16 and fp32 modes
 store a cast copy. Shape-only models place weights at their bits with no values.
+
+Layout (ADR-0722): a GEMM's output tiles are `tn` columns wide, so a weight tile is `tk`
+rows of `tn` columns. Stored row-major [K, N], each of those rows is a separate burst run
+of the DMA (a 32-column int8 tile reads 32 bytes a row, padded to a 64-byte burst: twice
+its bytes on the wire). Stored as column panels, [N / tn][K][tn] (the last panel
+narrower), the tile is one contiguous run. The weight is stored when its first tile is
+lowered, once per panel width its tiles use.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kernbench.compiler.lower.context import Lowering, TeWeight
+from kernbench.compiler.hbm import Placement
+from kernbench.compiler.lower.context import Lowering, TeWeight, WeightValues
+from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics import quant as qmath
 
@@ -76,29 +86,89 @@ def _te_weight_once(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight
             return None
         wq, sw, bits = iw
         dt = "int4" if bits == 4 else "int8"
-        data = qmath.pack_int4(wq) if bits == 4 else wq.astype(np.int8)
-        p = lw.const(f"{w_tid}@int{bits}", np.asarray(data), dt, source=w_tid,
-                     shape=tuple(w.shape))
-        return TeWeight(p, sw, bits, wq.astype(np.int64).sum(axis=0))
+        return TeWeight(None, sw, bits, wq.astype(np.int64).sum(axis=0),
+                        values(f"{w_tid}@int{bits}", wq.astype(np.int8), dt, w_tid))
     if mode == "fp16":
         arr = qmath.round_to_float(w.astype(np.float32), "fp16").astype(np.float16)
-        return TeWeight(lw.const(f"{w_tid}@fp16", arr, "fp16", source=w_tid), None, 16)
-    return TeWeight(lw.const(f"{w_tid}@fp32", w.astype(np.float32), "fp32", source=w_tid),
-                    None, 32)
+        return TeWeight(None, None, 16, values=values(f"{w_tid}@fp16", arr, "fp16", w_tid))
+    return TeWeight(None, None, 32,
+                    values=values(f"{w_tid}@fp32", w.astype(np.float32), "fp32", w_tid))
+
+
+def values(key: str, data: np.ndarray, dtype: str, source: str | None) -> WeightValues:
+    """The values of a [K, N] weight, stored when a tile first reads them."""
+    return WeightValues(key, data, dtype, (int(data.shape[0]), int(data.shape[1])), source)
 
 
 def _shape_only_weight(lw: Lowering, n: LayerIR, w_tid: str, w: np.ndarray,
                        mode: str) -> TeWeight | None:
     """A shape-only model's weight: placed at its stored bits, no values (unit scales)."""
+    shape = (int(w.shape[0]), int(w.shape[1]))
     if mode == "int":
         bits = n.qbits_weight if isinstance(n.qbits_weight, int) else 8
         if bits not in (4, 8) or lw.g.tensors[w_tid].quant is not None:
             return None
         dt = "int4" if bits == 4 else "int8"
-        p = lw.const(f"{w_tid}@int{bits}", None, dt, source=w_tid, shape=tuple(w.shape))
-        return TeWeight(p, np.ones((w.shape[1],), np.float32), bits)
+        return TeWeight(None, np.ones((w.shape[1],), np.float32), bits,
+                        values=WeightValues(f"{w_tid}@int{bits}", None, dt, shape, w_tid))
     dt, bits = ("fp16", 16) if mode == "fp16" else ("fp32", 32)
-    return TeWeight(lw.const(f"{w_tid}@{dt}", None, dt, source=w_tid, shape=tuple(w.shape)),
-                    None, bits)
+    return TeWeight(None, None, bits, values=WeightValues(f"{w_tid}@{dt}", None, dt, shape, w_tid))
+
+
+def panel_width(wp: TeWeight, tn: int) -> int:
+    """Columns per panel when tiles `tn` columns wide read `wp` (0: row-major [K, N]).
+    One panel is the row-major layout. An int4 panel row must be whole bytes."""
+    if wp.values is None:
+        return 0
+    nn = wp.shape[1]
+    if tn >= nn or wp.dtype == "int4" and (tn % 2 or nn % 2):
+        return 0
+    return tn
+
+
+def panels(w: np.ndarray, panel: int) -> np.ndarray:
+    """[K, N] as column panels `panel` wide, flat: panel j holds columns
+    [j·panel, (j+1)·panel) row by row, so tile (k0, n0) of a panel `width` wide starts at
+    element n0·K + k0·width."""
+    return np.concatenate([w[:, c:c + panel].reshape(-1) for c in range(0, w.shape[1], panel)])
+
+
+def _stored(lw: Lowering, v: WeightValues, panel: int) -> Placement:
+    """`v` in HBM, row-major (`panel` 0) or as column panels `panel` wide: stored on first
+    use, once per (weight, panel width)."""
+    key = (v.key, panel)
+    p = lw.stored_weights.get(key)
+    if p is not None:
+        return p
+    k, nn = v.shape
+    data = v.data
+    if panel and data is not None:
+        data = panels(data, panel)
+    if data is not None and v.dtype == "int4":
+        data = qmath.pack_int4(data)
+    shape = (k * nn,) if panel else (k, nn)
+    p = lw.const(v.key + (f"@panel{panel}" if panel else ""), data, v.dtype, source=v.source,
+                 shape=shape)
+    lw.stored_weights[key] = p
+    return p
+
+
+def weight_tile(lw: Lowering, pe: int, bw: Buf, wp: TeWeight, layer: str, rows: tuple[int, int],
+                cols: tuple[int, int], panel: int) -> None:
+    """DMA rows [k0, k0 + tk) × columns [n0, n0 + tn) of the weight into `bw` (tk × tn,
+    row-major): from its panel when `panel` (`panel_width`) is not 0, one contiguous run,
+    else from the row-major weight, one run a row."""
+    (k0, tk), (n0, tn) = rows, cols
+    k, nn = wp.shape
+    if not panel:
+        p = wp.placement if wp.values is None else _stored(lw, wp.values, 0)
+        lw.dma(False, pe, bw, p, k0 * nn + n0, tk, tn, nn, layer, role="weight")
+        return
+    width = min(panel, nn - n0)
+    if n0 % panel or tn != width:
+        raise ValueError(f"{layer}: weight tile at column {n0}, {tn} wide, is not a "
+                         f"{panel}-column panel")
+    p = _stored(lw, wp.values, panel)
+    lw.dma(False, pe, bw, p, n0 * k + k0 * width, tk, width, width, layer, role="weight")
 
 

@@ -1,0 +1,81 @@
+"""TE weights stored as column panels as wide as the output tiles (ADR-0722).
+
+A weight tile is then one contiguous DMA: its bytes on the wire are its bytes, where a
+row-major [K, N] weight pays a padded burst per tile row. The panel layout is checked
+against numpy slicing; whole programs against the IR interpreter (exact) and onnxruntime.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from kernbench.cli import main
+from kernbench.compiler.lower.context import TeWeight, WeightValues
+from kernbench.compiler.lower.te_weights import panel_width, panels
+from kernbench.components.builtin.pe_dma import wire_bytes
+
+
+@pytest.mark.parametrize(("k", "nn", "panel"), [(96, 200, 32), (64, 64, 16), (7, 33, 8)])
+def test_a_tile_is_one_contiguous_run_of_its_panel(k, nn, panel):
+    w = np.arange(k * nn, dtype=np.int32).reshape(k, nn)
+    flat = panels(w, panel)
+    assert sorted(flat.tolist()) == list(range(k * nn))  # a permutation: nothing lost
+    for n0 in range(0, nn, panel):
+        width = min(panel, nn - n0)
+        for k0, tk in [(0, k), (k // 3, k - k // 3), (k - 1, 1)]:
+            off = n0 * k + k0 * width  # where te_weights.weight_tile reads the tile
+            np.testing.assert_array_equal(flat[off:off + tk * width].reshape(tk, width),
+                                          w[k0:k0 + tk, n0:n0 + width])
+
+
+def test_panel_width_keeps_row_major_where_panels_do_not_help_or_fit():
+    def wp(nn: int, dtype: str) -> TeWeight:
+        return TeWeight(None, None, 8, values=WeightValues("w", None, dtype, (64, nn), None))
+    assert panel_width(wp(256, "int8"), 32) == 32
+    assert panel_width(wp(32, "int8"), 32) == 0       # one panel is the row-major layout
+    assert panel_width(wp(256, "int4"), 32) == 32
+    assert panel_width(wp(255, "int4"), 32) == 0      # an odd last panel: half bytes
+    # a weight given by its placement only (a convolution's) keeps its layout
+    assert panel_width(TeWeight(None, None, 8), 32) == 0
+
+
+def _matmul(path: Path, m: int, k: int, nn: int) -> None:
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((k, nn)) * 0.1).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, nn])],
+        [numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)],
+                                ir_version=9), path)
+
+
+@pytest.mark.parametrize("wbits", [8, 4])
+def test_weight_tiles_move_only_their_bytes_and_the_program_stays_exact(tmp_path, wbits):
+    model = tmp_path / "mm.onnx"
+    _matmul(model, 40, 96, 200)  # 200 columns: the last panel is 8 wide
+    q = tmp_path / "q.yaml"
+    q.write_text(f'overrides:\n  - {{match: "*", activation: 8, weight: {wbits}}}\n')
+    out = tmp_path / "out"
+    assert main(["run", str(model), "-t", "small", "--qconfig", str(q), "--verify",
+                 "--keep-bundle", "--no-trace", "--no-report", "--quiet",
+                 "--out", str(out)]) == 0
+    v = json.loads((out / "verification.json").read_text())
+    assert v["ok"]
+    assert all(c["max_abs_err"] == 0 for c in v["checks"] if c["reference"] == "interpreter")
+    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    te = [e for e in cmdq if e["opcode"] == "TE_GEMM_TILE"]
+    assert te and {e["qbits_weight"] for e in te} == {wbits}
+    loads = [e for e in cmdq if e["opcode"] == "DMA_LOAD_TILE" and e["tensor_role"] == "weight"
+             and e["qbits"] == wbits]
+    assert sum(e["num_elements"] for e in loads) == sum(e["k"] * e["n"] for e in te)
+    for e in loads:  # one contiguous run a tile: no padded burst per row
+        nbytes = e["num_elements"] * wbits // 8
+        assert "stride_bytes" not in e and wire_bytes(64, nbytes, 1) - nbytes < 64
