@@ -41,6 +41,30 @@ def test_combined_ranges_equal_one_softmax(cuts):
     np.testing.assert_allclose(st[:, 0], s.max(axis=-1))
 
 
+@pytest.mark.parametrize("cuts", [(0, 5, 40), (0, 13, 26, 39, 40), (0, 1, 2, 3, 4, 40)])
+def test_one_combine_op_folds_every_helper_range_into_one_softmax(cuts):
+    """VE_ATTN_COMBINE_TILE with `parts` (ADR-0723), as the data pass runs it: the
+    owner's range, then every helper range folded by one op, equals one softmax."""
+    import kernbench.sim_engine.math_fused  # noqa: F401  (registers the ops)
+    from kernbench.sim_engine.math_registry import MATH_OPS
+
+    rng = np.random.default_rng(len(cuts))
+    s = (rng.standard_normal((3, 40)) * 4).astype(np.float32)
+    v = rng.standard_normal((40, 8)).astype(np.float32)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    ref = (p / p.sum(axis=-1, keepdims=True)) @ v
+    o, st = _part(s[:, cuts[0]:cuts[1]], v[cuts[0]:cuts[1]])
+    helpers = [_part(s[:, a:b], v[a:b]) for a, b in zip(cuts[1:], cuts[2:], strict=False)]
+    got, got_st = MATH_OPS["flash_combine"](
+        [np.stack([h[0] for h in helpers]), np.stack([h[1] for h in helpers]), st, o],
+        {"last": True})
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_st[:, 0], s.max(axis=-1))
+    for ho, hs in helpers:  # the same bits as one op a part
+        o, st = combine_part(o, st, ho, hs, last=ho is helpers[-1][0])
+    assert np.array_equal(got, o) and np.array_equal(got_st, st)
+
+
 def test_a_fully_masked_range_adds_nothing():
     rng = np.random.default_rng(1)
     s = rng.standard_normal((2, 6)).astype(np.float32)
@@ -116,8 +140,9 @@ def test_decode_step_split_over_pes_is_exact(tmp_path: Path, capsys):
     for a in attn:
         mine = [e for e in cmdq if e.get("layer_id") == a["id"]]
         combines = [e for e in mine if e["opcode"] == "VE_ATTN_COMBINE_TILE"]
-        assert len(combines) == heads * (parts - 1)
-        assert sum(e["last"] for e in combines) == heads
+        # one combine a head folds every helper's range in (ADR-0723)
+        assert len(combines) == heads
+        assert all(e["last"] and e["parts"] == parts - 1 for e in combines)
         # Q·Kᵀ of each range runs on a PE of its own: the groups' ranges use
         # kv heads x parts PEs
         qk = {e["pe"] for e in mine if e["opcode"] == "TE_GEMM_TILE"

@@ -222,9 +222,17 @@ def _flash_merge(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 
 @math_op("flash_combine")
 def _flash_combine(ins: list[np.ndarray], p: dict[str, Any]) -> list[np.ndarray]:
-    """A key range's partial output into the running one (numerics.flash.combine_part):
-    inputs part out, part state, state, out; outputs out and the new state."""
-    o, st = combine_part(ins[3], ins[2], ins[0], ins[1], bool(p.get("last")))
+    """Key ranges' partial outputs into the running one, in order
+    (numerics.flash.combine_part): inputs part outs [parts, rows, D], part states
+    [parts, rows, 4], state, out; outputs out and the new state (`last`: divided by l
+    after the last part)."""
+    o_p, st_p = np.asarray(ins[0]), np.asarray(ins[1])
+    if o_p.ndim == 2:  # one part (an op log written before `parts`)
+        o_p, st_p = o_p[None], st_p[None]
+    o, st = ins[3], ins[2]
+    for i in range(o_p.shape[0]):
+        o, st = combine_part(o, st, o_p[i], st_p[i],
+                             bool(p.get("last")) and i == o_p.shape[0] - 1)
     return [o, st]
 
 

@@ -15,9 +15,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from kernbench.cmdq.opcodes.base import DataEnv, NonNegInt, QBits, TcmRange
+from kernbench.cmdq.opcodes.base import DataEnv, Lowering, NonNegInt, PosInt, QBits, TcmRange
 from kernbench.cmdq.opcodes.registry import register_opcode
 from kernbench.cmdq.opcodes.ve import MathData, VeVectorTile
+from kernbench.common.pe_commands import PeCommand
 
 #: fp32 values of the running state per row (numerics.flash.STATE_WIDTH)
 STATE_WIDTH = 4
@@ -118,27 +119,42 @@ class VeAttnMergeTile(VeVectorTile):
 
 @register_opcode
 class VeAttnCombineTile(VeVectorTile):
-    """(1.1) Fold a key range's unnormalized attention output ``in`` (``rows`` vectors of
-    ``length`` fp32) and its state ``part_state`` into the running output ``out`` and
-    state: m' = max(m, m_p), a = exp(m - m'), b = exp(m_p - m'), l' = l·a + l_p·b,
-    out = out·a + in·b, state = (m', l', a, 0); with ``last`` out is divided by l'
-    (0 where l' = 0). Both ``out`` and the state are updated in place."""
+    """(1.1) Fold ``parts`` key ranges' unnormalized attention outputs ``in`` (``parts`` ×
+    ``rows`` vectors of ``length`` fp32) and their states ``part_state`` (``parts`` ×
+    ``rows`` × 4) into the running output ``out`` and state, one part after another in
+    order: m' = max(m, m_p), a = exp(m - m'), b = exp(m_p - m'), l' = l·a + l_p·b,
+    out = out·a + in·b, state = (m', l', a, 0); with ``last`` out is divided by l' after
+    the last part (0 where l' = 0). Both ``out`` and the state are updated in place."""
 
     cost_op: ClassVar[str] = "dequantize"
     math_op: ClassVar[str] = "flash_combine"
     opcode: Literal["VE_ATTN_COMBINE_TILE"] = "VE_ATTN_COMBINE_TILE"
     last: bool = Field(False, description="Last part: divide by the running sum.")
-    part_state_bank: NonNegInt = Field(description="The part's state (rows x 4 fp32).")
+    parts: PosInt = Field(1, description="(ADR-0723) Key ranges in `in` and `part_state`, "
+                                         "folded in order.")
+    part_state_bank: NonNegInt = Field(description="The parts' states (parts x rows x 4 "
+                                                   "fp32).")
     part_state_offset: NonNegInt
     state_bank: NonNegInt = Field(description="Running state (rows x 4 fp32), in place.")
     state_offset: NonNegInt
 
+    @property
+    def work_elements(self) -> int:
+        return self.parts * self.elements
+
+    def command(self, low: Lowering) -> PeCommand:
+        """Every part is one fold over ``rows × length``: the parts cost as that many
+        rows."""
+        cmd = super().command(low)
+        cmd.params["rows"] = self.parts * self.rows
+        return cmd
+
     def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
         e = self.elements
         return (
-            TcmRange("in", pe, self.in_bank, self.in_offset, e, 32, "r"),
+            TcmRange("in", pe, self.in_bank, self.in_offset, self.parts * e, 32, "r"),
             TcmRange("part_state", pe, self.part_state_bank, self.part_state_offset,
-                     self.rows * STATE_WIDTH, 32, "r"),
+                     self.parts * self.rows * STATE_WIDTH, 32, "r"),
             _state(pe, self.state_bank, self.state_offset, self.rows, "rw"),
             TcmRange("out", pe, self.out_bank, self.out_offset, e, 32, "rw"),
         )
@@ -147,7 +163,8 @@ class VeAttnCombineTile(VeVectorTile):
         """Inputs in, part_state, state, out; outputs out and the state (fp32)."""
         d = MathData(self, env)
         d.dtypes[0] = "float32"
-        d.add("part_state", [self.rows, STATE_WIDTH])
+        d.shapes[0] = [self.parts, self.rows, self.length]
+        d.add("part_state", [self.parts, self.rows, STATE_WIDTH])
         d.add("state", [self.rows, STATE_WIDTH])
         d.add("out", [self.rows, self.length])
         d.params["last"] = self.last
