@@ -14,6 +14,8 @@ from kernbench.cli import main
 from kernbench.compiler.kv_blocks import MIN_PART_KEYS, kv_parts_for
 from kernbench.ir.model import Graph, LayerIR, TensorIR
 from kernbench.numerics.flash import combine_part, init_state, kv_part_bounds
+from kernbench.sim_engine import math_fused  # noqa: F401  (registers the data-pass ops)
+from kernbench.sim_engine.math_registry import MATH_OPS
 
 
 def _part(s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -26,13 +28,18 @@ def _part(s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (e @ v).astype(np.float32), st
 
 
-@pytest.mark.parametrize("cuts", [(0, 5, 40), (0, 13, 26, 39, 40), (0, 1, 40)])
-def test_combined_ranges_equal_one_softmax(cuts):
-    rng = np.random.default_rng(len(cuts))
+def _scores(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scores (3 rows × 40 keys), V (40 × 8) and softmax(scores) · V by plain numpy."""
+    rng = np.random.default_rng(seed)
     s = (rng.standard_normal((3, 40)) * 4).astype(np.float32)
     v = rng.standard_normal((40, 8)).astype(np.float32)
     p = np.exp(s - s.max(axis=-1, keepdims=True))
-    ref = (p / p.sum(axis=-1, keepdims=True)) @ v
+    return s, v, (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("cuts", [(0, 5, 40), (0, 13, 26, 39, 40), (0, 1, 40)])
+def test_combined_ranges_equal_one_softmax(cuts):
+    s, v, ref = _scores(len(cuts))
     o, st = _part(s[:, cuts[0]:cuts[1]], v[cuts[0]:cuts[1]])
     for i in range(1, len(cuts) - 1):
         op, sp = _part(s[:, cuts[i]:cuts[i + 1]], v[cuts[i]:cuts[i + 1]])
@@ -45,14 +52,7 @@ def test_combined_ranges_equal_one_softmax(cuts):
 def test_one_combine_op_folds_every_helper_range_into_one_softmax(cuts):
     """VE_ATTN_COMBINE_TILE with `parts` (ADR-0723), as the data pass runs it: the
     owner's range, then every helper range folded by one op, equals one softmax."""
-    import kernbench.sim_engine.math_fused  # noqa: F401  (registers the ops)
-    from kernbench.sim_engine.math_registry import MATH_OPS
-
-    rng = np.random.default_rng(len(cuts))
-    s = (rng.standard_normal((3, 40)) * 4).astype(np.float32)
-    v = rng.standard_normal((40, 8)).astype(np.float32)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    ref = (p / p.sum(axis=-1, keepdims=True)) @ v
+    s, v, ref = _scores(len(cuts))
     o, st = _part(s[:, cuts[0]:cuts[1]], v[cuts[0]:cuts[1]])
     helpers = [_part(s[:, a:b], v[a:b]) for a, b in zip(cuts[1:], cuts[2:], strict=False)]
     got, got_st = MATH_OPS["flash_combine"](
