@@ -145,9 +145,13 @@ class Scheduler:
             done = hist[:-1] if hist[-1][0] == (op.fused_into or op.layer) else hist
             if len(done) >= PREFETCH_LAYERS:
                 deps.add(done[-PREFETCH_LAYERS][1])
-            # nor before the PE's last load of data for an earlier layer: the DMA read
-            # channel is first come first served, and a prefetch queued ahead of that
-            # load would delay the layer waiting for it. A load of the past KV cache is
+            # nor before the PE's last data load in program order when that is of an
+            # earlier layer: the DMA read channel is first come first served, and a
+            # prefetch queued ahead of that load would delay the layer waiting for it.
+            # (Once the load's own layer has a data load on the PE, e.g. a GEMM's A load
+            # before its W load, nothing is held. Holding behind every data load of the
+            # previous layer instead was measured slower: docs/performance.md, decode.)
+            # A load of the past KV cache is
             # exempt: the attention right after waits for it, and it would wait in turn
             # for the QKV projection it does not depend on (ADR-0720)
             prev = self.last_data_load.get(op.pe)

@@ -4,15 +4,15 @@ The activation is first made what the tensor engine reads, once per (tensor, for
 however many layers read it: quantized (VE_QUANTIZE, static scale) or cast (VE_COPY to
 fp16) into an HBM scratch, or read as it is (fp32 mode, fp16 already, int8 data behind a
 per-tensor DEQUANTIZE). The weight is stored at its own bits (int8, int4 packed, fp16,
-fp32) once per (weight, mode, bits), as column panels as wide as the output tiles so that a
-weight tile is one contiguous DMA (`te_weights`, ADR-0722). Output tiles (tm × tn, `kernbench.compiler.tiling`)
-go round-robin over PEs; on each PE two tiles' K loops interleave (DMA A, DMA W, TE_GEMM
-accumulating), so one tile's fetch, store and command round trip hide behind the other's
-compute; then the epilogue VE_DEQUANTIZE (per-column scale s_x·s_w, bias) runs in place
-and a 2-D DMA stores the tile. An integer GEMM whose tiles cannot fill the PEs may split
-each tile's K steps over several PEs (`GemmTiles.ks`, ADR-0712): helpers store int32
-partial sums into an HBM scratch, the owner adds them (VE_ELEMENTWISE_TILE add, exact in
-int32) before its epilogue.
+fp32) once per (weight, mode, bits), as column panels as wide as the output tiles so
+that a weight tile is one contiguous DMA (`te_weights`, ADR-0722). Output tiles
+(tm × tn, `kernbench.compiler.tiling`) go round-robin over PEs; on each PE two tiles' K
+loops interleave (DMA A, DMA W, TE_GEMM accumulating), so one tile's fetch, store and
+command round trip hide behind the other's compute; then the epilogue VE_DEQUANTIZE
+(per-column scale s_x·s_w, bias) runs in place and a 2-D DMA stores the tile. An integer
+GEMM whose tiles cannot fill the PEs may split each tile's K steps over several PEs
+(`GemmTiles.ks`, ADR-0712): helpers store int32 partial sums into an HBM scratch, the
+owner adds them (VE_ELEMENTWISE_TILE add, exact in int32) before its epilogue.
 """
 
 from __future__ import annotations

@@ -165,12 +165,12 @@ def store_tile(lw: Lowering, q: QuantOut | None, pe: int, src: Buf, dst: Placeme
     if q is None:
         return [lw.dma(True, pe, src, dst, elem_off, rows, row_elems, row_stride, layer,
                        frees=frees)]
+    ops = store_quantized(lw, q, pe, src, layer, elem_off, rows, row_elems, row_stride,
+                          engine, dst.dtype, frees=frees if q.unread else ())
     if q.unread:
-        return store_quantized(lw, q, pe, src, layer, elem_off, rows, row_elems, row_stride,
-                               engine, dst.dtype, frees=frees)
-    return store_quantized(lw, q, pe, src, layer, elem_off, rows, row_elems, row_stride,
-                           engine, dst.dtype) + \
-        [lw.dma(True, pe, src, dst, elem_off, rows, row_elems, row_stride, layer, frees=frees)]
+        return ops
+    return ops + [lw.dma(True, pe, src, dst, elem_off, rows, row_elems, row_stride, layer,
+                         frees=frees)]
 
 
 def drop_unwritten(lw: Lowering, producer: LayerIR, q: QuantOut | KvRows | None) -> None:
