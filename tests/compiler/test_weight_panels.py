@@ -8,17 +8,20 @@ against numpy slicing; whole programs against the IR interpreter (exact) and onn
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from kernbench.cli import main
 from kernbench.compiler.lower.context import TeWeight, WeightValues
 from kernbench.compiler.lower.te_weights import panel_width, panels
 from kernbench.components.builtin.pe_dma import wire_bytes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from models import single_gemm  # noqa: E402
 
 
 @pytest.mark.parametrize(("k", "nn", "panel"), [(96, 200, 32), (64, 64, 16), (7, 33, 8)])
@@ -45,22 +48,11 @@ def test_panel_width_keeps_row_major_where_panels_do_not_help_or_fit():
     assert panel_width(TeWeight(None, None, 8), 32) == 0
 
 
-def _matmul(path: Path, m: int, k: int, nn: int) -> None:
-    rng = np.random.default_rng(3)
-    w = (rng.standard_normal((k, nn)) * 0.1).astype(np.float32)
-    g = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "mm",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, nn])],
-        [numpy_helper.from_array(w, "w")])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)],
-                                ir_version=9), path)
-
-
 @pytest.mark.parametrize("wbits", [8, 4])
 def test_weight_tiles_move_only_their_bytes_and_the_program_stays_exact(tmp_path, wbits):
     model = tmp_path / "mm.onnx"
-    _matmul(model, 40, 96, 200)  # 200 columns: the last panel is 8 wide
+    # 200 columns: the last panel is 8 wide
+    onnx.save(single_gemm(40, 200, 96, seed=3), model)
     q = tmp_path / "q.yaml"
     q.write_text(f'overrides:\n  - {{match: "*", activation: 8, weight: {wbits}}}\n')
     out = tmp_path / "out"
