@@ -127,7 +127,8 @@ def test_every_opcode_carries_all_its_facts(opcode: str) -> None:
     cls = MODEL_BY_OPCODE[opcode]
     assert missing_facts(cls) == []
     assert cls.engine in ENGINES and cls.timing in TIMINGS
-    if cls.timing == "math":  # priced by a pe_math cost the presets have
+    if cls.timing == "math" and "cost_ops" not in cls.__dict__:
+        # priced by a pe_math cost the presets have (a fused chain: by its steps')
         assert cls.cost_op in DEFAULT_MATH_OP_CYCLES
         assert cls.math_op
     assert callable(cls.data) or cls.data == NO_DATA
@@ -186,6 +187,14 @@ def _value(name: str, annotation: Any, rng: random.Random, perturb: bool) -> Any
         return rng.choice(args) if perturb else args[-1 if name.endswith("qbits") else 0]
     if annotation is bool:
         return perturb and rng.random() < 0.5
+    if get_origin(annotation) is list and get_args(annotation)[0] is not int \
+            and get_origin(get_args(annotation)[0]) is dict:
+        # a list of entries (VE_FUSED_TILE's steps): vector entries of the sampled kind,
+        # each in place on bank 0 (a chain whose step i reads what step i - 1 wrote)
+        step = {k: v for k, v in _sample(MODEL_BY_OPCODE["VE_GELU_TILE"], rng, perturb).items()
+                if k != "ve_id"}
+        return [dict(step, in_bank=0, in_offset=0, out_bank=0, out_offset=0)
+                for _ in range(2)]
     if get_origin(annotation) is list:  # a tile shape
         return rng.choice([[2, 4], [1, 4], [4]]) if perturb else [2, 4]
     if annotation is float or float in args:

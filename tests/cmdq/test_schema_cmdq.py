@@ -124,6 +124,11 @@ SAMPLES: dict[str, dict] = {
                                 in3_dtype="fp32", out_dtype="fp32", cost="where"),
     "VE_CUMSUM_TILE": dict(in_bank=2, in_offset=0, out_bank=3, out_offset=0, rows=4,
                            length=16, out_dtype="int64"),
+    "VE_FUSED_TILE": dict(steps=[
+        dict(opcode="VE_GELU_TILE", in_bank=2, in_offset=0, out_bank=2, out_offset=0,
+             length=64, qbits_activation=32),
+        dict(opcode="VE_QUANTIZE_TILE", in_bank=2, in_offset=0, out_bank=3, out_offset=0,
+             length=64, qbits_activation=32, out_qbits=8, scale=0.1)]),
     "VE_LAYER_OP": dict(layer_id="embedding_1", in_bytes=4096, out_bytes=4096, dram_addr=0,
                         elements=1024, op="copy"),
     "TE_LAYER_OP": dict(layer_id="conv_3", in_bytes=4096, out_bytes=4096, m=64, n=32, k=27),

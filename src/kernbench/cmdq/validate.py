@@ -238,8 +238,8 @@ def _kinds(annotation: Any) -> set[str]:
     if annotation is int:
         return {"int"}
     origin = get_origin(annotation)
-    if origin is list:
-        return {"list"}
+    if origin is list:  # a list of ints (not of a fused entry's steps)
+        return {"list"} if _kinds(get_args(annotation)[0]) == {"int"} else set()
     if origin is Annotated:
         return _kinds(get_args(annotation)[0])
     if origin in (Union, UnionType):

@@ -47,7 +47,7 @@ from kernbench.compiler.cost_schedule import schedule
 from kernbench.components.builtin.hbm_ctrl import channel_shares
 from kernbench.components.builtin.pe_dma import wire_bytes
 from kernbench.components.builtin.pe_gemm import gemm_cycles
-from kernbench.components.builtin.pe_math import math_cycles
+from kernbench.components.builtin.pe_math import math_cycles, stage_cycles
 from kernbench.components.builtin.pe_scheduler import split_transfers
 from kernbench.topology.model import Pe, Topology
 
@@ -237,8 +237,8 @@ class CostModel:
             busy = p.get("groups", 1) * self.gemm_ns(p["m"], p["n"], p["k"], bits)
             return f"{pe.id}.pe_gemm{te or ''}", busy, []
         ve = p.get("ve_id", 0)
-        return (f"{pe.id}.pe_math{ve or ''}",
-                self.math_ns(p["op"], p["length"], p.get("rows", 1)), [])
+        s = self.pt.pe_math
+        return f"{pe.id}.pe_math{ve or ''}", stage_cycles(s, p) / s.clock_ghz, []
 
     def op_cost(self, pe_index: int, cmd: PeCommand) -> OpCost:
         """The uncontended cost of one command on PE `pe_index` (see the module doc)."""

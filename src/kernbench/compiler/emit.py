@@ -15,16 +15,27 @@ from kernbench.compiler.state import CmdqDocument, CmdqMetadata, CompileState
 from kernbench.compiler.tilegraph import TileOp
 
 
-def entry_of(op: TileOp) -> dict[str, Any]:
-    """The CMDQ JSON entry of a placed, allocated and scheduled tile op."""
-    e: dict[str, Any] = {"opcode": op.opcode, "id": op.index, "layer_id": op.layer,
-                         "pe": op.pe}
-    e.update(op.fields)
+def _operands(e: dict[str, Any], op: TileOp) -> dict[str, Any]:
+    """`e` with the TCM bank and offset of every operand role of `op`."""
     extra = op.role_offset or {}
     for role, b in op.reads + op.writes:
         e[f"{role}_bank"] = b.bank
         e[f"{role}_offset"] = (b.bank_offset + (op.buf_offset if role == "spm" else 0)
                                + extra.get(role, 0))
+    return e
+
+
+def entry_of(op: TileOp) -> dict[str, Any]:
+    """The CMDQ JSON entry of a placed, allocated and scheduled tile op."""
+    e: dict[str, Any] = {"opcode": op.opcode, "id": op.index, "layer_id": op.layer,
+                         "pe": op.pe}
+    e.update(op.fields)
+    if op.steps:  # VE_FUSED_TILE: each step its opcode, fields and operands (ADR-0724)
+        e["steps"] = [_operands({"opcode": s.opcode, **{k: v for k, v in s.fields.items()
+                                                      if k != "ve_id"}}, s)
+                      for s in op.steps]
+    else:
+        _operands(e, op)
     e["deps_before"] = op.deps
     return e
 

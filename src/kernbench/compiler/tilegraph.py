@@ -46,6 +46,9 @@ class TileOp:
     #: bytes into its buffer at which an operand role starts (two operands packed in
     #: one buffer, e.g. an epilogue's scale and bias loaded by one DMA)
     role_offset: dict[str, int] | None = None
+    #: a VE_FUSED_TILE's chained vector ops, first to last (ADR-0724); its own reads and
+    #: writes are what the chain as a whole reads and writes
+    steps: list[TileOp] | None = None
 
 
 @dataclass

@@ -175,4 +175,4 @@ def _argmin(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
 
 
 # the fused ops register themselves on import (after this module's names exist)
-from kernbench.sim_engine import math_fused, math_gather, math_window  # noqa: E402, F401
+from kernbench.sim_engine import math_chain, math_fused, math_gather, math_window  # noqa: E402, F401

@@ -9,7 +9,8 @@ registers the built-in opcodes. ADR-0204; docs/cmdq.md "Adding an opcode".
 # isort: off
 # Registration order is the JSON Schema's union order: DMA, TE, VE, layer ops, control.
 from kernbench.cmdq.opcodes import dma, gather, te, ve, ve_quant, ve_attn  # noqa: F401
-from kernbench.cmdq.opcodes import ve_window, ve_elementwise, layer, control  # noqa: F401
+from kernbench.cmdq.opcodes import ve_window, ve_elementwise, ve_fused  # noqa: F401
+from kernbench.cmdq.opcodes import layer, control  # noqa: F401
 # isort: on
 from kernbench.cmdq.opcodes.base import NO_DATA, DataEnv, Lowering, Opcode, Rules
 from kernbench.cmdq.opcodes.registry import (

@@ -53,6 +53,7 @@ from kernbench.compiler.lower.conv import lower_conv
 from kernbench.compiler.lower.copy import lower_copy
 from kernbench.compiler.lower.dynq import lower_dynamic_quantize, lower_matmul_integer
 from kernbench.compiler.lower.elementwise import lower_cumsum, lower_elementwise
+from kernbench.compiler.lower.fuse_vector import fuse_chains
 from kernbench.compiler.lower.gather import lower_gather
 from kernbench.compiler.lower.gemm import lower_gemm, lower_qkv_proj
 from kernbench.compiler.lower.kv_update import lower_kv_update
@@ -136,8 +137,10 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
             or n.id in lw.fused:
         return  # no op of its own (a fused consumer runs in its GEMM's epilogue)
     lowering = LOWERINGS.get(n.op_type)
+    first = len(lw.tg.ops)
     if lowering is None or not lowering(lw, n):
         lower_layer_op(lw, n)
+    fuse_chains(lw.tg, first)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
 """PE_MATH: SIMD vector unit (ADR-0021 D6: compute only, registers in/out).
 
 Busy cycles of an op on `rows` vectors of `length` elements:
-pipeline_latency_cycles + ceil(rows × length / lanes) × op_cycles[op].
+pipeline_latency_cycles + ceil(rows × length / lanes) × op_cycles[op]. A command of
+several steps (VE_FUSED_TILE, ADR-0724: stage param `steps`, a list of (op, length,
+rows)) costs the sum of its steps' cycles: each step keeps its own pipeline fill, only
+the TCM fetch and store between them are gone.
 """
 
 from __future__ import annotations
@@ -26,6 +29,15 @@ def math_cycles(spec: PeMathSpec, op: str, length: int, rows: int = 1) -> int:
     return spec.pipeline_latency_cycles + math.ceil(math.ceil(rows * length / spec.lanes) * per)
 
 
+def stage_cycles(spec: PeMathSpec, params: dict) -> int:
+    """Busy cycles of one MATH stage: its op (`op`, `length`, `rows`), or the sum over
+    its `steps` [(op, length, rows), ...] when it has several."""
+    steps = params.get("steps")
+    if steps:
+        return sum(math_cycles(spec, op, length, rows) for op, length, rows in steps)
+    return math_cycles(spec, params["op"], params["length"], params.get("rows", 1))
+
+
 @register("pe_math", "pe_math_v1")
 class PeMath(PeEngineBase):
     CHANNELS = {"main": (StageType.MATH,)}
@@ -41,11 +53,12 @@ class PeMath(PeEngineBase):
 
     def service(self, token) -> float:  # noqa: ANN001
         p = token.params
-        cycles = self.cycles(p["op"], p["length"], p.get("rows", 1))
+        steps = p.get("steps") or [(p["op"], p["length"], p.get("rows", 1))]
+        cycles = sum(self.cycles(op, length, rows) for op, length, rows in steps)
         busy = cycles / self.spec.clock_ghz
-        # every lane is busy for the cycles after the pipeline fill
+        # every lane is busy for the cycles after each step's pipeline fill
         now = self.env.now
+        fill = len(steps) * self.spec.pipeline_latency_cycles
         self.sim.actions.add(token.pipeline_ctx.command, "math_lane_cycle",
-                             (cycles - self.spec.pipeline_latency_cycles) * self.spec.lanes,
-                             now, now + busy)
+                             (cycles - fill) * self.spec.lanes, now, now + busy)
         return busy
