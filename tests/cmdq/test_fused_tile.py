@@ -111,6 +111,9 @@ def _problems(entry: dict) -> list[str]:
     ([DEQ, {**GELU, "ve_id": 0}], "steps[1].ve_id", "no ve_id of its own"),
     ([DEQ, {**GELU, "length": "x"}], "steps[1].length", "integer"),
     ([DEQ], "steps", "at least 2"),
+    ([DEQ, {"opcode": "VE_ADD_TILE", "length": N, "rows": 1, "qbits_activation": 32,
+            "in_bank": 0, "in_offset": 0, "out_bank": 0, "out_offset": 0, "in2_bank": 3,
+            "in2_offset": 0, "in2_rows": 2}], "steps[1].in2_rows", "must be 1"),
 ])
 def test_a_malformed_chain_is_one_line_naming_the_step(steps, field, reason):
     problems = _problems(_fused(steps))

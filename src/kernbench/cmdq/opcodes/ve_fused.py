@@ -42,6 +42,17 @@ from kernbench.errors import InputError
 _ENTRY_ONLY = ("id", "pe", "layer_id", "deps_before", "deps_after", "ve_id", "debug")
 
 
+class _StepRules:
+    """A step's view of the validator: its problems reported under ``steps[i].<field>``."""
+
+    def __init__(self, v: Rules, i: int) -> None:
+        self.limits = v.limits
+        self._v, self._i = v, i
+
+    def add(self, field: str | None, reason: str) -> None:
+        self._v.add(f"steps[{self._i}]" + (f".{field}" if field else ""), reason)
+
+
 class _StepEnv(TcmDataEnv):
     """A step's operand addresses, in the fused entry's TCM space."""
 
@@ -118,11 +129,14 @@ class VeFusedTile(OnVectorEngine):
             v.add(e.field, e.reason)
             return False
         ok = True
-        for i, (_, ranges) in enumerate(steps):
+        for i, (step, ranges) in enumerate(steps):
             problem = self._step_problem(ranges)
             if problem:
                 v.add(f"steps[{i}].opcode", problem)
                 return False
+            ok = step.rules(_StepRules(v, i)) and ok  # the step's own opcode rules
+        if not ok:
+            return False
         for i in range(1, len(steps)):
             prev, cur = steps[i - 1][1], steps[i][1]
             out = next(r for r in prev if r.role == "out")
