@@ -9,9 +9,9 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -165,3 +165,34 @@ def test_split_decode_attention_is_faster(tmp_path, monkeypatch):
     whole_busy, whole_total = _attention_busy(tmp_path, "whole")
     assert split_busy < 0.6 * whole_busy
     assert split_total < whole_total
+
+
+def test_split_decode_attention_reads_query_rows_its_projection_quantized(tmp_path, capsys):
+    """gpt2 decode (Q not rotated): the QKV projection stores Q at 8 bits (ADR-0725), so
+    no key range's PE loads float query rows or quantizes them; still exact."""
+    out = tmp_path / "out"
+    code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "600", "-t", "base",
+                 "--verify", "--keep-bundle", "--out", str(out), "--no-report", "--quiet"])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    v = json.loads((out / "verification.json").read_text())
+    assert all(c["max_abs_err"] == 0 for c in v["checks"] if c["reference"] == "interpreter")
+    bundle = out / "bundle"
+    ir = json.loads((bundle / "ir.json").read_text())
+    attn = [n for n in ir["graph"]["nodes"] if n["op_type"] == "ATTENTION"]
+    assert attn and all(a["attributes"]["kv_parts"] > 1 for a in attn)
+    mem = json.loads((bundle / "memory.json").read_text())["tensors"]
+    cmdq = json.loads((bundle / "cmdq.json").read_text())["cmdq"]
+    # one int8 Q scratch per layer (K and V go through the KV cache update)
+    assert len([k for k in mem if k.endswith("@kv8")]) == len(attn)
+    for a in attn:
+        mine = [e for e in cmdq if e.get("layer_id") == a["id"]]
+        qk = [e for e in mine if e["opcode"] == "TE_GEMM_TILE" and e.get("transpose_wgt")]
+        # every range's query load is int8, and the only quantizes without row scales
+        # are the owners' output blocks (one per head, before their store)
+        loads = [e for e in mine if e["opcode"] == "DMA_LOAD_TILE"
+                 and e.get("tensor_role") == "activation" and e["num_elements"] == qk[0]["k"]]
+        assert len(loads) == len(qk) and all(e["qbits"] == 8 for e in loads)
+        plain = [e for e in mine if e["opcode"] == "VE_QUANTIZE_TILE"
+                 and "row_scale_bank" not in e]
+        combines = [e for e in mine if e["opcode"] == "VE_ATTN_COMBINE_TILE"]
+        assert len(plain) <= len(combines)

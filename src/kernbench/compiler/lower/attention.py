@@ -29,7 +29,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import tiled_attention
-from kernbench.compiler.lower.attention_kv import kv_te, lower_kv_blocks
+from kernbench.compiler.lower.attention_kv import kv_te, lower_kv_blocks, q_rows
 from kernbench.compiler.lower.attention_parts import lower_kv_parts
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out, store_tile
@@ -115,11 +115,12 @@ def _static_scales(lw: Lowering, n: LayerIR) -> list[np.ndarray]:
 def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     """Placements, scales and block size of a tiled attention; ValueError if it cannot be
     tiled although `tiled_attention` accepted it."""
-    # K / V stored at 8 KV bits by the projection that produced them (`xquant`)
+    # Q at 8 bits, K / V at 8 KV bits, stored by the projection that produced them
+    # (`xquant.kv_quant_out`)
     q, k, v = (lw.kv_stored.get(t) or lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
     floats = {p.dtype for p in (q, k, v, out)} & set(FLOAT_DTYPES)
-    if q.dtype not in FLOAT_DTYPES or out.dtype not in FLOAT_DTYPES or any(
+    if q.dtype not in (*FLOAT_DTYPES, "int8") or out.dtype not in FLOAT_DTYPES or any(
             p.strides[3] != 1 for p in (q, k, v, out)) or any(
             p.dtype not in (*FLOAT_DTYPES, _kv_dtype(n)) for p in (k, v)) \
             or {"fp16", "bf16"} <= floats:
@@ -181,16 +182,8 @@ def _scores(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
             s0: int, s: int, kq: Buf, eng: Engines) -> Buf:
     """fp32 scores of query rows [s0, s0 + s) of head h against all keys."""
     te, ve = eng
-    q, d, t_len = at.q, at.q.shape[3], at.t_len
-    bq32 = lw.buf(pe, s * d * ITEMSIZE[q.dtype], f"{n.id}.q32")
-    off = b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2]
-    lw.dma(False, pe, bq32, q, off, s, d, q.strides[2], n.id)
-    bqq = lw.buf(pe, s * d, f"{n.id}.qq")
-    lw.op("VE_QUANTIZE_TILE", pe, n.id,
-          {"length": d, "rows": s, "qbits_activation": QBITS_OF[q.dtype],
-           "out_qbits": at.bits_a, "scale": float(at.scales[0]), "zero_point": 0, **ve,
-           **float_format(q.dtype)},
-          reads=[("in", bq32)], writes=[("out", bqq)], frees=[bq32])
+    d, t_len = at.q.shape[3], at.t_len
+    bqq = q_rows(lw, n, at, pe, b, h, s0, s, ve)
     acc = lw.buf(pe, s * t_len * 4, f"{n.id}.scores")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": t_len, "k": d, "qbits_weight": at.bits_kv,

@@ -60,18 +60,23 @@ def _kv_block(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, g: 
     return kv
 
 
-def _q_rows(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int, s0: int,
-            s: int) -> Buf:
-    """Query rows [s0, s0 + s) of head h, quantized to int8."""
+def q_rows(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int, s0: int,
+           s: int, ve: dict[str, Any] | None = None) -> Buf:
+    """Query rows [s0, s0 + s) of head h as int8: loaded as they are when the projection
+    stored them quantized (`xquant.kv_quant_out`), else loaded and quantized (VE_QUANTIZE
+    on vector engine `ve`)."""
     q, d = at.q, at.q.shape[3]
-    bq32 = lw.buf(pe, s * d * ITEMSIZE[q.dtype], f"{n.id}.q32")
-    lw.dma(False, pe, bq32, q, b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2], s, d,
-           q.strides[2], n.id)
+    off = b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2]
     bqq = lw.buf(pe, s * d, f"{n.id}.qq")
+    if q.dtype == "int8":
+        lw.dma(False, pe, bqq, q, off, s, d, q.strides[2], n.id)
+        return bqq
+    bq32 = lw.buf(pe, s * d * ITEMSIZE[q.dtype], f"{n.id}.q32")
+    lw.dma(False, pe, bq32, q, off, s, d, q.strides[2], n.id)
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
           {"length": d, "rows": s, "qbits_activation": QBITS_OF[q.dtype],
            "out_qbits": at.bits_a, "scale": float(at.scales[0]), "zero_point": 0,
-           **float_format(q.dtype)},
+           **(ve or {}), **float_format(q.dtype)},
           reads=[("in", bq32)], writes=[("out", bqq)], frees=[bq32])
     return bqq
 
@@ -163,7 +168,7 @@ def lower_kv_blocks(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: in
     for s0 in range(0, s_len, at.s_blk):
         s = min(at.s_blk, s_len - s0)
         heads = [g * rep + hh for hh in range(rep)]
-        qs = [_q_rows(lw, n, at, pe, b, h, s0, s) for h in heads]
+        qs = [q_rows(lw, n, at, pe, b, h, s0, s) for h in heads]
         runs = []
         for _ in heads:
             st = lw.buf(pe, s * STATE_WIDTH * 4, f"{n.id}.state")

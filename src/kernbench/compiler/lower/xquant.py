@@ -103,12 +103,13 @@ def quant_out(lw: Lowering, tid: str, same_cols: bool = True) -> QuantOut | None
 
 
 def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
-    """The int8 K or V a GEMM producing `tid` can store for the attention that reads it,
-    or None: when `tid` (float, contiguous), through views, is read by one tiled integer
-    ATTENTION only, as its K or V at 8 KV bits with a static scale and no zero point, and
-    the view starts where `tid` does. The scratch (same rows and columns as `tid`) is
-    recorded in `Lowering.kv_stored` under the attention's input; the attention reads it
-    through the same view."""
+    """The int8 Q, K or V a GEMM producing `tid` can store for the attention that reads
+    it, or None: when `tid` (float, contiguous), through views, is read by one tiled
+    integer ATTENTION only, as its Q at 8 activation bits or its K or V at 8 KV bits,
+    with a static scale and no zero point, and the view starts where `tid` does. The
+    scratch (same rows and columns as `tid`) is recorded in `Lowering.kv_stored` under the
+    attention's input; the attention reads it through the same view. (Q: ADR-0725, only
+    for an attention split along its keys, whose ranges' PEs would each quantize it.)"""
     g = lw.g
     src = lw.placement(tid)
     if src.dtype not in ("fp32", "fp16", "bf16") or not src.contiguous or len(src.shape) < 2:
@@ -119,8 +120,15 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     c, chain = found
     vid = chain[-1]
     t = g.tensors[vid]
-    if c.op_type != "ATTENTION" or vid not in c.inputs[1:3] or vid == c.inputs[0] \
-            or c.qbits_kv != 8 or c.qbits_activation != 8 or c.attributes.get("softcap"):
+    if c.op_type != "ATTENTION" or vid not in c.inputs[:3] or c.inputs[:3].count(vid) != 1 \
+            or (vid != c.inputs[0] and c.qbits_kv != 8) or c.qbits_activation != 8 \
+            or c.attributes.get("softcap"):
+        return None
+    # Q only when the attention splits its keys over PEs (`kv_parts`): each range's PE
+    # would quantize the same query rows again. Unsplit, a query chunk quantizes its rows
+    # once anyway, and moving that into the projection measured slower on the onnx.helper
+    # stack (116.8 -> 118.0 us) for 364.6 -> 363.3 us on prefill 128 (ADR-0725)
+    if vid == c.inputs[0] and int(c.attributes.get("kv_parts") or 1) < 2:
         return None
     quant = t.quant
     view = lw.placement(vid)
@@ -132,8 +140,8 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     scratch = lw.plan.allocate(f"{tid}@kv8", (m, src.shape[-1]), "int8", "scratch",
                                source=tid, spread=bool(src.parts)).placement()
     lw.kv_stored[vid] = scratch.view(view.shape, view.strides)
-    # the attention reads K / V from the scratch only (`attention.plan_attention`), and
-    # an attention `tiled_attention` accepts is tiled or refused, never run whole
+    # the attention reads Q / K / V from the scratch only (`attention.plan_attention`),
+    # and an attention `tiled_attention` accepts is tiled or refused, never run whole
     only_kv = c.inputs.count(vid) == 1
     return QuantOut(scratch, scale, 0, 8, chain if only_kv else ())
 
