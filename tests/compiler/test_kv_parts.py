@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kernbench.cli import main
-from kernbench.compiler.kv_blocks import MIN_PART_KEYS, kv_parts_for
+from kernbench.compiler.kv_blocks import MIN_PART_KEYS, kv_first_for, kv_parts_for
 from kernbench.ir.model import Graph, LayerIR, TensorIR
 from kernbench.numerics.flash import combine_part, init_state, kv_part_bounds
 from kernbench.sim_engine import math_fused  # noqa: F401  (registers the data-pass ops)
@@ -85,6 +85,29 @@ def test_part_bounds_cover_the_keys_evenly(t, parts):
     assert all(x[1] == y[0] for x, y in zip(b, b[1:], strict=False))
     lens = [hi - lo for lo, hi in b]
     assert len(b) == min(t, parts) and min(lens) >= 1 and max(lens) - min(lens) <= 1
+
+
+@pytest.mark.parametrize(("t", "parts", "first"), [(1024, 5, 256), (701, 5, 189), (9, 3, 5)])
+def test_part_bounds_give_the_first_range_its_keys_and_share_the_rest(t, parts, first):
+    b = kv_part_bounds(t, parts, first)
+    assert b[0] == (0, first) and b[-1][1] == t and len(b) == parts
+    assert all(x[1] == y[0] for x, y in zip(b, b[1:], strict=False))
+    rest = [hi - lo for lo, hi in b[1:]]
+    assert max(rest) - min(rest) <= 1
+    # a first range that would leave another empty is ignored: equal ranges
+    assert kv_part_bounds(4, 3, 3) == kv_part_bounds(4, 3)
+
+
+@pytest.mark.parametrize(("t", "parts", "cols", "want"), [
+    (1024, 5, 32, 256),   # 4 helpers × 192 keys (6 folds, not 7), the owner 256
+    (701, 5, 32, 189),    # 4 × 128, the owner 49 keys over an equal share
+    (601, 4, 32, 0),      # 4 × 128 would give the owner 67 keys more: too much
+    (1024, 8, 32, 0),     # 128 each: already whole folds
+    (1024, 1, 32, 0),     # not split
+    (100, 4, 32, 0),      # a range shorter than a fold
+])
+def test_owner_range_takes_what_the_helpers_whole_folds_leave(t, parts, cols, want):
+    assert kv_first_for(t, parts, cols) == want
 
 
 def _attention_graph(b: int, hq: int, hkv: int, s: int, t: int) -> tuple[Graph, LayerIR]:
@@ -169,9 +192,10 @@ def test_split_decode_attention_is_faster(tmp_path, monkeypatch):
 
 def test_split_decode_attention_reads_query_rows_its_projection_quantized(tmp_path, capsys):
     """gpt2 decode (Q not rotated): the QKV projection stores Q at 8 bits (ADR-0725), so
-    no key range's PE loads float query rows or quantizes them; still exact."""
+    no key range's PE loads float query rows or quantizes them; the owner's key range is
+    the longest (ADR-0726); exact against the interpreter."""
     out = tmp_path / "out"
-    code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "600", "-t", "base",
+    code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "700", "-t", "base",
                  "--verify", "--keep-bundle", "--out", str(out), "--no-report", "--quiet"])
     assert code == 0, capsys.readouterr().err[-2000:]
     v = json.loads((out / "verification.json").read_text())
@@ -180,6 +204,9 @@ def test_split_decode_attention_reads_query_rows_its_projection_quantized(tmp_pa
     ir = json.loads((bundle / "ir.json").read_text())
     attn = [n for n in ir["graph"]["nodes"] if n["op_type"] == "ATTENTION"]
     assert attn and all(a["attributes"]["kv_parts"] > 1 for a in attn)
+    # 701 keys: the owner's range is longer than the helpers' (ADR-0726), still exact
+    assert all(a["attributes"]["kv_first"] == kv_first_for(701, a["attributes"]["kv_parts"], 32)
+               > 701 // a["attributes"]["kv_parts"] for a in attn)
     mem = json.loads((bundle / "memory.json").read_text())["tensors"]
     cmdq = json.loads((bundle / "cmdq.json").read_text())["cmdq"]
     # one int8 Q scratch per layer (K and V go through the KV cache update)

@@ -49,7 +49,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
               causal_offset: int | None = None, a_bits: int | str | None = None,
               kv_bits: int | str | None = None, q_static: dict | None = None,
               k_static: dict | None = None, v_static: dict | None = None,
-              kv_block: int | None = None, kv_parts: int | None = None) -> np.ndarray:
+              kv_block: int | None = None, kv_parts: int | None = None,
+              kv_first: int | None = None) -> np.ndarray:
     """softmax(q·kᵀ·scale (+ softcap) + masks) · v, in q's dtype (see the module doc)."""
     dtype = q.dtype
     q, k, v = (x.astype(np.float32) for x in (q, k, v))
@@ -69,7 +70,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
     if integer and (blocked or parts > 1) and not softcap:
         return _blocked(q, k, v, mask, scale, causal_offset, int(kv_block or 0) if blocked
                         else 0, a_bits, kv_bits, (q_static, k_static, v_static),
-                        parts).astype(dtype)
+                        parts, int(kv_first or 0)).astype(dtype)
     s = _scores(q, k, np.float32(scale), a_bits, kv_bits, (q_static, k_static))
     if softcap:
         cap = np.float32(softcap)
@@ -90,7 +91,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
 
 
 def _blocked(q, k, v, mask, scale, causal_offset, kv_block, a_bits, kv_bits,  # noqa: ANN001
-             statics, kv_parts) -> np.ndarray:  # fmt: skip
+             statics, kv_parts, kv_first) -> np.ndarray:  # fmt: skip
     """The integer attention blocked along the KV sequence and / or split into `kv_parts`
     key ranges (`numerics.flash`)."""
     qq, sq, _ = qmath.quantize_activation(q, a_bits, statics[0])
@@ -99,4 +100,5 @@ def _blocked(q, k, v, mask, scale, causal_offset, kv_block, a_bits, kv_bits,  # 
     bias = mask_to_bias(mask, k.shape[-2]) if mask is not None else None
     return blocked_attention(qq, kq, vq, bias, causal_offset, kv_block=kv_block,
                              score_scale=np.float32(sq) * np.float32(sk) * np.float32(scale),
-                             sv=float(np.float32(sv)), a_bits=a_bits, kv_parts=kv_parts)
+                             sv=float(np.float32(sv)), a_bits=a_bits, kv_parts=kv_parts,
+                             kv_first=kv_first)

@@ -103,12 +103,17 @@ def combine_part(o: np.ndarray, state: np.ndarray, o_p: np.ndarray, state_p: np.
     return y.astype(np.float32), new
 
 
-def kv_part_bounds(t_len: int, parts: int) -> list[tuple[int, int]]:
+def kv_part_bounds(t_len: int, parts: int, first: int = 0) -> list[tuple[int, int]]:
     """[j0, j1) of each of `parts` key ranges: as equal as possible, the first ones one
-    key longer, none empty (fewer parts when there are fewer keys)."""
+    key longer, none empty (fewer parts when there are fewer keys). `first` > 0: the
+    first range holds exactly that many keys and the others share the rest that way
+    (the compiler's choice, ADR-0726; ignored when the rest would leave a range empty)."""
     parts = max(1, min(parts, t_len))
-    base, extra = divmod(t_len, parts)
     out, j0 = [], 0
+    if parts > 1 and 0 < first < t_len and t_len - first >= parts - 1:
+        out, j0 = [(0, first)], first
+        t_len, parts = t_len - first, parts - 1
+    base, extra = divmod(t_len, parts)
     for p in range(parts):
         j1 = j0 + base + (1 if p < extra else 0)
         out.append((j0, j1))
@@ -118,13 +123,15 @@ def kv_part_bounds(t_len: int, parts: int) -> list[tuple[int, int]]:
 
 def blocked_attention(qq: np.ndarray, kq: np.ndarray, vq: np.ndarray, bias: np.ndarray | None,
                       causal_offset: int | None, *, kv_block: int, score_scale: np.float32,
-                      sv: float, a_bits: int, kv_parts: int = 1) -> np.ndarray:
+                      sv: float, a_bits: int, kv_parts: int = 1,
+                      kv_first: int = 0) -> np.ndarray:
     """softmax(Q·Kᵀ + masks)·V of integer Q [..., S, D], K / V [..., T, D] (heads already
     matched) block by block (module doc); `bias` additive, broadcast to [..., S, T].
     `kv_parts` > 1: the keys split into that many parts (`kv_part_bounds`), each blocked
-    by `kv_block` (0: one block per part), combined in order."""
+    by `kv_block` (0: one block per part), combined in order; `kv_first`: the first
+    part's keys (`kv_part_bounds`)."""
     t_len = kq.shape[-2]
-    bounds = kv_part_bounds(t_len, kv_parts)
+    bounds = kv_part_bounds(t_len, kv_parts, kv_first)
     o = state = None
     for p, (lo, hi) in enumerate(bounds):
         st = init_state(qq.shape[:-1])

@@ -35,6 +35,7 @@ from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, f
 from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out, store_tile
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
+from kernbench.numerics.flash import kv_part_bounds
 
 #: (te_id field, ve_id field) of one query block's ops (empty with one engine)
 Engines = tuple[dict[str, Any], dict[str, Any]]
@@ -59,6 +60,7 @@ class AttentionTiles:
     softcap: float = 0.0           # c·tanh(s / c) on the scores (0: none), in VE_SOFTMAX
     kv_block: int = 0              # keys per KV block (0: the whole K / V at once)
     kv_parts: int = 1              # key ranges on PEs of their own, combined (ADR-0714)
+    kv_first: int = 0              # keys of the owner's range (0: equal, ADR-0726)
     q_out: QuantOut | None = None  # the output projection's int8 input, stored here too
 
     def store(self, lw: Lowering, n: LayerIR, pe: int, ob: Buf, b: int, h: int, s0: int,
@@ -133,9 +135,10 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     a = n.attributes
     blk = int(a.get("kv_block") or 0)
     parts = max(1, int(a.get("kv_parts") or 1))
+    first = int(a.get("kv_first") or 0)
     if parts > 1 and (n.qbits_activation is None or a.get("softcap")):
         raise _unfit(n)
-    part_len = -(-t_len // parts)  # the longest key range
+    part_len = max(hi - lo for lo, hi in kv_part_bounds(t_len, parts, first))  # longest
     step = blk if 0 < blk < part_len else part_len
     at = AttentionTiles(
         q, k, v, out, mask, (sq, sk, sv),
@@ -143,7 +146,7 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
         bits_a=n.qbits_activation, bits_kv=n.qbits_kv, causal=bool(a.get("causal")),
         causal_offset=int(a.get("causal_offset", 0)) if a.get("causal") else 0,
         s_blk=max(1, min(q.shape[2], lw.bank // (step * 4))),
-        kv_block=blk if step < part_len else 0, kv_parts=parts,
+        kv_block=blk if step < part_len else 0, kv_parts=parts, kv_first=first,
         softcap=float(a.get("softcap", 0.0) or 0.0))
     kv_isz = ITEMSIZE[k.dtype] if k.dtype == v.dtype == _kv_dtype(n) else 4  # fp32 staged?
     if step * d * kv_isz > lw.bank or step * dv * kv_isz > lw.bank or step * 4 > lw.bank:

@@ -96,7 +96,7 @@ def lower_kv_parts(lw: Lowering, n: LayerIR, at: AttentionTiles,
                          "scratch").placement())
     k = at.k
     owners: list[tuple[int, int, list[Run]]] = []
-    bounds = kv_part_bounds(at.t_len, at.kv_parts)
+    bounds = kv_part_bounds(at.t_len, at.kv_parts, at.kv_first)
     assert len(bounds) == at.kv_parts, "kv_parts is set for at least one key per range"
     for b, g, owner in groups:
         for part, (lo, hi) in enumerate(bounds):

@@ -101,7 +101,7 @@ def _attention(it: Any, n: LayerIR) -> LayerCall:
         "a_bits": qa, "kv_bits": kvb, "q_static": it.static_act(n.inputs[0], qa),
         "k_static": it.static_act(n.inputs[1], kvb),
         "v_static": it.static_act(n.inputs[2], kvb), "kv_block": a.get("kv_block"),
-        "kv_parts": a.get("kv_parts")})
+        "kv_parts": a.get("kv_parts"), "kv_first": a.get("kv_first")})
 
 
 @_prepares("KV_UPDATE")
