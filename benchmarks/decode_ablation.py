@@ -1,5 +1,6 @@
 """The gpt2-small decode step (1024-token KV cache, `base`) with each of ADR-0721's
-decisions undone in turn: the figures ADR-0721 cites.
+decisions, and ADR-0726's owner-heavy key ranges, undone in turn: the figures those ADRs
+cite.
 
     .venv/bin/python benchmarks/decode_ablation.py          # every row (about 4 minutes)
     .venv/bin/python benchmarks/decode_ablation.py --only "chunk 8 KiB"
@@ -22,16 +23,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kernbench.cli import main as cli_main  # noqa: E402
+from kernbench.compiler import kv_blocks  # noqa: E402
 from kernbench.compiler.lower import gemm, kv_rows, kv_update  # noqa: E402
 
 #: row name → {(module, constant): value}; the first row is the compiler as it is
 ROWS: dict[str, dict[tuple[object, str], int]] = {
-    "as built (ADR-0721)": {},
+    "as built": {},
     "new rows by the KV_UPDATE (kv_rows.MAX_ROWS = 0)": {(kv_rows, "MAX_ROWS"): 0},
     "chunk 8 KiB": {(kv_update, "CHUNK_BYTES"): 8192},
     "chunk 32 KiB": {(kv_update, "CHUNK_BYTES"): 32768},
     "whole past-copy blocks (chunk 1 MiB)": {(kv_update, "CHUNK_BYTES"): 1 << 20},
     "remote start 1000 cycles": {(gemm, "REMOTE_START_CYCLES"): 1000},
+    "equal key ranges (kv_blocks.OWNER_EXTRA_FOLDS = 0, before ADR-0726)":
+        {(kv_blocks, "OWNER_EXTRA_FOLDS"): 0},
 }
 ARGS = ["gpt2-small", "--seq-len", "1", "--kv-len", "1024", "-t", "base"]
 

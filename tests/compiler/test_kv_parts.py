@@ -223,3 +223,9 @@ def test_split_decode_attention_reads_query_rows_its_projection_quantized(tmp_pa
                  and "row_scale_bank" not in e]
         combines = [e for e in mine if e["opcode"] == "VE_ATTN_COMBINE_TILE"]
         assert len(plain) <= len(combines)
+
+
+def test_no_extra_folds_keeps_the_ranges_equal(monkeypatch):
+    # what benchmarks/decode_ablation.py's "equal key ranges" row relies on
+    monkeypatch.setattr("kernbench.compiler.kv_blocks.OWNER_EXTRA_FOLDS", 0)
+    assert kv_first_for(1024, 5, 32) == 0

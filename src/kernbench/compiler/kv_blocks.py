@@ -18,7 +18,7 @@ from __future__ import annotations
 from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.state import CompileState
 from kernbench.ir.model import Graph, LayerIR
-from kernbench.numerics.flash import kv_part_bounds
+from kernbench.numerics.flash import longest_part
 
 
 def kv_stored_int(g: Graph, tid: str) -> bool:
@@ -51,19 +51,24 @@ def kv_parts_for(g: Graph, n: LayerIR, n_pes: int, array_rows: int) -> int:
     return max(1, min(n_pes // max(1, bsz * hkv), t_len // MIN_PART_KEYS))
 
 
+#: folds of keys the owner's range may hold over an equal share (`kv_first_for`): about
+#: what the helpers' partial outputs take to be stored and loaded (ADR-0726); 0 keeps
+#: the ranges equal (benchmarks/decode_ablation.py)
+OWNER_EXTRA_FOLDS = 2
+
+
 def kv_first_for(t_len: int, parts: int, cols: int) -> int:
     """Keys of the owner's range (range 0) of an attention split into `parts` ranges, on
     an array `cols` columns wide; 0: equal ranges. The helpers take whole folds (their
     Q·Kᵀ of one query row costs one fold per `cols` keys: a range of 205 keys pays 7
-    folds, 192 pay 6) and the owner the rest, as long as that is at most two folds more
-    than an equal share: the owner waits anyway for the helpers' partial outputs to be
-    stored and loaded, about two folds' time (ADR-0726). gpt2-small decode, kv 1024,
-    five ranges: 256 + 4 × 192 keys, 174.1 → 172.8 µs."""
+    folds, 192 pay 6) and the owner the rest, as long as that is at most
+    OWNER_EXTRA_FOLDS folds more than an equal share (ADR-0726). gpt2-small decode, kv
+    1024, five ranges: 256 + 4 × 192 keys, 174.1 → 172.3 µs."""
     if parts < 2:
         return 0
     helper = t_len // parts // cols * cols
     first = t_len - (parts - 1) * helper
-    if not helper or first == helper or first - t_len / parts > 2 * cols:
+    if not helper or first == helper or first - t_len / parts > OWNER_EXTRA_FOLDS * cols:
         return 0
     return first
 
@@ -74,7 +79,7 @@ def kv_block_size(g: Graph, n: LayerIR, bank: int, parts: int = 1,
     into `parts` ranges (the first of `first` keys, when set), or None when the whole K /
     V of the longest range (and a score row) fit, so the layer is not blocked."""
     k, v = g.tensors[n.inputs[1]], g.tensors[n.inputs[2]]
-    t_len = max(hi - lo for lo, hi in kv_part_bounds(int(k.shape[2]), parts, first))
+    t_len = longest_part(int(k.shape[2]), parts, first)
     width = max(int(k.shape[3]), int(v.shape[3]))
     isz = n.qbits_kv / 8 if kv_stored_int(g, k.id) and kv_stored_int(g, v.id) else 4
     if t_len * width * isz <= bank and t_len * 4 <= bank:

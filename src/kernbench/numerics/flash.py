@@ -26,7 +26,7 @@ from kernbench.numerics import quant as qmath
 from kernbench.numerics.softmax import causal_bias
 
 __all__ = ["STATE_WIDTH", "blocked_attention", "combine_part", "init_state", "kv_part_bounds",
-           "merge_block", "softmax_block"]
+           "longest_part", "merge_block", "softmax_block"]
 
 #: fp32 values of the running state per row: m, l, alpha, (unused)
 STATE_WIDTH = 4
@@ -119,6 +119,11 @@ def kv_part_bounds(t_len: int, parts: int, first: int = 0) -> list[tuple[int, in
         out.append((j0, j1))
         j0 = j1
     return out
+
+
+def longest_part(t_len: int, parts: int, first: int = 0) -> int:
+    """Keys of the longest range of `kv_part_bounds(t_len, parts, first)`."""
+    return max(hi - lo for lo, hi in kv_part_bounds(t_len, parts, first))
 
 
 def blocked_attention(qq: np.ndarray, kq: np.ndarray, vq: np.ndarray, bias: np.ndarray | None,

@@ -35,7 +35,7 @@ from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, f
 from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out, store_tile
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
-from kernbench.numerics.flash import kv_part_bounds
+from kernbench.numerics.flash import longest_part
 
 #: (te_id field, ve_id field) of one query block's ops (empty with one engine)
 Engines = tuple[dict[str, Any], dict[str, Any]]
@@ -138,7 +138,7 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     first = int(a.get("kv_first") or 0)
     if parts > 1 and (n.qbits_activation is None or a.get("softcap")):
         raise _unfit(n)
-    part_len = max(hi - lo for lo, hi in kv_part_bounds(t_len, parts, first))  # longest
+    part_len = longest_part(t_len, parts, first)
     step = blk if 0 < blk < part_len else part_len
     at = AttentionTiles(
         q, k, v, out, mask, (sq, sk, sv),
