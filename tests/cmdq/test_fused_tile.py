@@ -129,3 +129,95 @@ def test_a_packed_intermediate_is_refused():
             "out_offset": 0}
     problems = _problems(_fused([q4, back]))
     assert any("steps[0].out_qbits" in p and "at least 8 bits" in p for p in problems)
+
+
+# --- ADR-0727: a flash-attention block as one chain (a DAG with side outputs) ----------
+# bank 0: int32 scores, then the chain's nominal intermediates; bank 1: the row state;
+# bank 2: the kept row scale and the int8 probabilities
+STATE = {"state_bank": 1, "state_offset": 0}
+ATT = [
+    {"opcode": "VE_DEQUANTIZE_TILE", "length": N, "rows": 1, "qbits_activation": 32,
+     "out_qbits": 32, "in_dtype": "int32", "scale": 0.003, "in_bank": 0, "in_offset": 0,
+     "out_bank": 0, "out_offset": 512},
+    {"opcode": "VE_SOFTMAX_BLOCK_TILE", "length": N, "rows": 1, "qbits_activation": 32,
+     "out_qbits": 32, "in_bank": 0, "in_offset": 512, "out_bank": 0, "out_offset": 1024,
+     **STATE},
+    {"opcode": "VE_ROWSCALE_TILE", "length": N, "rows": 1, "qbits_activation": 32,
+     "bits": 8, "in_bank": 0, "in_offset": 1024, "out_bank": 2, "out_offset": 0},
+    {"opcode": "VE_QUANTIZE_TILE", "length": N, "rows": 1, "qbits_activation": 32,
+     "out_qbits": 8, "scale": 1.0, "in_bank": 0, "in_offset": 1024, "out_bank": 2,
+     "out_offset": 64, "row_scale_bank": 2, "row_scale_offset": 0},
+]
+
+
+def _att_inputs() -> list[tuple[str, int, np.ndarray]]:
+    r = np.random.default_rng(11)
+    acc = r.integers(-3000, 3000, N).astype(np.int32)
+    state = np.array([[1.5, 2.0, 1.0, 0.0]], np.float32)  # m, l, alpha, unused
+    return [(SPACE, 0, acc), (SPACE, BANK, state)]
+
+
+def _run_att(entries: list[dict]) -> tuple[MemoryStore, dict]:
+    doc = {"cmdq": [*entries, {"opcode": "END", "id": len(entries),
+                               "deps_before": [len(entries) - 1]}]}
+    assert validate_document(doc, LIMITS, "p.json") == []
+    store = MemoryStore.for_topology(SMALL)
+    for space, addr, arr in _att_inputs():
+        store.write(space, addr, arr)
+    init = store.snapshot()
+    log = OpLogger()
+    sim = simulate_program(parse_program(doc), SMALL, op_logger=log, data=TcmData())
+    return DataExecutor(log, init).run(), sim.stats()
+
+
+def test_an_attention_block_chain_equals_its_steps_and_numpy():
+    """dequantize → online-softmax step (state updated in place) → row scale (kept) →
+    quantize with the row scale, which reads the softmax's result a second time: the int8
+    probabilities, the kept row scale and the new state are bit-identical to the four
+    entries, and match numpy's formulas."""
+    fused, _ = _run_att([{**_fused(ATT), "keep": [2]}])
+    apart, _ = _run_att(_separate(ATT))
+    for addr, shape, dt in ((2 * BANK + 64, (N,), "int8"), (2 * BANK, (1,), "float32"),
+                            (BANK, (4,), "float32")):
+        np.testing.assert_array_equal(fused.read(SPACE, addr, shape, dt),
+                                      apart.read(SPACE, addr, shape, dt))
+    acc, st = (a for _, _, a in _att_inputs())
+    x = acc.astype(np.float32) * np.float32(0.003)
+    m = max(np.float32(st[0, 0]), x.max())
+    e = np.exp(x - m).astype(np.float32)
+    l_new = st[0, 1] * np.exp(st[0, 0] - m) + e.sum(dtype=np.float32)
+    got_state = fused.read(SPACE, BANK, (4,), "float32")
+    assert got_state[0] == m
+    np.testing.assert_allclose(got_state[1], l_new, rtol=1e-6)
+    rs = np.float32(np.abs(e).max() / 127)
+    np.testing.assert_allclose(fused.read(SPACE, 2 * BANK, (1,), "float32"), [rs], rtol=1e-7)
+    np.testing.assert_array_equal(fused.read(SPACE, 2 * BANK + 64, (N,), "int8"),
+                                  quantize(e, rs, 0, 8, True))
+
+
+def test_a_chain_writes_side_outputs_and_kept_steps_only():
+    """Fetched: the scores and the state; written: the state (a side output), the kept
+    row scale and the int8 result; the fp32 intermediates never touch TCM."""
+    _, st = _run_att([{**_fused(ATT), "keep": [2]}])
+    fs = st["engines"]["sip0.cube0.pe0.pe_fetch_store"]
+    assert fs["bytes_fetched"] == 4 * N + 16
+    assert fs["bytes_stored"] == 16 + 4 + N
+    _, no_keep = _run_att([_fused(ATT)])
+    assert no_keep["engines"]["sip0.cube0.pe0.pe_fetch_store"]["bytes_stored"] == 16 + N
+
+
+@pytest.mark.parametrize("edit,field,reason", [
+    (lambda s: s[:3] + [{**s[3], "row_scale_offset": 2}], "steps[3].row_scale_bank",
+     "where step 2 wrote"),
+    (lambda s: s[:2] + [{**s[2], "in_offset": 1040}] + s[3:], "steps[2].in_bank",
+     "where step 1 wrote"),
+])
+def test_a_read_overlapping_an_earlier_result_is_refused(edit, field, reason):
+    problems = _problems(_fused(edit(ATT)))
+    assert len(problems) == 1, problems
+    assert f"field '{field}'" in problems[0] and reason in problems[0]
+
+
+def test_keep_must_name_an_earlier_step():
+    problems = _problems({**_fused(ATT), "keep": [3]})
+    assert len(problems) == 1 and "field 'keep'" in problems[0], problems

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernbench.cli import main
+from kernbench.cmdq.io import unfused
 from kernbench.report.layer_ops import layer_op_census_of_bundle
 
 #: a 64 KiB TCM (8 KiB banks): the K of a 600-token cache (601 × 16 int8) needs blocks
@@ -30,7 +31,8 @@ def _run(tmp_path: Path, capsys: pytest.CaptureFixture, *args: str) -> tuple[dic
 
 
 def _cmdq(bundle: Path) -> list[dict]:
-    return json.loads((bundle / "cmdq.json").read_text())["cmdq"]
+    """The program's entries, fused chains as their steps."""
+    return unfused(json.loads((bundle / "cmdq.json").read_text())["cmdq"])
 
 
 def test_long_cache_is_blocked_and_exact(tmp_path, capsys):

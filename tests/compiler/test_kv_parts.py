@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from kernbench.cli import main
+from kernbench.cmdq.io import unfused
 from kernbench.compiler.kv_blocks import MIN_PART_KEYS, kv_first_for, kv_parts_for
 from kernbench.ir.model import Graph, LayerIR, TensorIR
 from kernbench.numerics.flash import combine_part, init_state, kv_part_bounds
@@ -161,7 +162,7 @@ def test_decode_step_split_over_pes_is_exact(tmp_path: Path, capsys):
     heads = attn[0]["attributes"]["num_heads"]
     cmdq = json.loads((bundle / "cmdq.json").read_text())["cmdq"]
     for a in attn:
-        mine = [e for e in cmdq if e.get("layer_id") == a["id"]]
+        mine = unfused([e for e in cmdq if e.get("layer_id") == a["id"]])
         combines = [e for e in mine if e["opcode"] == "VE_ATTN_COMBINE_TILE"]
         # one combine a head folds every helper's range in (ADR-0723)
         assert len(combines) == heads
@@ -212,7 +213,19 @@ def test_split_decode_attention_reads_query_rows_its_projection_quantized(tmp_pa
     # one int8 Q scratch per layer (K and V go through the KV cache update)
     assert len([k for k in mem if k.endswith("@kv8")]) == len(attn)
     for a in attn:
-        mine = [e for e in cmdq if e.get("layer_id") == a["id"]]
+        entries = [e for e in cmdq if e.get("layer_id") == a["id"]]
+        # each key block's dequantize → softmax step → row scale → quantize is one
+        # command that keeps the row scale for the merge (ADR-0727); the owners' combine
+        # and quantize are another
+        chains = [tuple(s["opcode"] for s in e["steps"]) for e in entries if "steps" in e]
+        block = ("VE_DEQUANTIZE_TILE", "VE_SOFTMAX_BLOCK_TILE", "VE_ROWSCALE_TILE",
+                 "VE_QUANTIZE_TILE")
+        assert chains.count(block) == a["attributes"]["num_heads"] * a["attributes"]["kv_parts"]
+        assert all(e["keep"] == [2] for e in entries if "steps" in e and len(e["steps"]) == 4)
+        assert chains.count(("VE_ATTN_COMBINE_TILE", "VE_QUANTIZE_TILE")) == \
+            a["attributes"]["num_heads"]
+        assert not any(e["opcode"] == "VE_SOFTMAX_BLOCK_TILE" for e in entries)
+        mine = unfused(entries)
         qk = [e for e in mine if e["opcode"] == "TE_GEMM_TILE" and e.get("transpose_wgt")]
         # every range's query load is int8, and the only quantizes without row scales
         # are the owners' output blocks (one per head, before their store)

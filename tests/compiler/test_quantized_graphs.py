@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from kernbench.cli import main
+from kernbench.cmdq.io import unfused
 from kernbench.compiler.layer_ops import layer_op_census
 from kernbench.compiler.pipeline import compile_graph, load_model
 from kernbench.numerics import quant as qmath
@@ -165,7 +166,7 @@ def test_kv16_cache_is_int16_and_blocked_attention_exact(tmp_path, capsys):
     _, bundle = _run(tmp_path, capsys, "llama", "--qconfig", str(q), "--kv-len", "600",
                      *SMALL_TCM)
     cmdq = json.loads((bundle / "cmdq.json").read_text())["cmdq"]
-    ops = [e["opcode"] for e in cmdq]
+    ops = [e["opcode"] for e in unfused(cmdq)]
     assert "TE_LAYER_OP" not in ops and "VE_SOFTMAX_BLOCK_TILE" in ops
     kv_gemms = [e for e in cmdq if e["opcode"] == "TE_GEMM_TILE" and e.get("int16")]
     assert kv_gemms and all(e["qbits_weight"] == 16 for e in kv_gemms)

@@ -73,6 +73,20 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_CMDQ_BYTES)
     return data
 
 
+def unfused(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """JSON entries with each VE_FUSED_TILE replaced by its steps, in order, each step
+    carrying the entry's ``id``, ``pe`` and ``layer_id``: what a count of opcodes, or a
+    search for one, sees inside fused chains (ADR-0724, ADR-0727)."""
+    out: list[dict[str, Any]] = []
+    for e in entries:
+        if e.get("opcode") == "VE_FUSED_TILE" and isinstance(e.get("steps"), list):
+            own = {k: e[k] for k in ("id", "pe", "layer_id") if k in e}
+            out += [{**s, **own} for s in e["steps"]]
+        else:
+            out.append(e)
+    return out
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 

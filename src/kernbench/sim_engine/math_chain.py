@@ -1,11 +1,14 @@
-"""The data pass's ``chain`` op: a VE_FUSED_TILE's steps applied in turn (ADR-0724).
+"""The data pass's ``chain`` op: a VE_FUSED_TILE's steps applied in turn (ADR-0724,
+ADR-0727).
 
-The record's inputs are every step's inputs but the chained ones, in step order; param
-``steps`` lists per step its own math op and params, how many of the inputs it takes
-(``inputs``), its ``shape_out`` and ``dtype`` and how it reads its first input
-(``in_shape``, ``in_dtype``). Step i > 0 gets the previous step's result as its first
-input exactly as a store to TCM and a load back would give it: cast to the previous
-step's output type, its bytes read as the step's input type and shape. A chain is
+The record's inputs are the operands the steps fetch, in step order. Param ``steps``
+lists per step its own math op and params, where each of its inputs comes from
+(``srcs``: null takes the next record input, [j, o] output o of step j), the shapes and
+types it reads them as (``input_shapes``, ``input_dtypes``), whether its op has several
+outputs (``multi``) and each output's [shape, dtype] (``outs``). Param ``stored`` lists
+the [step, output] pairs the record writes, in the order of its destinations. A forwarded
+value reaches its reader exactly as a store to TCM and a load back would give it: cast to
+the writer's output type, its bytes read as the reader's type and shape. A chain is
 therefore bit-identical to its steps run as separate entries.
 """
 
@@ -37,16 +40,28 @@ def as_loaded(stored: np.ndarray, shape: list[int], dtype: str) -> np.ndarray:
 
 
 @math_op("chain")
-def _chain(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
-    rest = list(ins)
-    prev: np.ndarray | None = None
-    for step in p["steps"]:
-        n = int(step["inputs"])
-        args, rest = rest[:n], rest[n:]
-        if prev is not None:
-            args = [as_loaded(prev, step["in_shape"], step["in_dtype"]), *args]
-        fn = MATH_OPS[step["op"]]
-        prev = as_stored(fn(args, step), step["shape_out"], step["dtype"])
-    if rest or prev is None:
-        raise ValueError(f"chain: {len(rest)} inputs left over after {len(p['steps'])} steps")
-    return prev
+def _chain(ins: list[np.ndarray], p: dict[str, Any]) -> Any:
+    rest = iter(ins)
+    results: list[list[np.ndarray]] = []
+    for i, step in enumerate(p["steps"]):
+        args = []
+        for src, shp, dt in zip(step["srcs"], step["input_shapes"], step["input_dtypes"],
+                                strict=True):
+            if src is None:
+                v = next(rest, None)
+                if v is None:
+                    raise ValueError(f"chain: step {i} needs more inputs than the record has")
+                args.append(v)
+            else:
+                args.append(as_loaded(results[src[0]][src[1]], shp, dt))
+        y = MATH_OPS[step["op"]](args, step)
+        ys = list(y) if step["multi"] else [y]
+        if len(ys) != len(step["outs"]):
+            raise ValueError(f"chain: step {i} gave {len(ys)} outputs, expected "
+                             f"{len(step['outs'])}")
+        results.append([as_stored(yk, shp, dt)
+                        for yk, (shp, dt) in zip(ys, step["outs"], strict=True)])
+    if next(rest, None) is not None:
+        raise ValueError(f"chain: inputs left over after {len(p['steps'])} steps")
+    out = [results[j][o] for j, o in p["stored"]]
+    return out if "dst_addrs" in p else out[0]

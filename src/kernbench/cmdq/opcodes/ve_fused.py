@@ -1,27 +1,37 @@
-"""VE_FUSED_TILE (ADR-0724): several vector-engine ops in one pass over a tile.
+"""VE_FUSED_TILE (ADR-0724, ADR-0727): several vector-engine ops in one pass over a tile.
 
 A GEMM epilogue is a chain of vector ops on one tile: dequantize (scale, bias), an
-activation or a residual add, a quantize for the next GEMM. As separate entries each pays
-a command round trip through the Control FSM and a TCM fetch and store of the tile. This
-entry runs the chain as one command: the steps are ordinary VE entries (their own fields
-and TCM operands) executed one after another on the same vector engine; each step after
-the first takes the previous step's result as its input ``in``, which is never stored.
+activation or a residual add, a quantize for the next GEMM. An attention block is another:
+dequantize the scores, one online-softmax step (which also updates the row state), the
+row scales of the probabilities, their quantize. As separate entries each op pays a
+command round trip through the Control FSM and a TCM fetch and store of its tile. This
+entry runs the ops as one command: the steps are ordinary VE entries (their own fields and
+TCM operands) executed one after another on the same vector engine.
 
-- Timing: one MathCmd. Fetch: every operand the steps read from TCM except the chained
-  inputs; store: the last step's output; pe_math busy: the sum of the steps' cycles (each
-  keeps its pipeline fill, `pe_math.stage_cycles`).
-- Data: the data pass's ``chain`` op applies each step's own op in turn, casting every
-  intermediate result to that step's output type, so the result is bit-identical to the
-  separate entries.
-- Validation: at least two steps; each a single-output vector opcode (not itself fused),
-  without ``ve_id`` (the entry's applies) or ids of its own; step i's ``in`` operand is
-  step i-1's ``out`` (same bank and offset, same element count, the bit width it wrote);
-  an intermediate is at least 8 bits wide (not packed).
+- Dataflow between steps: a step's operand that an earlier step wrote (the same bank,
+  offset, element count and bits as that write; the latest such step) is *forwarded*:
+  taken from that step's result, not fetched. Every step after the first reads its
+  ``in`` that way. A read that overlaps an earlier step's write any other way is refused.
+- What is written to TCM: every step's operands other than ``out`` (an online-softmax
+  step's running state), the last step's ``out``, and the ``out`` of the steps listed in
+  ``keep`` (read again by a later entry). Any other ``out`` is never written; its
+  location is nominal.
+- Timing: one MathCmd. Fetch: every operand read and not forwarded; store: what is
+  written; pe_math busy: the sum of the steps' cycles (each keeps its pipeline fill,
+  `pe_math.stage_cycles`).
+- Data: the data pass's ``chain`` op applies each step's own op in turn; a forwarded
+  operand is the earlier result cast to that step's output type and read back as the
+  reading step's type, exactly as a store and a load would give it, so the result is
+  bit-identical to the separate entries.
+- Validation: at least two steps; each a vector math opcode (not itself fused), without
+  ``ve_id`` (the entry's applies) or ids of its own; the forwarding rules above; a
+  forwarded value is at least 8 bits wide (not packed).
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError
@@ -29,6 +39,7 @@ from pydantic import Field, ValidationError
 from kernbench.cmdq.opcodes.base import (
     DataEnv,
     Lowering,
+    NonNegInt,
     OnVectorEngine,
     Rules,
     TcmDataEnv,
@@ -40,6 +51,16 @@ from kernbench.errors import InputError
 
 #: fields an entry carries that a step does not (the fused entry's own)
 _ENTRY_ONLY = ("id", "pe", "layer_id", "deps_before", "deps_after", "ve_id", "debug")
+
+
+@dataclass
+class _Flow:
+    """A chain's TCM traffic: operands fetched (not an earlier step's result) and written;
+    `problem` = (field, reason) when the steps break the forwarding rules."""
+
+    fetched: list[TcmRange] = field(default_factory=list)
+    stored: list[TcmRange] = field(default_factory=list)
+    problem: tuple[str, str] | None = None
 
 
 class _StepRules:
@@ -72,6 +93,9 @@ class VeFusedTile(OnVectorEngine):
     opcode: Literal["VE_FUSED_TILE"] = "VE_FUSED_TILE"
     steps: list[dict[str, Any]] = Field(
         min_length=2, description="The chained VE entries, first to last (ADR-0724).")
+    keep: list[NonNegInt] = Field(
+        default_factory=list, description="(ADR-0727) Steps before the last whose `out` is "
+        "also written to TCM (a later entry reads it).")
 
     # ------------------------------------------------------------------ the steps
 
@@ -106,22 +130,54 @@ class VeFusedTile(OnVectorEngine):
     def _chained(self, pe: int) -> list[tuple[OnVectorEngine, tuple[TcmRange, ...]]]:
         return [(s, s.tcm_ranges(pe)) for s in self.parsed]
 
-    @staticmethod
-    def _step_problem(ranges: tuple[TcmRange, ...]) -> str | None:
-        """Why a step cannot be chained (None: it can): it must read ``in`` and write
-        exactly one operand, ``out``, without reading it."""
-        if not any(r.role == "in" and "r" in r.access for r in ranges):
-            return "a step must read an operand 'in'"
-        writes = [r for r in ranges if "w" in r.access]
-        if len(writes) != 1 or writes[0].role != "out" or writes[0].access != "w":
-            return "a step must write one operand, 'out', and not read it"
-        return None
+    def _flow(self, pe: int) -> _Flow:
+        """Which operands are fetched, forwarded and written (module doc), or the first
+        reason the steps cannot run as one command."""
+        steps = self._chained(pe)
+        last = len(steps) - 1
+        flow = _Flow()
+        writes: list[tuple[int, TcmRange]] = []  # earlier steps' writes, in order
+        for i, (_, ranges) in enumerate(steps):
+            if not any(r.role == "out" and "w" in r.access for r in ranges):
+                flow.problem = (f"steps[{i}].opcode", "a step must write an operand 'out'")
+                return flow
+            forwarded_in = False
+            for r in (r for r in ranges if "r" in r.access):
+                src = next(((j, w) for j, w in reversed(writes) if w.bank == r.bank
+                            and w.offset < r.end and r.offset < w.end), None)
+                if src is None:
+                    flow.fetched.append(r._replace(access="r"))
+                    continue
+                j, w = src
+                if (w.offset, w.elements, w.qbits) != (r.offset, r.elements, r.qbits):
+                    flow.problem = (f"steps[{i}].{r.role}_bank", f"step {i} reads {r.elements} "
+                                    f"values of {r.qbits} bits at bank {r.bank} offset "
+                                    f"{r.offset} where step {j} wrote {w.elements} of "
+                                    f"{w.qbits} at offset {w.offset}")
+                    return flow
+                if w.qbits < 8:
+                    flow.problem = (f"steps[{j}].{w.role}_qbits" if w.role != "out" else
+                                    f"steps[{j}].out_qbits", "an intermediate result must be "
+                                    f"at least 8 bits wide, got {w.qbits}")
+                    return flow
+                forwarded_in |= r.role == "in"
+            if i and not forwarded_in:
+                j, w = next((j, w) for j, w in reversed(writes) if w.role == "out")
+                flow.problem = (f"steps[{i}].in_bank", f"step {i}'s in must be an earlier "
+                                f"step's result: must read step {j}'s out (bank {w.bank} "
+                                f"offset {w.offset})")
+                return flow
+            for w in (r for r in ranges if "w" in r.access):
+                writes.append((i, w))
+                if w.role != "out" or i == last or i in self.keep:
+                    flow.stored.append(w._replace(access="w"))
+        return flow
 
     # ------------------------------------------------------------------ validation
 
     def rules(self, v: Rules) -> bool:
-        """Every step parses; step i's ``in`` is step i-1's ``out``; no packed
-        intermediate."""
+        """Every step parses and passes its own rules; `keep` names earlier steps; the
+        forwarding rules of the module doc."""
         super().rules(v)
         try:
             steps = self._chained(0)
@@ -129,33 +185,20 @@ class VeFusedTile(OnVectorEngine):
             v.add(e.field, e.reason)
             return False
         ok = True
-        for i, (step, ranges) in enumerate(steps):
-            problem = self._step_problem(ranges)
-            if problem:
-                v.add(f"steps[{i}].opcode", problem)
-                return False
+        for i, (step, _) in enumerate(steps):
             ok = step.rules(_StepRules(v, i)) and ok  # the step's own opcode rules
+        bad = [k for k in self.keep if k >= len(steps) - 1]
+        if bad:
+            v.add("keep", f"step {bad[0]} is not an earlier step (the last step's out is "
+                  f"always written; steps 0..{len(steps) - 2} can be kept)")
+            ok = False
         if not ok:
             return False
-        for i in range(1, len(steps)):
-            prev, cur = steps[i - 1][1], steps[i][1]
-            out = next(r for r in prev if r.role == "out")
-            inp = next(r for r in cur if r.role == "in")
-            if (inp.bank, inp.offset) != (out.bank, out.offset):
-                v.add(f"steps[{i}].in_bank", f"step {i} must read step {i - 1}'s out (bank "
-                      f"{out.bank} offset {out.offset}), not bank {inp.bank} offset "
-                      f"{inp.offset}")
-                ok = False
-            elif (inp.elements, inp.qbits) != (out.elements, out.qbits):
-                v.add(f"steps[{i}].in_bank", f"step {i} reads {inp.elements} values of "
-                      f"{inp.qbits} bits where step {i - 1} wrote {out.elements} of "
-                      f"{out.qbits}")
-                ok = False
-            elif out.qbits < 8:
-                v.add(f"steps[{i - 1}].out_qbits", "an intermediate result must be at "
-                      f"least 8 bits wide, got {out.qbits}")
-                ok = False
-        return ok
+        problem = self._flow(0).problem
+        if problem:
+            v.add(*problem)
+            return False
+        return True
 
     def _parsed_or_none(self) -> list[OnVectorEngine] | None:
         """The steps, or None when they do not parse (`rules` reports why)."""
@@ -171,13 +214,10 @@ class VeFusedTile(OnVectorEngine):
     # ------------------------------------------------------------------ bytes touched
 
     def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
-        """What the command fetches (every step's inputs but the chained ones) and the
-        last step's output."""
-        steps = self._chained(pe)
-        reads = [r for i, (_, rs) in enumerate(steps) for r in rs
-                 if "r" in r.access and not (i and r.role == "in")]
-        last = [r for r in steps[-1][1] if "w" in r.access]
-        return (*reads, *last)
+        """What the command fetches (every step's operands not forwarded) and what it
+        writes (module doc)."""
+        flow = self._flow(pe)
+        return (*flow.fetched, *flow.stored)
 
     @property
     def work_elements(self) -> int:
@@ -197,29 +237,52 @@ class VeFusedTile(OnVectorEngine):
                        meta=low.meta)
 
     def data(self, env: DataEnv) -> dict[str, Any]:
-        """The ``chain`` description: each step's own description (`steps`), and for the
-        op log the external inputs (every step's but the chained ``in``) and the last
-        step's output."""
-        descs = [s.data(_StepEnv(s, env)) for s in self.parsed]
-        addrs, shapes, dtypes, plan = [], [], [], []
-        for i, d in enumerate(descs):
-            if "dst_addrs" in d or d.get("input_spaces") or d.get("imm"):
-                raise InputError(f"{self.parsed[i].opcode} cannot be a fused step (several "
-                                 "outputs or operands outside TCM)", where=f"entry {self.id}",
-                                 field=f"steps[{i}].opcode")
-            first = 1 if i else 0  # a later step's input 0 is the previous result
-            addrs += d["input_addrs"][first:]
-            shapes += d["input_shapes"][first:]
-            dtypes += d["input_dtypes"][first:]
+        """The ``chain`` description (docs/data-pass.md): the record's inputs are the
+        operands fetched, in step order; per step its own op and params, where each of its
+        inputs comes from (``srcs``: null for the next record input, [step, output] for
+        a forwarded one) and its outputs' shapes and types; ``stored`` lists the
+        [step, output] pairs written, in the order of the record's destinations."""
+        last = len(self.parsed) - 1
+        addrs, shapes, dtypes, plan, stored = [], [], [], [], []
+        dests: list[tuple[int, list[int], str]] = []
+        made: dict[int, tuple[int, int]] = {}  # address → (step, output) last written there
+        for i, s in enumerate(self.parsed):
+            senv = _StepEnv(s, env)
+            d = s.data(senv)
+            if d.get("input_spaces") or d.get("imm"):
+                raise InputError(f"{s.opcode} cannot be a fused step (operands outside TCM)",
+                                 where=f"entry {self.id}", field=f"steps[{i}].opcode")
+            srcs: list[list[int] | None] = []
+            for a, shp, dt in zip(d["input_addrs"], d["input_shapes"], d["input_dtypes"],
+                                  strict=True):
+                src = made.get(a)
+                srcs.append(list(src) if src else None)
+                if not src:
+                    addrs.append(a)
+                    shapes.append(shp)
+                    dtypes.append(dt)
+            multi = "dst_addrs" in d
+            outs = (list(zip(d["dst_addrs"], d["shapes_out"], d["dtypes_out"], strict=True))
+                    if multi else [(d["dst_addr"], d["shape_out"], d["dtype"])])
+            out_addr = senv.addr("out")
+            for o, (a, shp, dt) in enumerate(outs):
+                made[a] = (i, o)
+                if a != out_addr or i == last or i in self.keep:
+                    stored.append([i, o])
+                    dests.append((a, shp, dt))
             params = {k: v for k, v in d.items() if k not in (
-                "op_kind", "op_name", "space", "input_addrs", "input_shapes", "input_dtypes",
-                "dst_addr")}
-            params["inputs"] = len(d["input_addrs"]) - first
-            # how the step reads the chained value (a load of what the last step stored)
-            params["in_shape"], params["in_dtype"] = d["input_shapes"][0], d["input_dtypes"][0]
+                "op_kind", "op_name", "space", "input_addrs", "dst_addr", "dst_addrs")}
+            params.update(srcs=srcs, multi=multi,
+                          outs=[[shp, dt] for _, shp, dt in outs])
             plan.append(params)
-        last = descs[-1]
-        return {"op_kind": "math", "op_name": "ve_fused_tile", "op": "chain",
-                "space": env.space, "input_addrs": addrs, "input_shapes": shapes,
-                "input_dtypes": dtypes, "dst_addr": last["dst_addr"],
-                "shape_out": last["shape_out"], "dtype": last["dtype"], "steps": plan}
+        desc: dict[str, Any] = {
+            "op_kind": "math", "op_name": "ve_fused_tile", "op": "chain", "space": env.space,
+            "input_addrs": addrs, "input_shapes": shapes, "input_dtypes": dtypes,
+            "steps": plan, "stored": stored}
+        if len(dests) == 1:
+            desc.update(dst_addr=dests[0][0], shape_out=dests[0][1], dtype=dests[0][2])
+        else:
+            desc.update(dst_addrs=[a for a, _, _ in dests],
+                        shapes_out=[shp for _, shp, _ in dests],
+                        dtypes_out=[dt for _, _, dt in dests])
+        return desc

@@ -6,8 +6,11 @@ group and block of query rows: Q rows load, TE_GEMM_TILE Q·Kᵀ in fp32 (`trans
 VE_SOFTMAX_TILE with the softmax scale, soft-cap, additive mask rows and causal offset,
 TE_GEMM_TILE P·V in fp32, a strided DMA store into the output (a folded transpose's
 layout). `lower_any_attention` is the LOWERINGS entry: float layers here, integer ones to
-`lower_attention`. The whole K/V of one head must fit a TCM bank; otherwise (and for
-other precisions) the layer runs whole as a layer op.
+`lower_attention`. The whole K/V of one head must fit a TCM bank (there is no KV blocking
+here): when it does not, `_plan` raises a ValueError and the compile stops ("attention
+shapes do not fit the TCM tiling", an InputError: exit 2). A float attention that
+`layout.tiled_attention` refuses (not all fp32, no positive scale, a mask without whole
+(S, T) rows) runs whole as a layer op.
 """
 
 from __future__ import annotations

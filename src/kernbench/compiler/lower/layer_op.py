@@ -1,9 +1,12 @@
 """The fallback: a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
 
-Layers no tiled lowering takes (gathers along an inner axis by data indices, interleaved
-RoPE, slices stepping along the innermost axis, QDQ pairs, MatMulInteger not in the
-dynamic-quantization pattern, QLinearMatMul, 3-D CONV, float attention, blocked int4 GEMM)
-run whole on the next PE, streamed through the scheduler's staging TCM. The op names its
+`lower_node` runs a layer whole when its op type has no entry in LOWERINGS (EXPAND, PAD,
+TILE, EINSUM, TOPK, SCATTER_*, GROUP_NORM, CONV_INTEGER, ..., or a RESHAPE that is not a
+view) or when its lowering returns False (e.g. attention in the fp16 / bf16 modes,
+MATMUL at fp16 or 4 bits, per-channel QDQ, interleaved RoPE, 3-D or int4 CONV, a slice
+stepping along the innermost axis, a MatMulInteger outside the dynamic-quantization
+pattern, blocked int4 GEMM weights; docs/compiler.md lists them). The layer runs on the
+next PE, streamed through the scheduler's staging TCM. The op names its
 HBM reads and writes for the schedule, its byte counts and, for timing, (m, n, k) of a
 tensor-engine layer or the pe_math cost-table entry of a vector-engine one.
 """
