@@ -1,6 +1,6 @@
 """The gpt2-small decode step (1024-token KV cache, `base`) with each of ADR-0721's
-decisions, and ADR-0726's owner-heavy key ranges, undone in turn: the figures those ADRs
-cite.
+decisions, ADR-0726's owner-heavy key ranges and ADR-0727's fused attention steps undone
+in turn: the figures those ADRs cite.
 
     .venv/bin/python benchmarks/decode_ablation.py          # every row (about 4 minutes)
     .venv/bin/python benchmarks/decode_ablation.py --only "chunk 8 KiB"
@@ -24,10 +24,13 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from kernbench.cli import main as cli_main  # noqa: E402
 from kernbench.compiler import kv_blocks  # noqa: E402
-from kernbench.compiler.lower import gemm, kv_rows, kv_update  # noqa: E402
+from kernbench.compiler.lower import fuse_vector, gemm, kv_rows, kv_update  # noqa: E402
+
+#: the flash-attention steps ADR-0727 lets a fused chain take
+_FLASH_STEPS = {"VE_SOFTMAX_BLOCK_TILE", "VE_ROWSCALE_TILE", "VE_ATTN_COMBINE_TILE"}
 
 #: row name → {(module, constant): value}; the first row is the compiler as it is
-ROWS: dict[str, dict[tuple[object, str], int]] = {
+ROWS: dict[str, dict[tuple[object, str], object]] = {
     "as built": {},
     "new rows by the KV_UPDATE (kv_rows.MAX_ROWS = 0)": {(kv_rows, "MAX_ROWS"): 0},
     "chunk 8 KiB": {(kv_update, "CHUNK_BYTES"): 8192},
@@ -36,11 +39,13 @@ ROWS: dict[str, dict[tuple[object, str], int]] = {
     "remote start 1000 cycles": {(gemm, "REMOTE_START_CYCLES"): 1000},
     "equal key ranges (kv_blocks.OWNER_EXTRA_FOLDS = 0, before ADR-0726)":
         {(kv_blocks, "OWNER_EXTRA_FOLDS"): 0},
+    "attention steps not fused (fuse_vector.STEPS without them, before ADR-0727)":
+        {(fuse_vector, "STEPS"): fuse_vector.STEPS - _FLASH_STEPS},
 }
 ARGS = ["gpt2-small", "--seq-len", "1", "--kv-len", "1024", "-t", "base"]
 
 
-def run(settings: dict[tuple[object, str], int]) -> dict:
+def run(settings: dict[tuple[object, str], object]) -> dict:
     """stats of one decode run with `settings` applied (restored afterwards)."""
     old = {key: getattr(*key) for key in settings}
     try:
