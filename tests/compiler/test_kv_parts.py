@@ -212,6 +212,7 @@ def test_split_decode_attention_reads_query_rows_its_projection_quantized(tmp_pa
     cmdq = json.loads((bundle / "cmdq.json").read_text())["cmdq"]
     # one int8 Q scratch per layer (K and V go through the KV cache update)
     assert len([k for k in mem if k.endswith("@kv8")]) == len(attn)
+
     for a in attn:
         entries = [e for e in cmdq if e.get("layer_id") == a["id"]]
         # each key block's dequantize → softmax step → row scale → quantize is one
@@ -236,6 +237,30 @@ def test_split_decode_attention_reads_query_rows_its_projection_quantized(tmp_pa
                  and "row_scale_bank" not in e]
         combines = [e for e in mine if e["opcode"] == "VE_ATTN_COMBINE_TILE"]
         assert len(plain) <= len(combines)
+
+
+def test_helper_slots_live_in_their_owners_cube(tmp_path, capsys, monkeypatch):
+    """With the KV cache spread over the four cubes (a tiny model's cache is, once the
+    least part size is lowered), each group's helper slots live in its owner's cube
+    (ADR-0728): every store into them and every load from them is made by a PE of that
+    cube (16 PEs a cube on `base`; --all-pes: a tiny model would keep to cube 0); still
+    exact."""
+    monkeypatch.setattr("kernbench.compiler.hbm.MIN_PART_BYTES", 1024)
+    out = tmp_path / "out"
+    code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "700", "-t", "base",
+                 "--all-pes", "--verify", "--keep-bundle", "--out", str(out), "--no-report", "--quiet"])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    v = json.loads((out / "verification.json").read_text())
+    assert all(c["max_abs_err"] == 0 for c in v["checks"] if c["reference"] == "interpreter")
+    mem = json.loads((out / "bundle" / "memory.json").read_text())["tensors"]
+    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    slots = [(t["address"], t["address"] + t["nbytes"],
+              int(k.rsplit("@", 1)[1]) if k.count("@") == 2 else 0)
+             for k, t in mem.items() if "@kvparts" in k]
+    assert len({c for _, _, c in slots}) == 4
+    touching = [(e["pe"] // 16, c) for e in cmdq if e["opcode"].startswith("DMA_")
+                for lo, hi, c in slots if lo <= e.get("dram_addr", -1) < hi]
+    assert touching and all(pe_cube == c for pe_cube, c in touching)
 
 
 def test_no_extra_folds_keeps_the_ranges_equal(monkeypatch):

@@ -172,9 +172,11 @@ class MemoryPlan:
 
     def allocate(self, key: str, shape, dtype: str, role: str, *, replicate: bool = False,
                  source: str | None = None, data: np.ndarray | None = None,
-                 spread: bool = False, live: tuple[int, int] | None = None) -> Allocation:
-        """One storage: in cube 0, copied into every cube (`replicate`), or its rows
-        spread over the cubes (`spread`, when there are enough rows: `spread_rows`).
+                 spread: bool = False, live: tuple[int, int] | None = None,
+                 cube: int = 0) -> Allocation:
+        """One storage: in cube `cube` (0 unless a lowering wants it beside the PEs that
+        use it), copied into every cube (`replicate`), or its rows spread over the cubes
+        (`spread`, when there are enough rows: `spread_rows`).
 
         `live` = (first, last) layer positions (compiler.liveness): an unspread tensor may
         take the space of an earlier unspread storage whose tensors are all dead before
@@ -189,14 +191,14 @@ class MemoryPlan:
             parts = self._spread(shape, dtype)
             addrs = (parts[0][2],)
             live = None  # spread storage neither gives nor takes space
-        elif live is not None and not replicate:
+        elif live is not None and not replicate and cube == 0:
             for rkey, until in self._busy_until.items():  # insertion order: deterministic
                 r = self.allocations[rkey]
                 if until < live[0] and r.nbytes >= nb and len(r.addrs) == 1 and not r.parts:
                     self._busy_until[rkey] = live[1]
                     return Allocation(rkey, role, dtype, tuple(shape), nb, r.addrs, source)
         if not parts:
-            cubes = range(self.n_cubes) if replicate else (0,)
+            cubes = range(self.n_cubes) if replicate else (cube,)
             addrs = tuple(self._bump(c, nb) for c in cubes)
         a = Allocation(key, role, dtype, tuple(shape), nb, addrs, source, data, parts)
         self.allocations[key] = a

@@ -10,7 +10,9 @@ output unnormalized:
    state in TCM;
 2. every helper stores its output rows (rows × D fp32) and state (rows × 4 fp32) into two
    HBM scratches, one slot per (batch, head, range), the ranges of a head next to each
-   other;
+   other. The scratches of a group live in the HBM of its owner's cube (ADR-0728), where
+   its helpers run too (they are placed by their keys, which are in that cube when the
+   cache is spread), so neither the stores nor the owner's loads cross the UCIe;
 3. in a later lowering phase (the schedule derives HBM dependencies from program order),
    the owner loads every helper's outputs with one DMA and their states with another
    and folds them in with one VE_ATTN_COMBINE_TILE of `parts` = P - 1, in range order,
@@ -34,24 +36,50 @@ if TYPE_CHECKING:  # a type only: attention imports this module
 
 
 class Scratch(NamedTuple):
-    """The helpers' HBM slots: unnormalized output rows (D fp32 a row) and states (4)."""
+    """A group's helper slots: unnormalized output rows (D fp32 a row) and states (4),
+    from row `row0` of two HBM scratches in its owner's cube."""
 
     out: Placement
     state: Placement
+    row0: int
 
 
-def _slot_row(at: AttentionTiles, b: int, h: int, part: int, s0: int) -> int:
-    """First scratch row of (batch b, head h, helper range `part` ≥ 1, query row s0)."""
+def _slot_row(at: AttentionTiles, scratch: Scratch, h: int, part: int, s0: int) -> int:
+    """Scratch row of head h's helper range `part` ≥ 1 at query row s0 (the group's heads
+    in order, each head's ranges next to each other)."""
+    rep = at.q.shape[1] // at.k.shape[1]
+    return scratch.row0 + ((h % rep) * (at.kv_parts - 1) + part - 1) * at.q.shape[2] + s0
+
+
+def _scratches(lw: Lowering, n: LayerIR, at: AttentionTiles,
+               groups: list[tuple[int, int, int]]) -> dict[tuple[int, int], Scratch]:
+    """Per (batch, KV group) its slots: one pair of scratches per owner cube, each group's
+    rows after the previous group's of that cube."""
     hq, s_len = at.q.shape[1], at.q.shape[2]
-    return ((b * hq + h) * (at.kv_parts - 1) + part - 1) * s_len + s0
+    dv = at.v.shape[3]
+    rows_per_group = hq // at.k.shape[1] * (at.kv_parts - 1) * s_len
+    by_cube: dict[int, list[tuple[int, int]]] = {}
+    for b, g, owner in groups:
+        by_cube.setdefault(lw.topo.pes[owner].cube.index, []).append((b, g))
+    out: dict[tuple[int, int], Scratch] = {}
+    for cube, mine in sorted(by_cube.items()):
+        rows = len(mine) * rows_per_group
+        suffix = f"@{cube}" if cube else ""
+        o = lw.plan.allocate(f"{n.id}@kvparts{suffix}", (rows, dv), "fp32", "scratch",
+                             cube=cube).placement()
+        st = lw.plan.allocate(f"{n.id}@kvparts_state{suffix}", (rows, STATE_WIDTH), "fp32",
+                              "scratch", cube=cube).placement()
+        for i, bg in enumerate(mine):
+            out[bg] = Scratch(o, st, i * rows_per_group)
+    return out
 
 
 def _store_part(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, scratch: Scratch,
-                b: int, part: int, run: Run) -> None:
+                part: int, run: Run) -> None:
     """A helper's unnormalized output rows and state into its scratch slots."""
     h, s0, s, st, o32, qq = run
     dv = at.v.shape[3]
-    row = _slot_row(at, b, h, part, s0)
+    row = _slot_row(at, scratch, h, part, s0)
     lw.dma(True, pe, o32, scratch.out, row * dv, s, dv, dv, n.id, frees=[o32, qq])
     lw.dma(True, pe, st, scratch.state, row * STATE_WIDTH, s, STATE_WIDTH, STATE_WIDTH, n.id,
            frees=[st])
@@ -68,7 +96,7 @@ def _combine(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, scratch: Scr
     per = max(1, min(helpers, lw.bank // (s * dv * 4)))
     for p0 in range(1, at.kv_parts, per):
         parts = min(per, at.kv_parts - p0)
-        row = _slot_row(at, b, h, p0, s0)
+        row = _slot_row(at, scratch, h, p0, s0)
         po = lw.buf(pe, parts * s * dv * 4, f"{n.id}.part_o")
         lw.dma(False, pe, po, scratch.out, row * dv, parts, s * dv, s_len * dv, n.id)
         ps = lw.buf(pe, parts * s * STATE_WIDTH * 4, f"{n.id}.part_state")
@@ -87,15 +115,9 @@ def lower_kv_parts(lw: Lowering, n: LayerIR, at: AttentionTiles,
                    groups: list[tuple[int, int, int]]) -> None:
     """Every (batch b, KV group g, owner PE) of `groups` with its keys in `at.kv_parts`
     ranges (module doc)."""
-    bsz, hq, s_len, _ = at.q.shape
-    dv = at.v.shape[3]
-    rows = bsz * hq * (at.kv_parts - 1) * s_len
-    scratch = Scratch(
-        lw.plan.allocate(f"{n.id}@kvparts", (rows, dv), "fp32", "scratch").placement(),
-        lw.plan.allocate(f"{n.id}@kvparts_state", (rows, STATE_WIDTH), "fp32",
-                         "scratch").placement())
+    scratches = _scratches(lw, n, at, groups)
     k = at.k
-    owners: list[tuple[int, int, list[Run]]] = []
+    owners: list[tuple[int, int, Scratch, list[Run]]] = []
     bounds = kv_part_bounds(at.t_len, at.kv_parts, at.kv_first)
     assert len(bounds) == at.kv_parts, "kv_parts is set for at least one key per range"
     for b, g, owner in groups:
@@ -104,11 +126,11 @@ def lower_kv_parts(lw: Lowering, n: LayerIR, at: AttentionTiles,
                 k, b * k.strides[0] + g * k.strides[1] + lo * k.strides[2])
             runs = lower_kv_blocks(lw, n, at, pe, b, g, keys=(lo, hi), keep=True)
             if part == 0:
-                owners.append((owner, b, runs))
+                owners.append((owner, b, scratches[b, g], runs))
             else:
                 for run in runs:
-                    _store_part(lw, n, at, pe, scratch, b, part, run)
+                    _store_part(lw, n, at, pe, scratches[b, g], part, run)
     lw.phase()
-    for owner, b, runs in owners:
+    for owner, b, scratch, runs in owners:
         for run in runs:
             _combine(lw, n, at, owner, scratch, b, run)
