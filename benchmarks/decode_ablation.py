@@ -1,6 +1,6 @@
 """The gpt2-small decode step (1024-token KV cache, `base`) with each of ADR-0721's
-decisions, ADR-0726's owner-heavy key ranges and ADR-0727's fused attention steps undone
-in turn: the figures those ADRs cite.
+decisions, ADR-0726's owner-heavy key ranges, ADR-0727's fused attention steps and
+ADR-0729's balanced split-K parts undone in turn: the figures those ADRs cite.
 
     .venv/bin/python benchmarks/decode_ablation.py          # every row (about 4 minutes)
     .venv/bin/python benchmarks/decode_ablation.py --only "chunk 8 KiB"
@@ -24,7 +24,13 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from kernbench.cli import main as cli_main  # noqa: E402
 from kernbench.compiler import kv_blocks  # noqa: E402
-from kernbench.compiler.lower import fuse_vector, gemm, kv_rows, kv_update  # noqa: E402
+from kernbench.compiler.lower import (  # noqa: E402
+    fuse_vector,
+    gemm,
+    gemm_balance,
+    kv_rows,
+    kv_update,
+)
 
 #: the flash-attention steps ADR-0727 lets a fused chain take
 _FLASH_STEPS = {"VE_SOFTMAX_BLOCK_TILE", "VE_ROWSCALE_TILE", "VE_ATTN_COMBINE_TILE"}
@@ -41,6 +47,8 @@ ROWS: dict[str, dict[tuple[object, str], object]] = {
         {(kv_blocks, "OWNER_EXTRA_FOLDS"): 0},
     "attention steps not fused (fuse_vector.STEPS without them, before ADR-0727)":
         {(fuse_vector, "STEPS"): fuse_vector.STEPS - _FLASH_STEPS},
+    "equal split-K parts (gemm_balance.BALANCE = False, before ADR-0729)":
+        {(gemm_balance, "BALANCE"): False},
 }
 ARGS = ["gpt2-small", "--seq-len", "1", "--kv-len", "1024", "-t", "base"]
 

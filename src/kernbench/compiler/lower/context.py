@@ -21,6 +21,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.engines import EngineCursor
+from kernbench.compiler.lower.gemm_balance import Producer
 from kernbench.compiler.lower.placement import PeCursor, raw_const, tensor_placement
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
@@ -162,6 +163,8 @@ class Lowering:
         # float tensors no tile writes: only their quantized copy is read (`xquant`)
         self.unwritten: set[str] = set()
         self.lone: dict[int, int] = {}  # per cube: one-tile layers placed so far
+        # the GEMM lowered last: when its columns are ready, per PE (`gemm_balance`)
+        self.gemm_producer: Producer | None = None
 
     def lone_pe(self, pe: int) -> int:
         """The PE of `pe`'s cube that a layer of one tile runs on: the next in a rotation
@@ -285,15 +288,17 @@ class Lowering:
 
     def dma(self, write: bool, pe: int, b: Buf, p: Placement, elem_off: int, rows: int,
             row_elems: int, row_stride: int, layer: str, role: str = "activation",
-            frees: Sequence[Buf] = (), buf_offset: int = 0) -> TileOp:
+            frees: Sequence[Buf] = (), buf_offset: int = 0, cube: int | None = None) -> TileOp:
         """DMA_STORE_TILE (write) or DMA_LOAD_TILE of `rows` rows of `row_elems` elements,
         `row_stride` elements apart, from element `elem_off` of placement `p`, to or from
-        `buf_offset` bytes into buffer `b`."""
+        `buf_offset` bytes into buffer `b`. A replicated `p` is reached in the PE's own
+        cube, or in `cube`'s copy when given."""
         if p.parts:
             return self._split_dma(write, pe, b, p, elem_off, rows, row_elems, row_stride,
                                    layer, role, frees, buf_offset)
         isz = ITEMSIZE[p.dtype]
-        return self._dma_op(write, pe, b, p, p.addr_in(self.cube(pe)) + int(elem_off * isz),
+        home = self.cube(pe) if cube is None else cube
+        return self._dma_op(write, pe, b, p, p.addr_in(home) + int(elem_off * isz),
                             elem_off, rows, row_elems, row_stride, layer, role, frees,
                             buf_offset)
 

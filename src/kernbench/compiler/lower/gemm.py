@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower import gemm_balance, gemm_splitk
 from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.context import (
     FLOAT_DTYPES,
@@ -33,8 +34,12 @@ from kernbench.compiler.lower.context import (
     TeWeight,
     float_format,
 )
-from kernbench.compiler.lower.elementwise import ew_cost
 from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
+from kernbench.compiler.lower.gemm_balance import (
+    KPart,
+    OutTile,
+    Producer,
+)
 from kernbench.compiler.lower.kv_rows import KvRows, kv_rows_out, store_kv_rows
 from kernbench.compiler.lower.te_weights import panel_width, te_weight, weight_tile
 from kernbench.compiler.lower.xquant import (
@@ -48,21 +53,6 @@ from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
 from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
-
-#: an output tile: (first row, first column, rows, columns)
-OutTile = tuple[int, int, int, int]
-
-
-class KPart(NamedTuple):
-    """One PE's share of an output tile: its K steps [k0, k1). `slot` -1: the owner,
-    whose accumulator goes through the epilogue (after it has added the partial sums of
-    slots 0 .. ks - 2 when the tile is split); `slot` >= 0: a helper, whose int32
-    partial sum is stored into that slot of the split-K scratch."""
-
-    tile: OutTile
-    k0: int
-    k1: int
-    slot: int = -1
 
 
 class DynamicGemm(NamedTuple):
@@ -133,11 +123,15 @@ def wide(lw: Lowering, a_dtype: str, w_dtype: str, m: int, nn: int, k: int) -> b
 
 
 def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: int, nn: int,
-                  k: int, nn_layer: int) -> dict[int, tuple[GemmTiles, list[KPart]]]:
+                  k: int, nn_layer: int, producer: Producer | None = None
+                  ) -> dict[int, tuple[GemmTiles, list[KPart]]]:
     """Output tiles round-robin over PEs: over all PEs, or, for a spread output, each part's
     rows over the PEs of its cube (tiles chosen per part). `nn_layer`: the layer's output
     columns (`wide` decides for the whole layer). With split K every part of a tile takes
-    the next PE of the same cube range; the first part owns the tile."""
+    the next PE of the same cube range; the first part owns the tile. `producer`: the GEMM
+    that just computed this one's K columns; a split-K layer of one row tile over every
+    PE then sizes its parts by when PEs and K steps are ready, when that is estimated to
+    end sooner (`gemm_balance`, ADR-0729)."""
     g = lw.gemm_spec
     per_pe: dict[int, tuple[GemmTiles, list[KPart]]] = {}
     ranges = lw.part_rows(op, m, nn)
@@ -156,12 +150,18 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
                               dma_fixed_cycles=_dma_fixed_ns(lw) * g.clock_ghz,
                               split_k=integer)
         parts = t.k_parts(k)
+        mine: dict[int, tuple[GemmTiles, list[KPart]]] = {}
         for m0 in range(r_lo, r_hi, t.tm):
             for n0 in range(0, nn, t.tn):
                 tile = (m0, n0, min(t.tm, r_hi - m0), min(t.tn, nn - n0))
                 for i, (k0, k1) in enumerate(parts):
-                    per_pe.setdefault(lw.pes.next(cube), (t, []))[1].append(
+                    mine.setdefault(lw.pes.next(cube), (t, []))[1].append(
                         KPart(tile, k0, k1, i - 1))
+        if producer is not None and gemm_balance.BALANCE and t.ks > 1 and cube is None \
+                and r_hi - r_lo <= t.tm:
+            mine = gemm_splitk.balanced(lw, t, mine, k, wp.bits, producer)
+        for pe, (tt, parts) in mine.items():
+            per_pe.setdefault(pe, (tt, []))[1].extend(parts)
     return per_pe
 
 
@@ -242,48 +242,6 @@ def _resident_a(lw: Lowering, n: LayerIR, pe: int, xq: Placement, t: GemmTiles, 
     return out
 
 
-def _partials(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list[KPart]]],
-              m: int, nn: int, spread: bool) -> Placement | None:
-    """The int32 HBM scratch of a split-K GEMM's partial sums: the output's rows, one
-    block of `nn` columns per helper slot, spread over the cubes like the output (`spread`)
-    so that a part's partial sums stay in its cube; None without split K. Each call gets
-    its own scratch (a QKV_PROJ's three projections do not share one)."""
-    slots = max((t.ks for t, _ in per_pe.values()), default=1) - 1
-    if not slots:
-        return None
-    key = f"{n.id}@splitk{len(lw.plan.allocations)}"
-    return lw.plan.allocate(key, (m, slots * nn), "int32", "scratch",
-                            spread=spread).placement()
-
-
-def _store_partial(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart,
-                   scratch: Placement, nn: int) -> None:
-    m0, n0, tm, tn = part.tile
-    width = scratch.shape[1]
-    lw.dma(True, pe, c, scratch, m0 * width + part.slot * nn + n0, tm, tn, width, n.id,
-           frees=[c])
-
-
-def _add_partials(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart, ks: int,
-                  scratch: Placement, nn: int) -> Buf:
-    """The owner's accumulator plus the partial sums of its ks - 1 helpers (int32,
-    exact)."""
-    m0, n0, tm, tn = part.tile
-    width = scratch.shape[1]
-    for slot in range(ks - 1):
-        bp = lw.buf(pe, tm * tn * 4, f"{n.id}.partial")
-        lw.dma(False, pe, bp, scratch, m0 * width + slot * nn + n0, tm, tn, width, n.id)
-        total = lw.buf(pe, tm * tn * 4, f"{n.id}.acc")
-        lw.op("VE_ELEMENTWISE_TILE", pe, n.id,
-              {"op": "add", "cost": ew_cost("add", lw.math_op_cycles),
-               "out_shape": [tm, tn], "out_dtype": "int32", "in_shape": [tm, tn],
-               "in_dtype": "int32", "in2_shape": [tm, tn], "in2_dtype": "int32",
-               **lw.engines.ve(pe)},
-              reads=[("in", c), ("in2", bp)], writes=[("out", total)], frees=[c, bp])
-        c = total
-    return c
-
-
 def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list[KPart]]],
                xq: Placement, wp: TeWeight, k: int, nn: int, corr: Placement | None,
                finish: Callable[[int, OutTile, Buf], None], spread: bool = False) -> None:
@@ -292,18 +250,22 @@ def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list
     epilogue, QLinearMatMul's requantize); with split K, after the owner has added the
     helpers' partial sums (in a later phase). `spread`:
     the output is spread over the cubes (so is the split-K scratch)."""
-    scratch = _partials(lw, n, per_pe, xq.shape[0], nn, spread)
+    scratch = gemm_splitk.partials(lw, n, per_pe, xq.shape[0], nn, spread)
+    owner_cube = {p.tile: lw.topo.pes[pe].cube.index for pe, (_, parts) in per_pe.items()
+                  for p in parts if p.slot < 0}
     deferred: list[tuple[int, int, KPart, Buf]] = []  # owners awaiting (pe, ks, part, acc)
     for pe in sorted(per_pe):
         t, parts = per_pe[pe]
         by_rows: dict[tuple[int, int, int], list[KPart]] = {}
-        # a PE's helper parts first: the partial sums other PEs wait for
-        for part in sorted(parts, key=lambda p: p.slot < 0):
+        # a PE's helper parts first: the partial sums other PEs wait for (parts placed by
+        # readiness, ADR-0729, run in the order they were dealt)
+        balanced = any(p.parts for p in parts)
+        for part in parts if balanced else sorted(parts, key=lambda p: p.slot < 0):
             by_rows.setdefault((part.tile[0], part.k0, part.k1), []).append(part)
         started = 0  # accumulators begun on this PE: they take its tensor engines in turn
         for (m0, k0, k1), row_parts in by_rows.items():
             started = _row_parts(lw, n, pe, t, row_parts, xq, wp, k, nn, corr, scratch,
-                                 finish, started, m0, (k0, k1), deferred)
+                                 finish, started, m0, (k0, k1), deferred, owner_cube)
     if deferred:
         # the owners add the partial sums in a phase of their own: their loads come after
         # every helper's store in program order, which the schedule derives HBM
@@ -311,14 +273,15 @@ def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list
         lw.phase()
         assert scratch is not None
         for pe, ks, part, c in deferred:
-            finish(pe, part.tile, _add_partials(lw, n, pe, c, part, ks, scratch, nn))
+            finish(pe, part.tile, gemm_splitk.add_partials(lw, n, pe, c, part, ks, scratch, nn))
 
 
 def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[KPart],
                xq: Placement, wp: TeWeight, k: int, nn: int, corr: Placement | None,
                scratch: Placement | None, finish: Callable[[int, OutTile, Buf], None],
                started: int, m0: int, k_range: tuple[int, int],
-               deferred: list[tuple[int, int, KPart, Buf]]) -> int:
+               deferred: list[tuple[int, int, KPart, Buf]],
+               owner_cube: dict[OutTile, int]) -> int:
     """One PE's parts of the same rows and K range, two accumulators per tensor engine
     interleaving their K loops (one hides the other's fetch, store and command round
     trip; a single K step needs no partner). A helper stores its partial sum, an owner
@@ -337,9 +300,9 @@ def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[
         for part, c in zip(group, accs, strict=True):
             if part.slot >= 0:
                 assert scratch is not None
-                _store_partial(lw, n, pe, c, part, scratch, nn)
-            elif t.ks > 1:
-                deferred.append((pe, t.ks, part, c))
+                gemm_splitk.store_partial(lw, n, pe, c, part, scratch, nn, owner_cube[part.tile])
+            elif (part.parts or t.ks) > 1:
+                deferred.append((pe, part.parts or t.ks, part, c))
             else:
                 finish(pe, part.tile, c)
     return started
@@ -424,7 +387,13 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     kv = kv_rows_out(lw, out_tid, m) if step is None and q is None else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else dyn.scale
-    per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn)
+    last = lw.gemm_producer
+    per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn,
+                           last if last is not None and xq.key in last.tensors else None)
+    # what a consumer reads of this GEMM's tiles as they are stored: the quantized copy
+    # its epilogue writes, else the output itself
+    lw.gemm_producer = gemm_splitk.producer(lw, per_pe, k, wp.bits,
+                                 {q.scratch.key} if isinstance(q, QuantOut) else {op.key})
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
                lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step,
                                              q or kv, runtime_scale=dyn is not None),
