@@ -17,6 +17,7 @@ from kernbench.ir.model import Graph, LayerIR, TensorIR
 from kernbench.numerics.flash import combine_part, init_state, kv_part_bounds
 from kernbench.sim_engine import math_fused  # noqa: F401  (registers the data-pass ops)
 from kernbench.sim_engine.math_registry import MATH_OPS
+from kernbench.topology import load_topology
 
 
 def _part(s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -243,8 +244,8 @@ def test_helper_slots_live_in_their_owners_cube(tmp_path, capsys, monkeypatch):
     """With the KV cache spread over the four cubes (a tiny model's cache is, once the
     least part size is lowered), each group's helper slots live in its owner's cube
     (ADR-0728): every store into them and every load from them is made by a PE of that
-    cube (16 PEs a cube on `base`; --all-pes: a tiny model would keep to cube 0); still
-    exact."""
+    cube (16 PEs a cube on `base`; --all-pes: a tiny model would keep to cube 0); so
+    does every load of the query's int8 copy (ADR-0730); still exact."""
     monkeypatch.setattr("kernbench.compiler.hbm.MIN_PART_BYTES", 1024)
     out = tmp_path / "out"
     code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "700", "-t", "base",
@@ -261,6 +262,16 @@ def test_helper_slots_live_in_their_owners_cube(tmp_path, capsys, monkeypatch):
     touching = [(e["pe"] // 16, c) for e in cmdq if e["opcode"].startswith("DMA_")
                 for lo, hi, c in slots if lo <= e.get("dram_addr", -1) < hi]
     assert touching and all(pe_cube == c for pe_cube, c in touching)
+    # the query's int8 copy is cut by head into the cubes of the heads' keys (ADR-0730):
+    # every attention load of it is made in the cube holding that part
+    cube_bytes = load_topology("base").cubes[1].hbm_base
+    for key in (k for k in mem if k.endswith("@kv8")):
+        parts = mem[key]["parts"]
+        assert [p[2] // cube_bytes for p in parts] == [0, 1, 2, 3]
+        loads = [e for e in cmdq if e["opcode"] == "DMA_LOAD_TILE"
+                 and e.get("layer_id", "").startswith("attention")
+                 and any(p[2] <= e["dram_addr"] < p[2] + p[1] for p in parts)]
+        assert loads and all(e["dram_addr"] // cube_bytes == e["pe"] // 16 for e in loads)
 
 
 def test_no_extra_folds_keeps_the_ranges_equal(monkeypatch):

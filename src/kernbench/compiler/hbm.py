@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -173,10 +174,13 @@ class MemoryPlan:
     def allocate(self, key: str, shape, dtype: str, role: str, *, replicate: bool = False,
                  source: str | None = None, data: np.ndarray | None = None,
                  spread: bool = False, live: tuple[int, int] | None = None,
-                 cube: int = 0) -> Allocation:
+                 cube: int = 0, cuts: Sequence[tuple[int, int]] = ()) -> Allocation:
         """One storage: in cube `cube` (0 unless a lowering wants it beside the PEs that
         use it), copied into every cube (`replicate`), or its rows spread over the cubes
-        (`spread`, when there are enough rows: `spread_rows`).
+        (`spread`, when there are enough rows: `spread_rows`), or cut at given bytes into
+        parts in given cubes (`cuts`: (end byte, cube) of each part in order; a tensor
+        whose readers work in different cubes, such as a decode step's query row whose
+        heads are attended in the cubes of their keys).
 
         `live` = (first, last) layer positions (compiler.liveness): an unspread tensor may
         take the space of an earlier unspread storage whose tensors are all dead before
@@ -187,7 +191,14 @@ class MemoryPlan:
             return self.allocations[key]
         nb = nbytes_of(shape, dtype)
         parts: tuple[tuple[int, int, int], ...] = ()
-        if spread and self.spread_rows(shape, dtype):
+        if cuts:
+            ends = [0, *(e for e, _ in cuts)]
+            assert ends[-1] == nb and all(a < b for a, b in zip(ends, ends[1:], strict=False))
+            parts = tuple((a, b - a, self._bump(c, b - a))
+                          for a, b, (_, c) in zip(ends, ends[1:], cuts, strict=False))
+            addrs = (parts[0][2],)
+            live = None
+        elif spread and self.spread_rows(shape, dtype):
             parts = self._spread(shape, dtype)
             addrs = (parts[0][2],)
             live = None  # spread storage neither gives nor takes space

@@ -137,13 +137,36 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
         return None
     scale = float(np.asarray(g.weights[quant.scale], np.float32).reshape(()))
     m = int(np.prod(src.shape[:-1]))
+    cuts = _query_cuts(lw, c, view) if vid == c.inputs[0] and m == 1 else []
     scratch = lw.plan.allocate(f"{tid}@kv8", (m, src.shape[-1]), "int8", "scratch",
-                               source=tid, spread=bool(src.parts)).placement()
+                               source=tid, spread=bool(src.parts), cuts=cuts).placement()
     lw.kv_stored[vid] = scratch.view(view.shape, view.strides)
     # the attention reads Q / K / V from the scratch only (`attention.plan_attention`),
     # and an attention `tiled_attention` accepts is tiled or refused, never run whole
     only_kv = c.inputs.count(vid) == 1
     return QuantOut(scratch, scale, 0, 8, chain if only_kv else ())
+
+
+def _query_cuts(lw: Lowering, c: LayerIR, view: Placement) -> list[tuple[int, int]]:
+    """(end byte, cube) of each run of heads of a one-row query whose keys live in one
+    cube (ADR-0730): its int8 copy is cut there, so that every key range's PE loads its
+    head's query in its own cube. [] when the keys are not spread over the cubes, or the
+    heads are not blocks of D bytes in order."""
+    kp = lw.placement(c.inputs[1])
+    bsz, hq, s_len, d = view.shape
+    hkv = kp.shape[1]
+    if not kp.parts or bsz != 1 or s_len != 1 or view.strides[1] != d or view.strides[3] != 1:
+        return []
+    cuts: list[tuple[int, int]] = []
+    for h in range(hq):
+        cube = lw.cube_near(kp, (h // (hq // hkv)) * kp.strides[1])
+        if cube is None:
+            return []
+        if cuts and cuts[-1][1] == cube:
+            cuts[-1] = ((h + 1) * d, cube)
+        else:
+            cuts.append(((h + 1) * d, cube))
+    return cuts if len(cuts) > 1 else []
 
 
 def store_quantized(lw: Lowering, q: QuantOut, pe: int, src: Buf, layer: str,
