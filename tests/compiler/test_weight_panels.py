@@ -71,3 +71,35 @@ def test_weight_tiles_move_only_their_bytes_and_the_program_stays_exact(tmp_path
     for e in loads:  # one contiguous run a tile: no padded burst per row
         nbytes = e["num_elements"] * wbits // 8
         assert "stride_bytes" not in e and wire_bytes(64, nbytes, 1) - nbytes < 64
+
+
+@pytest.mark.parametrize(("m", "chunked"), [(1, True), (40, False)])
+def test_one_row_tiles_load_their_weights_in_chunks(tmp_path, m, chunked):
+    """(ADR-0731) A one-row tile's weight moves in DMAs of at most WEIGHT_CHUNK_BYTES, each
+    one contiguous run into its rows of the tile's buffer; tiles of several rows keep one
+    DMA. Exact either way."""
+    from kernbench.compiler.lower.te_weights import WEIGHT_CHUNK_BYTES
+    model = tmp_path / "mm.onnx"
+    onnx.save(single_gemm(m, 64, 768, seed=5), model)  # 768 × 32 int8 = 24 KiB a tile
+    q = tmp_path / "q.yaml"
+    q.write_text('overrides:\n  - {match: "*", activation: 8}\n')
+    out = tmp_path / "out"
+    assert main(["run", str(model), "-t", "small", "--qconfig", str(q), "--verify",
+                 "--keep-bundle", "--no-trace", "--no-report", "--quiet",
+                 "--out", str(out)]) == 0
+    v = json.loads((out / "verification.json").read_text())
+    assert all(c["max_abs_err"] == 0 for c in v["checks"] if c["reference"] == "interpreter")
+    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    te = [e for e in cmdq if e["opcode"] == "TE_GEMM_TILE"]
+    loads = [e for e in cmdq if e["opcode"] == "DMA_LOAD_TILE" and e["tensor_role"] == "weight"
+             and e["qbits"] == 8]
+    assert sum(e["num_elements"] for e in loads) == sum(e["k"] * e["n"] for e in te)
+    biggest = max(e["num_elements"] for e in loads)
+    assert (biggest <= WEIGHT_CHUNK_BYTES) == chunked
+    assert (len(loads) > len(te)) == chunked
+    if chunked:  # the chunks of a tile land back to back in its buffer
+        by_buf: dict[tuple, list[dict]] = {}
+        for e in loads:
+            by_buf.setdefault((e["pe"], e["spm_bank"]), []).append(e)
+        assert any(len(es) > 1 and es[1]["spm_offset"] - es[0]["spm_offset"]
+                   == es[0]["num_elements"] for es in by_buf.values())

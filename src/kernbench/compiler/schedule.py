@@ -144,8 +144,13 @@ class Scheduler:
             for a in self.hbm_writes.get(key, []) + self.hbm_reads.get(key, []):
                 if overlaps(rng, a.rng):
                     deps.add(a.idx)
-        data_load = bool(deps) and op.opcode == "DMA_LOAD_TILE"
-        if not deps and op.opcode == "DMA_LOAD_TILE" and op.pe in self.last_compute:
+        # a later chunk of a weight tile waits only for the chunk before it (the same
+        # buffer): still a prefetch, not a data load
+        own = {last_writer.get(b.id) for _, b in op.writes} - {None}
+        chunk = bool(deps) and deps <= own and op.opcode == "DMA_LOAD_TILE" \
+            and op.fields.get("tensor_role") == "weight"
+        data_load = bool(deps) and op.opcode == "DMA_LOAD_TILE" and not chunk
+        if (not deps or chunk) and op.opcode == "DMA_LOAD_TILE" and op.pe in self.last_compute:
             # a load of constants depends on nothing: without a bound the FSM would
             # prefetch every later layer's weights first and starve the critical path.
             # It may run ahead within its layer, but not before the PE's previous layer

@@ -207,7 +207,7 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
                 ba = a_res[i]
                 a_frees = [ba] if free_a and j == len(group) - 1 else []
             bw = lw.buf(pe, tk * tn * wb, f"{n.id}.w")
-            weight_tile(lw, pe, bw, wp, n.id, (k0, tk), (n0, tn), panel)
+            weight_tile(lw, pe, bw, wp, n.id, (k0, tk), (n0, tn), panel, chunked=tm == 1)
             reads = [("ifm", ba), ("wgt", bw)] + ([("ofm", c)] if i else [])
             frees = a_frees + [bw]
             if corr is not None and k0 == 0:
