@@ -44,12 +44,14 @@ def _inputs() -> list[tuple[str, int, np.ndarray]]:
     return [(SPACE, 0, acc), (SPACE, BANK, np.stack([scale, bias]))]
 
 
-def _run(entries: list[dict]) -> tuple[MemoryStore, dict]:
+def _run(entries: list[dict], inputs=None) -> tuple[MemoryStore, dict]:  # noqa: ANN001
+    """The entries then END, simulated on `small` with `inputs` (default `_inputs`) in
+    TCM: (memory after the data pass, stats)."""
     doc = {"cmdq": [*entries, {"opcode": "END", "id": len(entries),
                                "deps_before": [len(entries) - 1]}]}
     assert validate_document(doc, LIMITS, "p.json") == []
     store = MemoryStore.for_topology(SMALL)
-    for space, addr, arr in _inputs():
+    for space, addr, arr in (inputs or _inputs)():
         store.write(space, addr, arr)
     init = store.snapshot()
     log = OpLogger()
@@ -158,16 +160,7 @@ def _att_inputs() -> list[tuple[str, int, np.ndarray]]:
 
 
 def _run_att(entries: list[dict]) -> tuple[MemoryStore, dict]:
-    doc = {"cmdq": [*entries, {"opcode": "END", "id": len(entries),
-                               "deps_before": [len(entries) - 1]}]}
-    assert validate_document(doc, LIMITS, "p.json") == []
-    store = MemoryStore.for_topology(SMALL)
-    for space, addr, arr in _att_inputs():
-        store.write(space, addr, arr)
-    init = store.snapshot()
-    log = OpLogger()
-    sim = simulate_program(parse_program(doc), SMALL, op_logger=log, data=TcmData())
-    return DataExecutor(log, init).run(), sim.stats()
+    return _run(entries, _att_inputs)
 
 
 def test_an_attention_block_chain_equals_its_steps_and_numpy():
