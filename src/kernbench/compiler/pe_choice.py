@@ -14,11 +14,11 @@ starts and every completion returns; the HBM controller and SRAM sit there too o
 presets), by mesh hops, then by the larger of the row and column distance (a square
 block before a row), then by layout order (ADR-0732). A candidate is compiled on a
 topology of those PEs; its program's PE indices are then mapped back to the topology's
-(`remap_pes`). The first k PEs of the layout, a row of the mesh, were the subsets before:
-on `base` they left whisper_encoder 0.1 µs slower than on `small`, whose 2 × 2 PEs all
-sit within two hops of the M_CPU. Only programs of at most `MAX_ENTRIES` entries on the whole topology are
-considered: larger ones fill the NPU, and the candidates would cost compile time for
-nothing. The roofline stays that of the whole topology (`state.topology` is restored):
+(`remap_pes`). The first k PEs of the layout, a row of the mesh, were the subsets
+before: on `base` they left whisper_encoder 0.1 µs slower than on `small`, whose 2 × 2
+PEs all sit within two hops of the M_CPU. Only programs of at most `MAX_ENTRIES` entries
+on the whole topology are considered: larger ones fill the NPU, and the candidates would
+cost compile time for nothing. The roofline stays that of the whole topology (`state.topology` is restored):
 idle PEs count as peak not used, as they are.
 """
 
@@ -37,7 +37,7 @@ from kernbench.compiler.state import CompileState
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph
 from kernbench.topology.build import build_topology
-from kernbench.topology.model import Topology
+from kernbench.topology.model import Topology, split_router
 
 #: programs above this many entries on the whole topology are compiled for all of it
 MAX_ENTRIES = 20_000
@@ -65,19 +65,13 @@ class PeChoice:
                 f"estimates: {ests}; --all-pes spreads over all)")
 
 
-def _grid(router: str) -> tuple[int, int]:
-    """(row, column) of a mesh router named ``r<row>c<col>``."""
-    r, c = router.lstrip("r").split("c")
-    return int(r), int(c)
-
-
 def nearest(layout: list[str], center: str, k: int) -> list[str]:
     """The `k` routers of `layout` nearest `center` (hops, then the larger of the row and
     column distance, then layout order), in layout order."""
-    r0, c0 = _grid(center)
+    _, r0, c0 = split_router(center)
 
     def key(i: int) -> tuple[int, int, int]:
-        r, c = _grid(layout[i])
+        _, r, c = split_router(layout[i])
         return abs(r - r0) + abs(c - c0), max(abs(r - r0), abs(c - c0)), i
 
     return [layout[i] for i in sorted(sorted(range(len(layout)), key=key)[:k])]

@@ -153,8 +153,8 @@ class Topology:
         return path
 
     def _route(self, src: str, dst: str) -> list[str]:
-        s_cube, s_r, s_c = _split_router(src)
-        d_cube, d_r, d_c = _split_router(dst)
+        s_cube, s_r, s_c = split_router(src)
+        d_cube, d_r, d_c = split_router(dst)
         if s_cube == d_cube:
             return _xy(s_cube, s_r, s_c, d_r, d_c)
         sc = self._cube_by_id(s_cube)
@@ -198,7 +198,7 @@ class Topology:
     def hbm_router_for(self, src_router: str, cube: Cube) -> str:
         """The router whose HBM port a request from `src_router` uses to reach `cube`'s HBM."""
         attach = self.config.cube.hbm_ctrl.attach
-        s_cube, s_r, s_c = _split_router(src_router)
+        s_cube, s_r, s_c = split_router(src_router)
         if attach == "all":
             if s_cube == cube.id:
                 return src_router
@@ -229,7 +229,9 @@ def _entry_router(links: tuple[str, ...], cube_id: str) -> str:
     return f"{cube_id}.r0c0"
 
 
-def _split_router(rid: str) -> tuple[str, int, int]:
+def split_router(rid: str) -> tuple[str, int, int]:
+    """(cube id, row, column) of a router id `<cube>.r<row>c<col>` (or a bare `r<row>c<col>`:
+    cube "")."""
     cube, _, name = rid.rpartition(".")
     r, _, c = name[1:].partition("c")
     return cube, int(r), int(c)

@@ -85,9 +85,11 @@ class _StepEnv(TcmDataEnv):
 
 @register_opcode
 class VeFusedTile(OnVectorEngine):
-    """(ADR-0724) A chain of vector-engine ops on one tile in one command: ``steps`` are
-    VE entries (opcode and fields, no id / pe / ve_id); each step after the first reads
-    the previous step's result as its ``in``; only the last step's ``out`` is stored."""
+    """(ADR-0724, ADR-0727) Vector-engine ops on one tile in one command: ``steps`` are VE
+    entries (opcode and fields, no id / pe / ve_id); a step's operand an earlier step
+    wrote is forwarded (every step after the first reads its ``in`` so); written to TCM
+    are the side outputs, the last step's ``out`` and the ``out`` of the ``keep`` steps
+    (module doc)."""
 
     math_op: ClassVar[str] = "chain"
     opcode: Literal["VE_FUSED_TILE"] = "VE_FUSED_TILE"

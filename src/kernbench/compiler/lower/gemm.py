@@ -392,7 +392,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
                            last if last is not None and xq.key in last.tensors else None)
     # what a consumer reads of this GEMM's tiles as they are stored: the quantized copy
     # its epilogue writes, else the output itself
-    lw.gemm_producer = gemm_splitk.producer(lw, per_pe, k, wp.bits,
+    lw.gemm_producer = gemm_splitk.as_producer(lw, per_pe, k, wp.bits,
                                  {q.scratch.key} if isinstance(q, QuantOut) else {op.key})
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
                lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step,

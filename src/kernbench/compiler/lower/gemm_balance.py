@@ -98,18 +98,18 @@ def producer_of(tensors: set[str], per_pe: dict[int, list[KPart]],
     return p
 
 
-def _finish(order: list[tuple[object, int]], units: list[tuple[int, int, int]],
-            pes: list[int], free: dict[int, int], cost: int,
-            target: int) -> list[list[tuple[int, int]]] | None:
-    """Units dealt to `pes` in order, each PE taking units while it ends by `target`;
-    per PE its (unit index, end cycle), or None when some unit is left over."""
+def _finish(order: list[int], ready: list[int], pes: list[int], free: dict[int, int],
+            cost: int, target: int) -> list[list[tuple[int, int]]] | None:
+    """Units (indices into `ready`, in `order`) dealt to `pes` in order, each PE taking
+    units while it ends by `target`; per PE its (unit index, end cycle), or None when
+    some unit is left over."""
     out: list[list[tuple[int, int]]] = []
     i = 0
     for pe in pes:
         t, mine = free.get(pe, 0), []
-        while i < len(order) and max(t, units[order[i][1]][0]) + cost <= target:
-            t = max(t, units[order[i][1]][0]) + cost
-            mine.append((order[i][1], t))
+        while i < len(order) and max(t, ready[order[i]]) + cost <= target:
+            t = max(t, ready[order[i]]) + cost
+            mine.append((order[i], t))
             i += 1
         out.append(mine)
     return out if i == len(order) else None
@@ -136,17 +136,18 @@ def balanced_parts(tiles: list[OutTile], k: int, tk: int, pes: list[int], produc
     kt = math.ceil(k / tk)
     units = [(producer.ready(r * tk, min(k, (r + 1) * tk)), ti, r)
              for ti in range(len(tiles)) for r in range(kt)]
-    order = sorted((u, i) for i, u in enumerate(units))
+    order = sorted(range(len(units)), key=units.__getitem__)
+    ready = [u[0] for u in units]
     by_free = sorted(pes, key=lambda pe: (producer.busy.get(pe, 0), pe))
     lo = min(producer.busy.get(pe, 0) for pe in pes) + cost
     hi = max(producer.busy.values(), default=0) + max(u[0] for u in units) + len(units) * cost
     while lo < hi:  # the smallest target that places every unit
         mid = (lo + hi) // 2
-        if _finish(order, units, by_free, producer.busy, cost, mid) is None:
+        if _finish(order, ready, by_free, producer.busy, cost, mid) is None:
             lo = mid + 1
         else:
             hi = mid
-    dealt = _finish(order, units, by_free, producer.busy, cost, lo)
+    dealt = _finish(order, ready, by_free, producer.busy, cost, lo)
     assert dealt is not None
     # pe → [tile, first step, end step, end cycle] of each run of one tile's steps
     runs: dict[int, list[list[int]]] = {}

@@ -31,8 +31,8 @@ from kernbench.ir.model import LayerIR
 PerPe = dict[int, tuple[GemmTiles, list[KPart]]]
 
 
-def producer(lw: Lowering, per_pe: PerPe, k: int,
-              bits: int, tensors: set[str]) -> Producer | None:
+def as_producer(lw: Lowering, per_pe: PerPe, k: int, bits: int,
+                tensors: set[str]) -> Producer | None:
     """What this GEMM leaves for a split-K consumer (`gemm_balance.Producer`): per tile its
     K steps' array cycles plus a command round trip each."""
     cycles: dict[OutTile, int] = {}
@@ -47,8 +47,8 @@ def producer(lw: Lowering, per_pe: PerPe, k: int,
                        start)
 
 
-def balanced(lw: Lowering, t: GemmTiles, per_pe: PerPe,
-              k: int, bits: int, producer: Producer) -> PerPe:
+def balanced(lw: Lowering, t: GemmTiles, per_pe: PerPe, k: int, bits: int,
+             producer: Producer) -> PerPe:
     """`per_pe`'s tiles with their K steps placed by `gemm_balance.balanced_parts` over
     every PE, when its estimate ends sooner than the equal parts'; else `per_pe`."""
     tiles = sorted({p.tile for _, parts in per_pe.values() for p in parts})
@@ -62,8 +62,8 @@ def balanced(lw: Lowering, t: GemmTiles, per_pe: PerPe,
     return {pe: (t, parts) for pe, parts in placed.items()}
 
 
-def partials(lw: Lowering, n: LayerIR, per_pe: PerPe,
-              m: int, nn: int, spread: bool) -> Placement | None:
+def partials(lw: Lowering, n: LayerIR, per_pe: PerPe, m: int, nn: int,
+             spread: bool) -> Placement | None:
     """The int32 HBM scratch of a split-K GEMM's partial sums: the output's rows, one
     block of `nn` columns per helper slot, spread over the cubes like the output (`spread`)
     so that a part's partial sums stay in its cube; else, on several cubes, one copy per
@@ -80,7 +80,8 @@ def partials(lw: Lowering, n: LayerIR, per_pe: PerPe,
 
 
 def store_partial(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart,
-                   scratch: Placement, nn: int, owner_cube: int) -> None:
+                  scratch: Placement, nn: int, owner_cube: int) -> None:
+    """A helper's int32 partial sum into its slot, in the owner's cube's copy."""
     m0, n0, tm, tn = part.tile
     width = scratch.shape[1]
     lw.dma(True, pe, c, scratch, m0 * width + part.slot * nn + n0, tm, tn, width, n.id,
@@ -88,7 +89,7 @@ def store_partial(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart,
 
 
 def add_partials(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart, ks: int,
-                  scratch: Placement, nn: int) -> Buf:
+                 scratch: Placement, nn: int) -> Buf:
     """The owner's accumulator plus the partial sums of its ks - 1 helpers (int32,
     exact)."""
     m0, n0, tm, tn = part.tile

@@ -29,13 +29,14 @@ def math_cycles(spec: PeMathSpec, op: str, length: int, rows: int = 1) -> int:
     return spec.pipeline_latency_cycles + math.ceil(math.ceil(rows * length / spec.lanes) * per)
 
 
+def stage_steps(params: dict) -> list[tuple[str, int, int]]:
+    """The (op, length, rows) of each step of a MATH stage: its `steps`, or its one op."""
+    return params.get("steps") or [(params["op"], params["length"], params.get("rows", 1))]
+
+
 def stage_cycles(spec: PeMathSpec, params: dict) -> int:
-    """Busy cycles of one MATH stage: its op (`op`, `length`, `rows`), or the sum over
-    its `steps` [(op, length, rows), ...] when it has several."""
-    steps = params.get("steps")
-    if steps:
-        return sum(math_cycles(spec, op, length, rows) for op, length, rows in steps)
-    return math_cycles(spec, params["op"], params["length"], params.get("rows", 1))
+    """Busy cycles of one MATH stage: the sum over its steps (`stage_steps`)."""
+    return sum(math_cycles(spec, op, length, rows) for op, length, rows in stage_steps(params))
 
 
 @register("pe_math", "pe_math_v1")
@@ -53,7 +54,7 @@ class PeMath(PeEngineBase):
 
     def service(self, token) -> float:  # noqa: ANN001
         p = token.params
-        steps = p.get("steps") or [(p["op"], p["length"], p.get("rows", 1))]
+        steps = stage_steps(p)
         cycles = sum(self.cycles(op, length, rows) for op, length, rows in steps)
         busy = cycles / self.spec.clock_ghz
         # every lane is busy for the cycles after each step's pipeline fill
