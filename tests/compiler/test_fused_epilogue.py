@@ -148,13 +148,14 @@ def _fused_chains(cmdq: list[dict]) -> list[list[str]]:
 
 def test_decode_runs_its_one_row_vector_chains_as_fused_tiles(tmp_path):
     """A decode step (one row): the GEMM epilogues (dequantize → GELU → quantize,
-    dequantize → residual ADD), the LayerNorm with its quantize and the split-K owner's
-    partial-sum add run as VE_FUSED_TILE entries (ADR-0724), every step on one row, and
-    the outputs stay exact against the interpreter (`_run` checks --verify)."""
+    dequantize → residual ADD) and the LayerNorm with its quantize run as VE_FUSED_TILE
+    entries (ADR-0724), every step on one row, none of those ops is left as an entry of
+    its own, and the outputs stay exact against the interpreter."""
     out = tmp_path / "out"
     assert main(["run", "gpt2", "--kv-len", "16", "--keep-bundle", "--out", str(out),
                  "--verify", "--dump-intermediates", "--no-trace"]) == 0
     v = json.loads((out / "verification.json").read_text())
+    assert "interpreter" in {c["reference"] for c in v["checks"]}
     assert v["ok"] and all(c["max_abs_err"] == 0 for c in v["checks"]
                            if c["reference"] == "interpreter")
     cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
@@ -162,16 +163,8 @@ def test_decode_runs_its_one_row_vector_chains_as_fused_tiles(tmp_path):
     assert ["VE_DEQUANTIZE_TILE", "VE_GELU_TILE", "VE_QUANTIZE_TILE"] in chains
     assert ["VE_DEQUANTIZE_TILE", "VE_ADD_TILE"] in chains
     assert ["VE_LAYERNORM_TILE", "VE_QUANTIZE_TILE"] in chains
-    for e in cmdq:
-        for s in e.get("steps", []):
-            assert s["rows"] == 1
-    # no vector op is left reading a tile another vector op just wrote on one row: the
-    # dequantize → GELU pair never appears as two entries
-    by_id = {e["id"]: e for e in cmdq}
-    for e in cmdq:
-        if e["opcode"] == "VE_GELU_TILE" and e.get("rows") == 1:
-            assert not any(by_id[d]["opcode"] == "VE_DEQUANTIZE_TILE"
-                           for d in e["deps_before"])
+    assert all(s["rows"] == 1 for e in cmdq for s in e.get("steps", []))
+    assert not any(e["opcode"] in ("VE_GELU_TILE", "VE_LAYERNORM_TILE") for e in cmdq)
 
 
 def test_prefill_keeps_multi_row_chains_as_separate_entries(tmp_path):
@@ -179,5 +172,6 @@ def test_prefill_keeps_multi_row_chains_as_separate_entries(tmp_path):
     out = tmp_path / "b"
     assert main(["compile", "gpt2", "--seq-len", "8", "-o", str(out)]) == 0
     cmdq = json.loads((out / "cmdq.json").read_text())["cmdq"]
-    assert all(s["rows"] == 1 for e in cmdq for s in e.get("steps", []))
-    assert any(e["opcode"] == "VE_GELU_TILE" for e in cmdq)
+    gelus = [e for e in cmdq if e["opcode"] == "VE_GELU_TILE"]
+    assert gelus and all(e["rows"] > 1 for e in gelus)
+    assert not any(s.get("rows", 1) > 1 for e in cmdq for s in e.get("steps", []))

@@ -19,8 +19,9 @@ ZOO = Path(__file__).resolve().parents[1] / "zoo"
 
 def test_subsets_are_the_pes_nearest_the_command_processor():
     """Cube 0 whole, then the PEs nearest its M_CPU (ADR-0732): on `base`'s 4 x 4 mesh
-    with the M_CPU at r0c0, a 2 x 2 block, and the 8 PEs within 2 hops but r2c0 / r0c2
-    ... in layout order; every candidate PE sits at a router of the topology's cube 0."""
+    with the M_CPU at r0c0, the 2 x 2 block for 4; for 8 the six within 2 hops and the
+    two 3-hop routers of the smaller row / column distance (r1c2, r2c1), in layout
+    order; every candidate PE sits at a router of the topology's cube 0."""
     base = load_topology("base")
     subs = pe_choice.subsets(base)
     assert [len(s.pes) for s in subs] == [16, 8, 4]
@@ -86,7 +87,7 @@ def test_programs_over_the_limit_are_compiled_for_the_whole_topology(tmp_path, m
 
 @pytest.mark.parametrize("model", ["llama", "bert_qdq_static", "whisper_encoder"])
 def test_base_is_not_slower_than_small(tmp_path, model):
-    """Issue 14's target on two zoo models that were slower on `base` with every PE
+    """Issue 14's target on zoo models that were slower on `base` with every PE
     used (simulated time: deterministic)."""
     t = {}
     for topo in ("small", "base"):

@@ -17,6 +17,7 @@ import onnx
 import pytest
 
 from kernbench.cli import main
+from kernbench.cmdq.io import unfused
 from kernbench.compiler import tiling
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
 
@@ -77,8 +78,7 @@ def test_split_gemm_is_exact_and_faster(tmp_path, q8, monkeypatch):
     split = _run(model, tmp_path / "split", "--qconfig", str(q8))
     entries = _gemm_entries(tmp_path / "split")
     # an owner's add may be a step of its fused epilogue (ADR-0724)
-    vector = entries + [s for e in entries for s in e.get("steps", [])]
-    adds = [e for e in vector if e["opcode"] == "VE_ELEMENTWISE_TILE"]
+    adds = [e for e in unfused(entries) if e["opcode"] == "VE_ELEMENTWISE_TILE"]
     assert adds and all(e["op"] == "add" and e["out_dtype"] == "int32" for e in adds)
     te_pes = {e["pe"] for e in entries if e["opcode"] == "TE_GEMM_TILE"}
     stores = [e for e in entries if e["opcode"] == "DMA_STORE_TILE"]
@@ -93,9 +93,7 @@ def test_split_gemm_is_exact_and_faster(tmp_path, q8, monkeypatch):
     finally:
         tiling.choose_gemm_tiles.cache_clear()
     whole_entries = _gemm_entries(tmp_path / "whole")
-    assert not [e for e in whole_entries + [s for e in whole_entries
-                                            for s in e.get("steps", [])]
-                if e["opcode"] == "VE_ELEMENTWISE_TILE"]
+    assert not [e for e in unfused(whole_entries) if e["opcode"] == "VE_ELEMENTWISE_TILE"]
     assert split["total_ns"] < whole["total_ns"]
 
 
@@ -110,8 +108,7 @@ def test_split_gemm_with_zero_points_is_exact(tmp_path):
     entries = json.loads((tmp_path / "out" / "bundle" / "cmdq.json").read_text())["cmdq"]
     te = [e for e in entries if e["opcode"] == "TE_GEMM_TILE"]
     # the owner's int32 add of a partial sum: an entry, or a step of a fused chain
-    vector = entries + [s for e in entries for s in e.get("steps", [])]
     assert any(e["opcode"] == "VE_ELEMENTWISE_TILE" and e.get("out_dtype") == "int32"
-               and e.get("op") == "add" for e in vector)
+               and e.get("op") == "add" for e in unfused(entries))
     # the zero-point term rides on the K = 0 steps only: one per output tile
     assert sum(1 for e in te if e.get("bias_bank") is not None) == 768 // 32

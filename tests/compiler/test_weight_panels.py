@@ -88,6 +88,7 @@ def test_one_row_tiles_load_their_weights_in_chunks(tmp_path, m, chunked):
                  "--keep-bundle", "--no-trace", "--no-report", "--quiet",
                  "--out", str(out)]) == 0
     v = json.loads((out / "verification.json").read_text())
+    assert "interpreter" in {c["reference"] for c in v["checks"]}
     assert all(c["max_abs_err"] == 0 for c in v["checks"] if c["reference"] == "interpreter")
     cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
     te = [e for e in cmdq if e["opcode"] == "TE_GEMM_TILE"]
@@ -97,9 +98,16 @@ def test_one_row_tiles_load_their_weights_in_chunks(tmp_path, m, chunked):
     biggest = max(e["num_elements"] for e in loads)
     assert (biggest <= WEIGHT_CHUNK_BYTES) == chunked
     assert (len(loads) > len(te)) == chunked
-    if chunked:  # the chunks of a tile land back to back in its buffer
-        by_buf: dict[tuple, list[dict]] = {}
-        for e in loads:
-            by_buf.setdefault((e["pe"], e["spm_bank"]), []).append(e)
-        assert any(len(es) > 1 and es[1]["spm_offset"] - es[0]["spm_offset"]
-                   == es[0]["num_elements"] for es in by_buf.values())
+    # each PE's weight loads, in program order, are runs landing back to back in one
+    # buffer, each run exactly one tile (k × n bytes at 8 bits)
+    runs: list[list[dict]] = []
+    for e in sorted(loads, key=lambda e: (e["pe"], e["id"])):
+        prev = runs[-1][-1] if runs else None
+        if prev is not None and prev["pe"] == e["pe"] and (prev["spm_bank"], prev[
+                "spm_offset"] + prev["num_elements"]) == (e["spm_bank"], e["spm_offset"]) \
+                and sum(x["num_elements"] for x in runs[-1]) < te[0]["k"] * te[0]["n"]:
+            runs[-1].append(e)
+        else:
+            runs.append([e])
+    assert len(runs) == len(te)
+    assert all(sum(x["num_elements"] for x in r) == te[0]["k"] * te[0]["n"] for r in runs)

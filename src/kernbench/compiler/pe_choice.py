@@ -3,7 +3,7 @@
 A model too small to fill the NPU pays for a wide spread: transfers cross the mesh and
 UCIe, every layer's blocks wait on more command round trips, and each PE gets a few
 rows. The compiler therefore also compiles the model for the first cube alone, and for
-the first half, quarter, ... of that cube's PEs (down to `MIN_PES`), estimates every
+half, a quarter, ... of that cube's PEs (down to `MIN_PES`), estimates every
 candidate program end to end with the cost model (`cost_schedule`, on the real
 topology: a candidate's entries name the same PEs and addresses there, the other PEs
 stay idle) and keeps the fastest; ties keep the wider spread.
@@ -47,8 +47,8 @@ MIN_PES = 4
 
 @dataclass(frozen=True)
 class PeChoice:
-    """The PEs the program uses (the first `pes` of the topology's `of`) and every
-    candidate's estimated end-to-end time (PE count → ns)."""
+    """The PEs the program uses (`pes` of the topology's `of`: cube 0's, or those nearest
+    its M_CPU) and every candidate's estimated end-to-end time (PE count → ns)."""
 
     pes: int
     of: int

@@ -146,9 +146,9 @@ class Scheduler:
                     deps.add(a.idx)
         # a later chunk of a weight tile waits only for the chunk before it (the same
         # buffer): still a prefetch, not a data load
-        own = {last_writer.get(b.id) for _, b in op.writes} - {None}
-        chunk = bool(deps) and deps <= own and op.opcode == "DMA_LOAD_TILE" \
-            and op.fields.get("tensor_role") == "weight"
+        chunk = bool(deps) and op.opcode == "DMA_LOAD_TILE" \
+            and op.fields.get("tensor_role") == "weight" \
+            and deps <= {last_writer.get(b.id) for _, b in op.writes}
         data_load = bool(deps) and op.opcode == "DMA_LOAD_TILE" and not chunk
         if (not deps or chunk) and op.opcode == "DMA_LOAD_TILE" and op.pe in self.last_compute:
             # a load of constants depends on nothing: without a bound the FSM would
