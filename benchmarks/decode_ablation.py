@@ -1,8 +1,10 @@
-"""The gpt2-small decode step (1024-token KV cache, `base`) with each of ADR-0721's
-decisions, ADR-0726's owner-heavy key ranges, ADR-0727's fused attention steps and
-ADR-0729's balanced split-K parts undone in turn: the figures those ADRs cite.
+"""The gpt2-small decode step (1024-token KV cache, `base`) as the code is now, and with
+one decision undone at a time: each of ADR-0721's, ADR-0726's owner-heavy key ranges,
+ADR-0727's fused attention steps, ADR-0729's balanced split-K parts and ADR-0731's
+weight chunks. (The "A → B" figures of those ADRs were measured at their own commits,
+before later changes; docs/performance.md has this table for the code as it is.)
 
-    .venv/bin/python benchmarks/decode_ablation.py          # every row (about 4 minutes)
+    .venv/bin/python benchmarks/decode_ablation.py          # every row (about 7 minutes)
     .venv/bin/python benchmarks/decode_ablation.py --only "chunk 8 KiB"
 
 Each row sets module constants of the compiler for one in-process `kernbench run
@@ -30,6 +32,7 @@ from kernbench.compiler.lower import (  # noqa: E402
     gemm_balance,
     kv_rows,
     kv_update,
+    te_weights,
 )
 
 #: the flash-attention steps ADR-0727 lets a fused chain take
@@ -49,6 +52,8 @@ ROWS: dict[str, dict[tuple[object, str], object]] = {
         {(fuse_vector, "STEPS"): fuse_vector.STEPS - _FLASH_STEPS},
     "equal split-K parts (gemm_balance.BALANCE = False, before ADR-0729)":
         {(gemm_balance, "BALANCE"): False},
+    "whole weight tiles (te_weights.WEIGHT_CHUNK_BYTES = 1 GiB, before ADR-0731)":
+        {(te_weights, "WEIGHT_CHUNK_BYTES"): 1 << 30},
 }
 ARGS = ["gpt2-small", "--seq-len", "1", "--kv-len", "1024", "-t", "base"]
 

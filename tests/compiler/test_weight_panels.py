@@ -48,21 +48,27 @@ def test_panel_width_keeps_row_major_where_panels_do_not_help_or_fit():
     assert panel_width(TeWeight(None, None, 8), 32) == 0
 
 
-@pytest.mark.parametrize("wbits", [8, 4])
-def test_weight_tiles_move_only_their_bytes_and_the_program_stays_exact(tmp_path, wbits):
-    model = tmp_path / "mm.onnx"
-    # 200 columns: the last panel is 8 wide
-    onnx.save(single_gemm(40, 200, 96, seed=3), model)
+def _run(tmp_path: Path, model: onnx.ModelProto, weight: str) -> list[dict]:
+    """The program of `model` run on `small` at 8-bit activations and `weight` (a QConfig
+    field), verified: exact against the interpreter, and within tolerance of onnxruntime."""
+    path = tmp_path / "mm.onnx"
+    onnx.save(model, path)
     q = tmp_path / "q.yaml"
-    q.write_text(f'overrides:\n  - {{match: "*", activation: 8, weight: {wbits}}}\n')
+    q.write_text(f'overrides:\n  - {{match: "*", activation: 8, {weight}}}\n')
     out = tmp_path / "out"
-    assert main(["run", str(model), "-t", "small", "--qconfig", str(q), "--verify",
+    assert main(["run", str(path), "-t", "small", "--qconfig", str(q), "--verify",
                  "--keep-bundle", "--no-trace", "--no-report", "--quiet",
                  "--out", str(out)]) == 0
     v = json.loads((out / "verification.json").read_text())
-    assert v["ok"]
+    assert v["ok"] and "interpreter" in {c["reference"] for c in v["checks"]}
     assert all(c["max_abs_err"] == 0 for c in v["checks"] if c["reference"] == "interpreter")
-    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    return json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+
+
+@pytest.mark.parametrize("wbits", [8, 4])
+def test_weight_tiles_move_only_their_bytes_and_the_program_stays_exact(tmp_path, wbits):
+    # 200 columns: the last panel is 8 wide
+    cmdq = _run(tmp_path, single_gemm(40, 200, 96, seed=3), f"weight: {wbits}")
     te = [e for e in cmdq if e["opcode"] == "TE_GEMM_TILE"]
     assert te and {e["qbits_weight"] for e in te} == {wbits}
     loads = [e for e in cmdq if e["opcode"] == "DMA_LOAD_TILE" and e["tensor_role"] == "weight"
@@ -79,18 +85,8 @@ def test_one_row_tiles_load_their_weights_in_chunks(tmp_path, m, chunked):
     one contiguous run into its rows of the tile's buffer; tiles of several rows keep one
     DMA. Exact either way."""
     from kernbench.compiler.lower.te_weights import WEIGHT_CHUNK_BYTES
-    model = tmp_path / "mm.onnx"
-    onnx.save(single_gemm(m, 64, 768, seed=5), model)  # 768 × 32 int8 = 24 KiB a tile
-    q = tmp_path / "q.yaml"
-    q.write_text('overrides:\n  - {match: "*", activation: 8}\n')
-    out = tmp_path / "out"
-    assert main(["run", str(model), "-t", "small", "--qconfig", str(q), "--verify",
-                 "--keep-bundle", "--no-trace", "--no-report", "--quiet",
-                 "--out", str(out)]) == 0
-    v = json.loads((out / "verification.json").read_text())
-    assert "interpreter" in {c["reference"] for c in v["checks"]}
-    assert all(c["max_abs_err"] == 0 for c in v["checks"] if c["reference"] == "interpreter")
-    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    # 768 × 32 int8 = 24 KiB a tile
+    cmdq = _run(tmp_path, single_gemm(m, 64, 768, seed=5), "weight: 8")
     te = [e for e in cmdq if e["opcode"] == "TE_GEMM_TILE"]
     loads = [e for e in cmdq if e["opcode"] == "DMA_LOAD_TILE" and e["tensor_role"] == "weight"
              and e["qbits"] == 8]
