@@ -1,7 +1,7 @@
 """The gpt2-small decode step (1024-token KV cache, `base`) as the code is now, and with
 one decision undone at a time: each of ADR-0721's, ADR-0726's owner-heavy key ranges,
-ADR-0727's fused attention steps, ADR-0729's balanced split-K parts and ADR-0731's
-weight chunks. (The "A → B" figures of those ADRs were measured at their own commits,
+ADR-0727's fused attention steps, ADR-0729's balanced split-K parts, ADR-0731's
+weight chunks and ADR-0733's row reduction. (The "A → B" figures of those ADRs were measured at their own commits,
 before later changes; docs/performance.md has this table for the code as it is.)
 
     .venv/bin/python benchmarks/decode_ablation.py          # every row (about 7 minutes)
@@ -30,6 +30,7 @@ from kernbench.compiler.lower import (  # noqa: E402
     fuse_vector,
     gemm,
     gemm_balance,
+    gemm_rowreduce,
     kv_rows,
     kv_update,
     te_weights,
@@ -54,6 +55,8 @@ ROWS: dict[str, dict[tuple[object, str], object]] = {
         {(gemm_balance, "BALANCE"): False},
     "whole weight tiles (te_weights.WEIGHT_CHUNK_BYTES = 1 GiB, before ADR-0731)":
         {(te_weights, "WEIGHT_CHUNK_BYTES"): 1 << 30},
+    "owner per tile, norm on its own (gemm_rowreduce.ROW_REDUCE = False, before ADR-0733)":
+        {(gemm_rowreduce, "ROW_REDUCE"): False},
 }
 ARGS = ["gpt2-small", "--seq-len", "1", "--kv-len", "1024", "-t", "base"]
 

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower import gemm_balance, gemm_splitk
+from kernbench.compiler.lower import gemm_balance, gemm_rowreduce, gemm_splitk
 from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.context import (
     FLOAT_DTYPES,
@@ -40,6 +40,7 @@ from kernbench.compiler.lower.gemm_balance import (
     OutTile,
     Producer,
 )
+from kernbench.compiler.lower.gemm_rowreduce import RowReduce
 from kernbench.compiler.lower.kv_rows import KvRows, kv_rows_out, store_kv_rows
 from kernbench.compiler.lower.te_weights import panel_width, te_weight, weight_tile
 from kernbench.compiler.lower.xquant import (
@@ -123,15 +124,16 @@ def wide(lw: Lowering, a_dtype: str, w_dtype: str, m: int, nn: int, k: int) -> b
 
 
 def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: int, nn: int,
-                  k: int, nn_layer: int, producer: Producer | None = None
-                  ) -> dict[int, tuple[GemmTiles, list[KPart]]]:
+                  k: int, nn_layer: int, producer: Producer | None = None,
+                  row_reduce: bool = False) -> dict[int, tuple[GemmTiles, list[KPart]]]:
     """Output tiles round-robin over PEs: over all PEs, or, for a spread output, each part's
     rows over the PEs of its cube (tiles chosen per part). `nn_layer`: the layer's output
     columns (`wide` decides for the whole layer). With split K every part of a tile takes
     the next PE of the same cube range; the first part owns the tile. `producer`: the GEMM
     that just computed this one's K columns; a split-K layer of one row tile over every
     PE then sizes its parts by when PEs and K steps are ready, when that is estimated to
-    end sooner (`gemm_balance`, ADR-0729)."""
+    end sooner (`gemm_balance`, ADR-0729). `row_reduce`: one PE will add the partial sums
+    up (`gemm_rowreduce`), so an unsplit one-row tiling may be split for it."""
     g = lw.gemm_spec
     per_pe: dict[int, tuple[GemmTiles, list[KPart]]] = {}
     ranges = lw.part_rows(op, m, nn)
@@ -149,6 +151,8 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
                               dma_bytes_per_cycle=lw.dma_bytes_per_cycle,
                               dma_fixed_cycles=_dma_fixed_ns(lw) * g.clock_ghz,
                               split_k=integer)
+        if row_reduce and integer and t.ks == 1 and r_hi - r_lo <= t.tm:
+            t = gemm_rowreduce.split(lw, t, math.ceil(nn / t.tn), k, wp.bits, n_pes)
         parts = t.k_parts(k)
         mine: dict[int, tuple[GemmTiles, list[KPart]]] = {}
         for m0 in range(r_lo, r_hi, t.tm):
@@ -244,13 +248,16 @@ def _resident_a(lw: Lowering, n: LayerIR, pe: int, xq: Placement, t: GemmTiles, 
 
 def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list[KPart]]],
                xq: Placement, wp: TeWeight, k: int, nn: int, corr: Placement | None,
-               finish: Callable[[int, OutTile, Buf], None], spread: bool = False) -> None:
+               finish: Callable[[int, OutTile, Buf], None], spread: bool = False,
+               reducer: RowReduce | None = None) -> None:
     """The output tiles `per_pe` (`_tiles_per_pe`) through their K loops, each PE's tiles
     row by row; `finish(pe, tile, acc)` then writes an accumulator out (the GEMM's
     epilogue, QLinearMatMul's requantize); with split K, after the owner has added the
     helpers' partial sums (in a later phase). `spread`:
-    the output is spread over the cubes (so is the split-K scratch)."""
-    scratch = gemm_splitk.partials(lw, n, per_pe, xq.shape[0], nn, spread)
+    the output is spread over the cubes (so is the split-K scratch). With a `reducer`
+    every part stores its partial sum for it instead (`gemm_rowreduce`)."""
+    scratch = gemm_splitk.partials(lw, n, per_pe, xq.shape[0], nn, spread) \
+        if reducer is None else reducer.scratch
     owner_cube = {p.tile: lw.topo.pes[pe].cube.index for pe, (_, parts) in per_pe.items()
                   for p in parts if p.slot < 0}
     deferred: list[tuple[int, int, KPart, Buf]] = []  # owners awaiting (pe, ks, part, acc)
@@ -265,7 +272,8 @@ def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list
         started = 0  # accumulators begun on this PE: they take its tensor engines in turn
         for (m0, k0, k1), row_parts in by_rows.items():
             started = _row_parts(lw, n, pe, t, row_parts, xq, wp, k, nn, corr, scratch,
-                                 finish, started, m0, (k0, k1), deferred, owner_cube)
+                                 finish, started, m0, (k0, k1), deferred, owner_cube,
+                                 reducer)
     if deferred:
         # the owners add the partial sums in a phase of their own: their loads come after
         # every helper's store in program order, which the schedule derives HBM
@@ -281,7 +289,7 @@ def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[
                scratch: Placement | None, finish: Callable[[int, OutTile, Buf], None],
                started: int, m0: int, k_range: tuple[int, int],
                deferred: list[tuple[int, int, KPart, Buf]],
-               owner_cube: dict[OutTile, int]) -> int:
+               owner_cube: dict[OutTile, int], reducer: RowReduce | None = None) -> int:
     """One PE's parts of the same rows and K range, two accumulators per tensor engine
     interleaving their K loops (one hides the other's fetch, store and command round
     trip; a single K step needs no partner). A helper stores its partial sum, an owner
@@ -298,7 +306,9 @@ def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[
                  k_range=k_range)
         started += len(group)
         for part, c in zip(group, accs, strict=True):
-            if part.slot >= 0:
+            if reducer is not None:
+                gemm_rowreduce.store_part(lw, n, pe, c, t, part, reducer, nn)
+            elif part.slot >= 0:
                 assert scratch is not None
                 gemm_splitk.store_partial(lw, n, pe, c, part, scratch, nn, owner_cube[part.tile])
             elif (part.parts or t.ks) > 1:
@@ -311,14 +321,18 @@ def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[
 def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
               op: Placement, tile: OutTile, nn: int, mode: str,
               step: FusedStep | None, q: QuantOut | KvRows | None = None,
-              runtime_scale: bool = False) -> None:
+              runtime_scale: bool = False,
+              then: Callable[[Buf, dict], None] | None = None,
+              engine: dict | None = None) -> None:
     """Scale (and bias) the accumulator tile into the output dtype, apply a fused
     consumer (`kernbench.compiler.lower.epilogue`) and store it; with `q`, also store the
     consumer's result quantized for the integer GEMMs that read it (`xquant`); without a
     fused consumer, `q` is the int8 K / V an attention reads (`xquant.kv_quant_out`) or
     the new rows of a KV cache (`kv_rows.KvRows`: stored there instead of the output).
     `runtime_scale`: the scale placement is one fp32 value computed at run time
-    (ADR-0706), not a vector."""
+    (ADR-0706), not a vector. `then(c, engine)`: more vector work on the fused step's
+    result before it is stored (`gemm_rowreduce.norm`); `engine`: the vector engine (by
+    default the PE's next)."""
     m0, n0, tm, tn = tile
     # a [2, N] constant holds the scale and the bias rows: one DMA loads both
     packed = not runtime_scale and len(sp.shape) == 2
@@ -332,7 +346,7 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
         lw.dma(False, pe, bs, sp, n0, rows, tn, nn, n.id, role="weight")
         reads = [("in", c), ("scale", bs)] + ([("bias", bs)] if packed else [])
     frees = [c, bs]
-    engine = lw.engines.ve(pe)
+    engine = engine or lw.engines.ve(pe)
     # in place: the result overwrites the accumulator it is computed from
     deq = lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
                 {"length": tn, "rows": tm, "qbits_activation": 32,
@@ -349,6 +363,8 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
         store_tile(lw, q, pe, c, op, n.id, m0 * nn + n0, tm, tn, nn, engine, [c])
         return
     apply_step(lw, step, pe, c, tile, nn, n.id, engine)
+    if then is not None:
+        then(c, engine)
     # with the next GEMM's int8 activation first (its chain)
     for o in store_tile(lw, q, pe, c, step.out, step.layer.id, m0 * nn + n0, tm, tn, nn,
                         engine, [c]):
@@ -388,16 +404,26 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else dyn.scale
     last = lw.gemm_producer
+    row_reduce = q is None and kv is None and dyn is None \
+        and gemm_rowreduce.eligible(lw, step, op, m, nn)
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn,
-                           last if last is not None and xq.key in last.tensors else None)
+                           last if last is not None and xq.key in last.tensors else None,
+                           row_reduce)
     # what a consumer reads of this GEMM's tiles as they are stored: the quantized copy
     # its epilogue writes, else the output itself
     lw.gemm_producer = gemm_splitk.as_producer(lw, per_pe, k, wp.bits,
                                  {q.scratch.key} if isinstance(q, QuantOut) else {op.key})
+    rr = gemm_rowreduce.plan(lw, n, step, nn, per_pe) if row_reduce else None
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
                lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step,
                                              q or kv, runtime_scale=dyn is not None),
-               spread=bool(op.parts))
+               spread=bool(op.parts), reducer=rr)
+    if rr is not None:  # one PE adds the row up, runs the epilogue and the norm
+        engine = lw.engines.ve(rr.pe)
+        c = gemm_rowreduce.sum_row(lw, n, rr, nn, engine)
+        _epilogue(lw, n, rr.pe, c, consts, op, (0, 0, 1, nn), nn, mode, step,
+                  then=lambda c, eng: gemm_rowreduce.norm(lw, rr, c, n.id, eng), engine=engine)
+        gemm_rowreduce.done(lw, n, rr)
     if step is not None:
         drop_fused(lw, n, out_tid, step)
     drop_unwritten(lw, step.layer if step is not None else n, q or kv)

@@ -13,7 +13,7 @@ returns False and runs as a layer op.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -144,20 +144,37 @@ def _op_fields(lw: Lowering, n: LayerIR, x: Placement, y: Placement,
     return (fields, extra) if ok else None
 
 
-def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
-    opcode = ROW_OPS[n.op_type]
+class RowSpec(NamedTuple):
+    """How a row-wise layer tiles: its opcode, input and output placements, the tile's
+    CMDQ fields (without rows and engine) and its second operands."""
+
+    opcode: str
+    x: Placement
+    y: Placement
+    fields: dict[str, Any]
+    extra: list[Extra]
+
+
+def row_spec(lw: Lowering, n: LayerIR) -> RowSpec | None:
+    """The layer's `RowSpec`, or None when its tensors are not contiguous float of one
+    shape (or its operands cannot be tiled)."""
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(n.outputs[0])
     if y is None or x.dtype not in FLOAT_DTYPES or y.dtype not in FLOAT_DTYPES \
             or not x.contiguous or not y.contiguous or x.shape != y.shape \
             or lw.g.tensors[n.inputs[0]].const:
-        return False
-    rows, cols = rows_cols(x)
-    xs, ys = ITEMSIZE[x.dtype], ITEMSIZE[y.dtype]
-    spec = _op_fields(lw, n, x, y, cols)
+        return None
+    spec = _op_fields(lw, n, x, y, rows_cols(x)[1])
+    return None if spec is None else RowSpec(ROW_OPS[n.op_type], x, y, *spec)
+
+
+def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
+    spec = row_spec(lw, n)
     if spec is None:
         return False
-    fields, extra = spec
+    opcode, x, y, fields, extra = spec
+    rows, cols = rows_cols(x)
+    xs, ys = ITEMSIZE[x.dtype], ITEMSIZE[y.dtype]
     q = quant_out(lw, n.outputs[0])
     # one block per vector engine of every PE when there are enough rows and work
     split = lw.engines.ve_blocks(rows, cols, lw.n_pes, COST_OP[n.op_type])
