@@ -39,6 +39,8 @@ def _both(graph, topo_name: str):
 CASES = {
     "llama prefill, shape-only (HBM reuse)": (lambda p: _llama(p, 4, LlmShape(1, 64, 0)), "base"),
     "llama batched decode, shape-only": (lambda p: _llama(p, 4, LlmShape(2, 1, 64)), "base"),
+    # one row: the down and output projections reduced with the next RMSNorm (ADR-0733)
+    "llama decode, shape-only": (lambda p: _llama(p, 4, LlmShape(1, 1, 64)), "base"),
     "gpt2 with weights": (lambda p: load_model(ZOO / "gpt2.onnx")[0], "base"),
     "bert QDQ": (lambda p: load_model(ZOO / "bert_qdq_static.onnx")[0], "small"),
     "resnet (fused ReLU)": (lambda p: load_model(ZOO / "resnet.onnx")[0], "base"),

@@ -32,8 +32,9 @@ AllPesOpt = Annotated[bool, typer.Option(
     "--all-pes", help="spread the model over every PE (default: a small model may use fewer, "
                       "as the cost model estimates faster; docs/compiler.md)")]
 StrictOpt = Annotated[bool, typer.Option(
-    "--strict", help="turn warnings about the inputs (a QConfig glob matching no layer, "
-                     "NaN/Inf in weights or inputs) into errors")]
+    "--strict", help="turn warnings into errors: a QConfig glob matching no layer, "
+                     "NaN/Inf in weights or inputs, layers the compiler runs whole "
+                     "(as one layer op on one PE)")]
 KvLenOpt = Annotated[int | None, typer.Option(
     "--kv-len", help="KV-cache length; > 0 builds a decode step [default: 0]")]
 BatchOpt = Annotated[int | None, typer.Option(

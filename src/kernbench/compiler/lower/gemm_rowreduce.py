@@ -111,6 +111,8 @@ def split(lw: Lowering, t: GemmTiles, tiles: int, k: int, bits: int, n_pes: int)
 
     best, out = est(t.tk, t.ks), t
     for ks in range(2, MAX_PARTS + 1):
+        if ks * tiles * t.tn * 4 > lw.bank:
+            break  # the reducer loads every slot of the row into one TCM bank (`plan`)
         tk = math.ceil(k / ks / K_ALIGN) * K_ALIGN
         if tk >= k or math.ceil(k / tk) != ks:
             continue
