@@ -4,7 +4,7 @@ ADR-0727's fused attention steps, ADR-0729's balanced split-K parts, ADR-0731's
 weight chunks and ADR-0733's row reduction. (The "A → B" figures of those ADRs were measured at their own commits,
 before later changes; docs/performance.md has this table for the code as it is.)
 
-    .venv/bin/python benchmarks/decode_ablation.py          # every row (about 7 minutes)
+    .venv/bin/python benchmarks/decode_ablation.py          # every row (about 8 minutes)
     .venv/bin/python benchmarks/decode_ablation.py --only "chunk 8 KiB"
 
 Each row sets module constants of the compiler for one in-process `kernbench run
