@@ -311,8 +311,8 @@ def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[
             elif part.slot >= 0:
                 assert scratch is not None
                 gemm_splitk.store_partial(lw, n, pe, c, part, scratch, nn, owner_cube[part.tile])
-            elif (part.parts or t.ks) > 1:
-                deferred.append((pe, part.parts or t.ks, part, c))
+            elif part.count(t.ks) > 1:
+                deferred.append((pe, part.count(t.ks), part, c))
             else:
                 finish(pe, part.tile, c)
     return started
@@ -404,16 +404,16 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else dyn.scale
     last = lw.gemm_producer
-    row_reduce = q is None and kv is None and dyn is None \
-        and gemm_rowreduce.eligible(lw, step, op, m, nn)
+    norm = gemm_rowreduce.norm_after(lw, step, op, m, nn) \
+        if q is None and kv is None and dyn is None else None
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn,
                            last if last is not None and xq.key in last.tensors else None,
-                           row_reduce)
+                           norm is not None)
     # what a consumer reads of this GEMM's tiles as they are stored: the quantized copy
     # its epilogue writes, else the output itself
     lw.gemm_producer = gemm_splitk.as_producer(lw, per_pe, k, wp.bits,
                                  {q.scratch.key} if isinstance(q, QuantOut) else {op.key})
-    rr = gemm_rowreduce.plan(lw, n, step, nn, per_pe) if row_reduce else None
+    rr = gemm_rowreduce.plan(lw, n, step, nn, per_pe, norm) if norm is not None else None
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
                lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step,
                                              q or kv, runtime_scale=dyn is not None),

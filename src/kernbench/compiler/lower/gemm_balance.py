@@ -61,6 +61,10 @@ class KPart(NamedTuple):
     slot: int = -1
     parts: int = 0
 
+    def count(self, ks: int) -> int:
+        """The tile's part count, given the GEMM's `ks`."""
+        return self.parts or ks
+
 
 @dataclass
 class Producer:

@@ -35,6 +35,7 @@ from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.elementwise import ew_cost
 from kernbench.compiler.lower.epilogue import FusedStep
 from kernbench.compiler.lower.gemm_balance import STEP_TRIP_CYCLES, KPart
+from kernbench.compiler.lower.gemm_splitk import PerPe, most_parts
 from kernbench.compiler.lower.rowwise import RowSpec, row_spec
 from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out, store_tile
 from kernbench.compiler.tilegraph import Buf
@@ -49,9 +50,6 @@ ROW_REDUCE = True
 #: most K parts per output tile `split` tries, and the K granularity of a part
 MAX_PARTS = 8
 K_ALIGN = 32
-
-#: per PE: the tiling and the parts it runs (as `gemm_splitk.PerPe`)
-PerPe = dict[int, tuple[GemmTiles, list[KPart]]]
 
 
 @dataclass(frozen=True)
@@ -68,12 +66,18 @@ class RowReduce:
     q: QuantOut | None
 
 
-def _parts(t: GemmTiles, p: KPart) -> int:
-    return p.parts or t.ks
+#: the norm a row reduction runs, and how it tiles (`rowwise.row_spec`)
+Norm = tuple[LayerIR, RowSpec]
 
 
-def _norm_after(lw: Lowering, step: FusedStep) -> tuple[LayerIR, RowSpec] | None:
-    """The norm reading the fused step's output directly, when it tiles as a row op."""
+def norm_after(lw: Lowering, step: FusedStep | None, op: Placement, m: int,
+               nn: int) -> Norm | None:
+    """The norm a GEMM with this fused `step` and output `op` of `m` rows × `nn` columns
+    would be reduced on one PE with (module doc), or None when it cannot be: the one
+    LAYER_NORM / RMS_NORM reading the step's output directly, tiled as a row op."""
+    if not ROW_REDUCE or step is None or m != 1 or op.parts or step.out.parts \
+            or nn * 4 > lw.bank:
+        return None
     y = step.layer.outputs[0]
     norms = [lw.g.node(c) for c in lw.g.tensors[y].consumers
              if lw.g.node(c).op_type in ("LAYER_NORM", "RMS_NORM")
@@ -81,18 +85,9 @@ def _norm_after(lw: Lowering, step: FusedStep) -> tuple[LayerIR, RowSpec] | None
     if len(norms) != 1 or norms[0].id in lw.fused:
         return None
     spec = row_spec(lw, norms[0])
-    return None if spec is None else (norms[0], spec)
-
-
-def eligible(lw: Lowering, step: FusedStep | None, op: Placement, m: int, nn: int) -> bool:
-    """Can a GEMM with this fused `step` and output `op` of `m` rows × `nn` columns be
-    reduced on one PE with the norm after it (module doc)?"""
-    if not ROW_REDUCE or step is None or m != 1 or op.parts or step.out.parts \
-            or nn * 4 > lw.bank:
-        return False
-    found = _norm_after(lw, step)
-    return found is not None and found[1].x.key == step.out.key \
-        and found[1].x.shape[-1] == nn
+    if spec is None or spec.x.key != step.out.key or spec.x.shape[-1] != nn:
+        return None
+    return norms[0], spec
 
 
 def split(lw: Lowering, t: GemmTiles, tiles: int, k: int, bits: int, n_pes: int) -> GemmTiles:
@@ -122,16 +117,15 @@ def split(lw: Lowering, t: GemmTiles, tiles: int, k: int, bits: int, n_pes: int)
     return out
 
 
-def plan(lw: Lowering, n: LayerIR, step: FusedStep, nn: int,
-         per_pe: PerPe) -> RowReduce | None:
-    """The row reduction of GEMM `n` (`eligible`, its parts placed), or None when its
-    tiles are not split. Picks the reducer, allocates the scratch and the norm's
-    quantized copy."""
-    slots = max((_parts(t, p) for t, parts in per_pe.values() for p in parts), default=1)
+def plan(lw: Lowering, n: LayerIR, step: FusedStep, nn: int, per_pe: PerPe,
+         found: Norm) -> RowReduce | None:
+    """The row reduction of GEMM `n` into the norm `found` (`norm_after`), its parts
+    placed, or None when its tiles are not split (or all slots of the row would not fit
+    one TCM bank). Picks the reducer, allocates the scratch and the norm's quantized
+    copy."""
+    slots = most_parts(per_pe)
     if slots < 2 or slots * nn * 4 > lw.bank:
         return None
-    found = _norm_after(lw, step)
-    assert found is not None
     norm, spec = found
     # in the cube holding the output row (its residual operand and the norm's readers'
     # copy are there too), the PE with the fewest K columns of its own: it is free
@@ -150,7 +144,7 @@ def store_part(lw: Lowering, n: LayerIR, pe: int, c: Buf, t: GemmTiles, part: KP
                rr: RowReduce, nn: int) -> None:
     """A part's int32 partial sum into its slot (the owner's is the tile's last)."""
     _, n0, _, tn = part.tile
-    slot = part.slot if part.slot >= 0 else _parts(t, part) - 1
+    slot = part.slot if part.slot >= 0 else part.count(t.ks) - 1
     lw.dma(True, pe, c, rr.scratch, slot * nn + n0, 1, tn, tn, n.id, frees=[c])
 
 

@@ -31,6 +31,11 @@ from kernbench.ir.model import LayerIR
 PerPe = dict[int, tuple[GemmTiles, list[KPart]]]
 
 
+def most_parts(per_pe: PerPe) -> int:
+    """The most K parts any tile of `per_pe` is split into (1: none is split)."""
+    return max((p.count(t.ks) for t, parts in per_pe.values() for p in parts), default=1)
+
+
 def as_producer(lw: Lowering, per_pe: PerPe, k: int, bits: int,
                 tensors: set[str]) -> Producer | None:
     """What this GEMM leaves for a split-K consumer (`gemm_balance.Producer`): per tile its
@@ -70,8 +75,7 @@ def partials(lw: Lowering, n: LayerIR, per_pe: PerPe, m: int, nn: int,
     cube, a tile's slots used in its owner's cube (ADR-0729: the helpers store there, the
     owner loads locally); None without split K. Each call gets its own scratch (a
     QKV_PROJ's three projections do not share one)."""
-    slots = max((p.parts or t.ks for t, parts in per_pe.values() for p in parts),
-                default=1) - 1
+    slots = most_parts(per_pe) - 1
     if not slots:
         return None
     key = f"{n.id}@splitk{len(lw.plan.allocations)}"
