@@ -84,7 +84,7 @@ def parse(text: str) -> list[dict]:
             continue
         if len(cells) != len(header):
             raise ParseError(f"line {lineno}: {len(cells)} cells, header has {len(header)}")
-        raw = dict(zip(header, cells))
+        raw = dict(zip(header, cells, strict=True))
         row = {"card": card, "config": config, "in0_sharded": "False", "out_sharded": "False"}
         for src, col in HEADER_MAP.items():
             if src in raw:
