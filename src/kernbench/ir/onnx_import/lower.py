@@ -22,6 +22,7 @@ from kernbench.ir.onnx_import import handlers_basic as hb
 from kernbench.ir.onnx_import import handlers_te as ht
 from kernbench.ir.onnx_import import windows
 from kernbench.ir.onnx_import.lower_extra import EXTRA_HANDLERS
+from kernbench.ir.onnx_import.node_shapes import infer_node_outputs, needs_inference
 from kernbench.ir.onnx_import.onnx_util import (
     MAX_FOLD_ELEMS,
     ONNX_TO_DTYPE,
@@ -250,6 +251,8 @@ class Lowering:
             return
         if self.try_fold(node):
             return
+        if needs_inference(self, node):  # shapes computed from values folded here
+            infer_node_outputs(self, node)
         handler = HANDLERS.get(node.op_type)
         if handler is None:
             self.unsupported.setdefault(node.op_type, []).append(node.name or "?")
