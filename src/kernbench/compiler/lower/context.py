@@ -22,7 +22,7 @@ import numpy as np
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.engines import EngineCursor
 from kernbench.compiler.lower.gemm_balance import Producer
-from kernbench.compiler.lower.placement import PeCursor, raw_const, tensor_placement
+from kernbench.compiler.lower.placement import PeCursor, raw_const, real_const, tensor_placement
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.ir.model import QBits
@@ -264,6 +264,15 @@ class Lowering:
 
     def raw_const(self, tid: str) -> Placement:
         return raw_const(self.g, self.plan, tid)
+
+    def real_const(self, tid: str) -> Placement:
+        return real_const(self.g, self.plan, tid)
+
+    def value_placement(self, tid: str) -> Placement:
+        """Where a vector tile reads `tid`'s real values: a quantized constant
+        dequantized (`real_const`), any other tensor where it lives (`placement`)."""
+        t = self.g.tensors[tid]
+        return self.real_const(tid) if t.const and t.quant is not None else self.placement(tid)
 
     def const(self, key: str, array: np.ndarray, dtype: str, source: str | None = None,
               shape: tuple[int, ...] | None = None) -> Placement:
