@@ -18,6 +18,7 @@ from onnx import helper
 
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph, LayerIR, QuantParams, TensorIR
+from kernbench.ir.onnx_import.node_shapes import infer_node_outputs, needs_inference
 from kernbench.ir.onnx_import.onnx_util import (
     MAX_FOLD_ELEMS,
     ONNX_TO_DTYPE,
@@ -251,6 +252,8 @@ class Lowering:
             return
         if self.try_fold(node):
             return
+        if needs_inference(self, node):  # shapes computed from values folded here
+            infer_node_outputs(self, node)
         handler = self.handlers.get(node.op_type)
         if handler is None:
             self.unsupported.setdefault(node.op_type, []).append(node.name or "?")
