@@ -129,6 +129,10 @@ def test_utilization_is_busy_time_over_the_run():
     assert dma["utilization"] == pytest.approx(read / (2 * total), abs=1e-6)  # read + write
     port = stats["links"]["sip0.cube0.hbm_ctrl->sip0.cube0.r0c0"]
     assert port["utilization"] == pytest.approx(65536 / hbm.port_bw_gbs / total, abs=1e-6)
+    # the read channel is busy for all but the command's trip: the most utilized resource
+    assert stats["bottleneck"] == {"component": "sip0.cube0.pe0.pe_dma.read",
+                                   "kind": "pe_dma",
+                                   "utilization": dma["channels"]["read"]["utilization"]}
 
 
 def test_stride_bytes_makes_a_2d_transfer():
