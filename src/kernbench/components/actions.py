@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kernbench.common.pe_commands import PeCommand
+
 ACTIONS = ("mac_int4", "mac_int8", "mac_fp16", "mac_fp32", "math_lane_cycle", "hbm_byte",
            "sram_byte", "tcm_read_byte", "tcm_write_byte", "rf_write_byte", "rf_read_byte",
            "mesh_hop_byte", "port_byte", "ucie_byte")
@@ -58,6 +60,8 @@ class ActionLedger:
     def __init__(self, link_kinds: Mapping[str, str], record_events: bool = False,
                  group_by: str = "seq") -> None:
         self._link_action = {lid: LINK_ACTION[k] for lid, k in link_kinds.items()}
+        # a path (tuple of link servers) → its (action, links of that action), action-sorted
+        self._path_actions: dict[tuple[Any, ...], tuple[tuple[str, int], ...]] = {}
         self.totals: dict[str, int] = dict.fromkeys(ACTIONS, 0)
         self.group_by = group_by
         self.by_seq: dict[Any, dict[str, int]] = {}
@@ -65,7 +69,8 @@ class ActionLedger:
         #: (start_ns, end_ns, action, amount), in record order (deterministic)
         self.events: list[tuple[float, float, str, int]] = []
 
-    def add(self, cmd: Any, action: str, amount: int, start: float, end: float) -> None:
+    def add(self, cmd: PeCommand | None, action: str, amount: int, start: float,
+            end: float) -> None:
         """Count `amount` of `action`, done by `cmd` (or None) during [start, end]."""
         if amount <= 0:
             return
@@ -79,18 +84,22 @@ class ActionLedger:
         if self.record_events:
             self.events.append((start, end, action, amount))
 
-    def links(self, cmd: Any, links: Iterable[Any], nbytes: int, start: float,
+    def links(self, cmd: PeCommand | None, links: Iterable[Any], nbytes: int, start: float,
               end: float) -> None:
         """`nbytes` over each link of `links` (servers whose id is a topology link)."""
-        per: dict[str, int] = {}
-        for s in links:
-            a = self._link_action[s.id]
-            per[a] = per.get(a, 0) + nbytes
-        for a in sorted(per):
-            self.add(cmd, a, per[a], start, end)
+        key = links if links.__class__ is tuple else tuple(links)
+        acts = self._path_actions.get(key)
+        if acts is None:
+            per: dict[str, int] = {}
+            for s in key:
+                a = self._link_action[s.id]
+                per[a] = per.get(a, 0) + 1
+            acts = self._path_actions[key] = tuple((a, per[a]) for a in sorted(per))
+        for a, n in acts:
+            self.add(cmd, a, n * nbytes, start, end)
 
-    def dma(self, cmd: Any, space: str, nbytes: int, links: Iterable[Any], tcm: str | None,
-            start: float, end: float) -> None:
+    def dma(self, cmd: PeCommand | None, space: str, nbytes: int, links: Iterable[Any],
+            tcm: str | None, start: float, end: float) -> None:
         """A transfer between memory `space` ("hbm" | "sram") and a PE: the memory access,
         the links between, and the TCM port (`tcm` "read" | "write", None when it bypasses
         the TCM, e.g. weights streamed into the array)."""

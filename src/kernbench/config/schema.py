@@ -78,10 +78,10 @@ class PeSchedulerSpec(PeSchedulerEnergy, ComponentSpec):
     dispatch_latency_cycles: int = Field(1, ge=0, description="plan generation per command (cycles)")
     shared_compute_slot: bool = Field(
         False,
-        description="ADR-0014 D4: GEMM and MATH share one compute slot (no GEMM ∥ MATH overlap)",
+        description="GEMM and MATH share one compute slot (no GEMM ∥ MATH overlap)",
     )
     max_transfer_bytes: int = Field(
-        0, ge=0, description="ADR-0014: a DMA stage larger than this is split into transfers "
+        0, ge=0, description="A DMA stage larger than this is split into transfers "
                              "of at most this many bytes (0 = no limit)")
 
 
@@ -110,6 +110,12 @@ class PeGemmSpec(PeGemmEnergy, ComponentSpec):
         default_factory=lambda: {2: 2.0, 4: 2.0, 8: 1.0, 16: 1.0, 32: 0.25},
         description="MACs per cell per cycle by operand bitwidth (max of W and A bits)",
     )
+    depth: int = Field(
+        1, ge=1, description="inner-dimension elements each cell reduces per cycle (1 for a "
+                             "systolic array; the dot-product depth of a tile engine)")
+    math_fidelity: Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"] = Field(
+        "LoFi", description="passes over the operand mantissas per product (LoFi 1 ... "
+                            "HiFi4 4); every pass costs one full-rate issue")
 
     @model_validator(mode="after")
     def _factors_positive(self) -> PeGemmSpec:
@@ -117,6 +123,11 @@ class PeGemmSpec(PeGemmEnergy, ComponentSpec):
             if f <= 0:
                 raise ValueError(f"throughput_factor[{bits}] must be > 0")
         return self
+
+
+#: issues per product by math fidelity (tt-metal tech_reports/matrix_engine: LoFi full
+#: rate, HiFi2 half, HiFi3 a third, HiFi4 a quarter)
+FIDELITY_PHASES: dict[str, int] = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
 
 
 DEFAULT_MATH_OP_CYCLES: dict[str, float] = {
@@ -181,7 +192,7 @@ class PeMmuSpec(PeMmuEnergy, ComponentSpec):
 
 
 class PeTemplate(_Strict):
-    """The PE, instantiated once per entry of cube.pe_layout (ADR-0014 D7, ADR-0021 D7)."""
+    """The PE, instantiated once per entry of cube.pe_layout."""
 
     pe_cpu: PeCpuSpec = PeCpuSpec()
     pe_scheduler: PeSchedulerSpec = PeSchedulerSpec()

@@ -12,16 +12,16 @@ Per query head of the group and block of query rows:
 The whole K/V of one head must fit a TCM bank (T × D × 4 bytes), unless the layer is blocked
 along the KV sequence (`kv_block`, set by `compiler.kv_blocks`): then `attention_kv` runs the
 KV-block loop with an online softmax. With `kv_parts` (few query rows, many keys: a decode
-step) the keys are split into ranges on PEs of their own and combined (`attention_parts`,
-ADR-0714). Layers `tiled_attention` refuses run as a layer op.
+step) the keys are split into ranges on PEs of their own and combined (`attention_parts`).
+Layers `tiled_attention` refuses run as a layer op.
 Q, K, V, the mask and the output may be fp32, fp16 or bf16 in HBM (an fp16 / bf16 export):
-the tiles quantize from and dequantize to the stored width (ADR-0304).
+the tiles quantize from and dequantize to the stored width.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import groupby
 from typing import Any
 
@@ -31,51 +31,15 @@ from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.attention_kv import kv_te, lower_kv_blocks, q_rows
 from kernbench.compiler.lower.attention_parts import lower_kv_parts
+from kernbench.compiler.lower.attention_tiles import AttentionTiles
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
-from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out, store_tile
+from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out
 from kernbench.compiler.tilegraph import Buf
-from kernbench.ir.model import LayerIR, QBits
+from kernbench.ir.model import LayerIR
 from kernbench.numerics.flash import longest_part
 
 #: (te_id field, ve_id field) of one query block's ops (empty with one engine)
 Engines = tuple[dict[str, Any], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class AttentionTiles:
-    """What every tile of one attention layer needs."""
-
-    q: Placement
-    k: Placement
-    v: Placement
-    out: Placement
-    mask: Placement | None
-    scales: tuple[np.ndarray, np.ndarray, np.ndarray]  # s_q, s_k, s_v (0-d float32)
-    score_scale: float             # s_q · s_k · softmax scale
-    bits_a: QBits
-    bits_kv: QBits
-    causal: bool
-    causal_offset: int
-    s_blk: int                     # query rows per block
-    softcap: float = 0.0           # c·tanh(s / c) on the scores (0: none), in VE_SOFTMAX
-    kv_block: int = 0              # keys per KV block (0: the whole K / V at once)
-    kv_parts: int = 1              # key ranges on PEs of their own, combined (ADR-0714)
-    kv_first: int = 0              # keys of the owner's range (0: equal, ADR-0726)
-    q_out: QuantOut | None = None  # the output projection's int8 input, stored here too
-
-    def store(self, lw: Lowering, n: LayerIR, pe: int, ob: Buf, b: int, h: int, s0: int,
-              s: int, frees: list[Buf]) -> None:
-        """Output rows [s0, s0 + s) of head h from `ob` (out's dtype) into the output,
-        and quantized into the consuming GEMM's int8 scratch first when it reads them
-        (`xquant`: the same values its own preparation would make)."""
-        out, dv = self.out, self.v.shape[3]
-        ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
-        store_tile(lw, self.q_out, pe, ob, out, n.id, ooff, s, dv, out.strides[2],
-                   lw.engines.ve(pe), frees)
-
-    @property
-    def t_len(self) -> int:
-        return self.k.shape[2]
 
 
 def _unfit(n: LayerIR) -> ValueError:
@@ -383,7 +347,7 @@ def _tiles(lw: Lowering, n: LayerIR, at: AttentionTiles) -> None:
         b0, g0, s00, _ = run[0]
         pe = _pe_for(lw, at, b0, g0, b0 * out.strides[0] + g0 * rep * out.strides[1]
                      + s00 * out.strides[2])
-        blocks = 0  # independent query blocks: engines in turn (ADR-0701)
+        blocks = 0  # independent query blocks: engines in turn
         for (b, g), piece in groupby(run, key=lambda blk: blk[:2]):
             rows = [blk[2:] for blk in piece]
             kq, vq = _load_kv(lw, n, at, pe, b, g)

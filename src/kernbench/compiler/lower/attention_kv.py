@@ -16,23 +16,21 @@ Numerics: `kernbench.numerics.flash` (the interpreter runs the same blocks).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE
+from kernbench.compiler.lower.attention_tiles import AttentionTiles
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.numerics.flash import STATE_WIDTH, init_state
 
-if TYPE_CHECKING:  # a type only: attention imports this module
-    from kernbench.compiler.lower.attention import AttentionTiles
-
 
 def kv_te(bits_kv: object) -> dict[str, Any]:
     """TE_GEMM_TILE fields for K / V at KV bits: an int16 cache is read as int16, not as
-    the ISA's default 16-bit type fp16 (ADR-0706)."""
+    the ISA's default 16-bit type fp16."""
     return {"int16": True} if bits_kv == 16 else {}
 
 

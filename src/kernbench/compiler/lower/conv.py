@@ -4,7 +4,7 @@ Dense and grouped convolutions run on the tensor engine as TE_CONV_TILE implicit
 NCHW (layout "nchw": the activation and the OIHW weight are read as they lie in HBM, with
 2-D strided DMAs over channels); depthwise ones (one input channel per group) run on the
 vector engine as VE_DWCONV_TILE, where they cost outputs × taps lane operations instead of
-one systolic pass per channel (ADR-0703).
+one systolic pass per channel.
 
 Precision follows the GEMM (`gemm.te_mode`): "int" quantizes the activation with its
 calibrated static scale (in each tile, after its load) and the weight per output channel,
@@ -30,7 +30,8 @@ import numpy as np
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.clamp import Bounds, clip_fields, fusable_clamp
-from kernbench.compiler.lower.context import QBITS_OF, Lowering, TeWeight
+from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.lower.window import Geom, choose, geom, halves
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.compiler.tilegraph import Buf

@@ -1,4 +1,4 @@
-"""QLINEAR_MATMUL (ONNX QLinearMatMul with a constant B) as tiled TE GEMMs (ADR-0709).
+"""QLINEAR_MATMUL (ONNX QLinearMatMul with a constant B) as tiled TE GEMMs.
 
 The activation is read as it lies in HBM: int8, or uint8 read unsigned by the TE
 (``ifm_signed`` false, u8 × s8 → s32). The weight's zero point is removed offline
@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.lower.context import Lowering, TeWeight
+from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.gemm import OutTile, _tiles_per_pe, gemm_tiles
 from kernbench.compiler.lower.te_weights import values
+from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics.linalg import qlinear_multiplier

@@ -1,6 +1,6 @@
-"""QLINEAR_CONV (ONNX QLinearConv) as TE_CONV_TILE / VE_DWCONV_TILE tiles (ADR-0709).
+"""QLINEAR_CONV (ONNX QLinearConv) as TE_CONV_TILE / VE_DWCONV_TILE tiles.
 
-The tiles, blocks and DMAs are the conv lowering's (`conv`, ADR-0703); what differs:
+The tiles, blocks and DMAs are the conv lowering's (`conv`); what differs:
 - the activation is the int8 / uint8 tensor in HBM, read as it is (uint8 unsigned:
   ``ifm_signed`` / ``in_signed`` false), so no quantize step in the tile;
 - the padding is the activation's zero point (``pad_value``): ONNX pads the real 0, which
@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower.context import QBITS_OF, Lowering, TeWeight
+from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.conv import ConvJob, _dw_blocks, _load_x, dense_tiles
 from kernbench.compiler.lower.qlinear import Requant, centered, const_value, requant, scalar
+from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.lower.window import geom
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR

@@ -1,5 +1,5 @@
 """PE_CPU: receives commands (from M_CPU over the mesh, or a kernel runner) and submits
-them to PE_SCHEDULER's SubmissionQueue (ADR-0014 D1). It never touches engine queues."""
+them to PE_SCHEDULER's SubmissionQueue. It never touches engine queues."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import simpy
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.ports import Port
+from kernbench.components.queues import HwQueue
 
 
 @register("pe_cpu", "pe_cpu_v1")
@@ -16,7 +17,7 @@ class PeCpu(ComponentBase):
 
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
-        self.inbox = simpy.Store(self.env, capacity=self.spec.queue_depth)
+        self.inbox = HwQueue(self.env, capacity=self.spec.queue_depth)
 
     def connect(self) -> None:
         self.submission_queue: simpy.Store = self.peer("scheduler").inbox
