@@ -101,8 +101,8 @@ def compile_for_run(graph: Any, source: Path | None, topology: Any, out: Path, *
                     all_pes: bool = False) -> tuple[CmdqProgram, Any]:
     """compile_loaded for a timing run that keeps nothing per entry and no cmdq.json:
     (the program, the PE choice or None). The program is compiled layer by layer while it
-    runs (`compiler.stream`, ADR-0713), so host memory does not grow with layers × tiles;
-    a program small enough for the cost model's PE choice (ADR-0711) is compiled whole,
+    runs (`compiler.stream`), so host memory does not grow with layers × tiles;
+    a program small enough for the cost model's PE choice is compiled whole,
     from the passes the stream already ran. Writes the bundle without cmdq.json."""
 
     opts = _compile_options(graph, calib_inputs, strict, qconfig_file, model_file)
@@ -139,7 +139,7 @@ def _compile_whole(graph: Any, topology: Any, opts: CompileOptions, *, progress:
                    all_pes: bool = False, dump_after: tuple[str, ...] = (),
                    dump_dir: Path | None = None, whole: Any = None) -> tuple[Any, Any]:
     """(state, pass manager) of `graph` compiled whole: for all PEs (`all_pes`,
-    `dump_after`) or for the PEs the cost model picks (ADR-0711). `whole`: the program for
+    `dump_after`) or for the PEs the cost model picks. `whole`: the program for
     all PEs, already compiled from a copy of `graph` (no pass manager is returned then)."""
     if all_pes or dump_after:
         if whole is not None:
@@ -168,8 +168,8 @@ def _report_layer_ops(census: Any, strict: bool, name: str | None) -> None:
 
 
 def warn_unreadable_cmdq(path: Path) -> None:
-    """Warn when a written cmdq.json is over the size `load_program` reads (MAX_CMDQ_BYTES,
-    ADR-0708): `kernbench run` simulated it from memory, `kernbench simulate` will refuse it."""
+    """Warn when a written cmdq.json is over the size `load_program` reads (MAX_CMDQ_BYTES):
+    `kernbench run` simulated it from memory, `kernbench simulate` will refuse it."""
     size = path.stat().st_size
     if size > MAX_CMDQ_BYTES:
         warn(f"{path}: {size} bytes, over the {MAX_CMDQ_BYTES}-byte limit of CMDQ files; "
@@ -403,7 +403,7 @@ def add_roofline(stats: dict[str, Any], roof: Path, spans: dict[str, LayerSpan])
 
 def add_estimate(stats: dict[str, Any], entries: list[Any], topology: Any,
                  spans: dict[str, LayerSpan] | None = None) -> None:
-    """The cost model's estimate (compiler.cost, ADR-0702) beside the simulated times: the
+    """The cost model's estimate (compiler.cost) beside the simulated times: the
     end-to-end `estimate_ns`, and per layer `estimate_ns` (of `ns`), `estimate_busy_ns`
     (of `busy_ns`) and `estimate_by` (the resource or "path" that sets its own cost);
     each of `spans` gets its layer's estimated end."""

@@ -9,7 +9,7 @@ compiled and simulated.
 The compiled program goes to the simulator in memory (`host.flow.program_of`): the bundle's
 cmdq.json is written only when asked (`RunOptions.write_cmdq`, `--keep-bundle`; always with
 `verify`) and never read back, so a real-size program's file neither costs the time to
-write and parse it nor meets the CMDQ file-size limit (ADR-0708).
+write and parse it nor meets the CMDQ file-size limit.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
             plan = None
     qfile = str(opts.qconfig) if opts.qconfig else None
     if not (opts.trace or opts.report or opts.verify or write_cmdq):
-        # nothing per entry is kept: compiled layer by layer while it runs (ADR-0713)
+        # nothing per entry is kept: compiled layer by layer while it runs
         prog, choice = compile_for_run(graph, source, topo, bundle,
                                        progress=hooks.compile_progress,
                                        calib_inputs=opts.inputs, strict=opts.strict,

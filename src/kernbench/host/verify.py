@@ -1,4 +1,4 @@
-"""Numerical verification of a simulated bundle (ADR-0020 D11).
+"""Numerical verification of a simulated bundle.
 
 Two references for the simulated graph outputs:
 (a) the IR reference interpreter on the compiled IR (same static scales, same quantized

@@ -15,7 +15,7 @@ YAML form (yaml.safe_load, pydantic-validated, unknown keys rejected)::
 
 `fp32` means "not quantized" (qbits null); `fp16` / `bf16` mean float computation in
 that precision. Bits imported from a quantized (QDQ / QOperator) model win over the
-default; only an override that names the field changes them (ADR-0103).
+default; only an override that names the field changes them.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def apply_qconfig(graph: Any, qc: QConfig | None, *, imported_default_float: boo
     """Annotate every layer's qbits_* and the tensors they touch (spec §7).
 
     `imported_default_float`: the model was already quantized (QDQ / QOperator), so the
-    fields it did not set stay float unless the user passed a qconfig (ADR-0103).
+    fields it did not set stay float unless the user passed a qconfig.
     Layers whose node metadata has `imported_qbits_*` keep those values unless an
     override names the field.
     """
@@ -192,7 +192,7 @@ def apply_qconfig(graph: Any, qc: QConfig | None, *, imported_default_float: boo
         if op in NO_ACT_OPS:
             node.qbits_activation = None
         elif isinstance(a, int) and op not in TE_OPS and "activation" not in imported:
-            # VE layers compute in float on dequantized inputs (ADR-0102).
+            # VE layers compute in float on dequantized inputs.
             node.qbits_activation = None
         else:
             node.qbits_activation = a

@@ -1,4 +1,4 @@
-"""The IR reference interpreter (ADR-0102 quantization semantics).
+"""The IR reference interpreter (its quantization semantics in `core`).
 
 `core` holds the Interpreter (values, quantization state, the run loop); `params` turns
 each IR node into a LayerCall (by its op class, `kernbench.ir.ops`): a `kernbench.numerics.layers` kernel name and plain params,
