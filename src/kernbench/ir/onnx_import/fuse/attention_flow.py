@@ -12,7 +12,7 @@ Einsum, in this order from the softmax:
 3. scalar Mul / Div anywhere (also on Q and K, see `head_layout`) and Reshapes that keep
    the last two axes.
 
-QDQ attention (ADR-0821, a quantize_static export): when Q, K and V each come through a
+QDQ attention (a quantize_static export): when Q, K and V each come through a
 per-tensor 8-bit QDQ, the attention is fused too, as an integer ATTENTION (imported bits:
 activation 8, KV 8) that quantizes Q, K and V itself; the QDQs on the operands, on the
 scores and on the probabilities are part of the match (the ATTENTION's own quantization
@@ -60,7 +60,7 @@ class Scores:
     biases: list[tuple[str, list[int]]] = field(default_factory=list)
     bool_mask: tuple[str, list[int]] | None = None
     layers: list[LayerIR] = field(default_factory=list)
-    qdqs: int = 0  # per-tensor 8-bit QDQs on the way (ADR-0821)
+    qdqs: int = 0  # per-tensor 8-bit QDQs on the way
 
 
 def _scalar_operand(g: Graph, n: LayerIR) -> tuple[float, str] | None:
@@ -359,7 +359,7 @@ def _rewrite(g: Graph, ix: Index, sm: LayerIR) -> bool:
              "scale": sc.scale * q.scale * k.scale, "causal": False, "causal_offset": 0,
              "softcap": sc.softcap, "mask": kind}  # fmt: skip
     node = _emit(g, (sc, sm, after, mm2), ins + ([mask] if mask else []), attrs, new)
-    if all(quantized):  # integer attention at the QDQs' 8 bits (ADR-0821)
+    if all(quantized):  # integer attention at the QDQs' 8 bits
         node.metadata["imported_qbits"] = {"activation": 8, "kv": 8}
     return True
 

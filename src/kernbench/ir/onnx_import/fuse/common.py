@@ -70,7 +70,7 @@ def scalar(g: Graph, tid: str) -> float | None:
 
 def qdq8(g: Graph, n: LayerIR | None) -> bool:
     """n is a per-tensor 8-bit QDQ (int8 or uint8) with a constant scalar scale and zero
-    point: a fake quantization an integer TE operand can stand in for (ADR-0821)."""
+    point: a fake quantization an integer TE operand can stand in for."""
     if n is None or n.op_type != "QDQ" or n.attributes.get("axis") is not None \
             or n.attributes.get("block_size") or n.attributes.get("dtype") not in ("int8",
                                                                                "uint8"):
