@@ -36,7 +36,7 @@ def tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
     """Can KV_UPDATE `n` be tiled (a projection store its new rows, the past copy run in
     blocks): the cache along axis 2, contiguous, at a width the tiles write."""
     t_out = lw.g.tensors[n.outputs[0]]
-    if t_out.quant is not None and out.dtype == "fp32":
+    if isinstance(n.qbits_kv, int) and t_out.quant is not None and out.dtype == "fp32":
         return False  # fake-quantized at other than 8 bits: the layer runs whole
     if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or not out.contiguous \
             or not past.contiguous or new.strides[3] != 1:
