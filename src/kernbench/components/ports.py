@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kernbench.common.pe_commands import PeCommand
+from kernbench.common.tile_plan import TileToken
 from kernbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -47,12 +49,12 @@ class TraceSink(Protocol):
     spans: list[tuple[str, str, float, float, str, int, int]]
 
     def event(self, t: float, name: str, component: str, label: str, tile: int = -1) -> None:
-        """Record one ADR-0014 D6 event (no-op when disabled)."""
+        """Record one trace event (no-op when disabled)."""
         ...
 
 
 class OpLogSink(Protocol):
-    """Where the ADR-0020 D2 hooks record data ops (kernbench.sim_engine.op_log.OpLogger)."""
+    """Where the op-log hooks record data ops (kernbench.sim_engine.op_log.OpLogger)."""
 
     def record_start(self, t: float, component: str, msg: Any) -> None:
         """A data op starts on `component` at `t`."""
@@ -72,11 +74,11 @@ class SimContext(Protocol):
     topology: Topology
     actions: ActionLedger  # what the engines did, counted with their timing (energy)
 
-    def tile_done(self, token: Any, now: float) -> None:
+    def tile_done(self, token: TileToken, now: float) -> None:
         """The last stage of a tile's plan finished at `now` (called once per tile)."""
         ...
 
-    def command_complete(self, cmd: Any, now: float) -> None:
+    def command_complete(self, cmd: PeCommand, now: float) -> None:
         """A PE command's completion record was published at `now`."""
         ...
 

@@ -1,4 +1,4 @@
-"""The op log (ADR-0020 D2/D5): what the data pass must execute, recorded by the
+"""The op log: what the data pass must execute, recorded by the
 component base-class hooks only. It is plain data: it can be saved to a folder and
 replayed by the DataExecutor alone (no compiler, no IR).
 
@@ -69,7 +69,7 @@ def check_plain(value: Any, where: str) -> None:
 
 
 class OpLogger:
-    """Injected into Simulator(op_logger=...); the D2 hooks call record_start/record_end."""
+    """Injected into Simulator(op_logger=...); the components' op-log hooks call record_start/record_end."""
 
     def __init__(self) -> None:
         self.records: list[OpRecord] = []

@@ -1,4 +1,4 @@
-"""Gathers as DMA tiles (ADR-0707): no vector math, only data movement.
+"""Gathers as DMA tiles: no vector math, only data movement.
 
 - Indices that are data (EMBEDDING; GATHER along axis 0; a GATHER_ELEMENTS that is a 1-D
   lookup): the output's rows (one per index) are cut into blocks over the PEs of the cube
@@ -22,8 +22,8 @@ import math
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.blocks import one_tile_spread
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.elementwise import one_tile_spread
 from kernbench.compiler.lower.values import HbmRange
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR

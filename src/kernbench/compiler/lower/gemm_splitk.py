@@ -1,4 +1,4 @@
-"""Split K's parts (ADR-0712, ADR-0729): the scratch of the partial sums, a helper's store
+"""Split K's parts: the scratch of the partial sums, a helper's store
 and an owner's adds, and the glue of the readiness placement (`gemm_balance`).
 
 The scratch holds the output's rows with one block of N columns per helper slot. It is
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.elementwise import ew_cost
 from kernbench.compiler.lower.gemm_balance import (
     HOP_CYCLES,
     STEP_TRIP_CYCLES,
@@ -26,6 +25,7 @@ from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles
 from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import EW_KINDS
 
 #: per PE: the tiling and the parts it runs
 PerPe = dict[int, tuple[GemmTiles, list[KPart]]]
@@ -72,7 +72,7 @@ def partials(lw: Lowering, n: LayerIR, per_pe: PerPe, m: int, nn: int,
     """The int32 HBM scratch of a split-K GEMM's partial sums: the output's rows, one
     block of `nn` columns per helper slot, spread over the cubes like the output (`spread`)
     so that a part's partial sums stay in its cube; else, on several cubes, one copy per
-    cube, a tile's slots used in its owner's cube (ADR-0729: the helpers store there, the
+    cube, a tile's slots used in its owner's cube (the helpers store there, the
     owner loads locally); None without split K. Each call gets its own scratch (a
     QKV_PROJ's three projections do not share one)."""
     slots = most_parts(per_pe) - 1
@@ -113,7 +113,7 @@ def add_partials(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart, ks: int
         total = lw.buf(pe, tm * tn * 4, f"{n.id}.acc")
         last = slot == ks - 2
         add = lw.op("VE_ELEMENTWISE_TILE", pe, n.id,
-                    {"op": "add", "cost": ew_cost("add"),
+                    {"op": "add", "cost": EW_KINDS["add"].cost,
                      "out_shape": [tm, tn], "out_dtype": "int32", "in_shape": [tm, tn],
                      "in_dtype": "int32", "in2_shape": [tm, tn], "in2_dtype": "int32",
                      **lw.engines.ve(pe)},
