@@ -94,9 +94,10 @@ class DataContext:
         self.interp = Interpreter(self.bundle.graph)
         self.layers = {n.id: n for n in self.bundle.graph.nodes}
 
-    def attach(self, e: Any, cmd: Any, pe_id: str, bank_bytes: int) -> None:
+    def attach(self, e: Any, cmd: Any, pe_id: str, bank_bytes: int,
+               pe_ids: tuple[str, ...] = ()) -> None:
         """Attach entry ``e``'s data description to its command (the opcode's ``data``)."""
-        desc = e.data(_DataEnv(self, e, cmd, pe_id, bank_bytes))
+        desc = e.data(_DataEnv(self, e, cmd, pe_id, bank_bytes, pe_ids))
         if desc is not None:
             cmd.params["data"] = desc
 
@@ -157,8 +158,8 @@ class _DataEnv(TcmDataEnv):
     """The ISA's TCM data environment plus the bundle's IR for whole-layer entries."""
 
     def __init__(self, ctx: DataContext, entry: Any, cmd: Any, pe_id: str,
-                 bank_bytes: int) -> None:
-        super().__init__(entry, pe_id, bank_bytes)
+                 bank_bytes: int, pe_ids: tuple[str, ...] = ()) -> None:
+        super().__init__(entry, pe_id, bank_bytes, pe_ids)
         self.ctx, self.cmd = ctx, cmd
 
     def ir_layer(self, entry: Any) -> None:

@@ -74,6 +74,10 @@ def op_ranges(rec: OpRecord) -> tuple[list[Range], list[Range]]:
                 return [src], [dst]
             return ([(p["src_space"], int(p["src_addr"]), int(p["src_addr"]) + n)],
                     [(p["dst_space"], int(p["dst_addr"]), int(p["dst_addr"]) + n)])
+        if name == "mcast":
+            a, n = int(p["dst_addr"]), int(p["nbytes"])
+            return ([(p["src_space"], int(p["src_addr"]), int(p["src_addr"]) + n)],
+                    [(sp, a, a + n) for sp in p["dst_spaces"]])
         if name == "gather":
             dt = np_dtype(p["dtype"])
             nb = nbytes_of(tuple(p["shape"]), p["dtype"])
@@ -316,6 +320,9 @@ class DataExecutor:
                 data = st.read_bytes(p["src_space"], int(p["src_addr"]) + r * ss, rb)
                 out.append((p["dst_space"], int(p["dst_addr"]) + r * ds, data, "bytes"))
             return out
+        if name == "mcast":  # one read, the same bytes into every destination
+            data = st.read_bytes(p["src_space"], int(p["src_addr"]), int(p["nbytes"]))
+            return [(sp, int(p["dst_addr"]), data, "bytes") for sp in p["dst_spaces"]]
         if name == "gather":
             vals = gather(st, p["src_space"], p["addrs"], p["dtype"], p.get("mask"),
                           p.get("other", 0))
