@@ -35,6 +35,7 @@ from kernbench.host.flow import (
     simulate_bundle,
 )
 from kernbench.host.llm import check_fit, llm_facts, llm_section
+from kernbench.topology.model import Topology
 
 
 @dataclass
@@ -68,7 +69,7 @@ class RunHooks:
     phase: Any = None  # phase(name, total, poll): a context manager (progress display)
 
 
-def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
+def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
               hooks: RunHooks | None = None) -> SimResult:
     """Compile, simulate and report `model` (a file resolve_model produced) on `topo`."""
 
@@ -147,7 +148,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
     return _simulate(bundle, topo, out, opts, hooks, post, prog)
 
 
-def _simulate(bundle: Path, topo: Any, out: Path, opts: RunOptions, hooks: RunHooks,
+def _simulate(bundle: Path, topo: Topology, out: Path, opts: RunOptions, hooks: RunHooks,
               post: Any, prog: Any) -> SimResult:
     """Simulate the compiled program `prog` (in memory; a streamed run consumes it)."""
     return simulate_bundle(bundle, topo, Path(out), verify=opts.verify, inputs=opts.inputs,

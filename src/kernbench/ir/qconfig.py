@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kernbench.errors import MAX_TEXT_BYTES, InputError, read_input_text
+from kernbench.ir.model import Graph, LayerIR
 
 BitsSpec = Literal[2, 4, 8, 16, "fp16", "bf16", "fp32"]
 
@@ -136,7 +137,7 @@ def parse_qconfig(data: Any, *, file: str | None = None) -> QConfig:
         raise return_err from None
 
 
-def layer_names(node: Any) -> list[str]:
+def layer_names(node: LayerIR) -> list[str]:
     """The names an override's `match` glob is tried against, in order: the IR layer id
     (what `kernbench import` and the report show, e.g. `gemm_23`), the module path the
     exporter recorded (`metadata.layer_name`, e.g. `transformer.h.0.attn.c_attn/addmm`),
@@ -146,18 +147,18 @@ def layer_names(node: Any) -> list[str]:
     return [n for n in names if n]
 
 
-def _match(ov: Override, node: Any) -> bool:
+def _match(ov: Override, node: LayerIR) -> bool:
     return any(fnmatch.fnmatchcase(n, ov.match) for n in layer_names(node))
 
 
-def unmatched_overrides(graph: Any, qc: QConfig) -> list[str]:
+def unmatched_overrides(graph: Graph, qc: QConfig) -> list[str]:
     """The `match` globs of `qc.overrides` that match no layer of `graph` (a typo that
     would otherwise silently quantize nothing)."""
     return [ov.match for ov in qc.overrides
             if not any(_match(ov, n) for n in graph.nodes)]
 
 
-def apply_qconfig(graph: Any, qc: QConfig | None, *, imported_default_float: bool = False) -> None:
+def apply_qconfig(graph: Graph, qc: QConfig | None, *, imported_default_float: bool = False) -> None:
     """Annotate every layer's qbits_* and the tensors they touch (spec §7).
 
     `imported_default_float`: the model was already quantized (QDQ / QOperator), so the
@@ -201,7 +202,7 @@ def apply_qconfig(graph: Any, qc: QConfig | None, *, imported_default_float: boo
     annotate_tensors(graph)
 
 
-def annotate_tensors(graph: Any) -> None:
+def annotate_tensors(graph: Graph) -> None:
     """TensorIR.qbits from the layers: weights get their consumer's qbits_weight, kv
     tensors qbits_kv, activations entering a TE layer its qbits_activation."""
     for t in graph.tensors.values():
@@ -224,7 +225,7 @@ def annotate_tensors(graph: Any) -> None:
                 t.qbits = node.qbits_kv
 
 
-def _is_weight_slot(node: Any, i: int) -> bool:
+def _is_weight_slot(node: LayerIR, i: int) -> bool:
     if node.op_type == "GEMM" or node.op_type == "CONV":
         return i == 1
     if node.op_type == "QKV_PROJ":

@@ -11,14 +11,16 @@ from typing import Any
 
 from kernbench.ir.interpreter.core import Interpreter, layer_outputs, run, run_call
 from kernbench.ir.interpreter.params import LayerCall, prepare
+from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import OPS
+from kernbench.ir.ops.base import QuantState
 
 __all__ = ["Interpreter", "LayerCall", "prepare", "run", "run_call", "layer_outputs",
            "KERNELS"]
 
 
 def _kernel(op_type: str) -> Any:
-    def k(interp: Any, node: Any, ins: list[Any]) -> list[Any]:
+    def k(interp: QuantState | None, node: LayerIR, ins: list[Any]) -> list[Any]:
         return run_call(prepare(interp, node), node, ins)
 
     return k

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,17 @@ def scalar(g: Graph, tid: str) -> float | None:
     if v is None or v.size != 1 or v.dtype.kind not in "fV":  # V: bfloat16, fp8
         return None
     return float(v.reshape(-1)[0])
+
+
+def qdq8(g: Graph, n: LayerIR | None) -> bool:
+    """n is a per-tensor 8-bit QDQ (int8 or uint8) with a constant scalar scale and zero
+    point: a fake quantization an integer TE operand can stand in for."""
+    if n is None or n.op_type != "QDQ" or n.attributes.get("axis") is not None \
+            or n.attributes.get("block_size") or n.attributes.get("dtype") not in ("int8",
+                                                                               "uint8"):
+        return False
+    return all(g.tensors[x].const and int(np.asarray(g.weights[x]).size) == 1
+               for x in n.inputs[1:3] if x)
 
 
 def other_input(n: LayerIR, tid: str) -> str | None:
@@ -132,7 +144,7 @@ def onnx_nodes(*layers: LayerIR) -> list[str]:
     return out
 
 
-def rewrite_until_fixed(g: Any, rewrite: Any) -> None:
+def rewrite_until_fixed(g: Graph, rewrite: Callable[[Graph, Index, LayerIR], bool]) -> None:
     """Apply `rewrite(g, ix, node) -> bool` to every node until none changes the graph. A
     successful rewrite edits the node list, so the scan restarts with a fresh Index."""
     changed = True
