@@ -7,8 +7,9 @@ Conventions (ADR-0102):
 - Weights: symmetric, per output channel (or per tensor), scale = max|w| / qmax.
 - Activations: symmetric per tensor; the scale is static when the IR carries one
   (imported QDQ), else dynamic: max|x| / qmax of the tensor being quantized.
-- Integer GEMM: int8 (or int4 / uint8) operands, zero points subtracted, accumulated
-  exactly into int32 (`int_matmul`).
+- Integer GEMM: int8 (or int4 / uint8 / int16) operands, zero points subtracted,
+  accumulated exactly: into int32 when the widths and K cannot overflow it, else into
+  int64 (`int_matmul`, `accumulator_bits`, ADR-0800).
 - Requantization: int32 accumulator * (s_a * s_w / s_out) rounded half to even, + zero
   point, saturated (`requantize`).
 - int4 values are held unpacked in int8 containers; `pack_int4` / `unpack_int4` convert
@@ -29,6 +30,7 @@ __all__ = [
     "fake_quant",
     "quantize_weight",
     "int_matmul",
+    "accumulator_bits",
     "row_scale",
     "quantize_rows",
     "requantize",
@@ -156,11 +158,16 @@ def quantize_rows(x: np.ndarray, scale: np.ndarray, bits: int) -> np.ndarray:
 
 
 def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
-    """Exact integer matmul: (a_q - a_zp) @ (b_q - b_zp) -> int32.
+    """Exact integer matmul: (a_q - a_zp) @ (b_q - b_zp), never wrapped.
 
-    Computed with float64 BLAS: every product and partial sum is an integer below 2^53
-    (|a|,|b| <= 2^16 and K < 2^20), so the result is exact. Zero points broadcast like
-    ONNX MatMulInteger (a_zp per row of a, b_zp per column of b)."""
+    The result is int32 when `accumulator_bits` of the operands' containers and K is 32
+    (every 8-bit case that fits a TE tile), else int64: 16-bit integer products summed
+    over K do not fit an int32 accumulator, and the hardware accumulates them in a wide
+    (48-bit) accumulator that int64 holds exactly (ADR-0800). Computed with float64 BLAS
+    when every partial sum is an integer below 2^53, else in int64. Zero points broadcast
+    like ONNX MatMulInteger (a_zp per row of a, b_zp per column of b)."""
+    wide = accumulator_bits(np.asarray(a_q).dtype, np.asarray(b_q).dtype,
+                            np.asarray(a_q).shape[-1]) > 32
     a = np.asarray(a_q).astype(np.float64) - _zp_rows(a_zp, np.asarray(a_q).shape)
     b = np.asarray(b_q).astype(np.float64) - _zp_cols(b_zp, np.asarray(b_q).shape)
     k = a.shape[-1]
@@ -169,7 +176,15 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
         acc = np.matmul(a.astype(np.int64), b.astype(np.int64))
     else:
         acc = np.matmul(a, b)
-    return acc.astype(np.int64).astype(np.int32)
+    return acc.astype(np.int64) if wide else acc.astype(np.int64).astype(np.int32)
+
+
+def accumulator_bits(a_dtype, b_dtype, k: int) -> int:  # noqa: ANN001
+    """Width of the integer accumulator of a K-long dot product of `a_dtype` × `b_dtype`
+    integers (containers: int8 holds int4 / int2): 32 when K · max|a| · max|b| (zero
+    points included: |q - zp| < 2^bits) stays below 2^31, else 64 (ADR-0800)."""
+    ba, bb = np.dtype(a_dtype).itemsize * 8, np.dtype(b_dtype).itemsize * 8
+    return 32 if (1 << (ba + bb)) * max(int(k), 1) < (1 << 31) else 64
 
 
 def _zp_rows(zp, shape) -> np.ndarray:
