@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench mutation clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_throughput.py
+
+# not part of `make test`: each mutant re-runs its tests (docs/testing.md)
+mutation: $(STAMP)
+	$(BIN)/python benchmarks/mutation.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

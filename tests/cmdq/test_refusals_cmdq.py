@@ -139,7 +139,7 @@ def test_misspelt_optional_field_is_kept_and_warned(tmp_path: Path,
     gelu = {"opcode": "VE_GELU_TILE", "in_bank": 0, "in_offset": 0, "out_bank": 1,
             "out_offset": 0, "length": 64, "qbits_activation": 16}
     doc = _prog({**gelu, "aproximate": "tanh", "note": "free text"},
-                {**LOAD, "qbits_kv": 4, "rowz": 2})
+                {**LOAD, "tensor_role": "kv", "qbits_kv": LOAD["qbits"], "rowz": 2})
     prog = parse_program(doc)
     assert prog.cmdq[0].model_extra == {"aproximate": "tanh", "note": "free text"}  # kept
     warnings = field_warnings(prog.cmdq, "p.json")

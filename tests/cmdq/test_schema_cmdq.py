@@ -214,12 +214,12 @@ def test_1_1_additions_accepted_in_1_0_program() -> None:
 
 def test_extra_fields_of_known_opcode_are_kept() -> None:
     doc = spec_example()
-    doc["cmdq"][0]["qbits_kv"] = 4
+    doc["cmdq"][0]["vendor_width"] = 4  # (qbits_kv is declared: ADR-0820)
     doc["cmdq"][0]["vendor_hint"] = {"prefetch": True, "ways": [1, 2]}
     doc["cmdq"][5]["note"] = "bye"
     doc["producer"] = {"tool": "x"}
     prog = parse_program(doc)
-    assert prog.cmdq[0].model_extra == {"qbits_kv": 4,
+    assert prog.cmdq[0].model_extra == {"vendor_width": 4,
                                         "vendor_hint": {"prefetch": True, "ways": [1, 2]}}
     assert prog.model_extra == {"producer": {"tool": "x"}}
     assert validate_program(prog, CmdqLimits.default_small()) == []

@@ -114,6 +114,22 @@ def test_stride_bytes_makes_a_2d_transfer():
     assert strided["engines"][rd]["bytes_read"] == 64 * 128
 
 
+def test_deps_after_holds_the_later_entry_back_by_the_hand_schedule():
+    """Entry 0 (a 64 KiB load on PE0) names entry 1 (a GEMM on PE1) in deps_after: the
+    GEMM issues when the load ends, not at once; with the field removed it issues at the
+    M_CPU's issue latency. Both schedules from the parts' own closed forms."""
+    load, gemm = _load(0, 0, 0, n=65536), _gemm(1, 1)
+    bound = {"cmdq": [dict(load, deps_after=[1]), gemm, {"opcode": "END", "id": 2}]}
+    free = {"cmdq": [load, gemm, {"opcode": "END", "id": 2}]}
+    tb, tf = (_run(p).stats()["entries"] for p in (bound, free))
+    mcpu = SMALL.config.cube.m_cpu
+    issue_ns = mcpu.issue_latency_cycles / mcpu.clock_ghz
+    assert tf["1"]["issue_ns"] == tf["0"]["issue_ns"] + issue_ns  # back to back
+    assert tb["0"] == tf["0"], "the load itself is not delayed"
+    assert tb["1"]["issue_ns"] == tb["0"]["end_ns"] + issue_ns
+    assert tb["1"]["end_ns"] - tb["1"]["issue_ns"] == tf["1"]["end_ns"] - tf["1"]["issue_ns"]
+
+
 @st.composite
 def dags(draw):
     n = draw(st.integers(min_value=1, max_value=250))
@@ -140,6 +156,10 @@ def dags(draw):
         else:
             e = {"opcode": "BARRIER", "id": i, "wait_for": deps}
         entries.append(e)
+    for i, e in enumerate(entries):  # deps_after: "entry i must end before these start"
+        if i + 1 < n and draw(st.integers(0, 3)) == 0:
+            e["deps_after"] = sorted(set(draw(st.lists(st.integers(i + 1, n - 1), min_size=1,
+                                                       max_size=2))))
     entries.append({"opcode": "END", "id": n})
     window = draw(st.integers(1, 64))
     return {"cmdq": entries}, window
@@ -163,6 +183,9 @@ def test_random_dags_complete_once_in_dependency_order(case):
         for d in e.get("deps_before", []) + e.get("wait_for", []):
             assert row["issue_ns"] >= entries[str(d)]["end_ns"]
             assert row["start_ns"] >= entries[str(d)]["end_ns"]
+        for later in e.get("deps_after", []):
+            assert entries[str(later)]["issue_ns"] >= row["end_ns"], (e["id"], later)
+            assert entries[str(later)]["start_ns"] >= row["end_ns"], (e["id"], later)
     again = _run(prog, topo).stats()
     assert json.dumps(again, sort_keys=True) == json.dumps(stats, sort_keys=True)
 

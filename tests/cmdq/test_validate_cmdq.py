@@ -108,6 +108,10 @@ CASES: list[tuple[str, Mutation, list[tuple[str | None, str | None]]]] = [
     ("qbits_activation not allowed", setf(3, qbits_activation=12),
      [("entry 3", "qbits_activation")]),
     ("ofm_qbits not allowed", setf(2, ofm_qbits=24), [("entry 2", "ofm_qbits")]),
+    ("qbits_kv on a non-kv DMA", setf(0, qbits_kv=8), [("entry 0", "qbits_kv")]),
+    ("qbits_kv differs from qbits", setf(0, tensor_role="kv", qbits_kv=4),
+     [("entry 0", "qbits_kv")]),
+    ("qbits_kv not allowed", setf(0, tensor_role="kv", qbits_kv=3), [("entry 0", "qbits_kv")]),
     ("negative dram_addr", setf(1, dram_addr=-4096), [("entry 1", "dram_addr")]),
     ("negative offset", setf(3, out_offset=-1), [("entry 3", "out_offset")]),
     ("zero num_elements", setf(0, num_elements=0), [("entry 0", "num_elements")]),
@@ -283,3 +287,14 @@ def test_end_only_program_is_valid() -> None:
     prog = parse_program({"cmdq": [{"opcode": "END", "id": 0}]})
     assert isinstance(prog.cmdq[0], End)
     assert validate_program(prog, LIMITS) == []
+
+
+def test_kv_dma_with_its_kv_width_is_valid() -> None:
+    """Spec §11: a KV tile is tensor_role "kv" + qbits_kv; given equal to qbits, it is a
+    declared field (not an ignored extra) and the byte count is num_elements × qbits."""
+    doc = copy.deepcopy(BASE)
+    doc["cmdq"][0].update(tensor_role="kv", qbits_kv=8)
+    prog = parse_program(doc)
+    assert validate_program(prog, LIMITS) == []
+    e = prog.cmdq[0]
+    assert e.qbits_kv == 8 and not (e.model_extra or {}) and e.nbytes == 4096

@@ -16,8 +16,8 @@ import onnx
 import pytest
 
 from kernbench.cli import main
-from kernbench.compiler.lower.context import TeWeight, WeightValues
 from kernbench.compiler.lower.te_weights import panel_width, panels
+from kernbench.compiler.lower.values import TeWeight, WeightValues
 from kernbench.components.builtin.pe_dma import wire_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))

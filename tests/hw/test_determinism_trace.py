@@ -74,3 +74,31 @@ def test_stats_utilization_and_bytes_are_consistent():
     hbm = stats["memories"]["sip0.cube0.hbm_ctrl"]
     assert hbm["bytes"] == sum(ch["bytes"] for ch in hbm["channels"].values())
     assert stats["bottleneck"]["component"].endswith("pe_gemm")
+
+
+def test_trace_json_has_every_adr_0014_d6_event_once_per_tile_and_command():
+    sim, cmds = gemm_pipeline(load_topology("small"), tiles=4)
+    sim.run()
+    trace = build_trace(sim, cmds)
+    procs = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    inst = [e for e in trace["traceEvents"] if e["ph"] == "i"]
+    by_name: dict[str, list[dict]] = {}
+    for e in inst:
+        by_name.setdefault(e["name"], []).append(e)
+    tiles = len(by_name["tile_ready"])
+    assert tiles >= len(cmds) > 0
+    # one dispatch per tile, one completion and one submission per command
+    assert len(by_name["sub_command_dispatched"]) == tiles
+    assert len(by_name["command_complete"]) == len(cmds)
+    assert len(by_name["command_submitted"]) == len(cmds)
+    # each command completes on its own PE, at its end time, after its last tile is ready
+    ends = sorted((c.meta["pe_id"], round(c.end_ns / 1000.0, 6)) for c in cmds)
+    assert sorted((procs[e["pid"]], e["ts"]) for e in by_name["command_complete"]) == ends
+    for e in by_name["sub_command_dispatched"]:
+        assert procs[e["pid"]].startswith("sip0.cube0.pe")
+    first = {}
+    for e in by_name["sub_command_dispatched"]:
+        first.setdefault((e["pid"], e["args"]["label"], e["args"]["tile"]), e["ts"])
+    for e in by_name["tile_ready"]:
+        assert first[(e["pid"], e["args"]["label"], e["args"]["tile"])] <= e["ts"]

@@ -132,6 +132,8 @@ def test_ir_json_shape_mismatch(tmp_path):
         (lambda d: d["graph"].update(nodes={}), "graph.nodes|nodes"),
         (lambda d: d["graph"]["nodes"].reverse(), "later layer"),
         (lambda d: d["graph"]["nodes"][1]["inputs"].append("nope"), "not in the tensor table"),
+        (lambda d: next(t for t in d["tensors"].values() if not t["const"]).update(
+            dtype="banana"), "unknown dtype 'banana'"),
     ],
 )
 def test_ir_json_invalid(tmp_path, mutate, match):
@@ -149,3 +151,33 @@ def test_bad_qconfig(tmp_path, capsys):
     err = _run(capsys, ["import", str(model_path("gpt2")), "-o", str(tmp_path / "o.json"),
                         "--qconfig", str(q)])  # fmt: skip
     assert "activaton" in err and "unknown key" in err
+
+
+def test_validate_refuses_an_unknown_dtype(tmp_path, capsys):
+    """`kernbench validate` refuses what compile would: exit 2, one line naming the tensor
+    and the field."""
+    main(["import", str(model_path("gpt2")), "-o", str(tmp_path / "ir.json")])
+    d = json.loads((tmp_path / "ir.json").read_text())
+    tid = next(k for k, t in d["tensors"].items() if not t["const"])
+    d["tensors"][tid]["dtype"] = "banana"
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"tensor {tid}" in err[0] and "'dtype'" in err[0] \
+        and "banana" in err[0]
+
+
+def test_unknown_quant_keys_are_kept(tmp_path):
+    """IR spec §12 (ADR-0820): a `quant` key this version does not know is kept and written
+    back, like an unknown key of any IR object, instead of refusing the file."""
+    main(["import", str(model_path("llama_qdq")), "-o", str(tmp_path / "ir.json")])
+    d = json.loads((tmp_path / "ir.json").read_text())
+    tid = next(k for k, t in d["tensors"].items() if t.get("quant"))
+    d["tensors"][tid]["quant"]["encoding"] = "future"
+    (tmp_path / "ext.json").write_text(json.dumps(d))
+    g = validate_ir_file(tmp_path / "ext.json", tmp_path / "weights.npz")
+    assert g.tensors[tid].quant.model_extra == {"encoding": "future"}
+    g.save(tmp_path / "again.json")
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again["tensors"][tid]["quant"]["encoding"] == "future"

@@ -1,4 +1,10 @@
-"""Each math op of the data pass vs numpy / the numerics kernels the interpreter uses."""
+"""Each math op of the data pass vs numpy / the numerics kernels the interpreter uses.
+
+Equality with the numerics kernel is the bit-exactness the data pass owes the IR
+interpreter; it is not a check that the answer is right (a wrong kernel is wrong in both).
+So every kernel-backed op is also compared with an independent float64 reference written
+here from the op's definition (softmax, LayerNorm, RMSNorm, GELU, RoPE, quantize,
+requantize)."""
 
 from __future__ import annotations
 
@@ -20,6 +26,18 @@ rng = np.random.default_rng(7)
 X = rng.standard_normal((4, 6)).astype(np.float32)
 Y = rng.standard_normal((4, 6)).astype(np.float32) + 3.0
 P = np.abs(X) + 0.5
+
+
+def _softmax64(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _quantize64(x: np.ndarray, scale: float, zp: int, bits: int) -> np.ndarray:
+    """round(x / scale) half to even, + zero point, saturated to signed `bits`."""
+    return np.clip(np.round(x.astype(np.float64) / scale) + zp, -2 ** (bits - 1),
+                   2 ** (bits - 1) - 1)
 
 
 def run(op, ins, shape_out, dtype="float32", **attrs):
@@ -94,6 +112,8 @@ def test_f16_computes_in_f32_and_rounds():
 
 def test_softmax_matches_interpreter_with_causal_mask():
     assert np.array_equal(run("softmax", [X], X.shape), softmax(X, -1))
+    np.testing.assert_allclose(run("softmax", [X], X.shape), _softmax64(X), rtol=1e-6,
+                               atol=1e-7)
     got = run("softmax", [X], X.shape, scale=0.5, causal_offset=-1)
     allowed = np.arange(6)[None, :] <= np.arange(4)[:, None] - 1
     with np.errstate(all="ignore"):
@@ -101,18 +121,34 @@ def test_softmax_matches_interpreter_with_causal_mask():
                         -1)
     ref[0] = 0  # row 0 is fully masked
     assert np.array_equal(got, np.nan_to_num(ref))
+    for i in range(1, 4):  # row i sees columns 0 .. i-1, scaled by 0.5
+        want = np.zeros(6)
+        want[:i] = _softmax64(X[i, :i] * 0.5)
+        np.testing.assert_allclose(got[i], want, rtol=1e-6, atol=1e-7)
 
 
 def test_norms_gelu_silu_rope():
     g = rng.standard_normal(6).astype(np.float32)
     b = rng.standard_normal(6).astype(np.float32)
-    assert np.array_equal(run("layernorm", [X, g, b], X.shape, eps=1e-5),
-                          norms.layernorm(X, g, b, axis=1, eps=1e-5)[0])
-    assert np.array_equal(run("rmsnorm", [X, g], X.shape, eps=1e-6),
-                          norms.rmsnorm(X, g, axis=1, eps=1e-6))
-    assert np.array_equal(run("gelu", [X], X.shape), activations.gelu(X))
-    assert np.array_equal(run("gelu", [X], X.shape, approximate="tanh"),
-                          activations.gelu(X, "tanh"))
+    ln = run("layernorm", [X, g, b], X.shape, eps=1e-5)
+    assert np.array_equal(ln, norms.layernorm(X, g, b, axis=1, eps=1e-5)[0])
+    x64 = X.astype(np.float64)
+    d = x64 - x64.mean(1, keepdims=True)
+    np.testing.assert_allclose(ln, d / np.sqrt((d * d).mean(1, keepdims=True) + 1e-5) * g + b,
+                               rtol=1e-5, atol=1e-6)
+    rms = run("rmsnorm", [X, g], X.shape, eps=1e-6)
+    assert np.array_equal(rms, norms.rmsnorm(X, g, axis=1, eps=1e-6))
+    np.testing.assert_allclose(rms, x64 / np.sqrt((x64 * x64).mean(1, keepdims=True) + 1e-6)
+                               * g, rtol=1e-5, atol=1e-6)
+    gelu = run("gelu", [X], X.shape)
+    assert np.array_equal(gelu, activations.gelu(X))
+    erf64 = np.vectorize(math.erf)
+    np.testing.assert_allclose(gelu, 0.5 * x64 * (1 + erf64(x64 / math.sqrt(2))), rtol=1e-5,
+                               atol=1e-6)
+    tanh_gelu = run("gelu", [X], X.shape, approximate="tanh")
+    assert np.array_equal(tanh_gelu, activations.gelu(X, "tanh"))
+    np.testing.assert_allclose(tanh_gelu, 0.5 * x64 * (1 + np.tanh(
+        math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3))), rtol=1e-5, atol=1e-6)
     assert np.array_equal(run("silu", [X], X.shape), X / (1 + np.exp(-X)))
     ang = rng.standard_normal((4, 3)).astype(np.float32)
     cos = np.concatenate([np.cos(ang)] * 2, -1)
@@ -124,13 +160,16 @@ def test_norms_gelu_silu_rope():
 def test_quantization_ops():
     q = run("quantize", [X], X.shape, "int8", scale=0.02, zero_point=0, bits=8)
     assert np.array_equal(q, qmath.quantize(X, np.float32(0.02), 0, 8))
+    assert np.array_equal(q, _quantize64(X, np.float32(0.02), 0, 8))
     q4 = run("quantize", [X], X.shape, "int4", scale=0.3, bits=4)
     assert np.array_equal(q4, qmath.quantize(X, np.float32(0.3), 0, 4))
+    assert np.array_equal(q4, _quantize64(X, np.float32(0.3), 0, 4))
     assert np.array_equal(run("dequantize", [q], X.shape, scale=0.02),
                           qmath.dequantize(q, np.float32(0.02)))
     acc = rng.integers(-20000, 20000, (4, 6)).astype(np.int32)
-    assert np.array_equal(run("requantize", [acc], X.shape, "int8", multiplier=0.003),
-                          qmath.requantize(acc, np.float32(0.003)))
+    rq = run("requantize", [acc], X.shape, "int8", multiplier=0.003)
+    assert np.array_equal(rq, qmath.requantize(acc, np.float32(0.003)))
+    assert np.array_equal(rq, _quantize64(acc * np.float64(np.float32(0.003)), 1.0, 0, 8))
     sc = rng.random(6).astype(np.float32)
     assert np.array_equal(run("dequant_scale", [acc, sc], X.shape),
                           acc.astype(np.float32) * sc)

@@ -44,7 +44,7 @@ def _register() -> None:
     # Imported for their side effect of adding commands to `app`.
     import importlib
 
-    for name in ("topology", "demo", "validate", "simulate", "ir", "compile", "kernel", "sweep",
+    for name in ("topology", "demo", "validate", "simulate", "ir", "compile", "kernel", "sweep", "serve",
                  "replay"):
         try:
             importlib.import_module(f"kernbench.cli.{name}")

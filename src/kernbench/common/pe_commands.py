@@ -30,7 +30,7 @@ class PeCommand:
 
     label: str = ""
     done: Any = None
-    data_op: bool = True
+    data_op: bool = False  # ADR-0020 D4: a command type that moves or computes data says so
     meta: dict[str, Any] = field(default_factory=dict)
     submit_ns: float | None = None  # reached PE_CPU
     start_ns: float | None = None   # first engine started on it
@@ -47,6 +47,7 @@ class PeCommand:
 class DmaRead(PeCommand):
     """External memory (HBM / SRAM) → TCM."""
 
+    data_op: bool = True  # moves or computes data: logged for the data pass
     params: dict[str, Any] = field(default_factory=dict)
 
     def tiles(self) -> list[list[StageSpec]]:
@@ -57,6 +58,7 @@ class DmaRead(PeCommand):
 class DmaWrite(PeCommand):
     """TCM → external memory (HBM / SRAM)."""
 
+    data_op: bool = True  # moves or computes data: logged for the data pass
     params: dict[str, Any] = field(default_factory=dict)
 
     def tiles(self) -> list[list[StageSpec]]:
@@ -67,6 +69,7 @@ class DmaWrite(PeCommand):
 class FetchComputeStoreCmd(PeCommand):
     """One compute op on TCM operands: fetch → the `STAGE` engine → store."""
 
+    data_op: bool = True  # computes data: logged for the data pass
     STAGE: ClassVar[StageType]
     params: dict[str, Any] = field(default_factory=dict)
     fetch_nbytes: int = 0
@@ -98,6 +101,7 @@ class MathCmd(FetchComputeStoreCmd):
 class CompositeCmd(PeCommand):
     """A tiled pipeline: every tile lists its stages; one compute opcode per command."""
 
+    data_op: bool = True  # moves or computes data: logged for the data pass
     tile_stages: list[list[StageSpec]] = field(default_factory=list)
     tile_staging_bytes: list[int] = field(default_factory=list)
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from kernbench.errors import InputError
 from kernbench.ir.backend import KernbenchBackend
-from kernbench.ir.onnx_import.lower import SUPPORTED_OPS
+from kernbench.ir.onnx_import.handlers import SUPPORTED_OPS
 
 
 @dataclass

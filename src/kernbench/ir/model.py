@@ -49,12 +49,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
 
-class QuantParams(_Strict):
+class _Open(BaseModel):
+    # IR spec §12: the IR grows fields with new opcodes, backward-compatibly. A field this
+    # version does not know is kept (model_extra) and written back unchanged.
+    model_config = ConfigDict(extra="allow", validate_assignment=False)
+
+
+class QuantParams(_Open):
     """How an integer tensor maps to real numbers: real = (q - zero_point) * scale.
 
     `scale` / `zero_point` name constant tensors (in `Graph.weights`). `axis` is the
     per-channel axis (None = per-tensor); `block_size` > 0 means blocked along `axis`
     (ONNX opset 21 blocked quantization, e.g. int4 weights with one scale per 32 rows).
+    Unknown keys are kept and written back, as in every IR object (spec §12, ADR-0820).
     """
 
     scale: str
@@ -62,12 +69,6 @@ class QuantParams(_Strict):
     axis: int | None = None
     block_size: int = 0
     dtype: Literal["int2", "int4", "int8", "int16", "uint2", "uint4", "uint8", "uint16"]
-
-
-class _Open(BaseModel):
-    # IR spec §12: the IR grows fields with new opcodes, backward-compatibly. A field this
-    # version does not know is kept (model_extra) and written back unchanged.
-    model_config = ConfigDict(extra="allow", validate_assignment=False)
 
 
 class TensorIR(_Open):

@@ -1,5 +1,6 @@
 """IR verifier: structure (ids, links, DAG), tensors (producer or graph input or
-constant), shapes consistent with each op's semantics, legal qbits, layouts per spec §8.
+constant; a known dtype), shapes consistent with each op's semantics, legal qbits, layouts
+per spec §8.
 
 `verify(graph)` raises InputError naming the node / tensor, field and reason.
 `validate_ir_file(path)` loads ir.json (and weights.npz beside it, if present) and
@@ -14,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from kernbench.errors import InputError
-from kernbench.ir.model import FLOAT_QBITS, INT_QBITS, Graph, LayerIR
+from kernbench.ir.model import DTYPES, FLOAT_QBITS, INT_QBITS, Graph, LayerIR
+from kernbench.numerics.dtypes import dtype
 
 KNOWN_OPS = frozenset({
     "GEMM", "QKV_PROJ", "ATTENTION", "KV_UPDATE", "LAYER_NORM", "RMS_NORM", "SOFTMAX", "GELU",
@@ -61,6 +63,7 @@ def _check_tensors(g: Graph, err: Any) -> None:
         if any((not isinstance(d, int)) or d < 0 for d in t.shape):
             raise err("dims must be non-negative integers", f"tensor {key}", "shape")
         _check_qbits(t.qbits, err, f"tensor {key}", "qbits")
+        _check_dtype(t.dtype, err, f"tensor {key}")
         if t.quant is not None:
             for ref in (t.quant.scale, t.quant.zero_point):
                 if ref and (ref not in g.tensors or not g.tensors[ref].const):
@@ -138,6 +141,16 @@ def _check_links(g: Graph, produced: dict[str, str], err: Any) -> None:
             if list(np.shape(a)) != t.shape:
                 raise err(f"weights hold shape {list(np.shape(a))}, table says {t.shape}",
                           f"tensor {tid}", "shape")  # fmt: skip
+
+
+def _check_dtype(name: object, err: Any, where: str) -> None:
+    """An element type the numerics table knows (fp32, int8, bool, ... or a spelling of
+    one), so that validate refuses what compile would."""
+    try:
+        dtype(name)
+    except (ValueError, TypeError):
+        raise err(f"unknown dtype {name!r} (known: {', '.join(DTYPES)})", where,
+                  "dtype") from None
 
 
 def _check_qbits(v, err, where: str, field: str) -> None:

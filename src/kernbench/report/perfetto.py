@@ -4,7 +4,9 @@ One process per PE (and one per cube for M_CPU), one thread per engine channel
 (`pe_gemm.main`, `pe_dma.read`, ...). Engine services are complete ("X") events whose
 args keep the cycles; a channel serves one token at a time, so its events never overlap
 and nest trivially. Command lifetimes go on `commands[k]` threads, k chosen by a greedy
-interval colouring so that no two overlap on one thread. ts and dur are in µs. A `power`
+interval colouring so that no two overlap on one thread. The other ADR-0014 D6 events
+(command_submitted, sub_command_dispatched, tile_ready, command_complete) and M_CPU's
+barrier_pass are instant ("i") events on an `events` thread. ts and dur are in µs. A `power`
 process carries counter ("C") tracks of the average power per time bin (mW), in total and
 by component kind, priced from the same action counts as stats.json's `energy`.
 """
@@ -15,6 +17,11 @@ from typing import Any
 
 from kernbench.common.tile_plan import StageType
 from kernbench.report.energy import power_counter_events
+
+#: the ADR-0014 D6 events exported as instant ("i") events on their PE's `events` thread;
+#: engine_start / engine_complete are the X events' two ends
+_INSTANT = frozenset({"command_submitted", "sub_command_dispatched", "tile_ready",
+                      "command_complete", "barrier_pass"})
 
 
 def build_trace(sim: Any, commands: list[Any] | None = None) -> dict[str, Any]:
@@ -78,7 +85,7 @@ def build_trace(sim: Any, commands: list[Any] | None = None) -> dict[str, Any]:
                          "cycles": round((cmd.end_ns - cmd.submit_ns) * clock)},
             })
     for t, name, comp, label, tile in sim.tracer.events:
-        if name in ("command_submitted", "tile_ready", "barrier_pass"):
+        if name in _INSTANT:
             pe_id = comp.rsplit(".", 1)[0]
             pid = pid_of.get(pe_id, pid_of.get(comp.rsplit(".", 1)[0], 0))
             events.append({"ph": "i", "s": "t", "name": name, "pid": pid,

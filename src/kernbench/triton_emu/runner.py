@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import greenlet
 import numpy as np
@@ -32,8 +33,13 @@ from kernbench.sim_engine.memory_store import MemoryStore
 from kernbench.triton_emu.context import CTX, KernelError
 from kernbench.triton_emu.device import DeviceBuffer
 
-if TYPE_CHECKING:
-    from kernbench.triton_emu.runtime import JITFunction
+
+class Kernel(Protocol):
+    """What the runner needs of a launched kernel (`runtime.JITFunction` is one): the
+    Python function every grid program runs, and its name for diagnostics."""
+
+    fn: Callable[..., Any]
+    __name__: str
 
 
 class TcmBuf:
@@ -77,7 +83,7 @@ DEFAULT_MAX_OPS = 5_000_000
 class KernelRunner:
     """Runs a kernel's grid programs as greenlets inside the simulator (pass 1)."""
 
-    def __init__(self, sim: Any, kernel: JITFunction, grid: tuple[int, ...], args: tuple,
+    def __init__(self, sim: Any, kernel: Kernel, grid: tuple[int, ...], args: tuple,
                  meta: dict[str, Any], store: MemoryStore, pes: list[Any],
                  max_ops: int = 0) -> None:  # fmt: skip
         self.ops = 0  # tl operations so far, over all programs (tensor.Tensor counts them)

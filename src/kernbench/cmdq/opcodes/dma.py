@@ -51,6 +51,11 @@ class DmaTile(Opcode):
         description="(1.1) Rows of a strided transfer: num_elements/rows contiguous elements "
         "per row in HBM, rows packed back to back in TCM. Used only with stride_bytes.",
     )
+    qbits_kv: QBits | None = Field(
+        None,
+        description="(spec §11) The KV-cache width of a tensor_role 'kv' tile; when given it "
+        "must equal qbits, the width the bytes are counted at.",
+    )
 
     def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
         access = "r" if self._write_dram else "w"
@@ -84,7 +89,14 @@ class DmaTile(Opcode):
     # ------------------------------------------------------------------ validation
 
     def rules(self, v: Rules) -> bool:
-        """A stride needs rows; rows split num_elements evenly into whole bytes."""
+        """A KV width only on a KV tile and equal to qbits; a stride needs rows; rows split
+        num_elements evenly into whole bytes."""
+        if self.qbits_kv is not None and self.tensor_role != "kv":
+            v.add("qbits_kv", f"qbits_kv is given on a tensor_role '{self.tensor_role}' tile; "
+                  "only a 'kv' tile carries it (spec §11)")
+        elif self.qbits_kv is not None and self.qbits_kv != self.qbits:
+            v.add("qbits_kv", f"qbits_kv {self.qbits_kv} differs from qbits {self.qbits}: the "
+                  "tile moves num_elements × qbits bits; give the KV width in both")
         if self.stride_bytes and self.rows == 1:
             v.add("rows", f"stride_bytes {self.stride_bytes} is given but rows is 1: a strided "
                   "transfer needs rows > 1 (or stride_bytes null/0 for a contiguous one)")

@@ -8,14 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower.context import (
-    FLOAT_DTYPES,
-    QBITS_OF,
-    Lowering,
-    PreparedX,
-    float_format,
-)
+from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.te_weights import te_weight
+from kernbench.compiler.lower.values import PreparedX
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.ir.model import LayerIR
 

@@ -16,18 +16,16 @@ Numerics: `kernbench.numerics.flash` (the interpreter runs the same blocks).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE
+from kernbench.compiler.lower.attention_tiles import AttentionTiles
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.numerics.flash import STATE_WIDTH, init_state
-
-if TYPE_CHECKING:  # a type only: attention imports this module
-    from kernbench.compiler.lower.attention import AttentionTiles
 
 
 def kv_te(bits_kv: object) -> dict[str, Any]:

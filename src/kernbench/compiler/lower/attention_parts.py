@@ -23,16 +23,14 @@ with `kv_parts`), so the program stays exact against it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.attention_kv import Run, lower_kv_blocks, to_out_dtype
+from kernbench.compiler.lower.attention_tiles import AttentionTiles
 from kernbench.compiler.lower.context import Lowering
 from kernbench.ir.model import LayerIR
 from kernbench.numerics.flash import STATE_WIDTH, kv_part_bounds
-
-if TYPE_CHECKING:  # a type only: attention imports this module
-    from kernbench.compiler.lower.attention import AttentionTiles
 
 
 class Scratch(NamedTuple):

@@ -15,22 +15,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.engines import EngineCursor
 from kernbench.compiler.lower.gemm_balance import Producer
-from kernbench.compiler.lower.placement import PeCursor, raw_const, tensor_placement
+from kernbench.compiler.lower.placement import PeCursor, raw_const, real_const, tensor_placement
+from kernbench.compiler.lower.values import (
+    DynamicActivation,
+    HbmRange,
+    Operands,
+    PreparedX,
+    TeWeight,
+)
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.ir.model import QBits
 from kernbench.numerics.dtypes import bits as dtype_bits
 from kernbench.topology.peaks import hbm_gbs_per_cube, pe_macs_per_ns, ucie_gbs
-
-if TYPE_CHECKING:  # dynq imports this module: the type only, to annotate `dynamic`
-    from kernbench.compiler.lower.dynq import DynamicActivation
 
 #: CMDQ `qbits` of an HBM dtype
 QBITS_OF = {n: dtype_bits(n) for n in ("fp32", "fp16", "bf16", "int8", "uint8", "int4", "int32",
@@ -49,57 +53,6 @@ def float_format(*dtypes: str | None) -> dict[str, str]:
     """The CMDQ field naming the format of a tile's 16-bit float operands: {"f16_format":
     "bf16"} when one of `dtypes` is bf16, else nothing (16-bit floats are fp16)."""
     return {"f16_format": "bf16"} if "bf16" in dtypes else {}
-
-
-#: (storage key, first byte, end of hull, row stride, row bytes)
-HbmRange = tuple[str, int, int, int, int]
-#: TCM operands of a tile op by role ("in", "out", "ifm", "wgt", "ofm", "scale", ...)
-Operands = Sequence[tuple[str, Buf]]
-
-
-class WeightValues(NamedTuple):
-    """A TE weight's values before they are stored: `te_weights.weight_tile` stores them
-    once per layout the tiles read (row-major [K, N] or column panels), so no layout that
-    no tile reads takes HBM. `data`: [K, N] at `dtype` (int4 unpacked, one value a byte),
-    None for a shape-only model."""
-
-    key: str
-    data: np.ndarray | None
-    dtype: str
-    shape: tuple[int, int]
-    source: str | None
-
-
-class TeWeight(NamedTuple):
-    """A TE weight as stored for the tiles: its placement, the per-column (or per-tensor)
-    scale of an integer weight (None otherwise) and its bits; `colsum`: the int64 column
-    sums of the stored integers (for the activation zero-point correction), None when
-    unknown (float or shape-only weights). A weight given by its `values` has no
-    placement until a tile reads it (`te_weights.weight_tile`)."""
-
-    placement: Placement | None
-    scale: np.ndarray | None
-    bits: int
-    colsum: np.ndarray | None = None
-    values: WeightValues | None = None
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.values.shape if self.values is not None else self.placement.shape
-
-    @property
-    def dtype(self) -> str:
-        return self.values.dtype if self.values is not None else self.placement.dtype
-
-
-class PreparedX(NamedTuple):
-    """A TE activation as the tiles read it ((M, K) int8 / fp16 / fp32), its static
-    scale (integer mode) or None, and the zero point of the int8 data (an asymmetric
-    activation; a uint8 one is stored shifted by -128, so its zero point is z - 128)."""
-
-    placement: Placement
-    scale: np.ndarray | None
-    zero_point: int = 0
 
 
 def hbm_range(p: Placement, elem_off: int, rows: int, row_elems: int,
@@ -264,6 +217,15 @@ class Lowering:
 
     def raw_const(self, tid: str) -> Placement:
         return raw_const(self.g, self.plan, tid)
+
+    def real_const(self, tid: str) -> Placement:
+        return real_const(self.g, self.plan, tid)
+
+    def value_placement(self, tid: str) -> Placement:
+        """Where a vector tile reads `tid`'s real values: a quantized constant
+        dequantized (`real_const`), any other tensor where it lives (`placement`)."""
+        t = self.g.tensors[tid]
+        return self.real_const(tid) if t.const and t.quant is not None else self.placement(tid)
 
     def const(self, key: str, array: np.ndarray, dtype: str, source: str | None = None,
               shape: tuple[int, ...] | None = None) -> Placement:

@@ -30,7 +30,8 @@ import numpy as np
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.clamp import Bounds, clip_fields, fusable_clamp
-from kernbench.compiler.lower.context import QBITS_OF, Lowering, TeWeight
+from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.lower.window import Geom, choose, geom, halves
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.compiler.tilegraph import Buf

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.lower.context import Lowering, PreparedX, TeWeight
+from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.gemm import DynamicGemm, gemm
 from kernbench.compiler.lower.rowwise import rows_cols
 from kernbench.compiler.lower.te_weights import recentered, values
+from kernbench.compiler.lower.values import DynamicActivation, PreparedX, TeWeight
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 
@@ -52,16 +53,6 @@ class IntegerMatmul:
     mul: LayerIR
     scale_tid: str
     out_tid: str
-
-
-@dataclass(frozen=True)
-class DynamicActivation:
-    """A tiled DYNAMIC_QUANTIZE's results: the shifted int8 data (M, K), the run-time
-    (scale, zero point) pair and each reader's zero-point column term, in HBM scratch."""
-
-    data: Placement
-    qparams: Placement
-    corr: dict[str, Placement]  # MATMUL_INTEGER id → its zero-point column term (int32 [N])
 
 
 def _only_consumer(lw: Lowering, tid: str) -> LayerIR | None:

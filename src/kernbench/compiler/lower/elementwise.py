@@ -79,14 +79,16 @@ def operand_run(shape: tuple[int, ...], a: int, b: Block) -> tuple[int, list[int
 def _operands(lw: Lowering, n: LayerIR,
               rank: int) -> list[tuple[Placement, tuple[int, ...]]] | None:
     """Each input's placement and shape padded to `rank` (None: an input the tile cannot
-    read: absent, strided, or of an element type it does not name)."""
+    read: absent, strided, or of an element type it does not name).
+    A quantized constant is read as its real values (`Lowering.value_placement`)."""
     out = []
     for tid in n.inputs:
         if not tid:
             return None
-        p = lw.placement(tid)
+        p = lw.value_placement(tid)  # a quantized constant as its real values
         t = lw.g.tensors[tid]
-        if not p.contiguous or p.dtype not in ELEM_TYPES or canon(p.dtype) != canon(t.dtype) \
+        real = "fp32" if t.const and t.quant is not None else t.dtype
+        if not p.contiguous or p.dtype not in ELEM_TYPES or canon(p.dtype) != canon(real) \
                 or len(p.shape) > rank:
             return None
         out.append((p, (1,) * (rank - len(p.shape)) + tuple(p.shape)))

@@ -26,14 +26,7 @@ import numpy as np
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower import gemm_balance, gemm_rowreduce, gemm_splitk
 from kernbench.compiler.lower.activation import prepare_x, te_mode
-from kernbench.compiler.lower.context import (
-    FLOAT_DTYPES,
-    QBITS_OF,
-    Lowering,
-    PreparedX,
-    TeWeight,
-    float_format,
-)
+from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
 from kernbench.compiler.lower.gemm_balance import (
     KPart,
@@ -43,6 +36,7 @@ from kernbench.compiler.lower.gemm_balance import (
 from kernbench.compiler.lower.gemm_rowreduce import RowReduce
 from kernbench.compiler.lower.kv_rows import KvRows, kv_rows_out, store_kv_rows
 from kernbench.compiler.lower.te_weights import panel_width, te_weight, weight_tile
+from kernbench.compiler.lower.values import PreparedX, TeWeight
 from kernbench.compiler.lower.xquant import (
     QuantOut,
     drop_unwritten,

@@ -17,31 +17,18 @@ tile at most); a prefill's new rows are whole blocks the KV_UPDATE copies effici
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.kv_update import tileable
 from kernbench.compiler.lower.placement import sole_consumer
+from kernbench.compiler.lower.values import KvRows
 from kernbench.compiler.tilegraph import Buf, TileOp
 
 #: a tile with more rows than this keeps the KV_UPDATE's own copy of the new rows: the
 #: epilogue would need a DMA per row (the cache's rows of one head are a block apart)
 MAX_ROWS = 8
-
-
-@dataclass(frozen=True)
-class KvRows:
-    """Where a projection's output elements land in the present cache: element e of the
-    (contiguous) output is new[b, h, s, j] by `dims` (the view's dimensions, largest
-    stride first: (dimension, stride, size)), stored at present[b, h, first_row + s, j]."""
-
-    present: Placement
-    first_row: int                       # the past rows before the new ones
-    dims: tuple[tuple[int, int, int], ...]
-    scale: float | None                  # the cache's scale when it is stored quantized
-    unread: tuple[str, ...]              # the float output and its views: not stored
 
 
 def _dims(view: Placement) -> tuple[tuple[int, int, int], ...] | None:

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower.context import HbmRange, Lowering
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.values import HbmRange
 from kernbench.ir.model import Graph, LayerIR
 
 TE_LAYER_OPS = ("CONV", "MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "GEMM", "QKV_PROJ",

@@ -10,7 +10,8 @@
   locally.
 - Data: the HBM placement of a tensor a tile reads; a constant is placed on first use as
   it is stored in the IR (a lowering that wants another representation, e.g. int8 TE
-  weights, places its own constant).
+  weights, places its own constant; a vector tile reads a quantized constant as its real
+  value, `real_const`).
 - Views: a reshape / transpose / identity whose output shares its source's storage
   takes no operation.
 """
@@ -23,6 +24,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, MemoryPlan, Placement
 from kernbench.ir.model import Graph, LayerIR
+from kernbench.numerics import quant as qmath
 
 
 @dataclass
@@ -64,6 +66,24 @@ def raw_const(g: Graph, plan: MemoryPlan, tid: str) -> Placement:
         dt = {np.dtype(np.float32): "fp32", np.dtype(np.int64): "int64"}.get(arr.dtype, "fp32")
     p = plan.constant(tid, arr, dt, source=tid)
     plan.placements[tid] = p
+    return p
+
+
+def real_const(g: Graph, plan: MemoryPlan, tid: str) -> Placement:
+    """A constant as the value it stands for: a quantized one (integers with a scale and
+    zero point) dequantized to fp32 by the interpreter's rule (`numerics.quant.dequantize`),
+    any other one as stored (`raw_const`). Vector tiles read this: they compute on reals."""
+    q = g.tensors[tid].quant
+    if q is None:
+        return raw_const(g, plan, tid)
+    key = f"{tid}@real"
+    p = plan.placements.get(key)
+    if p is None:
+        zp = g.weights[q.zero_point] if q.zero_point else 0
+        real = qmath.dequantize(np.asarray(g.weights[tid]), g.weights[q.scale], zp, q.axis,
+                                q.block_size)
+        p = plan.constant(key, real, "fp32", source=tid)
+        plan.placements[key] = p
     return p
 
 

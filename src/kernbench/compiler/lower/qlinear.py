@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.lower.context import Lowering, TeWeight
+from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.gemm import OutTile, _tiles_per_pe, gemm_tiles
 from kernbench.compiler.lower.te_weights import values
+from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics.linalg import qlinear_multiplier

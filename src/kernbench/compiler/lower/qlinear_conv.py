@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower.context import QBITS_OF, Lowering, TeWeight
+from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.conv import ConvJob, _dw_blocks, _load_x, dense_tiles
 from kernbench.compiler.lower.qlinear import Requant, centered, const_value, requant, scalar
+from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.lower.window import geom
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR

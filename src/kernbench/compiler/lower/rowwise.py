@@ -61,7 +61,7 @@ def _norm_params(lw: Lowering, n: LayerIR, cols: int, fields: dict[str, Any],
             continue
         if not lw.g.tensors[tid].const or lw.g.tensors[tid].shape != [cols]:
             return False
-        extra.append((role, lw.raw_const(tid), 0))
+        extra.append((role, lw.real_const(tid), 0))
     # gamma and beta are read at their stored width (fp16 in an fp16 export); the tile has
     # one param_qbits, so parameters of two different float types are not tiled
     dtypes = {p.dtype for _, p, _ in extra}
@@ -87,7 +87,7 @@ def _binary_operand(lw: Lowering, n: LayerIR, x: Placement, cols: int,
         extra.append(("in2", lw.const(f"{tid}@row{cols}", row, "fp32", source=tid), 0))
         fields["in2_qbits"], fields["in2_rows"] = 32, 1
         return True
-    b = lw.placement(tid)
+    b = lw.value_placement(tid)
     if b.dtype not in FLOAT_DTYPES or not b.contiguous:
         return False
     fields["in2_qbits"] = QBITS_OF[b.dtype]

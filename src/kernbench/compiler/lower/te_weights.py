@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.lower.context import Lowering, TeWeight, WeightValues
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.values import TeWeight, WeightValues
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics import quant as qmath

@@ -25,20 +25,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.activation import quant_plan, te_ready
-from kernbench.compiler.lower.context import QBITS_OF, Lowering, PreparedX, float_format
+from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.placement import is_view, sole_consumer
+from kernbench.compiler.lower.values import KvRows, PreparedX
 from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.ir.model import LayerIR
-
-if TYPE_CHECKING:
-    from kernbench.compiler.lower.kv_rows import KvRows
 
 
 @dataclass(frozen=True)

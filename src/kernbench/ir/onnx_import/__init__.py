@@ -11,8 +11,9 @@ import onnx
 from kernbench.ir.model import Graph
 from kernbench.ir.onnx_import.finalize import finalize
 from kernbench.ir.onnx_import.fuse import run_fusions
+from kernbench.ir.onnx_import.handlers import HANDLERS, SUPPORTED_OPS
 from kernbench.ir.onnx_import.loader import load_model, prepare_model
-from kernbench.ir.onnx_import.lower import SUPPORTED_OPS, Lowering
+from kernbench.ir.onnx_import.lower import Lowering
 from kernbench.ir.qconfig import QConfig, apply_qconfig
 from kernbench.ir.verify import verify
 
@@ -35,7 +36,7 @@ def import_model_proto(model: onnx.ModelProto, qconfig: QConfig | None = None, *
 def _import(model: onnx.ModelProto, qconfig: QConfig | None, *, fuse: bool,
             file: str | None, name: str) -> Graph:  # fmt: skip
 
-    lw = Lowering(model, file=file)
+    lw = Lowering(model, HANDLERS, file=file)
     g = lw.run()
     g.metadata["model_name"] = name
     if fuse:

@@ -3,21 +3,16 @@ shape / layout ops. Each takes the import state and one node and emits IR layers
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import onnx
 
+from kernbench.ir.onnx_import.lower import Lowering
 from kernbench.ir.onnx_import.onnx_util import (
     ONNX_TO_DTYPE,
     _attrs,
     _in,
 )
 from kernbench.numerics.dtypes import np_dtype
-
-if TYPE_CHECKING:  # lower.py imports this module for its handler table
-    from kernbench.ir.onnx_import.lower import Lowering
-
 
 UNARY = {
     "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Neg": "neg", "Erf": "erf", "Tanh": "tanh",

@@ -4,21 +4,17 @@ QLinearConv, ConvInteger)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import onnx
 
 from kernbench.ir.model import QuantParams
 from kernbench.ir.onnx_import.handlers_basic import transpose_is_view
+from kernbench.ir.onnx_import.lower import Lowering
 from kernbench.ir.onnx_import.onnx_util import (
     _attrs,
     _in,
     _out,
 )
-
-if TYPE_CHECKING:  # lower.py imports this module for its handler table
-    from kernbench.ir.onnx_import.lower import Lowering
 
 
 def _conv(lw: Lowering, node: onnx.NodeProto) -> None:

@@ -9,7 +9,7 @@ and reported together in one InputError.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -18,10 +18,7 @@ from onnx import helper
 
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph, LayerIR, QuantParams, TensorIR
-from kernbench.ir.onnx_import import handlers_basic as hb
-from kernbench.ir.onnx_import import handlers_te as ht
-from kernbench.ir.onnx_import import windows
-from kernbench.ir.onnx_import.lower_extra import EXTRA_HANDLERS
+from kernbench.ir.onnx_import.node_shapes import infer_node_outputs, needs_inference
 from kernbench.ir.onnx_import.onnx_util import (
     MAX_FOLD_ELEMS,
     ONNX_TO_DTYPE,
@@ -31,12 +28,17 @@ from kernbench.ir.onnx_import.onnx_util import (
     to_array,
 )
 
+#: an ONNX op handler: emits the IR layers of one node into the import state
+Handler = Callable[["Lowering", onnx.NodeProto], None]
+
 
 class Lowering:
     """State of one import: the IR being built plus ONNX-side facts."""
 
-    def __init__(self, model: onnx.ModelProto, *, file: str | None = None) -> None:
+    def __init__(self, model: onnx.ModelProto, handlers: Mapping[str, Handler], *,
+                 file: str | None = None) -> None:
         self.model = model
+        self.handlers = handlers  # ONNX op type → the handler that emits its layers
         self.file = file
         self.opset = next(
             (int(i.version) for i in model.opset_import if i.domain in ("", "ai.onnx")), 0
@@ -250,7 +252,9 @@ class Lowering:
             return
         if self.try_fold(node):
             return
-        handler = HANDLERS.get(node.op_type)
+        if needs_inference(self, node):  # shapes computed from values folded here
+            infer_node_outputs(self, node)
+        handler = self.handlers.get(node.op_type)
         if handler is None:
             self.unsupported.setdefault(node.op_type, []).append(node.name or "?")
             return
@@ -319,58 +323,3 @@ class Lowering:
                 self.add_const(o, np.asarray(res[k]))
                 k += 1
         return True
-
-
-HANDLERS: dict[str, Callable[[Lowering, onnx.NodeProto], None]] = {
-    **{op: hb._elementwise for op in hb.UNARY},
-    **{op: hb._elementwise for op in hb.BINARY},
-    "Where": hb._elementwise,
-    "Max": hb._elementwise,
-    "Min": hb._elementwise,
-    "Cast": hb._cast,
-    "Identity": hb._identity,
-    "Dropout": hb._dropout,
-    "Constant": hb._constant,
-    "MatMul": hb._matmul,
-    "Gemm": hb._gemm,
-    "ReduceMean": hb._reduce,
-    "ReduceSum": hb._reduce,
-    "ReduceMax": hb._reduce,
-    "ReduceMin": hb._reduce,
-    **{f"Reduce{k}": hb._reduce for k in ("Prod", "L1", "L2", "LogSum", "LogSumExp", "SumSquare")},
-    "Softmax": hb._softmax,
-    "LayerNormalization": hb._layernorm,
-    "RMSNormalization": hb._rmsnorm,
-    "Gelu": hb._gelu,
-    "Gather": hb._gather,
-    "GatherElements": hb._gather_elements,
-    "GatherND": hb._gather_nd,
-    "Reshape": hb._reshape_like,
-    "Squeeze": hb._reshape_like,
-    "Unsqueeze": hb._reshape_like,
-    "Flatten": hb._reshape_like,
-    "Transpose": hb._transpose,
-    "Split": hb._split,
-    "Slice": hb._slice,
-    "Concat": hb._concat,
-    "Expand": hb._expand,
-    "Conv": ht._conv,
-    "Attention": ht._attention,
-    "QuantizeLinear": ht._quantize,
-    "DequantizeLinear": ht._dequantize,
-    "DynamicQuantizeLinear": ht._dyn_quant,
-    "MatMulInteger": ht._matmul_integer,
-    "QLinearMatMul": ht._qlinear_matmul,
-    "QLinearConv": ht._qlinear_conv,
-    "ConvInteger": ht._conv_integer,
-    "MaxPool": windows.pool,
-    "AveragePool": windows.pool,
-    "GlobalAveragePool": windows.global_pool,
-    "GlobalMaxPool": windows.global_pool,
-    "CumSum": windows.cumsum,
-    "Clip": windows.clip,
-    **EXTRA_HANDLERS,
-}
-
-#: The ONNX op types the importer claims (docs/onnx-support.md covers each).
-SUPPORTED_OPS = tuple(sorted(HANDLERS))

@@ -2,20 +2,21 @@
 Range, Tile, Pad, TopK, Einsum, ScatterElements / ScatterND, Instance- / GroupNormalization,
 LogSoftmax, Hardmax, Trilu, OneHot, DepthToSpace / SpaceToDepth, Shape / Size (folded).
 
-Each handler takes the import state (`lower.Lowering`, duck-typed here so that this module
-does not import lower.py, which imports it) and one ONNX node, and emits IR layers.
+Each handler takes the import state (`lower.Lowering`) and one ONNX node, and emits IR
+layers.
 Elementwise ops become ELEMENTWISE layers whose `op` names a numerics.unary_extra kernel;
 the ONNX attributes the kernel needs ride along as layer attributes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper
+
+from kernbench.ir.onnx_import.lower import Handler, Lowering
 
 #: ONNX op → (ELEMENTWISE op, the ONNX attributes the kernel takes)
 EXTRA_EW: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -44,7 +45,7 @@ def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
     return out
 
 
-def _elementwise_extra(lw: Any, node: onnx.NodeProto) -> None:
+def _elementwise_extra(lw: Lowering, node: onnx.NodeProto) -> None:
     kind, names = EXTRA_EW[node.op_type]
     at = _attrs(node)
     attrs: dict[str, Any] = {"op": kind}
@@ -52,7 +53,7 @@ def _elementwise_extra(lw: Any, node: onnx.NodeProto) -> None:
     lw.emit("ELEMENTWISE", [i for i in node.input if i], [node.output[0]], attrs)
 
 
-def _argmax(lw: Any, node: onnx.NodeProto) -> None:
+def _argmax(lw: Lowering, node: onnx.NodeProto) -> None:
     at = _attrs(node)
     rank = len(lw.shape(node.input[0]))
     axis = int(at.get("axis", 0)) % max(rank, 1)
@@ -61,7 +62,7 @@ def _argmax(lw: Any, node: onnx.NodeProto) -> None:
         "select_last_index": bool(at.get("select_last_index", 0))})  # fmt: skip
 
 
-def _constant_of_shape(lw: Any, node: onnx.NodeProto) -> None:
+def _constant_of_shape(lw: Lowering, node: onnx.NodeProto) -> None:
     # the shape input is not constant (else the node was folded), but shape inference
     # knows the output's shape: a broadcast of the one-element value
     value = _attrs(node).get("value")
@@ -71,11 +72,11 @@ def _constant_of_shape(lw: Any, node: onnx.NodeProto) -> None:
     lw.emit("EXPAND", [c], [node.output[0]], {"shape": lw.shape(node.output[0])})
 
 
-def _range(lw: Any, node: onnx.NodeProto) -> None:  # folded when its inputs are constant
+def _range(lw: Lowering, node: onnx.NodeProto) -> None:  # folded when its inputs are constant
     raise lw.error("Range with non-constant start / limit / delta not supported")
 
 
-def _tile(lw: Any, node: onnx.NodeProto) -> None:
+def _tile(lw: Lowering, node: onnx.NodeProto) -> None:
     reps = lw.const(node.input[1])
     if reps is None:
         raise lw.error("non-constant Tile repeats not supported")
@@ -83,7 +84,7 @@ def _tile(lw: Any, node: onnx.NodeProto) -> None:
             {"repeats": [int(r) for r in reps.reshape(-1)]})  # fmt: skip
 
 
-def _pad(lw: Any, node: onnx.NodeProto) -> None:
+def _pad(lw: Lowering, node: onnx.NodeProto) -> None:
     at = _attrs(node)
     shape = lw.shape(node.input[0])
     rank = len(shape)
@@ -112,7 +113,7 @@ def _pad(lw: Any, node: onnx.NodeProto) -> None:
                                            "value": float(at.get("value", 0.0))})
 
 
-def _topk(lw: Any, node: onnx.NodeProto) -> None:
+def _topk(lw: Lowering, node: onnx.NodeProto) -> None:
     at = _attrs(node)
     rank = len(lw.shape(node.input[0]))
     if len(node.input) > 1:
@@ -132,12 +133,12 @@ def _topk(lw: Any, node: onnx.NodeProto) -> None:
         [ys, ys], [lw.dtype(node.input[0]), "int64"])  # fmt: skip
 
 
-def _einsum(lw: Any, node: onnx.NodeProto) -> None:
+def _einsum(lw: Lowering, node: onnx.NodeProto) -> None:
     eq = str(_attrs(node)["equation"]).replace(" ", "")
     lw.emit("EINSUM", list(node.input), [node.output[0]], {"equation": eq})
 
 
-def _scatter(lw: Any, node: onnx.NodeProto) -> None:
+def _scatter(lw: Lowering, node: onnx.NodeProto) -> None:
     at = _attrs(node)
     attrs: dict[str, Any] = {"reduction": str(at.get("reduction", "none"))}
     if node.op_type == "ScatterElements":
@@ -146,7 +147,7 @@ def _scatter(lw: Any, node: onnx.NodeProto) -> None:
     lw.emit(op, list(node.input[:3]), [node.output[0]], attrs)
 
 
-def _group_norm(lw: Any, node: onnx.NodeProto) -> None:
+def _group_norm(lw: Lowering, node: onnx.NodeProto) -> None:
     at = _attrs(node)
     c = lw.shape(node.input[0])[1]
     groups = c if node.op_type == "InstanceNormalization" else int(at["num_groups"])
@@ -156,8 +157,8 @@ def _group_norm(lw: Any, node: onnx.NodeProto) -> None:
         "per_channel_affine": per_channel})  # fmt: skip
 
 
-def _axis_op(op_type: str, default_axis: int) -> Callable[[Any, onnx.NodeProto], None]:
-    def h(lw: Any, node: onnx.NodeProto) -> None:
+def _axis_op(op_type: str, default_axis: int) -> Handler:
+    def h(lw: Lowering, node: onnx.NodeProto) -> None:
         rank = len(lw.shape(node.input[0]))
         axis = int(_attrs(node).get("axis", default_axis)) % max(rank, 1)
         lw.emit(op_type, [node.input[0]], [node.output[0]], {"axis": axis})
@@ -165,17 +166,17 @@ def _axis_op(op_type: str, default_axis: int) -> Callable[[Any, onnx.NodeProto],
     return h
 
 
-def _trilu(lw: Any, node: onnx.NodeProto) -> None:
+def _trilu(lw: Lowering, node: onnx.NodeProto) -> None:
     upper = bool(_attrs(node).get("upper", 1))
     lw.emit("TRILU", [i for i in node.input[:2] if i], [node.output[0]], {"upper": upper})
 
 
-def _one_hot(lw: Any, node: onnx.NodeProto) -> None:
+def _one_hot(lw: Lowering, node: onnx.NodeProto) -> None:
     axis = int(_attrs(node).get("axis", -1))
     lw.emit("ONE_HOT", list(node.input[:3]), [node.output[0]], {"axis": axis})
 
 
-def _depth_space(lw: Any, node: onnx.NodeProto) -> None:
+def _depth_space(lw: Lowering, node: onnx.NodeProto) -> None:
     at = _attrs(node)
     attrs: dict[str, Any] = {"blocksize": int(at["blocksize"]),
                              "mode": str(at.get("mode", "DCR"))}
@@ -183,7 +184,7 @@ def _depth_space(lw: Any, node: onnx.NodeProto) -> None:
     lw.emit(op, [node.input[0]], [node.output[0]], attrs)
 
 
-def _cast_like(lw: Any, node: onnx.NodeProto) -> None:
+def _cast_like(lw: Lowering, node: onnx.NodeProto) -> None:
     to = lw.dtype(node.input[1])
     if lw.dtype(node.input[0]) == to:
         lw.alias[node.output[0]] = lw.name(node.input[0])
@@ -191,11 +192,11 @@ def _cast_like(lw: Any, node: onnx.NodeProto) -> None:
     lw.emit("ELEMENTWISE", [node.input[0]], [node.output[0]], {"op": "cast", "to": to})
 
 
-def _shape(lw: Any, node: onnx.NodeProto) -> None:  # folded when the input shape is static
+def _shape(lw: Lowering, node: onnx.NodeProto) -> None:  # folded when the input shape is static
     raise lw.error(f"{node.op_type} of a tensor without a static shape not supported")
 
 
-EXTRA_HANDLERS: dict[str, Callable[[Any, onnx.NodeProto], None]] = {
+EXTRA_HANDLERS: dict[str, Handler] = {
     **{op: _elementwise_extra for op in EXTRA_EW},
     "ArgMax": _argmax,
     "ArgMin": _argmax,

@@ -10,16 +10,14 @@ ELEMENTWISE `clip` layer with three inputs (x, lo, hi), an absent bound being a 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper
 
+from kernbench.ir.onnx_import.lower import Lowering
 from kernbench.numerics.dtypes import np_dtype
-
-if TYPE_CHECKING:  # lower.py imports this module for its handler table
-    from kernbench.ir.onnx_import.lower import Lowering
 
 
 def _at(node: onnx.NodeProto) -> dict[str, Any]:

@@ -1,0 +1,308 @@
+"""Mutation pass: does the suite catch wrong answers, not only changed ones?
+
+Each mutant below is one small wrong change to a module whose output users read (a timing
+component, the Control FSM, validation, a numerics kernel, the roofline, the cost model,
+stats and energy, block replay, an importer fusion): a file under src/kernbench/, the exact
+text it replaces (found exactly once), the wrong text, and the tests where a behavioural
+check of that answer belongs. tests/test_golden.py is never run: a golden hash flags every
+change, so a mutant only it catches counts as survived.
+
+The tree (without .venv / .git) is copied once to a temporary directory; every mutant is
+applied to that copy, its tests run there (`pytest -x -q -n 0`, PYTHONPATH pointing at the
+copy's src), and the file is restored before the next. The working tree is never touched.
+A mutant is killed when its tests fail (or time out), survived when they pass.
+
+    .venv/bin/python benchmarks/mutation.py                  # every mutant, score to stdout
+    .venv/bin/python benchmarks/mutation.py --only hbm_trim  # some (names or prefixes)
+    .venv/bin/python benchmarks/mutation.py --baseline       # the named tests, unmutated
+    .venv/bin/python benchmarks/mutation.py --only fsm --tests tests/cmdq/test_simulate_cmdq.py::test_x
+    .venv/bin/python benchmarks/mutation.py --list
+
+`make mutation` runs the first. Results go to stdout (one line per mutant, then the
+score); progress to stderr. Exit code 0 when the score is at least --target (0.9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # under src/kernbench/
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    wrong: str  # the wrong answer a user would read
+
+
+HW = "tests/hw/test_hbm_channels.py"
+DMA = "tests/hw/test_dma_timing.py"
+SIMQ = "tests/cmdq/test_simulate_cmdq.py"
+FIG = "tests/test_model_figures.py"
+ROOF = "tests/compiler/test_roofline_bound.py"
+NUM = "tests/numerics"
+MATH = "tests/sim_engine/test_math_ops.py"
+CONF = "tests/ir/test_conformance.py"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # --- components: timing of the hardware ---------------------------------------------
+    Mutant("hbm_channel_bw_doubled", "components/builtin/hbm_ctrl.py",
+           'Server(f"{self.id}.ch{i}", 0.0, s.channel_bw_gbs)',
+           'Server(f"{self.id}.ch{i}", 0.0, 2 * s.channel_bw_gbs)', (HW, DMA),
+           "four PEs read faster than channels × channel bandwidth"),
+    Mutant("hbm_trim_removed", "components/builtin/hbm_ctrl.py",
+           "    out[first % nch] -= a - first * il\n    out[last % nch] -= (last + 1) * il - end\n",
+           "", (HW,), "an unaligned access charges its channels whole interleave blocks"),
+    Mutant("hbm_latency_dropped", "components/builtin/hbm_ctrl.py",
+           "self.latency_ns = ctrl.spec.latency_ns", "self.latency_ns = 0.0", (DMA,),
+           "HBM reads without the HBM's access latency"),
+    Mutant("dma_burst_not_rounded", "components/builtin/pe_dma.py",
+           "return rows * (-(-row // burst_bytes) * burst_bytes)", "return rows * row",
+           (DMA, SIMQ), "a 65-byte row moves 65 bytes, not two bursts"),
+    Mutant("dma_setup_dropped", "components/builtin/pe_dma.py",
+           "start = now + self.spec.setup_cycles / self.spec.clock_ghz + mmu_ns",
+           "start = now + mmu_ns", (DMA,), "a DMA without its setup cycles"),
+    Mutant("gemm_throughput_factor_ignored", "components/builtin/pe_gemm.py",
+           "return math.ceil(raw / throughput_factor(spec, bits))", "return math.ceil(raw)",
+           ("tests/hw/test_gemm_pipeline.py",), "int4 GEMMs as slow as int8"),
+    Mutant("systolic_no_preload", "components/builtin/systolic.py",
+           'preload = 0 if dataflow == "os" else rows', "preload = 0",
+           ("tests/test_systolic_scalesim.py",), "ws / is arrays without the weight load"),
+    Mutant("math_no_pipeline_fill", "components/builtin/pe_math.py",
+           "return spec.pipeline_latency_cycles + math.ceil(", "return math.ceil(",
+           ("tests/hw/test_gemm_pipeline.py",), "vector ops without their pipeline fill"),
+    Mutant("sram_bw_doubled", "components/builtin/sram.py",
+           'Server(f"{self.id}.array", 0.0, self.spec.bw_gbs)',
+           'Server(f"{self.id}.array", 0.0, 2 * self.spec.bw_gbs)', (HW, DMA),
+           "the shared SRAM twice as fast as configured"),
+    Mutant("fabric_not_cut_through", "components/fabric.py",
+           "        head = start + lat\n", "        head = end + lat\n",
+           (DMA, "tests/hw/test_gemm_pipeline.py"),
+           "a transfer store-and-forwards at every hop"),
+    Mutant("mcpu_window_off_by_one", "components/builtin/m_cpu.py",
+           "and self.in_window < self.window\n", "and self.in_window <= self.window\n",
+           (SIMQ,), "one entry more in flight than the issue window allows"),
+    Mutant("mcpu_no_issue_latency", "components/builtin/m_cpu.py",
+           "issue_ns = self.spec.issue_latency_cycles / self.spec.clock_ghz",
+           "issue_ns = 0.0", (SIMQ,), "the M_CPU issues entries in no time"),
+    # --- cmdq: the Control FSM and validation --------------------------------------------
+    Mutant("fsm_ignores_deps_after", "cmdq/hw.py",
+           "                self.after.setdefault(later, set()).add(e.id)\n",
+           "                pass\n", (SIMQ,), "an entry issued before the one it must follow ends"),
+    Mutant("validate_tcm_end_loose", "cmdq/validate.py",
+           "elif r.end > bank_bytes:", "elif r.end > bank_bytes + 64:",
+           ("tests/cmdq/test_validate_cmdq.py",), "an operand past its TCM bank accepted"),
+    Mutant("validate_later_dep_accepted", "cmdq/validate.py",
+           "elif earlier and j > i:", "elif earlier and j > i + 1:",
+           ("tests/cmdq/test_validate_cmdq.py",), "a wait on the next entry (a cycle) accepted"),
+    # --- numerics: the math both the interpreter and the data pass use -------------------
+    Mutant("requantize_half_up", "numerics/quant.py",
+           "y = np.rint(np.asarray(acc).astype(np.float32) * m).astype(np.int64)",
+           "y = np.floor(np.asarray(acc).astype(np.float32) * m + 0.5).astype(np.int64)",
+           (NUM, MATH), "int8 requantize ties rounded half up, not to even"),
+    Mutant("quantize_half_up", "numerics/quant.py",
+           "q = np.rint(x / s).astype(np.int64) if x.size",
+           "q = np.floor(x / s + 0.5).astype(np.int64) if x.size", (NUM,),
+           "quantize ties rounded half up"),
+    Mutant("int_matmul_zero_point_ignored", "numerics/quant.py",
+           "b = np.asarray(b_q).astype(np.float64) - _zp_cols(b_zp, np.asarray(b_q).shape)",
+           "b = np.asarray(b_q).astype(np.float64)", (NUM,),
+           "integer GEMMs without the weight zero point"),
+    Mutant("softmax_biased", "numerics/softmax.py", "    return e / s\n",
+           "    return e / (s + np.float32(1e-3))\n", (NUM, MATH, CONF),
+           "softmax rows summing to slightly under 1"),
+    Mutant("layernorm_eps_outside_sqrt", "numerics/norms.py",
+           "inv = 1.0 / np.sqrt(var + np.float32(eps))",
+           "inv = 1.0 / (np.sqrt(var) + np.float32(eps))", (NUM, MATH, CONF),
+           "LayerNorm with eps added to the std, not the variance"),
+    Mutant("rmsnorm_as_std", "numerics/norms.py",
+           "ms = np.mean(xf * xf, axis=axes, keepdims=True)",
+           "ms = np.var(xf, axis=axes, keepdims=True)", (NUM, MATH, CONF),
+           "RMSNorm that subtracts the mean"),
+    Mutant("gelu_tanh_constant", "numerics/activations.py", "np.float32(0.044715)",
+           "np.float32(0.04)", (NUM, MATH, CONF), "tanh GELU with a wrong cubic term"),
+    Mutant("rope_rotation_sign", "numerics/rope.py",
+           "rot = np.concatenate([-xf[..., h:], xf[..., :h]], axis=-1)",
+           "rot = np.concatenate([xf[..., h:], -xf[..., :h]], axis=-1)", (NUM, MATH, CONF),
+           "RoPE rotating the wrong way"),
+    # --- compiler: roofline and cost model ------------------------------------------------
+    Mutant("roofline_int4_as_int8", "compiler/roofline.py",
+           'dt = "int4" if n.qbits_weight == 4 else "int8"', 'dt = "int8"', (FIG, ROOF),
+           "W4 weights counted at 8 bits in the memory bound"),
+    Mutant("roofline_one_cube_hbm", "compiler/roofline.py",
+           "hbm_bw = peaks.hbm_gbs(topo)", "hbm_bw = peaks.hbm_gbs(topo, 1)", (FIG, ROOF),
+           "a multi-cube memory bound over one cube's HBM"),
+    Mutant("roofline_narrowest_operand", "compiler/roofline.py",
+           "    return max(b if isinstance(b, int)", "    return min(b if isinstance(b, int)",
+           (FIG, ROOF), "the compute bound at the narrowest operand's peak"),
+    Mutant("roofline_gather_whole_table", "compiler/roofline.py",
+           "        elems = min(elems, _elements(g, n))\n", "        elems = elems\n", (ROOF,),
+           "an embedding bound by its whole table"),
+    Mutant("cost_dma_no_hbm_latency", "compiler/cost.py",
+           "            lat += self.hbm.latency_ns\n", "            lat += 0.0\n",
+           ("tests/compiler/test_cost.py",), "estimates without the HBM latency"),
+    Mutant("cost_gemm_half", "compiler/cost.py",
+           "v = self._gemm[key] = gemm_cycles(g, m, n, k, bits) / g.clock_ghz",
+           "v = self._gemm[key] = gemm_cycles(g, m, n, k, bits) / g.clock_ghz / 2",
+           ("tests/compiler/test_cost.py",), "estimated GEMM tiles twice as fast"),
+    # --- host: block replay ---------------------------------------------------------------
+    Mutant("replay_one_block_short", "host/block_replay.py",
+           "    total = sim_total + extra * d\n", "    total = sim_total + (extra - 1) * d\n",
+           ("tests/llm/test_block_replay.py",), "a replayed run one block period short"),
+    # --- report: stats and energy ---------------------------------------------------------
+    Mutant("static_split_evenly", "report/energy.py",
+           "share = static * spans_ns.get(g, 0.0) / span_sum if span_sum > 0 else 0.0",
+           "share = static / len(groups) if span_sum > 0 else 0.0", (FIG,),
+           "per-layer static energy split evenly, not by span"),
+    Mutant("dynamic_energy_per_action_once", "report/energy.py",
+           "out[kind] = out.get(kind, 0.0) + n * price", "out[kind] = out.get(kind, 0.0) + price",
+           ("tests/test_energy_cli.py", "tests/hw/test_energy.py"),
+           "dynamic energy of one action per kind"),
+    Mutant("utilization_of_twice_the_time", "report/stats.py",
+           "return round(busy / total, 6) if total > 0 else 0.0",
+           "return round(busy / (2 * total), 6) if total > 0 else 0.0",
+           ("tests/hw/test_energy.py", "tests/cmdq/test_simulate_cmdq.py",
+            "tests/compiler/test_engines.py"), "utilizations half of busy / total"),
+    # --- the importer's fusions -----------------------------------------------------------
+    Mutant("gemm_bias_any_length", "ir/onnx_import/fuse/gemm_bias.py",
+           "if bv is None or bv.ndim != 1 or bv.shape[0] != nout:",
+           "if bv is None or bv.ndim != 1:", ("tests/ir/test_fusion.py",),
+           "a bias of the wrong length fused into a GEMM"),
+)
+
+
+def _copy_tree(dst: Path) -> None:
+    ignore = shutil.ignore_patterns(".venv", ".git", "out", "build", "*.egg-info",
+                                    ".pytest_cache", ".ruff_cache", "__pycache__")
+    shutil.copytree(ROOT, dst, ignore=ignore, symlinks=True)
+
+
+def _groups(tests: tuple[str, ...]) -> list[list[str]]:
+    """The test paths by folder, in order: folders with their own conftest.py each import
+    it as the top-level module `conftest`, so they cannot share one pytest process."""
+    out: dict[str, list[str]] = {}
+    for t in tests:
+        p = Path(t)
+        folder = str(p if p.suffix != ".py" else p.parent)
+        out.setdefault(folder, []).append(t)
+    return list(out.values())
+
+
+def _pytest(tree: Path, tests: tuple[str, ...]) -> tuple[int, float]:
+    """Run `tests` in `tree` against its src, one pytest per folder, stopping at the first
+    failure; (exit code, seconds). A timeout is exit 124."""
+    assert not any("test_golden" in t for t in tests), "golden hashes are not a test here"
+    env = dict(os.environ, PYTHONPATH=str(tree / "src"), PYTHONHASHSEED="0")
+    t0 = time.monotonic()
+    rc = 0
+    for group in _groups(tests):
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider",
+               *group]
+        left = TIMEOUT_S - (time.monotonic() - t0)
+        try:
+            rc = subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, timeout=max(left, 1)).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+        if rc != 0:
+            break
+    return rc, time.monotonic() - t0
+
+
+def _verdict(rc: int) -> str:
+    if rc == 0:
+        return "survived"
+    if rc in (4, 5):  # pytest usage error / no tests collected: the list is wrong
+        return "error"
+    return "killed"
+
+
+def run(mutants: list[Mutant], tree: Path) -> list[dict]:
+    rows = []
+    for i, m in enumerate(mutants, 1):
+        path = tree / "src" / "kernbench" / m.file
+        text = path.read_text()
+        if text.count(m.old) != 1:
+            rows.append({"name": m.name, "verdict": "stale", "rc": None, "seconds": 0.0,
+                         "file": m.file, "wrong": m.wrong, "tests": list(m.tests)})
+            print(f"[{i}/{len(mutants)}] {m.name}: stale (text found "
+                  f"{text.count(m.old)} times)", file=sys.stderr)
+            continue
+        try:
+            path.write_text(text.replace(m.old, m.new))
+            rc, secs = _pytest(tree, m.tests)
+        finally:
+            path.write_text(text)
+        v = _verdict(rc)
+        rows.append({"name": m.name, "verdict": v, "rc": rc, "seconds": round(secs, 1),
+                     "file": m.file, "wrong": m.wrong, "tests": list(m.tests)})
+        print(f"[{i}/{len(mutants)}] {m.name}: {v} ({secs:.0f} s)", file=sys.stderr)
+    return rows
+
+
+def _select(names: list[str] | None) -> list[Mutant]:
+    if not names:
+        return list(MUTANTS)
+    out = [m for m in MUTANTS if any(m.name.startswith(n) for n in names)]
+    if not out:
+        sys.exit(f"mutation.py: --only {' '.join(names)}: no such mutant (see --list)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="mutants by name or prefix")
+    ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--baseline", action="store_true",
+                    help="run the selected mutants' tests on the unmutated copy")
+    ap.add_argument("--tests", nargs="+", metavar="PATH",
+                    help="run these tests instead of each mutant's own (to check that one "
+                         "test alone kills a mutant)")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--target", type=float, default=0.9, help="score to exit 0 (default 0.9)")
+    args = ap.parse_args(argv)
+    mutants = _select(args.only)
+    if args.tests:
+        mutants = [replace(m, tests=tuple(args.tests)) for m in mutants]
+    if args.list:
+        for m in mutants:
+            print(f"{m.name:34} {m.file:36} {m.wrong}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="kb-mutation-") as tmp:
+        tree = Path(tmp) / "tree"
+        print(f"copying the tree to {tree}", file=sys.stderr)
+        _copy_tree(tree)
+        if args.baseline:
+            tests = tuple(sorted({t for m in mutants for t in m.tests}))
+            rc, secs = _pytest(tree, tests)
+            print(f"baseline: {len(tests)} test paths, exit {rc} ({secs:.0f} s)")
+            return 0 if rc == 0 else 1
+        rows = run(mutants, tree)
+    for r in rows:
+        print(f"{r['verdict']:9} {r['name']:34} {r['file']:36} {r['wrong']}")
+    scored = [r for r in rows if r["verdict"] in ("killed", "survived")]
+    killed = sum(r["verdict"] == "killed" for r in scored)
+    score = killed / len(scored) if scored else 0.0
+    print(f"score: {killed}/{len(scored)} killed ({100 * score:.0f} %) without "
+          f"tests/test_golden.py; {len(rows) - len(scored)} stale or in error")
+    if args.json:
+        args.json.write_text(json.dumps({"score": score, "mutants": rows}, indent=1) + "\n")
+    return 0 if score >= args.target and len(scored) == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""`kernbench serve MODEL -t TOPOLOGY (--rate R | --trace FILE.csv) --out DIR ...`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kernbench.cli import app
+from kernbench.cli.common import QuietOpt, SetOpt, TopologyOpt, err, set_quiet
+
+MODEL_HELP = ("anything `run` takes that can be built for any batch and length: gpt2 | "
+              "llama | gpt2-small, a Hugging Face config.json, an ONNX model with symbolic dims")
+
+
+@app.command("serve")
+def serve_cmd(
+    model: Annotated[Path, typer.Argument(help=MODEL_HELP)],
+    topology: TopologyOpt = "small",
+    set_: SetOpt = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
+    requests: Annotated[int, typer.Option("--requests", "-n",
+                                          help="requests to draw (Poisson)")] = 100,
+    rate: Annotated[float | None, typer.Option(
+        "--rate", help="Poisson arrivals, requests per second")] = None,
+    prompt_len: Annotated[str, typer.Option(
+        "--prompt-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX]")] = "512",
+    output_len: Annotated[str, typer.Option(
+        "--output-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX]")] = "128",
+    seed: Annotated[int, typer.Option("--seed", help="seed of arrivals and lengths")] = 0,
+    trace: Annotated[Path | None, typer.Option(
+        "--trace", help="CSV arrival_s,prompt_tokens,output_tokens instead of drawing")] = None,
+    policy: Annotated[str, typer.Option(
+        "--policy", help="static | continuous | chunked")] = "continuous",
+    max_batch: Annotated[int, typer.Option(
+        "--max-batch", help="sequences running at once (static: the batch size)")] = 64,
+    max_batch_tokens: Annotated[int, typer.Option(
+        "--max-batch-tokens", help="new tokens per step (the prefill budget)")] = 8192,
+    block_tokens: Annotated[int, typer.Option(
+        "--block-tokens", help="tokens per KV-cache block")] = 16,
+    kv_fraction: Annotated[float, typer.Option(
+        "--kv-fraction", help="share of the HBM left by the weights given to the KV "
+                              "cache")] = 0.9,
+    kv_blocks: Annotated[int | None, typer.Option(
+        "--kv-blocks", help="KV-cache size in blocks (instead of --kv-fraction)")] = None,
+    slo: Annotated[str | None, typer.Option(
+        "--slo", help="goodput objectives, e.g. ttft=1s,tpot=50ms")] = None,
+    exact_steps: Annotated[bool, typer.Option(
+        "--exact-steps", help="simulate every distinct step shape (no buckets)")] = False,
+    qconfig: Annotated[Path | None, typer.Option("--qconfig", "-q",
+                                                 help="quantization config YAML")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Serve many requests on a simulated NPU: a scheduler policy batches them, each
+    step's time comes from a compiled and simulated program. Writes requests.csv,
+    occupancy.csv, stats.json, trace.json and report.html into --out (docs/serving.md)."""
+    import json
+    import sys
+    import tempfile
+
+    from kernbench.cli.outdir import OutDir
+    from kernbench.host.serve import ServeOptions, serve
+    from kernbench.topology import load_topology
+
+    set_quiet(quiet)
+    topo = load_topology(topology, set_ or [])
+    opts = ServeOptions(policy=policy, requests=requests, rate=rate, prompt_len=prompt_len,
+                        output_len=output_len, seed=seed, trace=trace, slo=slo,
+                        max_batch=max_batch, max_batch_tokens=max_batch_tokens,
+                        block_tokens=block_tokens, kv_fraction=kv_fraction,
+                        kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig)
+    with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
+        stats = serve(model, topo, stage, opts, Path(tmp), note=err.print)
+    r = stats["serve"]["results"]
+    sys.stdout.write(json.dumps({k: r[k] for k in ("ttft_s", "tpot_s", "e2e_s", "throughput")
+                                 } | ({"goodput": r["goodput"]} if "goodput" in r else {}),
+                                indent=1, sort_keys=True) + "\n")
+    err.print(f"wrote {out}/")

@@ -1,0 +1,53 @@
+"""What every tile of one attention layer reads: the placements, scales and blocking one
+`attention.plan_attention` decides. Its own module so that the attention lowerings
+(attention, attention_kv, attention_parts) import it and never each other's plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernbench.compiler.hbm import Placement
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.xquant import QuantOut, store_tile
+from kernbench.compiler.tilegraph import Buf
+from kernbench.ir.model import LayerIR, QBits
+
+
+@dataclass(frozen=True)
+class AttentionTiles:
+    """What every tile of one attention layer needs."""
+
+    q: Placement
+    k: Placement
+    v: Placement
+    out: Placement
+    mask: Placement | None
+    scales: tuple[np.ndarray, np.ndarray, np.ndarray]  # s_q, s_k, s_v (0-d float32)
+    score_scale: float             # s_q · s_k · softmax scale
+    bits_a: QBits
+    bits_kv: QBits
+    causal: bool
+    causal_offset: int
+    s_blk: int                     # query rows per block
+    softcap: float = 0.0           # c·tanh(s / c) on the scores (0: none), in VE_SOFTMAX
+    kv_block: int = 0              # keys per KV block (0: the whole K / V at once)
+    kv_parts: int = 1              # key ranges on PEs of their own, combined (ADR-0714)
+    kv_first: int = 0              # keys of the owner's range (0: equal, ADR-0726)
+    q_out: QuantOut | None = None  # the output projection's int8 input, stored here too
+
+    def store(self, lw: Lowering, n: LayerIR, pe: int, ob: Buf, b: int, h: int, s0: int,
+              s: int, frees: list[Buf]) -> None:
+        """Output rows [s0, s0 + s) of head h from `ob` (out's dtype) into the output,
+        and quantized into the consuming GEMM's int8 scratch first when it reads them
+        (`xquant`: the same values its own preparation would make)."""
+        out, dv = self.out, self.v.shape[3]
+        ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
+        store_tile(lw, self.q_out, pe, ob, out, n.id, ooff, s, dv, out.strides[2],
+                   lw.engines.ve(pe), frees)
+
+    @property
+    def t_len(self) -> int:
+        return self.k.shape[2]

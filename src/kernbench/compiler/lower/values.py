@@ -1,0 +1,89 @@
+"""The value types of the lowering: what one lowering hands another (a stored weight, a
+prepared activation, a dynamic quantization's results, where a projection's new KV rows
+land). Plain data: this module imports no lowering, so every lowering may import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from kernbench.compiler.hbm import Placement
+from kernbench.compiler.tilegraph import Buf
+
+#: (storage key, first byte, end of hull, row stride, row bytes)
+HbmRange = tuple[str, int, int, int, int]
+#: TCM operands of a tile op by role ("in", "out", "ifm", "wgt", "ofm", "scale", ...)
+Operands = Sequence[tuple[str, Buf]]
+
+
+class WeightValues(NamedTuple):
+    """A TE weight's values before they are stored: `te_weights.weight_tile` stores them
+    once per layout the tiles read (row-major [K, N] or column panels), so no layout that
+    no tile reads takes HBM. `data`: [K, N] at `dtype` (int4 unpacked, one value a byte),
+    None for a shape-only model."""
+
+    key: str
+    data: np.ndarray | None
+    dtype: str
+    shape: tuple[int, int]
+    source: str | None
+
+
+class TeWeight(NamedTuple):
+    """A TE weight as stored for the tiles: its placement, the per-column (or per-tensor)
+    scale of an integer weight (None otherwise) and its bits; `colsum`: the int64 column
+    sums of the stored integers (for the activation zero-point correction), None when
+    unknown (float or shape-only weights). A weight given by its `values` has no
+    placement until a tile reads it (`te_weights.weight_tile`)."""
+
+    placement: Placement | None
+    scale: np.ndarray | None
+    bits: int
+    colsum: np.ndarray | None = None
+    values: WeightValues | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape if self.values is not None else self.placement.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.values.dtype if self.values is not None else self.placement.dtype
+
+
+class PreparedX(NamedTuple):
+    """A TE activation as the tiles read it ((M, K) int8 / fp16 / fp32), its static
+    scale (integer mode) or None, and the zero point of the int8 data (an asymmetric
+    activation; a uint8 one is stored shifted by -128, so its zero point is z - 128)."""
+
+    placement: Placement
+    scale: np.ndarray | None
+    zero_point: int = 0
+
+
+
+@dataclass(frozen=True)
+class DynamicActivation:
+    """A tiled DYNAMIC_QUANTIZE's results: the shifted int8 data (M, K), the run-time
+    (scale, zero point) pair and each reader's zero-point column term, in HBM scratch."""
+
+    data: Placement
+    qparams: Placement
+    corr: dict[str, Placement]  # MATMUL_INTEGER id → its zero-point column term (int32 [N])
+
+
+@dataclass(frozen=True)
+class KvRows:
+    """Where a projection's output elements land in the present cache: element e of the
+    (contiguous) output is new[b, h, s, j] by `dims` (the view's dimensions, largest
+    stride first: (dimension, stride, size)), stored at present[b, h, first_row + s, j]."""
+
+    present: Placement
+    first_row: int                       # the past rows before the new ones
+    dims: tuple[tuple[int, int, int], ...]
+    scale: float | None                  # the cache's scale when it is stored quantized
+    unread: tuple[str, ...]              # the float output and its views: not stored

@@ -1,0 +1,92 @@
+"""The serving loop: one NPU runs one step at a time; requests arrive, are scheduled by a
+policy, and leave when their last token is out.
+
+At each step boundary (time t): every request that has arrived by t joins the waiting
+queue, the policy forms a step, the step's time comes from the step timer, and at t + its
+time each prefill that completes and each decode emits a token. With nothing to run the
+clock jumps to the next arrival. Everything is integer nanoseconds, so a run is exact
+and the same inputs give the same result on any machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernbench.host.serve.kv_cache import PagedKvCache
+from kernbench.host.serve.policies import Policy
+from kernbench.host.serve.state import SchedState, Seq
+from kernbench.host.serve.steps import StepTimer
+from kernbench.host.serve.workload import Request
+
+
+@dataclass
+class Timeline:
+    """Per step: its end (ns), KV blocks used, running and waiting sequences, tokens."""
+
+    end_ns: list[int] = field(default_factory=list)
+    start_ns: list[int] = field(default_factory=list)
+    blocks: list[int] = field(default_factory=list)
+    running: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ServeRun:
+    seqs: list[Seq]
+    timeline: Timeline
+    preemptions: int
+    end_ns: int
+
+
+def serve_requests(requests: list[Request], policy: Policy, kv: PagedKvCache,
+                   timer: StepTimer) -> ServeRun:
+    """Serve `requests` (sorted by arrival) to completion."""
+    seqs = [Seq(r) for r in requests]
+    state = SchedState(kv)
+    tl = Timeline()
+    t, nxt, done = 0, 0, 0
+    n = len(seqs)
+    while done < n:
+        while nxt < n and seqs[nxt].req.arrival_ns <= t:
+            state.waiting.append(seqs[nxt])
+            nxt += 1
+        if not state.waiting and not state.running:
+            t = seqs[nxt].req.arrival_ns
+            continue
+        step = policy.schedule(state, t)
+        start = t
+        t += timer.ns(step)
+        for s, c in step.prefill:
+            s.computed += c
+            if s.computed == s.target:
+                done += _emit(state, s, t)
+        for s in step.decode:
+            s.computed += 1
+            done += _emit(state, s, t)
+        tl.start_ns.append(start)
+        tl.end_ns.append(t)
+        tl.blocks.append(kv.used)
+        tl.running.append(len(state.running))
+        tl.waiting.append(len(state.waiting) + _arrived_during(seqs, nxt, t))
+        tl.tokens.append(step.tokens())
+    return ServeRun(seqs, tl, state.preemptions, t)
+
+
+def _emit(state: SchedState, s: Seq, t: int) -> int:
+    """`s` emits a token at t; 1 if that was its last."""
+    s.generated += 1
+    if s.first_token_ns is None:
+        s.first_token_ns = t
+    if s.generated == s.req.output:
+        state.finish(s, t)
+        return 1
+    return 0
+
+
+def _arrived_during(seqs: list[Seq], nxt: int, t: int) -> int:
+    """Requests that arrived by t but join the queue at the next step boundary."""
+    k = nxt
+    while k < len(seqs) and seqs[k].req.arrival_ns <= t:
+        k += 1
+    return k - nxt

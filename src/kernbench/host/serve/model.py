@@ -1,0 +1,89 @@
+"""The served model: what `kernbench run` takes as MODEL, built for any step's shape.
+
+`ServedModel.open(model, qconfig, workdir)` checks that MODEL can be built for any batch,
+new-token and past-token count (a built-in name, a Hugging Face config.json, an ONNX model
+with symbolic dims) and reads what the KV cache needs: the weight bytes, the KV bytes per
+cached token (every layer, K and V, at the KV bitwidth) and the model's context (a
+config.json's `max_position_embeddings` / `n_positions`; None when the model does not
+say). `simulate(shape, topo)` compiles and simulates one program through `host.run` (the
+path `kernbench run --batch B --seq-len S --kv-len K` takes) and returns its ns.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernbench.compiler.pipeline import load_model
+from kernbench.errors import InputError
+from kernbench.host.llm import llm_facts
+from kernbench.host.models import ShapeOptions, resolve_model
+from kernbench.host.run import RunHooks, RunOptions, run_model
+from kernbench.models.hf_config import config_path, is_hf_config
+
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
+                 "seq_length")
+
+
+def _quiet(*_: Any) -> None:
+    """Notes of each step's run (replay, PE choice) are not the serving run's business."""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    model: Path
+    qconfig: Path | None
+    workdir: Path
+    name: str
+    weight_bytes: int
+    kv_bytes_per_token: int
+    context: int | None
+
+    @staticmethod
+    def open(model: Path, qconfig: Path | None, workdir: Path) -> ServedModel:
+        model = Path(model)
+        try:
+            res = resolve_model(model, ShapeOptions(1, 1, 1), workdir / "facts", qconfig)
+        except InputError as e:
+            if "apply to" in e.reason:
+                raise InputError("serving builds steps of any batch and length: MODEL must be "
+                                 "a built-in name, a Hugging Face config.json or an ONNX "
+                                 "model with symbolic batch/sequence dims",
+                                 file=str(model)) from None
+            raise
+        graph, _ = load_model(res.path, qconfig)
+        facts = llm_facts(graph)
+        if facts is None:
+            raise InputError("not a language model (no attention layer): nothing to serve",
+                             file=str(model))
+        per_token = -(-facts.kv_cache_bytes // (facts.batch * (facts.seq_len + facts.kv_len)))
+        return ServedModel(model, qconfig, workdir, facts.model, facts.weight_bytes,
+                           per_token, _context(model))
+
+    def simulate(self, shape: tuple[int, int, int], topo: Any) -> float:
+        """Simulated ns of one program (batch, new tokens, past tokens) on `topo`."""
+        b, s, k = shape
+        with tempfile.TemporaryDirectory(dir=self.workdir) as d:
+            tmp = Path(d)
+            res = resolve_model(self.model, ShapeOptions(b, s, k), tmp / "model", self.qconfig)
+            opts = RunOptions(qconfig=self.qconfig, trace=False, report=False,
+                              write_cmdq=False, bundle=tmp / "bundle")
+            r = run_model(res.path, topo, tmp / "out", opts, RunHooks(note=_quiet))
+        return float(r.stats["total_ns"])
+
+
+def _context(model: Path) -> int | None:
+    if not (model.exists() and is_hf_config(model)):
+        return None
+    try:
+        d = json.loads(config_path(model).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # resolve_model read it already: unreachable in practice
+    for key in _CONTEXT_KEYS:
+        v = d.get(key) if isinstance(d, dict) else None
+        if isinstance(v, int) and v > 0:
+            return v
+    return None

@@ -1,0 +1,160 @@
+"""Scheduler policies: one class each, found by name in a small registry (like the
+hardware components' `impl:` names).
+
+A policy forms the next step from the scheduler state (`SchedState`): which waiting
+sequences it admits, which prefill chunks and decodes run. It returns an empty step only
+when nothing is waiting or running. Limits (`Limits`): `max_batch` sequences running at
+once, `max_batch_tokens` new tokens per step (the prefill budget).
+
+- `static`: fixed batches. When nothing runs, up to `max_batch` waiting requests (FCFS,
+  those whose whole prompt + output fits the free KV blocks) start together: one prefill
+  padded to the longest prompt, then decode steps until the last finishes (finished
+  sequences leave the batch; no request joins it). Blocks are reserved for the whole
+  output at admission, so nothing is preempted.
+- `continuous`: iteration-level batching as vLLM's default scheduler. Before each decode
+  step, waiting requests are admitted FCFS while the batch has room, their prompts fit
+  `max_batch_tokens` and their blocks fit the cache; if any were admitted the step is
+  their prefill (one program per prompt), else a decode step of every running sequence.
+  A decode that needs a block when none is free preempts the latest-admitted sequence
+  (recomputed later).
+- `chunked`: chunked prefill mixed with decode (Sarathi, vLLM's chunked prefill): every
+  step decodes all decoding sequences, then fills the rest of `max_batch_tokens` with
+  prefill chunks, first of running sequences, then of new admissions.
+
+Register a new policy with `@register` on a `Policy` subclass with a unique `name`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kernbench.errors import InputError
+from kernbench.host.serve.state import SchedState, Step
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_batch: int = 64
+    max_batch_tokens: int = 8192
+
+
+class Policy:
+    """Base class: `schedule(state, now_ns)` → the next Step."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+
+    def schedule(self, state: SchedState, now_ns: int) -> Step:
+        # a pass may only preempt (its decodes lost their blocks): the next one admits
+        for _ in range(3):
+            step = self._form(state, now_ns)
+            if step.prefill or step.decode or not (state.waiting or state.running):
+                return step
+        raise RuntimeError(f"policy {self.name} formed no step with "
+                           f"{len(state.waiting)} waiting, {len(state.running)} running")
+
+    def _form(self, state: SchedState, now_ns: int) -> Step:
+        raise NotImplementedError
+
+    def check(self, prompt: int, output: int) -> None:
+        """InputError when a request of these lengths can never be scheduled."""
+
+
+POLICIES: dict[str, type[Policy]] = {}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    if not cls.name or cls.name in POLICIES:
+        raise ValueError(f"policy name {cls.name!r} is empty or taken")
+    POLICIES[cls.name] = cls
+    return cls
+
+
+def policy_for(name: str, limits: Limits) -> Policy:
+    if name not in POLICIES:
+        raise InputError(f"unknown policy '{name}' (known: {', '.join(sorted(POLICIES))}; "
+                         "disaggregated needs chip-to-chip links, not built yet)",
+                         field="--policy")
+    for opt, v in (("--max-batch", limits.max_batch),
+                   ("--max-batch-tokens", limits.max_batch_tokens)):
+        if v < 1:
+            raise InputError(f"must be >= 1, got {v}", field=opt)
+    return POLICIES[name](limits)
+
+
+@register
+class Static(Policy):
+    name = "static"
+
+    def _form(self, state: SchedState, now_ns: int) -> Step:
+        if state.running:
+            return Step(decode=state.grow_decodes(list(state.running)))
+        batch = []
+        while state.waiting and len(batch) < self.limits.max_batch:
+            s = state.waiting[0]
+            if not state.kv.grow(s.id, max(s.target, s.req.prompt + s.req.output - 1)):
+                break
+            state.admit(s, now_ns)
+            batch.append((s, s.target - s.computed))
+        return Step(prefill=batch, padded_prefill=True)
+
+
+@register
+class Continuous(Policy):
+    name = "continuous"
+
+    def check(self, prompt: int, output: int) -> None:
+        # a preempted request recomputes its prompt and all but its last token at once
+        if prompt + output - 1 > self.limits.max_batch_tokens:
+            raise InputError(f"a request of {prompt} prompt + {output} output tokens cannot "
+                             f"be prefilled within {self.limits.max_batch_tokens} tokens per "
+                             "step (use the chunked policy or raise it)",
+                             field="--max-batch-tokens")
+
+    def _form(self, state: SchedState, now_ns: int) -> Step:
+        batch, tokens = [], 0
+        while state.waiting and len(state.running) < self.limits.max_batch:
+            s = state.waiting[0]
+            need = s.target - s.computed
+            if tokens + need > self.limits.max_batch_tokens or not state.kv.grow(s.id, s.target):
+                break
+            state.admit(s, now_ns)
+            batch.append((s, need))
+            tokens += need
+        if batch:
+            return Step(prefill=batch)
+        return Step(decode=state.grow_decodes(list(state.running)))
+
+
+@register
+class Chunked(Policy):
+    name = "chunked"
+
+    def _form(self, state: SchedState, now_ns: int) -> Step:
+        dec = state.grow_decodes([s for s in state.running if not s.prefilling])
+        budget = self.limits.max_batch_tokens - len(dec)
+        pre = []
+        for s in list(state.running):
+            if budget <= 0:
+                break
+            if s.running and s.prefilling:
+                c = min(s.target - s.computed, budget)
+                if state.reserve(s, s.computed + c):
+                    pre.append((s, c))
+                    budget -= c
+        # a chunk's reservation may have preempted a decode or an earlier chunk
+        dec = [s for s in dec if s.running]
+        pre = [(s, c) for s, c in pre if s.running]
+        budget = self.limits.max_batch_tokens - len(dec) - sum(c for _, c in pre)
+        while budget > 0 and state.waiting and len(state.running) < self.limits.max_batch:
+            s = state.waiting[0]
+            c = min(s.target - s.computed, budget)
+            if not state.kv.grow(s.id, c):
+                break
+            state.admit(s, now_ns)
+            pre.append((s, c))
+            budget -= c
+        return Step(prefill=pre, decode=dec)

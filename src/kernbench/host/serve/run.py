@@ -1,0 +1,144 @@
+"""`kernbench serve` as a flow: requests → checks → the serving loop → files.
+
+`serve(model, topo, out, opts)` reads or draws the requests, opens the model
+(`ServedModel`), sizes the KV cache from the topology, refuses what can never be served
+(one InputError line: a prompt beyond the model's context, a request larger than the
+whole cache or than the policy's step budget), runs the loop with step times from
+simulated programs, and writes requests.csv, occupancy.csv, stats.json, trace.json and
+report.html into `out`. Returns stats.json's content.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kernbench.errors import InputError
+from kernbench.host.serve.engine import ServeRun, serve_requests
+from kernbench.host.serve.kv_cache import PagedKvCache, blocks_for, capacity_blocks
+from kernbench.host.serve.model import ServedModel
+from kernbench.host.serve.policies import Limits, Policy, policy_for
+from kernbench.host.serve.results import (
+    occupancy_csv,
+    requests_csv,
+    serve_stats,
+    serve_trace,
+    tpot_ns,
+)
+from kernbench.host.serve.slo import parse_slo
+from kernbench.host.serve.steps import StepTimer
+from kernbench.host.serve.workload import LengthSpec, Request, poisson_requests, read_trace
+from kernbench.report.serving import write_serving_report
+from kernbench.report.stats import write_json
+
+
+@dataclass
+class ServeOptions:
+    policy: str = "continuous"
+    requests: int = 100
+    rate: float | None = None         # requests/s (Poisson); None with a trace
+    prompt_len: str = "512"
+    output_len: str = "128"
+    seed: int = 0
+    trace: Path | None = None         # arrival_s,prompt_tokens,output_tokens CSV
+    slo: str | None = None            # ttft=1s,tpot=50ms
+    max_batch: int = 64
+    max_batch_tokens: int = 8192
+    block_tokens: int = 16
+    kv_fraction: float = 0.9          # of the HBM the weights leave
+    kv_blocks: int | None = None      # the cache's size in blocks, instead of the fraction
+    exact_steps: bool = False
+    qconfig: Path | None = None
+
+
+def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
+    """The requests and a one-line description of the workload."""
+    if opts.trace is not None:
+        reqs = read_trace(opts.trace)
+        return reqs, f"trace {Path(opts.trace).name} ({len(reqs)} requests)"
+    if opts.rate is None:
+        raise InputError("give --rate (Poisson arrivals) or --trace FILE.csv", field="--rate")
+    p = LengthSpec.parse(opts.prompt_len, "--prompt-len")
+    o = LengthSpec.parse(opts.output_len, "--output-len")
+    reqs = poisson_requests(opts.requests, opts.rate, p, o, opts.seed)
+    return reqs, (f"{opts.requests} requests, Poisson {opts.rate:g}/s, prompt {p.text}, "
+                  f"output {o.text}, seed {opts.seed}")
+
+
+def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
+                   policy: Policy, file: str | None) -> None:
+    """Refuse a request that can never be served (the first one, one line)."""
+    cap = kv.blocks * kv.block_tokens
+    for r in reqs:
+        field = "prompt_tokens" if file else "--prompt-len"
+        if model.context is not None and r.prompt + r.output > model.context:
+            raise InputError(f"{r.prompt} prompt + {r.output} output tokens exceed the model's "
+                             f"context of {model.context} tokens", file=file, where=r.where,
+                             field=field)
+        # the most a request ever caches: its prompt and all but its last token
+        if blocks_for(r.prompt + r.output - 1, kv.block_tokens) > kv.blocks:
+            raise InputError(f"the KV cache ({kv.blocks} blocks of {kv.block_tokens} tokens = "
+                             f"{cap} tokens) is too small for one request of {r.prompt} + "
+                             f"{r.output} tokens", file=file, where=r.where, field=field)
+        policy.check(r.prompt, r.output)
+
+
+def serve(model: Path, topo: Any, out: Path, opts: ServeOptions, workdir: Path,
+          note: Any = print) -> dict[str, Any]:
+    """See the module docstring. `workdir`: scratch space for the step programs."""
+    slo = parse_slo(opts.slo)
+    policy = policy_for(opts.policy, Limits(opts.max_batch, opts.max_batch_tokens))
+    reqs, describe = make_requests(opts)
+    if not (0 < opts.kv_fraction <= 1):
+        raise InputError(f"must be in (0, 1], got {opts.kv_fraction}", field="--kv-fraction")
+    m = ServedModel.open(model, opts.qconfig, workdir)
+    if opts.kv_blocks is not None:
+        if opts.kv_blocks < 1:
+            raise InputError(f"must be >= 1, got {opts.kv_blocks}", field="--kv-blocks")
+        blocks = opts.kv_blocks
+    else:
+        blocks = capacity_blocks(topo.hbm_bytes, m.weight_bytes, m.kv_bytes_per_token,
+                                 opts.block_tokens, opts.kv_fraction)
+    kv = PagedKvCache(blocks, opts.block_tokens)
+    check_requests(reqs, m, kv, policy, str(opts.trace) if opts.trace else None)
+    note(f"serving {len(reqs)} requests of {m.name} on '{topo.name}' ({opts.policy}); KV "
+         f"cache {blocks:,} blocks of {opts.block_tokens} tokens")
+    timer = StepTimer(lambda shape: m.simulate(shape, topo), exact=opts.exact_steps)
+    t0 = time.process_time()
+    run = serve_requests(reqs, policy, kv, timer)
+    loop_s = time.process_time() - t0 - timer.sim_seconds
+    stats = {"serve": {
+        "model": m.name, "topology": topo.name, "policy": opts.policy,
+        "limits": asdict(policy.limits),
+        "workload": {"describe": describe, "requests": len(reqs), "rate_per_s": opts.rate
+                     if opts.trace is None else None, "seed": opts.seed,
+                     "prompt_len": None if opts.trace else opts.prompt_len,
+                     "output_len": None if opts.trace else opts.output_len},
+        "kv_cache": {"block_tokens": opts.block_tokens, "blocks": blocks,
+                     "bytes_per_token": m.kv_bytes_per_token, "weight_bytes": m.weight_bytes,
+                     "hbm_bytes": topo.hbm_bytes},
+        "steps": {"count": timer.steps, "exact": opts.exact_steps,
+                  "programs_simulated": len(timer.programs), "shapes": len(timer.shapes)},
+        "results": serve_stats(run, slo, blocks),
+    }}
+    write_outputs(Path(out), run, stats)
+    note(f"{timer.steps:,} steps from {len(timer.programs)} simulated programs "
+         f"({timer.sim_seconds:.1f} CPU s simulating, {loop_s:.1f} CPU s in the loop)")
+    return stats
+
+
+def write_outputs(out: Path, run: ServeRun, stats: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "requests.csv").write_text(requests_csv(run), encoding="utf-8", newline="\n")
+    (out / "occupancy.csv").write_text(occupancy_csv(run), encoding="utf-8", newline="\n")
+    write_json(stats, out / "stats.json")
+    write_json(serve_trace(run), out / "trace.json")
+    s = stats["serve"]
+    lat = {"TTFT": [(q.first_token_ns - q.req.arrival_ns) / 1e9 for q in run.seqs],
+           "TPOT": [t / 1e9 for q in run.seqs if (t := tpot_ns(q)) is not None],
+           "end-to-end": [(q.finish_ns - q.req.arrival_ns) / 1e9 for q in run.seqs]}
+    blocks = s["kv_cache"]["blocks"]
+    occ = ([e / 1e9 for e in run.timeline.end_ns], [b / blocks for b in run.timeline.blocks])
+    write_serving_report(out / "report.html", f"kernbench serve — {s['model']}", s, lat, occ)

@@ -1,0 +1,43 @@
+"""`--slo ttft=1s,tpot=50ms`: latency objectives a request must meet to count as goodput.
+
+Keys: `ttft` (time to first token), `tpot` (time per output token after the first) and
+`e2e` (arrival to last token); values a number with a unit `s`, `ms`, `us` or `ns`.
+Anything else is one InputError line naming `--slo`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from kernbench.errors import InputError
+
+KEYS = ("ttft", "tpot", "e2e")
+_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
+_ITEM = re.compile(r"^(\w+)=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(s|ms|us|ns)$")
+
+
+def parse_slo(text: str | None) -> dict[str, float]:
+    """{key: limit in ns}; {} when `text` is None or empty."""
+    out: dict[str, float] = {}
+    if not text:
+        return out
+    for item in text.split(","):
+        m = _ITEM.match(item.strip())
+        if not m or m.group(1) not in KEYS:
+            raise InputError(f"'{item.strip()}' is not KEY=VALUEUNIT with KEY in "
+                             f"{', '.join(KEYS)} and UNIT in {', '.join(_UNITS)} "
+                             "(e.g. ttft=1s,tpot=50ms)", field="--slo")
+        key, v = m.group(1), float(m.group(2)) * _UNITS[m.group(3)]
+        if key in out:
+            raise InputError(f"'{key}' given twice", field="--slo")
+        if not (math.isfinite(v) and v > 0):
+            raise InputError(f"'{item.strip()}' must be a positive time", field="--slo")
+        out[key] = v
+    return out
+
+
+def meets(slo: dict[str, float], ttft_ns: int, tpot_ns: float | None, e2e_ns: int) -> bool:
+    """True when a request meets every objective (a one-token request has no TPOT)."""
+    vals = {"ttft": ttft_ns, "tpot": tpot_ns, "e2e": e2e_ns}
+    return all(vals[k] is None or vals[k] <= lim for k, lim in slo.items())

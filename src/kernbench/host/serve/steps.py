@@ -1,0 +1,80 @@
+"""A step's time, from simulated programs.
+
+A step is the programs it runs back to back (the approximation, docs/serving.md):
+
+- its decode sequences as one batched decode program (batch D, 1 new token, past = the
+  mean of their cached tokens, rounded: the programs' KV cache has one length, a real
+  ragged batch reads the same number of cached tokens in total);
+- each prefill chunk as its own program (batch 1, chunk tokens, past = tokens already
+  cached), or, for a padded static batch, one program (batch n, the longest prompt, 0).
+
+A step that mixes prefill and decode is thus charged the sum of the two programs: a
+realizable upper bound (the hardware may run them one after the other), which does not
+credit the weight reads a fused mixed step would share.
+
+`StepTimer` turns a step into integer nanoseconds through a `ProgramTimer`: `exact`
+simulates every distinct shape; otherwise the bucket rule (`buckets.corners`) maps a shape
+to simulated corners and interpolates. Simulated programs are memoized by shape, so a
+run simulates each shape at most once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kernbench.host.serve.buckets import corners
+from kernbench.host.serve.state import Step
+
+Shape = tuple[int, int, int]  # (batch, new tokens, past tokens)
+
+
+def step_programs(step: Step) -> list[Shape]:
+    """The programs of `step`, in a fixed order (decode first, then the prefills)."""
+    out: list[Shape] = []
+    if step.decode:
+        d = len(step.decode)
+        past = sum(s.computed for s in step.decode)
+        out.append((d, 1, max(1, (2 * past + d) // (2 * d))))  # mean, halves up
+    if step.prefill and step.padded_prefill:
+        out.append((len(step.prefill), max(c for _, c in step.prefill),
+                    max(s.computed for s, _ in step.prefill)))
+    elif step.prefill:
+        out.extend((1, c, s.computed) for s, c in step.prefill)
+    return out
+
+
+@dataclass
+class StepTimer:
+    """`ns(step)`: the step's time; `simulate(shape)` gives a program's simulated ns."""
+
+    simulate: Callable[[Shape], float]
+    exact: bool = False
+    programs: dict[Shape, float] = field(default_factory=dict)   # simulated, by shape
+    shapes: dict[Shape, int] = field(default_factory=dict)       # each shape's ns (memo)
+    steps: int = 0
+    sim_seconds: float = 0.0
+
+    def program_ns(self, shape: Shape) -> int:
+        ns = self.shapes.get(shape)
+        if ns is None:
+            if self.exact:
+                ns = round(self._simulated(shape))
+            else:
+                ns = round(sum(w * self._simulated(c) for c, w in corners(shape) if w))
+            self.shapes[shape] = ns
+        return ns
+
+    def ns(self, step: Step) -> int:
+        self.steps += 1
+        return sum(self.program_ns(p) for p in step_programs(step))
+
+    def _simulated(self, shape: Shape) -> float:
+        t = self.programs.get(shape)
+        if t is None:
+            t0 = time.process_time()
+            t = float(self.simulate(shape))
+            self.sim_seconds += time.process_time() - t0
+            self.programs[shape] = t
+        return t

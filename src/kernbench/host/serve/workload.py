@@ -1,0 +1,155 @@
+"""The requests a serving run receives: Poisson arrivals with drawn lengths, or a trace.
+
+`LengthSpec.parse(text)` reads a length option: `512` (fixed), `128:2048` (uniform over
+the integers, both ends included) or `lognormal:MEDIAN:SIGMA[:MAX]` (round(MEDIAN ×
+exp(SIGMA × N(0, 1))), clamped to [1, MAX]). `poisson_requests` draws arrivals with
+exponential gaps of mean 1/RATE and the lengths, all from one `random.Random(seed)`, in a
+fixed order (gap, prompt, output per request), so a seed gives the same requests on any
+machine. `read_trace` reads a CSV with the columns `arrival_s,prompt_tokens,output_tokens`
+(docs/serving.md); a negative, non-finite or decreasing time or a length below 1 is an
+`InputError` naming the file, the line and the field.
+
+Times are integer nanoseconds from here on: every later sum is exact.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernbench.errors import MAX_JSON_BYTES, InputError, read_input_text
+
+TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request: when it arrives (ns), its prompt and how many tokens it generates."""
+
+    id: int
+    arrival_ns: int
+    prompt: int
+    output: int
+    where: str = ""  # for error lines: "line 5" of a trace, "request 3" when drawn
+
+
+@dataclass(frozen=True)
+class LengthSpec:
+    """How token counts are drawn: kind "fixed" (lo), "uniform" (lo..hi) or "lognormal"
+    (median lo, sigma, clamped to hi)."""
+
+    kind: str
+    lo: int
+    hi: int = 0
+    sigma: float = 0.0
+    text: str = ""
+
+    @staticmethod
+    def parse(text: str, option: str) -> LengthSpec:
+        """A length option's text → LengthSpec; InputError (naming `option`) otherwise."""
+        t = text.strip()
+        try:
+            if t.startswith("lognormal:"):
+                parts = t.split(":")[1:]
+                if len(parts) not in (2, 3):
+                    raise ValueError
+                med, sigma = int(parts[0]), float(parts[1])
+                hi = int(parts[2]) if len(parts) == 3 else 0
+                if med < 1 or not (0 <= sigma < 10) or (hi and hi < med):
+                    raise ValueError
+                return LengthSpec("lognormal", med, hi, sigma, t)
+            if ":" in t:
+                a, b = (int(x) for x in t.split(":"))
+                if a < 1 or b < a:
+                    raise ValueError
+                return LengthSpec("uniform", a, b, text=t)
+            n = int(t)
+            if n < 1:
+                raise ValueError
+            return LengthSpec("fixed", n, n, text=t)
+        except ValueError:
+            raise InputError(f"'{text}' is not a length: give N, LO:HI (1 <= LO <= HI) or "
+                             "lognormal:MEDIAN:SIGMA[:MAX]", field=option) from None
+
+    def draw(self, rng: random.Random) -> int:
+        if self.kind == "fixed":
+            return self.lo
+        if self.kind == "uniform":
+            return rng.randint(self.lo, self.hi)
+        x = round(self.lo * math.exp(self.sigma * rng.gauss(0.0, 1.0)))
+        return max(1, min(x, self.hi) if self.hi else x)
+
+    def largest(self) -> int | None:
+        """The largest value a draw can take (None: unbounded lognormal)."""
+        if self.kind == "lognormal":
+            return self.hi or None
+        return self.hi
+
+
+def poisson_requests(n: int, rate: float, prompt: LengthSpec, output: LengthSpec,
+                     seed: int) -> list[Request]:
+    """`n` requests with Poisson arrivals of `rate` per second (the first at its first
+    gap, not at 0)."""
+    if n < 1:
+        raise InputError(f"must be >= 1, got {n}", field="--requests")
+    if not (rate > 0 and math.isfinite(rate)):
+        raise InputError(f"must be a positive number, got {rate}", field="--rate")
+    rng = random.Random(seed)
+    t = 0.0
+    out = []
+    for i in range(n):
+        t += rng.expovariate(rate)
+        out.append(Request(i, round(t * 1e9), prompt.draw(rng), output.draw(rng),
+                           f"request {i}"))
+    return out
+
+
+def read_trace(path: Path) -> list[Request]:
+    """The requests of a trace CSV (see the module docstring)."""
+    file = str(path)
+    text = read_input_text(Path(path), MAX_JSON_BYTES)
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, None)
+    if header is None or [h.strip() for h in header] != list(TRACE_COLUMNS):
+        raise InputError(f"the header must be {','.join(TRACE_COLUMNS)} (got "
+                         f"{','.join(header or []) or 'an empty file'})", file=file,
+                         where="line 1")
+    out: list[Request] = []
+    last = 0
+    for line, row in enumerate(rows, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        where = f"line {line}"
+        if len(row) != 3:
+            raise InputError(f"{len(row)} fields, expected 3", file=file, where=where)
+        try:
+            t = float(row[0])
+        except ValueError:
+            raise InputError(f"'{row[0]}' is not a number", file=file, where=where,
+                             field="arrival_s") from None
+        if not math.isfinite(t) or t < 0:
+            raise InputError(f"{row[0].strip()} is not a time >= 0", file=file, where=where,
+                             field="arrival_s")
+        ns = round(t * 1e9)
+        if ns < last:
+            raise InputError(f"{row[0].strip()} is earlier than the line before (times must "
+                             "not decrease)", file=file, where=where, field="arrival_s")
+        last = ns
+        lens = []
+        for name, cell in zip(TRACE_COLUMNS[1:], row[1:], strict=True):
+            try:
+                v = int(cell)
+            except ValueError:
+                raise InputError(f"'{cell}' is not an integer", file=file, where=where,
+                                 field=name) from None
+            if v < 1:
+                raise InputError(f"must be >= 1, got {v}", file=file, where=where, field=name)
+            lens.append(v)
+        out.append(Request(len(out), ns, lens[0], lens[1], where))
+    if not out:
+        raise InputError("no requests (only a header)", file=file)
+    return out

@@ -1,0 +1,95 @@
+"""`kernbench serve` end to end on a tiny model (real simulated steps) and its bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernbench.cli import main
+from kernbench.host.models import ShapeOptions, resolve_model
+from kernbench.host.run import RunHooks, RunOptions, run_model
+from kernbench.topology import load_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "hf_configs" / "tiny-llama.json"
+
+
+def _serve(tmp: Path, name: str, *args: str) -> int:
+    return main(["serve", str(TINY), "-t", "small", "--out", str(tmp / name), "--quiet",
+                 *args])
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    head, *rows = path.read_text().splitlines()
+    return [dict(zip(head.split(","), r.split(","), strict=True)) for r in rows]
+
+
+def _run_ns(b: int, s: int, k: int, tmp: Path) -> int:
+    """A program as `kernbench run --batch b --seq-len s --kv-len k` simulates it."""
+    d = tmp / f"ref_{b}_{s}_{k}"
+    res = resolve_model(TINY, ShapeOptions(b, s, k), d / "m")
+    r = run_model(res.path, load_topology("small"), d / "o",
+                  RunOptions(trace=False, report=False, write_cmdq=False, bundle=d / "b"),
+                  RunHooks(note=lambda *a: None))
+    return round(r.stats["total_ns"])
+
+
+def test_one_at_a_time_equals_the_simulated_prefill_and_decodes(tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,24,4\n1.0,40,3\n")
+    assert _serve(tmp_path, "o", "--trace", str(trace), "--exact-steps") == 0
+    rows = _csv(tmp_path / "o" / "requests.csv")
+    for row in rows:
+        P, n_out = int(row["prompt_tokens"]), int(row["output_tokens"])
+        ttft = round(float(row["ttft_s"]) * 1e9)
+        decode = round((float(row["finish_s"]) - float(row["first_token_s"])) * 1e9)
+        assert ttft == _run_ns(1, P, 0, tmp_path)
+        assert decode == sum(_run_ns(1, 1, P + j - 1, tmp_path) for j in range(1, n_out))
+
+
+def test_same_seed_same_bytes(tmp_path):
+    args = ("--requests", "12", "--rate", "100000", "--prompt-len", "16:48",
+            "--output-len", "lognormal:6:0.5:12", "--seed", "7", "--slo", "ttft=40us")
+    assert _serve(tmp_path, "a", *args) == 0
+    assert _serve(tmp_path, "b", *args) == 0
+    files = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert {"requests.csv", "occupancy.csv", "stats.json", "trace.json",
+            "report.html"} <= set(files)
+    for f in files:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    stats = json.loads((tmp_path / "a" / "stats.json").read_text())["serve"]["results"]
+    assert 0 <= stats["goodput"]["fraction"] <= 1
+    trace = json.loads((tmp_path / "a" / "trace.json").read_text())["traceEvents"]
+    tracks = {e["tid"] for e in trace if e.get("pid") == 1 and e["ph"] == "X"}
+    assert len(tracks) == 12  # one track per request
+
+
+@pytest.mark.parametrize(("content", "args", "needle"), [
+    ("arrival_s,prompt_tokens,output_tokens\n-1,8,2\n", (), "line 2: field 'arrival_s'"),
+    ("arrival_s,prompt_tokens,output_tokens\n1,8,2\n0.5,8,2\n", (), "earlier than"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,8,2\n", ("--slo", "ttft=fast"), "--slo"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,300,2\n", ("--kv-blocks", "4"),
+     "too small for one request"),
+    ("arrival,prompt,output\n0,8,2\n", (), "header"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, args, needle):
+    trace = tmp_path / "t.csv"
+    trace.write_text(content)
+    assert _serve(tmp_path, "o", "--trace", str(trace), *args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert not (tmp_path / "o").exists()  # nothing half-written
+
+
+def test_prompt_beyond_the_context_is_refused(tmp_path, capsys):
+    cfg = json.loads(TINY.read_text()) | {"max_position_embeddings": 64}
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps(cfg))
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,2\n0.1,80,2\n")
+    assert main(["serve", str(model), "--trace", str(trace), "--out",
+                 str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line 3" in err[0] and "context of 64" in err[0], err
