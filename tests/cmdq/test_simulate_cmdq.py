@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -102,6 +103,38 @@ def test_dma_load_time_follows_bytes_over_mesh_and_hbm():
     assert busy == pt.pe_dma.setup_cycles + lat + 4096 / bw
 
 
+def test_utilization_is_busy_time_over_the_run():
+    """One 64 KiB load on `small`: each of the 8 HBM channels serves 8 KiB at 32 GB/s
+    (256 ns), the PE's DMA read channel is busy setup + latency + bytes / 128 GB/s; every
+    utilization in stats.json is that busy time over the run (an engine's over its
+    channels' time), as docs/stats.md defines it."""
+    run = _run({"cmdq": [_load(0, 0, 0, n=65536), {"opcode": "END", "id": 1}]})
+    stats = run.stats()
+    total = stats["total_ns"]
+    cfg = SMALL.config
+    hbm, pt = cfg.cube.hbm_ctrl, cfg.cube.pe_template
+    ch_busy = 65536 / hbm.channels / hbm.channel_bw_gbs
+    mem = stats["memories"]["sip0.cube0.hbm_ctrl"]
+    for ch in mem["channels"].values():
+        assert ch["busy_ns"] == ch_busy
+        assert ch["utilization"] == pytest.approx(ch_busy / total, abs=1e-6)
+    assert mem["utilization"] == pytest.approx(ch_busy / total, abs=1e-6)
+    lat = (hbm.latency_ns + hbm.port_latency_ns + cfg.cube.links.pe_router_latency_ns
+           + pt.pe_tcm.latency_ns)
+    read = pt.pe_dma.setup_cycles / pt.pe_dma.clock_ghz + lat + 65536 / min(
+        hbm.port_bw_gbs, cfg.cube.links.pe_router_bw_gbs, pt.pe_tcm.bw_gbs)
+    dma = stats["engines"]["sip0.cube0.pe0.pe_dma"]
+    assert dma["channels"]["read"]["busy_ns"] == read
+    assert dma["channels"]["read"]["utilization"] == pytest.approx(read / total, abs=1e-6)
+    assert dma["utilization"] == pytest.approx(read / (2 * total), abs=1e-6)  # read + write
+    port = stats["links"]["sip0.cube0.hbm_ctrl->sip0.cube0.r0c0"]
+    assert port["utilization"] == pytest.approx(65536 / hbm.port_bw_gbs / total, abs=1e-6)
+    # the read channel is busy for all but the command's trip: the most utilized resource
+    assert stats["bottleneck"] == {"component": "sip0.cube0.pe0.pe_dma.read",
+                                   "kind": "pe_dma",
+                                   "utilization": dma["channels"]["read"]["utilization"]}
+
+
 def test_stride_bytes_makes_a_2d_transfer():
     base = {"opcode": "DMA_LOAD_TILE", "id": 0, "qbits": 8, "dram_addr": 0, "spm_bank": 0,
             "spm_offset": 0, "num_elements": 64 * 65}
@@ -128,6 +161,23 @@ def test_deps_after_holds_the_later_entry_back_by_the_hand_schedule():
     assert tb["0"] == tf["0"], "the load itself is not delayed"
     assert tb["1"]["issue_ns"] == tb["0"]["end_ns"] + issue_ns
     assert tb["1"]["end_ns"] - tb["1"]["issue_ns"] == tf["1"]["end_ns"] - tf["1"]["issue_ns"]
+
+
+def test_issue_window_bounds_the_entries_in_flight():
+    """Four independent loads on four PEs under an issue window of 2: the third issues when
+    the first completes and the fourth when the second does (each one issue latency
+    later); with a window of 4 they all issue back to back."""
+    prog = {"cmdq": [*(_load(i, i, i << 20, n=16384) for i in range(4)),
+                     {"opcode": "END", "id": 4}]}
+    mcpu = SMALL.config.cube.m_cpu
+    issue_ns = mcpu.issue_latency_cycles / mcpu.clock_ghz
+    two = _run(prog, load_topology("small", ["cube.m_cpu.issue_window=2"])).stats()["entries"]
+    four = _run(prog, load_topology("small", ["cube.m_cpu.issue_window=4"])).stats()["entries"]
+    assert [four[str(i)]["issue_ns"] for i in range(4)] == \
+        [four["0"]["issue_ns"] + i * issue_ns for i in range(4)]
+    ends = sorted(two[str(i)]["end_ns"] for i in range(2))
+    for i, freed in zip((2, 3), ends, strict=True):
+        assert two[str(i)]["issue_ns"] == pytest.approx(freed + issue_ns), i
 
 
 @st.composite

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from kernbench.cli import main
+from kernbench.topology import load_topology
 
 HF = Path(__file__).resolve().parents[1] / "hf_configs"
 #: (model, topology, extra CLI args)
@@ -45,10 +46,22 @@ def test_simulated_time_is_never_below_the_roofline(tmp_path, model, topology, e
     assert total + EPS >= mb["compute_bound_ns"], mb
     assert total + EPS >= mb["memory_bound_ns"], mb
     assert stats["layers"]
+    # the other side: each bound is its definition, not merely below the time. Memory:
+    # the layer's bytes over every cube's channels × channel bandwidth, by hand
+    topo = load_topology(topology)
+    hbm = topo.config.cube.hbm_ctrl
+    hbm_gbs = len(topo.cubes) * hbm.channels * hbm.channel_bw_gbs
     for lid, layer in stats["layers"].items():
         assert layer["ns"] + EPS >= layer["bound_ns"], (lid, layer)
         assert layer["roofline_fraction"] <= 1.0 + 1e-6, (lid, layer)
         assert layer["estimate_ns"] > 0, lid
+        assert layer["memory_bound_ns"] == pytest.approx(layer["bytes"] / hbm_gbs, abs=2e-3), lid
+        assert layer["bound_ns"] == max(layer["compute_bound_ns"], layer["memory_bound_ns"])
+    layers = stats["layers"].values()
+    assert mb["compute_bound_ns"] == pytest.approx(sum(v["compute_bound_ns"] for v in layers),
+                                                   abs=EPS)
+    assert mb["memory_bound_ns"] == pytest.approx(sum(v["memory_bound_ns"] for v in layers),
+                                                  abs=EPS)
     assert stats["estimate_ns"] > 0
 
 

@@ -139,3 +139,46 @@ def test_dma_write_to_shared_sram_times_and_lands(make_sim):
     out = DataExecutor(log, init).run()
     assert np.array_equal(out.read("sram", base + 512, (1024,), "f32"), x)
     assert np.array_equal(out.read("hbm", 8192, (1024,), "f32"), x)
+
+
+def test_a_narrow_mesh_link_sets_the_read_time(make_sim):
+    """HBM reachable only at r0c0, mesh links of 16 GB/s: PE3's read crosses two of them,
+    so 8 KiB take the hand sum of latencies + 8192 / 16 ns (the links are the slowest
+    stage); PE0's read, on no mesh link, is set by the HBM's 256 GB/s."""
+    times = {}
+    for pe, hops in ((0, 0), (3, 2)):
+        sim = make_sim("small", "cube.hbm_ctrl.attach=[r0c0]", "cube.router.link_bw_gbs=16")
+        done = sim.submit(pe, DmaRead(label="rd", params={"nbytes": 8192, "addr": 0}))
+        sim.run()
+        times[pe] = (done.value, _fixed_ns(sim.topology.config, hops))
+    cfg = load_topology("small").config
+    hbm = cfg.cube.hbm_ctrl
+    assert times[3][0] == pytest.approx(times[3][1] + 8192 / 16)
+    assert times[0][0] == pytest.approx(times[0][1] + 8192 / min(
+        hbm.channels * hbm.channel_bw_gbs, hbm.port_bw_gbs, cfg.cube.links.pe_router_bw_gbs,
+        cfg.cube.pe_template.pe_tcm.bw_gbs))
+
+
+def test_a_read_from_the_next_cube_pays_the_ucie_latency_and_bandwidth(make_sim):
+    """On `base` PE0 (cube 0) reads 8 KiB from cube 1's HBM, which is one UCIe crossing
+    away. Raising the UCIe latency by 100 ns delays the read by exactly 100 ns; a 4 GB/s
+    UCIe (then the slowest stage) serialises it in 8192 / 4 ns instead of 8192 / the
+    slowest other stage. A read from cube 0's own HBM does not change at all."""
+    def read(addr_cube: int, *sets: str) -> float:
+        sim = make_sim("base", *sets)
+        addr = sim.topology.cubes[addr_cube].hbm_base
+        done = sim.submit(0, DmaRead(label="rd", params={"nbytes": 8192, "addr": addr}))
+        sim.run()
+        return done.value
+
+    cfg = load_topology("base").config
+    lat = cfg.sip.ucie.latency_ns
+    cs = cfg.cube
+    others = min(cs.router.link_bw_gbs, cs.links.pe_router_bw_gbs, cs.pe_template.pe_tcm.bw_gbs,
+                 cs.hbm_ctrl.port_bw_gbs, cs.hbm_ctrl.channels * cs.hbm_ctrl.channel_bw_gbs)
+    far = read(1)
+    assert read(1, f"sip.ucie.latency_ns={lat + 100}") == pytest.approx(far + 100)
+    assert read(0, f"sip.ucie.latency_ns={lat + 100}") == read(0)
+    slow = read(1, "sip.ucie.bw_gbs=4")
+    fast = read(1, "sip.ucie.bw_gbs=1e6")  # the slowest other stage sets the rate
+    assert slow - fast == pytest.approx(8192 / 4 - 8192 / others, rel=1e-6)

@@ -25,7 +25,11 @@ def test_bench_verifies(bench, preset):
     mod = importlib.import_module(f"benches.{bench}")
     r = mod.run(topo(preset))
     assert r["ok"], r
-    assert r["total_ns"] > 0 and 0 < r["roofline_fraction"] <= 1.0
+    # the fraction is the bound over the time, the bound the larger roof, and the run is
+    # not faster than it
+    assert r["bound_ns"] == max(r["compute_bound_ns"], r["memory_bound_ns"]) > 0
+    assert r["roofline_fraction"] == pytest.approx(r["bound_ns"] / r["total_ns"], abs=1e-4)
+    assert r["total_ns"] + 1e-2 >= r["bound_ns"]
 
 
 def test_matmul_grid_spreads_over_pes():

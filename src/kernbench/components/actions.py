@@ -58,6 +58,8 @@ class ActionLedger:
     def __init__(self, link_kinds: Mapping[str, str], record_events: bool = False,
                  group_by: str = "seq") -> None:
         self._link_action = {lid: LINK_ACTION[k] for lid, k in link_kinds.items()}
+        # a path (tuple of link servers) → its (action, links of that action), action-sorted
+        self._path_actions: dict[tuple[Any, ...], tuple[tuple[str, int], ...]] = {}
         self.totals: dict[str, int] = dict.fromkeys(ACTIONS, 0)
         self.group_by = group_by
         self.by_seq: dict[Any, dict[str, int]] = {}
@@ -82,12 +84,16 @@ class ActionLedger:
     def links(self, cmd: Any, links: Iterable[Any], nbytes: int, start: float,
               end: float) -> None:
         """`nbytes` over each link of `links` (servers whose id is a topology link)."""
-        per: dict[str, int] = {}
-        for s in links:
-            a = self._link_action[s.id]
-            per[a] = per.get(a, 0) + nbytes
-        for a in sorted(per):
-            self.add(cmd, a, per[a], start, end)
+        key = links if links.__class__ is tuple else tuple(links)
+        acts = self._path_actions.get(key)
+        if acts is None:
+            per: dict[str, int] = {}
+            for s in key:
+                a = self._link_action[s.id]
+                per[a] = per.get(a, 0) + 1
+            acts = self._path_actions[key] = tuple((a, per[a]) for a in sorted(per))
+        for a, n in acts:
+            self.add(cmd, a, n * nbytes, start, end)
 
     def dma(self, cmd: Any, space: str, nbytes: int, links: Iterable[Any], tcm: str | None,
             start: float, end: float) -> None:

@@ -22,6 +22,7 @@ import simpy
 
 from kernbench.components.counters import MemoryCounters
 from kernbench.components.ports import Port, SimContext, declared
+from kernbench.components.queues import HwQueue
 from kernbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ class PeEngineBase(ComponentBase):
         super().__init__(node, sim)
         depth = getattr(self.spec, "queue_depth", 4)
         self.inboxes: dict[str, simpy.Store] = {
-            ch: simpy.Store(self.env, capacity=depth) for ch in self.CHANNELS
+            ch: HwQueue(self.env, capacity=depth) for ch in self.CHANNELS
         }
         self._port_by_stage: dict[int, simpy.Store] = {}
         for ch, stypes in self.CHANNELS.items():

@@ -32,6 +32,10 @@ class Stage(Protocol):
         ...
 
 
+#: Server classes whose `occupy` is Server's own (`transfer` reserves them inline)
+_INLINE: set[type] = set()
+
+
 class Server:
     """One contended resource: a link direction, a memory port, a TCM port.
 
@@ -40,6 +44,11 @@ class Server:
 
     __slots__ = ("id", "latency_ns", "bw_gbs", "busy_ns", "bytes", "transfers", "_starts",
                  "_ends")
+
+    def __init_subclass__(cls, **kw: object) -> None:
+        super().__init_subclass__(**kw)
+        if cls.occupy is Server.occupy:  # same timing as Server: `transfer` may inline it
+            _INLINE.add(cls)
 
     def __init__(self, id: str, latency_ns: float, bw_gbs: float) -> None:
         self.id = id
@@ -73,6 +82,12 @@ class Server:
                 starts.append(head_ns)
                 ends.append(end)
             return head_ns, end
+        return self._fit(head_ns, ser, min_end_ns)
+
+    def _fit(self, head_ns: float, ser: float, min_end_ns: float) -> tuple[float, float]:
+        """Place a reservation of `ser` ns (ending no earlier than `min_end_ns`) in the first
+        gap from `head_ns` on, when the last reservation ends after `head_ns`."""
+        starts, ends = self._starts, self._ends
         i = bisect_right(ends, head_ns)  # first reservation still busy at head_ns
         start = head_ns
         n = len(ends)
@@ -98,13 +113,51 @@ def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
     """Reserve `stages` in order for an `nbytes` transfer starting at `now`; return its end.
     Reservations that ended before `forget_before` (default `now`) are dropped: a caller
     that places transfers out of time order (the compiler's cost model) passes a time no
-    later transfer starts before."""
+    later transfer starts before.
+
+    A plain `Server` stage (one whose class keeps `Server.occupy`) is reserved inline here,
+    with the same arithmetic as `occupy` (this is the simulator's most called function);
+    any other stage is asked through its `occupy`."""
     keep = now if forget_before is None else forget_before
     head = now
     end = now
     lat = 0.0
     for s in stages:
-        start, end = s.occupy(head, nbytes, end + lat, keep)
+        if s.__class__ not in _INLINE:
+            start, end = s.occupy(head, nbytes, end + lat, keep)
+        else:
+            min_end = end + lat
+            ser = nbytes / s.bw_gbs
+            s.busy_ns += ser
+            s.bytes += nbytes
+            s.transfers += 1
+            ends = s._ends
+            if ends and ends[0] <= keep:  # forget reservations that ended
+                k = bisect_right(ends, keep)
+                del s._starts[:k]
+                del ends[:k]
+            if not ends:
+                start = head
+                end = head + ser
+                if min_end > end:
+                    end = min_end
+                s._starts.append(head)
+                ends.append(end)
+            elif ends[-1] <= head:  # free from head on
+                start = head
+                end = head + ser
+                if min_end > end:
+                    end = min_end
+                if ends[-1] == head:
+                    ends[-1] = end  # back-to-back: extend
+                else:
+                    s._starts.append(head)
+                    ends.append(end)
+            else:
+                start, end = s._fit(head, ser, min_end)
         lat = s.latency_ns
         head = start + lat
     return end + lat
+
+
+_INLINE.add(Server)

@@ -110,6 +110,12 @@ class PeGemmSpec(PeGemmEnergy, ComponentSpec):
         default_factory=lambda: {2: 2.0, 4: 2.0, 8: 1.0, 16: 1.0, 32: 0.25},
         description="MACs per cell per cycle by operand bitwidth (max of W and A bits)",
     )
+    depth: int = Field(
+        1, ge=1, description="inner-dimension elements each cell reduces per cycle (1 for a "
+                             "systolic array; the dot-product depth of a tile engine)")
+    math_fidelity: Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"] = Field(
+        "LoFi", description="passes over the operand mantissas per product (LoFi 1 ... "
+                            "HiFi4 4); every pass costs one full-rate issue")
 
     @model_validator(mode="after")
     def _factors_positive(self) -> PeGemmSpec:
@@ -117,6 +123,11 @@ class PeGemmSpec(PeGemmEnergy, ComponentSpec):
             if f <= 0:
                 raise ValueError(f"throughput_factor[{bits}] must be > 0")
         return self
+
+
+#: issues per product by math fidelity (tt-metal tech_reports/matrix_engine: LoFi full
+#: rate, HiFi2 half, HiFi3 a third, HiFi4 a quarter)
+FIDELITY_PHASES: dict[str, int] = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
 
 
 DEFAULT_MATH_OP_CYCLES: dict[str, float] = {

@@ -16,20 +16,11 @@ import numpy as np
 
 from kernbench.errors import InputError
 from kernbench.ir.model import DTYPES, FLOAT_QBITS, INT_QBITS, Graph, LayerIR
+from kernbench.ir.ops import OPS, OpRuleError, ShapeMismatch
 from kernbench.numerics.dtypes import dtype
 
-KNOWN_OPS = frozenset({
-    "GEMM", "QKV_PROJ", "ATTENTION", "KV_UPDATE", "LAYER_NORM", "RMS_NORM", "SOFTMAX", "GELU",
-    "SILU", "ADD", "MUL", "ELEMENTWISE", "ROPE", "EMBEDDING", "GATHER", "GATHER_ELEMENTS",
-    "GATHER_ND", "CONV", "RESHAPE", "TRANSPOSE", "SPLIT", "SLICE", "CONCAT", "EXPAND", "REDUCE",
-    "MATMUL", "IDENTITY", "QUANTIZE", "DEQUANTIZE", "QDQ", "DYNAMIC_QUANTIZE", "MATMUL_INTEGER",
-    "QLINEAR_MATMUL", "QLINEAR_CONV", "CONV_INTEGER",
-    "POOL", "CUMSUM",
-    "TILE", "PAD", "TOPK", "EINSUM", "SCATTER_ELEMENTS", "SCATTER_ND", "GROUP_NORM",
-    "LOG_SOFTMAX", "HARDMAX", "TRILU", "ONE_HOT", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
-})  # fmt: skip
-UNARY_SAME = ("CUMSUM", "SOFTMAX", "GELU", "SILU", "RMS_NORM", "ROPE", "IDENTITY", "QDQ", "QUANTIZE",
-              "DEQUANTIZE")  # fmt: skip
+#: every IR op type: one class each in `kernbench.ir.ops`
+KNOWN_OPS = frozenset(OPS)
 
 
 def validate_ir_file(path: str | Path, weights_path: str | Path | None = None) -> Graph:
@@ -159,102 +150,17 @@ def _check_qbits(v, err, where: str, field: str) -> None:
     raise err(f"illegal qbits {v!r} (legal: {list(INT_QBITS)}, fp16, bf16, null)", where, field)
 
 
-def _bcast(*shapes: list[int]) -> list[int] | None:
-    try:
-        return list(np.broadcast_shapes(*[tuple(s) for s in shapes]))
-    except ValueError:
-        return None
-
-
-def _check_shapes(g: Graph, n: LayerIR, err) -> None:
+def _check_shapes(g: Graph, n: LayerIR, err: Any) -> None:
+    """The op's own rule (`IrOp.check_shapes`) on the node's tensor shapes."""
     t = g.tensors
-    where = f"node {n.id}"
     ins = [t[i].shape if i else None for i in n.inputs]
     outs = [t[o].shape if o else None for o in n.outputs]
-    a = n.attributes
-    op = n.op_type
-
-    def bad(reason: str) -> InputError:
-        return err(f"shape mismatch: {reason}", where, "shape")
-
-    if op in ("GEMM", "QKV_PROJ", "ATTENTION", "KV_UPDATE"):
-        _check_te_shapes(op, ins, outs, a, bad)
-    elif op in ("ADD", "MUL") or (op == "ELEMENTWISE" and len(ins) >= 2
-                                   and a.get("op") != "cast"):  # fmt: skip
-        want = _bcast(*ins)
-        if want is None or outs[0] != want:
-            raise bad(f"inputs {ins} broadcast to {want}, output is {outs[0]}")
-    elif op in UNARY_SAME or (op == "ELEMENTWISE" and len(ins) == 1) or op == "LAYER_NORM":
-        if outs[0] != ins[0]:
-            raise bad(f"output {outs[0]} != input {ins[0]}")
-    elif op == "RESHAPE":
-        if int(np.prod(ins[0])) != int(np.prod(outs[0])) or a.get("shape") != outs[0]:
-            raise bad(f"{ins[0]} -> {outs[0]} (attribute shape {a.get('shape')})")
-    elif op == "TRANSPOSE":
-        perm = a.get("perm", [])
-        if sorted(perm) != list(range(len(ins[0]))) or [ins[0][p] for p in perm] != outs[0]:
-            raise bad(f"{ins[0]} permuted by {perm} is not {outs[0]}")
-    elif op == "CONCAT":
-        ax = a.get("axis", 0)
-        want = list(ins[0])
-        want[ax] = sum(s[ax] for s in ins)
-        if outs[0] != want or any(len(s) != len(want) for s in ins):
-            raise bad(f"concat of {ins} on axis {ax} is not {outs[0]}")
-    elif op == "SPLIT":
-        ax = a.get("axis", 0)
-        if sum(a.get("sizes", [])) != ins[0][ax] or [o[ax] for o in outs] != a.get("sizes"):
-            raise bad(f"split sizes {a.get('sizes')} of {ins[0]} on axis {ax}")
-    elif op == "EMBEDDING":
-        if len(ins[1]) != 2 or outs[0] != ins[0] + [ins[1][1]]:
-            raise bad(f"ids {ins[0]} into table {ins[1]} -> {outs[0]}")
-    elif op == "EXPAND" and _bcast(ins[0], outs[0]) != outs[0]:
-        raise bad(f"{ins[0]} does not broadcast to {outs[0]}")
-
-
-def _check_te_shapes(op: str, ins: list, outs: list, a: dict, bad: Any) -> None:
-    """Shapes of the tensor-engine layers: GEMM, QKV_PROJ, ATTENTION, KV_UPDATE."""
-    if op == "GEMM":
-        x, w = ins[0], ins[1]
-        if len(w) != 2 or not x or x[-1] != w[0]:
-            raise bad(f"x {x} @ w {w} needs x[-1] == w[0] and a 2-D w [K, N]")
-        if outs[0] != x[:-1] + [w[1]]:
-            raise bad(f"output {outs[0]} != {x[:-1] + [w[1]]}")
-        if len(ins) > 2 and ins[2] is not None and ins[2] not in ([w[1]], outs[0]):
-            raise bad(f"bias {ins[2]} is not [N]={w[1]}")
-    elif op == "QKV_PROJ":
-        x = ins[0]
-        if len(ins) not in (4, 7) or len(outs) != 3:
-            raise bad("QKV_PROJ takes [x, w_q, w_k, w_v (, b_q, b_k, b_v)] -> [q, k, v]")
-        for j in range(3):
-            w = ins[1 + j]
-            if len(w) != 2 or w[0] != x[-1] or outs[j] != x[:-1] + [w[1]]:
-                raise bad(f"projection {j}: x {x} @ w {w} -> {outs[j]}")
-        hq, hkv, d = a.get("num_heads"), a.get("num_kv_heads"), a.get("head_dim")
-        if hq and d and (ins[1][1] != hq * d or ins[2][1] != hkv * d):
-            raise bad(f"heads {hq}/{hkv} x head_dim {d} do not match N of w_q / w_k")
-    elif op == "ATTENTION":
-        q, k, v = ins[:3]
-        hq, hkv, d = a.get("num_heads"), a.get("num_kv_heads"), a.get("head_dim")
-        if len(q) != 4 or len(k) != 4 or len(v) != 4:
-            raise bad("q, k, v must be rank 4 (B, H, S, D)")
-        if q[1] != hq or k[1] != hkv or v[1] != hkv or not hkv or hq % hkv:
-            raise bad(f"heads: q {q[1]} (num_heads {hq}), k/v {k[1]}/{v[1]} (num_kv_heads {hkv})")
-        if q[3] != d or k[3] != d or k[2] != v[2] or q[0] != k[0]:
-            raise bad(f"q {q}, k {k}, v {v}, head_dim {d}")
-        if outs[0] != [q[0], hq, q[2], v[3]]:
-            raise bad(f"output {outs[0]} != {[q[0], hq, q[2], v[3]]}")
-        if len(ins) > 3 and ins[3] is not None and _bcast(ins[3], [q[0], hq, q[2], ins[3][-1]]) \
-                is None:  # fmt: skip
-            raise bad(f"mask {ins[3]} does not broadcast to {[q[0], hq, q[2], k[2]]}")
-    elif op == "KV_UPDATE":
-        past, new = ins[0], ins[1]
-        ax = a.get("axis", 2)
-        want = list(new)
-        if len(past) != len(new):
-            raise bad(f"past {past} and new {new} ranks differ")
-        want[ax] = past[ax] + new[ax]
-        if outs[0] != want:
-            raise bad(f"output {outs[0]} != {want}")
+    try:
+        OPS[n.op_type].check_shapes(n, ins, outs)
+    except ShapeMismatch as e:
+        raise err(f"shape mismatch: {e}", f"node {n.id}", "shape") from None
+    except OpRuleError as e:
+        raise err(str(e), f"node {n.id}", e.field) from None
 
 
 def _check_layouts(g: Graph, n: LayerIR, err) -> None:

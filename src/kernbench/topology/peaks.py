@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kernbench.config.schema import FIDELITY_PHASES
+
 if TYPE_CHECKING:
     from kernbench.config.schema import PeGemmSpec
     from kernbench.topology.model import Topology
@@ -64,8 +66,10 @@ def throughput_factor(gemm: PeGemmSpec, bits: int) -> float:
 
 
 def pe_macs_per_ns(gemm: PeGemmSpec, bits: int) -> float:
-    """Peak MACs per ns of one systolic array: rows × cols × factor(bits) × clock."""
-    return gemm.rows * gemm.cols * throughput_factor(gemm, bits) * gemm.clock_ghz
+    """Peak MACs per ns of one matrix engine: rows × cols × depth × factor(bits) × clock over
+    the math-fidelity passes (a systolic array has depth 1 and runs LoFi, one pass)."""
+    return (gemm.rows * gemm.cols * gemm.depth * throughput_factor(gemm, bits)
+            * gemm.clock_ghz / FIDELITY_PHASES[gemm.math_fidelity])
 
 
 def macs_per_ns(topo: Topology, bits: int, pes: int | None = None) -> float:

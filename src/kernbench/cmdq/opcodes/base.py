@@ -8,6 +8,7 @@ spirit of an xDSL op definition (ADR-0204):
 * ``since``       the CMDQ version that introduced it (``"1.0"`` or ``"1.1"``);
 * ``timing``      the PE command it lowers to: ``dma``, ``gemm``, ``math``, ``composite``
   or ``control``; ``cost_op`` names the pe_math cost-table entry of a ``math`` opcode;
+  ``chain_step``: the compiler may chain it into a VE_FUSED_TILE;
 * ``data``        its data semantics: a method ``data(env) -> dict`` building the
   ``"data"`` description the data pass executes, or the marker `NO_DATA` (control);
 * methods: ``tcm_ranges`` / ``dram_range`` (the bytes it touches), ``rules`` and
@@ -201,6 +202,8 @@ class Opcode(BaseModel):
     """Data semantics: a method ``data(env) -> dict | None``, or `NO_DATA`."""
     signed_fields: ClassVar[frozenset[str]] = frozenset()
     """Integer fields that may be negative (every other integer is >= 0)."""
+    chain_step: ClassVar[bool] = False
+    """A one-row vector math op the compiler may chain into a VE_FUSED_TILE."""
 
     opcode: str = Field(description="Command kind, e.g. DMA_LOAD_TILE.")
     id: NonNegInt = Field(

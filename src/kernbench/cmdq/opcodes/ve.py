@@ -180,6 +180,7 @@ class VeLayernormTile(VeVectorTile, IntScales):
     since: ClassVar[str] = "1.0"
     cost_op: ClassVar[str] = "layernorm"
     math_op: ClassVar[str] = "layernorm"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_LAYERNORM_TILE"] = "VE_LAYERNORM_TILE"
     eps: float = Field(1e-5, ge=0)
     gamma_bank: NonNegInt | None = Field(None, description="(1.1) Scale vector bank.")
@@ -255,6 +256,7 @@ class VeRmsnormTile(VeVectorTile, IntScales):
 
     cost_op: ClassVar[str] = "rmsnorm"
     math_op: ClassVar[str] = "rmsnorm"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_RMSNORM_TILE"] = "VE_RMSNORM_TILE"
     eps: float = Field(1e-6, ge=0)
     gamma_bank: NonNegInt | None = None
@@ -279,6 +281,7 @@ class VeGeluTile(VeVectorTile, IntScales):
 
     cost_op: ClassVar[str] = "gelu"
     math_op: ClassVar[str] = "gelu"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_GELU_TILE"] = "VE_GELU_TILE"
     approximate: Literal["none", "tanh"] = "none"
 
@@ -292,6 +295,7 @@ class VeSiluTile(VeVectorTile, IntScales):
 
     cost_op: ClassVar[str] = "silu"
     math_op: ClassVar[str] = "silu"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_SILU_TILE"] = "VE_SILU_TILE"
 
 
@@ -331,6 +335,7 @@ class VeAddTile(VeBinaryTile):
 
     cost_op: ClassVar[str] = "add"
     math_op: ClassVar[str] = "add"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_ADD_TILE"] = "VE_ADD_TILE"
 
 
@@ -340,6 +345,7 @@ class VeMulTile(VeBinaryTile):
 
     cost_op: ClassVar[str] = "mul"
     math_op: ClassVar[str] = "mul"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_MUL_TILE"] = "VE_MUL_TILE"
 
 

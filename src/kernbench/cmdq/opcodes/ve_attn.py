@@ -50,6 +50,7 @@ class VeSoftmaxBlockTile(VeVectorTile):
     cost_op: ClassVar[str] = "softmax"
     math_op: ClassVar[str] = "flash_softmax_block"
     signed_fields: ClassVar[frozenset[str]] = frozenset({"causal_offset"})
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_SOFTMAX_BLOCK_TILE"] = "VE_SOFTMAX_BLOCK_TILE"
     causal_offset: int | None = Field(
         None, description="Causal mask diagonal of this block; null: no mask. May be negative.")
@@ -128,6 +129,7 @@ class VeAttnCombineTile(VeVectorTile):
 
     cost_op: ClassVar[str] = "dequantize"
     math_op: ClassVar[str] = "flash_combine"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_ATTN_COMBINE_TILE"] = "VE_ATTN_COMBINE_TILE"
     last: bool = Field(False, description="Last part: divide by the running sum.")
     parts: PosInt = Field(1, description="(ADR-0723) Key ranges in `in` and `part_state`, "

@@ -96,6 +96,7 @@ class VeElementwiseTile(VeTypedTile):
 
     cost_op: ClassVar[str] = "copy"  # the default of `cost`
     math_op: ClassVar[str] = "ew"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_ELEMENTWISE_TILE"] = "VE_ELEMENTWISE_TILE"
     op: str = Field(description="The element-wise op (the IR's ELEMENTWISE names: cast, "
                                 "where, and, or, not, equal, less, add, sub, mul, div, ...).")

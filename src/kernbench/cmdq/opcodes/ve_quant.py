@@ -68,6 +68,7 @@ class VeQuantizeTile(VeQuantTile):
     """(1.1) Quantize a (wider, usually float) input to out_qbits integers."""
 
     cost_op: ClassVar[str] = "quantize"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_QUANTIZE_TILE"] = "VE_QUANTIZE_TILE"
 
 
@@ -81,6 +82,7 @@ class VeRequantizeTile(VeQuantTile):
     offline (``scale`` is then unused)."""
 
     cost_op: ClassVar[str] = "requantize"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_REQUANTIZE_TILE"] = "VE_REQUANTIZE_TILE"
     multiplier_bank: NonNegInt | None = Field(
         None, description="(ADR-0709) Per-column multipliers (length fp32) replacing `scale`.")
@@ -136,6 +138,7 @@ class VeDequantizeTile(VeVectorTile):
     cost_op: ClassVar[str] = "dequantize"
     math_op: ClassVar[str] = "cmdq_dequantize"
     signed_fields: ClassVar[frozenset[str]] = frozenset({"zero_point"})
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_DEQUANTIZE_TILE"] = "VE_DEQUANTIZE_TILE"
     scale: float | None = Field(None, description="Scalar scale when no scale vector is given.")
     scale_bank: NonNegInt | None = None
@@ -232,6 +235,7 @@ class VeRowScaleTile(VeVectorTile):
 
     cost_op: ClassVar[str] = "reduce_max"
     math_op: ClassVar[str] = "cmdq_row_scale"
+    chain_step: ClassVar[bool] = True
     opcode: Literal["VE_ROWSCALE_TILE"] = "VE_ROWSCALE_TILE"
     bits: QBits = Field(8, description="Bit width the scale quantizes to.")
     out_qbits: QBits | None = 32

@@ -24,13 +24,11 @@ from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import EW_ATTRS, EW_KINDS
 from kernbench.numerics.dtypes import canon
 
 #: element types VE_ELEMENTWISE_TILE / VE_CUMSUM_TILE name
 ELEM_TYPES = ("fp32", "fp16", "bf16", "int64", "int32", "int16", "int8", "uint8", "bool")
-#: the ELEMENTWISE attributes that are the op's ONNX attributes (kernel params)
-EW_ATTRS = ("alpha", "beta", "gamma", "lambd", "bias", "fmod", "detect_negative",
-            "detect_positive", "direction")
 
 #: one output block: (element offset in the output, fixed leading indices, first index
 #: along the split axis, its length)
@@ -43,10 +41,10 @@ def one_tile_spread(lw: Lowering,
     return [(bl[0][0], bl[0][1], lw.lone_pe(bl[0][2]))] if len(bl) == 1 else bl
 
 
-def ew_cost(op: str, table: dict[str, Any]) -> str:
-    """The pe_math entry that prices `op` per element (as the whole-layer op priced it)."""
-    c = {"reciprocal": "div", "pow": "exp"}.get(op, op)
-    return c if c in table else "copy"
+def ew_cost(op: str) -> str:
+    """The pe_math entry that prices ELEMENTWISE kind `op` per element (its kind class's,
+    `kernbench.ir.ops.elementwise`)."""
+    return EW_KINDS[op].cost
 
 
 def blocks(shape: tuple[int, ...], per: int) -> tuple[int, list[Block]]:
@@ -128,7 +126,7 @@ def lower_elementwise(lw: Lowering, n: LayerIR) -> bool:
     total = math.prod(shape)
     per = max(1, min(lw.bank // isz, max(MIN_BLOCK_ELEMS, math.ceil(total / lw.n_pes))))
     a, bl = blocks(shape, per)
-    spec["cost"] = ew_cost(spec["op"], lw.math_op_cycles)
+    spec["cost"] = ew_cost(spec["op"])
     roles = ("in", "in2", "in3")
     for b in bl:
         out_shape = [b[3], *shape[a + 1:]]

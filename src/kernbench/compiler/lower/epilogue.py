@@ -37,9 +37,10 @@ from kernbench.compiler.lower.placement import sole_consumer
 from kernbench.compiler.lower.rowwise import ROW_OPS
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import ops_where
 
-#: consumer op types the epilogue can apply
-FUSABLE = ("GELU", "SILU", "ADD")
+#: consumer op types the epilogue can apply (`IrOp.epilogue`)
+FUSABLE = ops_where(lambda c: c.epilogue)
 _FLOAT = FLOAT_DTYPES
 
 

@@ -8,9 +8,9 @@ fetch and store. `fuse_chains` runs on the ops one IR node lowered (`lower_node`
 whole-program and the streamed compile see the same program) and merges op A (a vector
 op or an already merged chain) into a later op B when:
 
-- both are vector-engine math opcodes of `STEPS` on the same PE, vector engine and
-  lowering phase, every step one row (the data pass and the timing of each stay the
-  step's own);
+- both are vector-engine math opcodes whose class is a `chain_step`, on the same PE,
+  vector engine and lowering phase, every step one row (the data pass and the timing of
+  each stay the step's own);
 - B reads as its ``in`` a buffer X that A writes, and reads X once;
 - nothing between them touches a buffer A writes, nor writes a buffer A reads (A now runs
   at B's place in the program).
@@ -31,24 +31,14 @@ from kernbench.cmdq.opcodes.base import OnVectorEngine
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 
 FUSED = "VE_FUSED_TILE"
-#: the vector ops the compiler chains: the epilogue, normalization and quantization
-#: family and the flash-attention steps (windowed, reducing and run-time-qparams ops keep
-#: their entries: their chains are not on a decode step's path, and each would need its
-#: own measurement)
-STEPS = frozenset({"VE_DEQUANTIZE_TILE", "VE_GELU_TILE", "VE_SILU_TILE", "VE_ADD_TILE",
-                   "VE_MUL_TILE", "VE_QUANTIZE_TILE", "VE_REQUANTIZE_TILE",
-                   "VE_LAYERNORM_TILE", "VE_RMSNORM_TILE", "VE_ELEMENTWISE_TILE",
-                   "VE_SOFTMAX_BLOCK_TILE", "VE_ROWSCALE_TILE", "VE_ATTN_COMBINE_TILE"})
-
-
 def _chainable(op: TileOp) -> bool:
-    """A vector math op of `STEPS` writing an ``out`` (or an already fused chain)."""
+    """A vector math op whose class is a `chain_step` writing an ``out`` (or an already
+    fused chain)."""
     if op.opcode == FUSED:
         return True
-    if op.opcode not in STEPS:
-        return False
     cls = MODEL_BY_OPCODE.get(op.opcode)
-    return (cls is not None and issubclass(cls, OnVectorEngine) and cls.timing == "math"
+    return (cls is not None and cls.chain_step and issubclass(cls, OnVectorEngine)
+            and cls.timing == "math"
             and any(r == "out" for r, _ in op.writes)
             and not op.hbm_reads and not op.hbm_writes)
 

@@ -161,7 +161,7 @@ def sum_row(lw: Lowering, n: LayerIR, rr: RowReduce, nn: int,
         total = lw.buf(pe, nn * 4, f"{n.id}.acc")
         last = slot == rr.slots - 1
         add = lw.op("VE_ELEMENTWISE_TILE", pe, n.id,
-                    {"op": "add", "cost": ew_cost("add", lw.math_op_cycles),
+                    {"op": "add", "cost": ew_cost("add"),
                      "out_shape": [1, nn], "out_dtype": "int32", "in_shape": [1, nn],
                      "in_dtype": "int32", "in2_shape": [1, nn], "in2_dtype": "int32",
                      **engine},

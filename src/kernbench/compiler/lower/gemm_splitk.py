@@ -113,7 +113,7 @@ def add_partials(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart, ks: int
         total = lw.buf(pe, tm * tn * 4, f"{n.id}.acc")
         last = slot == ks - 2
         add = lw.op("VE_ELEMENTWISE_TILE", pe, n.id,
-                    {"op": "add", "cost": ew_cost("add", lw.math_op_cycles),
+                    {"op": "add", "cost": ew_cost("add"),
                      "out_shape": [tm, tn], "out_dtype": "int32", "in_shape": [tm, tn],
                      "in_dtype": "int32", "in2_shape": [tm, tn], "in2_dtype": "int32",
                      **lw.engines.ve(pe)},

@@ -22,23 +22,16 @@ from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.values import HbmRange
 from kernbench.ir.model import Graph, LayerIR
+from kernbench.ir.ops import OPS, ops_where
 
-TE_LAYER_OPS = ("CONV", "MATMUL", "MATMUL_INTEGER", "QLINEAR_MATMUL", "GEMM", "QKV_PROJ",
-                "ATTENTION", "QLINEAR_CONV", "CONV_INTEGER")
-COST_OP = {"ROPE": "rope", "TRANSPOSE": "transpose", "LAYER_NORM": "layernorm",
-           "RMS_NORM": "rmsnorm", "SOFTMAX": "softmax", "GELU": "gelu", "SILU": "silu",
-           "ADD": "add", "MUL": "mul", "QUANTIZE": "quantize", "DEQUANTIZE": "dequantize",
-           "QDQ": "quantize", "DYNAMIC_QUANTIZE": "quantize", "REDUCE": "sum",
-           "CUMSUM": "sum", "POOL": "sum"}
+#: the ops a whole layer runs on the tensor engine (`IrOp.vector` False)
+TE_LAYER_OPS = ops_where(lambda c: not c.vector)
 
 
-def cost_op(n: LayerIR, table: dict[str, Any]) -> str:
-    """The pe_math cost-table entry that prices a whole layer run on the vector engine."""
-    op = COST_OP.get(n.op_type)
-    if op is None and n.op_type == "ELEMENTWISE":
-        op = {"reciprocal": "div", "pow": "exp"}.get(n.attributes.get("op"),
-                                                     n.attributes.get("op"))
-    return op if op in table else "copy"
+def cost_op(n: LayerIR) -> str:
+    """The pe_math cost-table entry that prices a whole layer run on the vector engine
+    (its op class's, `IrOp.cost_of`)."""
+    return OPS[n.op_type].cost_of(n)
 
 
 def _width(bits: Any, dtype: str | None) -> int:
@@ -158,6 +151,6 @@ def lower_layer_op(lw: Lowering, n: LayerIR) -> None:
         opcode = "TE_LAYER_OP"
     else:
         fields["elements"] = elements
-        fields["op"] = cost_op(n, lw.math_op_cycles)
+        fields["op"] = cost_op(n)
         opcode = "VE_LAYER_OP"
     lw.op(opcode, pe, n.id, fields, hbm_reads=reads, hbm_writes=writes)

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernbench.cmdq.opcodes.registry import opcode_of
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import (
     FLOAT_DTYPES,
@@ -27,14 +28,10 @@ from kernbench.compiler.lower.context import (
 )
 from kernbench.compiler.lower.xquant import drop_unwritten, quant_out, store_tile
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import OPS
 
-ROW_OPS = {"LAYER_NORM": "VE_LAYERNORM_TILE", "RMS_NORM": "VE_RMSNORM_TILE",
-           "SOFTMAX": "VE_SOFTMAX_TILE", "GELU": "VE_GELU_TILE", "SILU": "VE_SILU_TILE",
-           "ADD": "VE_ADD_TILE", "MUL": "VE_MUL_TILE"}
-
-#: the vector engine's cost-table op of each layer (pe_math.op_cycles)
-COST_OP = {"LAYER_NORM": "layernorm", "RMS_NORM": "rmsnorm", "SOFTMAX": "softmax",
-           "GELU": "gelu", "SILU": "silu", "ADD": "add", "MUL": "mul"}
+#: the layers tiled here, by their vector opcode (`IrOp.row_wise`, `IrOp.vector_opcode`)
+ROW_OPS = {op: opcode_of(c.vector_opcode) for op, c in OPS.items() if c.row_wise}
 
 #: a second operand of the tile: (role, placement, rows it repeats with: 0 for one
 #: broadcast row, the input's rows for one row per input row, or a period P < rows when
@@ -177,7 +174,7 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
     xs, ys = ITEMSIZE[x.dtype], ITEMSIZE[y.dtype]
     q = quant_out(lw, n.outputs[0])
     # one block per vector engine of every PE when there are enough rows and work
-    split = lw.engines.ve_blocks(rows, cols, lw.n_pes, COST_OP[n.op_type])
+    split = lw.engines.ve_blocks(rows, cols, lw.n_pes, OPS[n.op_type].layer_cost)
     period = next((e[2] for e in extra if 0 < e[2] < rows), 0)
     for r0, r, pe in _blocks(lw, y, rows, cols, split, period):
         bi = lw.buf(pe, r * cols * xs, f"{n.id}.in")

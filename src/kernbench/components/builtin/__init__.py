@@ -13,5 +13,6 @@ from kernbench.components.builtin import (  # noqa: F401
     pe_tcm,
     router,
     sram,
+    tile_engine,
     ucie,
 )

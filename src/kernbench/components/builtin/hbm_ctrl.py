@@ -8,6 +8,8 @@ this cube's HBM window are an AddressError naming the access.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.counters import MemoryCounters, ServerCounters
@@ -31,7 +33,26 @@ class _HbmAccess:
         start = None
         end = min_end_ns
         for ch, b in self.shares:
-            s, e = ch.occupy(head_ns, b, 0.0, now)
+            # Server.occupy(head_ns, b, 0.0, now), inlined: the channels are plain servers
+            ser = b / ch.bw_gbs
+            ch.busy_ns += ser
+            ch.bytes += b
+            ch.transfers += 1
+            ends = ch._ends
+            if ends and ends[0] <= now:  # forget reservations that ended
+                k = bisect_right(ends, now)
+                del ch._starts[:k]
+                del ends[:k]
+            if not ends or ends[-1] <= head_ns:
+                s = head_ns
+                e = head_ns + ser
+                if ends and ends[-1] == head_ns:
+                    ends[-1] = e
+                else:
+                    ch._starts.append(head_ns)
+                    ends.append(e)
+            else:
+                s, e = ch._fit(head_ns, ser, 0.0)
             if start is None or s < start:
                 start = s
             if e > end:
@@ -77,6 +98,10 @@ class HbmCtrl(ComponentBase):
             Server(f"{self.id}.ch{i}", 0.0, s.channel_bw_gbs) for i in range(s.channels)
         ]
         self.bytes = 0
+        # (offset within one interleave period, nbytes) → its access: the shares of a range
+        # depend on nothing else, and programs repeat their tile sizes and strides
+        self._period = s.interleave_bytes * s.channels
+        self._access: dict[tuple[int, int], _HbmAccess] = {}
 
     def check(self, addr: int, nbytes: int, what: str) -> None:
         if addr < self.base or addr + nbytes > self.base + self.size or nbytes < 0:
@@ -92,7 +117,14 @@ class HbmCtrl(ComponentBase):
 
     def stage(self, addr: int, nbytes: int, what: str = "access") -> _HbmAccess:
         self.check(addr, nbytes, what)
-        return _HbmAccess(self, [(self.channels[i], b) for i, b in self.shares(addr, nbytes)])
+        key = ((addr - self.base) % self._period, nbytes)
+        acc = self._access.get(key)
+        if acc is None:
+            if len(self._access) >= 4096:
+                self._access.clear()  # bounded: an odd program cannot grow it without end
+            acc = self._access[key] = _HbmAccess(
+                self, [(self.channels[i], b) for i, b in self.shares(addr, nbytes)])
+        return acc
 
     def memory_counters(self) -> MemoryCounters:
         """Bytes served and each channel's bytes and busy time."""

@@ -80,6 +80,7 @@ class MCpu(ComponentBase):
         super().__init__(node, sim)
         self._wake: simpy.Event | None = None
         self.issued = 0
+        self._routes: dict[int, tuple] = {}
 
     def connect(self) -> None:
         self.pe_cpus = self.peers_of("pe_cpus")
@@ -187,32 +188,40 @@ class MCpu(ComponentBase):
             return True
         return False
 
+    def _route(self, pe_index: int) -> tuple:
+        """(PE, its PE_CPU, command path out, completion path back), looked up once per PE."""
+        r = self._routes.get(pe_index)
+        if r is None:
+            sim = self.sim
+            pe = sim.topology.pe(pe_index)
+            r = self._routes[pe_index] = (
+                pe, self.pe_cpus[pe.index], sim.command_path(self.node.cube, pe, to_pe=True),
+                sim.command_path(self.node.cube, pe, to_pe=False))
+        return r
+
     def _send(self, e: ProgramEntry, finish) -> None:  # noqa: ANN001
         env = self.env
-        sim = self.sim
-        pe = sim.topology.pe(e.pe)
+        actions = self.sim.actions
+        pe, pe_cpu, path, path_back = self._route(e.pe)
         nbytes = self.spec.command_bytes
-        path = sim.command_path(self.node.cube, pe, to_pe=True)
-        arrive = transfer(env.now, nbytes, path)
+        now = env.now
+        arrive = transfer(now, nbytes, path)
         cmd = e.command
-        sim.actions.links(cmd, path, nbytes, env.now, arrive)
-        cmd.meta["entry"] = e
-        pe_cpu = self.pe_cpus[pe.index]
-
-        cmd.meta["pe_id"] = pe.id
+        actions.links(cmd, path, nbytes, now, arrive)
+        meta = cmd.meta
+        meta["entry"] = e
+        meta["pe_id"] = pe.id
 
         def deliver(_ev) -> None:  # noqa: ANN001
             cmd.submit_ns = env.now
             pe_cpu.inbox.put(cmd)
 
         def completed(_ev) -> None:  # noqa: ANN001
-            path_back = sim.command_path(self.node.cube, pe, to_pe=False)
-            back = transfer(env.now, nbytes, path_back)
-            sim.actions.links(cmd, path_back, nbytes, env.now, back)
-            t = env.timeout(back - env.now)
-            t.callbacks.append(lambda _e: finish(e))
+            now = env.now
+            back = transfer(now, nbytes, path_back)
+            actions.links(cmd, path_back, nbytes, now, back)
+            env.timeout(back - now).callbacks.append(lambda _e: finish(e))
 
         cmd.done = env.event()
         cmd.done.callbacks.append(completed)
-        t = env.timeout(arrive - env.now)
-        t.callbacks.append(deliver)
+        env.timeout(arrive - now).callbacks.append(deliver)

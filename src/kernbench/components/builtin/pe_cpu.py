@@ -8,6 +8,7 @@ import simpy
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.ports import Port
+from kernbench.components.queues import HwQueue
 
 
 @register("pe_cpu", "pe_cpu_v1")
@@ -16,7 +17,7 @@ class PeCpu(ComponentBase):
 
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
-        self.inbox = simpy.Store(self.env, capacity=self.spec.queue_depth)
+        self.inbox = HwQueue(self.env, capacity=self.spec.queue_depth)
 
     def connect(self) -> None:
         self.submission_queue: simpy.Store = self.peer("scheduler").inbox

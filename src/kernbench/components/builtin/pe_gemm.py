@@ -1,5 +1,8 @@
 """PE_GEMM: a rows × cols systolic array (ADR-0021 D6: compute only, registers in/out).
 
+The busy cycles of a tile are the class method `compute_cycles`; another matrix-engine
+model (tile_engine.py, or a plugin) subclasses this engine and overrides only that.
+
 Busy time of an (m, n, k) tile = SCALE-Sim's compute cycles for the array and dataflow
 (components/builtin/systolic.py, checked against SCALE-Sim 3.0.0) divided by the
 throughput factor of the operand bitwidth (max of weight and activation bits), over the
@@ -17,8 +20,10 @@ from kernbench.common.tile_plan import StageType
 from kernbench.components.actions import mac_action
 from kernbench.components.base import PeEngineBase
 from kernbench.components.builtin.systolic import systolic_compute_cycles
-from kernbench.components.catalog import register
+from kernbench.components.catalog import TIMING_MODELS, register
 from kernbench.components.fabric import transfer
+from kernbench.config.schema import FIDELITY_PHASES
+from kernbench.errors import InputError
 from kernbench.topology.peaks import pe_macs_per_ns, throughput_factor
 
 if TYPE_CHECKING:
@@ -26,16 +31,30 @@ if TYPE_CHECKING:
 
 
 def gemm_cycles(spec: PeGemmSpec, m: int, n: int, k: int, bits: int) -> int:
-    """Busy cycles of an (m, n, k) tile at `bits`-bit operands: SCALE-Sim's compute cycles
-    over the throughput factor, rounded up (the one home of this formula: the engine and
-    the compiler's cost model call it)."""
-    raw = systolic_compute_cycles(m, n, k, spec.rows, spec.cols, spec.dataflow)
-    return math.ceil(raw / throughput_factor(spec, bits))
+    """Busy cycles of an (m, n, k) tile at `bits`-bit operands on the matrix engine `spec`
+    describes: the registered timing model of `spec.impl` answers (the one home of this
+    question: the engine and the compiler's cost model call it). Plugins are registered
+    when the topology is built (registry.lookup); an impl unknown here is an InputError."""
+    cls = TIMING_MODELS.get(("pe_gemm", spec.impl))
+    if cls is None:
+        known = sorted(i for k_, i in TIMING_MODELS if k_ == "pe_gemm")
+        raise InputError(f"no timing model '{spec.impl}' for kind 'pe_gemm' "
+                         f"(known: {', '.join(known)})", where="cube.pe_template.pe_gemm",
+                         field="impl")
+    return cls.compute_cycles(spec, m, n, k, bits)
 
 
 @register("pe_gemm", "pe_gemm_v1")
 class PeGemm(PeEngineBase):
     CHANNELS = {"main": (StageType.GEMM,)}
+
+    @classmethod
+    def compute_cycles(cls, spec: PeGemmSpec, m: int, n: int, k: int, bits: int) -> int:
+        """SCALE-Sim's compute cycles of the systolic array over the throughput factor of
+        `bits`, times the math-fidelity passes, rounded up."""
+        raw = systolic_compute_cycles(m, n, k, spec.rows, spec.cols, spec.dataflow)
+        phases = FIDELITY_PHASES[spec.math_fidelity]
+        return math.ceil(raw * phases / throughput_factor(spec, bits))
 
     def connect(self) -> None:
         self.pe = self.sim.topology.pe(self.node.pe)
@@ -46,7 +65,7 @@ class PeGemm(PeEngineBase):
         key = (m, n, k, bits)
         c = self._cache.get(key)
         if c is None:
-            c = gemm_cycles(self.spec, m, n, k, bits)
+            c = self.compute_cycles(self.spec, m, n, k, bits)
             self._cache[key] = c
         return c
 

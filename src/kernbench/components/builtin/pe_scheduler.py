@@ -20,6 +20,7 @@ from kernbench.common.tile_plan import PipelineContext, Stage, StageType, TilePl
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.ports import Port
+from kernbench.components.queues import HwQueue
 from kernbench.errors import CapacityError
 
 #: the port whose engine serves each stage type (gemm / math: one peer per te_id / ve_id)
@@ -32,6 +33,9 @@ _PORT_FOR = {
     StageType.MATH: "math",
 }
 
+#: the stage param that picks one of several engines of a stage type (default engine 0)
+_ENGINE_INDEX = {StageType.GEMM: "te_id", StageType.MATH: "ve_id"}
+
 
 def split_transfers(stages: list, limit: int) -> list:  # noqa: ANN001
     """Each DMA stage of more than `limit` bytes becomes ceil(nbytes / limit) consecutive
@@ -40,7 +44,7 @@ def split_transfers(stages: list, limit: int) -> list:  # noqa: ANN001
     out = []
     for st, params in stages:
         nbytes = params.get("nbytes", 0)
-        if st not in (StageType.DMA_READ, StageType.DMA_WRITE) or nbytes <= limit:
+        if nbytes <= limit or st not in (StageType.DMA_READ, StageType.DMA_WRITE):
             out.append((st, params))
             continue
         n = -(-nbytes // limit)
@@ -68,9 +72,9 @@ class PeScheduler(ComponentBase):
 
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
-        self.inbox = simpy.Store(self.env, capacity=self.spec.queue_depth)  # SubmissionQueue
+        self.inbox = HwQueue(self.env, capacity=self.spec.queue_depth)  # SubmissionQueue
         self.completion_queue: list[tuple[float, str]] = []
-        self._pending_feeds = simpy.Store(self.env)
+        self._pending_feeds = HwQueue(self.env)
         self._next_ctx = 0
         self.pe_id = node.pe
 
@@ -102,6 +106,7 @@ class PeScheduler(ComponentBase):
         and every tile's buffers checked against the TCM before anything is fed."""
         plans = []
         limit = self.spec.max_transfer_bytes
+        stage = self._stage
         for t, stages in enumerate(cmd.tiles()):
             if limit:
                 stages = split_transfers(stages, limit)
@@ -110,17 +115,17 @@ class PeScheduler(ComponentBase):
                 raise CapacityError(
                     f"{self.id}: TCM overflow: {cmd.label} tile {t} needs {need} staging "
                     f"bytes, SchedulerReservedTCM has {self.staging_capacity}")
-            plans.append(TilePlan(
-                t, tuple(self._stage(st, params) for st, params in stages), need
-            ))
+            plans.append(TilePlan(t, tuple([stage(st, params) for st, params in stages]),
+                                  need))
         return plans
 
     def _stage(self, st: StageType, params: dict) -> Stage:
-        idx = params.get("te_id" if st == StageType.GEMM else "ve_id", 0) if st in (
-            StageType.GEMM, StageType.MATH) else 0
-        if idx:
-            eng = self._by_index[st][idx]
-            return Stage(st, eng.id, params, eng.port(st))
+        key = _ENGINE_INDEX.get(st)
+        if key is not None:
+            idx = params.get(key, 0)
+            if idx:
+                eng = self._by_index[st][idx]
+                return Stage(st, eng.id, params, eng.port(st))
         return Stage(st, self._ids[st], params, self._ports[st])
 
     def _worker(self):  # noqa: ANN202

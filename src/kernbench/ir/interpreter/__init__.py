@@ -1,7 +1,7 @@
 """The IR reference interpreter (ADR-0102 quantization semantics).
 
 `core` holds the Interpreter (values, quantization state, the run loop); `params` turns
-each IR node into a LayerCall: a `kernbench.numerics.layers` kernel name and plain params,
+each IR node into a LayerCall (by its op class, `kernbench.ir.ops`): a `kernbench.numerics.layers` kernel name and plain params,
 which is also what the simulator's data pass runs for a whole-layer op.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from kernbench.ir.interpreter.core import Interpreter, layer_outputs, run, run_call
-from kernbench.ir.interpreter.params import PREPARE, LayerCall, prepare
+from kernbench.ir.interpreter.params import LayerCall, prepare
+from kernbench.ir.ops import OPS
 
 __all__ = ["Interpreter", "LayerCall", "prepare", "run", "run_call", "layer_outputs",
            "KERNELS"]
@@ -25,4 +26,4 @@ def _kernel(op_type: str) -> Any:
 
 #: op_type → kernel(interp, node, inputs) → outputs (interp may be None for ops that
 #: need no quantization state, e.g. elementwise: the importer folds with it)
-KERNELS = {op: _kernel(op) for op in sorted(PREPARE)}
+KERNELS = {op: _kernel(op) for op in sorted(OPS)}

@@ -13,13 +13,10 @@ from kernbench.ir.onnx_import import handlers_te as ht
 from kernbench.ir.onnx_import import windows
 from kernbench.ir.onnx_import.lower import Handler
 from kernbench.ir.onnx_import.lower_extra import EXTRA_HANDLERS
+from kernbench.ir.ops import BY_ONNX
 
 HANDLERS: dict[str, Handler] = {
-    **{op: hb._elementwise for op in hb.UNARY},
-    **{op: hb._elementwise for op in hb.BINARY},
-    "Where": hb._elementwise,
-    "Max": hb._elementwise,
-    "Min": hb._elementwise,
+    **{op: hb._elementwise for op in BY_ONNX},
     "Cast": hb._cast,
     "Identity": hb._identity,
     "Dropout": hb._dropout,

@@ -3,6 +3,8 @@ shape / layout ops. Each takes the import state and one node and emits IR layers
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 
@@ -12,36 +14,20 @@ from kernbench.ir.onnx_import.onnx_util import (
     _attrs,
     _in,
 )
+from kernbench.ir.ops import BY_ONNX
 from kernbench.numerics.dtypes import np_dtype
-
-UNARY = {
-    "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Neg": "neg", "Erf": "erf", "Tanh": "tanh",
-    "Sigmoid": "sigmoid", "Exp": "exp", "Log": "log", "Abs": "abs", "Relu": "relu",
-    "IsNaN": "isnan", "Not": "not", "Cos": "cos", "Sin": "sin", "Floor": "floor",
-    "Ceil": "ceil",
-}  # fmt: skip
-BINARY = {
-    "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Equal": "equal",
-    "Less": "less", "Greater": "greater", "And": "and", "Or": "or",
-    "LessOrEqual": "less_equal", "GreaterOrEqual": "greater_equal",
-}  # fmt: skip
 
 
 def _elementwise(lw: Lowering, node: onnx.NodeProto) -> None:
-    op = node.op_type
-    if op in UNARY:
-        kind = UNARY[op]
-    elif op in BINARY:
-        kind = BINARY[op]
-    elif op == "Where":
-        kind = "where"
-    elif op in ("Max", "Min"):
-        kind = op.lower()
-    else:
-        kind = op.lower()
-    ir_op = {"add": "ADD", "mul": "MUL"}.get(kind, "ELEMENTWISE")
-    attrs = {} if ir_op != "ELEMENTWISE" else {"op": kind}
-    lw.emit(ir_op, list(node.input), [node.output[0]], attrs)
+    """An ONNX elementwise op as its ELEMENTWISE kind (`kernbench.ir.ops.elementwise`):
+    ADD / MUL layers for Add / Mul, else an ELEMENTWISE layer naming the kind, with the
+    ONNX attributes its kernel takes."""
+    kind = BY_ONNX[node.op_type]
+    attrs: dict[str, Any] = {}
+    if kind.ir_op == "ELEMENTWISE":
+        at = _attrs(node)
+        attrs = {"op": kind.kind, **{k: at[k] for k in kind.onnx_attrs if k in at}}
+    lw.emit(kind.ir_op, [i for i in node.input if i], [node.output[0]], attrs)
 
 
 def _cast(lw: Lowering, node: onnx.NodeProto) -> None:

@@ -1,11 +1,9 @@
-"""More ONNX op handlers: elementwise math with attributes, ArgMax / ArgMin, ConstantOfShape,
+"""More ONNX op handlers: ArgMax / ArgMin, ConstantOfShape,
 Range, Tile, Pad, TopK, Einsum, ScatterElements / ScatterND, Instance- / GroupNormalization,
 LogSoftmax, Hardmax, Trilu, OneHot, DepthToSpace / SpaceToDepth, Shape / Size (folded).
 
 Each handler takes the import state (`lower.Lowering`) and one ONNX node, and emits IR
 layers.
-Elementwise ops become ELEMENTWISE layers whose `op` names a numerics.unary_extra kernel;
-the ONNX attributes the kernel needs ride along as layer attributes.
 """
 
 from __future__ import annotations
@@ -18,24 +16,6 @@ from onnx import helper
 
 from kernbench.ir.onnx_import.lower import Handler, Lowering
 
-#: ONNX op → (ELEMENTWISE op, the ONNX attributes the kernel takes)
-EXTRA_EW: dict[str, tuple[str, tuple[str, ...]]] = {
-    "Round": ("round", ()), "Sign": ("sign", ()), "Tan": ("tan", ()), "Asin": ("asin", ()),
-    "Acos": ("acos", ()), "Atan": ("atan", ()), "Sinh": ("sinh", ()), "Cosh": ("cosh", ()),
-    "Asinh": ("asinh", ()), "Acosh": ("acosh", ()), "Atanh": ("atanh", ()),
-    "Softplus": ("softplus", ()), "Softsign": ("softsign", ()),
-    "HardSigmoid": ("hard_sigmoid", ("alpha", "beta")), "HardSwish": ("hard_swish", ()),
-    "Mish": ("mish", ()), "Selu": ("selu", ("alpha", "gamma")), "Elu": ("elu", ("alpha",)),
-    "Celu": ("celu", ("alpha",)), "LeakyRelu": ("leaky_relu", ("alpha",)),
-    "ThresholdedRelu": ("thresholded_relu", ("alpha",)), "PRelu": ("prelu", ()),
-    "Shrink": ("shrink", ("bias", "lambd")),
-    "IsInf": ("isinf", ("detect_negative", "detect_positive")), "Mod": ("mod", ("fmod",)),
-    "Xor": ("xor", ()), "Sum": ("sum", ()), "Mean": ("mean", ()),
-    "BitShift": ("bitshift", ("direction",)), "BitwiseAnd": ("bitwise_and", ()),
-    "BitwiseOr": ("bitwise_or", ()), "BitwiseXor": ("bitwise_xor", ()),
-    "BitwiseNot": ("bitwise_not", ()),
-}  # fmt: skip
-
 
 def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
     out = {}
@@ -43,14 +23,6 @@ def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
         v = helper.get_attribute_value(a)
         out[a.name] = v.decode() if isinstance(v, bytes) else v
     return out
-
-
-def _elementwise_extra(lw: Lowering, node: onnx.NodeProto) -> None:
-    kind, names = EXTRA_EW[node.op_type]
-    at = _attrs(node)
-    attrs: dict[str, Any] = {"op": kind}
-    attrs.update({k: at[k] for k in names if k in at})
-    lw.emit("ELEMENTWISE", [i for i in node.input if i], [node.output[0]], attrs)
 
 
 def _argmax(lw: Lowering, node: onnx.NodeProto) -> None:
@@ -197,7 +169,6 @@ def _shape(lw: Lowering, node: onnx.NodeProto) -> None:  # folded when the input
 
 
 EXTRA_HANDLERS: dict[str, Handler] = {
-    **{op: _elementwise_extra for op in EXTRA_EW},
     "ArgMax": _argmax,
     "ArgMin": _argmax,
     "ConstantOfShape": _constant_of_shape,

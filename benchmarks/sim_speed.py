@@ -1,0 +1,186 @@
+"""Simulation speed per command: CMDQ entries per CPU second, SimPy events per entry and
+compile time, on the cases of issue 38, optionally against a baseline source tree measured
+in the same run (the machine is shared: compare ratios, not absolute seconds).
+
+    .venv/bin/python benchmarks/sim_speed.py                      # every case, this tree
+    .venv/bin/python benchmarks/sim_speed.py --cases g2s-prefill,stack
+    .venv/bin/python benchmarks/sim_speed.py --baseline /path/to/old/src --repeat 2
+
+Every case runs in its own process (so that imports and caches are the same for both
+trees), with `Simulator.run` wrapped to take their CPU time and the number of SimPy events scheduled. The GPT-2-small
+cases (d 768, 12 layers, 12 heads, vocab 2048, as benchmarks/compile_simulate.py) are
+compiled to a bundle (`compile_model`, compile CPU s) and then simulated from it
+(`simulate_bundle`, timing only); the Llama cases are one `kernbench run` (compiled layer
+by layer while it simulates, so compile time is inside the total, not a column of its
+own). Columns: entries simulated, SimPy events per entry, compile CPU s, simulate CPU s
+(GPT-2: `simulate_bundle` whole, parse + validate + run + stats; Llama: the total), event
+loop CPU s (`Simulator.run`, which lowers entries as the Control FSM fetches them),
+entries per simulate CPU s, total CPU s.
+`stack` is benchmarks/sim_throughput.py's pair measured in one process: the full PE
+component stack against a bare 3-process SimPy Store pipeline, as stage operations per
+second and the ratio bare / stack. With `--baseline`, each case runs alternately on the
+baseline tree and on this one, best of `--repeat`, and the table adds old / new ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CFG = ROOT / "tests" / "hf_configs"
+
+#: case name → build_gpt2 arguments (compiled to a bundle, then simulated: issue 38's
+#: method, benchmarks/compile_simulate.py's GPT-2-small) or `kernbench run` arguments
+GPT2 = {"g2s-prefill": {"n_layer": 12, "d": 768, "heads": 12, "seq": 128, "vocab": 2048},
+        "g2s-decode": {"n_layer": 12, "d": 768, "heads": 12, "seq": 1, "kv_len": 1024,
+                       "vocab": 2048}}
+CASES: dict[str, list[str]] = {
+    "llama8b-prefill": [str(CFG / "llama-3-8b"), "-t", "large", "--seq-len", "2048"],
+    "llama8b-prefill-exact": [str(CFG / "llama-3-8b"), "-t", "large", "--seq-len", "2048",
+                              "--exact"],
+}
+LABELS = {"g2s-prefill": "gpt2-small prefill 128, base",
+          "g2s-decode": "gpt2-small decode kv 1024, base",
+          "llama8b-prefill": "Llama-3-8B prefill 2048, large (replayed)",
+          "llama8b-prefill-exact": "Llama-3-8B prefill 2048, large, --exact",
+          "stack": "component stack vs bare SimPy"}
+
+
+def _events(env) -> int:  # noqa: ANN001
+    """SimPy events scheduled so far (the environment's event-id counter, read by repr)."""
+    return int(repr(env._eid)[6:-1])
+
+
+def worker(case: str) -> dict:
+    """Run `case` in this process; its measurements."""
+    if case == "stack":
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from sim_throughput import bare_pipeline, component_stack
+
+        bare = max(n / dt for n, dt in (bare_pipeline(20000) for _ in range(2)))
+        stack = max(n / dt for n, dt in (component_stack(20000, False) for _ in range(2)))
+        return {"bare_ops_s": bare, "stack_ops_s": stack, "ratio": bare / stack}
+    from kernbench.sim_engine.engine import Simulator
+
+    acc = {"sim_cpu": 0.0, "events": 0, "compile_cpu": 0.0}
+    run0 = Simulator.run
+
+    def run(self, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        c0, e0 = time.process_time(), _events(self.env)
+        try:
+            return run0(self, *a, **kw)
+        finally:
+            acc["sim_cpu"] += time.process_time() - c0
+            acc["events"] += _events(self.env) - e0
+
+    Simulator.run = run
+    with tempfile.TemporaryDirectory() as tmp:
+        if case in GPT2:
+            stats, total = _compile_then_simulate(GPT2[case], Path(tmp), acc)
+        else:
+            from kernbench.cli import main
+
+            c0 = time.process_time()
+            code = main(["run", *CASES[case], "--no-trace", "--no-report", "-o", tmp])
+            total = time.process_time() - c0
+            if code != 0:
+                raise SystemExit(f"{case}: kernbench run exited {code}")
+            stats = json.loads((Path(tmp) / "stats.json").read_text())
+    entries = stats.get("entry_count", len(stats.get("entries", {})))
+    return {"entries": entries, "events": acc["events"], "compile_cpu": acc["compile_cpu"],
+            "simulate_cpu": acc.get("simulate_cpu", total), "sim_cpu": acc["sim_cpu"],
+            "total_cpu": total, "total_ns": stats["total_ns"]}
+
+
+def _compile_then_simulate(kw: dict, tmp: Path, acc: dict) -> tuple[dict, float]:
+    """A GPT-2 ONNX model of `kw` compiled to a bundle on `base`, then simulated (timing
+    only, no trace, no report); (stats, CPU s of both)."""
+    import onnx
+
+    from kernbench.host.flow import compile_model, simulate_bundle
+    from kernbench.models.builders import build_gpt2
+    from kernbench.topology import load_topology
+
+    topo = load_topology("base")
+    model = tmp / "model.onnx"
+    onnx.save(build_gpt2(**kw), str(model))
+    c0 = time.process_time()
+    compile_model(model, topo, tmp / "bundle")
+    c1 = time.process_time()
+    res = simulate_bundle(tmp / "bundle", topo, tmp / "out", trace=False, report=False)
+    c2 = time.process_time()
+    acc["compile_cpu"] = c1 - c0
+    acc["simulate_cpu"] = c2 - c1
+    return res.stats, c2 - c0
+
+
+def measure(case: str, src: str | None) -> dict:
+    """`case` in a fresh process, on the tree `src` (None: this one)."""
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = src
+    out = subprocess.run([sys.executable, __file__, "--worker", case], env=env,
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{case} failed ({src or 'this tree'}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _best(rows: list[dict]) -> dict:
+    key = "ratio" if "ratio" in rows[0] else "total_cpu"
+    return min(rows, key=lambda r: r[key])
+
+
+def _line(name: str, r: dict) -> str:
+    if "ratio" in r:
+        return (f"| {name} | stage ops/s: bare {r['bare_ops_s']:,.0f}, stack "
+                f"{r['stack_ops_s']:,.0f} | bare / stack {r['ratio']:.2f} |")
+    n = r["entries"] or 1
+    return (f"| {name} | {r['entries']:,} | {r['events'] / n:.1f} | {r['compile_cpu']:.1f} | "
+            f"{r['simulate_cpu']:.1f} | {r['sim_cpu']:.1f} | "
+            f"{r['entries'] / r['simulate_cpu']:,.0f} | {r['total_cpu']:.1f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=",".join([*GPT2, *CASES, "stack"]))
+    ap.add_argument("--baseline", help="a source tree (its src/) to measure alongside")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        print(json.dumps(worker(a.worker)))
+        return
+    print("| case | entries | SimPy events / entry | compile CPU s | simulate CPU s | "
+          "event loop CPU s | entries / simulate CPU s | total CPU s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for case in a.cases.split(","):
+        trees = [("before", a.baseline), ("now", None)] if a.baseline else [("now", None)]
+        runs: dict[str, list[dict]] = {t: [] for t, _ in trees}
+        for _ in range(a.repeat):
+            for tag, src in trees:
+                runs[tag].append(measure(case, src))
+        best = {t: _best(rs) for t, rs in runs.items()}
+        for tag, _ in trees:
+            print(_line(f"{LABELS[case]} ({tag})" if a.baseline else LABELS[case], best[tag]),
+                  flush=True)
+        if a.baseline and "ratio" not in best["now"]:
+            o, n = best["before"], best["now"]
+            same = "same" if o["total_ns"] == n["total_ns"] else "DIFFERENT"
+            comp = (f"{o['compile_cpu'] / n['compile_cpu']:.2f}" if n["compile_cpu"] else "")
+            print(f"| {LABELS[case]}: before / now | {same} simulated ns | "
+                  f"{o['events'] / max(1, n['events']):.2f} | {comp} | "
+                  f"{o['simulate_cpu'] / n['simulate_cpu']:.2f} | "
+                  f"{o['sim_cpu'] / n['sim_cpu']:.2f} | | "
+                  f"{o['total_cpu'] / n['total_cpu']:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""One class per IR op type: what the verifier, the reference interpreter and the compiler
+know about it, in one place.
+
+An op class sets class-level facts and overrides what differs:
+* ``op_type``       the IR `op_type` it is (the registry key);
+* ``check_shapes``  the verifier's shape rule (``shape = "same"`` / ``"broadcast"`` for the
+  common ones), raising `ShapeMismatch` with the reason;
+* ``prepare``       the interpreter's kernel: the node → a `LayerCall` (a
+  `kernbench.numerics.layers` kernel and its plain params); ``kernel`` / ``kernel_attrs`` /
+  ``kernel_defaults`` build it for an op whose params are its attributes;
+* ``vector_opcode`` the vector opcode class (cmdq) its tiles become, if one;
+  ``row_wise``: the row-wise lowering (`compiler.lower.rowwise`) tiles it with that opcode;
+* ``layer_cost``    the pe_math cost-table entry that prices it when it runs whole on the
+  vector engine: the vector opcode's ``cost_op`` unless the class names one; an op that
+  runs on the vector engine and has no cost is refused when its class is defined (never
+  priced as a copy by default); ``vector = False`` for a tensor-engine op;
+* ``epilogue``      whether a GEMM's epilogue computes it (a fused step).
+
+`register` adds a class to `OPS`; `op_class(op_type)` finds one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from kernbench.cmdq.opcodes.base import Opcode
+from kernbench.config.schema import DEFAULT_MATH_OP_CYCLES
+from kernbench.ir.model import LayerIR
+
+Shape = list[int] | None
+
+
+@dataclass(frozen=True)
+class LayerCall:
+    """A numerics layer kernel (`kernel`) and its plain keyword params."""
+
+    kernel: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class OpRuleError(ValueError):
+    """A node breaks its op's rule: the verifier reports `field` and the reason."""
+
+    field = "attributes"
+
+
+class ShapeMismatch(OpRuleError):
+    """An op's shape rule does not hold."""
+
+    field = "shape"
+
+
+def attrs_of(node: LayerIR, names: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The attributes `names` (required) and `defaults` (optional) of `node`."""
+    out = {k: node.attributes[k] for k in names}
+    out.update({k: node.attributes.get(k, v) for k, v in defaults.items()})
+    return out
+
+
+def bcast(*shapes: list[int]) -> list[int] | None:
+    """The numpy broadcast of `shapes`, None when they do not broadcast."""
+    try:
+        return list(np.broadcast_shapes(*[tuple(s) for s in shapes]))
+    except ValueError:
+        return None
+
+
+def check_same(ins: list[Shape], outs: list[Shape]) -> None:
+    """The output has the first input's shape."""
+    if outs[0] != ins[0]:
+        raise ShapeMismatch(f"output {outs[0]} != input {ins[0]}")
+
+
+def check_broadcast(ins: list[Shape], outs: list[Shape]) -> None:
+    """The inputs broadcast to the output."""
+    want = bcast(*ins)
+    if want is None or outs[0] != want:
+        raise ShapeMismatch(f"inputs {ins} broadcast to {want}, output is {outs[0]}")
+
+
+class IrOp:
+    """An IR op type (see the module docstring). Classes are not instantiated: every fact
+    is a class attribute or a classmethod of the node."""
+
+    op_type: ClassVar[str]
+    #: "same": the output has the first input's shape; "broadcast": the inputs broadcast
+    #: to the output; None: `check_shapes` says (nothing by default)
+    shape: ClassVar[str | None] = None
+    kernel: ClassVar[str | None] = None
+    kernel_attrs: ClassVar[tuple[str, ...]] = ()
+    kernel_defaults: ClassVar[dict[str, Any]] = {}
+    vector_opcode: ClassVar[type[Opcode] | None] = None
+    row_wise: ClassVar[bool] = False
+    #: runs whole on the vector engine when not tiled (False: on the tensor engine)
+    vector: ClassVar[bool] = True
+    layer_cost: ClassVar[str | None] = None
+    epilogue: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "op_type" not in cls.__dict__:
+            return  # an abstract family (no op of its own)
+        if "cost_of" not in cls.__dict__:  # else priced per node (ELEMENTWISE: by kind)
+            if cls.layer_cost is None and cls.vector_opcode is not None:
+                cls.layer_cost = cls.vector_opcode.cost_op
+            if cls.vector and cls.layer_cost not in DEFAULT_MATH_OP_CYCLES:
+                    raise TypeError(f"IR op {cls.op_type}: no pe_math cost ({cls.layer_cost!r}): "
+                                "name its `layer_cost` or its `vector_opcode`")
+        if cls.row_wise and cls.vector_opcode is None:
+            raise TypeError(f"IR op {cls.op_type}: row-wise without a vector opcode")
+
+    @classmethod
+    def cost_of(cls, node: LayerIR) -> str:
+        """The pe_math entry that prices `node` run whole on the vector engine."""
+        assert cls.layer_cost is not None, cls.op_type
+        return cls.layer_cost
+
+    @classmethod
+    def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
+        """Raise `ShapeMismatch` when `node`'s shapes break the op's rule (`OpRuleError`
+        when an attribute does)."""
+        if cls.shape == "same":
+            check_same(ins, outs)
+        elif cls.shape == "broadcast":
+            check_broadcast(ins, outs)
+
+    @classmethod
+    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+        """The interpreter's call for `node` (`it`: the Interpreter's quantization state,
+        None for ops that need none)."""
+        assert cls.kernel is not None, cls.op_type
+        return LayerCall(cls.kernel, attrs_of(node, cls.kernel_attrs, cls.kernel_defaults))
+
+
+OPS: dict[str, type[IrOp]] = {}
+
+
+def register(cls: type[IrOp]) -> type[IrOp]:
+    """Add `cls` to `OPS` (a class decorator); an op type is registered once."""
+    if cls.op_type in OPS:
+        raise TypeError(f"IR op {cls.op_type} registered twice")
+    OPS[cls.op_type] = cls
+    return cls
+
+
+def op_class(op_type: str) -> type[IrOp] | None:
+    return OPS.get(op_type)
+
+
+def ops_where(pred: Callable[[type[IrOp]], bool]) -> tuple[str, ...]:
+    """The op types whose class satisfies `pred`, sorted."""
+    return tuple(sorted(k for k, c in OPS.items() if pred(c)))

@@ -1,0 +1,55 @@
+"""The kinds of the IR's ELEMENTWISE op (its `op` attribute), one class each: the ONNX op
+types imported as it, the ONNX attributes its numerics kernel takes, and the pe_math
+cost-table entry that prices one output element of it on the vector engine.
+
+The numerics function of a kind is `kernbench.numerics.elementwise.elementwise(op=kind)`
+(`UNARY_FNS`, `BINARY_FNS`, `unary_extra.EXTRA_FNS`). A kind is refused when its class is
+defined if its cost names no pe_math entry, and the verifier refuses an ELEMENTWISE whose
+kind has no class: no kind is priced as a copy by default. A kind priced `copy` is one
+whose vector-engine cost is one pass per element (a compare, a logical or bit op, a sign
+or rounding step) or one the cost table has no entry of its own for yet.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from kernbench.config.schema import DEFAULT_MATH_OP_CYCLES
+
+
+class EwKind:
+    """One ELEMENTWISE kind (see the module docstring)."""
+
+    kind: ClassVar[str]
+    #: the ONNX op types the importer turns into this kind
+    onnx: ClassVar[tuple[str, ...]] = ()
+    #: the ONNX attributes the numerics kernel takes (kept as layer attributes)
+    onnx_attrs: ClassVar[tuple[str, ...]] = ()
+    #: the IR op an ONNX node of this kind becomes (ADD and MUL have their own)
+    ir_op: ClassVar[str] = "ELEMENTWISE"
+    cost: ClassVar[str]
+
+    def __init_subclass__(cls, **kw: object) -> None:
+        super().__init_subclass__(**kw)
+        if getattr(cls, "cost", None) not in DEFAULT_MATH_OP_CYCLES:
+            raise TypeError(f"ELEMENTWISE kind {cls.__name__}: no pe_math cost "
+                            f"({getattr(cls, 'cost', None)!r})")
+
+
+EW_KINDS: dict[str, type[EwKind]] = {}
+#: ONNX op type → the kind it imports as
+BY_ONNX: dict[str, type[EwKind]] = {}
+
+
+def register_kind(cls: type[EwKind]) -> type[EwKind]:
+    if cls.kind in EW_KINDS:
+        raise TypeError(f"ELEMENTWISE kind {cls.kind} registered twice")
+    EW_KINDS[cls.kind] = cls
+    for o in cls.onnx:
+        BY_ONNX[o] = cls
+    return cls
+
+
+def onnx_attr_names() -> tuple[str, ...]:
+    """Every ONNX attribute a registered kind's kernel takes, in first-declared order."""
+    return tuple(dict.fromkeys(a for k in EW_KINDS.values() for a in k.onnx_attrs))

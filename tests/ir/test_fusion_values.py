@@ -1,0 +1,75 @@
+"""The importer's fusions against onnxruntime: a fused graph computes what the exporter's
+graph computes, and a near miss (a pattern that looks like RMSNorm or GELU but is not) is
+not fused into the op it resembles. Counting fused ops (test_fusion.py) cannot tell."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from ir_helpers import ort_run
+from onnx import TensorProto, helper, numpy_helper
+
+from kernbench.ir.interpreter.core import run
+from kernbench.ir.onnx_import import import_onnx
+
+X = np.random.default_rng(5).standard_normal((4, 16)).astype(np.float32) * 2
+
+
+def _save(tmp: Path, nodes: list, consts: dict[str, np.ndarray], name: str) -> Path:
+    g = helper.make_graph(nodes, name,
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(X.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(X.shape))],
+                          initializer=[numpy_helper.from_array(np.asarray(v, np.float32), k)
+                                       for k, v in consts.items()])
+    path = tmp / f"{name}.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9),
+              path)
+    return path
+
+
+def _rms(exp: float, axis: int) -> tuple[list, dict]:
+    """x / sqrt(mean(x ** exp over axis) + eps): an RMSNorm when exp = 2 and axis = -1."""
+    nodes = [helper.make_node("Pow", ["x", "e"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq"], ["ms"], axes=[axis], keepdims=1),
+             helper.make_node("Add", ["ms", "eps"], ["mse"]),
+             helper.make_node("Sqrt", ["mse"], ["r"]),
+             helper.make_node("Div", ["x", "r"], ["y"])]
+    return nodes, {"e": exp, "eps": 1e-5}
+
+
+def _tanh_gelu(c: float) -> tuple[list, dict]:
+    """0.5·x·(1 + tanh(√(2/π)·(x + c·x³))): the tanh GELU when c = 0.044715."""
+    nodes = [helper.make_node("Pow", ["x", "three"], ["x3"]),
+             helper.make_node("Mul", ["x3", "c"], ["cx3"]),
+             helper.make_node("Add", ["x", "cx3"], ["inner"]),
+             helper.make_node("Mul", ["inner", "k"], ["arg"]),
+             helper.make_node("Tanh", ["arg"], ["t"]),
+             helper.make_node("Add", ["t", "one"], ["t1"]),
+             helper.make_node("Mul", ["x", "t1"], ["xt"]),
+             helper.make_node("Mul", ["xt", "half"], ["y"])]
+    return nodes, {"three": 3.0, "c": c, "k": math.sqrt(2 / math.pi), "one": 1.0, "half": 0.5}
+
+
+CASES = [  # (name, graph, the fused op it must (not) become)
+    ("rms_norm", _rms(2.0, -1), "RMS_NORM", True),
+    ("rms_cube", _rms(3.0, -1), "RMS_NORM", False),
+    ("rms_axis0", _rms(2.0, 0), "RMS_NORM", False),
+    ("tanh_gelu", _tanh_gelu(0.044715), "GELU", True),
+    ("tanh_near_gelu", _tanh_gelu(0.03), "GELU", False),
+]
+
+
+@pytest.mark.parametrize("name,graph,op,fused", CASES, ids=[c[0] for c in CASES])
+def test_fusion_matches_onnxruntime(tmp_path, name, graph, op, fused):
+    nodes, consts = graph
+    path = _save(tmp_path, nodes, consts, name)
+    g = import_onnx(path)
+    assert (Counter(g.op_types())[op] == 1) is fused, g.op_types()
+    got = run(g, {"x": X}, quantize=False)["y"]
+    want = ort_run(path, {"x": X}, optimize=False)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
