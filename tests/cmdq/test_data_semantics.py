@@ -144,3 +144,19 @@ def test_conv_tile_int16_weights_are_integers_and_exact():
     st = _run(_data(e), {0: (x, None), 1: (w, None), 3: (b, None)})
     got = st.read(T, 2 * BANK, (1, 2, 2, 2), "int64")
     assert np.array_equal(got, _conv_ref(x, w, b, 1, 0))
+
+
+def test_gemm_tile_with_2_bit_weights_runs_in_the_data_pass():
+    """The validator accepts 2-bit operands (spec §12); the data pass had no element type
+    for them ("no element type for 2-bit data"). int2 is packed four a byte."""
+    from kernbench.cmdq.schema import TeGemmTile
+
+    m, n, k = 4, 8, 16
+    e = TeGemmTile(id=0, m=m, n=n, k=k, qbits_activation=8, qbits_weight=2, ifm_bank=0,
+                   ifm_offset=0, wgt_bank=1, wgt_offset=0, ofm_bank=2, ofm_offset=0)
+    x = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    w = rng.integers(-2, 2, (k, n)).astype(np.int8)
+    st = _run(_data(e), {0: (x, None), 1: (w, "int2")})
+    assert st.read(T, BANK, (k, n), "int2").tolist() == w.tolist()
+    got = st.read(T, 2 * BANK, (m, n), "int32")
+    assert np.array_equal(got, x.astype(np.int64) @ w.astype(np.int64))

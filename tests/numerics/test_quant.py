@@ -88,3 +88,15 @@ def test_accumulator_bits_by_width_and_k():
     assert qmath.accumulator_bits(np.int16, np.int16, 2) == 64
     assert qmath.accumulator_bits(np.int8, np.int16, 64) == 32
     assert qmath.accumulator_bits(np.int8, np.int16, 4096) == 64
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(-2, 1), min_size=0, max_size=37))
+def test_int2_pack_roundtrip_four_per_byte(vals):
+    q = np.array(vals, np.int8)
+    packed = qmath.pack_bits(q, 2)
+    assert packed.dtype == np.uint8 and packed.size == (len(vals) + 3) // 4
+    np.testing.assert_array_equal(qmath.unpack_bits(packed, len(vals), 2), q)
+    if len(vals) >= 4:  # lowest bits first, two's complement
+        want = sum((int(v) & 3) << (2 * i) for i, v in enumerate(vals[:4]))
+        assert int(packed[0]) == want

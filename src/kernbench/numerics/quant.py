@@ -35,6 +35,8 @@ __all__ = [
     "quantize_rows",
     "requantize",
     "pack_int4",
+    "pack_bits",
+    "unpack_bits",
     "unpack_int4",
     "expand_blocked",
     "round_to_float",
@@ -221,6 +223,36 @@ def pack_int4(q: np.ndarray) -> np.ndarray:
     if flat.size % 2:
         flat = np.concatenate([flat, np.zeros(1, np.int16)])
     return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+
+
+def pack_bits(q: np.ndarray, nbits: int) -> np.ndarray:
+    """Pack `nbits`-wide integers (4 or 2; held in int8 / uint8) 8 // nbits per byte,
+    lowest bits first (int4: `pack_int4`, the ONNX layout; int2 likewise, four a byte).
+    A short last byte is padded with zeros. Returns flat uint8."""
+    if nbits == 4:
+        return pack_int4(q)
+    per = 8 // nbits
+    flat = np.asarray(q).reshape(-1).astype(np.int16) & ((1 << nbits) - 1)
+    flat = np.concatenate([flat, np.zeros((-flat.size) % per, np.int16)])
+    out = np.zeros(flat.size // per, np.int16)
+    for i in range(per):
+        out |= flat[i::per] << (i * nbits)
+    return out.astype(np.uint8)
+
+
+def unpack_bits(packed: np.ndarray, count: int, nbits: int, signed: bool = True) -> np.ndarray:
+    """Inverse of `pack_bits`: `count` values in int8 (signed) or uint8."""
+    if nbits == 4:
+        return unpack_int4(packed, count, signed)
+    per = 8 // nbits
+    p = np.asarray(packed, dtype=np.uint8).reshape(-1).astype(np.int16)
+    out = np.empty(p.size * per, np.int16)
+    for i in range(per):
+        out[i::per] = (p >> (i * nbits)) & ((1 << nbits) - 1)
+    out = out[:count]
+    if signed:
+        return np.where(out >= 1 << (nbits - 1), out - (1 << nbits), out).astype(np.int8)
+    return out.astype(np.uint8)
 
 
 def unpack_int4(packed: np.ndarray, count: int, signed: bool = True) -> np.ndarray:

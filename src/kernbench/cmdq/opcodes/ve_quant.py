@@ -159,6 +159,18 @@ class VeDequantizeTile(VeVectorTile):
         None, description="(ADR-0706) One fp32 value in TCM, a scale known only at run "
         "time: out = float(in) * scale_in (+ bias).")
     scale_in_offset: NonNegInt | None = None
+    in_dtype: Literal["int32", "int64", "float32"] | None = Field(
+        None, description="(1.1) Element type of the input: int32 (the default at 32 bits: "
+        "an integer TE accumulator), float32 (a float one) or int64 (ADR-0800: the int64 "
+        "accumulator of a 16-bit integer GEMM, 64 bits per element whatever "
+        "qbits_activation says).")
+
+    def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
+        """VeTile's ranges; an int64 input is 64 bits an element."""
+        ranges = super().tcm_ranges(pe)
+        if self.in_dtype != "int64":
+            return ranges
+        return tuple(r._replace(qbits=64) if r.role == "in" else r for r in ranges)
 
     def _extra_inputs(self, pe: int) -> list[TcmRange]:
         out = []
