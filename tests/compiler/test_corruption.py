@@ -81,3 +81,37 @@ def test_the_intact_bundle_verifies(bundle, tmp_path, capsys):
                  "--dump-intermediates", "--no-trace"]) == 0
     assert "layer outputs match the reference interpreter" in " ".join(
         capsys.readouterr().err.split())
+
+
+def test_a_bundle_that_onnxruntime_disagrees_with_fails_on_that_check_alone(bundle, tmp_path,
+                                                                           capsys):
+    """The bundle's model.onnx gets noise on its weight matrices: the program still equals
+    the IR interpreter (its reference is ir.json), but onnxruntime's outputs of model.onnx
+    now differ, so the verdict fails on that check alone, with exit 1."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    b = tmp_path / "other_model"
+    shutil.copytree(bundle, b)
+    m = onnx.load(str(b / "model.onnx"))
+    rng = np.random.default_rng(0)
+    for init in m.graph.initializer:
+        w = numpy_helper.to_array(init)
+        if w.ndim == 2 and w.dtype == np.float32:
+            noisy = w + rng.standard_normal(w.shape).astype(np.float32) * np.abs(w).max()
+            init.CopyFrom(numpy_helper.from_array(noisy, init.name))
+    onnx.save(m, str(b / "model.onnx"))
+    code = main(["simulate", str(b), "--verify", "--out", str(tmp_path / "out"), "--no-trace"])
+    err = capsys.readouterr().err
+    assert code == 1, err[-1500:]
+    assert "VERIFICATION FAILED" in err
+    verdict = json.loads((tmp_path / "out" / "verification.json").read_text())
+    assert verdict["ok"] is False
+    checks = verdict["checks"]
+    assert {c["reference"] for c in checks} == {"interpreter", "onnxruntime"}
+    assert all(c["ok"] for c in checks if c["reference"] == "interpreter")
+    ort = [c for c in checks if c["reference"] == "onnxruntime"]
+    assert ort and not any(c["ok"] for c in ort)
+    lim = float(ort[0]["threshold"].split(">=")[1].split()[0])
+    assert all(c["cosine"] < lim for c in ort)

@@ -185,3 +185,26 @@ def test_area_closed_form_small_and_base():
 def test_negative_energy_parameter_is_one_line_input_error():
     with pytest.raises(InputError, match="energy_pj_per_byte"):
         load_topology_config("small", ["cube.hbm_ctrl.energy_pj_per_byte=-1"])
+
+
+def test_static_power_of_a_multi_cube_topology_counts_every_instance_and_ucie_link():
+    """`base`: 2 × 2 cubes of 16 PEs and 16 routers; the cubes are joined by 4 UCIe links
+    (2 across, 2 down), each two directed links. Its static power, by hand, is every
+    instance's static power plus 8 × the UCIe link's, and a run's static energy is that
+    times the run's time."""
+    from kernbench.report.energy import static_power_mw
+
+    topo = load_topology("base")
+    cfg = topo.config
+    cs, pt = cfg.cube, cfg.cube.pe_template
+    per_pe = sum(getattr(pt, kd).static_power_mw for kd in (
+        "pe_cpu", "pe_scheduler", "pe_dma", "pe_fetch_store", "pe_gemm", "pe_math", "pe_tcm",
+        "pe_mmu"))
+    per_cube = (16 * cs.router.static_power_mw + cs.hbm_ctrl.static_power_mw
+                + cs.shared_sram.static_power_mw + cs.m_cpu.static_power_mw)
+    ucie = 8 * cfg.sip.ucie.static_power_mw
+    by_kind = static_power_mw(topo)
+    assert by_kind["ucie"] == pytest.approx(ucie) and ucie > 0
+    assert sum(by_kind.values()) == pytest.approx(64 * per_pe + 4 * per_cube + ucie)
+    rep = energy_report(topo, {}, 1000.0)
+    assert rep.static_pj == pytest.approx((64 * per_pe + 4 * per_cube + ucie) * 1000.0)

@@ -40,6 +40,18 @@ def test_throughput_factor_by_bitwidth(make_sim):
     assert s4[3] - s4[2] == math.ceil(raw / 2)
 
 
+def test_mixed_widths_run_at_the_wider_operands_rate(make_sim):
+    """W4A8 and W8A4 tiles take the 8-bit rate: the array runs at its widest operand."""
+    sim = make_sim("small", "cube.pe_template.pe_gemm.throughput_factor={4: 2.0, 8: 1.0}",
+                   "cube.pe_template.pe_gemm.dataflow=ws")
+    for w, a in ((4, 8), (8, 4)):
+        sim.submit(0, GemmCmd(label=f"w{w}a{a}", params={
+            "m": 64, "n": 64, "k": 64, "qbits_weight": w, "qbits_activation": a}))
+    sim.run()
+    raw = systolic_compute_cycles(64, 64, 64, 32, 32, "ws")
+    assert [s[3] - s[2] for s in spans_of(sim, "pe0.pe_gemm")] == [raw, raw]
+
+
 def test_math_cost_table(make_sim):
     sim = make_sim("small")
     sim.submit(0, MathCmd(label="sm", params={"op": "softmax", "length": 1000, "rows": 3}))

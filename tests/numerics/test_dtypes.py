@@ -9,6 +9,9 @@ import pytest
 
 from kernbench.numerics.dtypes import DTYPES, canon, dtype, nbytes_of, np_dtype, short_name
 
+# float results: `make test` runs these again at numpy's baseline SIMD level
+pytestmark = pytest.mark.float_cpu
+
 
 def test_spellings_are_interned():
     assert dtype("fp32") is dtype("float32") is dtype(np.float32) is dtype(np.dtype("f4"))

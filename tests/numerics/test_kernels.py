@@ -18,6 +18,9 @@ from kernbench.numerics.reduce import reduce
 from kernbench.numerics.rope import rope, rope_interleaved
 from kernbench.numerics.softmax import attention_probs, softmax
 
+# float results: `make test` runs these again at numpy's baseline SIMD level
+pytestmark = pytest.mark.float_cpu
+
 rng = np.random.default_rng(11)
 
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from kernbench.numerics import quant as qmath
 from kernbench.sim_engine.executor import DataExecutor
 from kernbench.sim_engine.memory_store import MemoryStore
 from kernbench.sim_engine.op_log import OpRecord
+
+# float results: `make test` runs these again at numpy's baseline SIMD level
+pytestmark = pytest.mark.float_cpu
 
 #: accumulators whose products with 0.5 and 0.25 are exact halves (and some that are not)
 ACC = np.array([1, 3, 5, 7, -1, -3, -5, -7, 2, 6, -2, -6, 10, 0, 254, -254, 255, -257],

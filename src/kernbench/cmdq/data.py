@@ -1,8 +1,8 @@
-"""The data side of CMDQ programs (ADR-0020 for the compiler's front end).
+"""The data side of CMDQ programs (for the compiler's front end).
 
 Each entry's command carries a `"data"` description on the stage that does the work, so
 the component hooks log it and the DataExecutor computes it in pass 2. Each opcode class
-builds its own description (its ``data`` method, `kernbench.cmdq.opcodes`, ADR-0204) from
+builds its own description (its ``data`` method, `kernbench.cmdq.opcodes`) from
 plain values, naming a data-pass op of `kernbench.sim_engine` that runs on `numerics`:
 - DMA_LOAD / DMA_STORE → memory `dma` (2-D when strided) between HBM and the PE's TCM;
 - TE_GEMM_TILE → `gemm` on TCM operands (int8 / int4 × int8 → int32 exact, float → fp32);

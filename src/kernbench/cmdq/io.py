@@ -76,7 +76,7 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_CMDQ_BYTES)
 def unfused(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """JSON entries with each VE_FUSED_TILE replaced by its steps, in order, each step
     carrying the entry's ``id``, ``pe`` and ``layer_id``: what a count of opcodes, or a
-    search for one, sees inside fused chains (ADR-0724, ADR-0727)."""
+    search for one, sees inside fused chains."""
     out: list[dict[str, Any]] = []
     for e in entries:
         if e.get("opcode") == "VE_FUSED_TILE" and isinstance(e.get("steps"), list):

@@ -89,7 +89,7 @@ class CmdqLimits:
         """What a CMDQ program may address on ``topology``: PEs, engines, allocatable TCM,
         HBM, pe_math cost ops.
 
-        CMDQ banks address the AllocatableTCM only (ADR-0014 D5.1): the
+        CMDQ banks address the AllocatableTCM only: the
         SchedulerReservedTCM banks at the top of the TCM are not visible to programs.
         """
         pt = topology.config.cube.pe_template

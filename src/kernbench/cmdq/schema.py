@@ -1,10 +1,10 @@
 """CMDQ program model (pydantic v2), the opcode registry's view for the rest of kernbench.
 
 The format is `spec/cmdq-format-spec.md` (v1.0) plus the additions of CMDQ 1.1 described
-in `docs/cmdq.md` (new VE opcodes, optional fields; ADR-0200..). Every addition is an
+in `docs/cmdq.md` (new VE opcodes, optional fields). Every addition is an
 optional field or a new opcode, so every 1.0 program is a valid 1.1 program.
 
-* Each opcode is one class in `kernbench.cmdq.opcodes` carrying all its facts (ADR-0204);
+* Each opcode is one class in `kernbench.cmdq.opcodes` carrying all its facts;
   this module re-exports them. `MODEL_BY_OPCODE` maps the opcode string to its class (live:
   it is the registry). `CmdqProgram.cmdq` is the tagged union (by ``opcode``) of every
   registered class, rebuilt when the registry changes; the JSON Schema is generated from it.
@@ -76,7 +76,7 @@ CMDQ_VERSION = "1.1"
 """The version `kernbench` writes. It reads every 1.x version (see `supported_version`)."""
 
 EntryBase = Opcode
-"""The base of every entry model (the name this module used before ADR-0204)."""
+"""The base of every entry model (the name this module used before the opcode classes)."""
 
 ENTRY_MODELS: tuple[type[Opcode], ...] = tuple(MODEL_BY_OPCODE.values())
 """The built-in opcode classes, in registration order (`MODEL_BY_OPCODE` is the live set)."""

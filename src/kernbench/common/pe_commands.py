@@ -1,9 +1,9 @@
-"""The command contract both front ends target (ADR-0014 D3, ADR-0020 D4).
+"""The command contract both front ends target.
 
 A front end (the CMDQ Control FSM, the tl KernelRunner) builds these and submits them
 to a PE; PE_SCHEDULER expands each into TilePlans. Simple commands are one tile with
 one engine stage (DMA) or the register round trip an engine needs (fetch → compute →
-store). A CompositeCmd lists its tiles' stages explicitly (ADR-0021 plans such as
+store). A CompositeCmd lists its tiles' stages explicitly (plans such as
 DMA_READ → FETCH → GEMM → STORE → DMA_WRITE).
 
 Stage parameters are plain dicts. Timing keys the engines read:
@@ -30,7 +30,7 @@ class PeCommand:
 
     label: str = ""
     done: Any = None
-    data_op: bool = False  # ADR-0020 D4: a command type that moves or computes data says so
+    data_op: bool = False  # a command type that moves or computes data says so
     meta: dict[str, Any] = field(default_factory=dict)
     submit_ns: float | None = None  # reached PE_CPU
     start_ns: float | None = None   # first engine started on it
@@ -126,7 +126,7 @@ def composite_gemm(
     dst_addr: int = 0,
     space: str = "hbm",
 ) -> CompositeCmd:
-    """ADR-0014 D3.2 composite GEMM: tile t = DMA_READ(A_t) → FETCH → GEMM → STORE → DMA_WRITE.
+    """Composite GEMM: tile t = DMA_READ(A_t) → FETCH → GEMM → STORE → DMA_WRITE.
 
     The weight (k × n) is assumed resident in TCM; each tile streams a (tile_m × k) slice of
     A in and a (tile_m × n) slice of C out.

@@ -1,4 +1,4 @@
-"""ADR-0021 pipeline vocabulary: stages, tile plans, pipeline contexts and tile tokens.
+"""Pipeline vocabulary: stages, tile plans, pipeline contexts and tile tokens.
 
 PE_SCHEDULER turns every command into TilePlans. A plan is the ordered stages one tile
 passes through; a TileToken carries its plan, so each engine forwards the token to the
@@ -44,7 +44,7 @@ class TilePlan:
 
 
 class PipelineContext:
-    """Completion aggregation for one command: exactly-once per tile (ADR-0021 D2)."""
+    """Completion aggregation for one command: exactly-once per tile."""
 
     __slots__ = ("id", "total_tiles", "completed_tiles", "done_event", "command", "owner")
 
@@ -68,7 +68,7 @@ class PipelineContext:
 
 @dataclass(slots=True)
 class TileToken:
-    """A tile in flight; owned by exactly one component at a time (ADR-0021 D9)."""
+    """A tile in flight; owned by exactly one component at a time."""
 
     tile_id: int
     pipeline_ctx: PipelineContext

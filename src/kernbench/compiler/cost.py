@@ -1,5 +1,5 @@
 """Analytic cost model of a compiled program: per tile op its engine times, per layer an
-estimate of the simulated time (ADR-0702, docs/compiler.md "Cost model").
+estimate of the simulated time (docs/compiler.md "Cost model").
 
 Input: the program as the Control FSM runs it (`ProgramEntry` list from
 `cmdq.hw.to_program`, so every op is priced by the stages it really lowers to) and the

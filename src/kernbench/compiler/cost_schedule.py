@@ -1,5 +1,5 @@
 """The cost model's timeline: every op of a program placed by a list schedule over the
-hardware's resources (ADR-0702, amended; docs/compiler.md "Cost model").
+hardware's resources (amended; docs/compiler.md "Cost model").
 
 Ops are taken in the order they become ready (their dependencies done, the Control FSM's
 issue window open), lowest id first among equals, and each is placed once, whole:

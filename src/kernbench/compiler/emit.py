@@ -30,7 +30,7 @@ def entry_of(op: TileOp) -> dict[str, Any]:
     e: dict[str, Any] = {"opcode": op.opcode, "id": op.index, "layer_id": op.layer,
                          "pe": op.pe}
     e.update(op.fields)
-    if op.steps:  # VE_FUSED_TILE: each step its opcode, fields and operands (ADR-0724)
+    if op.steps:  # VE_FUSED_TILE: each step its opcode, fields and operands
         e["steps"] = [_operands({"opcode": s.opcode, **{k: v for k, v in s.fields.items()
                                                       if k != "ve_id"}}, s)
                       for s in op.steps]

@@ -2,13 +2,13 @@
 
 A tiled ATTENTION keeps the K and V of one (batch, KV group) in TCM, one bank each, and a
 row of scores per query row; when the sequence is too long for that, the layer is computed
-block by block with an online softmax (`kernbench.numerics.flash`, ADR-0704). That changes
+block by block with an online softmax (`kernbench.numerics.flash`). That changes
 the layer's numerics (each block quantizes its probabilities with its own row scales), so
 the decision is an IR attribute, `kv_block` (keys per block), which the interpreter reads
 too; layers that fit keep their unblocked semantics (and outputs).
 
 A layer with few query rows per (batch, KV group) and many keys (a decode step) is also
-split along the keys over PEs (`kv_parts`, flash-decoding, ADR-0714): one PE per group
+split along the keys over PEs (`kv_parts`, flash-decoding): one PE per group
 would leave most of the NPU idle while its tensor engine runs one-row folds over the whole
 cache. Each range is then blocked by `kv_block` if it does not fit a bank alone.
 """
@@ -52,7 +52,7 @@ def kv_parts_for(g: Graph, n: LayerIR, n_pes: int, array_rows: int) -> int:
 
 
 #: folds of keys the owner's range may hold over an equal share (`kv_first_for`): about
-#: what the helpers' partial outputs take to be stored and loaded (ADR-0726); 0 keeps
+#: what the helpers' partial outputs take to be stored and loaded; 0 keeps
 #: the ranges equal (benchmarks/decode_ablation.py)
 OWNER_EXTRA_FOLDS = 2
 
@@ -62,8 +62,8 @@ def kv_first_for(t_len: int, parts: int, cols: int) -> int:
     an array `cols` columns wide; 0: equal ranges. The helpers take whole folds (their
     Q·Kᵀ of one query row costs one fold per `cols` keys: a range of 205 keys pays 7
     folds, 192 pay 6) and the owner the rest, as long as that is at most
-    OWNER_EXTRA_FOLDS folds more than an equal share (ADR-0726). gpt2-small decode, kv
-    1024, five ranges: 256 + 4 × 192 keys, 174.1 → 172.3 µs."""
+    OWNER_EXTRA_FOLDS folds more than an equal share (gpt2-small decode, kv 1024, five
+    ranges: 256 + 4 × 192 keys)."""
     if parts < 2:
         return 0
     helper = t_len // parts // cols * cols

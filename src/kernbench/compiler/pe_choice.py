@@ -1,4 +1,4 @@
-"""How many PEs a small model runs on: the cost model picks among nested subsets (ADR-0711).
+"""How many PEs a small model runs on: the cost model picks among nested subsets.
 
 A model too small to fill the NPU pays for a wide spread: transfers cross the mesh and
 UCIe, every layer's blocks wait on more command round trips, and each PE gets a few
@@ -12,11 +12,11 @@ A subset is part of cube 0 (HBM and SRAM from address 0, its M_CPU): all of its 
 then the k PEs nearest its command processor's router (the M_CPU, where every command
 starts and every completion returns; the HBM controller and SRAM sit there too on the
 presets), by mesh hops, then by the larger of the row and column distance (a square
-block before a row), then by layout order (ADR-0732). A candidate is compiled on a
+block before a row), then by layout order. A candidate is compiled on a
 topology of those PEs; its program's PE indices are then mapped back to the topology's
 (`remap_pes`). The first k PEs of the layout, a row of the mesh, were the subsets
-before: on `base` they left whisper_encoder 0.1 µs slower than on `small`, whose 2 × 2
-PEs all sit within two hops of the M_CPU. Only programs of at most `MAX_ENTRIES` entries
+before: on `base` they left a small model slower than on `small`, whose 2 × 2 PEs all
+sit within two hops of the M_CPU. Only programs of at most `MAX_ENTRIES` entries
 on the whole topology are considered: larger ones fill the NPU, and the candidates would
 cost compile time for nothing. The roofline stays that of the whole topology (`state.topology` is restored):
 idle PEs count as peak not used, as they are.

@@ -109,7 +109,7 @@ def adopt_qdq_activations(g: Graph) -> int:
     QDQ computes in integers with the QDQ's own quantization: the layer gets activation
     bits 8 and the tensor the QDQ's static (scale, zero point). The interpreter then runs
     the integer GEMM with the zero point (the same values onnxruntime's QDQ graph
-    multiplies, in exact integer arithmetic), and the tiles compile it (ADR-0704).
+    multiplies, in exact integer arithmetic), and the tiles compile it.
     Returns the number of layers adopted."""
     count = 0
     for n in g.nodes:

@@ -30,10 +30,9 @@ PREFETCH_LAYERS = 3
 #: loads of constants a PE may have in flight: each waits for the PE's load of constants
 #: this many back. A PE's DMA read channel serves one transfer at a time, first come first
 #: served, and a transfer holds the TCM port while it lands: with every prefetch queued
-#: at once, a data load or a vector op on the critical path waited behind all of them
-#: (decode: a LayerNorm's row load 514 ns behind four 16 KiB FC2 weight loads). Measured
-#: (gpt2-small on `base`): 1 gives decode 176.1 µs, 2 gives 178.7, unbounded 180.8
-#: (ADR-0724)
+#: at once, a data load or a vector op on the critical path waits behind all of them
+#: (in decode, a LayerNorm's row load behind the next layer's weight loads). One in
+#: flight is the fastest depth on the decode step
 PREFETCH_DEPTH = 1
 
 
@@ -168,7 +167,7 @@ class Scheduler:
             # previous layer instead was measured slower: docs/performance.md, decode.)
             # A load of the past KV cache is
             # exempt: the attention right after waits for it, and it would wait in turn
-            # for the QKV projection it does not depend on (ADR-0720)
+            # for the QKV projection it does not depend on
             prev = self.last_data_load.get(op.pe)
             if prev is not None and prev[0] != (op.fused_into or op.layer) \
                     and op.fields.get("tensor_role") != "kv":

@@ -42,11 +42,11 @@ class TileOp:
     buf_offset: int = 0           # bytes into the `spm` buffer (a DMA run of a split access)
     index: int = -1               # program position, set by the placement pass
     deps: list[int] = field(default_factory=list)
-    fused_into: str = ""          # the GEMM layer whose epilogue runs this op (ADR-0701)
+    fused_into: str = ""          # the GEMM layer whose epilogue runs this op
     #: bytes into its buffer at which an operand role starts (two operands packed in
     #: one buffer, e.g. an epilogue's scale and bias loaded by one DMA)
     role_offset: dict[str, int] | None = None
-    #: a VE_FUSED_TILE's chained vector ops, first to last (ADR-0724); its own reads and
+    #: a VE_FUSED_TILE's chained vector ops, first to last; its own reads and
     #: writes are what the chain as a whole reads and writes
     steps: list[TileOp] | None = None
 

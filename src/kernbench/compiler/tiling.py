@@ -12,7 +12,7 @@ latency of the busiest PE's serial DMA transfers. Candidates are array-aligned p
 two plus the sizes that split the rows / columns evenly over the PEs (so that no wave
 runs half empty). Ties prefer fewer, larger tiles (fewer commands).
 
-Split K (ADR-0712): for an integer GEMM (int32 accumulators, so a sum of partial sums is
+Split K: for an integer GEMM (int32 accumulators, so a sum of partial sums is
 the same integer) the K steps of one output tile may be cut into `ks` parts (2 or 4) on
 different PEs. A helper part stores its int32 partial sum; the owner loads each and adds
 it before the epilogue. It is a candidate like any tile shape: the estimate counts

@@ -1,7 +1,7 @@
 """Hardware components: the timing models the simulator wires together.
 
-`base` (ComponentBase with the ADR-0020 op-log hooks, PeEngineBase with inboxes sized to
-the queue depth and ADR-0021 token routing), `ports` (declared, typed ports and the
+`base` (ComponentBase with the op-log hooks, PeEngineBase with inboxes sized to
+the queue depth and token routing), `ports` (declared, typed ports and the
 SimContext protocol the simulator implements), `fabric` (links, ports and memories as
 reservation servers), `actions` (the action ledger energy is priced from), `counters`
 (typed counter snapshots for stats), `registry`/`catalog` (kind + impl → class, extended

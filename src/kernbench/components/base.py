@@ -2,12 +2,12 @@
 
 *ComponentBase* is any node of the topology: it has an id, its config spec, declared
 ports (`PORTS`, components.ports; bound by the simulator from the topology's wires, read
-with `peer(name)` / `peers_of(name)`) and the ADR-0020 D2 hooks `_on_process_start` /
+with `peer(name)` / `peers_of(name)`) and the op-log hooks `_on_process_start` /
 `_on_process_end`, the only place the op log is written. A block that only serves
 reservations (router, HBM controller, TCM port, SRAM) needs nothing else. It reaches the
 simulator through the `SimContext` Protocol only (never by importing sim_engine).
 
-*PeEngineBase* is a pipeline stage (ADR-0021 D4): inboxes whose capacity is the hardware
+*PeEngineBase* is a pipeline stage: inboxes whose capacity is the hardware
 queue depth, one worker process per inbox (a "channel"), and the common loop
 take token → hooks → service → trace → forward to the next stage named by the token's
 plan, or complete the tile. Subclasses implement `service(token)` only: return the busy
@@ -83,7 +83,7 @@ class ComponentBase:
     def start(self) -> None:
         """Start SimPy processes (called after connect)."""
 
-    # ADR-0020 D2 hooks ----------------------------------------------------
+    # op-log hooks --------------------------------------------------------
     def _on_process_start(self, env: simpy.Environment, msg: Any) -> None:
         if self._op_logger is not None and getattr(msg, "data_op", False):
             self._op_logger.record_start(env.now, self.id, msg)
@@ -110,7 +110,7 @@ class ComponentBase:
 
 
 class PeEngineBase(ComponentBase):
-    """A pipeline stage with one worker per channel (ADR-0021 D4 chaining pattern)."""
+    """A pipeline stage with one worker per channel (chained by inboxes)."""
 
     #: channel name → the stage types it serves; most engines have one channel.
     CHANNELS: ClassVar[dict[str, tuple[int, ...]]] = {"main": ()}
@@ -127,7 +127,7 @@ class PeEngineBase(ComponentBase):
                 self._port_by_stage[int(st)] = self.inboxes[ch]
         self.channel_busy_ns: dict[str, float] = {ch: 0.0 for ch in self.CHANNELS}
         self.ops = 0
-        self._slot: simpy.Resource | None = None  # shared compute slot (ADR-0014 D4), if any
+        self._slot: simpy.Resource | None = None  # shared compute slot, if any
 
     def port(self, stage_type: int) -> simpy.Store:
         return self._port_by_stage[int(stage_type)]

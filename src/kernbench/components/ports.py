@@ -47,12 +47,12 @@ class TraceSink(Protocol):
     spans: list[tuple[str, str, float, float, str, int, int]]
 
     def event(self, t: float, name: str, component: str, label: str, tile: int = -1) -> None:
-        """Record one ADR-0014 D6 event (no-op when disabled)."""
+        """Record one trace event (no-op when disabled)."""
         ...
 
 
 class OpLogSink(Protocol):
-    """Where the ADR-0020 D2 hooks record data ops (kernbench.sim_engine.op_log.OpLogger)."""
+    """Where the op-log hooks record data ops (kernbench.sim_engine.op_log.OpLogger)."""
 
     def record_start(self, t: float, component: str, msg: Any) -> None:
         """A data op starts on `component` at `t`."""

@@ -1,4 +1,4 @@
-"""Component registry: (kind, impl) → class (ADR-0015 in the specs' numbering).
+"""Component registry: (kind, impl) → class.
 
 Built-in timing models register themselves with `@register("pe_gemm", "pe_gemm_v1")`.
 Third-party packages add models through the entry-point group `kernbench.components`,

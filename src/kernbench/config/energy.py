@@ -1,4 +1,4 @@
-"""Energy and area parameters of each component kind (docs/energy.md, ADR-0600).
+"""Energy and area parameters of each component kind (docs/energy.md).
 
 Mixed into the component specs of kernbench.config.schema, so every key lives where the
 component lives and is overridden like any other (`--set cube.hbm_ctrl.energy_pj_per_byte=20`).

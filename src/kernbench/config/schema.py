@@ -78,10 +78,10 @@ class PeSchedulerSpec(PeSchedulerEnergy, ComponentSpec):
     dispatch_latency_cycles: int = Field(1, ge=0, description="plan generation per command (cycles)")
     shared_compute_slot: bool = Field(
         False,
-        description="ADR-0014 D4: GEMM and MATH share one compute slot (no GEMM ∥ MATH overlap)",
+        description="GEMM and MATH share one compute slot (no GEMM ∥ MATH overlap)",
     )
     max_transfer_bytes: int = Field(
-        0, ge=0, description="ADR-0014: a DMA stage larger than this is split into transfers "
+        0, ge=0, description="A DMA stage larger than this is split into transfers "
                              "of at most this many bytes (0 = no limit)")
 
 
@@ -192,7 +192,7 @@ class PeMmuSpec(PeMmuEnergy, ComponentSpec):
 
 
 class PeTemplate(_Strict):
-    """The PE, instantiated once per entry of cube.pe_layout (ADR-0014 D7, ADR-0021 D7)."""
+    """The PE, instantiated once per entry of cube.pe_layout."""
 
     pe_cpu: PeCpuSpec = PeCpuSpec()
     pe_scheduler: PeSchedulerSpec = PeSchedulerSpec()

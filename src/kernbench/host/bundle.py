@@ -21,6 +21,7 @@ import numpy as np
 
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.opcodes.base import TcmDataEnv
+from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.validate import check_program
 from kernbench.common.tile_plan import StageType
 from kernbench.errors import InputError
@@ -33,6 +34,7 @@ from kernbench.numerics.dtypes import np_dtype
 from kernbench.sim_engine.executor import DataExecutor
 from kernbench.sim_engine.memory_store import MemoryStore
 from kernbench.sim_engine.op_log import OpLogger
+from kernbench.topology.model import Topology
 
 OUTPUTS_JSON = "outputs.json"  # a saved run's graph outputs (save_run, host/replay.py)
 
@@ -41,7 +43,7 @@ OUTPUTS_JSON = "outputs.json"  # a saved run's graph outputs (save_run, host/rep
 class Bundle:
     path: Path
     memory: dict[str, Any]
-    graph: Any
+    graph: Graph
     weights: dict[str, np.ndarray]
 
     @classmethod
@@ -59,7 +61,7 @@ class Bundle:
         graph = Graph.load(path / "ir.json", path / "ir_weights.npz")
         return cls(path, memory, graph, load_weights(path / "weights.npz"))
 
-    def check_fits(self, topology: Any) -> None:
+    def check_fits(self, topology: Topology) -> None:
         """Every tensor of the memory map lies inside `topology`'s HBM."""
         for key, a in sorted(self.memory["tensors"].items()):
             runs = ([(addr, nb) for _, nb, addr in a["parts"]] if a.get("parts")
@@ -176,7 +178,7 @@ def _timing_tile(cmd: Any) -> None:
         cmd.tile_staging_bytes.append(1)
 
 
-def deploy(store: Any, bundle: Bundle, inputs: dict[str, np.ndarray]) -> None:
+def deploy(store: MemoryStore, bundle: Bundle, inputs: dict[str, np.ndarray]) -> None:
     """Host side: constants to every replica, then the graph inputs."""
     for key, a in bundle.memory["tensors"].items():
         if key not in bundle.weights:
@@ -200,12 +202,12 @@ def deploy(store: Any, bundle: Bundle, inputs: dict[str, np.ndarray]) -> None:
             store.write("hbm", addr, np.ascontiguousarray(x.astype(np_dtype(a["dtype"]))))
 
 
-def read_tensor(store: Any, bundle: Bundle, tid: str) -> np.ndarray:
+def read_tensor(store: MemoryStore, bundle: Bundle, tid: str) -> np.ndarray:
     """A tensor back from HBM through its placement (strided views included)."""
     return read_view(store, bundle.view(tid))
 
 
-def read_view(store: Any, v: dict[str, Any]) -> np.ndarray:
+def read_view(store: MemoryStore, v: dict[str, Any]) -> np.ndarray:
     """The tensor of memory-map view `v` (address, shape, element strides, dtype, and a
     `scale` when stored quantized) back from HBM, as real values."""
     shape = tuple(v["shape"])
@@ -227,7 +229,7 @@ def read_view(store: Any, v: dict[str, Any]) -> np.ndarray:
     return _dequant(v, np.array(out))
 
 
-def _read_parts(store: Any, v: dict[str, Any], nbytes: int) -> np.ndarray:
+def _read_parts(store: MemoryStore, v: dict[str, Any], nbytes: int) -> np.ndarray:
     """`nbytes` logical bytes from a view's address of a storage spread over the cubes:
     each [first, end) logical byte range of a part is read at its physical address."""
     lo = v["address"]
@@ -254,9 +256,11 @@ def _contig(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def run_with_data(bundle: Bundle, program: Any, topology: Any, inputs: dict[str, np.ndarray],
+def run_with_data(bundle: Bundle, program: CmdqProgram, topology: Topology,
+                  inputs: dict[str, np.ndarray],
                   *, trace: bool = True, keep_layers: bool = False,
-                  save_oplog: Path | None = None, phase: Any = None) -> tuple[Any, dict, Any]:
+                  save_oplog: Path | None = None, phase: Any = None
+                  ) -> tuple[Any, dict, MemoryStore]:
     """Timing pass with op log, then the data pass. Returns (run, outputs, final store).
     With `save_oplog`, the op log, the initial memory and the outputs' placements are
     written there first (host/replay.py replays them). `phase(name, total, poll)`: a
@@ -299,7 +303,7 @@ def save_run(path: Path, log: Any, init: Any, bundle: Bundle) -> None:
                                      encoding="utf-8")
 
 
-def layer_divergence(bundle: Bundle, store: Any, ref_values: dict[str, np.ndarray],
+def layer_divergence(bundle: Bundle, store: MemoryStore, ref_values: dict[str, np.ndarray],
                      ) -> list[dict[str, Any]]:
     """Compare every layer's stored outputs with the reference, in topological order."""
     rows = []

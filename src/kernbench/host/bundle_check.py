@@ -22,12 +22,13 @@ from kernbench.compiler.hbm import ITEMSIZE, nbytes_of
 from kernbench.errors import MAX_JSON_BYTES, InputError, KernbenchError, read_input_text
 from kernbench.ir import validate_ir_file
 from kernbench.ir.model import load_weights
+from kernbench.topology.model import Topology
 
 FILES = ("cmdq.json", "memory.json", "weights.npz", "ir.json")
 ALIGN = 256  # the compiler's HBM allocation granule (compiler/memory_plan.py)
 
 
-def check_bundle(path: Path, topology: Any, max_errors: int = 50, *,
+def check_bundle(path: Path, topology: Topology, max_errors: int = 50, *,
                  cmdq: bool = True) -> list[InputError]:
     """Every problem of the bundle folder `path` on `topology` (empty: the bundle is
     consistent and fits). `cmdq=False` skips cmdq.json (the caller validates it anyway)."""

@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from kernbench.errors import InputError
+from kernbench.ir.model import Graph
 
 FACTOR = 4
 ENV = "KERNBENCH_MEMORY_LIMIT_GIB"
@@ -75,7 +76,7 @@ def named_model_bytes(cfg: Any, seq: int, kv_len: int) -> int:
     return 4 * (FACTOR * (weights + acts + kv + mask) + 2 * scores)
 
 
-def graph_bytes(graph: Any) -> int:
+def graph_bytes(graph: Graph) -> int:
     """Estimate for an imported IR graph (see the module docstring)."""
     total = 0
     for t in graph.tensors.values():

@@ -23,7 +23,7 @@ from kernbench.compiler.layer_ops import layer_op_census
 from kernbench.compiler.pe_choice import compile_on_best_pes, structure_copy
 from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
 from kernbench.compiler.roofline import layer_report
-from kernbench.compiler.state import CompileOptions
+from kernbench.compiler.state import CompileOptions, CompileState
 from kernbench.compiler.stream import compile_streamed
 from kernbench.errors import (
     MAX_JSON_BYTES,
@@ -38,13 +38,14 @@ from kernbench.host.bundle_check import check_bundle
 from kernbench.host.estimate import graph_bytes, refuse_above_limit
 from kernbench.host.simulate import simulate_program
 from kernbench.host.verify import verify_outputs
-from kernbench.ir.model import is_shape_only, save_weights
+from kernbench.ir.model import Graph, is_shape_only, save_weights
 from kernbench.ir.qconfig import parse_qconfig, unmatched_overrides
 from kernbench.numerics.dtypes import np_dtype
 from kernbench.report.energy import energy_lines, fmt_energy
 from kernbench.report.html import write_report
 from kernbench.report.llm import llm_lines
 from kernbench.report.stats import write_json
+from kernbench.topology.model import Topology
 
 
 @dataclass
@@ -55,7 +56,7 @@ class SimResult:
     written: list[Path] | None = None
 
 
-def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None = None,
+def compile_model(model: Path, topology: Topology, out: Path, *, qconfig: Path | None = None,
                   dump_after: tuple[str, ...] = (), progress: Any = None,
                   calib_inputs: Path | None = None, strict: bool = False,
                   all_pes: bool = False):  # noqa: ANN201
@@ -71,7 +72,7 @@ def compile_model(model: Path, topology: Any, out: Path, *, qconfig: Path | None
                           all_pes=all_pes)
 
 
-def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
+def compile_loaded(graph: Graph, source: Path | None, topology: Topology, out: Path, *,
                    dump_after: tuple[str, ...] = (), progress: Any = None,
                    calib_inputs: Path | None = None, strict: bool = False,
                    qconfig_file: str | None = None,
@@ -94,15 +95,15 @@ def compile_loaded(graph: Any, source: Path | None, topology: Any, out: Path, *,
     return state, pm
 
 
-def compile_for_run(graph: Any, source: Path | None, topology: Any, out: Path, *,
+def compile_for_run(graph: Graph, source: Path | None, topology: Topology, out: Path, *,
                     progress: Any = None, calib_inputs: Path | None = None,
                     strict: bool = False, qconfig_file: str | None = None,
                     model_file: str | None = None,
                     all_pes: bool = False) -> tuple[CmdqProgram, Any]:
     """compile_loaded for a timing run that keeps nothing per entry and no cmdq.json:
     (the program, the PE choice or None). The program is compiled layer by layer while it
-    runs (`compiler.stream`, ADR-0713), so host memory does not grow with layers × tiles;
-    a program small enough for the cost model's PE choice (ADR-0711) is compiled whole,
+    runs (`compiler.stream`), so host memory does not grow with layers × tiles;
+    a program small enough for the cost model's PE choice is compiled whole,
     from the passes the stream already ran. Writes the bundle without cmdq.json."""
 
     opts = _compile_options(graph, calib_inputs, strict, qconfig_file, model_file)
@@ -123,7 +124,7 @@ def compile_for_run(graph: Any, source: Path | None, topology: Any, out: Path, *
     return streamed_program(stream, asdict(cmdq_metadata(sc.state))), None
 
 
-def _compile_options(graph: Any, calib_inputs: Path | None, strict: bool,
+def _compile_options(graph: Graph, calib_inputs: Path | None, strict: bool,
                      qconfig_file: str | None, model_file: str | None) -> CompileOptions:
     """What the user gave, checked (size, QConfig globs, NaN/Inf: `check_graph_inputs`),
     and the calibration inputs, as the compiler's options (once per compile)."""
@@ -135,11 +136,11 @@ def _compile_options(graph: Any, calib_inputs: Path | None, strict: bool,
     return CompileOptions(calib_inputs=calib)
 
 
-def _compile_whole(graph: Any, topology: Any, opts: CompileOptions, *, progress: Any = None,
+def _compile_whole(graph: Graph, topology: Topology, opts: CompileOptions, *, progress: Any = None,
                    all_pes: bool = False, dump_after: tuple[str, ...] = (),
                    dump_dir: Path | None = None, whole: Any = None) -> tuple[Any, Any]:
     """(state, pass manager) of `graph` compiled whole: for all PEs (`all_pes`,
-    `dump_after`) or for the PEs the cost model picks (ADR-0711). `whole`: the program for
+    `dump_after`) or for the PEs the cost model picks. `whole`: the program for
     all PEs, already compiled from a copy of `graph` (no pass manager is returned then)."""
     if all_pes or dump_after:
         if whole is not None:
@@ -148,7 +149,7 @@ def _compile_whole(graph: Any, topology: Any, opts: CompileOptions, *, progress:
                              progress=progress)
     pms: list[Any] = []
 
-    def compile_fn(g: Any, t: Any) -> Any:
+    def compile_fn(g: Graph, t: Topology) -> Any:
         st, p = compile_graph(g, t, opts, progress=None if pms or whole else progress)
         pms.append(p)
         return st
@@ -168,8 +169,8 @@ def _report_layer_ops(census: Any, strict: bool, name: str | None) -> None:
 
 
 def warn_unreadable_cmdq(path: Path) -> None:
-    """Warn when a written cmdq.json is over the size `load_program` reads (MAX_CMDQ_BYTES,
-    ADR-0708): `kernbench run` simulated it from memory, `kernbench simulate` will refuse it."""
+    """Warn when a written cmdq.json is over the size `load_program` reads (MAX_CMDQ_BYTES):
+    `kernbench run` simulated it from memory, `kernbench simulate` will refuse it."""
     size = path.stat().st_size
     if size > MAX_CMDQ_BYTES:
         warn(f"{path}: {size} bytes, over the {MAX_CMDQ_BYTES}-byte limit of CMDQ files; "
@@ -177,7 +178,7 @@ def warn_unreadable_cmdq(path: Path) -> None:
              "program from memory, see docs/adr/0708)")
 
 
-def program_of(state: Any, file: str | None = None) -> CmdqProgram:
+def program_of(state: CompileState, file: str | None = None) -> CmdqProgram:
     """The compiled program of `state` as the simulator reads it, without a JSON round
     trip: the same models `load_program` would make of the cmdq.json the compiler writes.
     The state gives up its program (its entries are consumed as they are parsed), its tile
@@ -189,7 +190,7 @@ def program_of(state: Any, file: str | None = None) -> CmdqProgram:
     return parse_entries(doc.entries, meta, file=file)
 
 
-def check_graph_inputs(graph: Any, qconfig_file: str | None, model_file: str,
+def check_graph_inputs(graph: Graph, qconfig_file: str | None, model_file: str,
                        strict: bool) -> None:
     """What the user gave that is legal but almost surely a mistake: a QConfig override
     whose glob matches no layer, NaN/Inf in the weights. Warnings, errors with `strict`."""
@@ -208,7 +209,7 @@ def check_graph_inputs(graph: Any, qconfig_file: str | None, model_file: str,
             check_finite(w, f"weight '{key}'", model_file, strict)
 
 
-def load_inputs(path: Path | None, graph: Any, seed: int = 0, *,
+def load_inputs(path: Path | None, graph: Graph, seed: int = 0, *,
                 strict: bool = False) -> dict[str, np.ndarray]:
     """The model's inputs from an .npz keyed by input name (checked: check_inputs), or
     seeded random inputs valid for the model when `path` is None."""
@@ -239,7 +240,7 @@ def load_inputs(path: Path | None, graph: Any, seed: int = 0, *,
     return check_inputs(feeds, graph, str(path), strict=strict)
 
 
-def check_inputs(feeds: dict[str, np.ndarray], graph: Any, file: str, *,
+def check_inputs(feeds: dict[str, np.ndarray], graph: Graph, file: str, *,
                  strict: bool = False) -> dict[str, np.ndarray]:
     """Inputs as the model declares them: shape, a safe cast to the dtype, token ids inside
     the vocabulary, finite floats (NaN/Inf warn; refused with `strict`). The cast arrays
@@ -284,7 +285,7 @@ def check_finite(x: np.ndarray, what: str, file: str | None, strict: bool) -> No
     warn(f"{file + ': ' if file else ''}{what}: {msg}")
 
 
-def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = False,
+def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: bool = False,
                     inputs: Path | None = None, dump_intermediates: bool = False,
                     trace: bool = True, report: bool = True, phase: Any = None,
                     strict: bool = False, save_oplog: Path | None = None,
@@ -360,7 +361,7 @@ def simulate_bundle(program: Path, topology: Any, out: Path, *, verify: bool = F
     return SimResult(stats, verdict, outputs, written)
 
 
-def _run_verified(bundle_dir: Path, prog: Any, topology: Any, inputs: Path | None,
+def _run_verified(bundle_dir: Path, prog: CmdqProgram, topology: Topology, inputs: Path | None,
                   record: bool, phase: Any, strict: bool, save_oplog: Path | None,
                   dump_intermediates: bool) -> tuple[Any, dict[str, np.ndarray], Any]:
     """Timing pass + data pass of a bundle, then the verdict (interpreter, onnxruntime)."""
@@ -401,9 +402,9 @@ def add_roofline(stats: dict[str, Any], roof: Path, spans: dict[str, LayerSpan])
                                 "bound_by": "compute" if comp >= mem else "memory"}
 
 
-def add_estimate(stats: dict[str, Any], entries: list[Any], topology: Any,
+def add_estimate(stats: dict[str, Any], entries: list[Any], topology: Topology,
                  spans: dict[str, LayerSpan] | None = None) -> None:
-    """The cost model's estimate (compiler.cost, ADR-0702) beside the simulated times: the
+    """The cost model's estimate (compiler.cost) beside the simulated times: the
     end-to-end `estimate_ns`, and per layer `estimate_ns` (of `ns`), `estimate_busy_ns`
     (of `busy_ns`) and `estimate_by` (the resource or "path" that sets its own cost);
     each of `spans` gets its layer's estimated end."""

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernbench.errors import InputError
+from kernbench.ir.model import Graph
 from kernbench.topology.model import Topology
 from kernbench.topology.peaks import peak_figures
 
@@ -51,7 +52,7 @@ def _bits(q: Any, dtype: str) -> float:
     return _BITS.get(dtype, 32)
 
 
-def llm_facts(g: Any) -> LlmFacts | None:
+def llm_facts(g: Graph) -> LlmFacts | None:
     """The facts of an LLM step, or None when the graph has no ATTENTION layer."""
     atts = [n for n in g.nodes if n.op_type == "ATTENTION"]
     if not atts:
@@ -83,7 +84,7 @@ def llm_facts(g: Any) -> LlmFacts | None:
                     weight_bytes=wbytes, kv_cache_bytes=kv_bytes, macs=_macs(g))
 
 
-def _macs(g: Any) -> int:
+def _macs(g: Graph) -> int:
     t = g.tensors
     total = 0
     for n in g.nodes:

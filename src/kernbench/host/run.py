@@ -9,7 +9,7 @@ compiled and simulated.
 The compiled program goes to the simulator in memory (`host.flow.program_of`): the bundle's
 cmdq.json is written only when asked (`RunOptions.write_cmdq`, `--keep-bundle`; always with
 `verify`) and never read back, so a real-size program's file neither costs the time to
-write and parse it nor meets the CMDQ file-size limit (ADR-0708).
+write and parse it nor meets the CMDQ file-size limit.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from kernbench.host.flow import (
     simulate_bundle,
 )
 from kernbench.host.llm import check_fit, llm_facts, llm_section
+from kernbench.topology.model import Topology
 
 
 @dataclass
@@ -68,7 +69,7 @@ class RunHooks:
     phase: Any = None  # phase(name, total, poll): a context manager (progress display)
 
 
-def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
+def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
               hooks: RunHooks | None = None) -> SimResult:
     """Compile, simulate and report `model` (a file resolve_model produced) on `topo`."""
 
@@ -122,7 +123,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
             plan = None
     qfile = str(opts.qconfig) if opts.qconfig else None
     if not (opts.trace or opts.report or opts.verify or write_cmdq):
-        # nothing per entry is kept: compiled layer by layer while it runs (ADR-0713)
+        # nothing per entry is kept: compiled layer by layer while it runs
         prog, choice = compile_for_run(graph, source, topo, bundle,
                                        progress=hooks.compile_progress,
                                        calib_inputs=opts.inputs, strict=opts.strict,
@@ -147,7 +148,7 @@ def run_model(model: Path, topo: Any, out: Path, opts: RunOptions,
     return _simulate(bundle, topo, out, opts, hooks, post, prog)
 
 
-def _simulate(bundle: Path, topo: Any, out: Path, opts: RunOptions, hooks: RunHooks,
+def _simulate(bundle: Path, topo: Topology, out: Path, opts: RunOptions, hooks: RunHooks,
               post: Any, prog: Any) -> SimResult:
     """Simulate the compiled program `prog` (in memory; a streamed run consumes it)."""
     return simulate_bundle(bundle, topo, Path(out), verify=opts.verify, inputs=opts.inputs,

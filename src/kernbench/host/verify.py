@@ -1,4 +1,4 @@
-"""Numerical verification of a simulated bundle (ADR-0020 D11).
+"""Numerical verification of a simulated bundle.
 
 Two references for the simulated graph outputs:
 (a) the IR reference interpreter on the compiled IR (same static scales, same quantized
@@ -24,7 +24,9 @@ import numpy as np
 from kernbench.errors import warn
 from kernbench.host.bundle import layer_divergence
 from kernbench.ir.interpreter import Interpreter
+from kernbench.ir.model import Graph
 from kernbench.numerics.compare import compare
+from kernbench.sim_engine.memory_store import MemoryStore
 
 # Tolerance against onnxruntime per precision mode, chosen from the errors measured on the
 # committed test models (scripts/measure_tolerances.py; table in docs/verification.md).
@@ -49,7 +51,7 @@ IMPORTED_MODES = (("QLINEAR_MATMUL", "qoperator"), ("QLINEAR_CONV", "qoperator")
                   ("DYNAMIC_QUANTIZE", "dynamic"))
 
 
-def ort_mode(graph: Any) -> str:
+def ort_mode(graph: Graph) -> str:
     """The precision mode that sets the tolerance against onnxruntime: fp32 / fp16 / bf16,
     W{w}A{a}[KV{kv}] from the QConfig bits (e.g. W8A8, W4A8, W8A8KV4), or for a model
     that was quantized before import: qoperator, dynamic, qdq (qdq-int4 with 4-bit
@@ -85,7 +87,7 @@ def ort_tolerance(mode: str) -> tuple[str, float]:
     return ORT_TOLERANCE["W8A8KV8"]
 
 
-def precision_mode(graph: Any) -> str:
+def precision_mode(graph: Graph) -> str:
     """'quantized' if any layer computes with integer bits, else fp16 / bf16 / fp32."""
     modes = set()
     for n in graph.nodes:
@@ -167,7 +169,7 @@ def onnxruntime_outputs(model: Path, inputs: dict[str, np.ndarray]
 
 
 def verify_outputs(bundle: Any, outputs: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
-                   store: Any, source_model: Path | None, data_error: str | None = None,
+                   store: MemoryStore, source_model: Path | None, data_error: str | None = None,
                    dump_intermediates: bool = False) -> Verdict:
 
     g = bundle.graph

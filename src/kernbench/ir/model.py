@@ -61,7 +61,7 @@ class QuantParams(_Open):
     `scale` / `zero_point` name constant tensors (in `Graph.weights`). `axis` is the
     per-channel axis (None = per-tensor); `block_size` > 0 means blocked along `axis`
     (ONNX opset 21 blocked quantization, e.g. int4 weights with one scale per 32 rows).
-    Unknown keys are kept and written back, as in every IR object (spec §12, ADR-0820).
+    Unknown keys are kept and written back, as in every IR object (spec §12).
     """
 
     scale: str

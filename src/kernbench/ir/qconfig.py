@@ -15,7 +15,7 @@ YAML form (yaml.safe_load, pydantic-validated, unknown keys rejected)::
 
 `fp32` means "not quantized" (qbits null); `fp16` / `bf16` mean float computation in
 that precision. Bits imported from a quantized (QDQ / QOperator) model win over the
-default; only an override that names the field changes them (ADR-0103).
+default; only an override that names the field changes them.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kernbench.errors import MAX_TEXT_BYTES, InputError, read_input_text
+from kernbench.ir.model import Graph, LayerIR
 
 BitsSpec = Literal[4, 8, 16, "fp16", "bf16", "fp32"]
 #: Why a 2-bit width is refused at load (ADR-0802): one line, exit 2.
@@ -146,7 +147,7 @@ def parse_qconfig(data: Any, *, file: str | None = None) -> QConfig:
         raise return_err from None
 
 
-def layer_names(node: Any) -> list[str]:
+def layer_names(node: LayerIR) -> list[str]:
     """The names an override's `match` glob is tried against, in order: the IR layer id
     (what `kernbench import` and the report show, e.g. `gemm_23`), the module path the
     exporter recorded (`metadata.layer_name`, e.g. `transformer.h.0.attn.c_attn/addmm`),
@@ -156,22 +157,22 @@ def layer_names(node: Any) -> list[str]:
     return [n for n in names if n]
 
 
-def _match(ov: Override, node: Any) -> bool:
+def _match(ov: Override, node: LayerIR) -> bool:
     return any(fnmatch.fnmatchcase(n, ov.match) for n in layer_names(node))
 
 
-def unmatched_overrides(graph: Any, qc: QConfig) -> list[str]:
+def unmatched_overrides(graph: Graph, qc: QConfig) -> list[str]:
     """The `match` globs of `qc.overrides` that match no layer of `graph` (a typo that
     would otherwise silently quantize nothing)."""
     return [ov.match for ov in qc.overrides
             if not any(_match(ov, n) for n in graph.nodes)]
 
 
-def apply_qconfig(graph: Any, qc: QConfig | None, *, imported_default_float: bool = False) -> None:
+def apply_qconfig(graph: Graph, qc: QConfig | None, *, imported_default_float: bool = False) -> None:
     """Annotate every layer's qbits_* and the tensors they touch (spec §7).
 
     `imported_default_float`: the model was already quantized (QDQ / QOperator), so the
-    fields it did not set stay float unless the user passed a qconfig (ADR-0103).
+    fields it did not set stay float unless the user passed a qconfig.
     Layers whose node metadata has `imported_qbits_*` keep those values unless an
     override names the field.
     """
@@ -202,7 +203,7 @@ def apply_qconfig(graph: Any, qc: QConfig | None, *, imported_default_float: boo
         if op in NO_ACT_OPS:
             node.qbits_activation = None
         elif isinstance(a, int) and op not in TE_OPS and "activation" not in imported:
-            # VE layers compute in float on dequantized inputs (ADR-0102).
+            # VE layers compute in float on dequantized inputs.
             node.qbits_activation = None
         else:
             node.qbits_activation = a
@@ -211,7 +212,7 @@ def apply_qconfig(graph: Any, qc: QConfig | None, *, imported_default_float: boo
     annotate_tensors(graph)
 
 
-def annotate_tensors(graph: Any) -> None:
+def annotate_tensors(graph: Graph) -> None:
     """TensorIR.qbits from the layers: weights get their consumer's qbits_weight, kv
     tensors qbits_kv, activations entering a TE layer its qbits_activation."""
     for t in graph.tensors.values():
@@ -234,7 +235,7 @@ def annotate_tensors(graph: Any) -> None:
                 t.qbits = node.qbits_kv
 
 
-def _is_weight_slot(node: Any, i: int) -> bool:
+def _is_weight_slot(node: LayerIR, i: int) -> bool:
     if node.op_type == "GEMM" or node.op_type == "CONV":
         return i == 1
     if node.op_type == "QKV_PROJ":

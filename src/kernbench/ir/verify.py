@@ -9,8 +9,8 @@ verifies it; `kernbench validate ir.json` uses it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -19,6 +19,8 @@ from kernbench.ir.model import DTYPES, FLOAT_QBITS, INT_QBITS, Graph, LayerIR
 from kernbench.ir.ops import OPS, OpRuleError, ShapeMismatch
 from kernbench.numerics.dtypes import dtype
 
+#: builds the InputError of one problem: (reason, where, field)
+ErrFn = Callable[..., InputError]
 #: every IR op type: one class each in `kernbench.ir.ops`
 KNOWN_OPS = frozenset(OPS)
 
@@ -46,7 +48,7 @@ def verify(g: Graph, *, file: str | None = None) -> Graph:
     return g
 
 
-def _check_tensors(g: Graph, err: Any) -> None:
+def _check_tensors(g: Graph, err: ErrFn) -> None:
     """Tensor table entries and graph inputs."""
     for key, t in g.tensors.items():
         if t.id != key:
@@ -67,7 +69,7 @@ def _check_tensors(g: Graph, err: Any) -> None:
             raise err("graph input is marked const", f"input {i}")
 
 
-def _check_nodes(g: Graph, err: Any) -> dict[str, str]:
+def _check_nodes(g: Graph, err: ErrFn) -> dict[str, str]:
     """Every layer in topological order: ids, op types, bits, inputs defined before use,
     outputs written once, shapes and layouts. Returns tensor id → producing layer id."""
     inputs = set(g.inputs)
@@ -111,7 +113,7 @@ def _check_nodes(g: Graph, err: Any) -> dict[str, str]:
     return produced
 
 
-def _check_links(g: Graph, produced: dict[str, str], err: Any) -> None:
+def _check_links(g: Graph, produced: dict[str, str], err: ErrFn) -> None:
     """producer / consumers fields agree with the graph; constants have their data."""
     consumers: dict[str, list[str]] = {}
     for n in g.nodes:
@@ -134,7 +136,7 @@ def _check_links(g: Graph, produced: dict[str, str], err: Any) -> None:
                           f"tensor {tid}", "shape")  # fmt: skip
 
 
-def _check_dtype(name: object, err: Any, where: str) -> None:
+def _check_dtype(name: object, err: ErrFn, where: str) -> None:
     """An element type the numerics table knows (fp32, int8, bool, ... or a spelling of
     one), so that validate refuses what compile would."""
     try:
@@ -150,7 +152,7 @@ def _check_qbits(v, err, where: str, field: str) -> None:
     raise err(f"illegal qbits {v!r} (legal: {list(INT_QBITS)}, fp16, bf16, null)", where, field)
 
 
-def _check_shapes(g: Graph, n: LayerIR, err: Any) -> None:
+def _check_shapes(g: Graph, n: LayerIR, err: ErrFn) -> None:
     """The op's own rule (`IrOp.check_shapes`) on the node's tensor shapes."""
     t = g.tensors
     ins = [t[i].shape if i else None for i in n.inputs]

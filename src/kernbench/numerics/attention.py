@@ -9,7 +9,7 @@ quantize the probabilities with a per-row scale; float modes round the operands.
 `kv_block` (integer modes, fewer keys than T) computes the same attention block by block
 along the KV sequence with an online softmax (`kernbench.numerics.flash`); `kv_parts`
 (integer modes) splits the keys into that many ranges, each blocked alone and combined
-(flash-decoding, ADR-0714).
+(flash-decoding).
 """
 
 from __future__ import annotations

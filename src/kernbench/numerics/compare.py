@@ -1,4 +1,4 @@
-"""Verification contract (ADR-0020 D11): compare an output with its reference.
+"""Verification contract: compare an output with its reference.
 
 | dtype | comparison | tolerance |
 | f32 (and f64) | allclose | rtol = atol = 1e-5 |

@@ -1,5 +1,5 @@
 """Attention blocked along the KV sequence with an online (flash-style) softmax, at the
-TE's integer precision (ADR-0704).
+TE's integer precision.
 
 For each block of `kv_block` keys, in order:
 1. scores s_j = int(Q_q · K_q,jᵀ) · (s_q · s_k · scale), exactly as the unblocked kernel;
@@ -8,7 +8,7 @@ For each block of `kv_block` keys, in order:
 3. e_j is quantized with its own per-row scale (row max / qmax) and multiplied by the
    quantized V block exactly (int32);
 4. `merge_block`: o' = o · alpha + acc_j · (row scale · s_v); after the last block o / l.
-Split along the keys into `kv_parts` parts (flash-decoding, ADR-0714), each part runs this
+Split along the keys into `kv_parts` parts (flash-decoding), each part runs this
 loop over its own keys from a fresh state and keeps o unnormalized; `combine_part` then
 folds the parts into the first in order: m' = max(m, m_p), a = exp(m - m'),
 b = exp(m_p - m'), l' = l·a + l_p·b, o' = o·a + o_p·b, and o' / l' after the last part.
@@ -107,7 +107,7 @@ def kv_part_bounds(t_len: int, parts: int, first: int = 0) -> list[tuple[int, in
     """[j0, j1) of each of `parts` key ranges: as equal as possible, the first ones one
     key longer, none empty (fewer parts when there are fewer keys). `first` > 0: the
     first range holds exactly that many keys and the others share the rest that way
-    (the compiler's choice, ADR-0726; ignored when the rest would leave a range empty)."""
+    (the compiler's choice; ignored when the rest would leave a range empty)."""
     parts = max(1, min(parts, t_len))
     out, j0 = [], 0
     if parts > 1 and 0 < first < t_len and t_len - first >= parts - 1:

@@ -1,4 +1,4 @@
-"""Matrix products and convolution, with the TE's quantization (ADR-0102).
+"""Matrix products and convolution, with the TE's quantization.
 
 Precision parameters are plain values: an `int` bit width quantizes (exact integer
 products, int32 accumulators, dequantized in the epilogue), "fp16" / "bf16" round the
@@ -224,7 +224,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides: list[int], pads: list[int],
             dil: list[int], group: int, pad_value: int = 0) -> np.ndarray:  # fmt: skip
     """N-d convolution (NC*, OI*) through sliding windows + one matmul per group.
     `pads` = [begin of each spatial axis..., end of each...] (ONNX order), filled with
-    `pad_value` (an integer activation's zero point, ADR-0709). Integer operands multiply
+    `pad_value` (an integer activation's zero point). Integer operands multiply
     exactly into int32 (`quant.int_matmul`); floats in fp32."""
     nsp = x.ndim - 2
     pad = [(0, 0), (0, 0)] + [(pads[i], pads[i + nsp]) for i in range(nsp)]

@@ -1,7 +1,7 @@
 """Quantized primitive math, shared by the reference interpreter and the simulator's
 data pass (so both compute bit-identical results).
 
-Conventions (ADR-0102):
+Conventions:
 - real = (q - zero_point) * scale; quantize rounds half to even (np.rint, as ONNX) and
   saturates to the integer range of the bit width.
 - Weights: symmetric, per output channel (or per tensor), scale = max|w| / qmax.

@@ -1,9 +1,9 @@
-"""Energy of a run: action counts × per-action energies + static power × time (ADR-0600).
+"""Energy of a run: action counts × per-action energies + static power × time.
 
 Pure functions of (topology, action counts, total time): the counts are the ones the
 engines recorded beside their timing (kernbench.components.actions), the prices come from
 the topology's energy parameters (kernbench.config.energy), so changing a price changes
-only its own share of the energy, never the timing. Units: pJ, ns, mW (1 mW × 1 ns = 1 pJ,
+only its own share of the energy, never the timing. Units: pJ, ns, mW (mW × ns = pJ,
 so average power in mW is pJ / ns); TOPS/W = 2 × MACs / pJ.
 """
 

@@ -4,7 +4,7 @@ One process per PE (and one per cube for M_CPU), one thread per engine channel
 (`pe_gemm.main`, `pe_dma.read`, ...). Engine services are complete ("X") events whose
 args keep the cycles; a channel serves one token at a time, so its events never overlap
 and nest trivially. Command lifetimes go on `commands[k]` threads, k chosen by a greedy
-interval colouring so that no two overlap on one thread. The other ADR-0014 D6 events
+interval colouring so that no two overlap on one thread. The other trace events
 (command_submitted, sub_command_dispatched, tile_ready, command_complete) and M_CPU's
 barrier_pass are instant ("i") events on an `events` thread. ts and dur are in µs. A `power`
 process carries counter ("C") tracks of the average power per time bin (mW), in total and
@@ -18,7 +18,7 @@ from typing import Any
 from kernbench.common.tile_plan import StageType
 from kernbench.report.energy import power_counter_events
 
-#: the ADR-0014 D6 events exported as instant ("i") events on their PE's `events` thread;
+#: the trace events exported as instant ("i") events on their PE's `events` thread;
 #: engine_start / engine_complete are the X events' two ends
 _INSTANT = frozenset({"command_submitted", "sub_command_dispatched", "tile_ready",
                       "command_complete", "barrier_pass"})

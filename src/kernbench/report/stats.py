@@ -58,7 +58,7 @@ def collect_stats(sim: CounterSource, total_ns: float,
         "links": links,
         "memories": memories,
         "bottleneck": bottleneck(engines, links, memories),
-        # priced from the action counts the engines recorded with their timing (ADR-0600)
+        # priced from the action counts the engines recorded with their timing
         "energy": energy_report(sim.topology, sim.actions.totals, total_ns).to_json(),
         "area_mm2": area_report(sim.topology).to_json(),
     }

@@ -1,4 +1,4 @@
-"""DataExecutor (ADR-0020 D6): pass 2, the op log executed on a MemoryStore with numpy.
+"""DataExecutor: pass 2, the op log executed on a MemoryStore with numpy.
 
 Ordering rule (time-faithful): an op reads its inputs at its t_start and its writes
 become visible at its t_end, before any op that starts at or after that t_end. So a

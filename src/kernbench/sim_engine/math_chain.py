@@ -1,5 +1,4 @@
-"""The data pass's ``chain`` op: a VE_FUSED_TILE's steps applied in turn (ADR-0724,
-ADR-0727).
+"""The data pass's ``chain`` op: a VE_FUSED_TILE's steps applied in turn.
 
 The record's inputs are the operands the steps fetch, in step order. Param ``steps``
 lists per step its own math op and params, where each of its inputs comes from

@@ -1,4 +1,4 @@
-"""The data pass's ops for the typed element-wise and gather tiles (ADR-0707), all on
+"""The data pass's ops for the typed element-wise and gather tiles, all on
 kernbench.numerics (the IR interpreter's own kernels, so a tile computes what the layer
 computes on its slice):
 

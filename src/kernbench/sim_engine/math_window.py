@@ -1,11 +1,11 @@
 """The data pass's window ops, all on kernbench.numerics: convolution tiles, pooling
-tiles, row reductions and clamps (the CNN tiles of ADR-0703).
+tiles, row reductions and clamps (the CNN tiles).
 
 - conv: a TE_CONV_TILE or VE_DWCONV_TILE. Layout `nhwc` (ifm [n, h, w, c_in], wgt
   [kh, kw, c_in/groups, c_out]) or `nchw` (ifm [n, c_in, h, w], wgt [c_out, c_in/groups,
   kh, kw]); params `strides` [h, w], `pads` [top, left, bottom, right], `dilations`,
-  `groups` (older entries: `stride`, `padding`), `pad_value` (the padding, default 0;
-  ADR-0709); then + bias [c_out] (`has_bias`) and +
+  `groups` (older entries: `stride`, `padding`), `pad_value` (the padding, default 0);
+  then + bias [c_out] (`has_bias`) and +
   the previous ofm (`accumulate`). Integers: exact int32 (wrapping like the hardware's
   accumulator); floats: fp32.
 - pool: ifm [n, c, h, w] → [n, c, h_out, w_out], `numerics.pool.pool` on the tile (mode, window,

@@ -1,4 +1,4 @@
-"""MemoryStore (ADR-0020 D7): the data in HBM, shared SRAM and every PE's TCM.
+"""MemoryStore: the data in HBM, shared SRAM and every PE's TCM.
 
 Spaces: "hbm" (global physical addresses, topology.hbm_bytes), "sram" (shared SRAM,
 global SRAM addresses) and one per PE, "tcm:<pe id>" (e.g. "tcm:sip0.cube0.pe0", the

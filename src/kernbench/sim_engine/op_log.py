@@ -1,4 +1,4 @@
-"""The op log (ADR-0020 D2/D5): what the data pass must execute, recorded by the
+"""The op log: what the data pass must execute, recorded by the
 component base-class hooks only. It is plain data: it can be saved to a folder and
 replayed by the DataExecutor alone (no compiler, no IR).
 

@@ -1,4 +1,4 @@
-"""Deterministic trace recording (ADR-0014 D6).
+"""Deterministic trace recording.
 
 Two streams, both appended in simulation order (so identical inputs give identical logs):
 - `events`: (t_ns, name, component, label, tile) for command_submitted,
@@ -25,7 +25,7 @@ class Tracer:
             self.events.append((t, name, component, label, tile))
 
     def event_log(self) -> list[tuple[float, str, str, str, int]]:
-        """All ADR-0014 D6 events, engine_start/engine_complete included, in time order."""
+        """All trace events, engine_start/engine_complete included, in time order."""
         out = list(self.events)
         for comp, ch, s, e, label, tile, _ in self.spans:
             out.append((s, "engine_start", f"{comp}.{ch}", label, tile))

@@ -1,4 +1,4 @@
-"""Silicon area of a topology, from each component's parameters (docs/energy.md, ADR-0600).
+"""Silicon area of a topology, from each component's parameters (docs/energy.md).
 
 Per instance: pe_gemm rows × cols × area_um2_per_cell; pe_math lanes × area_um2_per_lane;
 pe_tcm and shared_sram capacity (MiB) × area_mm2_per_mib; pe_fetch_store register file

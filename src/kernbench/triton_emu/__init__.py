@@ -1,6 +1,6 @@
 """The tl front end: the triton.language API (language.py and the modules it gathers),
 @jit / launch (runtime.py), device buffers (device.py) and the greenlet KernelRunner
-(runner.py, ADR-0020 D3). Public as `kernbench.tl`, `kernbench.jit`, ..."""
+(runner.py). Public as `kernbench.tl`, `kernbench.jit`, ..."""
 
 from kernbench.triton_emu.runtime import (
     DEVICE,

@@ -1,4 +1,4 @@
-"""`kernbench.tl`: the triton.language subset real kernels use (ADR-0020 D3).
+"""`kernbench.tl`: the triton.language subset real kernels use.
 
 This module is the public namespace only; the pieces live in
 - context.py: the running program, KernelError / PendingValueError, `kernel_line`;

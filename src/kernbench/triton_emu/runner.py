@@ -1,4 +1,4 @@
-"""The greenlet KernelRunner (ADR-0020 D3): grid programs on PEs, tl requests → PE commands.
+"""The greenlet KernelRunner: grid programs on PEs, tl requests → PE commands.
 
 Grid programs map onto PEs: program i (row-major over the grid, axis 0 fastest) runs on
 PE i mod P. Each PE is one SimPy process running its programs one after another, each

@@ -1,4 +1,4 @@
-"""`@jit`, launch and the kernel roofline: the front end's runtime (ADR-0020 D3).
+"""`@jit`, launch and the kernel roofline: the front end's runtime.
 
 Launch = pass 1 + pass 2:
 1. Pass 1 (timing + memory data): the KernelRunner (runner.py) runs the grid's programs

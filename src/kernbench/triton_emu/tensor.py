@@ -78,7 +78,7 @@ class Tensor:
         if self.kind == "pending":
             raise PendingValueError(
                 f"{kernel_line()}: {what} of a value computed by {self.origin or 'an op'} in "
-                f"pass 1: compute results are pending until the data pass (ADR-0020 D3); "
+                f"pass 1: compute results are pending until the data pass; "
                 f"only values returned by tl.load (and index math) can steer control flow"
             )
         return self.data

@@ -3,7 +3,7 @@
 Each class carries every fact of its opcode (payload fields, engine, timing and cost op,
 data semantics, validation rules, lowering); `registry.MODEL_BY_OPCODE` lists them in
 registration order (the order of the JSON Schema's union). Importing this package
-registers the built-in opcodes. ADR-0204; docs/cmdq.md "Adding an opcode".
+registers the built-in opcodes. docs/cmdq.md "Adding an opcode".
 """
 
 # isort: off

@@ -1,7 +1,7 @@
 """The opcode base class: every fact of a CMDQ opcode lives on its class.
 
 An opcode class is a pydantic model (the payload fields) plus class-level facts, in the
-spirit of an xDSL op definition (ADR-0204):
+spirit of an xDSL op definition:
 
 * ``opcode``      the Literal field that selects the class (the tagged-union key);
 * ``engine``      the unit that executes it: ``dma``, ``te``, ``ve``, ``sync`` or ``control``;

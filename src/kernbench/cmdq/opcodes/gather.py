@@ -1,4 +1,4 @@
-"""DMA_GATHER_TILE (1.1, ADR-0707): rows of an HBM table picked by indices held in TCM.
+"""DMA_GATHER_TILE (1.1): rows of an HBM table picked by indices held in TCM.
 
 The embedding lookup of every language model (and any gather whose indices are data):
 the DMA engine reads ``rows`` indices from the PE's TCM, and for each index ``i`` fetches
@@ -37,7 +37,7 @@ INDEX_BITS = {"int32": 32, "int64": 64}
 @register_opcode
 class DmaGatherTile(Opcode):
     """(1.1) ``rows`` table rows of ``row_bytes`` picked by the indices at ``ids``
-    (``index_dtype``) into TCM at ``spm`` (ADR-0707)."""
+    (``index_dtype``) into TCM at ``spm``."""
 
     engine: ClassVar[str] = "dma"
     timing: ClassVar[str] = "dma"

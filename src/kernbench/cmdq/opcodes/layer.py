@@ -1,7 +1,7 @@
 """Whole-layer opcodes (1.1): VE_LAYER_OP and TE_LAYER_OP, the compiler's fallback for
 layers it does not tile.
 
-Lowering: a composite command streamed through SchedulerReservedTCM (ADR-0014 D3.2):
+Lowering: a composite command streamed through SchedulerReservedTCM:
 chunks of input in, the engine's share of the work, chunks of output out. Data: the IR
 layer's reference kernel, attached by the host from the bundle's IR (`DataEnv.ir_layer`).
 """

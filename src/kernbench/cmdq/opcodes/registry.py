@@ -1,7 +1,7 @@
 """The opcode registry: opcode string → opcode class, in registration order.
 
 `register_opcode` (a class decorator) checks that a class carries every fact an opcode
-needs (ADR-0204) and adds it; listeners (the program model in `kernbench.cmdq.schema`)
+needs and adds it; listeners (the program model in `kernbench.cmdq.schema`)
 rebuild when the set changes. `registered(cls)` registers for the length of a ``with``
 block, for tests and experiments that must leave the ISA as they found it.
 """

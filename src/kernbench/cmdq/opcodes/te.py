@@ -4,7 +4,7 @@ Lowering: a GemmCmd on the PE's pe_gemm{te_id}: fetch ifm + wgt (+ bias), the ar
 (m, n, k), store ofm. An accumulating tile keeps its partial sums in the array's
 accumulators, so its ofm is written back but not fetched again. TE_CONV_TILE runs as its
 implicit GEMM per channel group (M = n·h_out·w_out, N = c_out/groups,
-K = kh·kw·c_in/groups), the groups one after another (ADR-0703).
+K = kh·kw·c_in/groups), the groups one after another.
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ class TeTile(Opcode):
     bias_qbits: QBits = Field(DEFAULT_OFM_QBITS, description="(1.1) Bias bit width.")
     f16_format: F16Format | None = Field(None, description=F16_FORMAT_DOC)
     int16: bool = Field(
-        False, description="(ADR-0706) 16-bit operands are int16 (an int16 KV cache), not "
+        False, description="16-bit operands are int16 (an int16 KV cache), not "
         "fp16: with integer other operands the product accumulates exactly in int32.")
     ifm_signed: bool | None = Field(
-        None, description="(ADR-0709) false: the 8-bit activation is unsigned (uint8 × int8 "
+        None, description="false: the 8-bit activation is unsigned (uint8 × int8 "
         "→ int32, as QLinearMatMul / QLinearConv with uint8 inputs); null: signed.")
 
     def ifm_dtype(self) -> str:
@@ -208,10 +208,10 @@ class TeGemmTile(TeTile):
 
 @register_opcode
 class TeConvTile(TeTile, Window2D):
-    """2-D convolution tile (spec §8.2, fields defined in 1.1, widened by ADR-0703).
+    """2-D convolution tile (spec §8.2, fields defined in 1.1, widened for CNN layers).
 
     ``layout`` "nhwc" (1.1): ifm ``[n, h, w, c_in]``, wgt ``[kh, kw, c_in/groups, c_out]``,
-    ofm ``[n, h_out, w_out, c_out]``. ``layout`` "nchw" (ADR-0703): ifm ``[n, c_in, h, w]``,
+    ofm ``[n, h_out, w_out, c_out]``. ``layout`` "nchw": ifm ``[n, c_in, h, w]``,
     wgt ``[c_out, c_in/groups, kh, kw]`` (ONNX OIHW), ofm ``[n, c_out, h_out, w_out]``.
     Window fields (strides, dilations, per-side padding) are `Window2D`'s; padding is
     implicit zeros, not stored. ``groups`` splits channels as ONNX Conv does; the array
@@ -224,9 +224,9 @@ class TeConvTile(TeTile, Window2D):
     n: PosInt = Field(1, description="Batch.")
     c_in: PosInt
     c_out: PosInt
-    groups: PosInt = Field(1, description="(ADR-0703) Channel groups; divides c_in, c_out.")
+    groups: PosInt = Field(1, description="Channel groups; divides c_in, c_out.")
     layout: Literal["nhwc", "nchw"] = Field(
-        "nhwc", description="(ADR-0703) Operand layouts (see the opcode's description).")
+        "nhwc", description="Operand layouts (see the opcode's description).")
 
     def _operand_elements(self) -> tuple[int, int, int, int]:
         h_out, w_out = self.out_hw

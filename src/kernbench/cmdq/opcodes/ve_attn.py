@@ -1,7 +1,7 @@
-"""Vector-engine opcodes of attention blocked along the KV sequence (1.1, ADR-0704): one
+"""Vector-engine opcodes of attention blocked along the KV sequence (1.1): one
 step of the online softmax and the merge of a block's P·V into the running output; and
-the combine of a key range's partial output computed on another PE (ADR-0714,
-flash-decoding).
+the combine of a key range's partial output computed on another PE
+(flash-decoding).
 
 A row's running state is 4 fp32 values (m running max, l running sum, alpha the last
 rescale factor, unused) in TCM, read and rewritten by VE_SOFTMAX_BLOCK_TILE and read by
@@ -132,7 +132,7 @@ class VeAttnCombineTile(VeVectorTile):
     chain_step: ClassVar[bool] = True
     opcode: Literal["VE_ATTN_COMBINE_TILE"] = "VE_ATTN_COMBINE_TILE"
     last: bool = Field(False, description="Last part: divide by the running sum.")
-    parts: PosInt = Field(1, description="(ADR-0723) Key ranges in `in` and `part_state`, "
+    parts: PosInt = Field(1, description="Key ranges in `in` and `part_state`, "
                                          "folded in order.")
     part_state_bank: NonNegInt = Field(description="The parts' states (parts x rows x 4 "
                                                    "fp32).")

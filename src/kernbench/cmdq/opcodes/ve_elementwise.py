@@ -1,4 +1,4 @@
-"""Typed element-wise vector opcodes (1.1, ADR-0707): VE_ELEMENTWISE_TILE and
+"""Typed element-wise vector opcodes (1.1): VE_ELEMENTWISE_TILE and
 VE_CUMSUM_TILE.
 
 The other VE opcodes name their element types by bit width (``qbits``), which cannot tell
@@ -92,7 +92,7 @@ class VeTypedTile(OnVectorEngine):
 @register_opcode
 class VeElementwiseTile(VeTypedTile):
     """(1.1) ``out = op(in, [in2, [in3]])`` with numpy broadcasting: every input has the
-    rank of ``out_shape`` and each of its dims equals the output's or is 1 (ADR-0707)."""
+    rank of ``out_shape`` and each of its dims equals the output's or is 1."""
 
     cost_op: ClassVar[str] = "copy"  # the default of `cost`
     math_op: ClassVar[str] = "ew"
@@ -171,7 +171,7 @@ class VeElementwiseTile(VeTypedTile):
 @register_opcode
 class VeCumsumTile(VeTypedTile):
     """(1.1) Cumulative sum along each of ``rows`` vectors of ``length`` (ONNX CumSum on
-    the last axis), input and output of ``out_dtype`` (ADR-0707)."""
+    the last axis), input and output of ``out_dtype``."""
 
     cost_op: ClassVar[str] = "sum"  # the default of `cost`
     math_op: ClassVar[str] = "cumsum_rows"

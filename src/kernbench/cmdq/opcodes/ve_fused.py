@@ -1,4 +1,4 @@
-"""VE_FUSED_TILE (ADR-0724, ADR-0727): several vector-engine ops in one pass over a tile.
+"""VE_FUSED_TILE: several vector-engine ops in one pass over a tile.
 
 A GEMM epilogue is a chain of vector ops on one tile: dequantize (scale, bias), an
 activation or a residual add, a quantize for the next GEMM. An attention block is another:
@@ -85,7 +85,7 @@ class _StepEnv(TcmDataEnv):
 
 @register_opcode
 class VeFusedTile(OnVectorEngine):
-    """(ADR-0724, ADR-0727) Vector-engine ops on one tile in one command: ``steps`` are VE
+    """Vector-engine ops on one tile in one command: ``steps`` are VE
     entries (opcode and fields, no id / pe / ve_id); a step's operand an earlier step
     wrote is forwarded (every step after the first reads its ``in`` so); written to TCM
     are the side outputs, the last step's ``out`` and the ``out`` of the ``keep`` steps
@@ -94,9 +94,9 @@ class VeFusedTile(OnVectorEngine):
     math_op: ClassVar[str] = "chain"
     opcode: Literal["VE_FUSED_TILE"] = "VE_FUSED_TILE"
     steps: list[dict[str, Any]] = Field(
-        min_length=2, description="The chained VE entries, first to last (ADR-0724).")
+        min_length=2, description="The chained VE entries, first to last.")
     keep: list[NonNegInt] = Field(
-        default_factory=list, description="(ADR-0727) Steps before the last whose `out` is "
+        default_factory=list, description="Steps before the last whose `out` is "
         "also written to TCM (a later entry reads it).")
 
     # ------------------------------------------------------------------ the steps

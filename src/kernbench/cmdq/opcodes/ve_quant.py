@@ -24,7 +24,7 @@ class VeQuantTile(VeVectorTile):
     )
     row_scale_offset: NonNegInt | None = None
     qparams_bank: NonNegInt | None = Field(
-        None, description="(ADR-0706) Run-time (scale, zero point), two fp32 values (e.g. "
+        None, description="Run-time (scale, zero point), two fp32 values (e.g. "
         "VE_QPARAMS_TILE's output): they replace `scale`; the zero point adds to "
         "`zero_point`.")
     qparams_offset: NonNegInt | None = None
@@ -43,14 +43,14 @@ class VeQuantTile(VeVectorTile):
     )
     zero_point: int = Field(0, description="Output zero point (may be negative).")
     out_signed: bool | None = Field(
-        None, description="(ADR-0709) false: unsigned output (uint8, ONNX's asymmetric "
+        None, description="false: unsigned output (uint8, ONNX's asymmetric "
         "activations); null: signed.")
 
     def data_params(self, d: MathData) -> None:
         """Integer output; per-row scales switch to ``cmdq_quantize_rows``, run-time
         qparams to ``cmdq_quantize_qparams``."""
         unsigned = self.out_signed is False and self.out_bits == 8
-        # a quantized value is an integer: 16 bits is int16 here (ADR-0706), never fp16
+        # a quantized value is an integer: 16 bits is int16 here, never fp16
         d.dtype = "uint8" if unsigned else "int16" if self.out_bits == 16 \
             else dtype_of(self.out_bits)
         d.params = {"scale": self.scale, "zero_point": self.zero_point, "bits": self.out_bits,
@@ -75,7 +75,7 @@ class VeQuantizeTile(VeQuantTile):
 @register_opcode
 class VeRequantizeTile(VeQuantTile):
     """(1.1) Rescale integers (e.g. int32 accumulators) to out_qbits integers with the
-    QUANTIZE formula (divide by ``scale``). (ADR-0709) With a multiplier vector, one fp32
+    QUANTIZE formula (divide by ``scale``). With a multiplier vector, one fp32
     value per column (``multiplier_bank``) or per row (``row_multiplier_bank``), the int32
     input is multiplied instead: out = saturate(round_half_even(float32(in) · m) +
     zero_point), the QLinearMatMul / QLinearConv epilogue with m = s_x·s_w/s_y computed
@@ -85,10 +85,10 @@ class VeRequantizeTile(VeQuantTile):
     chain_step: ClassVar[bool] = True
     opcode: Literal["VE_REQUANTIZE_TILE"] = "VE_REQUANTIZE_TILE"
     multiplier_bank: NonNegInt | None = Field(
-        None, description="(ADR-0709) Per-column multipliers (length fp32) replacing `scale`.")
+        None, description="Per-column multipliers (length fp32) replacing `scale`.")
     multiplier_offset: NonNegInt | None = None
     row_multiplier_bank: NonNegInt | None = Field(
-        None, description="(ADR-0709) Per-row multipliers (rows fp32) replacing `scale`: a "
+        None, description="Per-row multipliers (rows fp32) replacing `scale`: a "
         "conv tile's rows are output channels.")
     row_multiplier_offset: NonNegInt | None = None
 
@@ -152,11 +152,11 @@ class VeDequantizeTile(VeVectorTile):
         0, description="(1.1) With the scalar scale: out = float(in - zero_point) * scale "
         "(ONNX DequantizeLinear; the integer difference is exact).")
     row_bias_bank: NonNegInt | None = Field(
-        None, description="(ADR-0703) Per-row bias (rows fp32) added last: a conv tile's "
+        None, description="Per-row bias (rows fp32) added last: a conv tile's "
         "rows are output channels.")
     row_bias_offset: NonNegInt | None = None
     scale_in_bank: NonNegInt | None = Field(
-        None, description="(ADR-0706) One fp32 value in TCM, a scale known only at run "
+        None, description="One fp32 value in TCM, a scale known only at run "
         "time: out = float(in) * scale_in (+ bias).")
     scale_in_offset: NonNegInt | None = None
     in_dtype: Literal["int32", "int64", "float32"] | None = Field(
@@ -267,7 +267,7 @@ class VeRowScaleTile(VeVectorTile):
 
 @register_opcode
 class VeQParamsTile(VeVectorTile):
-    """(ADR-0706) DynamicQuantizeLinear's parameters from partial extremes: ``in`` holds
+    """DynamicQuantizeLinear's parameters from partial extremes: ``in`` holds
     ``length`` partial minima, ``in2`` ``length`` partial maxima (fp32); out = (scale,
     zero point) as two fp32 values, for the range [min(mins, 0), max(maxs, 0)] mapped onto
     uint8 (ONNX: scale = (hi − lo) / 255, zero point = saturate(round(−lo / scale)))."""
@@ -295,10 +295,10 @@ class VeQParamsTile(VeVectorTile):
 
 @register_opcode
 class VeZpCorrTile(VeVectorTile):
-    """(ADR-0706) The zero-point column term of an integer GEMM whose activation zero point
+    """The zero-point column term of an integer GEMM whose activation zero point
     is known only at run time: out[c] = −(zp + zero_point) · in[c], int32, where in is the
     weight's int32 column sums and zp the second value of ``qparams`` (fp32 pair: scale,
-    zero point). A TE_GEMM_TILE adds it as its bias (exact, as the static term of ADR-0704)."""
+    zero point). A TE_GEMM_TILE adds it as its bias (exact, as the static zero-point term)."""
 
     cost_op: ClassVar[str] = "mul"
     math_op: ClassVar[str] = "cmdq_zp_correction"

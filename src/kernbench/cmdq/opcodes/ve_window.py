@@ -1,4 +1,4 @@
-"""Vector-engine window and CNN opcodes (ADR-0703): depthwise convolution, pooling, row
+"""Vector-engine window and CNN opcodes: depthwise convolution, pooling, row
 reductions and clamps.
 
 VE_DWCONV_TILE and VE_POOL_TILE work on ``rows`` images of ``c`` channel planes (NCHW,
@@ -123,7 +123,7 @@ class VeDwconvTile(VeWindowTile):
     bias_qbits: QBits = DEFAULT_OFM_QBITS
     out_qbits: QBits | None = DEFAULT_OFM_QBITS
     in_signed: bool | None = Field(
-        None, description="(ADR-0709) false: the 8-bit input is unsigned (uint8); null: "
+        None, description="false: the 8-bit input is unsigned (uint8); null: "
         "signed.")
 
     @property

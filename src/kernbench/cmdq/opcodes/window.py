@@ -1,5 +1,5 @@
 """The 2-D sliding-window fields that TE_CONV_TILE, VE_DWCONV_TILE and VE_POOL_TILE share
-(ADR-0703): input size, kernel, strides, dilations and per-side zero padding.
+: input size, kernel, strides, dilations and per-side zero padding.
 
 Height and width have their own stride, dilation and padding; a field left null takes
 the older single value (``stride``, ``dilation``, ``padding``), so a 1.1 TE_CONV_TILE
@@ -39,18 +39,18 @@ class Window2D(BaseModel):
     kh: PosInt = Field(description="Window (kernel) height.")
     kw: PosInt = Field(description="Window (kernel) width.")
     stride: PosInt = Field(1, description="Stride along h (and w unless stride_w).")
-    stride_w: PosInt | None = Field(None, description="(ADR-0703) Stride along w.")
-    dilation: PosInt = Field(1, description="(ADR-0703) Dilation along h (and w unless "
+    stride_w: PosInt | None = Field(None, description="Stride along w.")
+    dilation: PosInt = Field(1, description="Dilation along h (and w unless "
                                             "dilation_w).")
-    dilation_w: PosInt | None = Field(None, description="(ADR-0703) Dilation along w.")
+    dilation_w: PosInt | None = Field(None, description="Dilation along w.")
     padding: NonNegInt = Field(0, description="Zero padding on each side of h and w, for "
                                               "the sides given no pad_* value.")
-    pad_top: NonNegInt | None = Field(None, description="(ADR-0703) Padding above row 0.")
-    pad_left: NonNegInt | None = Field(None, description="(ADR-0703) Padding left of col 0.")
-    pad_bottom: NonNegInt | None = Field(None, description="(ADR-0703) Padding below.")
-    pad_right: NonNegInt | None = Field(None, description="(ADR-0703) Padding right.")
+    pad_top: NonNegInt | None = Field(None, description="Padding above row 0.")
+    pad_left: NonNegInt | None = Field(None, description="Padding left of col 0.")
+    pad_bottom: NonNegInt | None = Field(None, description="Padding below.")
+    pad_right: NonNegInt | None = Field(None, description="Padding right.")
     pad_value: int | None = Field(
-        None, description="(ADR-0709) Value of the padding: an integer activation's zero "
+        None, description="Value of the padding: an integer activation's zero "
         "point (QLinearConv pads the real value 0); null: 0.")
 
     def strides(self) -> list[int]:

@@ -17,7 +17,7 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `pool`: POOL as VE_POOL_TILE blocks, REDUCE over trailing axes as VE_REDUCE_TILE;
 - `clamp`: ReLU / Clip as VE_CLIP_TILE blocks (or nothing, when a conv computed it);
 - `elementwise`: other ELEMENTWISE kinds, and ADD / MUL with broadcasting or integer
-  data, as VE_ELEMENTWISE_TILE blocks; CUMSUM as VE_CUMSUM_TILE row blocks (ADR-0707);
+  data, as VE_ELEMENTWISE_TILE blocks; CUMSUM as VE_CUMSUM_TILE row blocks;
 - `gather`: EMBEDDING and data-index gathers as DMA_GATHER_TILE row lookups, GATHER /
   GATHER_ND / GATHER_ELEMENTS with constant indices as DMAs (layout moves);
 - `kv_update`: KV cache rows copied (and quantized) into the present cache;
@@ -28,7 +28,7 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `dynq`: DYNAMIC_QUANTIZE (run-time min / max, then quantize) and MATMUL_INTEGER → Cast
   → Mul as an integer GEMM with a run-time zero-point term and scale;
 - `qlinear`, `qlinear_conv`: QOperator QLINEAR_MATMUL / QLINEAR_CONV as GEMM / conv tiles
-  with the zero points in the TE's int32 bias and a requantize epilogue (ADR-0709);
+  with the zero points in the TE's int32 bias and a requantize epilogue;
   `qlinear_bmm`: QLINEAR_MATMUL of two activations on zero-point-centered fp16 blocks;
 - `quant_rows`: per-tensor QUANTIZE / DEQUANTIZE of activations in row blocks;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).

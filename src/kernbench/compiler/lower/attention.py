@@ -12,10 +12,10 @@ Per query head of the group and block of query rows:
 The whole K/V of one head must fit a TCM bank (T × D × 4 bytes), unless the layer is blocked
 along the KV sequence (`kv_block`, set by `compiler.kv_blocks`): then `attention_kv` runs the
 KV-block loop with an online softmax. With `kv_parts` (few query rows, many keys: a decode
-step) the keys are split into ranges on PEs of their own and combined (`attention_parts`,
-ADR-0714). Layers `tiled_attention` refuses run as a layer op.
+step) the keys are split into ranges on PEs of their own and combined (`attention_parts`).
+Layers `tiled_attention` refuses run as a layer op.
 Q, K, V, the mask and the output may be fp32, fp16 or bf16 in HBM (an fp16 / bf16 export):
-the tiles quantize from and dequantize to the stored width (ADR-0304).
+the tiles quantize from and dequantize to the stored width.
 """
 
 from __future__ import annotations
@@ -347,7 +347,7 @@ def _tiles(lw: Lowering, n: LayerIR, at: AttentionTiles) -> None:
         b0, g0, s00, _ = run[0]
         pe = _pe_for(lw, at, b0, g0, b0 * out.strides[0] + g0 * rep * out.strides[1]
                      + s00 * out.strides[2])
-        blocks = 0  # independent query blocks: engines in turn (ADR-0701)
+        blocks = 0  # independent query blocks: engines in turn
         for (b, g), piece in groupby(run, key=lambda blk: blk[:2]):
             rows = [blk[2:] for blk in piece]
             kq, vq = _load_kv(lw, n, at, pe, b, g)

@@ -30,7 +30,7 @@ from kernbench.numerics.flash import STATE_WIDTH, init_state
 
 def kv_te(bits_kv: object) -> dict[str, Any]:
     """TE_GEMM_TILE fields for K / V at KV bits: an int16 cache is read as int16, not as
-    the ISA's default 16-bit type fp16 (ADR-0706)."""
+    the ISA's default 16-bit type fp16."""
     return {"int16": True} if bits_kv == 16 else {}
 
 

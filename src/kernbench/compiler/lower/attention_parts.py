@@ -1,4 +1,4 @@
-"""ATTENTION split along the keys over PEs (flash-decoding, ADR-0714).
+"""ATTENTION split along the keys over PEs (flash-decoding).
 
 A decode step has a few query rows per (batch, KV group) and many keys: one PE per group
 leaves most of a large NPU idle while its tensor engine runs one-row folds over the whole
@@ -10,13 +10,13 @@ output unnormalized:
    state in TCM;
 2. every helper stores its output rows (rows × D fp32) and state (rows × 4 fp32) into two
    HBM scratches, one slot per (batch, head, range), the ranges of a head next to each
-   other. The scratches of a group live in the HBM of its owner's cube (ADR-0728), where
+   other. The scratches of a group live in the HBM of its owner's cube, where
    its helpers run too (they are placed by their keys, which are in that cube when the
    cache is spread), so neither the stores nor the owner's loads cross the UCIe;
 3. in a later lowering phase (the schedule derives HBM dependencies from program order),
    the owner loads every helper's outputs with one DMA and their states with another
    and folds them in with one VE_ATTN_COMBINE_TILE of `parts` = P - 1, in range order,
-   dividing by l after the last (ADR-0723); then stores the output rows.
+   dividing by l after the last; then stores the output rows.
 The interpreter computes the same ranges and combines (`numerics.flash.blocked_attention`
 with `kv_parts`), so the program stays exact against it.
 """

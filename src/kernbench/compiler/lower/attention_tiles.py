@@ -34,8 +34,8 @@ class AttentionTiles:
     s_blk: int                     # query rows per block
     softcap: float = 0.0           # c·tanh(s / c) on the scores (0: none), in VE_SOFTMAX
     kv_block: int = 0              # keys per KV block (0: the whole K / V at once)
-    kv_parts: int = 1              # key ranges on PEs of their own, combined (ADR-0714)
-    kv_first: int = 0              # keys of the owner's range (0: equal, ADR-0726)
+    kv_parts: int = 1              # key ranges on PEs of their own, combined
+    kv_first: int = 0              # keys of the owner's range (0: equal)
     q_out: QuantOut | None = None  # the output projection's int8 input, stored here too
 
     def store(self, lw: Lowering, n: LayerIR, pe: int, ob: Buf, b: int, h: int, s0: int,

@@ -4,7 +4,7 @@ Dense and grouped convolutions run on the tensor engine as TE_CONV_TILE implicit
 NCHW (layout "nchw": the activation and the OIHW weight are read as they lie in HBM, with
 2-D strided DMAs over channels); depthwise ones (one input channel per group) run on the
 vector engine as VE_DWCONV_TILE, where they cost outputs × taps lane operations instead of
-one systolic pass per channel (ADR-0703).
+one systolic pass per channel.
 
 Precision follows the GEMM (`gemm.te_mode`): "int" quantizes the activation with its
 calibrated static scale (in each tile, after its load) and the weight per output channel,

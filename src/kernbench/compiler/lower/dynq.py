@@ -1,5 +1,5 @@
 """Dynamic quantization (onnxruntime's quantize_dynamic) tiled: DYNAMIC_QUANTIZE and
-MATMUL_INTEGER → Cast → Mul (ADR-0706).
+MATMUL_INTEGER → Cast → Mul.
 
 DYNAMIC_QUANTIZE's scale and zero point depend on the whole tensor's minimum and
 maximum, so it runs in three phases:
@@ -10,7 +10,7 @@ maximum, so it runs in three phases:
    still in TCM, VE_ZPCORR_TILE computes each reading MATMUL_INTEGER's zero-point column
    term −(z − 128)·colsum(W) (int32, to a scratch);
 3. row blocks: VE_QUANTIZE_TILE with the run-time pair writes the uint8 values shifted
-   to int8 (q − 128, zero point z − 128: exact, ADR-0704) into a scratch the TE reads.
+   to int8 (q − 128, zero point z − 128: exact) into a scratch the TE reads.
 A tensor that fits one TCM bank runs all three on one PE from one load (no HBM round
 trips between them: the chain of a small layer is latency, not bandwidth).
 Only the extremes enter the parameters, so the result is bit-identical to the whole

@@ -1,6 +1,6 @@
 """Element-wise layers with numpy broadcasting (ELEMENTWISE, and ADD / MUL the row-wise
 lowering does not take) as VE_ELEMENTWISE_TILE blocks, and CUMSUM on the last axis as
-VE_CUMSUM_TILE row blocks (ADR-0707).
+VE_CUMSUM_TILE row blocks.
 
 Blocks of the output: all axes after a split axis `a` whole, a range along `a`, fixed
 indices on the axes before it (`blocks`). Each input's part of a block is then one

@@ -1,4 +1,4 @@
-"""Which engine inside a PE a tile op runs on (`te_id` / `ve_id`, ADR-0701).
+"""Which engine inside a PE a tile op runs on (`te_id` / `ve_id`).
 
 A PE may have several tensor engines (`pe_gemm.count`) and several vector engines
 (`pe_math.count`); the PE scheduler routes a command to engine `te_id` / `ve_id`. The
@@ -23,9 +23,8 @@ if TYPE_CHECKING:
 
 #: vector cycles a PE's share of a row-wise layer needs, per vector engine, before the
 #: layer is cut into one block per engine: a block costs a load and a store of fixed
-#: latency (~90 ns each on the presets) and a command round trip, so splitting smaller
-#: work over more engines makes it slower (measured on the tiny GPT-2: LayerNorm of 16
-#: rows × 64 on 4 PEs took 552 → 924 ns when cut into 8 blocks)
+#: latency and a command round trip, so splitting smaller work over more engines makes
+#: it slower (a small LayerNorm cut into one block per engine takes longer than whole)
 VE_SPLIT_MIN_CYCLES = 512
 
 

@@ -1,4 +1,4 @@
-"""Element-wise consumers fused into a GEMM's epilogue (ADR-0701).
+"""Element-wise consumers fused into a GEMM's epilogue.
 
 A GEMM whose output has exactly one consumer (through reshapes that alias it), a GELU /
 SILU or an ADD of a residual (same shape, or N values broadcast over the rows), and is not

@@ -1,4 +1,4 @@
-"""Chains of vector ops on one tile become one VE_FUSED_TILE (ADR-0724, ADR-0727).
+"""Chains of vector ops on one tile become one VE_FUSED_TILE.
 
 A GEMM's epilogue (dequantize, a fused GELU or residual ADD, the quantize for the next
 GEMM), an attention block's dequantize → softmax step → row scale → quantize, a key-range
@@ -71,7 +71,7 @@ def _merge(tg: TileGraph, a: TileOp, b: TileOp, x: Buf) -> TileOp:
     (forwarded), writes what both write. When X only passes from A's last step to B
     (nothing else in the chain touches it, B frees it and writes elsewhere), X is never
     allocated: the two steps name B's output instead, a nominal location (nothing is
-    written there, ADR-0724)."""
+    written there)."""
     fields = {"ve_id": a.fields["ve_id"]} if "ve_id" in a.fields else {}
     made = {buf.id for _, buf in a.writes}
     reads = _unique(a.reads + [(r, buf) for r, buf in b.reads if buf.id not in made])

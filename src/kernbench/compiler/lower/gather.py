@@ -1,4 +1,4 @@
-"""Gathers as DMA tiles (ADR-0707): no vector math, only data movement.
+"""Gathers as DMA tiles: no vector math, only data movement.
 
 - Indices that are data (EMBEDDING; GATHER along axis 0; a GATHER_ELEMENTS that is a 1-D
   lookup): the output's rows (one per index) are cut into blocks over the PEs of the cube

@@ -5,13 +5,13 @@ however many layers read it: quantized (VE_QUANTIZE, static scale) or cast (VE_C
 fp16) into an HBM scratch, or read as it is (fp32 mode, fp16 already, int8 data behind a
 per-tensor DEQUANTIZE). The weight is stored at its own bits (int8, int4 packed, fp16,
 fp32) once per (weight, mode, bits), as column panels as wide as the output tiles so
-that a weight tile is one contiguous DMA (`te_weights`, ADR-0722). Output tiles
+that a weight tile is one contiguous DMA (`te_weights`). Output tiles
 (tm × tn, `kernbench.compiler.tiling`) go round-robin over PEs; on each PE two tiles' K
 loops interleave (DMA A, DMA W, TE_GEMM accumulating), so one tile's fetch, store and
 command round trip hide behind the other's compute; then the epilogue VE_DEQUANTIZE
 (per-column scale s_x·s_w, bias) runs in place and a 2-D DMA stores the tile. An integer
 GEMM whose tiles cannot fill the PEs may split each tile's K steps over several PEs
-(`GemmTiles.ks`, ADR-0712): helpers store int32 partial sums into an HBM scratch, the
+(`GemmTiles.ks`): helpers store int32 partial sums into an HBM scratch, the
 owner adds them (VE_ELEMENTWISE_TILE add, exact in int32) before its epilogue.
 """
 
@@ -61,7 +61,7 @@ def acc_bytes(xq: Placement, wp: TeWeight) -> int:
 
 class DynamicGemm(NamedTuple):
     """What a GEMM on a run-time-quantized activation takes instead of the static path
-    (ADR-0706): the stored weight, the zero-point column term computed at run time
+   : the stored weight, the zero-point column term computed at run time
     (int32 [N]) and the run-time scale s_x·s_w (one fp32 value)."""
 
     weight: TeWeight
@@ -92,10 +92,9 @@ def _epilogue_consts(lw: Lowering, n: LayerIR, sx: np.ndarray | None, sw: np.nda
 
 #: cycles a GEMM spread over every cube pays for reaching remote cubes, in the choice of
 #: `wide`: each op of a tile's chain (scale, A and W loads, TE, epilogue, store) waits
-#: about 45 ns longer for its command and completion trips to a remote cube than in
-#: cube 0, and the first A load crosses the UCIe. 1000 overstated it: a decode output
-#: projection (1 × 768 × 768, 1660 cycles on cube 0's 16 PEs, 830 on 64) stayed in one
-#: cube and ran 1.7 µs a block where it could run 0.9 (ADR-0721)
+#: longer for its command and completion trips to a remote cube than in cube 0, and the
+#: first A load crosses the UCIe. A larger value keeps a decode output projection in one
+#: cube where spreading it runs faster
 REMOTE_START_CYCLES = 500
 
 
@@ -135,7 +134,7 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
     the next PE of the same cube range; the first part owns the tile. `producer`: the GEMM
     that just computed this one's K columns; a split-K layer of one row tile over every
     PE then sizes its parts by when PEs and K steps are ready, when that is estimated to
-    end sooner (`gemm_balance`, ADR-0729). `row_reduce`: one PE will add the partial sums
+    end sooner (`gemm_balance`). `row_reduce`: one PE will add the partial sums
     up (`gemm_rowreduce`), so an unsplit one-row tiling may be split for it."""
     g = lw.gemm_spec
     per_pe: dict[int, tuple[GemmTiles, list[KPart]]] = {}
@@ -177,7 +176,7 @@ def _zp_correction(lw: Lowering, n: LayerIR, x: PreparedX, wp: TeWeight,
     """The activation zero point's column term, int32 [N]: -z_x · Σ_k w_q[k, c] (what
     Σ_k (x_q - z_x)·w_q adds to the plain integer product), or None when z_x = 0. The
     first K step of every tile adds it as the TE's bias, so the accumulator holds the
-    exact zero-point-corrected sum (ADR-0704)."""
+    exact zero-point-corrected sum."""
     if not x.zero_point:
         return None
     if wp.colsum is None:
@@ -199,8 +198,8 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
     loop: the partial sums stay on that engine)."""
     ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.dtype]
     qa_bits = {"int8": 8, "uint8": 8, "int16": 16, "fp16": 16, "fp32": 32}[xq.dtype]
-    # a uint8 activation (QLinearMatMul, ADR-0709) is read unsigned by the TE; a 16-bit
-    # integer operand is int16 and accumulates in int64 (ADR-0800)
+    # a uint8 activation (QLinearMatMul) is read unsigned by the TE; a 16-bit integer
+    # operand is int16 and accumulates in int64
     unsigned = {"ifm_signed": False} if xq.dtype == "uint8" else {}
     wide = {"int16": True, "ofm_qbits": 64} if "int16" in (xq.dtype, wp.dtype) \
         else {"ofm_qbits": 32}
@@ -272,7 +271,7 @@ def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list
         t, parts = per_pe[pe]
         by_rows: dict[tuple[int, int, int], list[KPart]] = {}
         # a PE's helper parts first: the partial sums other PEs wait for (parts placed by
-        # readiness, ADR-0729, run in the order they were dealt)
+        # readiness, run in the order they were dealt)
         balanced = any(p.parts for p in parts)
         for part in parts if balanced else sorted(parts, key=lambda p: p.slot < 0):
             by_rows.setdefault((part.tile[0], part.k0, part.k1), []).append(part)
@@ -337,8 +336,8 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
     consumer's result quantized for the integer GEMMs that read it (`xquant`); without a
     fused consumer, `q` is the int8 K / V an attention reads (`xquant.kv_quant_out`) or
     the new rows of a KV cache (`kv_rows.KvRows`: stored there instead of the output).
-    `runtime_scale`: the scale placement is one fp32 value computed at run time
-    (ADR-0706), not a vector. `then(c, engine)`: more vector work on the fused step's
+    `runtime_scale`: the scale placement is one fp32 value computed at run time,
+    not a vector. `then(c, engine)`: more vector work on the fused step's
     result before it is stored (`gemm_rowreduce.norm`); `engine`: the vector engine (by
     default the PE's next)."""
     m0, n0, tm, tn = tile
@@ -392,7 +391,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     """Tile out = x · w (+ b); False when the weight or the output cannot be tiled.
     `fuse`: apply the output's element-wise consumer in the epilogue when it can;
     `nn_layer`: the layer's output columns when it has several weights (QKV_PROJ). `dyn`:
-    a GEMM whose activation was quantized at run time (MatMulInteger, ADR-0706): its
+    a GEMM whose activation was quantized at run time (MatMulInteger): its
     weight, zero-point term and scale come from there."""
     wp = te_weight(lw, n, w_tid, mode) if dyn is None else dyn.weight
     if wp is None:

@@ -1,4 +1,4 @@
-"""Split-K parts sized by when each PE is free and each K step's input is ready (ADR-0729).
+"""Split-K parts sized by when each PE is free and each K step's input is ready.
 
 A decode step's GEMMs run one row: their tiles are single array folds, and a layer with
 more tiles than PEs leaves a second, partial wave. gpt2-small's FC1 has 96 one-fold tiles
@@ -32,19 +32,18 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 #: place split-K parts by readiness when a producer is known (False: equal parts round
-#: robin, as before ADR-0729; `benchmarks/decode_ablation.py` measures both)
+#: robin; `benchmarks/decode_ablation.py` measures both)
 BALANCE = True
 
 #: an output tile: (first row, first column, rows, columns)
 OutTile = tuple[int, int, int, int]
 
 #: cycles a K step pays besides its array folds in the estimate: the command round trip
-#: between two TE_GEMM_TILE entries of a PE (45-70 ns on `base` at 0.9 GHz)
+#: between two TE_GEMM_TILE entries of a PE
 STEP_TRIP_CYCLES = 60
 #: cycles a PE starts later per UCIe hop between its cube and cube 0, where a one-row
-#: activation lives: in gpt2-small decode on `base` FC1's tiles on cubes 1 and 2 ended
-#: about 0.37 µs after cube 0's, on cube 3 0.6-0.85 µs after (loads and command trips
-#: crossing the UCIe)
+#: activation lives: loads and command trips cross the UCIe, so a remote cube's tiles end
+#: later than cube 0's, the farther the later
 HOP_CYCLES = 330
 
 

@@ -1,7 +1,7 @@
-"""One PE adds up a one-row split-K GEMM and runs the norm that reads it (ADR-0733).
+"""One PE adds up a one-row split-K GEMM and runs the norm that reads it.
 
 In a decode step the down projection (FC2: one row, K = 3072, split K, parts placed by
-readiness, ADR-0729) is followed by the residual ADD (fused into its epilogue) and the
+readiness) is followed by the residual ADD (fused into its epilogue) and the
 next block's LayerNorm. With an owner per output tile, each of the 24 owners loads its
 tile's partial sums, adds them, runs the epilogue and stores its 32 columns, and then
 one PE loads the whole row for the norm: two hand-offs (a store, a command trip, a load)
@@ -44,7 +44,7 @@ from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
 
 #: reduce one-row split-K GEMMs on one PE with the norm after them (False: an owner per
-#: tile, as before ADR-0733; `benchmarks/decode_ablation.py`)
+#: tile; `benchmarks/decode_ablation.py` measures both)
 ROW_REDUCE = True
 
 #: most K parts per output tile `split` tries, and the K granularity of a part

@@ -1,4 +1,4 @@
-"""Split K's parts (ADR-0712, ADR-0729): the scratch of the partial sums, a helper's store
+"""Split K's parts: the scratch of the partial sums, a helper's store
 and an owner's adds, and the glue of the readiness placement (`gemm_balance`).
 
 The scratch holds the output's rows with one block of N columns per helper slot. It is
@@ -72,7 +72,7 @@ def partials(lw: Lowering, n: LayerIR, per_pe: PerPe, m: int, nn: int,
     """The int32 HBM scratch of a split-K GEMM's partial sums: the output's rows, one
     block of `nn` columns per helper slot, spread over the cubes like the output (`spread`)
     so that a part's partial sums stay in its cube; else, on several cubes, one copy per
-    cube, a tile's slots used in its owner's cube (ADR-0729: the helpers store there, the
+    cube, a tile's slots used in its owner's cube (the helpers store there, the
     owner loads locally); None without split K. Each call gets its own scratch (a
     QKV_PROJ's three projections do not share one)."""
     slots = most_parts(per_pe) - 1

@@ -9,7 +9,7 @@ projection's output is read by that KV_UPDATE only (through views), the projecti
 epilogue quantizes its tile in TCM (VE_QUANTIZE with the cache's calibrated scale, the
 same op on the same fp32 values as the KV_UPDATE's: the data pass stays exact) and
 stores it into the new rows of the present cache itself; the KV_UPDATE then copies only
-the past rows (`Lowering.kv_rows`), and the float output is not stored (ADR-0721).
+the past rows (`Lowering.kv_rows`), and the float output is not stored.
 
 Taken only where the tile's rows map onto few DMAs: a decode step (`MAX_ROWS` new rows a
 tile at most); a prefill's new rows are whole blocks the KV_UPDATE copies efficiently.

@@ -7,7 +7,7 @@ bank, small enough that every PE gets a block, `_block_rows`), and the new rows 
 them into their rows of the present cache (a 4-bit cache is packed two values a byte: its
 DMAs move the packed bytes). Caches the tiles cannot write (another axis, non-contiguous,
 odd rows of a 4-bit cache) run as a layer op. When the projection that computes the new
-rows stores them into the cache itself (`kv_rows`, ADR-0721), only the past rows are
+rows stores them into the cache itself (`kv_rows`), only the past rows are
 copied here.
 """
 
@@ -42,9 +42,8 @@ def tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
 MIN_BLOCK_ROWS = 64
 #: a past-copy block moves through TCM in chunks of at most this many source bytes
 #: (`_copy_block`): small enough that a load queued behind one waits little, large enough
-#: that the DMA's fixed cost (setup, HBM latency) stays below its transfer time. On the
-#: gpt2-small decode (kv 1024, `base`): 8 KiB 205.5 µs, 16 KiB 204.7, 32 KiB 205.5, whole
-#: blocks of 48 KiB 212.3
+#: that the DMA's fixed cost (setup, HBM latency) stays below its transfer time (the
+#: fastest chunk on the gpt2-small decode step; whole blocks are slower)
 CHUNK_BYTES = 16384
 
 
@@ -132,7 +131,7 @@ def _copy_block(lw: Lowering, n: LayerIR, past: Placement, out: Placement, f0: i
     previous chunk is converted, a conversion until its store has read the buffer), so
     the copy, which nothing in its layer waits for, never holds more than one load in the
     PE's first-come-first-served DMA read channel: a load on the critical path queues
-    behind one chunk, not behind the whole block (ADR-0721)."""
+    behind one chunk, not behind the whole block."""
     pe = lw.pe_near(out, _seg_offset(out, h_, p_len, d, f0)) if out.parts else lw.next_pe()
     chunk = max(1, min(f1 - f0, int(CHUNK_BYTES // (d * isz))))
     bb = lw.buf(pe, chunk * d * isz, f"{n.id}.rows")

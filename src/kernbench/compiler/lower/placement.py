@@ -3,9 +3,8 @@
 - PEs: tiles go round-robin over all PEs with one counter across layers, so small layers
   spread too; the K loop of one GEMM output tile stays on one PE. On a multi-cube NPU
   every layer's tiles start again at PE 0 (cube 0, where unspread activations live): a
-  small layer stays near its data, a big one still spreads over all PEs. (Measured: tiny
-  GPT-2 on base 24.7 → 17.0 µs; on one cube a counter that rotates across layers
-  balances the PEs better.) A tile whose rows live in one part of a spread storage goes
+  small layer stays near its data, a big one still spreads over all PEs (on one cube a
+  counter that rotates across layers balances the PEs better). A tile whose rows live in one part of a spread storage goes
   round-robin over the PEs of that part's cube (`next(cube)`), so it reads and writes
   locally.
 - Data: the HBM placement of a tensor a tile reads; a constant is placed on first use as

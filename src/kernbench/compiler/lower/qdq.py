@@ -3,12 +3,12 @@
 Per-tensor 8-bit QDQ with a constant scale and zero point (int8 or uint8): the tensor is
 cut into row blocks over its last axis, spread over PEs; per block: DMA in, VE_QUANTIZE
 (scale, zero point), VE_DEQUANTIZE (scale, zero point), DMA out. A uint8 QDQ is computed
-in int8 shifted by -128 (both zero points shifted: exact, ADR-0704). A QDQ whose every
+in int8 shifted by -128 (both zero points shifted: exact). A QDQ whose every
 consumer is an integer GEMM needs no operation at all (`gemm.qdq_bypassed`); others
 (per-channel, blocked, non-contiguous) run as a layer op.
 
 A head transpose next to a QDQ (onnxruntime's quantize_static puts QDQs between the head
-split and attention's matmuls, and after P·V) folds into the QDQ's DMAs (ADR-0706): the
+split and attention's matmuls, and after P·V) folds into the QDQ's DMAs: the
 QDQ is element-wise with one scale, so QDQ(transpose(x)) = transpose(QDQ(x)) exactly.
 - input (0, 2, 1, 3) of a (B, S, H, D) source: per (b, h), row blocks of S read with a
   strided DMA (row stride H·D);

@@ -1,4 +1,4 @@
-"""QLINEAR_MATMUL (ONNX QLinearMatMul with a constant B) as tiled TE GEMMs (ADR-0709).
+"""QLINEAR_MATMUL (ONNX QLinearMatMul with a constant B) as tiled TE GEMMs.
 
 The activation is read as it lies in HBM: int8, or uint8 read unsigned by the TE
 (``ifm_signed`` false, u8 × s8 → s32). The weight's zero point is removed offline

@@ -1,5 +1,5 @@
 """QLINEAR_MATMUL of two activations (attention's Q·Kᵀ and P·V quantized by onnxruntime)
-as batched GEMM tiles (ADR-0709).
+as batched GEMM tiles.
 
 With both operands computed at run time, the zero-point terms −z_b·rowsum(A) and
 −z_a·colsum(B) are not constants, so they cannot ride in the TE's bias. Instead each

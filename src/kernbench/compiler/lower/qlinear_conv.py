@@ -1,6 +1,6 @@
-"""QLINEAR_CONV (ONNX QLinearConv) as TE_CONV_TILE / VE_DWCONV_TILE tiles (ADR-0709).
+"""QLINEAR_CONV (ONNX QLinearConv) as TE_CONV_TILE / VE_DWCONV_TILE tiles.
 
-The tiles, blocks and DMAs are the conv lowering's (`conv`, ADR-0703); what differs:
+The tiles, blocks and DMAs are the conv lowering's (`conv`); what differs:
 - the activation is the int8 / uint8 tensor in HBM, read as it is (uint8 unsigned:
   ``ifm_signed`` / ``in_signed`` false), so no quantize step in the tile;
 - the padding is the activation's zero point (``pad_value``): ONNX pads the real 0, which

@@ -1,5 +1,5 @@
 """Standalone per-tensor QUANTIZE / DEQUANTIZE (QuantizeLinear / DequantizeLinear at the
-edges of a QOperator region, ADR-0709) in flat blocks.
+edges of a QOperator region) in flat blocks.
 
 QUANTIZE: fp32 → int8 / uint8 (VE_QUANTIZE_TILE, ``out_signed`` false for uint8);
 DEQUANTIZE: int8 / uint8 → fp32 (VE_DEQUANTIZE_TILE with the scalar scale and zero point,

@@ -6,7 +6,7 @@ zero point can be removed exactly) or weights the compiler quantizes (symmetric,
 channel unless the qconfig says per tensor), int8 or int4 packed; fp16 and fp32 modes
 store a cast copy. Shape-only models place weights at their bits with no values.
 
-Layout (ADR-0722): a GEMM's output tiles are `tn` columns wide, so a weight tile is `tk`
+Layout: a GEMM's output tiles are `tn` columns wide, so a weight tile is `tk`
 rows of `tn` columns. Stored row-major [K, N], each of those rows is a separate burst run
 of the DMA (a 32-column int8 tile reads 32 bytes a row, padded to a 64-byte burst: twice
 its bytes on the wire). Stored as column panels, [N / tn][K][tn] (the last panel
@@ -38,7 +38,7 @@ def te_weight(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | Non
 def recentered(w: np.ndarray, zp: np.ndarray | None, bits: int) -> tuple[np.ndarray, int] | None:
     """(w - zp as signed integers, their bits) when that is exact: every re-centered value
     fits a signed `bits` (or else 8-bit) range, so the weight's zero point disappears
-    offline (ADR-0704); None when it does not fit (the row-sum term would be needed)."""
+    offline; None when it does not fit (the row-sum term would be needed)."""
     wc = w.astype(np.int64) - (np.zeros((), np.int64) if zp is None
                                else np.asarray(zp).astype(np.int64).reshape(-1))
     for b in (bits, 8):
@@ -155,13 +155,11 @@ def _stored(lw: Lowering, v: WeightValues, panel: int) -> Placement:
     return p
 
 
-#: (ADR-0731) a one-row tile's weight moves in DMAs of at most this many bytes: a PE's
+#: a one-row tile's weight moves in DMAs of at most this many bytes: a PE's
 #: read channel serves one transfer at a time, first come first served, and a decode
 #: step's critical loads (a few hundred bytes of activation) queued behind a whole
-#: 16-24 KiB weight tile being prefetched. Measured on gpt2-small decode (kv 1024,
-#: `base`): 4 KiB 159.4 µs, 8 KiB 157.1, 12 KiB 158.1, 16 KiB 157.8, whole tiles 158.7;
-#: prefill tiles keep whole DMAs (8 KiB chunks there: prefill 128 363.0 µs against
-#: 364.6, the onnx.helper stack 117.5 against 116.8)
+#: 16-24 KiB weight tile being prefetched. The chunk is the fastest on the gpt2-small
+#: decode step; prefill tiles keep whole DMAs (chunks gain nothing there)
 WEIGHT_CHUNK_BYTES = 8192
 
 

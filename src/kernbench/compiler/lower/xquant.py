@@ -18,7 +18,7 @@ When nothing else reads the float tensor (every consumer is one of those integer
 it is no graph output), the float store is dead: the producer stores the quantized tile
 only (`store_tile`), and the float tensor and the views on the way get no storage and no
 view in memory.json (`drop_unwritten`; `--dump-intermediates` does not compare them), as
-a fused GEMM's own output (ADR-0719).
+a fused GEMM's own output.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     integer ATTENTION only, as its Q at 8 activation bits or its K or V at 8 KV bits,
     with a static scale and no zero point, and the view starts where `tid` does. The
     scratch (same rows and columns as `tid`) is recorded in `Lowering.kv_stored` under the
-    attention's input; the attention reads it through the same view. (Q: ADR-0725, only
+    attention's input; the attention reads it through the same view. (Q: only
     for an attention split along its keys, whose ranges' PEs would each quantize it.)"""
     g = lw.g
     src = lw.placement(tid)
@@ -124,8 +124,7 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
         return None
     # Q only when the attention splits its keys over PEs (`kv_parts`): each range's PE
     # would quantize the same query rows again. Unsplit, a query chunk quantizes its rows
-    # once anyway, and moving that into the projection measured slower on the onnx.helper
-    # stack (116.8 -> 118.0 us) for 364.6 -> 363.3 us on prefill 128 (ADR-0725)
+    # once anyway, and moving that into the projection is no faster there
     if vid == c.inputs[0] and int(c.attributes.get("kv_parts") or 1) < 2:
         return None
     quant = t.quant
@@ -147,7 +146,7 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
 
 def _query_cuts(lw: Lowering, c: LayerIR, view: Placement) -> list[tuple[int, int]]:
     """(end byte, cube) of each run of heads of a one-row query whose keys live in one
-    cube (ADR-0730): its int8 copy is cut there, so that every key range's PE loads its
+    cube: its int8 copy is cut there, so that every key range's PE loads its
     head's query in its own cube. [] when the keys are not spread over the cubes, or the
     heads are not blocks of D bytes in order."""
     kp = lw.placement(c.inputs[1])

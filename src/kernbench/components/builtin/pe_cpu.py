@@ -1,5 +1,5 @@
 """PE_CPU: receives commands (from M_CPU over the mesh, or a kernel runner) and submits
-them to PE_SCHEDULER's SubmissionQueue (ADR-0014 D1). It never touches engine queues."""
+them to PE_SCHEDULER's SubmissionQueue. It never touches engine queues."""
 
 from __future__ import annotations
 

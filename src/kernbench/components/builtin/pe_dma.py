@@ -1,6 +1,6 @@
 """PE_DMA: one read channel (memory → TCM) and one write channel (TCM → memory).
 
-Each channel serves one transfer at a time (ADR-0014 D4); read and write overlap. Cost
+Each channel serves one transfer at a time; read and write overlap. Cost
 (CMDQ spec §7.3): bytes → bursts → the wire: every row of a transfer is rounded up to
 whole bursts; then setup cycles, then the fabric path PE ↔ router ↔ mesh ↔ memory port ↔
 memory and the TCM port, each a contended server (components.fabric).

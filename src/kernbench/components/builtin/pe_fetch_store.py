@@ -1,4 +1,4 @@
-"""PE_FETCH_STORE (ADR-0021 D5): TCM ↔ register file, over the TCM port.
+"""PE_FETCH_STORE: TCM ↔ register file, over the TCM port.
 
 Two channels so a fetch stuck behind a busy compute engine never blocks the store that
 would free it (a single queue serving both directions can deadlock the pipeline).

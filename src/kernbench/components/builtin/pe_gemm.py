@@ -1,4 +1,4 @@
-"""PE_GEMM: a rows × cols systolic array (ADR-0021 D6: compute only, registers in/out).
+"""PE_GEMM: a rows × cols systolic array (compute only, registers in/out).
 
 The busy cycles of a tile are the class method `compute_cycles`; another matrix-engine
 model (tile_engine.py, or a plugin) subclasses this engine and overrides only that.
@@ -7,7 +7,7 @@ Busy time of an (m, n, k) tile = SCALE-Sim's compute cycles for the array and da
 (components/builtin/systolic.py, checked against SCALE-Sim 3.0.0) divided by the
 throughput factor of the operand bitwidth (max of weight and activation bits), over the
 clock; a grouped tile (param `groups`) runs its groups one after another. Weights may
-stream straight from HBM (ADR-0014 D5): stage params `weight_stream_nbytes` and
+stream straight from HBM: stage params `weight_stream_nbytes` and
 `weight_addr` make the tile also wait for that transfer.
 """
 

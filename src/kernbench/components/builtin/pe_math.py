@@ -1,8 +1,8 @@
-"""PE_MATH: SIMD vector unit (ADR-0021 D6: compute only, registers in/out).
+"""PE_MATH: SIMD vector unit (compute only, registers in/out).
 
 Busy cycles of an op on `rows` vectors of `length` elements:
 pipeline_latency_cycles + ceil(rows × length / lanes) × op_cycles[op]. A command of
-several steps (VE_FUSED_TILE, ADR-0724: stage param `steps`, a list of (op, length,
+several steps (VE_FUSED_TILE: stage param `steps`, a list of (op, length,
 rows)) costs the sum of its steps' cycles: each step keeps its own pipeline fill, only
 the TCM fetch and store between them are gone.
 """

@@ -1,4 +1,4 @@
-"""PE_SCHEDULER (ADR-0014 D2/D3, ADR-0021 D2/D4): the sole dispatcher inside a PE.
+"""PE_SCHEDULER: the sole dispatcher inside a PE.
 
 SubmissionQueue (inbox, written by PE_CPU) → plan generation → the single feeder
 (`_feed_loop`) puts every tile of one command into its first stage's queue before it
@@ -101,7 +101,7 @@ class PeScheduler(ComponentBase):
         self.env.process(self._feed_loop())
 
     def plan(self, cmd) -> list[TilePlan]:  # noqa: ANN001
-        """Tile plans of `cmd`: DMA stages above `max_transfer_bytes` split (ADR-0014: "if
+        """Tile plans of `cmd`: DMA stages above `max_transfer_bytes` split ("if
         the DMA payload exceeds hardware tile size, PE_SCHEDULER splits the transfer"),
         and every tile's buffers checked against the TCM before anything is fed."""
         plans = []

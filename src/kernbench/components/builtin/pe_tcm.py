@@ -1,4 +1,4 @@
-"""PE_TCM: the PE's scratchpad. A bandwidth-serialised port and the ADR-0014 D5.1 partition.
+"""PE_TCM: the PE's scratchpad. A bandwidth-serialised port and the TCM partition.
 
 Address space [0, capacity): banks of capacity / banks bytes, address = bank × bank_bytes
 + offset. The top `reserved_kib` are SchedulerReservedTCM (composite-tile staging, owned

@@ -1,4 +1,4 @@
-"""PE_GEMM `tile_fpu_v1`: a tile matrix engine of the Tenstorrent Tensix kind (ADR-0860).
+"""PE_GEMM `tile_fpu_v1`: a tile matrix engine of the Tenstorrent Tensix kind.
 
 Each issue multiplies a `rows` × `depth` block of the first operand by a `depth` × `cols`
 block of the second (Tensix: 8 × 16 by 16 × 16, 2048 multiply-adds per cycle, tt-metal

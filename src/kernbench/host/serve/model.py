@@ -23,6 +23,7 @@ from kernbench.host.llm import llm_facts
 from kernbench.host.models import ShapeOptions, resolve_model
 from kernbench.host.run import RunHooks, RunOptions, run_model
 from kernbench.models.hf_config import config_path, is_hf_config
+from kernbench.topology.model import Topology
 
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
                  "seq_length")
@@ -63,7 +64,7 @@ class ServedModel:
         return ServedModel(model, qconfig, workdir, facts.model, facts.weight_bytes,
                            per_token, _context(model))
 
-    def simulate(self, shape: tuple[int, int, int], topo: Any) -> float:
+    def simulate(self, shape: tuple[int, int, int], topo: Topology) -> float:
         """Simulated ns of one program (batch, new tokens, past tokens) on `topo`."""
         b, s, k = shape
         with tempfile.TemporaryDirectory(dir=self.workdir) as d:

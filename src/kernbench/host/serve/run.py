@@ -32,6 +32,7 @@ from kernbench.host.serve.steps import StepTimer
 from kernbench.host.serve.workload import LengthSpec, Request, poisson_requests, read_trace
 from kernbench.report.serving import write_serving_report
 from kernbench.report.stats import write_json
+from kernbench.topology.model import Topology
 
 
 @dataclass
@@ -85,7 +86,7 @@ def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
         policy.check(r.prompt, r.output)
 
 
-def serve(model: Path, topo: Any, out: Path, opts: ServeOptions, workdir: Path,
+def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: Path,
           note: Any = print) -> dict[str, Any]:
     """See the module docstring. `workdir`: scratch space for the step programs."""
     slo = parse_slo(opts.slo)

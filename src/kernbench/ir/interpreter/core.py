@@ -1,6 +1,6 @@
 """The reference interpreter: runs an IR Graph with the numerics kernels.
 
-Quantization semantics (ADR-0102), applied when `quantize=True` (the default) from each
+Quantization semantics, applied when `quantize=True` (the default) from each
 layer's qbits annotations; the math is `kernbench.numerics` (quant, linalg, attention):
 
 - TE layers (GEMM, QKV_PROJ, CONV, MATMUL, ATTENTION) with integer qbits quantize their

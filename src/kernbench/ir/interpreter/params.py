@@ -10,16 +10,15 @@ computes.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kernbench.errors import InputError
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import OPS, LayerCall
+from kernbench.ir.ops.base import QuantState
 
 __all__ = ["LayerCall", "prepare"]
 
 
-def prepare(interp: Any, node: LayerIR) -> LayerCall:
+def prepare(interp: QuantState | None, node: LayerIR) -> LayerCall:
     """The LayerCall of `node` (`interp` may be None for ops without quantization): its op
     class's kernel (`kernbench.ir.ops`)."""
     cls = OPS.get(node.op_type)

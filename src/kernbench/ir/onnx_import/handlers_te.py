@@ -186,7 +186,7 @@ def _qlinear_matmul(lw: Lowering, node: onnx.NodeProto) -> None:
 
 def _qlinear_conv(lw: Lowering, node: onnx.NodeProto) -> None:
     """QLinearConv: inputs x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B] as they
-    are (ADR-0709); the weight's scale / zero point may be per output channel."""
+    are; the weight's scale / zero point may be per output channel."""
     if len(node.input) < 8 or not all(node.input[:8]):
         raise lw.error("QLinearConv needs its eight quantization inputs")
     lw.emit("QLINEAR_CONV", list(node.input), [node.output[0]],
@@ -194,6 +194,6 @@ def _qlinear_conv(lw: Lowering, node: onnx.NodeProto) -> None:
 
 
 def _conv_integer(lw: Lowering, node: onnx.NodeProto) -> None:
-    """ConvInteger: x, w[, x_zp[, w_zp]] → int32 (ADR-0709)."""
+    """ConvInteger: x, w[, x_zp[, w_zp]] → int32."""
     lw.emit("CONV_INTEGER", list(node.input), [node.output[0]],
             _conv_attrs(lw, node, node.input[0], node.input[1]))

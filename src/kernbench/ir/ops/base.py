@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
 from kernbench.cmdq.opcodes.base import Opcode
 from kernbench.config.schema import DEFAULT_MATH_OP_CYCLES
-from kernbench.ir.model import LayerIR
+from kernbench.ir.model import Graph, LayerIR, QBits
 
 Shape = list[int] | None
 
@@ -46,6 +46,25 @@ class OpRuleError(ValueError):
     """A node breaks its op's rule: the verifier reports `field` and the reason."""
 
     field = "attributes"
+
+
+class QuantState(Protocol):
+    """What an op's interpreter kernel reads of the interpreter (`interpreter.Interpreter`
+    is one): the graph, whether it quantizes, and each node's bits and static scales."""
+
+    g: Graph
+    quantize: bool
+    per_channel: bool
+
+    def qa(self, node: LayerIR) -> QBits: ...
+
+    def qw(self, node: LayerIR) -> QBits: ...
+
+    def qkv(self, node: LayerIR) -> QBits: ...
+
+    def static_act(self, tid: str, bits: QBits) -> dict[str, Any] | None: ...
+
+    def weight_quant(self, tid: str) -> dict[str, Any] | None: ...
 
 
 class ShapeMismatch(OpRuleError):
@@ -129,7 +148,7 @@ class IrOp:
             check_broadcast(ins, outs)
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         """The interpreter's call for `node` (`it`: the Interpreter's quantization state,
         None for ops that need none)."""
         assert cls.kernel is not None, cls.op_type

@@ -10,7 +10,7 @@ import numpy as np
 
 from kernbench.cmdq.opcodes.ve import VeCopyTile, VeTransposeTile
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops.base import IrOp, LayerCall, Shape, ShapeMismatch, bcast, register
+from kernbench.ir.ops.base import IrOp, LayerCall, QuantState, Shape, ShapeMismatch, bcast, register
 
 
 class DataMovement(IrOp):
@@ -147,7 +147,7 @@ class Pad(DataMovement):
     op_type = "PAD"
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         a = node.attributes
         return LayerCall("pad", {"pads": a["pads"], "mode": a["mode"], "value_attr": a["value"]})
 

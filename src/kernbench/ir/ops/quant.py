@@ -8,7 +8,7 @@ from typing import Any
 
 from kernbench.cmdq.opcodes.ve_quant import VeDequantizeTile, VeQuantizeTile
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops.base import IrOp, LayerCall, register
+from kernbench.ir.ops.base import IrOp, LayerCall, QuantState, register
 from kernbench.ir.ops.te import TensorEngineOp
 
 
@@ -28,7 +28,7 @@ class Quantize(IrOp):
     vector_opcode = VeQuantizeTile
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         return LayerCall("quantize", {**_qbits(node), **_qparams(node)})
 
 
@@ -39,7 +39,7 @@ class Dequantize(IrOp):
     vector_opcode = VeDequantizeTile
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         return LayerCall("dequantize", _qparams(node))
 
 
@@ -52,7 +52,7 @@ class Qdq(IrOp):
     vector_opcode = VeQuantizeTile
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         return LayerCall("qdq", {**_qbits(node), **_qparams(node)})
 
 

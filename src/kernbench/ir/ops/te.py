@@ -7,16 +7,25 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops.base import IrOp, LayerCall, Shape, ShapeMismatch, attrs_of, bcast, register
+from kernbench.ir.ops.base import (
+    IrOp,
+    LayerCall,
+    QuantState,
+    Shape,
+    ShapeMismatch,
+    attrs_of,
+    bcast,
+    register,
+)
 
 
-def _te_prec(it: Any, n: LayerIR) -> dict[str, Any]:
+def _te_prec(it: QuantState, n: LayerIR) -> dict[str, Any]:
     return {"a_bits": it.qa(n), "w_bits": it.qw(n), "x_static": it.static_act(n.inputs[0],
                                                                               it.qa(n)),
             "per_channel": it.per_channel}
 
 
-def _imported(it: Any, tid: str) -> dict[str, Any] | None:
+def _imported(it: QuantState, tid: str) -> dict[str, Any] | None:
     # an imported integer weight is used as such only when quantizing
     return it.weight_quant(tid) if it.quantize else None
 
@@ -44,7 +53,7 @@ class Gemm(TensorEngineOp):
             raise ShapeMismatch(f"bias {ins[2]} is not [N]={w[1]}")
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         return LayerCall("gemm", {**_te_prec(it, node),
                                   "w_quant": _imported(it, node.inputs[1])})
 
@@ -69,7 +78,7 @@ class QkvProj(TensorEngineOp):
             raise ShapeMismatch(f"heads {hq}/{hkv} x head_dim {d} do not match N of w_q / w_k")
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         return LayerCall("qkv_proj", {**_te_prec(it, node), "w_quants": [
             _imported(it, node.inputs[1 + j]) for j in range(3)]})
 
@@ -81,7 +90,7 @@ class Conv(TensorEngineOp):
     op_type = "CONV"
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         return LayerCall("conv", {**_te_prec(it, node), "w_quant": it.weight_quant(node.inputs[1]),
                                   **attrs_of(node, ("strides", "pads", "dilations", "group"), {})})
 
@@ -93,7 +102,7 @@ class Matmul(TensorEngineOp):
     op_type = "MATMUL"
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         qa = it.qa(node)
         return LayerCall("matmul", {"a_bits": qa, "a_static": it.static_act(node.inputs[0], qa),
                                     "b_static": it.static_act(node.inputs[1], qa)})
@@ -124,7 +133,7 @@ class Attention(TensorEngineOp):
             raise ShapeMismatch(f"mask {ins[3]} does not broadcast to {[q[0], hq, q[2], k[2]]}")
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         a = node.attributes
         qa, kvb = it.qa(node), it.qkv(node)
         return LayerCall("attention", {
@@ -157,7 +166,7 @@ class KvUpdate(IrOp):
             raise ShapeMismatch(f"output {outs[0]} != {want}")
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         out = it.g.tensors.get(node.outputs[0])
         static = None
         if out is not None and out.quant is not None:

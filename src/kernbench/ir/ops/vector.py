@@ -24,6 +24,7 @@ from kernbench.ir.ops.base import (
     IrOp,
     LayerCall,
     OpRuleError,
+    QuantState,
     Shape,
     check_broadcast,
     check_same,
@@ -92,7 +93,7 @@ class _Binary(IrOp):
     row_wise = True
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         return LayerCall("elementwise", {"op": cls.op_type.lower()})
 
 
@@ -135,7 +136,7 @@ class Elementwise(IrOp):
         return EW_KINDS[cls.kind(node)].cost
 
     @classmethod
-    def prepare(cls, it: Any, node: LayerIR) -> LayerCall:
+    def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
         # the ONNX attributes the importer keeps (cast's `to`, alpha, fmod, ...) are kernel
         # params; other keys (passes' annotations) are not
         params: dict[str, Any] = {"op": cls.kind(node)}

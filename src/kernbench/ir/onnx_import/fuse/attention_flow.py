@@ -1,4 +1,4 @@
-"""Scaled-dot-product attention found by dataflow -> ATTENTION (ADR-0108).
+"""Scaled-dot-product attention found by dataflow -> ATTENTION.
 
 Anchor: a SOFTMAX over the last axis whose probabilities (optionally through
 WHERE(ISNAN(p), 0, p) or a Reshape keeping the last two axes) are the left operand

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -132,7 +133,7 @@ def onnx_nodes(*layers: LayerIR) -> list[str]:
     return out
 
 
-def rewrite_until_fixed(g: Any, rewrite: Any) -> None:
+def rewrite_until_fixed(g: Graph, rewrite: Callable[[Graph, Index, LayerIR], bool]) -> None:
     """Apply `rewrite(g, ix, node) -> bool` to every node until none changes the graph. A
     successful rewrite edits the node list, so the scan restarts with a fresh Index."""
     changed = True

@@ -1,4 +1,4 @@
-"""Where an attention operand's heads come from, found by dataflow (ADR-0108).
+"""Where an attention operand's heads come from, found by dataflow.
 
 An operand of the score or output MATMUL is some layout of a source tensor: Reshape /
 Transpose / Expand / Tile / Squeeze in any order, the matmul's own batch broadcasting
