@@ -50,6 +50,9 @@ def serve_cmd(
         "--exact-steps", help="simulate every distinct step shape (no buckets)")] = False,
     qconfig: Annotated[Path | None, typer.Option("--qconfig", "-q",
                                                  help="quantization config YAML")] = None,
+    step_cache: Annotated[Path | None, typer.Option(
+        "--step-cache", help="JSON file keeping simulated programs across runs (same model, "
+                             "qconfig, topology and version)")] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Serve many requests on a simulated NPU: a scheduler policy batches them, each
@@ -69,7 +72,8 @@ def serve_cmd(
                         output_len=output_len, seed=seed, trace=trace, slo=slo,
                         max_batch=max_batch, max_batch_tokens=max_batch_tokens,
                         block_tokens=block_tokens, kv_fraction=kv_fraction,
-                        kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig)
+                        kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig,
+                        step_cache=step_cache)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         stats = serve(model, topo, stage, opts, Path(tmp), note=err.print)
     r = stats["serve"]["results"]

@@ -28,8 +28,8 @@ def kv_stored_int(g: Graph, tid: str) -> bool:
     if t.producer is None:
         return False
     n = g.node(t.producer)
-    return n.op_type == "KV_UPDATE" and t.quant is not None and t.dtype == "fp32" \
-        and t.quant.dtype in ("int8", "int4", "int16")
+    return n.op_type == "KV_UPDATE" and isinstance(n.qbits_kv, int) and t.quant is not None \
+        and t.dtype == "fp32" and t.quant.dtype in ("int8", "int4", "int16")
 
 
 #: fewest keys per range of a split attention: below, the per-range overhead (Q load,

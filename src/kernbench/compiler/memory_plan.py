@@ -87,8 +87,10 @@ def _stored_dtype(plan: MemoryPlan, g: Graph, n: LayerIR, tid: str) -> str:
     dtype = t.dtype
     if t.dtype == "fp32" and n.op_type == "KV_UPDATE" and n.qbits_kv == "fp16":
         dtype = "fp16"  # an fp16 KV cache is stored in fp16
-    if n.op_type == "KV_UPDATE" and t.quant is not None and t.dtype == "fp32" \
-            and t.quant.dtype in ("int8", "int4", "int16"):  # the cache is stored at KV bits
+    if n.op_type == "KV_UPDATE" and isinstance(n.qbits_kv, int) and t.quant is not None \
+            and t.dtype == "fp32" and t.quant.dtype in ("int8", "int4", "int16"):
+        # the cache is stored at KV bits (a null qbits_kv is an fp32 cache whose `quant` is
+        # only the scale its attention reads it with)
         dtype = t.quant.dtype
         plan.scales[tid] = float(np.asarray(g.weights[t.quant.scale]).reshape(()))
     return dtype

@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kernbench.common.pe_commands import PeCommand
+
 ACTIONS = ("mac_int4", "mac_int8", "mac_fp16", "mac_fp32", "math_lane_cycle", "hbm_byte",
            "sram_byte", "tcm_read_byte", "tcm_write_byte", "rf_write_byte", "rf_read_byte",
            "mesh_hop_byte", "port_byte", "ucie_byte")
@@ -67,7 +69,8 @@ class ActionLedger:
         #: (start_ns, end_ns, action, amount), in record order (deterministic)
         self.events: list[tuple[float, float, str, int]] = []
 
-    def add(self, cmd: Any, action: str, amount: int, start: float, end: float) -> None:
+    def add(self, cmd: PeCommand | None, action: str, amount: int, start: float,
+            end: float) -> None:
         """Count `amount` of `action`, done by `cmd` (or None) during [start, end]."""
         if amount <= 0:
             return
@@ -81,7 +84,7 @@ class ActionLedger:
         if self.record_events:
             self.events.append((start, end, action, amount))
 
-    def links(self, cmd: Any, links: Iterable[Any], nbytes: int, start: float,
+    def links(self, cmd: PeCommand | None, links: Iterable[Any], nbytes: int, start: float,
               end: float) -> None:
         """`nbytes` over each link of `links` (servers whose id is a topology link)."""
         key = links if links.__class__ is tuple else tuple(links)
@@ -95,8 +98,8 @@ class ActionLedger:
         for a, n in acts:
             self.add(cmd, a, n * nbytes, start, end)
 
-    def dma(self, cmd: Any, space: str, nbytes: int, links: Iterable[Any], tcm: str | None,
-            start: float, end: float) -> None:
+    def dma(self, cmd: PeCommand | None, space: str, nbytes: int, links: Iterable[Any],
+            tcm: str | None, start: float, end: float) -> None:
         """A transfer between memory `space` ("hbm" | "sram") and a PE: the memory access,
         the links between, and the TCM port (`tcm` "read" | "write", None when it bypasses
         the TCM, e.g. weights streamed into the array)."""

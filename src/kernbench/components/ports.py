@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kernbench.common.pe_commands import PeCommand
+from kernbench.common.tile_plan import TileToken
 from kernbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -72,11 +74,11 @@ class SimContext(Protocol):
     topology: Topology
     actions: ActionLedger  # what the engines did, counted with their timing (energy)
 
-    def tile_done(self, token: Any, now: float) -> None:
+    def tile_done(self, token: TileToken, now: float) -> None:
         """The last stage of a tile's plan finished at `now` (called once per tile)."""
         ...
 
-    def command_complete(self, cmd: Any, now: float) -> None:
+    def command_complete(self, cmd: PeCommand, now: float) -> None:
         """A PE command's completion record was published at `now`."""
         ...
 

@@ -16,6 +16,7 @@ from typing import Any
 from kernbench.report import energy_plots, plots
 from kernbench.report.energy import fmt_energy
 from kernbench.report.llm import llm_html
+from kernbench.topology.model import Topology
 from kernbench.topology.peaks import hbm_gbs
 
 MAX_LAYER_ROWS = 25
@@ -83,7 +84,7 @@ def _card(key: str, value: str, detail: str = "") -> str:
             f'<div class="v">{_e(value)}</div>{d}</div>')
 
 
-def _topology_text(stats: dict[str, Any], topology: Any) -> str:
+def _topology_text(stats: dict[str, Any], topology: Topology) -> str:
     name = str(stats.get("topology", "?"))
     if topology is None:
         return name
@@ -97,7 +98,7 @@ def _topology_text(stats: dict[str, Any], topology: Any) -> str:
 
 
 # ---------------------------------------------------------------------------- sections
-def _headline(stats: dict[str, Any], topology: Any) -> str:
+def _headline(stats: dict[str, Any], topology: Topology) -> str:
     cards = [
         _card("total time", f"{_num(stats.get('total_ns'))} ns"),
         _card("cycles", _num(stats.get("total_cycles")),
@@ -242,7 +243,7 @@ def _img(data: bytes, alt: str) -> str:
 
 
 def render_plots(stats: dict[str, Any], trace: dict[str, Any] | None = None,
-                 topology: Any = None) -> dict[str, bytes]:
+                 topology: Topology | None = None) -> dict[str, bytes]:
     """PNG bytes of the plots whose data exists: `engine_timeline` (needs a trace with
     engine spans), `utilization`, `roofline` (needs stats["layers"] with a MAC layer;
     roofs from the topology, else recovered from the layers' bounds), `energy_by_kind`
@@ -277,7 +278,7 @@ _PLOT_TITLES = {"engine_timeline": "Engine timeline", "utilization": "Utilizatio
 
 
 def render_report(stats: dict[str, Any], trace: dict[str, Any] | None = None,
-                  verdict: Any = None, topology: Any = None, title: str | None = None,
+                  verdict: Any = None, topology: Topology | None = None, title: str | None = None,
                   plot_png: dict[str, bytes] | None = None) -> str:
     """The report page as a string (see write_report)."""
     if plot_png is None:
@@ -307,7 +308,7 @@ def render_report(stats: dict[str, Any], trace: dict[str, Any] | None = None,
 
 
 def write_report(out_dir: str | Path, stats: dict[str, Any], trace: dict[str, Any] | None = None,
-                 verdict: Any = None, topology: Any = None, title: str | None = None, *,
+                 verdict: Any = None, topology: Topology | None = None, title: str | None = None, *,
                  save_plots: bool = False) -> Path:
     """Write `out_dir/report.html`: headline numbers, verification verdict (a Verdict or its
     to_json() dict), slowest layers, engine / link / memory utilization and the plots whose

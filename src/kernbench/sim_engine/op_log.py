@@ -69,7 +69,7 @@ def check_plain(value: Any, where: str) -> None:
 
 
 class OpLogger:
-    """Injected into Simulator(op_logger=...); the D2 hooks call record_start/record_end."""
+    """Injected into Simulator(op_logger=...); the components' op-log hooks call record_start/record_end."""
 
     def __init__(self) -> None:
         self.records: list[OpRecord] = []

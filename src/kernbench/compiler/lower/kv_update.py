@@ -25,7 +25,7 @@ from kernbench.ir.model import LayerIR
 def tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
               out: Placement) -> bool:
     t_out = lw.g.tensors[n.outputs[0]]
-    if t_out.quant is not None and out.dtype == "fp32":
+    if isinstance(n.qbits_kv, int) and t_out.quant is not None and out.dtype == "fp32":
         return False  # fake-quantized at other than 8 bits: the layer runs whole
     if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or not out.contiguous \
             or not past.contiguous or new.strides[3] != 1:

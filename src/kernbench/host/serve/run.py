@@ -28,6 +28,7 @@ from kernbench.host.serve.results import (
     tpot_ns,
 )
 from kernbench.host.serve.slo import parse_slo
+from kernbench.host.serve.step_cache import StepCache, identity
 from kernbench.host.serve.steps import StepTimer
 from kernbench.host.serve.workload import LengthSpec, Request, poisson_requests, read_trace
 from kernbench.report.serving import write_serving_report
@@ -52,6 +53,7 @@ class ServeOptions:
     kv_blocks: int | None = None      # the cache's size in blocks, instead of the fraction
     exact_steps: bool = False
     qconfig: Path | None = None
+    step_cache: Path | None = None    # simulated programs kept across runs (step_cache.py)
 
 
 def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
@@ -106,7 +108,19 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     check_requests(reqs, m, kv, policy, str(opts.trace) if opts.trace else None)
     note(f"serving {len(reqs)} requests of {m.name} on '{topo.name}' ({opts.policy}); KV "
          f"cache {blocks:,} blocks of {opts.block_tokens} tokens")
-    timer = StepTimer(lambda shape: m.simulate(shape, topo), exact=opts.exact_steps)
+    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, topo))
+
+    fresh: list[tuple[int, int, int]] = []
+
+    def simulate(shape: tuple[int, int, int]) -> float:
+        ns = cache.get(shape)
+        if ns is None:
+            ns = m.simulate(shape, topo)
+            cache.put(shape, ns)
+            fresh.append(shape)
+        return ns
+
+    timer = StepTimer(simulate, exact=opts.exact_steps)
     t0 = time.process_time()
     run = serve_requests(reqs, policy, kv, timer)
     loop_s = time.process_time() - t0 - timer.sim_seconds
@@ -121,11 +135,13 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                      "bytes_per_token": m.kv_bytes_per_token, "weight_bytes": m.weight_bytes,
                      "hbm_bytes": topo.hbm_bytes},
         "steps": {"count": timer.steps, "exact": opts.exact_steps,
-                  "programs_simulated": len(timer.programs), "shapes": len(timer.shapes)},
+                  "programs": len(timer.programs), "programs_simulated": len(fresh),
+                  "shapes": len(timer.shapes)},
         "results": serve_stats(run, slo, blocks),
     }}
     write_outputs(Path(out), run, stats)
-    note(f"{timer.steps:,} steps from {len(timer.programs)} simulated programs "
+    note(f"{timer.steps:,} steps from {len(timer.programs)} programs "
+         f"({len(timer.programs) - len(fresh)} from the step cache) "
          f"({timer.sim_seconds:.1f} CPU s simulating, {loop_s:.1f} CPU s in the loop)")
     return stats
 

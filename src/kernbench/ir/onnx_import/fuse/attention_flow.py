@@ -12,9 +12,13 @@ Einsum, in this order from the softmax:
 3. scalar Mul / Div anywhere (also on Q and K, see `head_layout`) and Reshapes that keep
    the last two axes.
 
-A QDQ (fake quantization) on the scores or probabilities is part of the model's
-numerics, which ATTENTION cannot express: such attention is not fused, and its matmuls
-run as tiled batched GEMMs (compiler/lower/bmm.py) with the QDQ layers kept.
+QDQ attention (a quantize_static export): when Q, K and V each come through a
+per-tensor 8-bit QDQ, the attention is fused too, as an integer ATTENTION (imported bits:
+activation 8, KV 8) that quantizes Q, K and V itself; the QDQs on the operands, on the
+scores and on the probabilities are part of the match (the ATTENTION's own quantization
+stands for them: symmetric static Q / K / V scales, a per-row scale for P). A QDQ on
+the scores or probabilities without quantized Q, K, V is not fused: its matmuls run as
+tiled batched GEMMs (compiler/lower/bmm.py) with the QDQ layers kept.
 
 Q, K and V are traced by `head_layout.head_source` (heads split by Reshape / Transpose in
 any order, GQA / MQA by Expand / Tile / broadcasting). The matmuls' batch dims are split
@@ -35,6 +39,7 @@ from kernbench.ir.onnx_import.fuse.common import (
     ew,
     new_layer,
     onnx_nodes,
+    qdq8,
     rewrite_until_fixed,
     scalar,
 )
@@ -55,6 +60,7 @@ class Scores:
     biases: list[tuple[str, list[int]]] = field(default_factory=list)
     bool_mask: tuple[str, list[int]] | None = None
     layers: list[LayerIR] = field(default_factory=list)
+    qdqs: int = 0  # per-tensor 8-bit QDQs on the way
 
 
 def _scalar_operand(g: Graph, n: LayerIR) -> tuple[float, str] | None:
@@ -99,7 +105,9 @@ def _reaches_mm(g: Graph, ix: Index, t: str) -> bool:
                and g.tensors[i].shape[-2:] == shape[-2:]]
         if ew(p) == "where":
             nxt = p.inputs[1:2]
-        if p.op_type not in ("RESHAPE", "ADD", "MUL", "ELEMENTWISE") or not nxt:
+        if qdq8(g, p):
+            nxt = p.inputs[:1]
+        elif p.op_type not in ("RESHAPE", "ADD", "MUL", "ELEMENTWISE") or not nxt:
             return False
         if len(nxt) > 1:
             return any(_reaches_mm(g, ix, i) for i in nxt)
@@ -112,6 +120,9 @@ def _step_back(g: Graph, ix: Index, sc: Scores, p: LayerIR, s: str) -> str | Non
     shape = list(g.tensors[s].shape)
     free = sc.softcap == 0.0 and sc.scale == 1.0  # nothing between here and the softmax
     if p.op_type == "RESHAPE" and g.tensors[p.inputs[0]].shape[-2:] == shape[-2:]:
+        return p.inputs[0]
+    if qdq8(g, p):
+        sc.qdqs += 1
         return p.inputs[0]
     cap = _softcap(g, ix, p) if sc.softcap == 0.0 else None
     if cap is not None:
@@ -204,7 +215,7 @@ def _probs_use(g: Graph, ix: Index, sm: LayerIR):
             return None
         chain += [isn, wh]
         p = wh.outputs[0]
-    for _ in range(3):
+    for _ in range(4):
         if not ix.single_use(p):
             return None
         u = ix.uses(p)[0]
@@ -215,7 +226,7 @@ def _probs_use(g: Graph, ix: Index, sm: LayerIR):
                 return None
             return u, chain
         keep = g.tensors[u.inputs[0]].shape[-2:] == g.tensors[u.outputs[0]].shape[-2:]
-        if not (u.op_type == "RESHAPE" and keep):
+        if not (u.op_type == "RESHAPE" and keep or qdq8(g, u)):
             return None
         chain.append(u)
         p = u.outputs[0]
@@ -329,6 +340,10 @@ def _rewrite(g: Graph, ix: Index, sm: LayerIR) -> bool:
     if ops is None:
         return False
     q, k, v, bsz = ops
+    quantized = [_quantized(g, ix, op) for op in (q, k, v)]
+    qdq_around = sc.qdqs > 0 or any(n.op_type == "QDQ" for n in after)
+    if any(quantized) != all(quantized) or qdq_around and not all(quantized):
+        return False  # part of it quantized: not one ATTENTION's numerics
     hq = q.shape[1]
     s_t = [q.shape[2], k.shape[2]]
     m = _mask(g, sc, bsz, hq, s_t, mm2)
@@ -343,14 +358,21 @@ def _rewrite(g: Graph, ix: Index, sm: LayerIR) -> bool:
     attrs = {"num_heads": hq, "num_kv_heads": k.shape[1], "head_dim": q.shape[3],
              "scale": sc.scale * q.scale * k.scale, "causal": False, "causal_offset": 0,
              "softcap": sc.softcap, "mask": kind}  # fmt: skip
-    _emit(g, (sc, sm, after, mm2), ins + ([mask] if mask else []), attrs, new)
+    node = _emit(g, (sc, sm, after, mm2), ins + ([mask] if mask else []), attrs, new)
+    if all(quantized):  # integer attention at the QDQs' 8 bits
+        node.metadata["imported_qbits"] = {"activation": 8, "kv": 8}
     return True
 
 
+def _quantized(g: Graph, ix: Index, op: Operand) -> bool:
+    """The operand came through a per-tensor 8-bit QDQ (walked through, or its source)."""
+    return any(qdq8(g, n) for n in op.layers) or qdq8(g, ix.prod(op.src))
+
+
 def _emit(g: Graph, match: tuple[Scores, LayerIR, list[LayerIR], LayerIR], ins: list[str],
-          attrs: dict, new: list[LayerIR]) -> None:
+          attrs: dict, new: list[LayerIR]) -> LayerIR:
     """Insert the new layers and the ATTENTION (plus a view to mm2's output shape) at mm2;
-    the replaced layers become dead."""
+    the replaced layers become dead. Returns the ATTENTION."""
     sc, sm, after, mm2 = match
     out = mm2.outputs[0]
     want = [g.tensors[ins[0]].shape[0], attrs["num_heads"], g.tensors[ins[0]].shape[2],
@@ -367,6 +389,7 @@ def _emit(g: Graph, match: tuple[Scores, LayerIR, list[LayerIR], LayerIR], ins: 
     i = next(j for j, n in enumerate(g.nodes) if n is mm2)
     g.nodes[i:i] = new
     g.nodes = [n for n in g.nodes if n is not mm2]
+    return node
 
 
 __all__ = ["Operand", "fuse_attention"]

@@ -69,6 +69,17 @@ def scalar(g: Graph, tid: str) -> float | None:
     return float(v.reshape(-1)[0])
 
 
+def qdq8(g: Graph, n: LayerIR | None) -> bool:
+    """n is a per-tensor 8-bit QDQ (int8 or uint8) with a constant scalar scale and zero
+    point: a fake quantization an integer TE operand can stand in for."""
+    if n is None or n.op_type != "QDQ" or n.attributes.get("axis") is not None \
+            or n.attributes.get("block_size") or n.attributes.get("dtype") not in ("int8",
+                                                                               "uint8"):
+        return False
+    return all(g.tensors[x].const and int(np.asarray(g.weights[x]).size) == 1
+               for x in n.inputs[1:3] if x)
+
+
 def other_input(n: LayerIR, tid: str) -> str | None:
     if len(n.inputs) != 2:
         return None

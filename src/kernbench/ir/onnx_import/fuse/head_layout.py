@@ -4,7 +4,8 @@ An operand of the score or output MATMUL is some layout of a source tensor: Resh
 Transpose / Expand / Tile / Squeeze in any order, the matmul's own batch broadcasting
 (multi-query attention), and for K the swap of the last two axes. `head_source` walks
 back from the operand through those layers (and scalar Mul / Div, which scale the
-scores) and pushes an index array of each candidate source through the chain. The
+scores, and per-tensor 8-bit QDQs, which the integer ATTENTION replaces) and pushes an
+index array of each candidate source through the chain. The
 result, viewed as (B, H, T, D), must be the source read as one of two layouts:
 
 - "view": the source is (B, Hkv, T, D) in memory order (reshaped if need be);
@@ -22,7 +23,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernbench.ir.model import Graph, LayerIR
-from kernbench.ir.onnx_import.fuse.common import Index, add_tensor, ew, new_layer, scalar
+from kernbench.ir.onnx_import.fuse.common import (
+    Index,
+    add_tensor,
+    ew,
+    new_layer,
+    qdq8,
+    scalar,
+)
 from kernbench.ir.onnx_import.handlers_basic import transpose_is_view
 
 LAYOUT = ("RESHAPE", "TRANSPOSE", "EXPAND", "TILE", "SQUEEZE", "UNSQUEEZE", "IDENTITY")
@@ -91,6 +99,8 @@ def _walk(g: Graph, ix: Index, t: str, scalable: bool):
         st = step_of(g, p)
         if st is not None:
             steps.insert(0, st)
+            t = p.inputs[0]
+        elif qdq8(g, p):  # the attention quantizes the operand itself
             t = p.inputs[0]
         elif scalable and ew(p) in ("mul", "div"):
             s = scalar(g, p.inputs[1])
