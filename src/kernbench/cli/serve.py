@@ -20,14 +20,16 @@ def serve_cmd(
     topology: TopologyOpt = "small",
     set_: SetOpt = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
-    requests: Annotated[int, typer.Option("--requests", "-n",
-                                          help="requests to draw (Poisson)")] = 100,
+    requests: Annotated[int | None, typer.Option(
+        "--requests", "-n", help="requests to draw (Poisson) [default: 100]")] = None,
     rate: Annotated[float | None, typer.Option(
         "--rate", help="Poisson arrivals, requests per second")] = None,
-    prompt_len: Annotated[str, typer.Option(
-        "--prompt-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX]")] = "512",
-    output_len: Annotated[str, typer.Option(
-        "--output-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX]")] = "128",
+    prompt_len: Annotated[str | None, typer.Option(
+        "--prompt-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX] "
+                             "[default: 512]")] = None,
+    output_len: Annotated[str | None, typer.Option(
+        "--output-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX] "
+                             "[default: 128]")] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of arrivals and lengths")] = 0,
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="CSV arrival_s,prompt_tokens,output_tokens instead of drawing")] = None,

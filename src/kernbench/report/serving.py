@@ -25,7 +25,8 @@ def _cdf_fig(lat: dict[str, list[float]]) -> Any:
             x = np.sort(np.asarray(vals, dtype=np.float64))
             y = np.arange(1, len(x) + 1) / len(x)
             step = max(1, len(x) // MAX_POINTS)
-            ax.plot(x[::step], y[::step], color="#1f77b4")
+            ax.step(x[::step], y[::step], where="post", color="#1f77b4")
+            ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 3))
         ax.set_title(name)
         ax.set_xlabel("seconds")
         ax.set_ylabel("fraction of requests")
@@ -49,8 +50,17 @@ def _occupancy_fig(t_s: list[float], fraction: list[float]) -> Any:
     return fig
 
 
-def _pct_row(name: str, d: dict[str, Any]) -> str:
-    cells = "".join(f'<td class="n">{"–" if d.get(k) is None else f"{1e3 * d[k]:.3f}"}</td>'
+def _t(seconds: float) -> str:
+    """A latency with a unit that suits its size."""
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{1e3 * seconds:.3g} ms"
+    return f"{1e6 * seconds:.3g} µs"
+
+
+def _pct_row(name: str, d: dict[str, Any], scale: float) -> str:
+    cells = "".join(f'<td class="n">{"–" if d.get(k) is None else f"{scale * d[k]:.3f}"}</td>'
                     for k in ("p50", "p90", "p99", "mean", "max"))
     return f"<tr><td>{_e(name)}</td>{cells}</tr>"
 
@@ -61,9 +71,8 @@ def serving_html(title: str, serve: dict[str, Any], latencies: dict[str, list[fl
     by name (TTFT, TPOT, end-to-end), `occupancy` (times in s, fraction of KV blocks)."""
     r = serve["results"]
     th = r["throughput"]
-    cards = [_card("requests", str(r["requests"]), f"over {r['span_s']:.3f} s"),
-             _card("TTFT p99", f"{1e3 * r['ttft_s']['p99']:.1f} ms",
-                   f"p50 {1e3 * r['ttft_s']['p50']:.1f} ms"),
+    cards = [_card("requests", str(r["requests"]), f"over {_t(r['span_s'])}"),
+             _card("TTFT p99", _t(r["ttft_s"]["p99"]), f"p50 {_t(r['ttft_s']['p50'])}"),
              _card("throughput", f"{th['output_tokens_per_s']:,.0f} tok/s",
                    f"{th['requests_per_s']:.3f} requests/s"),
              _card("KV cache peak", f"{100 * r['kv_occupancy']['peak_fraction']:.1f} %",
@@ -71,22 +80,23 @@ def serving_html(title: str, serve: dict[str, Any], latencies: dict[str, list[fl
              _card("preemptions", str(r["preemptions"]),
                    f"{r['preempted_requests']} requests")]
     if r["tpot_s"]["p99"] is not None:
-        cards.insert(2, _card("TPOT p99", f"{1e3 * r['tpot_s']['p99']:.2f} ms",
-                              f"p50 {1e3 * r['tpot_s']['p50']:.2f} ms"))
+        cards.insert(2, _card("TPOT p99", _t(r["tpot_s"]["p99"]),
+                              f"p50 {_t(r['tpot_s']['p50'])}"))
     if "goodput" in r:
         g = r["goodput"]
-        slo = ", ".join(f"{k} ≤ {1e3 * v:g} ms" for k, v in g["slo_s"].items())
+        slo = ", ".join(f"{k} ≤ {_t(v)}" for k, v in g["slo_s"].items())
         cards.append(_card("goodput", f"{g['requests_per_s']:.3f} req/s",
                            f"{100 * g['fraction']:.1f} % meet {slo}"))
-    rows = [_pct_row("TTFT", r["ttft_s"]), _pct_row("TPOT", r["tpot_s"]),
-            _pct_row("end-to-end", r["e2e_s"])]
+    unit, scale = ("ms", 1e3) if r["e2e_s"]["max"] >= 1e-3 else ("µs", 1e6)
+    rows = [_pct_row("TTFT", r["ttft_s"], scale), _pct_row("TPOT", r["tpot_s"], scale),
+            _pct_row("end-to-end", r["e2e_s"], scale)]
     cfg = (f"{_e(serve['model'])} on {_e(serve['topology'])}, policy "
            f"<code>{_e(serve['policy'])}</code>, {_e(serve['workload']['describe'])}")
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
              f"<h1>{_e(title)}</h1>", f'<p class="sub">{cfg}</p>',
              '<div class="cards">' + "".join(cards) + "</div>",
-             "<h2>Serving latencies (ms)</h2>",
+             f"<h2>Serving latencies ({unit})</h2>",
              _table(["", "p50", "p90", "p99", "mean", "max"], rows, {1, 2, 3, 4, 5})]
     cdf = _png(_cdf_fig, latencies)
     if cdf:
