@@ -228,21 +228,24 @@ def des_key(row: dict) -> tuple:
 
 
 def simulate_des(rows: list[dict], params: dict[str, float], cs: dict[str, Chip],
-                 max_mkn: int) -> tuple[list[float | None], list[int | None]]:
-    """(time the benchmark reports, CMDQ entries) of every row with m·k·n <= max_mkn
-    through kernbench's discrete-event simulator (ttmetal_des, ADR-0863): launch_ns + the
-    simulated device time, floored by the host's per-op time without trace, as the
-    analytic model does. None for the rows outside the subset."""
+                 max_mkn: int) -> tuple[list[float | None], list[int | None], list[str | None]]:
+    """(time the benchmark reports, CMDQ entries, why not run) of every row with
+    m·k·n <= max_mkn through kernbench's discrete-event simulator (ttmetal_des,
+    ADR-0863): launch_ns + the simulated device time, floored by the host's per-op time
+    without trace, as the analytic model does. None for the rows outside the subset and
+    for rows whose program does not fit the TCM (the reason in the third list)."""
     import ttmetal_des
 
     base = {card: load_topology(p, []) for card, p in CARDS.items()}
-    memo: dict[tuple, tuple[float, int]] = {}
+    memo: dict[tuple, tuple[float, int] | str] = {}
     sim: list[float | None] = []
     ents: list[int | None] = []
+    notes: list[str | None] = []
     for r in rows:
         if int(r["m"]) * int(r["k"]) * int(r["n"]) > max_mkn:
             sim.append(None)
             ents.append(None)
+            notes.append("outside the DES subset")
             continue
         key = des_key(r)
         if key not in memo:
@@ -250,15 +253,25 @@ def simulate_des(rows: list[dict], params: dict[str, float], cs: dict[str, Chip]
             topo = load_topology(CARDS[r["card"]],
                                  ttmetal_des.des_overrides(r, base[r["card"]], params))
             print(f"des {' '.join(key)} {prog.label()}", file=sys.stderr)
-            memo[key] = ttmetal_des.device_ns(r, prog, topo)
-        dev, n = memo[key]
+            try:
+                memo[key] = ttmetal_des.device_ns(r, prog, topo)
+            except ValueError as e:  # the program's buffers do not fit this TCM
+                memo[key] = str(e)
+        hit = memo[key]
+        if isinstance(hit, str):
+            sim.append(None)
+            ents.append(None)
+            notes.append(hit)
+            continue
+        dev, n = hit
         t = params["launch_ns"] + dev
         if r["use_trace"] != "True":
             t = max(t, params["host_tuned_ns"] if r["config"] == "hand_tuned"
                     else params["host_oob_ns"])
         sim.append(t)
         ents.append(n)
-    return sim, ents
+        notes.append(None)
+    return sim, ents, notes
 
 
 def plot(rows: list[dict], sim: list[float], path: Path) -> None:
@@ -380,11 +393,12 @@ def _des_main(args: argparse.Namespace, rows: list[dict], params: dict[str, floa
     """--engine des: simulate the subset, write every row (empty outside the subset),
     print DES and analytic MAPE per group on the same rows."""
     ana = [o[0] for o in out]
-    des, ents = simulate_des(rows, params, cs, args.des_max_mkn)
+    des, ents, notes = simulate_des(rows, params, cs, args.des_max_mkn)
     if args.out:
         write_out(args.out, rows, des, [o[1].label() for o in out], [None] * len(rows),
                   {"engine": ["des" if d is not None else None for d in des],
-                   "analytic_ns": [f"{a:.1f}" for a in ana], "des_entries": ents})
+                   "analytic_ns": [f"{a:.1f}" for a in ana], "des_entries": ents,
+                   "des_note": notes})
     ran = [i for i, d in enumerate(des) if d is not None]
     sub = [rows[i] for i in ran]
     if not sub:
@@ -392,7 +406,9 @@ def _des_main(args: argparse.Namespace, rows: list[dict], params: dict[str, floa
         return 2
     g_des = groups(sub, [des[i] for i in ran])
     g_ana = {g[0]: g for g in groups(sub, [ana[i] for i in ran])}
-    print(f"DES on {len(sub)} rows (m*k*n <= {args.des_max_mkn}); analytic on the same rows")
+    unfit = sum(n is not None and n != "outside the DES subset" for n in notes)
+    print(f"DES on {len(sub)} rows (m*k*n <= {args.des_max_mkn}; {unfit} more in that "
+          "bound not run: buffers exceed the TCM); analytic on the same rows")
     print("| group | rows | DES MAPE % | analytic MAPE % | DES worst % | DES rows > 35 % |\n"
           "| --- | ---: | ---: | ---: | ---: | ---: |")
     for g, n, mp, worst, over in g_des:

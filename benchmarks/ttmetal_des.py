@@ -20,9 +20,10 @@ module emits it at K-block granularity (ADR-0863) and `silicon.py --engine des` 
 
 Operands live row-major in HBM at their tile format's bytes per element (block floats:
 the shared exponents spread over the row, so a block's bytes are its tiles' bytes).
-Shapes are padded to whole tiles and whole per-core blocks. Timing only, except
-`verify=True` (BF16 rows, DRAM operands): fp32 partials and output, so the data pass
-can be checked against numpy.
+Shapes are padded to whole tiles and whole per-core blocks. The partials are the tile
+engine's fp32 accumulator in TCM (tt-metal keeps bf16 partials: twice its bytes here).
+Timing only, except `verify=True` (BF16 rows, DRAM operands): the output is stored as
+fp32, so the data pass can be checked against numpy.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class Layout:
             if dtype != "BFLOAT16":
                 raise ValueError("verify runs BFLOAT16 rows only (fp32 partials)")
             return cls(t, 16, 4 * T, 32)
-        return cls(t, QBITS[dtype], t, 16)
+        return cls(t, QBITS[dtype], t, 32)
 
 
 def core_pes(prog: Program, grid_x: int, topo: Topology) -> list[list[int]]:
