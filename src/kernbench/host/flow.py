@@ -36,6 +36,7 @@ from kernbench.errors import (
 from kernbench.host.bundle import Bundle, run_with_data
 from kernbench.host.bundle_check import check_bundle
 from kernbench.host.estimate import graph_bytes, refuse_above_limit
+from kernbench.host.intermediates import Intermediates
 from kernbench.host.simulate import simulate_program
 from kernbench.host.verify import verify_outputs
 from kernbench.ir.model import Graph, is_shape_only, save_weights
@@ -275,7 +276,10 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Graph, file: str, *,
 
 def check_finite(x: np.ndarray, what: str, file: str | None, strict: bool) -> None:
     """NaN or Inf in a tensor: a warning naming it (an InputError with `strict`). Such a
-    value propagates through every layer; it is legal but almost always a mistake."""
+    value propagates through every layer; it is legal but almost always a mistake. That
+    warning is the diagnostic: numpy's own floating-point warnings (`invalid value
+    encountered in multiply`, ...) that the value then raises in every kernel it reaches
+    are switched off for the rest of the command (cli.main restores them)."""
     bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
     if not bad:
         return
@@ -283,6 +287,7 @@ def check_finite(x: np.ndarray, what: str, file: str | None, strict: bool) -> No
     if strict:
         raise InputError(msg + " (refused with --strict)", file=file, where=what)
     warn(f"{file + ': ' if file else ''}{what}: {msg}")
+    np.seterr(invalid="ignore", over="ignore", divide="ignore")
 
 
 def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: bool = False,
@@ -296,8 +301,9 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
     outputs.npz and verification.json (`verify`) into `out`. `phase(name, total, poll)`
     gives a context manager around each long phase (progress display); None: nothing.
     `save_oplog` (with `verify`) saves the op log and initial memory for `replay`.
-    `post_stats(stats, spans)` may amend the stats before anything is written (replay, LLM
-    figures; `spans`: layer id → common.program.LayerSpan); `watch(SimWatch)` observes the
+    `post_stats(stats, spans, actions_of)` may amend the stats before anything is written
+    (replay, LLM figures; `spans`: layer id → common.program.LayerSpan; `actions_of(layer
+    ids)`: their commands' action counts); `watch(SimWatch)` observes the
     timing run (progress). Without `trace`, `report` and `verify`, stats.json has
     `entry_count` instead of per-entry rows (docs/stats.md). `prog`: the bundle's program
     already in memory (`program_of`); its cmdq.json is then not read (it need not exist
@@ -336,7 +342,7 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
             layers[lid].update(row)
     add_token_energy(stats, bundle_dir)
     if post_stats is not None:
-        stats = post_stats(stats, spans)
+        stats = post_stats(stats, spans, run.layer_actions)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
@@ -374,11 +380,12 @@ def _run_verified(bundle_dir: Path, prog: CmdqProgram, topology: Topology, input
     if problems:  # a tampered bundle: refused before anything is deployed
         raise problems[0]
     feeds = load_inputs(inputs, bundle.graph, strict=strict)
+    watch = Intermediates(bundle) if dump_intermediates else None
     run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=record,
-                                        phase=phase, save_oplog=save_oplog)
+                                        phase=phase, save_oplog=save_oplog, watch_ops=watch)
     source = bundle_dir / "model.onnx"
     verdict = verify_outputs(bundle, outputs, feeds, store, source if source.exists() else None,
-                             dump_intermediates=dump_intermediates)
+                             intermediates=watch.capture if watch is not None else None)
     return run, outputs, verdict
 
 
