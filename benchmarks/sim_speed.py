@@ -59,7 +59,12 @@ def _events(env) -> int:  # noqa: ANN001
 
 
 def worker(case: str) -> dict:
-    """Run `case` in this process; its measurements."""
+    """Run `case` in this process; its measurements (with the console script's garbage
+    collector settings, when the tree has them)."""
+    import kernbench.cli as cli
+
+    if hasattr(cli, "tune_gc"):
+        cli.tune_gc()
     if case == "stack":
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from sim_throughput import bare_pipeline, component_stack

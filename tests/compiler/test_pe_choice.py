@@ -108,3 +108,42 @@ def test_candidates_share_the_weight_arrays():
     assert c.weights is not g.weights and c.nodes is not g.nodes
     assert c.weights.keys() == g.weights.keys()
     assert all(c.weights[k] is g.weights[k] for k in g.weights)
+
+
+def test_the_candidates_share_one_calibration_run_and_compile_as_before(tmp_path,
+                                                                         monkeypatch):
+    """The quantize pass's interpreter run is memoized by graph content (ADR-0850): the
+    whole compile and every PE subset's compile of one graph run it once, and each subset
+    compiles to the program a fresh compile for that subset gives."""
+    from kernbench.compiler.pipeline import compile_graph, load_model
+    from kernbench.compiler.state import CompileOptions
+    from kernbench.ir.interpreter import Interpreter
+
+    runs = []
+    real = Interpreter.run
+
+    def counted(self, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        runs.append(1)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Interpreter, "run", counted)
+    model = Path(__file__).resolve().parents[1] / "models" / "gpt2.onnx"
+    base = load_topology("base")
+    opts = CompileOptions(calibration={})
+    seen = {}
+
+    def compile_fn(g, t):  # noqa: ANN001, ANN202
+        st, _ = compile_graph(g, t, opts)
+        seen[len(t.pes)] = st.cmdq.to_json()["cmdq"]
+        return st
+
+    graph, _ = load_model(model)
+    pe_choice.compile_on_best_pes(graph, base, compile_fn)
+    assert len(seen) > 1 and len(runs) == 1
+    for n, entries in seen.items():
+        sub = next(s for s in [base, *pe_choice.subsets(base)] if len(s.pes) == n)
+        fresh, _ = compile_graph(load_model(model)[0], sub, CompileOptions())
+        if n < len(base.pes):
+            pe_choice.remap_pes(fresh, sub, base)
+        assert fresh.cmdq.to_json()["cmdq"] == entries, n
+    assert len(runs) == 1 + len(seen)

@@ -73,6 +73,7 @@ def test_same_seed_same_bytes(tmp_path):
     ("arrival_s,prompt_tokens,output_tokens\n0,300,2\n", ("--kv-blocks", "4"),
      "too small for one request"),
     ("arrival,prompt,output\n0,8,2\n", (), "header"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,8,2\n", ("--rate", "5"), "--rate"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, args, needle):
     trace = tmp_path / "t.csv"

@@ -20,14 +20,16 @@ def serve_cmd(
     topology: TopologyOpt = "small",
     set_: SetOpt = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
-    requests: Annotated[int, typer.Option("--requests", "-n",
-                                          help="requests to draw (Poisson)")] = 100,
+    requests: Annotated[int | None, typer.Option(
+        "--requests", "-n", help="requests to draw (Poisson) [default: 100]")] = None,
     rate: Annotated[float | None, typer.Option(
         "--rate", help="Poisson arrivals, requests per second")] = None,
-    prompt_len: Annotated[str, typer.Option(
-        "--prompt-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX]")] = "512",
-    output_len: Annotated[str, typer.Option(
-        "--output-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX]")] = "128",
+    prompt_len: Annotated[str | None, typer.Option(
+        "--prompt-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX] "
+                             "[default: 512]")] = None,
+    output_len: Annotated[str | None, typer.Option(
+        "--output-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX] "
+                             "[default: 128]")] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of arrivals and lengths")] = 0,
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="CSV arrival_s,prompt_tokens,output_tokens instead of drawing")] = None,
@@ -50,6 +52,9 @@ def serve_cmd(
         "--exact-steps", help="simulate every distinct step shape (no buckets)")] = False,
     qconfig: Annotated[Path | None, typer.Option("--qconfig", "-q",
                                                  help="quantization config YAML")] = None,
+    step_cache: Annotated[Path | None, typer.Option(
+        "--step-cache", help="JSON file keeping simulated programs across runs (same model, "
+                             "qconfig, topology and version)")] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Serve many requests on a simulated NPU: a scheduler policy batches them, each
@@ -69,7 +74,8 @@ def serve_cmd(
                         output_len=output_len, seed=seed, trace=trace, slo=slo,
                         max_batch=max_batch, max_batch_tokens=max_batch_tokens,
                         block_tokens=block_tokens, kv_fraction=kv_fraction,
-                        kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig)
+                        kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig,
+                        step_cache=step_cache)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         stats = serve(model, topo, stage, opts, Path(tmp), note=err.print)
     r = stats["serve"]["results"]

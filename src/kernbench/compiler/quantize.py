@@ -12,6 +12,7 @@ NPU does (values beyond the calibrated range saturate).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -173,8 +174,8 @@ class QuantizeActivations:
             return state
         if is_shape_only(g):  # no values to calibrate on: the QConfig bits, unit scales
             return _unit_scales(state, want, kv_out)
-        feeds = state.options.calib_inputs or default_inputs(g, state.options.seed)
-        _, values = Interpreter(g).run(feeds, keep_all=True)
+        need = set(want) | {t for _, past, new in kv_out.values() for t in (past, new)}
+        values = _calibrate(state, need)
         for tid in sorted(want):
             x = np.asarray(values[tid], dtype=np.float32)
             _set_scale(g, tid, f"{tid}::act_scale", qmath.symmetric_scale(x, want[tid]),
@@ -190,6 +191,31 @@ class QuantizeActivations:
         state.notes.append(f"quantize: static scales for {len(want)} activations, "
                            f"{len(kv_out)} KV caches stored at KV bits")
         return state
+
+
+def _calibrate(state: CompileState, need: set[str]) -> dict[str, np.ndarray]:
+    """The values of tensors `need` when the reference interpreter runs the graph on the
+    calibration inputs. Memoized in `state.options.calibration` (when it is a dict) by the
+    graph's content (its IR JSON and the identity of its weight arrays) and the inputs: the
+    compiles of one graph for several PE subsets reach this pass with equal graphs and run
+    the interpreter once."""
+    g = state.graph
+    opts = state.options
+    if opts.calibration is None:
+        feeds = opts.calib_inputs or default_inputs(g, opts.seed)
+        _, values = Interpreter(g).run(feeds, keep_all=True)
+        return {t: values[t] for t in need}
+    key = (json.dumps(g.to_dict(), sort_keys=True),
+           tuple(sorted((k, id(v)) for k, v in g.weights.items())),
+           opts.seed, id(opts.calib_inputs), tuple(sorted(need)))
+    hit = opts.calibration.get(key)
+    if hit is None:
+        feeds = opts.calib_inputs or default_inputs(g, opts.seed)
+        _, values = Interpreter(g).run(feeds, keep_all=True)
+        hit = {t: values[t] for t in need}
+        opts.calibration.clear()  # one graph at a time: the memo never grows
+        opts.calibration[key] = hit
+    return hit
 
 
 def _unit_scales(state: CompileState, want: dict[str, int],

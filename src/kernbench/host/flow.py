@@ -155,7 +155,11 @@ def _compile_whole(graph: Graph, topology: Topology, opts: CompileOptions, *, pr
         pms.append(p)
         return st
 
-    state = compile_on_best_pes(graph, topology, compile_fn, whole)
+    opts.calibration = {}  # the candidates share one calibration run, dropped after
+    try:
+        state = compile_on_best_pes(graph, topology, compile_fn, whole)
+    finally:
+        opts.calibration = None
     return state, (pms[0] if pms and whole is None else None)
 
 
@@ -275,11 +279,9 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Graph, file: str, *,
 
 
 def check_finite(x: np.ndarray, what: str, file: str | None, strict: bool) -> None:
-    """NaN or Inf in a tensor: a warning naming it (an InputError with `strict`). Such a
-    value propagates through every layer; it is legal but almost always a mistake. That
-    warning is the diagnostic: numpy's own floating-point warnings (`invalid value
-    encountered in multiply`, ...) that the value then raises in every kernel it reaches
-    are switched off for the rest of the command (cli.main restores them)."""
+    """NaN or Inf in a tensor: a warning naming it (an InputError with `strict`), and then
+    numpy's float warnings off for the command (cli.main restores them): legal, mostly a
+    mistake, and that one line is the diagnostic."""
     bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
     if not bad:
         return
@@ -296,18 +298,14 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
                     strict: bool = False, save_oplog: Path | None = None,
                     post_stats: Any = None, watch: Any = None,
                     prog: CmdqProgram | None = None) -> SimResult:
-    """Simulate a cmdq.json or a bundle (with the data pass and verification on request)
-    and write stats.json, summary.txt, report.html (`report`), trace.json (`trace`),
-    outputs.npz and verification.json (`verify`) into `out`. `phase(name, total, poll)`
-    gives a context manager around each long phase (progress display); None: nothing.
-    `save_oplog` (with `verify`) saves the op log and initial memory for `replay`.
-    `post_stats(stats, spans, actions_of)` may amend the stats before anything is written
-    (replay, LLM figures; `spans`: layer id → common.program.LayerSpan; `actions_of(layer
-    ids)`: their commands' action counts); `watch(SimWatch)` observes the
-    timing run (progress). Without `trace`, `report` and `verify`, stats.json has
-    `entry_count` instead of per-entry rows (docs/stats.md). `prog`: the bundle's program
-    already in memory (`program_of`); its cmdq.json is then not read (it need not exist
-    unless `verify`) and the caller gives `prog` up."""
+    """Simulate a cmdq.json or a bundle (data pass and verification on request); write
+    stats.json, summary.txt, report.html (`report`), trace.json (`trace`), outputs.npz and
+    verification.json (`verify`) into `out`. `phase(name, total, poll)`: a context manager
+    per long phase (progress); `save_oplog` (with `verify`): the op log and initial memory
+    for `replay`; `post_stats(stats, spans, actions_of)` amends the stats before they are
+    written (replay, LLM figures; `actions_of(layer ids)`: action counts); `watch` observes
+    the timing run. Without `trace`, `report`, `verify`: `entry_count`, no entry rows
+    (docs/stats.md). `prog`: the program in memory (`program_of`; cmdq.json unread)."""
 
     record = trace or report  # the report's timeline needs the trace, the file may not
 

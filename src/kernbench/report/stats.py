@@ -6,12 +6,12 @@ ns, rounded to 1e-3 ns; utilizations are busy / total in [0, 1], rounded to 1e-6
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Protocol
 
 from kernbench.components.counters import EngineCounters, HardwareCounters, MemoryCounters
 from kernbench.report.energy import energy_report
+from kernbench.report.json_text import dump_indented
 from kernbench.topology.area import area_report
 
 STATS_SCHEMA_VERSION = "1.0"
@@ -118,13 +118,13 @@ def bottleneck(engines: dict, links: dict, memories: dict) -> dict[str, Any]:
 
 
 def write_json(obj: Any, path: Path) -> None:
-    """Deterministic JSON (sorted keys), written atomically (no half-written file). The
-    text is streamed to the file (json.dump), never held whole: a real-size program's
-    cmdq.json would otherwise be built as millions of fragments and one huge string."""
+    """Deterministic JSON (sorted keys, indent 1), written atomically (no half-written
+    file). The text is streamed to the file in blocks (report.json_text), never held whole:
+    a real-size program's cmdq.json would otherwise be one huge string."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
+        dump_indented(obj, f)  # json.dump(obj, f, indent=1, sort_keys=True), faster
         f.write("\n")
     tmp.replace(path)

@@ -28,6 +28,7 @@ from kernbench.host.serve.results import (
     tpot_ns,
 )
 from kernbench.host.serve.slo import parse_slo
+from kernbench.host.serve.step_cache import StepCache, identity
 from kernbench.host.serve.steps import StepTimer
 from kernbench.host.serve.workload import LengthSpec, Request, poisson_requests, read_trace
 from kernbench.report.serving import write_serving_report
@@ -38,10 +39,10 @@ from kernbench.topology.model import Topology
 @dataclass
 class ServeOptions:
     policy: str = "continuous"
-    requests: int = 100
-    rate: float | None = None         # requests/s (Poisson); None with a trace
-    prompt_len: str = "512"
-    output_len: str = "128"
+    requests: int | None = None       # default 100 (Poisson); not with a trace
+    rate: float | None = None         # requests/s (Poisson); not with a trace
+    prompt_len: str | None = None     # default "512"; not with a trace
+    output_len: str | None = None     # default "128"; not with a trace
     seed: int = 0
     trace: Path | None = None         # arrival_s,prompt_tokens,output_tokens CSV
     slo: str | None = None            # ttft=1s,tpot=50ms
@@ -52,19 +53,27 @@ class ServeOptions:
     kv_blocks: int | None = None      # the cache's size in blocks, instead of the fraction
     exact_steps: bool = False
     qconfig: Path | None = None
+    step_cache: Path | None = None    # simulated programs kept across runs (step_cache.py)
 
 
 def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
     """The requests and a one-line description of the workload."""
+    drawn = {"--requests": opts.requests, "--rate": opts.rate,
+             "--prompt-len": opts.prompt_len, "--output-len": opts.output_len}
     if opts.trace is not None:
+        for name, v in drawn.items():
+            if v is not None:  # a trace fixes them: an ignored option would be a silent lie
+                raise InputError("a trace gives the arrivals and lengths; drop it or --trace",
+                                 field=name)
         reqs = read_trace(opts.trace)
         return reqs, f"trace {Path(opts.trace).name} ({len(reqs)} requests)"
     if opts.rate is None:
         raise InputError("give --rate (Poisson arrivals) or --trace FILE.csv", field="--rate")
-    p = LengthSpec.parse(opts.prompt_len, "--prompt-len")
-    o = LengthSpec.parse(opts.output_len, "--output-len")
-    reqs = poisson_requests(opts.requests, opts.rate, p, o, opts.seed)
-    return reqs, (f"{opts.requests} requests, Poisson {opts.rate:g}/s, prompt {p.text}, "
+    n = 100 if opts.requests is None else opts.requests
+    p = LengthSpec.parse(opts.prompt_len or "512", "--prompt-len")
+    o = LengthSpec.parse(opts.output_len or "128", "--output-len")
+    reqs = poisson_requests(n, opts.rate, p, o, opts.seed)
+    return reqs, (f"{n} requests, Poisson {opts.rate:g}/s, prompt {p.text}, "
                   f"output {o.text}, seed {opts.seed}")
 
 
@@ -106,7 +115,19 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     check_requests(reqs, m, kv, policy, str(opts.trace) if opts.trace else None)
     note(f"serving {len(reqs)} requests of {m.name} on '{topo.name}' ({opts.policy}); KV "
          f"cache {blocks:,} blocks of {opts.block_tokens} tokens")
-    timer = StepTimer(lambda shape: m.simulate(shape, topo), exact=opts.exact_steps)
+    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, topo))
+
+    fresh: list[tuple[int, int, int]] = []
+
+    def simulate(shape: tuple[int, int, int]) -> float:
+        ns = cache.get(shape)
+        if ns is None:
+            ns = m.simulate(shape, topo)
+            cache.put(shape, ns)
+            fresh.append(shape)
+        return ns
+
+    timer = StepTimer(simulate, exact=opts.exact_steps)
     t0 = time.process_time()
     run = serve_requests(reqs, policy, kv, timer)
     loop_s = time.process_time() - t0 - timer.sim_seconds
@@ -115,17 +136,19 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
         "limits": asdict(policy.limits),
         "workload": {"describe": describe, "requests": len(reqs), "rate_per_s": opts.rate
                      if opts.trace is None else None, "seed": opts.seed,
-                     "prompt_len": None if opts.trace else opts.prompt_len,
-                     "output_len": None if opts.trace else opts.output_len},
+                     "prompt_len": None if opts.trace else opts.prompt_len or "512",
+                     "output_len": None if opts.trace else opts.output_len or "128"},
         "kv_cache": {"block_tokens": opts.block_tokens, "blocks": blocks,
                      "bytes_per_token": m.kv_bytes_per_token, "weight_bytes": m.weight_bytes,
                      "hbm_bytes": topo.hbm_bytes},
         "steps": {"count": timer.steps, "exact": opts.exact_steps,
-                  "programs_simulated": len(timer.programs), "shapes": len(timer.shapes)},
+                  "programs": len(timer.programs), "programs_simulated": len(fresh),
+                  "shapes": len(timer.shapes)},
         "results": serve_stats(run, slo, blocks),
     }}
     write_outputs(Path(out), run, stats)
-    note(f"{timer.steps:,} steps from {len(timer.programs)} simulated programs "
+    note(f"{timer.steps:,} steps from {len(timer.programs)} programs "
+         f"({len(timer.programs) - len(fresh)} from the step cache) "
          f"({timer.sim_seconds:.1f} CPU s simulating, {loop_s:.1f} CPU s in the loop)")
     return stats
 

@@ -69,12 +69,16 @@ class Point:
     topology: dict[str, Any] | None
     cost: Cost | None
     error: str | None = None
+    serve: dict[str, Any] | None = None  # a load-sweep point: the serve options
 
     def describe(self) -> dict[str, Any]:
         """The point as JSON (written to points/ID/point.json)."""
-        return {"id": self.id, "model": self.model, "seq_len": self.seq_len,
-                "kv_len": self.kv_len, "batch": self.batch, "qconfig": self.qconfig_label,
-                "params": {k: v for k, v in self.params}, "version": kernbench.__version__}
+        out = {"id": self.id, "model": self.model, "seq_len": self.seq_len,
+               "kv_len": self.kv_len, "batch": self.batch, "qconfig": self.qconfig_label,
+               "params": {k: v for k, v in self.params}, "version": kernbench.__version__}
+        if self.serve is not None:
+            out["serve"] = self.serve
+        return out
 
 
 def canonical(obj: Any) -> str:
@@ -111,7 +115,10 @@ def _models(spec: SweepSpec, base: Path, label: str) -> list[_Model]:
     for i, name in enumerate(spec.model_list()):
         where = key if key == "model" else f"models[{i}]"
         path = base / name
-        if path.is_file():
+        if path.is_dir() and (path / "config.json").is_file():  # a Hugging Face model folder
+            out.append(_Model(name, str(path.resolve()), False,
+                              {"sha256": _file_sha256(path / "config.json")}))
+        elif path.is_file():
             ident: dict[str, Any] = {"sha256": _file_sha256(path)}
             weights = path.with_name("weights.npz")
             if path.suffix == ".json" and weights.is_file():  # ir.json reads its weights
@@ -221,14 +228,15 @@ def expand(spec: SweepSpec, spec_path: Path) -> list[Point]:
     label, base_dir = str(spec_path), Path(spec_path).parent
     models = _models(spec, base_dir, label)
     qconfigs = _qconfigs(spec, base_dir, label)
-    shapes = _shapes(spec, models, label)
+    shapes = _shapes(spec, models, label) if spec.serve is None else []
+    serving = _serve_axis(spec, label)
     source = _topology_source(spec, base_dir)
     fixed, base_cfg = _check_sets(spec, source, label)
     _check_grid(spec, source, fixed, base_cfg, label)
     keys = list(spec.grid)
     axes: list[list[Any]] = [list(spec.grid[k]) for k in keys]
-    blocks = [(m, [qconfigs, shapes if m.builtin else [(None, None, None)], *axes])
-              for m in models]
+    blocks = [(m, [qconfigs, shapes if m.builtin and shapes else [(None, None, None)],
+                   serving, *axes]) for m in models]
     sizes = [math.prod(len(a) for a in ax) for _, ax in blocks]
     total = sum(sizes)
     if spec.random is not None and spec.random < total:
@@ -248,18 +256,46 @@ def expand(spec: SweepSpec, spec_path: Path) -> list[Point]:
         model, ax = blocks[b]
         combo = _decode(idx, [len(a) for a in ax])
         (qlabel, qc), (seq, kv, batch) = ax[0][combo[0]], ax[1][combo[1]]
-        params = tuple((k, ax[2 + j][combo[2 + j]]) for j, k in enumerate(keys))
+        serve = ax[2][combo[2]]
+        params = tuple((k, ax[3 + j][combo[3 + j]]) for j, k in enumerate(keys))
         overrides = [*fixed, *(_assign(k, v) for k, v in params)]
         ck = "\n".join(overrides)
         if ck not in topo_cache:
             topo_cache[ck] = _resolve(source, overrides)
         topo, cost, err = topo_cache[ck]
-        shape = {"seq_len": seq, "kv_len": kv, "batch": batch}
+        shape: dict[str, Any] = {"seq_len": seq, "kv_len": kv, "batch": batch}
+        if serve is not None:
+            shape["serve"] = serve
         pid = point_id(model.identity, topo if topo is not None else
                        {"source": source, "overrides": overrides}, qc, shape)
         points.append(Point(pos, pid, model.name, model.ref, model.builtin, seq, kv, batch,
-                            qlabel, qc, params, topo, cost, err))
+                            qlabel, qc, params, topo, cost, err, serve))
     return points
+
+
+def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
+    """[None] for a step sweep; one serve-options mapping per (policy, rate) otherwise."""
+    if spec.serve is None:
+        return [None]
+    from kernbench.host.serve.policies import POLICIES
+    from kernbench.host.serve.slo import parse_slo
+    from kernbench.host.serve.workload import LengthSpec
+
+    sv = spec.serve
+    try:  # every mistake found before any point runs
+        LengthSpec.parse(sv.prompt_len, "serve.prompt_len")
+        LengthSpec.parse(sv.output_len, "serve.output_len")
+        parse_slo(sv.slo)
+    except InputError as e:
+        raise InputError(e.reason, file=label, field=e.field.replace("--", "serve.")
+                         if e.field else "serve") from None
+    for i, name in enumerate(sv.policy):
+        if name not in POLICIES:
+            raise InputError(f"unknown policy '{name}' (known: {', '.join(sorted(POLICIES))})",
+                             file=label, field=f"serve.policy[{i}]")
+    fixed = spec.serve.model_dump(mode="json", exclude={"rate", "policy"})
+    return [{"policy": p, "rate": r, **fixed} for p in spec.serve.policy
+            for r in spec.serve.rate]
 
 
 def _decode(idx: int, radix: list[int]) -> list[int]:
@@ -284,7 +320,9 @@ def swept_keys(spec: SweepSpec, points: list[Point]) -> list[str]:
     cols = []
     for name, get in (("model", lambda p: p.model), ("qconfig", lambda p: p.qconfig_label),
                       ("seq_len", lambda p: p.seq_len), ("kv_len", lambda p: p.kv_len),
-                      ("batch", lambda p: p.batch)):
+                      ("batch", lambda p: p.batch),
+                      ("policy", lambda p: (p.serve or {}).get("policy")),
+                      ("rate", lambda p: (p.serve or {}).get("rate"))):
         if len({canonical(get(p)) for p in points}) > 1:
             cols.append(name)
     return cols + list(spec.grid)

@@ -147,6 +147,36 @@ def sensitivity_png(table: Table, key: str) -> str | None:
         return _png(fig)
 
 
+def latency_throughput_png(table: Table) -> str | None:
+    """A load sweep: p99 TTFT and p99 TPOT against the achieved output tokens/s, one line
+    per workload and policy, points in rate order (None without serve rows)."""
+    rows = [r for r in table.rows if r.get("status") == "ok"
+            and r.get("output_tokens_per_s") is not None]
+    if not rows:
+        return None
+    import matplotlib.style  # heavy, only for the report (see _figure)
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(f"{_workload(r)} {r['policy']}", []).append(r)
+    with matplotlib.style.context("default"):
+        fig, axes = _figure(2)
+        for ax, (col, name) in zip(axes, (("ttft_p99_s", "TTFT p99 (s)"),
+                                          ("tpot_p99_s", "TPOT p99 (s)")), strict=True):
+            for label, rs in groups.items():
+                pts = [(float(r["output_tokens_per_s"]), float(r[col]))
+                       for r in sorted(rs, key=lambda r: float(r["rate"]))
+                       if r.get(col) is not None]
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), marker="o", label=label)
+            ax.set_xlabel("throughput (output tokens/s)")
+            ax.set_ylabel(name)
+            ax.set_yscale("log")
+            ax.grid(True, alpha=0.3)
+        axes[0].legend(fontsize=7)
+        return _png(fig)
+
+
 def _table_html(table: Table) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
     body = []
@@ -174,6 +204,10 @@ def render(table: Table, title: str) -> str:
     png = pareto_png(table)
     if png:
         parts.append(f'<h2>Pareto front</h2><img alt="pareto" src="data:image/png;base64,{png}">')
+    lt = latency_throughput_png(table)
+    if lt:
+        parts.append("<h2>Latency against throughput</h2>"
+                     f'<img alt="latency against throughput" src="data:image/png;base64,{lt}">')
     sens = [(k, sensitivity_png(table, k)) for k in table.swept]
     if any(p for _, p in sens):
         parts.append("<h2>Sensitivity</h2>")

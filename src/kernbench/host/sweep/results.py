@@ -20,6 +20,10 @@ from kernbench.host.sweep.runner import point_dir, write_atomic
 
 SHAPE_COLUMNS = ["model", "qconfig", "seq_len", "kv_len", "batch"]
 COST_COLUMNS = ["pes", "array_rows", "array_cols", "macs", "tcm_kib", "hbm_gbs"]
+#: a load sweep's columns (only when the spec has `serve`)
+SERVE_COLUMNS = ["policy", "rate", "requests_per_s", "output_tokens_per_s", "ttft_p50_s",
+                 "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "goodput_per_s",
+                 "preemptions"]
 RESULT_COLUMNS = ["total_ns", "roofline_fraction", "bound_by", "tokens_per_s", "energy_pj",
                   "status", "error"]
 
@@ -66,10 +70,26 @@ def _metrics(point: Point, stats: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _serve_metrics(point: Point, stats: dict[str, Any]) -> dict[str, Any]:
+    r = stats.get("serve", {}).get("results", {})
+    th = r.get("throughput", {})
+    return {"requests_per_s": th.get("requests_per_s"),
+            "output_tokens_per_s": th.get("output_tokens_per_s"),
+            "ttft_p50_s": r.get("ttft_s", {}).get("p50"),
+            "ttft_p99_s": r.get("ttft_s", {}).get("p99"),
+            "tpot_p50_s": r.get("tpot_s", {}).get("p50"),
+            "tpot_p99_s": r.get("tpot_s", {}).get("p99"),
+            "e2e_p99_s": r.get("e2e_s", {}).get("p99"),
+            "goodput_per_s": r.get("goodput", {}).get("requests_per_s"),
+            "preemptions": r.get("preemptions")}
+
+
 def build_table(points: list[Point], out: Path, grid_keys: list[str],
                 swept: list[str]) -> Table:
     """Rows for every point (finished or not) from what DIR/points holds."""
-    columns = ["point", "id", *SHAPE_COLUMNS, *grid_keys, *COST_COLUMNS, *RESULT_COLUMNS]
+    serving = [c for c in SERVE_COLUMNS if any(p.serve is not None for p in points)]
+    columns = ["point", "id", *SHAPE_COLUMNS, *grid_keys, *COST_COLUMNS, *serving,
+               *RESULT_COLUMNS]
     rows = []
     for p in points:
         status, error, stats = read_result(out, p)
@@ -77,10 +97,12 @@ def build_table(points: list[Point], out: Path, grid_keys: list[str],
                                "qconfig": p.qconfig_label, "seq_len": p.seq_len,
                                "kv_len": p.kv_len, "batch": p.batch}
         row.update(dict(p.params))
+        if p.serve is not None:
+            row.update(policy=p.serve["policy"], rate=p.serve["rate"])
         if p.cost is not None:
             row.update({c: getattr(p.cost, c) for c in COST_COLUMNS})
         if stats is not None:
-            row.update(_metrics(p, stats))
+            row.update(_serve_metrics(p, stats) if p.serve is not None else _metrics(p, stats))
         row["status"], row["error"] = status, error
         rows.append(row)
     return Table(columns, rows, swept)

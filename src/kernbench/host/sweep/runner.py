@@ -75,6 +75,8 @@ def run_point(point: Point) -> Outcome:
         with tempfile.TemporaryDirectory(prefix="kernbench-sweep-") as d:
             tmp = Path(d)
             topo = build_topology(TopologyConfig.model_validate(point.topology))
+            if point.serve is not None:
+                return Outcome(point.id, "ok", stats=_serve_point(point, topo, tmp))
             compile_model(_model_file(point, tmp), topo, tmp / "bundle",
                           qconfig=_qconfig_file(point, tmp))
             simulate_bundle(tmp / "bundle", topo, tmp / "sim", trace=False, report=False)
@@ -84,6 +86,15 @@ def run_point(point: Point) -> Outcome:
         return Outcome(point.id, "error", _one_line(str(e)))
     except Exception as e:  # a bug: recorded like any failure, the sweep goes on
         return Outcome(point.id, "error", _one_line(f"internal error: {type(e).__name__}: {e}"))
+
+
+def _serve_point(point: Point, topo: object, tmp: Path) -> str:
+    """A load-sweep point: `kernbench serve` of the point's options; its stats.json text."""
+    from kernbench.host.serve import ServeOptions, serve
+
+    opts = ServeOptions(**point.serve, qconfig=_qconfig_file(point, tmp))  # type: ignore[arg-type]
+    serve(Path(point.model_ref), topo, tmp / "serve", opts, tmp, note=lambda *a: None)
+    return (tmp / "serve" / "stats.json").read_text(encoding="utf-8")
 
 
 # ----------------------------------------------------------------------- the points dir

@@ -79,6 +79,33 @@ QEntry = Annotated[str, Field(min_length=1)] | InlineQConfig
 QEntries = Annotated[list[QEntry], BeforeValidator(_as_list), Field(min_length=1)]
 
 
+def _int_text(v: object) -> object:
+    """`prompt_len: 512` is the length "512" (a range needs quotes only for YAML's sake)."""
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+LenText = Annotated[str, BeforeValidator(_int_text), Field(min_length=1)]
+PosFloats = Annotated[list[Annotated[float, Field(gt=0)]], BeforeValidator(_as_list),
+                      Field(min_length=1)]
+
+
+class ServeSpec(_Strict):
+    """A load sweep (docs/serving.md): each point serves requests instead of running one
+    step; `rate` and `policy` are swept axes, the rest is fixed."""
+
+    rate: PosFloats = Field(description="Poisson arrival rates, requests/s (swept)")
+    policy: Names = Field(["continuous"], description="scheduler policies (swept)")
+    requests: int = Field(200, ge=1, strict=True, description="requests per point")
+    prompt_len: LenText = Field("512", description="N, LO:HI or lognormal:...")
+    output_len: LenText = Field("128", description="N, LO:HI or lognormal:...")
+    seed: int = Field(0, strict=True, description="seed of arrivals and lengths")
+    slo: str | None = Field(None, description="goodput objectives, e.g. ttft=1s,tpot=50ms")
+    max_batch: int = Field(64, ge=1, strict=True, description="sequences running at once")
+    max_batch_tokens: int = Field(8192, ge=1, strict=True, description="new tokens per step")
+    block_tokens: int = Field(16, ge=1, strict=True, description="tokens per KV block")
+    kv_fraction: float = Field(0.9, gt=0, le=1, description="HBM share of the KV cache")
+
+
 class SweepSpec(_Strict):
     """One sweep: the cartesian product of models × qconfigs × shapes × grid values
     (or `random` samples of it)."""
@@ -100,6 +127,8 @@ class SweepSpec(_Strict):
     random: int | None = Field(None, ge=1, strict=True,
                                description="sample this many points of the grid")
     seed: int = Field(0, strict=True, description="seed of the `random` sample")
+    serve: ServeSpec | None = Field(None, description="a load sweep: serve requests at each "
+                                    "point (docs/serving.md)")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True,
                               title="kernbench sweep spec")
@@ -127,6 +156,10 @@ class SweepSpec(_Strict):
             raise ValueError("give exactly one of 'model' and 'models'")
         if self.qconfig is not None and self.qconfigs is not None:
             raise ValueError("give at most one of 'qconfig' and 'qconfigs'")
+        if self.serve is not None and (self.seq_len is not None or self.kv_len != [0]
+                                       or self.batch != [1]):
+            raise ValueError("seq_len / kv_len / batch do not apply to a load sweep "
+                             "('serve' builds every step's shape)")
         return self
 
     def model_list(self) -> list[str]:
@@ -154,7 +187,7 @@ def schema_text() -> str:
 def _is_branch_tag(part: Any) -> bool:
     """Pydantic's names for union branches in an error location (not keys of the spec)."""
     return isinstance(part, str) and ("[" in part or "-" in part or part in (
-        "InlineQConfig", "str", "int", "list", "dict"))
+        "InlineQConfig", "ServeSpec", "str", "int", "list", "dict"))
 
 
 def _error_line(e: ValidationError, label: str) -> InputError:

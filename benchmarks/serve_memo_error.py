@@ -1,0 +1,69 @@
+"""The step memo's error: bucketed step times against --exact-steps on one trace.
+
+    .venv/bin/python benchmarks/serve_memo_error.py [--cache FILE]
+
+Serves the same 60 Poisson requests of the tiny Llama config (tests/hf_configs/
+tiny-llama.json, `small`; prompt 16:400, output 2:64, 40 000 requests/s, seed 1,
+max-batch 16, max-batch-tokens 512) with every policy, once with the bucket rule and
+once with every program shape simulated, and prints the relative error of the TTFT, TPOT
+and end-to-end percentiles (markdown, docs/serving.md). Programs are simulated once and
+shared by both modes (a step cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from kernbench.host.serve.engine import serve_requests
+from kernbench.host.serve.kv_cache import PagedKvCache
+from kernbench.host.serve.model import ServedModel
+from kernbench.host.serve.policies import POLICIES, Limits, policy_for
+from kernbench.host.serve.results import serve_stats
+from kernbench.host.serve.step_cache import StepCache, identity
+from kernbench.host.serve.steps import StepTimer
+from kernbench.host.serve.workload import LengthSpec, poisson_requests
+from kernbench.topology import load_topology
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "tests" / "hf_configs" / "tiny-llama.json"
+METRICS = [(m, p) for m in ("ttft_s", "tpot_s", "e2e_s") for p in ("p50", "p90", "p99")]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cache", type=Path, default=None, help="step cache file to keep")
+    a = ap.parse_args()
+    topo = load_topology("small")
+    with tempfile.TemporaryDirectory() as d:
+        m = ServedModel.open(MODEL, None, Path(d))
+        cache = StepCache(a.cache, identity(MODEL, None, topo))
+
+        def sim(shape: tuple[int, int, int]) -> float:
+            v = cache.get(shape)
+            if v is None:
+                v = m.simulate(shape, topo)
+                cache.put(shape, v)
+            return v
+
+        reqs = poisson_requests(60, 40_000, LengthSpec.parse("16:400", "p"),
+                                LengthSpec.parse("2:64", "o"), 1)
+        print("| policy | programs: buckets / exact | "
+              + " | ".join(f"{m[:-2].upper()} {p}" for m, p in METRICS) + " |")
+        print("| --- | ---: |" + " ---: |" * len(METRICS))
+        for name in sorted(POLICIES):
+            res = {}
+            for exact in (False, True):
+                t = StepTimer(sim, exact=exact)
+                run = serve_requests(reqs, policy_for(name, Limits(16, 512)),
+                                     PagedKvCache(10**6, 16), t)
+                res[exact] = (serve_stats(run, {}, 10**6), len(t.programs))
+            errs = [100 * (res[False][0][m][p] - res[True][0][m][p]) / res[True][0][m][p]
+                    for m, p in METRICS]
+            print(f"| {name} | {res[False][1]} / {res[True][1]} | "
+                  + " | ".join(f"{e:+.2f} %" for e in errs) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Serving speed: `kernbench serve` of many Llama-3-8B requests on `large`.
+
+    .venv/bin/python benchmarks/serve_speed.py [--requests 10000] [--cache FILE]
+
+Three runs, each `kernbench serve` in its own process (CPU time and peak RSS from
+os.wait4), sharing one step cache (--step-cache):
+1. saturation: 1000 requests arriving within a millisecond; its requests/s is the
+   capacity of the policy on this workload;
+2. the load run: --requests at 80 % of that capacity, cold for the programs the
+   saturation run did not need;
+3. the same load run again, warm: every program from the step cache (the loop alone).
+Prints a markdown table on stdout (docs/performance.md).
+
+    .venv/bin/python benchmarks/serve_speed.py --loop-only
+
+measures the serving loop alone on the same workload: the model's facts and the KV cache
+come from Llama-3-8B on `large`, but each program's time is a roofline stand-in (weights
+and cached KV bytes over the HBM bandwidth, MACs over the int8 peak) instead of a
+simulation, so the figure is what the loop, the statistics and the files cost once every
+program is in the step cache (in-process: CPU s and peak RSS of this process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "tests" / "hf_configs" / "llama-3-8b"
+KB = Path(sys.executable).with_name("kernbench")
+
+
+def serve(args: list[str], out: Path) -> dict:
+    cmd = [str(KB), "serve", str(MODEL), "-t", "large", "--out", str(out), "--quiet", *args]
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    stats = json.loads((out / "stats.json").read_text())["serve"]
+    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
+            "rss_mb": ru.ru_maxrss / 1024, "stats": stats}
+
+
+def loop_only(requests: int, prompt: str, output: str, max_batch: int) -> None:
+    import resource
+
+    from kernbench.host.serve.engine import serve_requests
+    from kernbench.host.serve.kv_cache import PagedKvCache, capacity_blocks
+    from kernbench.host.serve.model import ServedModel
+    from kernbench.host.serve.policies import Limits, policy_for
+    from kernbench.host.serve.results import serve_stats
+    from kernbench.host.serve.run import write_outputs
+    from kernbench.host.serve.steps import StepTimer
+    from kernbench.host.serve.workload import LengthSpec, poisson_requests
+    from kernbench.topology import load_topology
+    from kernbench.topology.peaks import peak_figures
+
+    topo = load_topology("large")
+    peaks = peak_figures(topo)
+    with tempfile.TemporaryDirectory() as d:
+        m = ServedModel.open(MODEL, None, Path(d))
+        blocks = capacity_blocks(topo.hbm_bytes, m.weight_bytes, m.kv_bytes_per_token, 16, 0.9)
+        params = m.weight_bytes  # int8 weights: one byte a parameter
+
+        def stand_in(shape: tuple[int, int, int]) -> float:
+            b, s, k = shape
+            read = m.weight_bytes + b * (k + s) * m.kv_bytes_per_token
+            return max(read / peaks.hbm_gbs, b * s * params / peaks.macs_per_ns[8])
+
+        p, o = LengthSpec.parse(prompt, "p"), LengthSpec.parse(output, "o")
+
+        def run(n: int, rate: float) -> tuple:
+            reqs = poisson_requests(n, rate, p, o, 0)
+            timer = StepTimer(stand_in)
+            res = serve_requests(reqs, policy_for("continuous", Limits(max_batch, 8192)),
+                                 PagedKvCache(blocks, 16), timer)
+            return res, timer
+
+        sat, _ = run(1000, 1e6)
+        cap = serve_stats(sat, {}, blocks)["throughput"]["requests_per_s"]
+        t0, c0 = time.perf_counter(), time.process_time()
+        res, timer = run(requests, 0.8 * cap)
+        stats = {"serve": {"results": serve_stats(res, {}, blocks), "model": m.name,
+                           "topology": "large", "policy": "continuous",
+                           "workload": {"describe": f"{requests} requests"},
+                           "kv_cache": {"blocks": blocks},
+                           "steps": {"count": timer.steps, "programs": len(timer.programs),
+                                     "exact": False}}}
+        write_outputs(Path(d) / "out", res, stats)  # the files `serve` writes
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    r = stats["serve"]["results"]
+    print(f"loop only: {requests} requests at {0.8 * cap:.3f}/s (80 % of {cap:.3f}), "
+          f"{timer.steps:,} steps, {len(timer.programs)} program shapes: wall {wall:.1f} s, "
+          f"CPU {cpu:.1f} s, peak RSS {rss:.0f} MB; TTFT p99 {1e3 * r['ttft_s']['p99']:.1f} ms")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=10_000)
+    ap.add_argument("--prompt-len", default="512")
+    ap.add_argument("--output-len", default="128")
+    ap.add_argument("--max-batch", default="32")
+    ap.add_argument("--cache", type=Path, default=None, help="step cache file to keep")
+    ap.add_argument("--loop-only", action="store_true", help="the loop alone (see above)")
+    a = ap.parse_args()
+    if a.loop_only:
+        loop_only(a.requests, a.prompt_len, a.output_len, int(a.max_batch))
+        return
+    work = ["--prompt-len", a.prompt_len, "--output-len", a.output_len,
+            "--max-batch", a.max_batch, "--policy", "continuous", "--seed", "0"]
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        cache = a.cache or tmp / "steps.json"
+        sat = serve([*work, "--requests", "1000", "--rate", "1e6", "--step-cache", str(cache)],
+                    tmp / "sat")
+        cap = sat["stats"]["results"]["throughput"]["requests_per_s"]
+        rate = f"{0.8 * cap:.6g}"
+        load = [*work, "--requests", str(a.requests), "--rate", rate,
+                "--step-cache", str(cache), "--slo", "ttft=1s,tpot=50ms"]
+        cold = serve(load, tmp / "cold")
+        warm = serve(load, tmp / "warm")
+    print(f"capacity {cap:.3f} requests/s; load run at {rate} requests/s "
+          f"({' '.join(work)})\n")
+    print("| run | requests | steps | programs (simulated now) | wall s | CPU s | peak RSS MB |"
+          " TTFT p50 / p99 ms | TPOT p50 / p99 ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, r in (("saturation (1000 at once)", sat), ("80 % load, cold", cold),
+                    ("80 % load, warm step cache", warm)):
+        s = r["stats"]
+        res = s["results"]
+        print(f"| {name} | {res['requests']} | {s['steps']['count']:,} | "
+              f"{s['steps']['programs']} ({s['steps']['programs_simulated']}) | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | "
+              f"{r['rss_mb']:.0f} | {1e3 * res['ttft_s']['p50']:.1f} / "
+              f"{1e3 * res['ttft_s']['p99']:.1f} | {1e3 * res['tpot_s']['p50']:.2f} / "
+              f"{1e3 * res['tpot_s']['p99']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
