@@ -129,7 +129,7 @@ def test_the_candidates_share_one_calibration_run_and_compile_as_before(tmp_path
     monkeypatch.setattr(Interpreter, "run", counted)
     model = Path(__file__).resolve().parents[1] / "models" / "gpt2.onnx"
     base = load_topology("base")
-    opts = CompileOptions()
+    opts = CompileOptions(calibration={})
     seen = {}
 
     def compile_fn(g, t):  # noqa: ANN001, ANN202

@@ -195,11 +195,16 @@ class QuantizeActivations:
 
 def _calibrate(state: CompileState, need: set[str]) -> dict[str, np.ndarray]:
     """The values of tensors `need` when the reference interpreter runs the graph on the
-    calibration inputs. Memoized in `state.options.calibration` by the graph's content (its
-    IR JSON and the identity of its weight arrays) and the inputs: the compiles of one graph
-    for several PE subsets reach this pass with equal graphs and run the interpreter once."""
+    calibration inputs. Memoized in `state.options.calibration` (when it is a dict) by the
+    graph's content (its IR JSON and the identity of its weight arrays) and the inputs: the
+    compiles of one graph for several PE subsets reach this pass with equal graphs and run
+    the interpreter once."""
     g = state.graph
     opts = state.options
+    if opts.calibration is None:
+        feeds = opts.calib_inputs or default_inputs(g, opts.seed)
+        _, values = Interpreter(g).run(feeds, keep_all=True)
+        return {t: values[t] for t in need}
     key = (json.dumps(g.to_dict(), sort_keys=True),
            tuple(sorted((k, id(v)) for k, v in g.weights.items())),
            opts.seed, id(opts.calib_inputs), tuple(sorted(need)))

@@ -34,10 +34,11 @@ class CompileOptions:
     # nothing reads a dead intermediate back); True/False force it. A data pass with reuse
     # is exact, but `--dump-intermediates` would read overwritten layer outputs.
     reuse_hbm: bool | None = None
-    # calibration values by graph content (compiler.quantize): the compiles of one graph
-    # for several PE subsets (compiler.pe_choice) share these options and run it once
-    calibration: dict[Any, dict[str, np.ndarray]] = field(default_factory=dict, repr=False,
-                                                          compare=False)
+    # calibration values by graph content (compiler.quantize), kept while a caller compiles
+    # one graph several times (compiler.pe_choice's PE subsets) and sets a dict here; None
+    # keeps nothing (the values are activations: a real-weight model's can be large)
+    calibration: dict[Any, dict[str, np.ndarray]] | None = field(default=None, repr=False,
+                                                                 compare=False)
 
 
 @dataclass(frozen=True)

@@ -154,7 +154,11 @@ def _compile_whole(graph: Graph, topology: Topology, opts: CompileOptions, *, pr
         pms.append(p)
         return st
 
-    state = compile_on_best_pes(graph, topology, compile_fn, whole)
+    opts.calibration = {}  # the candidates share one calibration run, dropped after
+    try:
+        state = compile_on_best_pes(graph, topology, compile_fn, whole)
+    finally:
+        opts.calibration = None
     return state, (pms[0] if pms and whole is None else None)
 
 

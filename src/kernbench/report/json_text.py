@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from json.encoder import encode_basestring_ascii
-from typing import IO, Any
+from typing import IO
 
 MAX_DEPTH = 200
 _FLUSH = 1 << 16  # pieces held before a write
@@ -48,7 +48,7 @@ class _Writer:
         self.f.write("".join(self.out))
         self.out.clear()
 
-    def value(self, v: Any, level: int) -> None:
+    def value(self, v: object, level: int) -> None:
         out = self.out
         t = v.__class__
         if t is str:
@@ -120,7 +120,7 @@ class _Writer:
             self.flush()
 
 
-def dump_indented(obj: Any, f: IO[str]) -> None:
+def dump_indented(obj: object, f: IO[str]) -> None:
     """Write `obj` to the text file `f` (opened for writing, at its start, seekable) exactly
     as `json.dump(obj, f, indent=1, sort_keys=True)` would."""
     w = _Writer(f)
