@@ -3,7 +3,7 @@
 Run:
   .venv/bin/python benchmarks/silicon.py --fit                      # fit on n150 rows only
   .venv/bin/python benchmarks/silicon.py --table benchmarks/data/tt_gemm_flops.csv \\
-      --out RESULT.csv [--plot docs/img/silicon.png] [--kernbench-max-mkn 2147483648]
+      --out RESULT.csv [--plot docs/img/silicon_vs_measured.png] [--kernbench-max-mkn 2147483648]
 
 Reads a CSV of published rows (columns of scripts/tt_gemm_flops.py; lines starting with
 '#' are comments), evaluates each row on its card's preset (N150 -> n150, P150 -> p150)

@@ -34,6 +34,20 @@ MODES = {  # name -> QConfig default
     "W4A8": "{weight: 4, activation: 8, kv: fp32}",
     "W8A8KV4": "{weight: 8, activation: 8, kv: 4}",
     "W4A8KV4": "{weight: 4, activation: 8, kv: 4}",
+    # every other width the QConfig accepts, one field at a time (issue 36, ADR-0800)
+    "W4A8KV8": "{weight: 4, activation: 8, kv: 8}",
+    "W16A8KV8": "{weight: 16, activation: 8, kv: 8}",
+    "W8A16KV8": "{weight: 8, activation: 16, kv: 8}",
+    "W8A8KV16": "{weight: 8, activation: 8, kv: 16}",
+    "W16A16KV16": "{weight: 16, activation: 16, kv: 16}",
+    "W8A4KV8": "{weight: 8, activation: 4, kv: 8}",
+    "W4A4KV4": "{weight: 4, activation: 4, kv: 4}",
+    "W16A4KV8": "{weight: 16, activation: 4, kv: 8}",
+    "Wfp16A8KV8": "{weight: fp16, activation: 8, kv: 8}",
+    "Wbf16A8KV8": "{weight: bf16, activation: 8, kv: 8}",
+    "W8Afp16KV8": "{weight: 8, activation: fp16, kv: 8}",
+    "W8A8KVfp16": "{weight: 8, activation: 8, kv: fp16}",
+    "W8A8KVbf16": "{weight: 8, activation: 8, kv: bf16}",
 }
 
 

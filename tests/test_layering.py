@@ -185,3 +185,35 @@ def test_the_cycle_check_catches_a_circle(tmp_path):
     (pkg / "e.py").write_text("from kernbench.p.d import x\n")
     assert _cycles(_module_graph(tmp_path / "kernbench")) == [
         ["kernbench.p.a", "kernbench.p.b", "kernbench.p.c"], ["kernbench.p.d", "kernbench.p.e"]]
+
+
+# ------------------------------------------------------------------ layers inside lower/
+LOWER = "kernbench.compiler.lower."
+#: compiler/lower/ by layer: plain helpers and value types (0), the builder (1) and the
+#: block helpers on it (2), the tile emitters, each of which may also lower its own op (3),
+#: the per-op lowerings that only call emitters (4), and the tiling pass (5). A module
+#: imports lower layers only; emitters may import emitters (no circle), per-op lowerings
+#: never import each other.
+LOWER_LAYERS = {
+    0: {"values", "placement", "engines", "window", "gemm_balance", "fuse_vector"},
+    1: {"context"},
+    2: {"blocks"},
+    3: {"te_weights", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
+        "gemm_splitk", "rowwise", "gemm_rowreduce", "gemm", "attention_kv", "attention_parts",
+        "attention", "bmm", "conv", "clamp", "qlinear"},
+    4: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",
+        "qlinear_bmm", "qlinear_conv", "quant_rows", "attention_float"},
+    5: {""},  # compiler/lower/__init__.py: the tiling pass
+}
+EMITTERS = 3
+
+
+def test_lower_is_layered():
+    graph = _module_graph(SRC)
+    layer = {f"{LOWER}{m}".rstrip("."): k for k, ms in LOWER_LAYERS.items() for m in ms}
+    mods = {m for m in graph if m == LOWER.rstrip(".") or m.startswith(LOWER)}
+    assert mods == set(layer), "every module of compiler/lower/ has a layer"
+    bad = [f"{m} (layer {layer[m]}) imports {d} (layer {layer[d]})"
+           for m in sorted(mods) for d in sorted(graph[m] & mods)
+           if layer[d] > layer[m] or (layer[d] == layer[m] and layer[m] != EMITTERS)]
+    assert bad == []

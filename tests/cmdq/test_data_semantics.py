@@ -111,3 +111,52 @@ def test_rope_tile_without_tables_is_refused():
                    out_bank=1, out_offset=0)
     with pytest.raises(InputError, match="entry 3.*VE_ROPE_TILE needs cos_bank"):
         _data(e)
+
+
+def test_gemm_tile_int16_accumulates_exactly_in_int64():
+    """int16 × int16 summed over K overflows int32 (ADR-0800): with ofm_qbits 64 the data
+    pass writes the exact int64 sum (+ bias + the old ofm), checked against numpy int64."""
+    from kernbench.cmdq.schema import TeGemmTile
+
+    m, n, k = 3, 4, 40
+    e = TeGemmTile(id=0, m=m, n=n, k=k, qbits_activation=16, qbits_weight=16, int16=True,
+                   ofm_qbits=64, accumulate=True, ifm_bank=0, ifm_offset=0, wgt_bank=1,
+                   wgt_offset=0, ofm_bank=2, ofm_offset=0, bias_bank=3, bias_offset=0)
+    x = rng.integers(30000, 32768, (m, k)).astype(np.int16)
+    w = rng.integers(-32768, -30000, (k, n)).astype(np.int16)
+    b = rng.integers(-1000, 1000, n).astype(np.int32)
+    prev = rng.integers(-(1 << 40), 1 << 40, (m, n)).astype(np.int64)
+    st = _run(_data(e), {0: (x, None), 1: (w, None), 2: (prev, None), 3: (b, None)})
+    got = st.read(T, 2 * BANK, (m, n), "int64")
+    want = x.astype(np.int64) @ w.astype(np.int64) + b + prev
+    assert np.abs(want).max() > 2**31  # the case int32 wrapped
+    assert np.array_equal(got, want)
+
+
+def test_conv_tile_int16_weights_are_integers_and_exact():
+    e = TeConvTile(id=0, h=3, w=3, c_in=2, c_out=2, kh=2, kw=2, qbits_activation=16,
+                   qbits_weight=16, int16=True, ofm_qbits=64, ifm_bank=0, ifm_offset=0,
+                   wgt_bank=1, wgt_offset=0, ofm_bank=2, ofm_offset=0, bias_bank=3,
+                   bias_offset=0)
+    x = rng.integers(30000, 32768, (1, 3, 3, 2)).astype(np.int16)
+    w = rng.integers(30000, 32768, (2, 2, 2, 2)).astype(np.int16)
+    b = np.zeros(2, np.int32)
+    st = _run(_data(e), {0: (x, None), 1: (w, None), 3: (b, None)})
+    got = st.read(T, 2 * BANK, (1, 2, 2, 2), "int64")
+    assert np.array_equal(got, _conv_ref(x, w, b, 1, 0))
+
+
+def test_gemm_tile_with_2_bit_weights_runs_in_the_data_pass():
+    """The validator accepts 2-bit operands (spec §12); the data pass had no element type
+    for them ("no element type for 2-bit data"). int2 is packed four a byte."""
+    from kernbench.cmdq.schema import TeGemmTile
+
+    m, n, k = 4, 8, 16
+    e = TeGemmTile(id=0, m=m, n=n, k=k, qbits_activation=8, qbits_weight=2, ifm_bank=0,
+                   ifm_offset=0, wgt_bank=1, wgt_offset=0, ofm_bank=2, ofm_offset=0)
+    x = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    w = rng.integers(-2, 2, (k, n)).astype(np.int8)
+    st = _run(_data(e), {0: (x, None), 1: (w, "int2")})
+    assert st.read(T, BANK, (k, n), "int2").tolist() == w.tolist()
+    got = st.read(T, 2 * BANK, (m, n), "int32")
+    assert np.array_equal(got, x.astype(np.int64) @ w.astype(np.int64))

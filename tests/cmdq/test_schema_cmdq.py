@@ -55,7 +55,7 @@ SAMPLES: dict[str, dict] = {
                             spm_offset=0),
     "TE_GEMM_TILE": dict(te_id=0, ifm_bank=0, ifm_offset=0, wgt_bank=1, wgt_offset=0,
                          ofm_bank=2, ofm_offset=0, m=16, n=32, k=64, qbits_weight=4,
-                         qbits_activation=8, ofm_qbits=16, accumulate=True, bias_bank=3,
+                         qbits_activation=8, ofm_qbits=64, accumulate=True, bias_bank=3,
                          bias_offset=0),
     "TE_CONV_TILE": dict(ifm_bank=0, ifm_offset=0, wgt_bank=1, wgt_offset=0, ofm_bank=2,
                          ofm_offset=0, n=1, h=8, w=8, c_in=4, c_out=8, kh=3, kw=3, stride=1,
@@ -381,7 +381,7 @@ def test_extension_byte_counts() -> None:
     assert (store.rows, store.row_bytes, store.stride_bytes) == (4, 1024, 8192)
     assert (store.nbytes, store.end) == (4096, (1 << 20) + 3 * 8192 + 1024)
     gemm = {r.role: r for r in entry_tcm_ranges(by_op["TE_GEMM_TILE"])}
-    assert gemm["ofm"].nbytes == 16 * 32 * 2 and gemm["ofm"].access == "rw"
+    assert gemm["ofm"].nbytes == 16 * 32 * 8 and gemm["ofm"].access == "rw"  # int64
     assert gemm["bias"].nbytes == 32 * 4
     conv = by_op["TE_CONV_TILE"]
     assert conv.out_hw == (8, 8)

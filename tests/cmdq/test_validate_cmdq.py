@@ -193,9 +193,35 @@ def test_messages_read_well() -> None:
 
 def test_ofm_qbits_changes_the_byte_count() -> None:
     doc = copy.deepcopy(BASE)
-    doc["cmdq"][2]["ofm_offset"] = OFM_OVER  # 64x256 at 32 bits overflows bank 2 from here ...
-    doc["cmdq"][2]["ofm_qbits"] = 8  # ... at 8 bits it fits
+    doc["cmdq"][2]["ofm_offset"] = BANK - 2 * 65536 + 1  # 64x256 at 32 bits fits here ...
     assert validate_document(doc, LIMITS) == []
+    doc["cmdq"][2]["ofm_qbits"] = 64  # ... an int64 accumulator (ADR-0800) ends 1 B past
+    errs = validate_document(doc, LIMITS)
+    assert len(errs) == 1 and f"ends at byte {BANK + 1}" in str(errs[0])
+    doc["cmdq"][2]["ofm_offset"] = BANK - 2 * 65536
+    assert validate_document(doc, LIMITS) == []
+
+
+@pytest.mark.parametrize("bits", [2, 4, 8, 16])
+def test_te_ofm_narrower_than_its_accumulator_refused(bits: int) -> None:
+    """The data pass writes the int32 / fp32 accumulator: a narrower declared ofm was
+    checked at its width and written at 32 bits, past the checked range (ADR-0801)."""
+    doc = copy.deepcopy(BASE)
+    doc["cmdq"][2]["ofm_qbits"] = bits
+    errs = validate_document(doc, LIMITS, "p.json")
+    assert [(e.where, e.field) for e in errs] == [("entry 2", "ofm_qbits")]
+    assert f"{bits}-bit output: a TE tile writes its int32 accumulator" in str(errs[0])
+
+
+def test_te_int16_operands_need_the_int64_accumulator() -> None:
+    doc = copy.deepcopy(BASE)
+    doc["cmdq"][2].update(qbits_weight=16, qbits_activation=16, int16=True)
+    errs = validate_document(doc, LIMITS, "p.json")
+    assert [e.field for e in errs] == ["ofm_qbits"] and "must be 64" in str(errs[0])
+    doc["cmdq"][2]["ofm_qbits"] = 64
+    doc["cmdq"][3]["qbits_activation"] = 32  # (the LayerNorm reading bank 2 stays valid)
+    assert [e.field for e in validate_document(doc, LIMITS, "p.json")
+            if e.where == "entry 2"] == []
 
 
 def test_collects_all_problems_and_caps() -> None:

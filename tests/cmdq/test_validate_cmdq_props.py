@@ -88,7 +88,9 @@ def _te(draw: Draw, limits: CmdqLimits) -> dict[str, Any]:
         "accumulate": draw(st.booleans()),
     }
     if draw(st.booleans()):
-        e["ofm_qbits"] = draw(QBITS)
+        # the accumulator's width: 32, or 64 with integer operands (ADR-0800, ADR-0801)
+        integer = e["qbits_weight"] <= 8 and e["qbits_activation"] <= 8
+        e["ofm_qbits"] = draw(st.sampled_from([32, 64] if integer else [32]))
     if draw(st.booleans()):
         e.update(_tcm(draw, limits, "bias"))
     if draw(st.booleans()):

@@ -17,7 +17,6 @@ MODELS = Path(__file__).parent.parent / "models"
 @pytest.mark.parametrize("qconfig", [
     "default: {weight: 4}",              # int4 weights, packed two per byte in HBM
     "default: {activation: 4}",          # A4: GEMMs run as whole-layer ops
-    "default: {weight: 2}",
     "default: {kv: 4}",                  # a 4-bit KV cache
     "overrides:\n  - {match: '*mlp*', weight: 4}\n  - {match: '*attn*', kv: 4}",
 ])

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from ir_helpers import cosine, io, model_path
@@ -79,3 +81,29 @@ def test_imported_bits_win_unless_overridden():
     bits = {n.metadata["layer_name"]: n.qbits_weight for n in g2.nodes if n.op_type == "GEMM"}
     assert bits.pop("node_linear_3_matmul_Q4") == 8
     assert set(bits.values()) == {4}
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"default": {"weight": 2}}, "default.weight"),
+    ({"default": {"activation": "int2"}}, "default.activation"),
+    ({"overrides": [{"match": "*", "kv": "2"}]}, "overrides.0.kv"),
+])
+def test_two_bits_refused_at_load(data, field):
+    """2-bit widths are refused with their reason (ADR-0802): W2 verified at logits
+    cosine 0.65 (gpt2) and 0.57 (llama) against onnxruntime, timed as 8-bit layer ops."""
+    with pytest.raises(InputError) as ei:
+        parse_qconfig(data, file="q.yaml")
+    assert field in str(ei.value) and "2-bit quantization is not supported" in str(ei.value)
+
+
+def test_two_bit_qconfig_cli_one_line_exit_2(tmp_path, capsys):
+    from kernbench.cli import main
+
+    q = tmp_path / "q.yaml"
+    q.write_text("default: {weight: 2}\n")
+    models = Path(__file__).resolve().parents[1] / "models"
+    assert main(["compile", str(models / "gpt2.onnx"), "--qconfig", str(q), "-o",
+                 str(tmp_path / "b"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {q}: field 'default.weight': 2-bit")
+    assert not (tmp_path / "b").exists()

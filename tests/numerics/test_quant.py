@@ -70,3 +70,37 @@ def test_fake_quant_error_bound():
     x = np.random.default_rng(0).normal(size=1000).astype(np.float32)
     y = qmath.fake_quant(x, 8)
     assert np.max(np.abs(x - y)) <= qmath.symmetric_scale(x, 8) / 2 + 1e-7
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 600), st.integers(1, 4), st.integers(0, 2**31 - 1))
+def test_int16_products_summed_over_k_never_wrap(m, k, n, seed):
+    """16-bit integer operands accumulate exactly (int64 past int32's reach, ADR-0800):
+    checked against numpy int64 on values near the int16 extremes."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(30000, 32768, (m, k)).astype(np.int16)
+    b = (rng.integers(30000, 32768, (k, n)) * rng.choice([-1, 1], (k, n))).astype(np.int16)
+    want = a.astype(np.int64) @ b.astype(np.int64)
+    got = qmath.int_matmul(a, b)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == (np.int32 if qmath.accumulator_bits(a.dtype, b.dtype, k) == 32
+                         else np.int64)
+
+
+def test_accumulator_bits_by_width_and_k():
+    assert qmath.accumulator_bits(np.int8, np.int8, 4096) == 32
+    assert qmath.accumulator_bits(np.int16, np.int16, 2) == 64
+    assert qmath.accumulator_bits(np.int8, np.int16, 64) == 32
+    assert qmath.accumulator_bits(np.int8, np.int16, 4096) == 64
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(-2, 1), min_size=0, max_size=37))
+def test_int2_pack_roundtrip_four_per_byte(vals):
+    q = np.array(vals, np.int8)
+    packed = qmath.pack_bits(q, 2)
+    assert packed.dtype == np.uint8 and packed.size == (len(vals) + 3) // 4
+    np.testing.assert_array_equal(qmath.unpack_bits(packed, len(vals), 2), q)
+    if len(vals) >= 4:  # lowest bits first, two's complement
+        want = sum((int(v) & 3) << (2 * i) for i, v in enumerate(vals[:4]))
+        assert int(packed[0]) == want

@@ -127,14 +127,15 @@ def _estimate(tm: int, tn: int, tk: int, k_part: int, tiles: int, steps: int, ks
 def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
                       bank_bytes: int, tcm_bytes: int, rows: int, cols: int, dataflow: str,
                       n_pes: int, engines: int = 1, dma_bytes_per_cycle: float = 0.0,
-                      dma_fixed_cycles: float = 0.0, split_k: bool = False) -> GemmTiles:
+                      dma_fixed_cycles: float = 0.0, split_k: bool = False,
+                      acc_bytes: int = 4) -> GemmTiles:
     """The tile shape of an (m, n, k) GEMM on `n_pes` PEs of `engines` tensor engines
     each (see the module docstring); `split_k`: K parts over PEs are candidates too (an
     integer GEMM). ValueError when no candidate fits a bank."""
     best: list = [None, None]  # (score, tiles) of the best unsplit and split tiling
     for tn in _cands(n, (256, 128, 64, 32) + _balanced(n, n_pes, cols)):
         for tm in _cands(m, (1024, 512, 256, 128, 64, 32, 16) + _balanced(m, n_pes, rows)):
-            c = tm * tn * 4
+            c = tm * tn * acc_bytes
             if c > bank_bytes:
                 continue
             for tk in _cands(k, (2048, 1024, 512, 256, 128, 64, 32)):

@@ -3,7 +3,7 @@
 YAML form (yaml.safe_load, pydantic-validated, unknown keys rejected)::
 
     default:            # W8 A8 KV8 when omitted
-      weight: 8         # 2 | 4 | 8 | 16 | fp16 | bf16 | fp32
+      weight: 8         # 4 | 8 | 16 | fp16 | bf16 | fp32 (2 is refused: ADR-0802)
       activation: 8
       kv: 8             # used by attention blocks (ATTENTION, KV_UPDATE)
     weight_granularity: per_channel   # or per_tensor
@@ -30,7 +30,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kernbench.errors import MAX_TEXT_BYTES, InputError, read_input_text
 from kernbench.ir.model import Graph, LayerIR
 
-BitsSpec = Literal[2, 4, 8, 16, "fp16", "bf16", "fp32"]
+BitsSpec = Literal[4, 8, 16, "fp16", "bf16", "fp32"]
+#: Why a 2-bit width is refused at load (ADR-0802): one line, exit 2.
+TWO_BIT_REFUSED = ("2-bit quantization is not supported: symmetric 2-bit values are "
+                   "ternary (-1, 0, 1 times a per-channel scale), too coarse to verify "
+                   "against the float model, and the compiler has no 2-bit tiles "
+                   "(use 4, 8 or 16; ADR-0802)")
 
 #: Layers whose inputs enter the integer (TE) engine: integer activation bits apply.
 TE_OPS = frozenset({"GEMM", "QKV_PROJ", "CONV", "ATTENTION", "MATMUL"})
@@ -95,12 +100,15 @@ def _coerce_bits(v: Any) -> Any:
     if isinstance(v, str):
         s = v.strip().lower()
         if s.isdigit():
-            return int(s)
-        if s in ("int8", "int4", "int2", "int16"):
-            return int(s[3:])
-        if s in ("w8", "a8"):
-            return 8
-        return s
+            v = int(s)
+        elif s in ("int8", "int4", "int2", "int16"):
+            v = int(s[3:])
+        elif s in ("w8", "a8"):
+            v = 8
+        else:
+            return s
+    if v == 2 and not isinstance(v, bool):
+        raise ValueError(TWO_BIT_REFUSED)
     return v
 
 
@@ -133,6 +141,8 @@ def parse_qconfig(data: Any, *, file: str | None = None) -> QConfig:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
+        elif err["type"] == "value_error":
+            msg = str(err["ctx"]["error"])
         return_err = InputError(msg, file=file, field=loc)
         raise return_err from None
 

@@ -75,7 +75,7 @@ _ALIASES: dict[str, str] = {
     "i1": "bool", "int1": "bool", "i4": "int4", "u4": "uint4",
 }  # fmt: skip
 
-PACKED = ("int4", "uint4")
+PACKED = ("int4", "uint4", "int2", "uint2")
 
 
 def dtype(x: Any) -> DType:
@@ -130,7 +130,7 @@ def is_int(x: Any) -> bool:
 
 def dtype_for_bits(nbits: int, integer: bool = True) -> str:
     """The element type of `nbits`-wide hardware data: 32 → int32 (float32 when not
-    `integer`), 16 → float16, 8 → int8, 4 → int4 (packed)."""
+    `integer`), 16 → float16, 8 → int8, 4 → int4, 2 → int2 (both packed)."""
     if nbits == 32:
         return "int32" if integer else "float32"
     if nbits == 16:
@@ -139,4 +139,6 @@ def dtype_for_bits(nbits: int, integer: bool = True) -> str:
         return "int8"
     if nbits == 4:
         return "int4"
+    if nbits == 2:
+        return "int2"
     raise ValueError(f"no element type for {nbits}-bit data")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kernbench.numerics.activations import erf, relu, sigmoid
-from kernbench.numerics.dtypes import PACKED, canon, np_dtype
+from kernbench.numerics.dtypes import PACKED, bits, canon, np_dtype
 from kernbench.numerics.errors import KernelError
 from kernbench.numerics.quant import qrange
 from kernbench.numerics.unary_extra import EXTRA_FNS
@@ -88,7 +88,7 @@ def cast(x: np.ndarray, to: str) -> np.ndarray:
     else:
         xw = x
     if canon(to) in PACKED:
-        lo, hi = qrange(4, canon(to) == "int4")
+        lo, hi = qrange(bits(to), canon(to).startswith("int"))
         return np.clip(np.trunc(xw), lo, hi).astype(dt)
     if x.dtype.kind in "fV" and dt.kind in "iu":
         return np.trunc(xw).astype(dt)

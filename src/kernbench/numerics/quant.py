@@ -7,8 +7,9 @@ Conventions:
 - Weights: symmetric, per output channel (or per tensor), scale = max|w| / qmax.
 - Activations: symmetric per tensor; the scale is static when the IR carries one
   (imported QDQ), else dynamic: max|x| / qmax of the tensor being quantized.
-- Integer GEMM: int8 (or int4 / uint8) operands, zero points subtracted, accumulated
-  exactly into int32 (`int_matmul`).
+- Integer GEMM: int8 (or int4 / uint8 / int16) operands, zero points subtracted,
+  accumulated exactly: into int32 when the widths and K cannot overflow it, else into
+  int64 (`int_matmul`, `accumulator_bits`, ADR-0800).
 - Requantization: int32 accumulator * (s_a * s_w / s_out) rounded half to even, + zero
   point, saturated (`requantize`).
 - int4 values are held unpacked in int8 containers; `pack_int4` / `unpack_int4` convert
@@ -29,10 +30,13 @@ __all__ = [
     "fake_quant",
     "quantize_weight",
     "int_matmul",
+    "accumulator_bits",
     "row_scale",
     "quantize_rows",
     "requantize",
     "pack_int4",
+    "pack_bits",
+    "unpack_bits",
     "unpack_int4",
     "expand_blocked",
     "round_to_float",
@@ -156,11 +160,16 @@ def quantize_rows(x: np.ndarray, scale: np.ndarray, bits: int) -> np.ndarray:
 
 
 def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
-    """Exact integer matmul: (a_q - a_zp) @ (b_q - b_zp) -> int32.
+    """Exact integer matmul: (a_q - a_zp) @ (b_q - b_zp), never wrapped.
 
-    Computed with float64 BLAS: every product and partial sum is an integer below 2^53
-    (|a|,|b| <= 2^16 and K < 2^20), so the result is exact. Zero points broadcast like
-    ONNX MatMulInteger (a_zp per row of a, b_zp per column of b)."""
+    The result is int32 when `accumulator_bits` of the operands' containers and K is 32
+    (every 8-bit case that fits a TE tile), else int64: 16-bit integer products summed
+    over K do not fit an int32 accumulator, and the hardware accumulates them in a wide
+    (48-bit) accumulator that int64 holds exactly (ADR-0800). Computed with float64 BLAS
+    when every partial sum is an integer below 2^53, else in int64. Zero points broadcast
+    like ONNX MatMulInteger (a_zp per row of a, b_zp per column of b)."""
+    wide = accumulator_bits(np.asarray(a_q).dtype, np.asarray(b_q).dtype,
+                            np.asarray(a_q).shape[-1]) > 32
     a = np.asarray(a_q).astype(np.float64) - _zp_rows(a_zp, np.asarray(a_q).shape)
     b = np.asarray(b_q).astype(np.float64) - _zp_cols(b_zp, np.asarray(b_q).shape)
     k = a.shape[-1]
@@ -169,7 +178,15 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
         acc = np.matmul(a.astype(np.int64), b.astype(np.int64))
     else:
         acc = np.matmul(a, b)
-    return acc.astype(np.int64).astype(np.int32)
+    return acc.astype(np.int64) if wide else acc.astype(np.int64).astype(np.int32)
+
+
+def accumulator_bits(a_dtype, b_dtype, k: int) -> int:  # noqa: ANN001
+    """Width of the integer accumulator of a K-long dot product of `a_dtype` × `b_dtype`
+    integers (containers: int8 holds int4 / int2): 32 when K · max|a| · max|b| (zero
+    points included: |q - zp| < 2^bits) stays below 2^31, else 64 (ADR-0800)."""
+    ba, bb = np.dtype(a_dtype).itemsize * 8, np.dtype(b_dtype).itemsize * 8
+    return 32 if (1 << (ba + bb)) * max(int(k), 1) < (1 << 31) else 64
 
 
 def _zp_rows(zp, shape) -> np.ndarray:
@@ -206,6 +223,36 @@ def pack_int4(q: np.ndarray) -> np.ndarray:
     if flat.size % 2:
         flat = np.concatenate([flat, np.zeros(1, np.int16)])
     return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+
+
+def pack_bits(q: np.ndarray, nbits: int) -> np.ndarray:
+    """Pack `nbits`-wide integers (4 or 2; held in int8 / uint8) 8 // nbits per byte,
+    lowest bits first (int4: `pack_int4`, the ONNX layout; int2 likewise, four a byte).
+    A short last byte is padded with zeros. Returns flat uint8."""
+    if nbits == 4:
+        return pack_int4(q)
+    per = 8 // nbits
+    flat = np.asarray(q).reshape(-1).astype(np.int16) & ((1 << nbits) - 1)
+    flat = np.concatenate([flat, np.zeros((-flat.size) % per, np.int16)])
+    out = np.zeros(flat.size // per, np.int16)
+    for i in range(per):
+        out |= flat[i::per] << (i * nbits)
+    return out.astype(np.uint8)
+
+
+def unpack_bits(packed: np.ndarray, count: int, nbits: int, signed: bool = True) -> np.ndarray:
+    """Inverse of `pack_bits`: `count` values in int8 (signed) or uint8."""
+    if nbits == 4:
+        return unpack_int4(packed, count, signed)
+    per = 8 // nbits
+    p = np.asarray(packed, dtype=np.uint8).reshape(-1).astype(np.int16)
+    out = np.empty(p.size * per, np.int16)
+    for i in range(per):
+        out[i::per] = (p >> (i * nbits)) & ((1 << nbits) - 1)
+    out = out[:count]
+    if signed:
+        return np.where(out >= 1 << (nbits - 1), out - (1 << nbits), out).astype(np.int8)
+    return out.astype(np.uint8)
 
 
 def unpack_int4(packed: np.ndarray, count: int, signed: bool = True) -> np.ndarray:

@@ -27,7 +27,7 @@ import numpy as np
 
 from kernbench.errors import SimulationError
 from kernbench.numerics import quant as qmath
-from kernbench.numerics.dtypes import PACKED, canon, nbytes_of, np_dtype
+from kernbench.numerics.dtypes import PACKED, bits, canon, nbytes_of, np_dtype
 from kernbench.sim_engine.element_access import gather, scatter
 from kernbench.sim_engine.math_ops import MATH_OPS, widen
 from kernbench.sim_engine.memory_store import MemoryStore
@@ -373,8 +373,8 @@ class DataExecutor:
                 bias = st.read(_tspace(p), int(p["bias_addr"]), (shape_out[-1],), bdt)
                 yi = yi + (bias.astype(np.int64) if yi.dtype.kind in "iu" else
                            widen(bias).astype(np.float32))
-            if np_dtype(acc_t).kind in "iu" and yi.dtype == np.int64:
-                yi = yi.astype(np.int32)  # int32 accumulator (wraps like hardware)
+            if acc_t == "int32" and yi.dtype == np.int64:
+                yi = yi.astype(np.int32)  # the tile's int32 accumulator (ADR-0800)
             if yi.shape != shape_out:
                 raise DataError(f"gemm result {yi.shape} != shape_out {shape_out}")
             outs.append((space if p is p0 else _tspace(p), int(p["dst_addr"]),
@@ -403,6 +403,7 @@ class DataExecutor:
                 ins.append(v)
             else:
                 ins.append(self.store.read(sp, int(a), tuple(shp), dt))
+        ins = _dequantized(ins, p.get("in_scales"))
         with np.errstate(all="ignore"):
             y = fn(ins, p)
         dests = _destinations(p)
@@ -420,6 +421,9 @@ class DataExecutor:
                     yk = yk.reshape(shape)
                 else:
                     yk = np.broadcast_to(yk, shape)
+            if p.get("out_scale") is not None and np_dtype(out_t).kind in "iu":
+                yk = qmath.quantize(yk, np.float32(p["out_scale"]), 0, bits(out_t),
+                                    np_dtype(out_t).kind == "i")
             out.append((space, int(addr), _to(yk, out_t), _store_dt(out_t)))
         return out
 
@@ -430,6 +434,15 @@ def _destinations(p: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
     if "dst_addrs" in p:
         return list(zip(p["dst_addrs"], p["shapes_out"], p["dtypes_out"], strict=True))
     return [(p["dst_addr"], p["shape_out"], p["dtype"])]
+
+
+def _dequantized(ins: list[np.ndarray], scales: list | None) -> list[np.ndarray]:
+    """Integer inputs of a math op with a scale (an 8-bit VE operand, ADR-0803) as their
+    real values q · scale in fp32; the rest as they are."""
+    if not scales:
+        return ins
+    return [x.astype(np.float32) * np.float32(s) if s is not None and x.dtype.kind in "iu"
+            else x for x, s in zip(ins, list(scales) + [None] * len(ins), strict=False)]
 
 
 def _store_dt(dtype: str) -> Any:

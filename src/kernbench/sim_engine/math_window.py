@@ -55,8 +55,7 @@ def _conv(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     """A convolution tile (see the module docstring)."""
     x, w = widen(ins[0]), widen(ins[1])
     integer = x.dtype.kind in "iu" and w.dtype.kind in "iu"
-    if not integer:
-        x, w = fl(x), fl(w)
+    x, w = (x.astype(np.int64), w.astype(np.int64)) if integer else (fl(x), fl(w))
     y = _conv_tile(x, w, p)
     rest = list(ins[2:])
     if p.get("has_bias"):
@@ -67,7 +66,8 @@ def _conv(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     if p.get("accumulate"):
         prev = rest.pop(0)
         y = y.astype(np.int64) + prev.astype(np.int64) if integer else y + fl(prev)
-    return y.astype(np.int32) if integer else y  # int32 accumulator (wraps like hardware)
+    # exact; the entry's accumulator dtype (int32 or int64, ADR-0800) is applied on store
+    return y.astype(np.int64) if integer else y
 
 
 @math_op("pool")

@@ -14,7 +14,8 @@ array when it comes from the cache, a fresh array otherwise.
 
 Contract (D7): addresses are byte addresses, aligned to the element size; a read may
 reinterpret bytes written with another dtype as long as the byte counts match; int4 /
-uint4 are packed two per byte, low nibble first (qmath.pack_int4) and come back in int8 /
+uint4 are packed two per byte, low nibble first (qmath.pack_int4), int2 / uint2 four per byte
+(qmath.pack_bits), and come back in int8 /
 uint8 containers; bf16 and float8_e4m3fn are ml_dtypes arrays.
 """
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from kernbench.errors import AddressError, InputError
 from kernbench.numerics import quant as qmath
-from kernbench.numerics.dtypes import PACKED, canon, nbytes_of, np_dtype
+from kernbench.numerics.dtypes import PACKED, bits, canon, nbytes_of, np_dtype
 from kernbench.numerics.npz import write_npz
 
 STORE_JSON, STORE_NPZ = "memory_store.json", "memory_store.npz"
@@ -199,7 +200,8 @@ class MemoryStore:
             if dtype is not None and np_dtype(dtype) != a.dtype:
                 a = a.astype(np_dtype(dtype))
         if packed:
-            buf = qmath.pack_int4(a.astype(np.int8 if packed == "int4" else np.uint8))
+            buf = qmath.pack_bits(a.astype(np.int8 if packed.startswith("int") else np.uint8),
+                                  bits(packed))
         else:
             a = np.ascontiguousarray(a)
             self._align(s, addr, a.dtype.itemsize, "write")
@@ -243,7 +245,7 @@ class MemoryStore:
         raw = self._get(s, addr, nbytes, zeros_ok)
         if c in PACKED:
             n = int(np.prod(shape, dtype=np.int64))
-            return qmath.unpack_int4(raw, n, signed=c == "int4").reshape(shape)
+            return qmath.unpack_bits(raw, n, bits(c), signed=c.startswith("int")).reshape(shape)
         return raw.view(dt).reshape(shape)
 
     # ------------------------------------------------------------------ copies

@@ -21,6 +21,7 @@ from kernbench.cmdq.opcodes.base import (
     F16Format,
     Lowering,
     NonNegInt,
+    OfmQBits,
     Opcode,
     PosInt,
     QBits,
@@ -48,9 +49,11 @@ class TeTile(Opcode):
     ofm_offset: NonNegInt
     qbits_weight: QBits
     qbits_activation: QBits
-    ofm_qbits: QBits = Field(
-        DEFAULT_OFM_QBITS, description="(1.1) Bit width of the output (accumulator) tile."
-    )
+    ofm_qbits: OfmQBits = Field(
+        DEFAULT_OFM_QBITS, description="(1.1) Bit width of the output (accumulator) tile: "
+        "32 (int32 or fp32), or 64 (ADR-0800: an int64 accumulator, integer operands only; "
+        "int16 × int16 needs it). Narrower outputs are refused (ADR-0801): requantize the "
+        "accumulator with a VE op.")
     accumulate: bool = Field(
         False, description="(1.1) Add the product to the ofm tile instead of overwriting it."
     )
@@ -102,7 +105,24 @@ class TeTile(Opcode):
         return self._operand_elements()[2]
 
     def rules(self, v: Rules) -> bool:
+        """The engine exists; the ofm holds the accumulator the data pass writes: 32 bits,
+        or 64 for integer operands, which int16 × int16 needs (ADR-0800, ADR-0801)."""
         check_engine_id(v, "te_id", self.te_id, v.limits.te_per_pe)
+        integer = self.accumulator_dtype() != "float32"
+        both16 = self.int16 and self.qbits_activation == 16 and self.qbits_weight == 16
+        if self.ofm_qbits < 32:
+            v.add("ofm_qbits", f"{self.ofm_qbits}-bit output: a TE tile writes its "
+                  f"{'int32' if integer else 'fp32'} accumulator (ofm_qbits 32"
+                  f"{' or 64' if integer else ''}); requantize it with a VE op (ADR-0801)")
+            return False
+        if self.ofm_qbits == 64 and not integer:
+            v.add("ofm_qbits", "64-bit output needs integer operands (an int64 accumulator; "
+                  "a float accumulator is fp32, ofm_qbits 32)")
+            return False
+        if both16 and self.ofm_qbits != 64:
+            v.add("ofm_qbits", "int16 × int16 products overflow an int32 accumulator: "
+                  "ofm_qbits must be 64 (ADR-0800)")
+            return False
         return True
 
     def traffic(self, pe: int) -> tuple[int, int]:
@@ -130,10 +150,13 @@ class TeTile(Opcode):
         return "int16" if bits == 16 and self.int16 else dtype_of(bits, False, self.f16_format)
 
     def accumulator_dtype(self) -> str:
-        """int32 when both operands are integers (<= 8 bits, or int16), else float32."""
+        """When both operands are integers (<= 8 bits, or int16): int64 at ofm_qbits 64,
+        else int32; otherwise float32."""
         integer = all(b <= 8 or b == 16 and self.int16
                       for b in (self.qbits_activation, self.qbits_weight))
-        return "int32" if integer else "float32"
+        if not integer:
+            return "float32"
+        return "int64" if self.ofm_qbits == 64 else "int32"
 
 
 @register_opcode
@@ -179,7 +202,7 @@ class TeGemmTile(TeTile):
         }
         if self.bias_bank is not None:
             d["bias_addr"] = addr("bias")
-            d["dtype_bias"] = dtype_of(self.bias_qbits, acc == "int32")
+            d["dtype_bias"] = dtype_of(self.bias_qbits, acc != "float32")
         return d
 
 
@@ -248,7 +271,7 @@ class TeConvTile(TeTile, Window2D):
         ``[c_out]`` (``has_bias``) and, when accumulating, the old ofm (``accumulate``);
         params ``layout``, ``strides``, ``pads`` [t, l, b, r], ``dilations``, ``groups``."""
         require_math_op(self, self.math_op)
-        qa, qw = self.qbits_activation, self.qbits_weight
+        qw = self.qbits_weight
         h_out, w_out = self.out_hw
         acc = self.accumulator_dtype()
         addrs = [env.addr("ifm"), env.addr("wgt")]
@@ -259,11 +282,11 @@ class TeConvTile(TeTile, Window2D):
         else:
             shapes = [[self.n, self.h, self.w, self.c_in], [self.kh, self.kw, cg, self.c_out]]
             out_shape = [self.n, h_out, w_out, self.c_out]
-        dtypes = [self.ifm_dtype(), dtype_of(qw, False, self.f16_format)]
+        dtypes = [self.ifm_dtype(), self.operand_dtype(qw)]
         if self.bias_bank is not None:
             addrs.append(env.addr("bias"))
             shapes.append([self.c_out])
-            dtypes.append(dtype_of(self.bias_qbits, qa <= 8 and qw <= 8))
+            dtypes.append(dtype_of(self.bias_qbits, acc != "float32"))
         if self.accumulate:
             addrs.append(env.addr("ofm"))
             shapes.append(out_shape)

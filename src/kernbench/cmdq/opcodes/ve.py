@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from kernbench.cmdq.data import dtype_of
 from kernbench.cmdq.opcodes.base import (
@@ -31,6 +31,7 @@ from kernbench.cmdq.opcodes.base import (
 from kernbench.cmdq.opcodes.registry import register_opcode
 from kernbench.common.pe_commands import MathCmd, PeCommand
 from kernbench.errors import InputError
+from kernbench.numerics.dtypes import np_dtype
 
 
 class MathData:
@@ -115,13 +116,53 @@ class VeTile(OnVectorEngine):
                        meta=low.meta)
 
     def data(self, env: DataEnv) -> dict[str, Any]:
-        """A ``math`` description: `math_op` on the inputs, with `data_params`'s changes."""
+        """A ``math`` description: `math_op` on the inputs, with `data_params`'s changes
+        (and an `IntScales` entry's integer operand scales)."""
         d = MathData(self, env)
         self.data_params(d)
+        if isinstance(self, IntScales):
+            self.scale_params(d)
         return d.description()
 
     def data_params(self, d: MathData) -> None:
         """The opcode's extra inputs and op parameters (none by default)."""
+
+
+class IntScales(BaseModel):
+    """Scales of the integer operands of a §9 vector op (ADR-0803). An integer ``in`` /
+    ``in2`` holds q with real value q · in_scale; an integer output holds
+    saturate(rint(y / out_scale)). Float operands ignore both."""
+
+    in_scale: float | None = Field(
+        None, gt=0, description="(ADR-0803) Real value of one step of an integer input "
+        "(in, in2): x = q · in_scale. Default 1 (the integers are the values).")
+    out_scale: float | None = Field(
+        None, gt=0, description="(ADR-0803) Step of an integer output: q = saturate(rint(y / "
+        "out_scale)). Default: 1 / (2^(out_bits-1) - 1) for softmax (probabilities in "
+        "[0, 1] span the signed range), else in_scale.")
+
+    def default_out_scale(self, out_bits: int) -> float:
+        """out_scale when the entry does not set it."""
+        return self.in_scale if self.in_scale is not None else 1.0
+
+    #: a pure data move (copy, transpose) with neither scale set moves its values as
+    #: they are (both steps default to 1 and equal)
+    moves_data: ClassVar[bool] = False
+
+    def scale_params(self, d: MathData) -> None:
+        """``in_scales`` (one per input, None for float ones) and ``out_scale`` (integer
+        output only) of the data pass's description."""
+        if self.moves_data and self.in_scale is None and self.out_scale is None:
+            return
+        scale = self.in_scale if self.in_scale is not None else 1.0
+        ins = [scale if np_dtype(dt).kind in "iu" and i < 2 else None
+               for i, dt in enumerate(d.dtypes)]
+        if any(x is not None for x in ins):
+            d.params["in_scales"] = ins
+        if np_dtype(d.dtype).kind in "iu":
+            out_bits = getattr(self, "out_bits", 32)
+            d.params["out_scale"] = (self.out_scale if self.out_scale is not None
+                                     else self.default_out_scale(out_bits))
 
 
 class VeVectorTile(VeTile):
@@ -133,7 +174,7 @@ class VeVectorTile(VeTile):
 
 
 @register_opcode
-class VeLayernormTile(VeVectorTile):
+class VeLayernormTile(VeVectorTile, IntScales):
     """LayerNorm over each vector (spec §9.1); optional gamma/beta vectors of ``length``."""
 
     since: ClassVar[str] = "1.0"
@@ -166,7 +207,7 @@ class VeLayernormTile(VeVectorTile):
 
 
 @register_opcode
-class VeSoftmaxTile(VeVectorTile):
+class VeSoftmaxTile(VeVectorTile, IntScales):
     """Softmax over each vector (spec §9.2) of ``scale * x``, with an optional causal mask:
     in row r, element c is masked when ``c > r + causal_offset`` (1.1), an optional
     soft-cap ``c·tanh(x / c)`` and additive bias (1.1, applied in that order)."""
@@ -195,6 +236,10 @@ class VeSoftmaxTile(VeVectorTile):
         return [TcmRange("bias", pe, self.bias_bank, self.bias_offset, self.rows * self.length,
                          self.bias_qbits, "r")]
 
+    def default_out_scale(self, out_bits: int) -> float:
+        """Probabilities in [0, 1] span the signed integer range: 1 / qmax."""
+        return 1.0 / ((1 << (out_bits - 1)) - 1)
+
     def data_params(self, d: MathData) -> None:
         if self.bias_bank is not None:
             d.add("bias", [self.rows, self.length], self.float_dtype(self.bias_qbits))
@@ -206,7 +251,7 @@ class VeSoftmaxTile(VeVectorTile):
 
 
 @register_opcode
-class VeRmsnormTile(VeVectorTile):
+class VeRmsnormTile(VeVectorTile, IntScales):
     """(1.1) RMSNorm over each vector; optional gamma vector of ``length``."""
 
     cost_op: ClassVar[str] = "rmsnorm"
@@ -231,7 +276,7 @@ class VeRmsnormTile(VeVectorTile):
 
 
 @register_opcode
-class VeGeluTile(VeVectorTile):
+class VeGeluTile(VeVectorTile, IntScales):
     """(1.1) GELU, exact (erf) or tanh approximation."""
 
     cost_op: ClassVar[str] = "gelu"
@@ -245,7 +290,7 @@ class VeGeluTile(VeVectorTile):
 
 
 @register_opcode
-class VeSiluTile(VeVectorTile):
+class VeSiluTile(VeVectorTile, IntScales):
     """(1.1) SiLU: x * sigmoid(x)."""
 
     cost_op: ClassVar[str] = "silu"
@@ -254,7 +299,7 @@ class VeSiluTile(VeVectorTile):
     opcode: Literal["VE_SILU_TILE"] = "VE_SILU_TILE"
 
 
-class VeBinaryTile(VeVectorTile):
+class VeBinaryTile(VeVectorTile, IntScales):
     in2_bank: NonNegInt = Field(description="Second input's bank.")
     in2_offset: NonNegInt
     in2_rows: PosInt | None = Field(
@@ -305,7 +350,7 @@ class VeMulTile(VeBinaryTile):
 
 
 @register_opcode
-class VeRopeTile(VeVectorTile):
+class VeRopeTile(VeVectorTile, IntScales):
     """(1.1) Rotary position embedding on each row (one position per row); a row holds
     ``length / head_dim`` heads. cos/sin tables hold ``rows x head_dim/2`` values."""
 
@@ -364,8 +409,10 @@ class VeRopeTile(VeVectorTile):
 
 
 @register_opcode
-class VeCopyTile(VeVectorTile):
+class VeCopyTile(VeVectorTile, IntScales):
     """(1.1) Copy rows x length elements (converting to out_qbits if it differs)."""
+
+    moves_data: ClassVar[bool] = True
 
     cost_op: ClassVar[str] = "copy"
     math_op: ClassVar[str] = "cast"
@@ -373,8 +420,10 @@ class VeCopyTile(VeVectorTile):
 
 
 @register_opcode
-class VeTransposeTile(VeTile):
+class VeTransposeTile(VeTile, IntScales):
     """(1.1) out[cols, rows] = in[rows, cols]^T, both row-major and packed."""
+
+    moves_data: ClassVar[bool] = True
 
     cost_op: ClassVar[str] = "transpose"
     math_op: ClassVar[str] = "transpose"

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from kernbench.cmdq.data import dtype_of
 from kernbench.cmdq.opcodes.base import NonNegInt, QBits, Rules, TcmRange
 from kernbench.cmdq.opcodes.registry import register_opcode
 from kernbench.cmdq.opcodes.ve import MathData, VeVectorTile
+from kernbench.numerics.dtypes import dtype
 
 
 class VeQuantTile(VeVectorTile):
@@ -159,6 +160,25 @@ class VeDequantizeTile(VeVectorTile):
         None, description="One fp32 value in TCM, a scale known only at run "
         "time: out = float(in) * scale_in (+ bias).")
     scale_in_offset: NonNegInt | None = None
+    in_dtype: str | None = Field(
+        None, description="(1.1) Element type of the input (a numerics dtype name): int32 "
+        "(the default at 32 bits: an integer TE accumulator), float32 (a float one), int8 / "
+        "uint8 (QLinear operands), or int64 (ADR-0800: the int64 accumulator of a 16-bit "
+        "integer GEMM, 64 bits per element whatever qbits_activation says).")
+
+    @field_validator("in_dtype")
+    @classmethod
+    def _known_dtype(cls, v: str | None) -> str | None:
+        if v is not None:
+            dtype(v)  # ValueError: unknown dtype
+        return v
+
+    def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
+        """VeTile's ranges; an int64 input is 64 bits an element."""
+        ranges = super().tcm_ranges(pe)
+        if self.in_dtype != "int64":
+            return ranges
+        return tuple(r._replace(qbits=64) if r.role == "in" else r for r in ranges)
 
     def _extra_inputs(self, pe: int) -> list[TcmRange]:
         out = []

@@ -16,11 +16,15 @@ from kernbench.ir.model import LayerIR
 
 
 def te_mode(n: LayerIR) -> str | None:
-    """How a TE layer is tiled: "int" (A8 with W8 / W4), "fp16", "fp32"; None: the layer
-    runs whole as a layer op (e.g. A4 or W2, which the tiles do not pack)."""
+    """How a TE layer is tiled: "int" (A8 with W8 / W4), "int16" (a 16-bit integer
+    operand: A16 with W16 / W8 / W4, or A8 with W16; int64 accumulators, ADR-0800),
+    "fp16", "fp32"; None: the layer runs whole as a layer op (e.g. A4, which the tiles
+    do not pack)."""
     qa, qw = n.qbits_activation, n.qbits_weight
     if qa == 8 and qw in (8, 4, None):
         return "int"
+    if qa in (8, 16) and qw in (16, 8, 4) and 16 in (qa, qw):
+        return "int16"
     if qa == "fp16" and qw in ("fp16", None):
         return "fp16"
     if qa is None and qw is None:
@@ -78,10 +82,13 @@ def _read_as_is(lw: Lowering, x_tid: str, mode: str) -> PreparedX | str | None:
         return PreparedX(xp.view((m, k)), None)
     # a float activation of another width (fp16 / bf16 exports) is quantized from its
     # stored width; fp32 mode and the fp16 cast read fp32 only
-    if xp.dtype != "fp32" and not (mode == "int" and xp.dtype in FLOAT_DTYPES):
+    if xp.dtype != "fp32" and not (mode in ("int", "int16") and xp.dtype in FLOAT_DTYPES):
         return None
     if mode == "fp32":
         return PreparedX(xp.view((m, k)), None)
+    if mode == "int16":
+        return "int16" if g.tensors[x_tid].quant is not None \
+            and g.tensors[x_tid].quant.dtype == "int16" else "int8"
     return "int8" if mode == "int" else "fp16"
 
 
@@ -90,7 +97,8 @@ def _static_quant(lw: Lowering, x_tid: str) -> tuple[np.ndarray, int] | None:
     A uint8 activation is quantized straight to int8 shifted by -128 (exact:
     clip(q + z, 0, 255) - 128 = clip(q + z - 128, -128, 127)), so its zero point is z - 128."""
     t = lw.g.tensors[x_tid]
-    if t.quant is None or t.quant.axis is not None or t.quant.dtype not in ("int8", "uint8"):
+    if t.quant is None or t.quant.axis is not None \
+            or t.quant.dtype not in ("int8", "uint8", "int16"):
         return None
     sx = np.asarray(lw.g.weights[t.quant.scale], np.float32)
     zp = (np.asarray(lw.g.weights[t.quant.zero_point]) if t.quant.zero_point
@@ -136,24 +144,25 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
     how = _read_as_is(lw, x_tid, mode)
     if how is None or isinstance(how, PreparedX):
         return how
-    xp = lw.placement(_quantize_source(lw, x_tid) if mode == "int" else x_tid)
+    integer = mode in ("int", "int16")
+    xp = lw.placement(_quantize_source(lw, x_tid) if integer else x_tid)
     k = xp.shape[-1]
     m = int(np.prod(xp.shape[:-1]))
     sx, zx = None, 0
-    if mode == "int":
+    if integer:
         sq = _static_quant(lw, x_tid)
         if sq is None:
             return None
         sx, zx = sq
     out_dt = how
     out = _scratch(lw, x_tid, out_dt, xp)
-    split = lw.engines.ve_blocks(m, k, lw.n_pes, "quantize" if mode == "int" else "copy")
+    split = lw.engines.ve_blocks(m, k, lw.n_pes, "quantize" if integer else "copy")
     for r0, r, pe in lw.row_blocks(out, m, k, lw.bank // (k * 4), split):
         bi = lw.buf(pe, r * k * ITEMSIZE[xp.dtype], f"{n.id}.x32")
         bo = lw.buf(pe, r * k * ITEMSIZE[out_dt], f"{n.id}.xq")
         lw.dma(False, pe, bi, xp, r0 * k, 1, r * k, r * k, n.id)
         ve = lw.engines.ve(pe)
-        if mode == "int":
+        if integer:
             lw.op("VE_QUANTIZE_TILE", pe, n.id,
                   {"length": k, "rows": r, "qbits_activation": QBITS_OF[xp.dtype],
                    "out_qbits": bits, "scale": float(sx), "zero_point": zx, **ve,

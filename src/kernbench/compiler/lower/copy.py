@@ -31,11 +31,9 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import copyable
+from kernbench.compiler.lower.blocks import MIN_TILE_BYTES
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.ir.model import LayerIR
-
-#: a copy tile moves at least this many bytes when the tensor has them (a DMA's fixed cost)
-MIN_TILE_BYTES = 4096
 
 
 class View(NamedTuple):

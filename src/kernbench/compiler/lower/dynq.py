@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
+from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.gemm import DynamicGemm, gemm
-from kernbench.compiler.lower.rowwise import rows_cols
 from kernbench.compiler.lower.te_weights import recentered, values
 from kernbench.compiler.lower.values import DynamicActivation, PreparedX, TeWeight
 from kernbench.compiler.tilegraph import Buf

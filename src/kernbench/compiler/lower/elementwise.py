@@ -21,6 +21,7 @@ import numpy as np
 
 from kernbench.cmdq.opcodes.ve_elementwise import ARITY
 from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.blocks import one_tile_spread
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS
 from kernbench.ir.model import LayerIR
@@ -33,12 +34,6 @@ ELEM_TYPES = ("fp32", "fp16", "bf16", "int64", "int32", "int16", "int8", "uint8"
 #: one output block: (element offset in the output, fixed leading indices, first index
 #: along the split axis, its length)
 Block = tuple[int, tuple[int, ...], int, int]
-
-
-def one_tile_spread(lw: Lowering,
-                    bl: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Row blocks as given, but a single block goes to `Lowering.lone_pe`."""
-    return [(bl[0][0], bl[0][1], lw.lone_pe(bl[0][2]))] if len(bl) == 1 else bl
 
 
 def ew_cost(op: str) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from kernbench.cmdq.opcodes.registry import opcode_of
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import (
     FLOAT_DTYPES,
@@ -34,10 +35,9 @@ from kernbench.compiler.lower.context import (
     mixed_halves,
 )
 from kernbench.compiler.lower.placement import sole_consumer
-from kernbench.compiler.lower.rowwise import ROW_OPS
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import ops_where
+from kernbench.ir.ops import OPS, ops_where
 
 #: consumer op types the epilogue can apply (`IrOp.epilogue`)
 FUSABLE = ops_where(lambda c: c.epilogue)
@@ -138,7 +138,7 @@ def apply_step(lw: Lowering, step: FusedStep, pe: int, c: Buf, tile: tuple[int, 
         ld.fused_into = gemm_id
         reads.append(("in2", be))
         frees.append(be)
-    o = lw.op(ROW_OPS[step.layer.op_type], pe, layer,
+    o = lw.op(opcode_of(OPS[step.layer.op_type].vector_opcode), pe, layer,
               dict(step.fields, length=tn, rows=tm, **engine),
               reads=reads, writes=[("out", c)], frees=frees)
     o.fused_into = gemm_id

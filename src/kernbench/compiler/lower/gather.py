@@ -22,8 +22,8 @@ import math
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.blocks import one_tile_spread
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.elementwise import one_tile_spread
 from kernbench.compiler.lower.values import HbmRange
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR

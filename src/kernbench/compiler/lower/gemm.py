@@ -49,6 +49,15 @@ from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
 from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
 
+#: the accumulator an epilogue reads, by TE mode: int32, or int64 for a 16-bit integer
+#: operand (ADR-0800); float modes accumulate in fp32
+ACC_DTYPE = {"int": "int32", "int16": "int64"}
+
+
+def acc_bytes(xq: Placement, wp: TeWeight) -> int:
+    """Bytes of one accumulator element: 8 (int64) with a 16-bit integer operand, else 4."""
+    return 8 if "int16" in (xq.dtype, wp.dtype) else 4
+
 
 class DynamicGemm(NamedTuple):
     """What a GEMM on a run-time-quantized activation takes instead of the static path
@@ -68,7 +77,7 @@ def _epilogue_consts(lw: Lowering, n: LayerIR, sx: np.ndarray | None, sw: np.nda
                      mode: str) -> Placement:
     """Epilogue constants: the scale vector (s_x·s_w, ones for float modes), fp32 [N], or
     with a bias [2, N]: the scale and bias rows, so that one DMA per tile loads both."""
-    if mode == "int":
+    if mode in ("int", "int16"):
         sw_b = sw.reshape(()) if sw.ndim == 0 or sw.size == 1 else sw.reshape(-1)
         scale = (np.asarray(sx, np.float32) * sw_b).astype(np.float32)
         scale = np.broadcast_to(scale, (nn,)).astype(np.float32)
@@ -143,7 +152,7 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
                               dataflow=g.dataflow, n_pes=n_pes, engines=lw.engines.te_count,
                               dma_bytes_per_cycle=lw.dma_bytes_per_cycle,
                               dma_fixed_cycles=_dma_fixed_ns(lw) * g.clock_ghz,
-                              split_k=integer)
+                              split_k=integer, acc_bytes=acc_bytes(xq, wp))
         if row_reduce and integer and t.ks == 1 and r_hi - r_lo <= t.tm:
             t = gemm_rowreduce.split(lw, t, math.ceil(nn / t.tn), k, wp.bits, n_pes)
         parts = t.k_parts(k)
@@ -188,9 +197,12 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
     at K = 0. The j-th tile of the group runs on tensor engine j mod count (its whole K
     loop: the partial sums stay on that engine)."""
     ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.dtype]
-    qa_bits = {"int8": 8, "uint8": 8, "fp16": 16, "fp32": 32}[xq.dtype]
-    # a uint8 activation (QLinearMatMul) is read unsigned by the TE
+    qa_bits = {"int8": 8, "uint8": 8, "int16": 16, "fp16": 16, "fp32": 32}[xq.dtype]
+    # a uint8 activation (QLinearMatMul) is read unsigned by the TE; a 16-bit integer
+    # operand is int16 and accumulates in int64
     unsigned = {"ifm_signed": False} if xq.dtype == "uint8" else {}
+    wide = {"int16": True, "ofm_qbits": 64} if "int16" in (xq.dtype, wp.dtype) \
+        else {"ofm_qbits": 32}
     k_lo, k_hi = k_range or (0, k)
     panel = panel_width(wp, t.tn)
     for i, k0 in enumerate(range(k_lo, k_hi, t.tk)):
@@ -214,7 +226,7 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
                 frees.append(bc)
             lw.op("TE_GEMM_TILE", pe, n.id,
                   {"m": tm, "n": tn, "k": tk, "qbits_weight": wp.bits,
-                   "qbits_activation": qa_bits, "ofm_qbits": 32, "accumulate": i > 0,
+                   "qbits_activation": qa_bits, **wide, "accumulate": i > 0,
                    **unsigned, **lw.engines.te(te_base + j)},
                   reads=reads, writes=[("ofm", c)], frees=frees)
 
@@ -226,9 +238,10 @@ def _resident_a(lw: Lowering, n: LayerIR, pe: int, xq: Placement, t: GemmTiles, 
     once (one buffer per K step) when they fit beside the double-buffered W and
     accumulators."""
     ab = ITEMSIZE[xq.dtype]
+    acc = 8 if xq.dtype == "int16" else 4
     k_lo, k_hi = k_range or (0, k)
     a_bytes = tm * (k_hi - k_lo) * ab
-    if tiles < 2 or a_bytes + 2 * (t.tk * t.tn * 4 + tm * t.tn * 4) > lw.tcm_bytes:
+    if tiles < 2 or a_bytes + 2 * (t.tk * t.tn * 4 + tm * t.tn * acc) > lw.tcm_bytes:
         return None
     out = []
     for k0 in range(k_lo, k_hi, t.tk):
@@ -293,7 +306,8 @@ def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[
                         k_range)
     for g0 in range(0, len(row_parts), width):
         group = row_parts[g0:g0 + width]
-        accs = [lw.buf(pe, p.tile[2] * p.tile[3] * 4, f"{n.id}.acc") for p in group]
+        accs = [lw.buf(pe, p.tile[2] * p.tile[3] * acc_bytes(xq, wp), f"{n.id}.acc")
+                for p in group]
         _k_loops(lw, n, pe, [p.tile for p in group], accs, xq, wp, t, k, nn, a_res,
                  free_a=g0 + width >= len(row_parts), corr=corr, te_base=started,
                  k_range=k_range)
@@ -344,7 +358,7 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
     deq = lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
                 {"length": tn, "rows": tm, "qbits_activation": 32,
                  "out_qbits": QBITS_OF[op.dtype],
-                 "in_dtype": "int32" if mode == "int" else "float32", **engine,
+                 "in_dtype": ACC_DTYPE.get(mode, "float32"), **engine,
                  **float_format(op.dtype)},
                 reads=reads, writes=[("out", c)], frees=frees[1:])
     if packed:
@@ -398,7 +412,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
         if dyn is None else dyn.scale
     last = lw.gemm_producer
     norm = gemm_rowreduce.norm_after(lw, step, op, m, nn) \
-        if q is None and kv is None and dyn is None else None
+        if q is None and kv is None and dyn is None and mode != "int16" else None
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn,
                            last if last is not None and xq.key in last.tensors else None,
                            norm is not None)
@@ -430,7 +444,7 @@ def _te_inputs(lw: Lowering, n: LayerIR, weights: list[str]) -> tuple[str, Prepa
         return None
     if any(te_weight(lw, n, w, mode) is None for w in weights):
         return None
-    bits = n.qbits_activation if mode == "int" else 16
+    bits = n.qbits_activation if mode in ("int", "int16") else 16
     prep = prepare_x(lw, n, n.inputs[0], mode, bits)
     return None if prep is None else (mode, prep)
 

@@ -32,7 +32,6 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.elementwise import ew_cost
 from kernbench.compiler.lower.epilogue import FusedStep
 from kernbench.compiler.lower.gemm_balance import STEP_TRIP_CYCLES, KPart
 from kernbench.compiler.lower.gemm_splitk import PerPe, most_parts
@@ -42,6 +41,7 @@ from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles
 from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import EW_KINDS
 
 #: reduce one-row split-K GEMMs on one PE with the norm after them (False: an owner per
 #: tile; `benchmarks/decode_ablation.py` measures both)
@@ -161,7 +161,7 @@ def sum_row(lw: Lowering, n: LayerIR, rr: RowReduce, nn: int,
         total = lw.buf(pe, nn * 4, f"{n.id}.acc")
         last = slot == rr.slots - 1
         add = lw.op("VE_ELEMENTWISE_TILE", pe, n.id,
-                    {"op": "add", "cost": ew_cost("add"),
+                    {"op": "add", "cost": EW_KINDS["add"].cost,
                      "out_shape": [1, nn], "out_dtype": "int32", "in_shape": [1, nn],
                      "in_dtype": "int32", "in2_shape": [1, nn], "in2_dtype": "int32",
                      **engine},

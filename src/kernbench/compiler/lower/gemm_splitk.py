@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.elementwise import ew_cost
 from kernbench.compiler.lower.gemm_balance import (
     HOP_CYCLES,
     STEP_TRIP_CYCLES,
@@ -26,6 +25,7 @@ from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles
 from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import EW_KINDS
 
 #: per PE: the tiling and the parts it runs
 PerPe = dict[int, tuple[GemmTiles, list[KPart]]]
@@ -113,7 +113,7 @@ def add_partials(lw: Lowering, n: LayerIR, pe: int, c: Buf, part: KPart, ks: int
         total = lw.buf(pe, tm * tn * 4, f"{n.id}.acc")
         last = slot == ks - 2
         add = lw.op("VE_ELEMENTWISE_TILE", pe, n.id,
-                    {"op": "add", "cost": ew_cost("add"),
+                    {"op": "add", "cost": EW_KINDS["add"].cost,
                      "out_shape": [tm, tn], "out_dtype": "int32", "in_shape": [tm, tn],
                      "in_dtype": "int32", "in2_shape": [tm, tn], "in2_dtype": "int32",
                      **lw.engines.ve(pe)},

@@ -21,14 +21,31 @@ from typing import Any
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.kv_update import tileable
 from kernbench.compiler.lower.placement import sole_consumer
 from kernbench.compiler.lower.values import KvRows
 from kernbench.compiler.tilegraph import Buf, TileOp
+from kernbench.ir.model import LayerIR
 
 #: a tile with more rows than this keeps the KV_UPDATE's own copy of the new rows: the
 #: epilogue would need a DMA per row (the cache's rows of one head are a block apart)
 MAX_ROWS = 8
+
+
+def tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
+              out: Placement) -> bool:
+    """Can KV_UPDATE `n` be tiled (a projection store its new rows, the past copy run in
+    blocks): the cache along axis 2, contiguous, at a width the tiles write."""
+    t_out = lw.g.tensors[n.outputs[0]]
+    if isinstance(n.qbits_kv, int) and t_out.quant is not None and out.dtype == "fp32":
+        return False  # fake-quantized at other than 8 bits: the layer runs whole
+    if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or not out.contiguous \
+            or not past.contiguous or new.strides[3] != 1:
+        return False
+    if out.dtype == "int4" and out.shape[3] % 2:
+        return False  # rows of a packed 4-bit cache must start on a byte
+    # a cache stored at other bits is int16 / int8 / int4 or fp16 from fp32
+    return out.dtype == past.dtype or past.dtype == "fp32" and out.dtype in (
+        "int16", "int8", "int4", "fp16")
 
 
 def _dims(view: Placement) -> tuple[tuple[int, int, int], ...] | None:

@@ -18,24 +18,9 @@ from itertools import groupby
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.kv_rows import tileable
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-
-
-def tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
-              out: Placement) -> bool:
-    t_out = lw.g.tensors[n.outputs[0]]
-    if isinstance(n.qbits_kv, int) and t_out.quant is not None and out.dtype == "fp32":
-        return False  # fake-quantized at other than 8 bits: the layer runs whole
-    if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or not out.contiguous \
-            or not past.contiguous or new.strides[3] != 1:
-        return False
-    if out.dtype == "int4" and out.shape[3] % 2:
-        return False  # rows of a packed 4-bit cache must start on a byte
-    # a cache stored at other bits is int16 / int8 / int4 or fp16 from fp32
-    return out.dtype == past.dtype or past.dtype == "fp32" and out.dtype in (
-        "int16", "int8", "int4", "fp16")
-
 
 #: a KV_UPDATE block has at least this many rows (when the cache has them): smaller
 #: blocks pay a DMA latency and a command round trip each for little data

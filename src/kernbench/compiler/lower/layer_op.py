@@ -34,6 +34,40 @@ def cost_op(n: LayerIR) -> str:
     return OPS[n.op_type].cost_of(n)
 
 
+def _width(bits: Any, dtype: str | None) -> int:
+    """The array's operand width of a layer bits value (int, "fp16", "bf16", None) whose
+    tensor has `dtype`: the integer bits; 16 for a 16-bit float; else an integer tensor's
+    own bits (imported int8 data); else 32 (fp32)."""
+    if isinstance(bits, int):
+        return bits
+    if bits in ("fp16", "bf16"):
+        return 16
+    return {"int8": 8, "uint8": 8, "int4": 4, "uint4": 4, "int16": 16, "uint16": 16,
+            "fp16": 16, "bf16": 16}.get(dtype or "", 32)
+
+
+def te_widths(g: Graph, n: LayerIR) -> tuple[int, int]:
+    """(qbits_weight, qbits_activation) of a TE layer run whole: the widths its MACs take
+    (ADR-0804). The "weight" of an ATTENTION is K / V (its KV bits), of a MATMUL its second
+    operand; QLinear / integer layers read their int8 tensors."""
+    ins = [g.tensors[t] if t else None for t in n.inputs]
+    a_t = ins[0] if ins else None
+    if n.op_type in ("QLINEAR_MATMUL", "QLINEAR_CONV"):
+        w_t = ins[3] if len(ins) > 3 else None
+    else:
+        w_t = ins[1] if len(ins) > 1 else None
+    qa = _width(n.qbits_activation, a_t.dtype if a_t else None)
+    if n.op_type == "ATTENTION":
+        qw = _width(n.qbits_kv, w_t.dtype if w_t else None)
+    elif n.qbits_weight is not None:
+        qw = _width(n.qbits_weight, w_t.dtype if w_t else None)
+    elif n.op_type in ("MATMUL",) and isinstance(n.qbits_activation, int):
+        qw = qa  # two activations, both quantized at the activation bits
+    else:
+        qw = _width(None, w_t.dtype if w_t else None)
+    return qw, qa
+
+
 def te_dims(g: Graph, n: LayerIR) -> tuple[int, int, int]:
     """(m, n, k) of a TE layer run whole, for its timing."""
     ins = [g.tensors[t] for t in n.inputs if t]
@@ -111,6 +145,9 @@ def lower_layer_op(lw: Lowering, n: LayerIR) -> None:
     if n.op_type in TE_LAYER_OPS:
         m, nn, k = te_dims(lw.g, n)
         fields.update({"m": m, "n": nn, "k": k})
+        # the operands' widths price the array (8 is the opcode's default, left out)
+        fields.update({f: b for f, b in zip(("qbits_weight", "qbits_activation"),
+                                            te_widths(lw.g, n), strict=True) if b != 8})
         opcode = "TE_LAYER_OP"
     else:
         fields["elements"] = elements

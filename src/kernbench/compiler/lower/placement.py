@@ -4,9 +4,9 @@
   spread too; the K loop of one GEMM output tile stays on one PE. On a multi-cube NPU
   every layer's tiles start again at PE 0 (cube 0, where unspread activations live): a
   small layer stays near its data, a big one still spreads over all PEs (on one cube a
-  counter that rotates across layers balances the PEs better). A tile whose rows live in one part of a spread storage goes
-  round-robin over the PEs of that part's cube (`next(cube)`), so it reads and writes
-  locally.
+  counter that rotates across layers balances the PEs better). A tile whose rows live in
+  one part of a spread storage goes round-robin over the PEs of that part's cube
+  (`next(cube)`), so it reads and writes locally.
 - Data: the HBM placement of a tensor a tile reads; a constant is placed on first use as
   it is stored in the IR (a lowering that wants another representation, e.g. int8 TE
   weights, places its own constant; a vector tile reads a quantized constant as its real

@@ -28,8 +28,8 @@ import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.activation import qdq_bypassed
+from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.rowwise import rows_cols
 from kernbench.compiler.quantize import qdq_source
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR

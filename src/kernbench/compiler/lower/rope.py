@@ -31,8 +31,8 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import rope_tileable
+from kernbench.compiler.lower.blocks import MIN_TILE_BYTES
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
-from kernbench.compiler.lower.copy import MIN_TILE_BYTES
 from kernbench.ir.model import LayerIR
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from kernbench.cmdq.opcodes.registry import opcode_of
 from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import (
     FLOAT_DTYPES,
     QBITS_OF,
@@ -39,10 +40,7 @@ ROW_OPS = {op: opcode_of(c.vector_opcode) for op, c in OPS.items() if c.row_wise
 Extra = tuple[str, Placement, int]
 
 
-def rows_cols(p: Placement) -> tuple[int, int]:
-    """(rows, cols) of a tensor seen as a matrix over its last axis."""
-    cols = p.shape[-1] if p.shape else 1
-    return int(np.prod(p.shape[:-1])) if len(p.shape) > 1 else 1, cols
+
 
 
 def _last_axis(n: LayerIR, x: Placement) -> bool:

@@ -68,7 +68,7 @@ def _int_weight(lw: Lowering, n: LayerIR, w_tid: str,
             return None
         return rc[0], np.asarray(lw.g.weights[q.scale], np.float32), rc[1]
     bits = n.qbits_weight if isinstance(n.qbits_weight, int) else 8
-    if bits not in (4, 8):
+    if bits not in (4, 8, 16):
         return None
     wq, sw = qmath.quantize_weight(w.astype(np.float32), bits,
                                    -1 if lw.per_channel else None)
@@ -81,14 +81,15 @@ def _te_weight_once(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight
         return None
     if is_shape_only_array(w):
         return _shape_only_weight(lw, n, w_tid, w, mode)
-    if mode == "int":
+    if mode in ("int", "int16"):
         iw = _int_weight(lw, n, w_tid, w)
         if iw is None:
             return None
         wq, sw, bits = iw
-        dt = "int4" if bits == 4 else "int8"
+        dt = {4: "int4", 8: "int8", 16: "int16"}[bits]
         return TeWeight(None, sw, bits, wq.astype(np.int64).sum(axis=0),
-                        values(f"{w_tid}@int{bits}", wq.astype(np.int8), dt, w_tid))
+                        values(f"{w_tid}@int{bits}", wq.astype(qmath.storage_dtype(bits)),
+                               dt, w_tid))
     if mode == "fp16":
         arr = qmath.round_to_float(w.astype(np.float32), "fp16").astype(np.float16)
         return TeWeight(None, None, 16, values=values(f"{w_tid}@fp16", arr, "fp16", w_tid))

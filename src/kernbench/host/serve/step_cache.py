@@ -15,10 +15,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import kernbench
 from kernbench.errors import MAX_JSON_BYTES, InputError, read_input_text
+from kernbench.topology.model import Topology
 
 Shape = tuple[int, int, int]
 
@@ -32,7 +32,7 @@ def _sha(path: Path | None) -> str | None:
     return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else str(path)
 
 
-def identity(model: Path, qconfig: Path | None, topo: Any) -> str:
+def identity(model: Path, qconfig: Path | None, topo: Topology) -> str:
     blob = {"model": _sha(model), "qconfig": _sha(qconfig),
             "topology": topo.config.model_dump(mode="json"), "kernbench": kernbench.__version__}
     text = json.dumps(blob, sort_keys=True, separators=(",", ":"))

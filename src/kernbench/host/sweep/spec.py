@@ -79,7 +79,7 @@ QEntry = Annotated[str, Field(min_length=1)] | InlineQConfig
 QEntries = Annotated[list[QEntry], BeforeValidator(_as_list), Field(min_length=1)]
 
 
-def _int_text(v: Any) -> Any:
+def _int_text(v: object) -> object:
     """`prompt_len: 512` is the length "512" (a range needs quotes only for YAML's sake)."""
     return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
