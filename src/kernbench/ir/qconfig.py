@@ -27,7 +27,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kernbench.errors import MAX_TEXT_BYTES, InputError, read_input_text
+from kernbench.config.keys import known_keys
+from kernbench.errors import MAX_TEXT_BYTES, InputError, did_you_mean, read_input_text
 from kernbench.ir.model import Graph, LayerIR
 
 BitsSpec = Literal[4, 8, 16, "fp16", "bf16", "fp32"]
@@ -140,7 +141,7 @@ def parse_qconfig(data: Any, *, file: str | None = None) -> QConfig:
         loc = ".".join(str(x) for x in err["loc"])
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = "unknown key" + did_you_mean(err["loc"][-1], known_keys(QConfig, err["loc"]))
         elif err["type"] == "value_error":
             msg = str(err["ctx"]["error"])
         return_err = InputError(msg, file=file, field=loc)
