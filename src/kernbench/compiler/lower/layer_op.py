@@ -47,8 +47,8 @@ def _width(bits: Any, dtype: str | None) -> int:
 
 
 def te_widths(g: Graph, n: LayerIR) -> tuple[int, int]:
-    """(qbits_weight, qbits_activation) of a TE layer run whole: the widths its MACs take
-    (ADR-0804). The "weight" of an ATTENTION is K / V (its KV bits), of a MATMUL its second
+    """(qbits_weight, qbits_activation) of a TE layer run whole: the widths its MACs take.
+    The "weight" of an ATTENTION is K / V (its KV bits), of a MATMUL its second
     operand; QLinear / integer layers read their int8 tensors."""
     ins = [g.tensors[t] if t else None for t in n.inputs]
     a_t = ins[0] if ins else None
