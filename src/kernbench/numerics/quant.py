@@ -106,12 +106,24 @@ def expand_blocked(p: np.ndarray, shape: tuple[int, ...], axis: int | None,
 
 def quantize(x: np.ndarray, scale, zero_point=0, bits: int = 8, signed: bool = True,
              axis: int | None = None, block_size: int = 0) -> np.ndarray:  # fmt: skip
-    """q = saturate(rint(x / scale) + zero_point), in the container of `bits`."""
+    """q = saturate(rint(x / scale) + zero_point), in the container of `bits`.
+
+    NaN quantizes to the zero point and ±Inf saturates, on every CPU (a NaN or an infinity
+    cast to an integer is undefined: x86 and ARM give different values, and numpy warns).
+    Callers that take user tensors warn about NaN/Inf where they read them."""
     x = np.asarray(x, dtype=np.float32)
     s = expand_blocked(np.asarray(scale, dtype=np.float32), x.shape, axis, block_size)
     zp = expand_blocked(np.asarray(zero_point), x.shape, axis, block_size).astype(np.int64)
     lo, hi = qrange(bits, signed)
-    q = np.rint(x / s).astype(np.int64) if x.size else np.zeros(x.shape, np.int64)
+    if x.size:
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            r = np.rint(x / s)
+        if not np.isfinite(r).all():
+            r = np.nan_to_num(r, nan=0.0, posinf=float(hi) - float(lo),
+                              neginf=float(lo) - float(hi))
+        q = r.astype(np.int64)
+    else:
+        q = np.zeros(x.shape, np.int64)
     q = np.clip(q + zp, lo, hi)
     return q.astype(storage_dtype(bits, signed))
 
