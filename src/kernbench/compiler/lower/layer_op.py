@@ -34,7 +34,7 @@ def cost_op(n: LayerIR) -> str:
     return OPS[n.op_type].cost_of(n)
 
 
-def _width(bits: Any, dtype: str | None) -> int:
+def _width(bits: int | str | None, dtype: str | None) -> int:
     """The array's operand width of a layer bits value (int, "fp16", "bf16", None) whose
     tensor has `dtype`: the integer bits; 16 for a 16-bit float; else an integer tensor's
     own bits (imported int8 data); else 32 (fp32)."""
