@@ -218,7 +218,7 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/llm/test_block_replay.py",), "a replayed run one block period short"),
     Mutant("replay_bound_without_replayed_blocks", "host/block_replay.py",
            "+ extra * block_bound[k]", "+ 0 * block_bound[k]",
-           ("tests/llm/test_block_replay.py",),
+           ("tests/llm/test_block_replay.py", "tests/llm/test_replay_figures.py"),
            "the whole-model bound of a replayed run without the replayed blocks"),
     Mutant("llm_kv_bytes_keys_only", "host/llm.py",
            "for i in n.inputs[1:3])", "for i in n.inputs[1:2])",

@@ -39,6 +39,7 @@ from ttmetal_matmul import (  # noqa: E402
     PARAM_NAMES,
     Chip,
     predict_ns,
+    program,
 )
 
 from kernbench.errors import InputError  # noqa: E402
@@ -213,6 +214,66 @@ def kernbench_ns(row: dict, workdir: Path) -> float | None:
     return sum(v["ns"] for v in res.stats["layers"].values() if v["op_type"] == "GEMM")
 
 
+#: the DES subset's default bound on m·k·n, set by run time (≤ 15 min on 2 cores), before
+#: any DES error was seen: every row up to it on both cards, all dtypes / fidelities /
+#: configs / trace settings
+DES_MAX_MKN = 1 << 31
+
+
+def des_key(row: dict) -> tuple:
+    """What the device time of a row depends on (trace and host do not enter it)."""
+    return (row["card"], row["config"], row["m"], row["k"], row["n"], row["grid_size"],
+            row["dtype"], row["math_fidelity"], row["in0_storage_type"],
+            row["out_storage_type"])
+
+
+def simulate_des(rows: list[dict], params: dict[str, float], cs: dict[str, Chip],
+                 max_mkn: int) -> tuple[list[float | None], list[int | None], list[str | None]]:
+    """(time the benchmark reports, CMDQ entries, why not run) of every row with
+    m·k·n <= max_mkn through kernbench's discrete-event simulator (ttmetal_des,
+    ADR-0863): launch_ns + the simulated device time, floored by the host's per-op time
+    without trace, as the analytic model does. None for the rows outside the subset and
+    for rows whose program does not fit the TCM (the reason in the third list)."""
+    import ttmetal_des
+
+    base = {card: load_topology(p, []) for card, p in CARDS.items()}
+    memo: dict[tuple, tuple[float, int] | str] = {}
+    sim: list[float | None] = []
+    ents: list[int | None] = []
+    notes: list[str | None] = []
+    for r in rows:
+        if int(r["m"]) * int(r["k"]) * int(r["n"]) > max_mkn:
+            sim.append(None)
+            ents.append(None)
+            notes.append("outside the DES subset")
+            continue
+        key = des_key(r)
+        if key not in memo:
+            prog = program(r, cs[r["card"]])
+            topo = load_topology(CARDS[r["card"]],
+                                 ttmetal_des.des_overrides(r, base[r["card"]], params))
+            print(f"des {' '.join(key)} {prog.label()}", file=sys.stderr)
+            try:
+                memo[key] = ttmetal_des.device_ns(r, prog, topo)
+            except ValueError as e:  # the program's buffers do not fit this TCM
+                memo[key] = str(e)
+        hit = memo[key]
+        if isinstance(hit, str):
+            sim.append(None)
+            ents.append(None)
+            notes.append(hit)
+            continue
+        dev, n = hit
+        t = params["launch_ns"] + dev
+        if r["use_trace"] != "True":
+            t = max(t, params["host_tuned_ns"] if r["config"] == "hand_tuned"
+                    else params["host_oob_ns"])
+        sim.append(t)
+        ents.append(n)
+        notes.append(None)
+    return sim, ents, notes
+
+
 def plot(rows: list[dict], sim: list[float], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -241,18 +302,24 @@ def plot(rows: list[dict], sim: list[float], path: Path) -> None:
     plt.close(fig)
 
 
-def write_out(path: Path, rows: list[dict], sim: list[float], progs: list[str],
-              kb: list[float | None]) -> None:
-    cols = list(rows[0]) + ["simulated_ns", "error_pct", "program", "kernbench_ns"]
+def write_out(path: Path, rows: list[dict], sim: list[float | None], progs: list[str],
+              kb: list[float | None], extra: dict[str, list] | None = None) -> None:
+    """The rows plus simulated_ns, error_pct (empty without a measured or a simulated
+    time), program, kernbench_ns and the `extra` columns (DES: engine, analytic_ns,
+    des_entries)."""
+    extra = extra or {}
+    cols = list(rows[0]) + ["simulated_ns", "error_pct", "program", "kernbench_ns", *extra]
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, lineterminator="\n")
         w.writeheader()
-        for r, s, p, k in zip(rows, sim, progs, kb, strict=True):
+        for i, (r, s, p, k) in enumerate(zip(rows, sim, progs, kb, strict=True)):
             meas = r["inference_time_avg_ns"].strip()
-            err = f"{100.0 * (s / float(meas) - 1):.2f}" if meas else ""
-            w.writerow({**r, "simulated_ns": f"{s:.1f}", "error_pct": err, "program": p,
-                        "kernbench_ns": "" if k is None else f"{k:.1f}"})
+            err = f"{100.0 * (s / float(meas) - 1):.2f}" if meas and s is not None else ""
+            w.writerow({**r, "simulated_ns": "" if s is None else f"{s:.1f}",
+                        "error_pct": err, "program": p,
+                        "kernbench_ns": "" if k is None else f"{k:.1f}",
+                        **{c: ("" if v[i] is None else v[i]) for c, v in extra.items()}})
     tmp.replace(path)
 
 
@@ -266,6 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernbench-max-mkn", type=int, default=0, metavar="N",
                     help="also compile+simulate with kernbench's own compiler the block-float "
                          "n150 rows with m*k*n <= N (slow: about a minute for 2048^3)")
+    ap.add_argument("--engine", choices=("analytic", "des"), default="analytic",
+                    help="analytic: the block-pipeline model (all rows); des: tt-metal's "
+                         "program on kernbench's discrete-event simulator (rows up to "
+                         "--des-max-mkn; the analytic figure goes beside it)")
+    ap.add_argument("--des-max-mkn", type=int, default=DES_MAX_MKN, metavar="N",
+                    help=f"--engine des runs the rows with m*k*n <= N (default {DES_MAX_MKN})")
     args = ap.parse_args(argv)
     try:
         rows = read_table(args.table)
@@ -289,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     out = [predict_ns(r, cs[r["card"]], params, DRAM_EFFICIENCY[CARDS[r["card"]]])
            for r in rows]
     sim = [o[0] for o in out]
+    if args.engine == "des":
+        return _des_main(args, rows, params, cs, out)
     kb: list[float | None] = [None] * len(rows)
     if args.kernbench_max_mkn:
         import tempfile
@@ -310,6 +385,34 @@ def main(argv: list[str] | None = None) -> int:
     print("| group | rows | MAPE % | worst % | rows > 35 % |\n| --- | ---: | ---: | ---: | ---: |")
     for g, n, mp, worst, over in groups(rows, sim):
         print(f"| {g} | {n} | {mp:.1f} | {worst:.1f} | {over} |")
+    return 0
+
+
+def _des_main(args: argparse.Namespace, rows: list[dict], params: dict[str, float],
+              cs: dict[str, Chip], out: list) -> int:
+    """--engine des: simulate the subset, write every row (empty outside the subset),
+    print DES and analytic MAPE per group on the same rows."""
+    ana = [o[0] for o in out]
+    des, ents, notes = simulate_des(rows, params, cs, args.des_max_mkn)
+    if args.out:
+        write_out(args.out, rows, des, [o[1].label() for o in out], [None] * len(rows),
+                  {"engine": ["des" if d is not None else None for d in des],
+                   "analytic_ns": [f"{a:.1f}" for a in ana], "des_entries": ents,
+                   "des_note": notes})
+    ran = [i for i, d in enumerate(des) if d is not None]
+    sub = [rows[i] for i in ran]
+    if not sub:
+        print(f"error: no row has m*k*n <= {args.des_max_mkn}", file=sys.stderr)
+        return 2
+    g_des = groups(sub, [des[i] for i in ran])
+    g_ana = {g[0]: g for g in groups(sub, [ana[i] for i in ran])}
+    unfit = sum(n is not None and n != "outside the DES subset" for n in notes)
+    print(f"DES on {len(sub)} rows (m*k*n <= {args.des_max_mkn}; {unfit} more in that "
+          "bound not run: buffers exceed the TCM); analytic on the same rows")
+    print("| group | rows | DES MAPE % | analytic MAPE % | DES worst % | DES rows > 35 % |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: |")
+    for g, n, mp, worst, over in g_des:
+        print(f"| {g} | {n} | {mp:.1f} | {g_ana[g][2]:.1f} | {worst:.1f} | {over} |")
     return 0
 
 

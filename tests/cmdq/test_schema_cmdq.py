@@ -53,6 +53,8 @@ SAMPLES: dict[str, dict] = {
     "DMA_GATHER_TILE": dict(dram_addr=1 << 20, table_rows=256, row_bytes=256, rows=16,
                             index_dtype="int64", ids_bank=1, ids_offset=0, spm_bank=2,
                             spm_offset=0),
+    "DMA_MCAST_TILE": dict(qbits=8, num_elements=2048, spm_bank=1, spm_offset=0,
+                           dst_pes=[1, 2], dst_bank=1, dst_offset=0),
     "TE_GEMM_TILE": dict(te_id=0, ifm_bank=0, ifm_offset=0, wgt_bank=1, wgt_offset=0,
                          ofm_bank=2, ofm_offset=0, m=16, n=32, k=64, qbits_weight=4,
                          qbits_activation=8, ofm_qbits=64, accumulate=True, bias_bank=3,

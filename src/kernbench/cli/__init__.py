@@ -56,14 +56,19 @@ def _register() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the app and map kernbench errors to exit codes; returns the code."""
-    from kernbench.cli.common import set_quiet
+    from kernbench.cli.interrupt import Watchdog
 
-    set_quiet(False)  # --quiet lasts one command (main may run several in one process)
+    np = sys.modules.get("numpy")
+    float_errors = np.geterr() if np is not None else None
     try:
-        _register()
-        # standalone mode: usage errors print their own message and exit 2; typer turns a
-        # KeyboardInterrupt inside a command into exit 130.
-        app(args=argv, standalone_mode=True)
+        with Watchdog():  # a swallowed or stuck Ctrl-C still ends the command (exit 130)
+            from kernbench.cli.common import set_quiet
+
+            set_quiet(False)  # --quiet lasts one command (main may run several in one process)
+            _register()
+            # standalone mode: usage errors print their own message and exit 2; typer turns a
+            # KeyboardInterrupt inside a command into exit 130.
+            app(args=argv, standalone_mode=True)
     except KeyboardInterrupt:
         return _interrupted()
     except KernbenchError as e:
@@ -78,7 +83,19 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"internal error: {type(e).__name__}: {e}", file=sys.stderr)
         return 3
+    finally:
+        _restore_float_errors(float_errors)
     return 0
+
+
+def _restore_float_errors(saved: dict[str, str] | None) -> None:
+    """numpy's floating-point warnings as they were before the command (numpy's defaults if
+    it was not loaded yet): a command with NaN/Inf input switches them off
+    (host.flow.check_finite), for that command only."""
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.seterr(**(saved or {"divide": "warn", "over": "warn", "under": "ignore",
+                               "invalid": "warn"}))
 
 
 INTERRUPTED = 130

@@ -113,6 +113,9 @@ def kernel(
 
     set_quiet(quiet)
     topo = load_topology(topology, set_ or [])
+    if pes is not None and not 1 <= pes <= len(topo.pes):
+        raise InputError(f"want 1..{len(topo.pes)} (the PEs of '{topo.name}'), got {pes}",
+                         field="--pes")
     kern, setup = _load(target)
     path = Path(target.partition("::")[0])
     DEVICE.reset()  # a fresh device: results never depend on what ran before in the process

@@ -4,8 +4,11 @@ Contract:
 - A run writes every file into a staging folder beside DIR; only when the command
   succeeds are the files moved into DIR, one `os.replace` each (a reader never sees a
   half-written file), and files of a previous run that this run did not write (an old
-  `outputs.npz` after a run without `--verify`) are removed. On any error or Ctrl-C the
-  staging folder is deleted and DIR is left as it was: nothing half-written.
+  `outputs.npz` after a run without `--verify`) are removed. A DIR that does not exist yet
+  is the staging folder renamed in one step. On any error or Ctrl-C the staging folder is
+  deleted and DIR is left as it was: nothing half-written. Ctrl-C during the move itself
+  is held back until the move is done (cli.interrupt.deferred_interrupt): DIR then holds
+  the whole new run, the staging folder is gone, and the command still ends with 130.
 - DIR is marked as ours by a small `.kernbench-out` file listing what we wrote. A
   non-empty DIR without the marker is refused (we never delete or overwrite files we did
   not write), as are a DIR that is an existing file and a DIR we cannot write to.
@@ -15,11 +18,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from kernbench.cli.interrupt import deferred_interrupt, register_stage, unregister_stage
 from kernbench.errors import InputError
 
 MARKER = ".kernbench-out"
@@ -52,6 +56,19 @@ def check_out(out: Path) -> None:
         raise InputError(f"'{anc}' is not a folder", file=str(out), field="--out")
 
 
+def _fresh_dir(parent: Path, prefix: str) -> Path:
+    """A new folder `parent/prefix<random>` with the umask's permissions (unlike mkdtemp's
+    0700: the stage may become DIR itself)."""
+    for _ in range(100):
+        p = parent / f"{prefix}{secrets.token_hex(4)}"
+        try:
+            p.mkdir()
+            return p
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free staging name under {parent}")
+
+
 class OutDir:
     """Context manager: `with OutDir(path) as stage:` write into `stage`; committed into
     `path` on success, discarded on error. `keep` lists paths a stale-file cleanup must
@@ -66,27 +83,37 @@ class OutDir:
 
     def __enter__(self) -> Path:
         parent = self.out.resolve().parent
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-            self.stage = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.kernbench-tmp-",
-                                               dir=parent))
-        except OSError as e:
-            raise InputError(f"cannot write here: {e.strerror}", file=str(self.out),
-                             field="--out") from None
+        with deferred_interrupt():  # a stage is never made without being registered
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+                self.stage = _fresh_dir(parent, f".{self.out.name}.kernbench-tmp-")
+            except OSError as e:
+                raise InputError(f"cannot write here: {e.strerror}", file=str(self.out),
+                                 field="--out") from None
+            register_stage(self.stage)
         return self.stage
 
     def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
         assert self.stage is not None
-        try:
-            if exc_type is None:
-                self._commit()
-        finally:
-            shutil.rmtree(self.stage, ignore_errors=True)
+        with deferred_interrupt():
+            try:
+                if exc_type is None:
+                    self._commit()
+            finally:
+                shutil.rmtree(self.stage, ignore_errors=True)
+                unregister_stage(self.stage)
 
     def _commit(self) -> None:
         assert self.stage is not None
         new = sorted(str(p.relative_to(self.stage)) for p in self.stage.rglob("*")
                      if p.is_file())
+        if not self.out.exists():  # a new DIR: the stage becomes it in one rename
+            (self.stage / MARKER).write_text(json.dumps({"files": new}, indent=1) + "\n",
+                                             encoding="utf-8")
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(self.stage, self.out)
+            self.written = new
+            return
         old = _marked_files(self.out) if self.out.is_dir() else []
         self.out.mkdir(parents=True, exist_ok=True)
         for rel in new:

@@ -23,17 +23,20 @@ from kernbench.topology.model import Topology
 
 class DataAttacher(Protocol):
     """The host's side of the data pass (`host.bundle.DataContext`): given an entry and its
-    command, attach the command's ``"data"`` description."""
+    command, attach the command's ``"data"`` description (`pe_ids`: every PE's id by
+    index, for entries that write other PEs' TCM)."""
 
-    def attach(self, e: Opcode, cmd: PeCommand, pe_id: str, bank_bytes: int) -> None: ...
+    def attach(self, e: Opcode, cmd: PeCommand, pe_id: str, bank_bytes: int,
+               pe_ids: tuple[str, ...] = ()) -> None: ...
 
 
 class TcmData:
     """A `DataAttacher` for programs of tile opcodes only (no IR layers): each command gets
     its opcode's data description, addressed in its PE's TCM."""
 
-    def attach(self, e: Opcode, cmd: PeCommand, pe_id: str, bank_bytes: int) -> None:
-        desc = e.data(TcmDataEnv(e, pe_id, bank_bytes))
+    def attach(self, e: Opcode, cmd: PeCommand, pe_id: str, bank_bytes: int,
+               pe_ids: tuple[str, ...] = ()) -> None:
+        desc = e.data(TcmDataEnv(e, pe_id, bank_bytes, pe_ids))
         if desc is not None:
             cmd.params["data"] = desc
 
@@ -70,6 +73,7 @@ class _Lowerer:
         self.bank = self.limits.tcm_bank_bytes
         self.staging = topology.config.cube.pe_template.pe_tcm.reserved_kib * 1024
         self.data = data
+        self.pe_ids = tuple(p.id for p in topology.pes)
         # deps_before ∪ wait_for of an entry are its own; deps_after are reversed once
         # (sparse: the compiler emits none), so entries can be lowered one at a time
         self.after: dict[int, set[int]] = {}
@@ -90,7 +94,7 @@ class _Lowerer:
         meta = {"entry_id": e.id, "layer_id": e.layer_id}
         cmd = e.command(Lowering(pe, label, self.bank, self.staging, meta))
         if self.data is not None and e.data != NO_DATA:
-            self.data.attach(e, cmd, self.topology.pes[pe].id, self.bank)
+            self.data.attach(e, cmd, self.topology.pes[pe].id, self.bank, self.pe_ids)
         return ProgramEntry(e.id, "command", pe=pe, command=cmd, deps=deps, label=label)
 
 

@@ -87,6 +87,10 @@ class SimContext(Protocol):
         """The contended stages of a transfer between `pe`'s TCM and memory at `addr`."""
         ...
 
+    def mcast_stages(self, pe: Pe, dst_pes: list[int], nbytes: int) -> list[Stage]:
+        """The contended stages of a copy from `pe`'s TCM into the TCMs of `dst_pes`."""
+        ...
+
     def command_path(self, cube_id: str, pe: Pe, to_pe: bool) -> tuple[Stage, ...]:
         """The links between a cube's M_CPU and a PE (command out, or completion back)."""
         ...

@@ -116,6 +116,13 @@ class PeGemmSpec(PeGemmEnergy, ComponentSpec):
     math_fidelity: Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"] = Field(
         "LoFi", description="passes over the operand mantissas per product (LoFi 1 ... "
                             "HiFi4 4); every pass costs one full-rate issue")
+    tile_issue_cycles: float = Field(
+        0.0, ge=0, description="tile_fpu_v1: fixed cycles per 32 x 32 x 32 tile product "
+                               "(issue, pack / accumulate bookkeeping); 0: none")
+    unpack_bytes_per_cycle: float | None = Field(
+        None, gt=0, description="tile_fpu_v1: rate the unpacker moves an operand tile "
+                                "(32 x 32 at the operand bits) into the engine; a tile "
+                                "product takes at least that long. null: not limiting")
 
     @model_validator(mode="after")
     def _factors_positive(self) -> PeGemmSpec:

@@ -31,9 +31,12 @@ model is simulated (as with `--exact`). tests/llm/test_block_replay.py shows rep
 1 % of `--exact` on 4-layer models; docs/performance.md compares both on real-size models.
 
 stats.json of a replayed run: `total_ns`, `total_cycles`, `roofline_fraction`, `estimate_ns`,
-`model_bound` and the `llm` section describe the whole model; `entries`, `engines`,
-`links`, `memories` and `layers` describe the simulated prologue + 3 blocks + epilogue
-(representative: blocks 3..L-1 repeat block 2); `replay` says what was done.
+`model_bound`, `energy`, `commands_completed` and the `llm` section describe the whole
+model (host.replay_figures extrapolates the additive ones), and so do `replay.model_macs`
+and `replay.model_bytes` (the report's whole-model roofline point); `entries`, `engines`,
+`links`, `memories`, `layers`, the critical path and the bottleneck describe the
+simulated prologue + k blocks + epilogue (listed in `replay.simulated_only`); `replay`
+says what was done.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernbench.common.program import LayerSpan
+from kernbench.host.replay_figures import ActionsOf, whole_model_figures
 from kernbench.ir.model import Graph
+from kernbench.topology.model import Topology
 
 SIMULATED_BLOCKS = 4
 TOLERANCE = 0.01
@@ -148,10 +153,13 @@ def _estimated_period(spans: dict[str, LayerSpan], layer_block: dict[str, int],
 
 
 def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
-                 spans: dict[str, LayerSpan]) -> dict[str, Any]:
+                 spans: dict[str, LayerSpan], topology: Topology | None = None,
+                 actions_of: ActionsOf | None = None
+                 ) -> dict[str, Any]:  # fmt: skip
     """Turn the stats of the truncated run into the whole model's (see the module
-    docstring; `spans`: the simulated layers' spans); raise ReplayCheckFailed when the
-    period is not steady."""
+    docstring; `spans`: the simulated layers' spans; `actions_of(layer ids)`: their
+    commands' action counts, for the energy; host.replay_figures); raise
+    ReplayCheckFailed when the period is not steady."""
     layer_block = {n.id: n.metadata["block"] for n in small.nodes
                    if isinstance(n.metadata.get("block"), int)}
     ends = [0.0] * plan.simulated
@@ -199,6 +207,8 @@ def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
         "simulated_total_ns": round(sim_total, 3),
         "note": "entries, engines, links, memories and layers describe the simulated blocks",
     }
+    whole_model_figures(stats, layer_block, plan.simulated, extra, spans, topology,
+                        actions_of if topology is not None else None)
     return stats
 
 

@@ -13,6 +13,7 @@ timing pass with the op logger on, runs the DataExecutor, and reads the graph ou
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,8 @@ from kernbench.cmdq.opcodes.base import TcmDataEnv
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.validate import check_program
 from kernbench.common.tile_plan import StageType
-from kernbench.errors import InputError
-from kernbench.host.simulate import no_phase, simulate_program
+from kernbench.errors import AddressError, InputError
+from kernbench.host.simulate import CmdqRun, no_phase, simulate_program
 from kernbench.ir.interpreter import Interpreter, prepare
 from kernbench.ir.model import Graph, load_weights, save_weights
 from kernbench.numerics import quant as qmath
@@ -33,9 +34,11 @@ from kernbench.numerics.compare import compare
 from kernbench.numerics.dtypes import np_dtype
 from kernbench.sim_engine.executor import DataExecutor
 from kernbench.sim_engine.memory_store import MemoryStore
-from kernbench.sim_engine.op_log import OpLogger
+from kernbench.sim_engine.op_log import OpLogger, OpRecord
 from kernbench.topology.model import Topology
 
+#: run_with_data's `watch_ops(records, run, initial store)`: the data pass's `on_commit`
+WatchOps = Callable[[list[OpRecord], CmdqRun, MemoryStore], Callable[[int, MemoryStore], None] | None]
 OUTPUTS_JSON = "outputs.json"  # a saved run's graph outputs (save_run, host/replay.py)
 SAVED_OUTPUTS = "outputs.npz"  # a saved run's output values, the replay's reference
 
@@ -95,9 +98,10 @@ class DataContext:
         self.interp = Interpreter(self.bundle.graph)
         self.layers = {n.id: n for n in self.bundle.graph.nodes}
 
-    def attach(self, e: Any, cmd: Any, pe_id: str, bank_bytes: int) -> None:
+    def attach(self, e: Any, cmd: Any, pe_id: str, bank_bytes: int,
+               pe_ids: tuple[str, ...] = ()) -> None:
         """Attach entry ``e``'s data description to its command (the opcode's ``data``)."""
-        desc = e.data(_DataEnv(self, e, cmd, pe_id, bank_bytes))
+        desc = e.data(_DataEnv(self, e, cmd, pe_id, bank_bytes, pe_ids))
         if desc is not None:
             cmd.params["data"] = desc
 
@@ -158,8 +162,8 @@ class _DataEnv(TcmDataEnv):
     """The ISA's TCM data environment plus the bundle's IR for whole-layer entries."""
 
     def __init__(self, ctx: DataContext, entry: Any, cmd: Any, pe_id: str,
-                 bank_bytes: int) -> None:
-        super().__init__(entry, pe_id, bank_bytes)
+                 bank_bytes: int, pe_ids: tuple[str, ...] = ()) -> None:
+        super().__init__(entry, pe_id, bank_bytes, pe_ids)
         self.ctx, self.cmd = ctx, cmd
 
     def ir_layer(self, entry: Any) -> None:
@@ -260,13 +264,14 @@ def _contig(shape: tuple[int, ...]) -> tuple[int, ...]:
 def run_with_data(bundle: Bundle, program: CmdqProgram, topology: Topology,
                   inputs: dict[str, np.ndarray],
                   *, trace: bool = True, keep_layers: bool = False,
-                  save_oplog: Path | None = None, phase: Any = None
-                  ) -> tuple[Any, dict, MemoryStore]:
+                  save_oplog: Path | None = None, phase: Any = None,
+                  watch_ops: WatchOps | None = None) -> tuple[Any, dict, MemoryStore]:
     """Timing pass with op log, then the data pass. Returns (run, outputs, final store).
     With `save_oplog`, the op log, the initial memory and the outputs' placements are
     written there first, and the output values after the data pass (host/replay.py replays
-    them and compares). `phase(name, total, poll)`: a
-    context manager around each pass (progress display)."""
+    them and compares). `phase(name, total, poll)`: a context manager around each pass
+    (progress display). `watch_ops(records, run, init)`, when given, returns the data
+    pass's `on_commit(idx, store)` hook (op boundaries)."""
     check_program(program, limits_for(topology), str(bundle.path / "cmdq.json"))
     bundle.check_fits(topology)
     store = MemoryStore.for_topology(topology)
@@ -282,9 +287,19 @@ def run_with_data(bundle: Bundle, program: CmdqProgram, topology: Topology,
                            op_logger=log, trace=trace, data=ctx, phase=phase)
     if save_oplog is not None:
         save_run(Path(save_oplog), log.log(), init, bundle)
-    ex = DataExecutor(log, init)
+    hook = watch_ops(log.records, run, init) if watch_ops is not None else None
+    ex = DataExecutor(log, init, on_commit=hook)
     with (phase or no_phase)("data pass", len(log), lambda: ex.executed):
-        final = ex.run()
+        try:
+            final = ex.run()
+        except AddressError as e:
+            idx = getattr(e, "op_index", None)
+            if idx is None:
+                raise
+            # the program reads memory no tensor occupies (a tampered address that is in
+            # bounds): bad input, named by its entry, not an internal error
+            raise InputError(f"{entry_of(run, log.records[idx])}: {e}",
+                             file=str(bundle.path / "cmdq.json")) from None
     outs = {}
     for tid in bundle.graph.outputs:  # in the graph's own dtypes (fp16 storage widened)
         x = read_tensor(final, bundle, tid)
@@ -293,6 +308,21 @@ def run_with_data(bundle: Bundle, program: CmdqProgram, topology: Topology,
     if save_oplog is not None:  # the values replay checks itself against
         save_weights(outs, Path(save_oplog) / SAVED_OUTPUTS)
     return run, outs, final
+
+
+def entry_of(run: CmdqRun, rec: OpRecord) -> str:
+    """'entry N (OPCODE, layer 'L')': the CMDQ entry of timing run `run` whose command ran
+    op record `rec` (on the record's PE, over the record's start time)."""
+    topo = run.sim.topology
+    for src, e in zip(run.program.cmdq, run.entries, strict=True):
+        cmd = e.command
+        start = cmd.start_ns if cmd is not None and cmd.start_ns is not None else e.start_ns
+        if e.kind != "command" or start is None or e.end_ns is None:
+            continue
+        pe = topo.pe(e.pe).id
+        if rec.component_id.startswith(pe + ".") and start <= rec.t_start <= e.end_ns:
+            return f"entry {e.id} ({src.opcode}, layer '{src.layer_id}')"
+    return f"op {rec.op_kind}/{rec.op_name} on {rec.component_id} at {rec.t_start:g} ns"
 
 
 def save_run(path: Path, log: Any, init: Any, bundle: Bundle) -> None:

@@ -36,6 +36,7 @@ from kernbench.errors import (
 from kernbench.host.bundle import Bundle, run_with_data
 from kernbench.host.bundle_check import check_bundle
 from kernbench.host.estimate import graph_bytes, refuse_above_limit
+from kernbench.host.intermediates import Intermediates
 from kernbench.host.simulate import simulate_program
 from kernbench.host.verify import verify_outputs
 from kernbench.ir.model import Graph, is_shape_only, save_weights
@@ -278,8 +279,9 @@ def check_inputs(feeds: dict[str, np.ndarray], graph: Graph, file: str, *,
 
 
 def check_finite(x: np.ndarray, what: str, file: str | None, strict: bool) -> None:
-    """NaN or Inf in a tensor: a warning naming it (an InputError with `strict`). Such a
-    value propagates through every layer; it is legal but almost always a mistake."""
+    """NaN or Inf in a tensor: a warning naming it (an InputError with `strict`), and then
+    numpy's float warnings off for the command (cli.main restores them): legal, mostly a
+    mistake, and that one line is the diagnostic."""
     bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
     if not bad:
         return
@@ -287,6 +289,7 @@ def check_finite(x: np.ndarray, what: str, file: str | None, strict: bool) -> No
     if strict:
         raise InputError(msg + " (refused with --strict)", file=file, where=what)
     warn(f"{file + ': ' if file else ''}{what}: {msg}")
+    np.seterr(invalid="ignore", over="ignore", divide="ignore")
 
 
 def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: bool = False,
@@ -295,17 +298,14 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
                     strict: bool = False, save_oplog: Path | None = None,
                     post_stats: Any = None, watch: Any = None,
                     prog: CmdqProgram | None = None) -> SimResult:
-    """Simulate a cmdq.json or a bundle (with the data pass and verification on request)
-    and write stats.json, summary.txt, report.html (`report`), trace.json (`trace`),
-    outputs.npz and verification.json (`verify`) into `out`. `phase(name, total, poll)`
-    gives a context manager around each long phase (progress display); None: nothing.
-    `save_oplog` (with `verify`) saves the op log and initial memory for `replay`.
-    `post_stats(stats, spans)` may amend the stats before anything is written (replay, LLM
-    figures; `spans`: layer id → common.program.LayerSpan); `watch(SimWatch)` observes the
-    timing run (progress). Without `trace`, `report` and `verify`, stats.json has
-    `entry_count` instead of per-entry rows (docs/stats.md). `prog`: the bundle's program
-    already in memory (`program_of`); its cmdq.json is then not read (it need not exist
-    unless `verify`) and the caller gives `prog` up."""
+    """Simulate a cmdq.json or a bundle (data pass and verification on request); write
+    stats.json, summary.txt, report.html (`report`), trace.json (`trace`), outputs.npz and
+    verification.json (`verify`) into `out`. `phase(name, total, poll)`: a context manager
+    per long phase (progress); `save_oplog` (with `verify`): the op log and initial memory
+    for `replay`; `post_stats(stats, spans, actions_of)` amends the stats before they are
+    written (replay, LLM figures; `actions_of(layer ids)`: action counts); `watch` observes
+    the timing run. Without `trace`, `report`, `verify`: `entry_count`, no entry rows
+    (docs/stats.md). `prog`: the program in memory (`program_of`; cmdq.json unread)."""
 
     record = trace or report  # the report's timeline needs the trace, the file may not
 
@@ -340,7 +340,7 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
             layers[lid].update(row)
     add_token_energy(stats, bundle_dir)
     if post_stats is not None:
-        stats = post_stats(stats, spans)
+        stats = post_stats(stats, spans, run.layer_actions)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
@@ -378,11 +378,12 @@ def _run_verified(bundle_dir: Path, prog: CmdqProgram, topology: Topology, input
     if problems:  # a tampered bundle: refused before anything is deployed
         raise problems[0]
     feeds = load_inputs(inputs, bundle.graph, strict=strict)
+    watch = Intermediates(bundle) if dump_intermediates else None
     run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=record,
-                                        phase=phase, save_oplog=save_oplog)
+                                        phase=phase, save_oplog=save_oplog, watch_ops=watch)
     source = bundle_dir / "model.onnx"
     verdict = verify_outputs(bundle, outputs, feeds, store, source if source.exists() else None,
-                             dump_intermediates=dump_intermediates)
+                             intermediates=watch.capture if watch is not None else None)
     return run, outputs, verdict
 
 

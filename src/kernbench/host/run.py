@@ -35,6 +35,7 @@ from kernbench.host.flow import (
     simulate_bundle,
 )
 from kernbench.host.llm import check_fit, llm_facts, llm_section
+from kernbench.host.replay_figures import ActionsOf
 from kernbench.topology.model import Topology
 
 
@@ -96,9 +97,10 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
     bundle = opts.bundle or Path(out) / "bundle"
     write_cmdq = opts.write_cmdq or opts.verify
 
-    def finish(small: Any, stats: dict[str, Any], spans: dict[str, Any]) -> dict[str, Any]:
+    def finish(small: Any, stats: dict[str, Any], spans: dict[str, Any],
+               actions_of: ActionsOf | None = None) -> dict[str, Any]:
         if plan is not None:
-            stats = apply_replay(stats, small, plan, spans)
+            stats = apply_replay(stats, small, plan, spans, topo, actions_of)
         # shape-only models always get the section; others on request (--llm), so that the
         # stats of existing runs stay byte-identical
         if facts is not None and (opts.llm or graph.metadata.get("shape_only")):
@@ -117,7 +119,7 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
         del state  # the tile graph and memory plan are not needed to simulate
         try:
             return _simulate(bundle, topo, out, opts, hooks,
-                             lambda st, sp: finish(small, st, sp), prog)
+                             lambda st, sp, acts: finish(small, st, sp, acts), prog)
         except ReplayCheckFailed as e:
             hooks.note(f"replay check failed ({e}): simulating every layer")
             plan = None
@@ -140,10 +142,10 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
     if choice is not None and choice.pes < choice.of:
         hooks.note(choice.note())
 
-    def post(st: dict[str, Any], sp: dict[str, Any]) -> dict[str, Any]:
+    def post(st: dict[str, Any], sp: dict[str, Any], acts: ActionsOf) -> dict[str, Any]:
         if choice is not None:
             st["pe_choice"] = choice.to_json()
-        return finish(graph, st, sp)
+        return finish(graph, st, sp, acts)
 
     return _simulate(bundle, topo, out, opts, hooks, post, prog)
 

@@ -148,6 +148,15 @@ class CmdqRun:
         return group_energy(self.sim.topology, self.sim.actions, groups, spans_ns,
                             self.total_ns)
 
+    def layer_actions(self, lids: list[str]) -> dict[str, int]:
+        """The summed action counts of the commands of layers `lids`."""
+        if self.tally is not None:  # the ledger counted per layer
+            return self.sim.actions.for_seqs(lids)
+        want = set(lids)
+        return self.sim.actions.for_seqs(
+            e.command.meta["seq"] for src, e in zip(self.program.cmdq, self.entries, strict=True)
+            if src.layer_id in want and e.command is not None)
+
     def trace(self) -> dict[str, Any]:
         if self.tally is not None:
             raise RuntimeError("trace(): this run kept no per-entry record (trace=False)")

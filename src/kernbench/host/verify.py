@@ -10,7 +10,11 @@ Two references for the simulated graph outputs:
     (scripts/measure_tolerances.py) and documented in docs/verification.md. Without the
     source model (a bundle compiled from ir.json) this check is skipped, and said so.
 When a check fails, every layer's stored outputs are compared with the interpreter's to
-name the first layer that diverges.
+name the first layer that diverges. With `--dump-intermediates` (the data pass's debug mode)
+each layer output is read at the op boundary where it is complete (host.intermediates),
+and every row goes to verification.json (`intermediates`); without it, a failed check
+reads the layer outputs from the final memory (`first_divergence` then says so: a region
+reused by a later layer shows the later layer's data).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 from kernbench.errors import warn
 from kernbench.host.bundle import layer_divergence
+from kernbench.host.intermediates import BoundaryCapture
 from kernbench.ir.interpreter import Interpreter
 from kernbench.ir.model import Graph
 from kernbench.numerics.compare import compare
@@ -36,7 +41,7 @@ ORT_TOLERANCE: dict[str, tuple[str, float]] = {
     "W4A8": ("cosine", 0.97), "W4A8KV8": ("cosine", 0.97), "W4A8KV4": ("cosine", 0.96),
     "qdq": ("cosine", 0.999), "qdq-int4": ("cosine", 0.999), "dynamic": ("cosine", 0.999),
     "qoperator": ("cosine", 0.999),
-    # issue 36: the other widths the QConfig accepts (2-bit is refused, ADR-0802)
+    # the other widths the QConfig accepts (2-bit is refused)
     "W16A16KV16": ("cosine", 0.9999), "W16A8KV8": ("cosine", 0.999),
     "W8A16KV8": ("cosine", 0.999), "W8A8KV16": ("cosine", 0.999),
     "W8A4KV8": ("cosine", 0.90), "W4A4KV4": ("cosine", 0.90),
@@ -124,15 +129,20 @@ class Verdict:
     first_divergence: dict[str, Any] | None = None
     layers: list[dict[str, Any]] | None = None
     error: str | None = None
+    # where the layer rows were read: "op boundary" (--dump-intermediates) or "final memory"
+    layers_read_at: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None and all(c.ok for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "mode": self.mode, "error": self.error,
-                "checks": [c.__dict__ for c in self.checks],
-                "first_divergence": self.first_divergence}
+        out = {"ok": self.ok, "mode": self.mode, "error": self.error,
+               "checks": [c.__dict__ for c in self.checks],
+               "first_divergence": self.first_divergence}
+        if self.layers_read_at == "op boundary":  # --dump-intermediates: every row
+            out["intermediates"] = self.layers
+        return out
 
 
 def onnxruntime_outputs(model: Path, inputs: dict[str, np.ndarray]
@@ -170,7 +180,9 @@ def onnxruntime_outputs(model: Path, inputs: dict[str, np.ndarray]
 
 def verify_outputs(bundle: Any, outputs: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
                    store: MemoryStore, source_model: Path | None, data_error: str | None = None,
-                   dump_intermediates: bool = False) -> Verdict:
+                   intermediates: BoundaryCapture | None = None) -> Verdict:
+    """The verdict on a data pass's `outputs` (module docstring); `intermediates`: the
+    host.intermediates.BoundaryCapture of the data pass (--dump-intermediates) or None."""
 
     g = bundle.graph
     mode = precision_mode(g)
@@ -203,11 +215,14 @@ def verify_outputs(bundle: Any, outputs: dict[str, np.ndarray], inputs: dict[str
             else:
                 ok, thr = e <= lim, f"max abs <= {lim:g} ({omode})"
             v.checks.append(Check(name, "onnxruntime", e, cos, thr, ok))
-    if dump_intermediates or not v.ok:
-        rows = layer_divergence(bundle, store, values)
+    if intermediates is not None or not v.ok:
+        if intermediates is not None:
+            rows, v.layers_read_at = intermediates.rows(bundle, values), "op boundary"
+        else:
+            rows, v.layers_read_at = layer_divergence(bundle, store, values), "final memory"
         v.layers = rows
         bad = next((r for r in rows if not r["ok"]), None)
-        v.first_divergence = bad
+        v.first_divergence = None if bad is None else {**bad, "read_at": v.layers_read_at}
     return v
 
 
@@ -229,5 +244,6 @@ def print_verdict(v: Verdict, console: Any) -> None:
                       f"'{d['tensor']}': max abs err {d['max_abs_err']:.3g}, "
                       f"cosine {d['cosine']:.6f}")
     elif v.layers is not None:
-        console.print(f"all {len(v.layers)} layer outputs match the reference interpreter")
+        console.print(f"all {len(v.layers)} layer outputs match the reference interpreter "
+                      f"(read at each {v.layers_read_at})")
     console.print("[green]VERIFIED[/]" if v.ok else "[red]VERIFICATION FAILED[/]")

@@ -9,7 +9,7 @@ Conventions:
   (imported QDQ), else dynamic: max|x| / qmax of the tensor being quantized.
 - Integer GEMM: int8 (or int4 / uint8 / int16) operands, zero points subtracted,
   accumulated exactly: into int32 when the widths and K cannot overflow it, else into
-  int64 (`int_matmul`, `accumulator_bits`, ADR-0800).
+  int64 (`int_matmul`, `accumulator_bits`).
 - Requantization: int32 accumulator * (s_a * s_w / s_out) rounded half to even, + zero
   point, saturated (`requantize`).
 - int4 values are held unpacked in int8 containers; `pack_int4` / `unpack_int4` convert
@@ -106,12 +106,24 @@ def expand_blocked(p: np.ndarray, shape: tuple[int, ...], axis: int | None,
 
 def quantize(x: np.ndarray, scale, zero_point=0, bits: int = 8, signed: bool = True,
              axis: int | None = None, block_size: int = 0) -> np.ndarray:  # fmt: skip
-    """q = saturate(rint(x / scale) + zero_point), in the container of `bits`."""
+    """q = saturate(rint(x / scale) + zero_point), in the container of `bits`.
+
+    NaN quantizes to the zero point and ±Inf saturates, on every CPU (a NaN or an infinity
+    cast to an integer is undefined: x86 and ARM give different values, and numpy warns).
+    Callers that take user tensors warn about NaN/Inf where they read them."""
     x = np.asarray(x, dtype=np.float32)
     s = expand_blocked(np.asarray(scale, dtype=np.float32), x.shape, axis, block_size)
     zp = expand_blocked(np.asarray(zero_point), x.shape, axis, block_size).astype(np.int64)
     lo, hi = qrange(bits, signed)
-    q = np.rint(x / s).astype(np.int64) if x.size else np.zeros(x.shape, np.int64)
+    if x.size:
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            r = np.rint(x / s)
+        if not np.isfinite(r).all():
+            r = np.nan_to_num(r, nan=0.0, posinf=float(hi) - float(lo),
+                              neginf=float(lo) - float(hi))
+        q = r.astype(np.int64)
+    else:
+        q = np.zeros(x.shape, np.int64)
     q = np.clip(q + zp, lo, hi)
     return q.astype(storage_dtype(bits, signed))
 
@@ -165,7 +177,7 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
     The result is int32 when `accumulator_bits` of the operands' containers and K is 32
     (every 8-bit case that fits a TE tile), else int64: 16-bit integer products summed
     over K do not fit an int32 accumulator, and the hardware accumulates them in a wide
-    (48-bit) accumulator that int64 holds exactly (ADR-0800). Computed with float64 BLAS
+    (48-bit) accumulator that int64 holds exactly. Computed with float64 BLAS
     when every partial sum is an integer below 2^53, else in int64. Zero points broadcast
     like ONNX MatMulInteger (a_zp per row of a, b_zp per column of b)."""
     wide = accumulator_bits(np.asarray(a_q).dtype, np.asarray(b_q).dtype,
@@ -184,7 +196,7 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
 def accumulator_bits(a_dtype, b_dtype, k: int) -> int:  # noqa: ANN001
     """Width of the integer accumulator of a K-long dot product of `a_dtype` × `b_dtype`
     integers (containers: int8 holds int4 / int2): 32 when K · max|a| · max|b| (zero
-    points included: |q - zp| < 2^bits) stays below 2^31, else 64 (ADR-0800)."""
+    points included: |q - zp| < 2^bits) stays below 2^31, else 64."""
     ba, bb = np.dtype(a_dtype).itemsize * 8, np.dtype(b_dtype).itemsize * 8
     return 32 if (1 << (ba + bb)) * max(int(k), 1) < (1 << 31) else 64
 

@@ -399,6 +399,9 @@ def _roofline_fig(stats: dict[str, Any], peaks: Roofs | None) -> Any:
                     fontsize=6)
     total_macs = sum(v.get("macs", 0) for v in stats["layers"].values())
     total_bytes = sum(v.get("bytes", 0) for v in stats["layers"].values())
+    replay = stats.get("replay") or {}
+    if "model_macs" in replay:  # the layers are the simulated blocks only: the whole model
+        total_macs, total_bytes = replay["model_macs"], replay["model_bytes"]
     if total_macs and total_bytes and stats.get("total_ns"):
         mx, my = 2.0 * total_macs / total_bytes, 2.0 * total_macs / stats["total_ns"]
         ax.scatter([mx], [my], marker="*", s=160, color="gold", edgecolors="black",

@@ -35,7 +35,7 @@ from kernbench.components.fabric import Server
 from kernbench.components.registry import lookup
 from kernbench.errors import AddressError, DeadlockError, InputError
 from kernbench.sim_engine.tracer import Tracer
-from kernbench.topology.model import Pe, Topology
+from kernbench.topology.model import Pe, Topology, link_id
 
 
 class Simulator:
@@ -241,6 +241,29 @@ class Simulator:
         if write:
             return [tcm, *links, mstage]
         return [mstage, *links, tcm]
+
+    def mcast_stages(self, pe: Pe, dst_pes: list[int], nbytes: int) -> list[Any]:
+        """Stages of a copy from `pe`'s TCM into the TCMs of `dst_pes` (PE indices): the
+        source TCM port, its injection link, the union of the XY routes to the
+        destinations in route order (a shared link carries the bytes once), then each
+        destination's ejection link and TCM port."""
+        key = ("mcast", pe.index, tuple(dst_pes))
+        hit = self._path_cache.get(key)
+        if hit is None:
+            topo = self.topology
+            ids: dict[str, None] = {}
+            tails: list[Any] = []
+            for d in dst_pes:
+                dpe = topo.pes[d]
+                if dpe.index == pe.index:
+                    tails.append(self._tcm[d].port)
+                    continue
+                for link in (link_id(pe.id, pe.router), *topo.route(pe.router, dpe.router)):
+                    ids[link] = None
+                tails += [self.servers[link_id(dpe.router, dpe.id)], self._tcm[d].port]
+            hit = self._path_cache[key] = (self._tcm[pe.index].port, *self._links(tuple(ids)),
+                                           *tails)
+        return list(hit)
 
     def command_path(self, cube_id: str, pe: Pe, to_pe: bool) -> tuple[Server, ...]:
         """Links between a cube's M_CPU and a PE's PE_CPU (command out, completion back)."""

@@ -20,12 +20,12 @@ it through memory sees its writes.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
-from kernbench.errors import SimulationError
+from kernbench.errors import AddressError, SimulationError
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.dtypes import PACKED, bits, canon, nbytes_of, np_dtype
 from kernbench.sim_engine.element_access import gather, scatter
@@ -74,6 +74,10 @@ def op_ranges(rec: OpRecord) -> tuple[list[Range], list[Range]]:
                 return [src], [dst]
             return ([(p["src_space"], int(p["src_addr"]), int(p["src_addr"]) + n)],
                     [(p["dst_space"], int(p["dst_addr"]), int(p["dst_addr"]) + n)])
+        if name == "mcast":
+            a, n = int(p["dst_addr"]), int(p["nbytes"])
+            return ([(p["src_space"], int(p["src_addr"]), int(p["src_addr"]) + n)],
+                    [(sp, a, a + n) for sp in p["dst_spaces"]])
         if name == "gather":
             dt = np_dtype(p["dtype"])
             nb = nbytes_of(tuple(p["shape"]), p["dtype"])
@@ -159,11 +163,16 @@ class _RangeSet:
 class DataExecutor:
     """Run an op log on a store (normally a snapshot of the pass-1 initial state)."""
 
-    def __init__(self, op_log: Any, store: MemoryStore, *, batch: bool = True) -> None:
+    def __init__(self, op_log: Any, store: MemoryStore, *, batch: bool = True,
+                 on_commit: Callable[[int, MemoryStore], None] | None = None) -> None:
+        """`on_commit(idx, store)`, when given, is called at every op boundary: right after
+        record `idx`'s writes land in `store` (the verification's debug mode reads the
+        intermediate tensors there)."""
         recs = op_log.records if hasattr(op_log, "records") else list(op_log)
         self.records: list[OpRecord] = recs
         self.store = store
         self.batch = batch
+        self.on_commit = on_commit
         self.executed = 0
         self.batched = 0  # GEMMs that ran inside a batch of two or more
         self.forced = 0  # explicit dependencies that had to be committed early
@@ -197,6 +206,8 @@ class DataExecutor:
         writes = self._done.get(idx)
         if not writes:
             self._done[idx] = None
+            if self.on_commit is not None:
+                self.on_commit(idx, self.store)
             return
         st = self.store
         for space, addr, arr, dt in writes:
@@ -207,6 +218,8 @@ class DataExecutor:
             else:
                 st.write(space, addr, arr, dt)
         self._done[idx] = None
+        if self.on_commit is not None:
+            self.on_commit(idx, st)
 
     def _scatter_commit(self, space: str, payload: tuple) -> None:
         addrs, vals, dtype = payload
@@ -282,6 +295,9 @@ class DataExecutor:
                 writes = self._math(rec)
             else:
                 raise DataError(f"unknown op_kind {rec.op_kind!r}")
+        except AddressError as e:
+            e.op_index = idx  # type: ignore[attr-defined]  # the host names the entry behind it
+            raise
         except (KeyError, ValueError, TypeError) as e:
             raise DataError(
                 f"op #{idx} {rec.op_kind}/{rec.op_name} on {rec.component_id} at "
@@ -316,6 +332,9 @@ class DataExecutor:
                 data = st.read_bytes(p["src_space"], int(p["src_addr"]) + r * ss, rb)
                 out.append((p["dst_space"], int(p["dst_addr"]) + r * ds, data, "bytes"))
             return out
+        if name == "mcast":  # one read, the same bytes into every destination
+            data = st.read_bytes(p["src_space"], int(p["src_addr"]), int(p["nbytes"]))
+            return [(sp, int(p["dst_addr"]), data, "bytes") for sp in p["dst_spaces"]]
         if name == "gather":
             vals = gather(st, p["src_space"], p["addrs"], p["dtype"], p.get("mask"),
                           p.get("other", 0))
@@ -374,7 +393,7 @@ class DataExecutor:
                 yi = yi + (bias.astype(np.int64) if yi.dtype.kind in "iu" else
                            widen(bias).astype(np.float32))
             if acc_t == "int32" and yi.dtype == np.int64:
-                yi = yi.astype(np.int32)  # the tile's int32 accumulator (ADR-0800)
+                yi = yi.astype(np.int32)  # the tile's int32 accumulator
             if yi.shape != shape_out:
                 raise DataError(f"gemm result {yi.shape} != shape_out {shape_out}")
             outs.append((space if p is p0 else _tspace(p), int(p["dst_addr"]),
@@ -437,7 +456,7 @@ def _destinations(p: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
 
 
 def _dequantized(ins: list[np.ndarray], scales: list | None) -> list[np.ndarray]:
-    """Integer inputs of a math op with a scale (an 8-bit VE operand, ADR-0803) as their
+    """Integer inputs of a math op with a scale (an 8-bit VE operand) as their
     real values q · scale in fp32; the rest as they are."""
     if not scales:
         return ins

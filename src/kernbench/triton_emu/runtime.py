@@ -142,6 +142,9 @@ def launch(kernel: JITFunction, grid: Any, args: tuple, meta: dict[str, Any], *,
     topo = topology if isinstance(topology, Topology) else load_topology(topology or "small")
     g = _grid_of(grid, meta)
     all_pes = topo.pes
+    if pes is not None and not 1 <= pes <= len(all_pes):
+        raise KernelError(f"pes={pes}: want 1..{len(all_pes)} (the PEs of '{topo.name}'), "
+                          "or None for all of them")
     use = all_pes[: pes] if pes else all_pes
     if not use:
         raise KernelError("no PEs to run on")

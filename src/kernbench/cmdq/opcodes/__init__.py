@@ -8,7 +8,7 @@ registers the built-in opcodes. docs/cmdq.md "Adding an opcode".
 
 # isort: off
 # Registration order is the JSON Schema's union order: DMA, TE, VE, layer ops, control.
-from kernbench.cmdq.opcodes import dma, gather, te, ve, ve_quant, ve_attn  # noqa: F401
+from kernbench.cmdq.opcodes import dma, gather, mcast, te, ve, ve_quant, ve_attn  # noqa: F401
 from kernbench.cmdq.opcodes import ve_window, ve_elementwise, ve_fused  # noqa: F401
 from kernbench.cmdq.opcodes import layer, control  # noqa: F401
 # isort: on

@@ -41,7 +41,7 @@ DEFAULT_OFM_QBITS = 32
 DEFAULT_PARAM_QBITS = 32
 
 QBits = Literal[2, 4, 8, 16, 32]
-#: A TE tile's output width: QBits plus 64, an int64 accumulator (ADR-0800).
+#: A TE tile's output width: QBits plus 64, an int64 accumulator.
 OfmQBits = Literal[2, 4, 8, 16, 32, 64]
 F16Format = Literal["fp16", "bf16"]
 F16_FORMAT_DOC = ("(1.1) Format of the entry's 16-bit float operands: fp16 (the default) or "
@@ -134,8 +134,11 @@ class DataEnv(Protocol):
     which the ISA never imports)."""
 
     space: str
+    bank_bytes: int
 
     def addr(self, role: str) -> int: ...
+
+    def space_of(self, pe: int) -> str: ...
 
     def ir_layer(self, entry: Opcode) -> None: ...
 
@@ -145,10 +148,20 @@ class TcmDataEnv:
     ``{role}_bank`` / ``{role}_offset`` fields. It has no IR: a whole-layer entry is refused
     (the host's environment, which has the bundle's IR, handles those)."""
 
-    def __init__(self, entry: Opcode, pe_id: str, bank_bytes: int) -> None:
+    def __init__(self, entry: Opcode, pe_id: str, bank_bytes: int,
+                 pe_ids: tuple[str, ...] = ()) -> None:
         self.entry = entry
         self.space = f"tcm:{pe_id}"
         self.bank_bytes = bank_bytes
+        self.pe_ids = pe_ids
+
+    def space_of(self, pe: int) -> str:
+        """The TCM address space of PE index `pe` (an entry that writes another PE's TCM)."""
+        if not 0 <= pe < len(self.pe_ids):
+            raise InputError(f"{self.entry.opcode} names PE {pe}, which this data environment "
+                             f"does not know ({len(self.pe_ids)} PEs)",
+                             where=f"entry {self.entry.id}", field="dst_pes")
+        return f"tcm:{self.pe_ids[pe]}"
 
     def addr(self, role: str) -> int:
         e = self.entry

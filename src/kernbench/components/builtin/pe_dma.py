@@ -4,7 +4,8 @@ Each channel serves one transfer at a time; read and write overlap. Cost
 (CMDQ spec §7.3): bytes → bursts → the wire: every row of a transfer is rounded up to
 whole bursts; then setup cycles, then the fabric path PE ↔ router ↔ mesh ↔ memory port ↔
 memory and the TCM port, each a contended server (components.fabric).
-Stage params: nbytes, space ("hbm" | "sram"), addr, rows (default 1).
+Stage params: nbytes, space ("hbm" | "sram" | "tcm"), addr, rows (default 1); a "tcm"
+write is a copy into the TCMs of the PEs ``dst_pes`` (a multicast, `mcast_stages`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class PeDma(PeEngineBase):
         write = token.stage.stage_type == StageType.DMA_WRITE
         what = f"{token.label} tile {token.tile_id}"
         space = p.get("space", "hbm")
+        if space == "tcm":
+            return self._mcast(token, p["dst_pes"], wire, start) - now
         stages = self.sim.dma_stages(self.pe, space, addr, wire, write, what)
         end = transfer(start, wire, stages)
         # stages are memory, links, TCM port (reads) or TCM port, links, memory (writes)
@@ -60,6 +63,18 @@ class PeDma(PeEngineBase):
         else:
             self.bytes_read += wire
         return end - now
+
+    def _mcast(self, token, dst_pes: list[int], wire: int, start: float) -> float:  # noqa: ANN001
+        """A copy into the TCMs of `dst_pes`: one pipelined transfer (`mcast_stages`)."""
+        stages = self.sim.mcast_stages(self.pe, dst_pes, wire)
+        end = transfer(start, wire, stages)
+        cmd = token.pipeline_ctx.command
+        self.sim.actions.links(cmd, [s for s in stages if s.id in self.sim.topology.links], wire,
+                               start, end)
+        self.sim.actions.add(cmd, "tcm_read_byte", wire, start, end)
+        self.sim.actions.add(cmd, "tcm_write_byte", wire * len(dst_pes), start, end)
+        self.bytes_written += wire * len(dst_pes)
+        return end
 
     def stats(self) -> dict:
         return {"bytes_read": self.bytes_read, "bytes_written": self.bytes_written}

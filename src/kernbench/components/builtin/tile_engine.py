@@ -12,10 +12,20 @@ cycles, where LoFi is one pass and HiFi2 / HiFi3 / HiFi4 two, three and four. A 
 report uses for its ideal cycles. The operand bitwidth does not change the rate: block
 floats and bf16 are unpacked to the engine's own format before the multiply, and their
 precision is what the fidelity passes trade against time.
+
+Two optional spec values (both off by default) add what feeds the engine: with
+`unpack_bytes_per_cycle` a 32 × 32 × 32 tile product takes at least the unpacker's time
+for one 32 × 32 operand tile at the operand bits, and `tile_issue_cycles` adds a fixed
+cost per tile product:
+
+    n_tiles · (max(product cycles, tile bytes / unpack rate) + tile_issue_cycles)
+
+with n_tiles = ceil(m / 32) · ceil(k / 32) · ceil(n / 32), rounded up to whole cycles.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from kernbench.components.builtin.pe_gemm import PeGemm
@@ -49,5 +59,21 @@ class TileFpu(PeGemm):
 
     @classmethod
     def compute_cycles(cls, spec: PeGemmSpec, m: int, n: int, k: int, bits: int) -> int:
-        return tile_engine_cycles(m, n, k, spec.rows, spec.depth, spec.cols,
-                                  spec.math_fidelity)
+        cycles = tile_engine_cycles(m, n, k, spec.rows, spec.depth, spec.cols,
+                                    spec.math_fidelity)
+        if spec.unpack_bytes_per_cycle is None and not spec.tile_issue_cycles:
+            return cycles
+        return fed_tile_cycles(spec, m, n, k, bits)
+
+
+T = 32  # the tile edge the unpacker and the issue cost count in
+
+
+def fed_tile_cycles(spec: PeGemmSpec, m: int, n: int, k: int, bits: int) -> int:
+    """Cycles of an (m, n, k) product counted per 32³ tile product with the unpacker's
+    floor and the per-tile issue cost (module docstring)."""
+    per = tile_engine_cycles(T, T, T, spec.rows, spec.depth, spec.cols, spec.math_fidelity)
+    if spec.unpack_bytes_per_cycle is not None:
+        per = max(per, T * T * bits / 8 / spec.unpack_bytes_per_cycle)
+    tiles = _ceil(m, T) * _ceil(k, T) * _ceil(n, T)
+    return math.ceil(tiles * (per + spec.tile_issue_cycles))

@@ -1,9 +1,10 @@
 """The step memo's bucket rule: which simulated programs stand for a program shape.
 
 A program is (batch, new tokens, past tokens). Each of the three numbers is bucketed the
-same way: up to 16 it is exact; above, between 2^n and 2^(n+1) the edges are 2^n / 8
-apart (16, 18, 20, …, 30, 32, 36, 40, …, 60, 64, 72, …: at most 12.5 % apart, 8 edges
-an octave). A value on an edge is exact; a value between two edges is interpolated linearly
+same way: up to 16 it is exact; above, between 2^n and 2^(n+1) the edges are 2^n / 16
+apart (16, 17, …, 32, 34, …, 64, 68, …, 128, 136, …: at most 6.25 % apart, 16 edges an
+octave; the edges of coarser rules of this form are among them, so a step cache filled
+under one stays valid). A value on an edge is exact; a value between two edges is interpolated linearly
 between the programs simulated at both edges, so a shape's time comes from up to 2³
 simulated corners, which neighbouring shapes share.
 """
@@ -11,7 +12,7 @@ simulated corners, which neighbouring shapes share.
 from __future__ import annotations
 
 EXACT_BELOW = 16
-PER_OCTAVE = 8
+PER_OCTAVE = 16
 
 
 def edges(x: int) -> tuple[int, int]:

@@ -1,0 +1,123 @@
+"""Ctrl-C always ends a command: exit 130, one "interrupted" line, nothing half-written.
+
+The first SIGINT raises KeyboardInterrupt in the main thread as usual; the command unwinds,
+its staging folder is removed (cli.outdir) and `main` prints "interrupted" and returns 130.
+Two things can keep that from happening: user code that catches the KeyboardInterrupt (a
+kernel's `try: ... except BaseException: pass` inside a loop), and a main thread stuck in a
+long C call (Python runs signal handlers between bytecodes only). So a watchdog thread
+also learns of every SIGINT through `signal.set_wakeup_fd` (written by the C-level
+handler, whatever the main thread does) and, if the command has not ended `GRACE_S`
+seconds later, removes the registered staging folders, prints "interrupted" and ends the
+process with `os._exit(130)`.
+
+`deferred_interrupt()` holds Ctrl-C back over a short critical section (moving a finished
+run into --out): the interrupt takes effect right after it, so --out is never half moved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+GRACE_S = 3.0
+INTERRUPTED = 130
+
+_stages: set[Path] = set()
+_lock = threading.Lock()
+
+
+def register_stage(path: Path) -> None:
+    """A staging folder the watchdog removes before it ends the process."""
+    with _lock:
+        _stages.add(Path(path))
+
+
+def unregister_stage(path: Path) -> None:
+    with _lock:
+        _stages.discard(Path(path))
+
+
+def _force_exit() -> None:
+    with _lock:
+        stages = list(_stages)
+    for p in stages:
+        shutil.rmtree(p, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.write(2, b"\ninterrupted\n")
+    os._exit(INTERRUPTED)
+
+
+class Watchdog:
+    """Context manager around one command (see the module docstring); a no-op outside
+    the main thread or where SIGINT is not Python's KeyboardInterrupt handler."""
+
+    def __init__(self, grace_s: float = GRACE_S) -> None:
+        self.grace_s = grace_s
+        self.done = threading.Event()
+        self.old_fd: int | None = None
+        self.pipe: tuple[int, int] | None = None
+
+    def __enter__(self) -> Watchdog:
+        if (threading.current_thread() is not threading.main_thread()
+                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+            return self
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:
+            self.old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            os.close(r)
+            os.close(w)
+            return self
+        self.pipe = (r, w)
+        threading.Thread(target=self._watch, args=(r,), daemon=True,
+                         name="kernbench-sigint-watchdog").start()
+        return self
+
+    def _watch(self, r: int) -> None:
+        try:
+            while True:
+                data = os.read(r, 64)
+                if not data:  # the command ended: the write end is closed
+                    return
+                if signal.SIGINT in data and not self.done.wait(self.grace_s):
+                    _force_exit()
+        except OSError:
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(r)
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        if self.pipe is None:
+            return
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
+        os.close(self.pipe[1])  # the watchdog reads EOF and ends; it closes nothing else
+        self.pipe = None
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold a SIGINT back until the block ends, then raise KeyboardInterrupt (main thread
+    with Python's default handler only; elsewhere the block runs unchanged)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    hit: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: hit.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if hit:
+        sys.stderr.flush()
+        raise KeyboardInterrupt

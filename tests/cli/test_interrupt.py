@@ -1,0 +1,152 @@
+"""Ctrl-C always ends a command with exit 130 and an "interrupted" line, and leaves no
+half-written --out behind (docs/errors.md). Subprocesses get a real SIGINT; the waits
+are generous timeouts against hangs, never timing assertions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kernbench.cli import main
+from kernbench.cli.interrupt import deferred_interrupt
+from kernbench.cli.outdir import MARKER, OutDir
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+SWALLOW = '''
+import numpy as np
+import kernbench
+
+@kernbench.jit
+def stubborn(x_ptr, n):
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:  # swallows KeyboardInterrupt: Ctrl-C must still end the run
+            pass
+
+def setup():
+    return {"args": (kernbench.to_device(np.zeros(16, np.float32), "x"), 16), "grid": (1,)}
+'''
+
+HANG = 120  # seconds: only against a hang
+
+
+@pytest.fixture
+def default_sigint():
+    """Python's own SIGINT handler in this process (a test worker may run with another)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys; from kernbench.cli import run; "
+         "sys.argv[0] = 'kernbench'; run()", *args],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a child of a background shell may inherit SIGINT ignored: restore the default
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+
+
+def _wait_for(cond, what: str) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + HANG
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _stages(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if "kernbench-tmp" in p.name)
+
+
+def test_sigint_ends_a_kernel_that_swallows_keyboardinterrupt(tmp_path):
+    (tmp_path / "k.py").write_text(SWALLOW)
+    out = tmp_path / "out"
+    p = _start(["kernel", "k.py::stubborn", "--out", str(out)], tmp_path)
+    try:
+        _wait_for(lambda: _stages(tmp_path), "the staging folder (the kernel is running)")
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=HANG)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "interrupted"
+    assert not out.exists() and _stages(tmp_path) == []
+
+
+def test_sigint_during_a_run_leaves_no_out_and_no_stage(tmp_path):
+    out = tmp_path / "out"
+    p = _start(["run", "gpt2", "--seq-len", "8", "--out", str(out)], tmp_path)
+    try:
+        _wait_for(lambda: _stages(tmp_path), "the staging folder")
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=HANG)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert not out.exists() and _stages(tmp_path) == []
+
+
+def _interrupt_on_call(monkeypatch, name: str) -> None:  # noqa: ANN001
+    """The first os.<name> call in cli.outdir gets a real SIGINT first (Ctrl-C in the
+    middle of moving the run into --out)."""
+    import kernbench.cli.outdir as od
+
+    real = getattr(os, name)
+    fired = []
+
+    def hit(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        if not fired:
+            fired.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*a, **k)
+
+    monkeypatch.setattr(od.os, name, hit)
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-dir", "existing-dir"])
+def test_sigint_while_moving_into_out_takes_effect_after_the_move(tmp_path, monkeypatch,
+                                                                  existing, default_sigint):
+    out = tmp_path / "out"
+    if existing:
+        with OutDir(out) as stage:
+            (stage / "old.txt").write_text("old")
+    _interrupt_on_call(monkeypatch, "replace" if existing else "rename")
+    with pytest.raises(KeyboardInterrupt), OutDir(out) as stage:
+        for i in range(5):
+            (stage / f"f{i}.txt").write_text(str(i))
+    # the move completed whole: every file, the marker, no stale file, no stage
+    assert sorted(p.name for p in out.iterdir()) == sorted([MARKER] + [f"f{i}.txt"
+                                                                      for i in range(5)])
+    assert _stages(tmp_path) == []
+
+
+def test_deferred_interrupt_holds_sigint_until_the_block_ends(default_sigint):
+    seen = []
+    with pytest.raises(KeyboardInterrupt), deferred_interrupt():
+        os.kill(os.getpid(), signal.SIGINT)
+        seen.append("after the signal, inside the block")
+    assert seen == ["after the signal, inside the block"]
+
+
+@pytest.mark.parametrize("pes", ["0", "-3", "5"])
+def test_kernel_refuses_a_pe_count_the_npu_does_not_have(tmp_path, capsys, pes):
+    bench = Path(__file__).resolve().parents[2] / "benches" / "vector_add.py"
+    code = main(["kernel", f"{bench}::add_kernel", "--pes", pes, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == [f"error: field '--pes': want 1..4 (the PEs of 'small'), got {pes}"]
+    assert not (tmp_path / "o").exists()

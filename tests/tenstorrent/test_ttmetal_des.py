@@ -1,0 +1,135 @@
+"""tt-metal's multicast matmul as a CMDQ program (benchmarks/ttmetal_des.py, ADR-0863):
+the emitted entries of a tiny 2 × 2-core program (counts, the double-buffer handshake),
+its data pass against numpy float64, the tile engine's fed cycle count in closed form,
+and `silicon.py --engine des` on three rows."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import silicon  # noqa: E402
+import ttmetal_des as td  # noqa: E402
+import ttmetal_matmul as tm  # noqa: E402
+
+from kernbench.cmdq.hw import TcmData  # noqa: E402
+from kernbench.cmdq.io import parse_program  # noqa: E402
+from kernbench.components.builtin.pe_gemm import gemm_cycles  # noqa: E402
+from kernbench.host.simulate import simulate_program  # noqa: E402
+from kernbench.sim_engine.executor import DataExecutor  # noqa: E402
+from kernbench.sim_engine.memory_store import MemoryStore  # noqa: E402
+from kernbench.sim_engine.op_log import OpLogger  # noqa: E402
+from kernbench.topology import load_topology  # noqa: E402
+
+PARAMS = {"launch_ns": 8000.0, "host_oob_ns": 50000.0, "host_tuned_ns": 130000.0,
+          "noc_eff": 0.3, "tile_overhead_cycles": 5.0, "unpack_words": 1.4}
+BASE = load_topology("n150")
+PROG = tm.Program("mcast2d", 2, 2, 1, 1, 1, 1, 1)  # 2 x 2 cores, one tile each, kw 1
+
+
+def _row(**kw) -> dict:
+    r = {"card": "N150", "config": "hand_tuned", "m": "64", "k": "96", "n": "64",
+         "use_trace": "True", "grid_size": "2x2", "in0_sharded": "False",
+         "out_sharded": "False", "in0_storage_type": "DRAM", "in1_storage_type": "DRAM",
+         "out_storage_type": "DRAM", "dtype": "BFLOAT16", "math_fidelity": "HiFi4",
+         "inference_time_avg_ns": "20000"}
+    r.update(kw)
+    return r
+
+
+def _topo(row: dict):
+    return load_topology("n150", td.des_overrides(row, BASE, PARAMS))
+
+
+def test_tiny_program_entries_and_handshake():
+    row = _row()
+    entries = td.emit(row, PROG, _topo(row))
+    ops = Counter(e["opcode"] for e in entries)
+    # 3 K blocks x (2 in0 rows + 2 in1 columns: a load and a multicast each; 4 GEMMs),
+    # then 4 output stores and END
+    assert ops == {"DMA_LOAD_TILE": 12, "DMA_MCAST_TILE": 12, "TE_GEMM_TILE": 12,
+                   "DMA_STORE_TILE": 4, "END": 1}
+    by_id = {e["id"]: e for e in entries}
+    gemms = [e for e in entries if e["opcode"] == "TE_GEMM_TILE"]
+    pe3 = [g for g in gemms if g["pe"] == 9]  # core (1, 1) is router r1c1, PE 9
+    assert [g["accumulate"] for g in pe3] == [False, True, True]
+    feeds = sorted(by_id[d]["opcode"] for d in pe3[0]["deps_before"])
+    assert feeds == ["DMA_MCAST_TILE", "DMA_MCAST_TILE"]  # in0 along row 1, in1 down col 1
+    assert pe3[0]["id"] in pe3[1]["deps_before"]
+    # the third K block reuses slot 0: its loads wait for the first block's GEMMs
+    loads = [e for e in entries if e["opcode"] == "DMA_LOAD_TILE"]
+    third = loads[8]
+    assert third["spm_offset"] == loads[0]["spm_offset"]
+    waited = {by_id[d]["opcode"] for d in third["deps_before"]}
+    assert waited == {"TE_GEMM_TILE", "DMA_MCAST_TILE"}
+    mc = by_id[next(d for d in pe3[0]["deps_before"]
+                    if by_id[d]["dst_pes"] == [9] and by_id[d]["pe"] == 8)]
+    assert mc["num_elements"] == 32 * 32 * 2  # one bf16 tile
+
+
+def test_data_pass_equals_numpy():
+    row = _row()
+    topo = _topo(row)
+    entries = td.emit(row, PROG, topo, verify=True)
+    where = entries[-1]["debug"]
+    m, k, n = where["m"], where["k"], where["n"]
+    r = np.random.default_rng(7)
+    a = r.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = r.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    store = MemoryStore.for_topology(topo)
+    store.write("hbm", where["in0"], a)
+    store.write("hbm", where["in1"], b)
+    init = store.snapshot()
+    log = OpLogger()
+    simulate_program(parse_program({"cmdq": entries}), topo, op_logger=log, data=TcmData())
+    out = DataExecutor(log, init).run().read("hbm", where["out"], (m, n), "float32")
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fid,bits", [("LoFi", 16), ("LoFi", 8), ("HiFi4", 8)])
+def test_fed_tile_engine_closed_form(fid, bits):
+    """n tiles · (max(passes · 16, tile bytes / unpack rate) + issue cycles)."""
+    row = _row(math_fidelity=fid)
+    spec = _topo(row).config.cube.pe_template.pe_gemm
+    rate = PARAMS["unpack_words"] * 32  # n150: a 32-byte NoC word per cycle
+    per = max({"LoFi": 16, "HiFi4": 64}[fid], 32 * 32 * bits / 8 / rate)
+    want = 2 * 3 * 4 * (per + PARAMS["tile_overhead_cycles"])
+    assert gemm_cycles(spec, 64, 128, 96, bits) == int(np.ceil(want))
+
+
+def test_silicon_des_on_three_rows(tmp_path):
+    rows = [_row(m="256", k="256", n="256", grid_size="8x8"),
+            _row(m="256", k="256", n="256", grid_size="8x8", use_trace="False",
+                 config="out_of_box", math_fidelity="HiFi2"),
+            _row(m="512", k="512", n="512", grid_size="8x8", dtype="BFLOAT8_B",
+                 math_fidelity="LoFi"),
+            _row(m="4096", k="4096", n="4096", grid_size="8x8")]  # beyond the bound
+    table = tmp_path / "t.csv"
+    with table.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    params = tmp_path / "p.json"
+    params.write_text(json.dumps(PARAMS))
+    out = tmp_path / "o.csv"
+    assert silicon.main(["--table", str(table), "--out", str(out), "--params", str(params),
+                         "--engine", "des", "--des-max-mkn", str(512 ** 3)]) == 0
+    got = list(csv.DictReader(out.open()))
+    assert [g["engine"] for g in got] == ["des", "des", "des", ""]
+    assert got[3]["simulated_ns"] == "" and got[3]["error_pct"] == ""
+    for g in got[:3]:
+        sim = float(g["simulated_ns"])
+        assert sim > PARAMS["launch_ns"] and int(g["des_entries"]) > 0
+        assert float(g["error_pct"]) == pytest.approx(
+            100 * (sim / float(g["inference_time_avg_ns"]) - 1), abs=0.01)
+    assert float(got[1]["simulated_ns"]) >= PARAMS["host_oob_ns"]  # no trace: host floor
