@@ -113,7 +113,8 @@ def test_list_text_and_json(capsys):
     assert "pe_gemm: " in out
 
 
-@pytest.mark.parametrize("cmd", [["run", "--help"], ["compile", "--help"],
+@pytest.mark.parametrize("cmd", [["run", "--help"], ["compile", "--help"], ["simulate", "--help"],
+                                 ["validate", "--help"], ["topology", "show", "--help"],
                                  ["kernel", "--help"]])
 def test_help_lists_every_preset(capsys, cmd):
     main(cmd)
