@@ -23,7 +23,8 @@ def test_gpt2_run_replays_to_identical_outputs(tmp_path, capsys):
     capsys.readouterr()
     assert main(["replay", str(saved), "--out", str(rep_out)]) == 0
     n = len(load_weights(run_out / "outputs.npz"))
-    assert capsys.readouterr().out == f"replay: bit-identical to the saved outputs ({n} arrays)\n"
+    arrays = f"{n} array" + ("" if n == 1 else "s")
+    assert capsys.readouterr().out == f"replay: bit-identical to the saved outputs ({arrays})\n"
     with np.load(run_out / "outputs.npz") as a, np.load(rep_out / "outputs.npz") as b:
         assert sorted(a.files) == sorted(b.files) and a.files
         for k in a.files:

@@ -76,4 +76,5 @@ def replay_verdict(path: Path, replayed_npz: Path) -> tuple[bool | None, str]:
         diff = first_difference(got[name], saved[name])
         if diff is not None:
             return False, f"differs from the saved outputs: output '{name}', {diff}"
-    return True, f"bit-identical to the saved outputs ({len(got)} arrays)"
+    n = len(got)
+    return True, f"bit-identical to the saved outputs ({n} array{'' if n == 1 else 's'})"
