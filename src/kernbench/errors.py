@@ -137,3 +137,13 @@ def read_input_text(path: object, limit: int, *, label: str | None = None) -> st
         line = data[: e.start].count(b"\n") + 1
         raise InputError(f"not UTF-8 text: byte {data[e.start]:#04x} at offset {e.start}",
                          file=label, where=f"line {line}") from None
+
+
+def did_you_mean(word: object, known: list[str] | tuple[str, ...]) -> str:
+    """`" (did you mean 'x'?)"` for the closest of `known` to `word` (difflib ratio ≥ 0.6),
+    or `""` when none is close: appended to an "unknown ..." reason, it keeps the line one
+    line."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""

@@ -17,8 +17,21 @@ from rich.console import Console
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+
+def preset_list() -> str:
+    """The bundled presets, comma-separated, read from the presets folder without importing
+    the config layer (`--help` stays fast)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("kernbench.config")
+    assert spec is not None and spec.submodule_search_locations
+    folder = Path(next(iter(spec.submodule_search_locations))) / "presets"
+    return ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
+
+
 TopologyOpt = Annotated[
-    str, typer.Option("--topology", "-t", help="preset name (small, base) or topology YAML file")
+    str, typer.Option("--topology", "-t",
+                      help=f"preset name ({preset_list()}) or topology YAML file")
 ]
 SetOpt = Annotated[
     list[str] | None,

@@ -17,7 +17,16 @@ from typing import Annotated
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import JsonOpt, QuietOpt, SetOpt, TraceOpt, err, print_result, set_quiet
+from kernbench.cli.common import (
+    JsonOpt,
+    QuietOpt,
+    SetOpt,
+    TraceOpt,
+    err,
+    preset_list,
+    print_result,
+    set_quiet,
+)
 from kernbench.triton_emu.runtime import DEFAULT_MAX_OPS
 
 MAX_KERNEL_BYTES = 1 << 20
@@ -81,7 +90,7 @@ def _load(target: str):  # noqa: ANN202
 def kernel(
     target: Annotated[str, typer.Argument(help="FILE.py::NAME of a @kernbench.jit kernel")],
     grid: Annotated[str | None, typer.Option("--grid", "-g", help="grid, e.g. 8 or 4,2")] = None,
-    topology: Annotated[str, typer.Option("--topology", "-t", help="preset or YAML")] = "small",
+    topology: Annotated[str, typer.Option("--topology", "-t", help=f"preset ({preset_list()}) or YAML")] = "small",
     set_: SetOpt = None,
     pes: Annotated[int | None, typer.Option("--pes", help="use only the first N PEs")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
@@ -133,7 +142,7 @@ def kernel(
         write_json(res.stats, stage / "stats.json")
         if res.trace is not None:
             write_json(res.trace, stage / "trace.json")
-        summary = _summary(res.stats, verdict)
+        summary = _summary(res.stats, verdict, _problem(s, res.stats))
         (stage / "summary.txt").write_text(summary, encoding="utf-8")
     print_summary(res.stats, err)
     print_result(res.stats, summary, json_)
@@ -160,9 +169,34 @@ def _check(s: dict, res) -> dict | None:  # noqa: ANN001
     return c
 
 
-def _summary(stats: dict, verdict: dict | None) -> str:
+def _problem(s: dict, stats: dict) -> list[str]:
+    """The problem size (the device buffers setup() passed, and its `flops` / `bytes` /
+    `bits` when given) and the rate achieved: flops / total_ns. Operations counted are
+    setup()'s, the problem's own, not the padded tiles the array executed; at `bits` ≤ 8
+    the rate is in TOPS, else TFLOPS."""
+    from kernbench.triton_emu.device import DeviceBuffer
+
+    bufs = [a for a in s["args"] if isinstance(a, DeviceBuffer)]
+    lines = ["problem: " + (", ".join(
+        f"{b.name}[{'×'.join(str(d) for d in b.shape)}] {b.dtype}" for b in bufs) or "no buffers")]
+    flops, total = s.get("flops"), stats["total_ns"]
+    if flops is None:
+        lines.append("rate: unknown (setup() returns no 'flops')")
+        return lines
+    bits = int(s.get("bits", 16))
+    unit = "TOPS" if bits <= 8 else "TFLOPS"
+    size = f"{int(flops):,} operations"
+    if s.get("bytes") is not None:
+        size += f", {int(s['bytes']):,} bytes"
+    rate = float(flops) / total / 1e3 if total > 0 else float("nan")
+    lines.append(f"rate: {size} in {total:.1f} ns = {rate:.4g} {unit} achieved ({bits}-bit)")
+    return lines
+
+
+def _summary(stats: dict, verdict: dict | None, problem: list[str] | None = None) -> str:
     lines = [f"total {stats['total_ns']:.1f} ns = {stats['total_cycles']} cycles at "
              f"{stats['clock_ghz']} GHz on {stats['topology']}"]
+    lines += problem or []
     b = stats["bottleneck"]
     lines.append(f"bottleneck: {b['component']} ({b['kind']}), {100 * b['utilization']:.1f}% busy")
     if verdict is not None:

@@ -16,9 +16,10 @@ def replay_cmd(
     oplog_dir: Annotated[Path, typer.Argument(help="folder written by --save-oplog")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
 ) -> None:
-    """Replay a saved op log on its saved initial memory (no compiler, no timing pass) and
-    write the graph outputs to OUT/outputs.npz."""
-    from kernbench.host.replay import replay
+    """Replay a saved op log on its saved initial memory (no compiler, no timing pass),
+    write the graph outputs to OUT/outputs.npz and print the verdict on stdout: bit-identical
+    to the run's saved outputs, or the first difference (output, index, values; exit 1)."""
+    from kernbench.host.replay import replay, replay_verdict
     from kernbench.ir.model import save_weights
 
     outputs, _ = replay(oplog_dir)
@@ -27,3 +28,7 @@ def replay_cmd(
     save_weights(outputs, tmp)  # the deterministic npz writer the run uses
     tmp.replace(out / "outputs.npz")
     err.print(f"replayed {oplog_dir}: {len(outputs)} outputs → {out / 'outputs.npz'}")
+    same, line = replay_verdict(oplog_dir, out / "outputs.npz")
+    print(f"replay: {line}", flush=True)
+    if same is False:
+        raise typer.Exit(1)

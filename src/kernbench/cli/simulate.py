@@ -15,6 +15,7 @@ from kernbench.cli.common import (
     SetOpt,
     TraceOpt,
     err,
+    preset_list,
     set_quiet,
 )
 from kernbench.config.energy import timing_view
@@ -24,7 +25,7 @@ from kernbench.config.energy import timing_view
 def simulate(
     program: Annotated[Path, typer.Argument(help="cmdq.json or a bundle folder")],
     topology: Annotated[str | None, typer.Option(
-        "--topology", "-t", help="preset or YAML (default: the bundle's, else small)")] = None,
+        "--topology", "-t", help=f"preset ({preset_list()}) or YAML (default: the bundle's, else small)")] = None,
     set_: SetOpt = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
     verify: Annotated[bool, typer.Option("--verify", help="run the data pass and check "

@@ -11,7 +11,8 @@ from typing import Annotated
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import SetOpt, err
+from kernbench.cli.common import SetOpt, err, preset_list
+from kernbench.config.load import COMPUTED_KEY
 from kernbench.topology import load_topology
 from kernbench.topology.area import area_report
 
@@ -21,24 +22,27 @@ app.add_typer(topology_app, name="topology")
 
 @topology_app.command("show")
 def show(
-    source: Annotated[str, typer.Argument(help="preset name or YAML file")] = "small",
+    source: Annotated[str, typer.Argument(help=f"preset name ({preset_list()}) or YAML file")] = "small",
     set_: SetOpt = None,
     svg: Annotated[Path | None, typer.Option("--svg", help="also draw the mesh to this SVG")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print the whole resolved topology config (timing, energy and area "
-                       "parameters) as JSON on stdout; it loads back as a topology file")] = False,
+                       "parameters) as JSON on stdout, with the computed peaks and die area "
+                       "under 'computed'; it loads back as a topology file")] = False,
 ) -> None:
     """Print the component tree, links and die area of a topology, then one line of its peaks
     (dense TOPS by precision, HBM bandwidth and capacity); with --json, the resolved
-    configuration."""
+    configuration and the same computed figures."""
     from rich.tree import Tree
 
     topo = load_topology(source, set_ or [])
     cfg = topo.config
-    if as_json:
-        sys.stdout.write(json.dumps(cfg.model_dump(mode="json"), indent=1, sort_keys=True) + "\n")
-        return
     area = area_report(topo)
+    if as_json:
+        doc = cfg.model_dump(mode="json")
+        doc[COMPUTED_KEY] = computed_figures(topo, area)
+        sys.stdout.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        return
     root = Tree(f"[bold]{topo.name}[/]: {cfg.sip.count} SIP × {len(topo.cubes) // cfg.sip.count} "
                 f"cube(s), {len(topo.pes)} PEs, HBM {topo.hbm_bytes / 2**30:g} GiB, "
                 f"die area {area.total:.2f} mm²")
@@ -92,3 +96,17 @@ def _brief(name: str, spec) -> str:  # noqa: ANN001
     if name == "pe_dma":
         return f"burst {spec.burst_bytes} B, 1 read + 1 write channel"
     return ""
+
+
+def computed_figures(topo, area) -> dict:  # noqa: ANN001
+    """The figures the text form prints that the config does not hold: peaks (dense TOPS
+    by precision, MACs per ns by operand bits, vector rate, HBM bandwidth and capacity, PE
+    and cube counts) and die area (mm², by kind, cube and SIP)."""
+    from kernbench.topology.peaks import peak_figures
+
+    p = peak_figures(topo)
+    return {"peaks": {"tops": dict(p.tops),
+                      "macs_per_ns": {str(b): v for b, v in sorted(p.macs_per_ns.items())},
+                      "vector_elems_per_ns": p.vector_elems_per_ns, "hbm_gbs": p.hbm_gbs,
+                      "hbm_bytes": p.hbm_bytes, "pes": p.pes, "cubes": p.cubes},
+            "area_mm2": area.to_json()}

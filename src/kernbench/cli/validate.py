@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import SetOpt, err
+from kernbench.cli.common import SetOpt, err, preset_list
 from kernbench.errors import InputError
 
 
@@ -48,7 +48,8 @@ def _kind(path: Path) -> str:
 def validate(
     file: Annotated[Path, typer.Argument(help="CMDQ JSON, bundle folder, ir.json or topology YAML")],
     topology: Annotated[str | None, typer.Option(
-        "--topology", "-t", help="preset or YAML (default: a bundle's own topology.yaml, "
+        "--topology", "-t", help=f"preset ({preset_list()}) or YAML (default: a bundle's own "
+                                 "topology.yaml, "
                                  "else small)")] = None,
     set_: SetOpt = None,
     max_errors: Annotated[int, typer.Option(help="stop after this many problems")] = 50,

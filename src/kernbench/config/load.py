@@ -14,12 +14,16 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from kernbench.config.keys import known_keys
 from kernbench.config.schema import TopologyConfig
-from kernbench.errors import MAX_TEXT_BYTES, InputError, read_input_text
+from kernbench.errors import MAX_TEXT_BYTES, InputError, did_you_mean, read_input_text
 
 PRESET_DIR = Path(__file__).parent / "presets"
 DEFAULT_PRESET = "small"
 MAX_CONFIG_BYTES = MAX_TEXT_BYTES
+#: the top-level section `topology show --json` adds (peaks, area): derived from the rest,
+#: so a file that carries it loads with it dropped and recomputed (docs/topologies.md)
+COMPUTED_KEY = "computed"
 
 
 def preset_names() -> list[str]:
@@ -39,6 +43,7 @@ def _read_yaml(path: Path, label: str) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise InputError("top level must be a mapping", file=label)
+    data.pop(COMPUTED_KEY, None)
     return data
 
 
@@ -55,7 +60,8 @@ def _resolve(source: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], s
         base_dir = PRESET_DIR
     else:
         raise InputError(
-            f"no such preset or file (presets: {', '.join(preset_names())})", file=source
+            f"no such preset or file{did_you_mean(source, preset_names())} "
+            f"(presets: {', '.join(preset_names())})", file=source
         )
     if source in seen:
         raise InputError("'extends' forms a cycle", file=label, field="extends")
@@ -121,7 +127,7 @@ def load_topology_config(
     except ValidationError as e:
         err = e.errors()[0]
         msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
         loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key" + did_you_mean(loc[-1], known_keys(TopologyConfig, loc))
         raise InputError(msg, file=label, field=_error_path(loc) or None) from None

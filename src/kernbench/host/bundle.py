@@ -28,7 +28,7 @@ from kernbench.common.tile_plan import StageType
 from kernbench.errors import AddressError, InputError
 from kernbench.host.simulate import CmdqRun, no_phase, simulate_program
 from kernbench.ir.interpreter import Interpreter, prepare
-from kernbench.ir.model import Graph, load_weights
+from kernbench.ir.model import Graph, load_weights, save_weights
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.compare import compare
 from kernbench.numerics.dtypes import np_dtype
@@ -40,6 +40,7 @@ from kernbench.topology.model import Topology
 #: run_with_data's `watch_ops(records, run, initial store)`: the data pass's `on_commit`
 WatchOps = Callable[[list[OpRecord], CmdqRun, MemoryStore], Callable[[int, MemoryStore], None] | None]
 OUTPUTS_JSON = "outputs.json"  # a saved run's graph outputs (save_run, host/replay.py)
+SAVED_OUTPUTS = "outputs.npz"  # a saved run's output values, the replay's reference
 
 
 @dataclass
@@ -267,9 +268,10 @@ def run_with_data(bundle: Bundle, program: CmdqProgram, topology: Topology,
                   watch_ops: WatchOps | None = None) -> tuple[Any, dict, MemoryStore]:
     """Timing pass with op log, then the data pass. Returns (run, outputs, final store).
     With `save_oplog`, the op log, the initial memory and the outputs' placements are
-    written there first (host/replay.py replays them). `phase(name, total, poll)`: a
-    context manager around each pass (progress display). `watch_ops(records, run, init)`,
-    when given, returns the data pass's `on_commit(idx, store)` hook (op boundaries)."""
+    written there first, and the output values after the data pass (host/replay.py replays
+    them and compares). `phase(name, total, poll)`: a context manager around each pass
+    (progress display). `watch_ops(records, run, init)`, when given, returns the data
+    pass's `on_commit(idx, store)` hook (op boundaries)."""
     check_program(program, limits_for(topology), str(bundle.path / "cmdq.json"))
     bundle.check_fits(topology)
     store = MemoryStore.for_topology(topology)
@@ -303,6 +305,8 @@ def run_with_data(bundle: Bundle, program: CmdqProgram, topology: Topology,
         x = read_tensor(final, bundle, tid)
         want = np_dtype(bundle.graph.tensors[tid].dtype)
         outs[tid] = x.astype(want) if x.dtype != want else x
+    if save_oplog is not None:  # the values replay checks itself against
+        save_weights(outs, Path(save_oplog) / SAVED_OUTPUTS)
     return run, outs, final
 
 

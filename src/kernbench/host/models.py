@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernbench.errors import InputError
+from kernbench.errors import InputError, did_you_mean
 from kernbench.host.estimate import named_model_bytes, refuse_above_limit
 from kernbench.host.onnx_dims import bind_onnx_dims
 from kernbench.ir.qconfig import load_qconfig
@@ -66,6 +66,7 @@ def resolve_model(model: Path, shapes: ShapeOptions, save_dir: Path,
 
     shapes.check()
     model = Path(model)
+    _check_exists(model)
     if not model.exists() and str(model) in MODELS:
         return _builtin(str(model), shapes, save_dir)
     if model.exists() and is_hf_config(model):
@@ -82,6 +83,19 @@ def resolve_model(model: Path, shapes: ShapeOptions, save_dir: Path,
                          f"({', '.join(MODELS)}), Hugging Face config.json files and ONNX "
                          "models with symbolic input dims", file=str(model))
     return ResolvedModel(model, "onnx" if model.suffix == ".onnx" else "file")
+
+
+def _check_exists(model: Path) -> None:
+    """Refuse, naming `model` as the user gave it, a path that is neither a built-in name
+    nor an existing file, and a folder with nothing to load in it."""
+    if not model.exists() and str(model) not in MODELS:
+        raise InputError(f"no such file or folder, and not a built-in model"
+                         f"{did_you_mean(model, list(MODELS))} (built-in models: "
+                         f"{', '.join(MODELS)}; `kernbench list` shows them)", file=str(model))
+    if model.is_dir() and not (model / "ir.json").exists() and not is_hf_config(model):
+        raise InputError("a folder without config.json or ir.json in it (give a model file, "
+                         "a Hugging Face config.json or its folder, or a built-in name)",
+                         file=str(model))
 
 
 def _builtin(name: str, shapes: ShapeOptions, save_dir: Path) -> ResolvedModel:

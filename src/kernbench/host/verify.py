@@ -41,7 +41,7 @@ ORT_TOLERANCE: dict[str, tuple[str, float]] = {
     "W4A8": ("cosine", 0.97), "W4A8KV8": ("cosine", 0.97), "W4A8KV4": ("cosine", 0.96),
     "qdq": ("cosine", 0.999), "qdq-int4": ("cosine", 0.999), "dynamic": ("cosine", 0.999),
     "qoperator": ("cosine", 0.999),
-    # issue 36: the other widths the QConfig accepts (2-bit is refused, ADR-0802)
+    # the other widths the QConfig accepts (2-bit is refused)
     "W16A16KV16": ("cosine", 0.9999), "W16A8KV8": ("cosine", 0.999),
     "W8A16KV8": ("cosine", 0.999), "W8A8KV16": ("cosine", 0.999),
     "W8A4KV8": ("cosine", 0.90), "W4A4KV4": ("cosine", 0.90),

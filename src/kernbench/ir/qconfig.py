@@ -3,7 +3,7 @@
 YAML form (yaml.safe_load, pydantic-validated, unknown keys rejected)::
 
     default:            # W8 A8 KV8 when omitted
-      weight: 8         # 4 | 8 | 16 | fp16 | bf16 | fp32 (2 is refused: ADR-0802)
+      weight: 8         # 4 | 8 | 16 | fp16 | bf16 | fp32 (2 is refused)
       activation: 8
       kv: 8             # used by attention blocks (ATTENTION, KV_UPDATE)
     weight_granularity: per_channel   # or per_tensor
@@ -27,15 +27,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kernbench.errors import MAX_TEXT_BYTES, InputError, read_input_text
+from kernbench.config.keys import known_keys
+from kernbench.errors import MAX_TEXT_BYTES, InputError, did_you_mean, read_input_text
 from kernbench.ir.model import Graph, LayerIR
 
 BitsSpec = Literal[4, 8, 16, "fp16", "bf16", "fp32"]
-#: Why a 2-bit width is refused at load (ADR-0802): one line, exit 2.
+#: Why a 2-bit width is refused at load: one line, exit 2.
 TWO_BIT_REFUSED = ("2-bit quantization is not supported: symmetric 2-bit values are "
                    "ternary (-1, 0, 1 times a per-channel scale), too coarse to verify "
                    "against the float model, and the compiler has no 2-bit tiles "
-                   "(use 4, 8 or 16; ADR-0802)")
+                   "(use 4, 8 or 16)")
 
 #: Layers whose inputs enter the integer (TE) engine: integer activation bits apply.
 TE_OPS = frozenset({"GEMM", "QKV_PROJ", "CONV", "ATTENTION", "MATMUL"})
@@ -140,7 +141,7 @@ def parse_qconfig(data: Any, *, file: str | None = None) -> QConfig:
         loc = ".".join(str(x) for x in err["loc"])
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = "unknown key" + did_you_mean(err["loc"][-1], known_keys(QConfig, err["loc"]))
         elif err["type"] == "value_error":
             msg = str(err["ctx"]["error"])
         return_err = InputError(msg, file=file, field=loc)

@@ -9,7 +9,7 @@ Conventions:
   (imported QDQ), else dynamic: max|x| / qmax of the tensor being quantized.
 - Integer GEMM: int8 (or int4 / uint8 / int16) operands, zero points subtracted,
   accumulated exactly: into int32 when the widths and K cannot overflow it, else into
-  int64 (`int_matmul`, `accumulator_bits`, ADR-0800).
+  int64 (`int_matmul`, `accumulator_bits`).
 - Requantization: int32 accumulator * (s_a * s_w / s_out) rounded half to even, + zero
   point, saturated (`requantize`).
 - int4 values are held unpacked in int8 containers; `pack_int4` / `unpack_int4` convert
@@ -177,7 +177,7 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
     The result is int32 when `accumulator_bits` of the operands' containers and K is 32
     (every 8-bit case that fits a TE tile), else int64: 16-bit integer products summed
     over K do not fit an int32 accumulator, and the hardware accumulates them in a wide
-    (48-bit) accumulator that int64 holds exactly (ADR-0800). Computed with float64 BLAS
+    (48-bit) accumulator that int64 holds exactly. Computed with float64 BLAS
     when every partial sum is an integer below 2^53, else in int64. Zero points broadcast
     like ONNX MatMulInteger (a_zp per row of a, b_zp per column of b)."""
     wide = accumulator_bits(np.asarray(a_q).dtype, np.asarray(b_q).dtype,
@@ -196,7 +196,7 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
 def accumulator_bits(a_dtype, b_dtype, k: int) -> int:  # noqa: ANN001
     """Width of the integer accumulator of a K-long dot product of `a_dtype` × `b_dtype`
     integers (containers: int8 holds int4 / int2): 32 when K · max|a| · max|b| (zero
-    points included: |q - zp| < 2^bits) stays below 2^31, else 64 (ADR-0800)."""
+    points included: |q - zp| < 2^bits) stays below 2^31, else 64."""
     ba, bb = np.dtype(a_dtype).itemsize * 8, np.dtype(b_dtype).itemsize * 8
     return 32 if (1 << (ba + bb)) * max(int(k), 1) < (1 << 31) else 64
 

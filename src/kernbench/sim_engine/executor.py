@@ -393,7 +393,7 @@ class DataExecutor:
                 yi = yi + (bias.astype(np.int64) if yi.dtype.kind in "iu" else
                            widen(bias).astype(np.float32))
             if acc_t == "int32" and yi.dtype == np.int64:
-                yi = yi.astype(np.int32)  # the tile's int32 accumulator (ADR-0800)
+                yi = yi.astype(np.int32)  # the tile's int32 accumulator
             if yi.shape != shape_out:
                 raise DataError(f"gemm result {yi.shape} != shape_out {shape_out}")
             outs.append((space if p is p0 else _tspace(p), int(p["dst_addr"]),
@@ -456,7 +456,7 @@ def _destinations(p: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
 
 
 def _dequantized(ins: list[np.ndarray], scales: list | None) -> list[np.ndarray]:
-    """Integer inputs of a math op with a scale (an 8-bit VE operand, ADR-0803) as their
+    """Integer inputs of a math op with a scale (an 8-bit VE operand) as their
     real values q · scale in fp32; the rest as they are."""
     if not scales:
         return ins

@@ -66,7 +66,7 @@ def _conv(ins: list[np.ndarray], p: dict[str, Any]) -> np.ndarray:
     if p.get("accumulate"):
         prev = rest.pop(0)
         y = y.astype(np.int64) + prev.astype(np.int64) if integer else y + fl(prev)
-    # exact; the entry's accumulator dtype (int32 or int64, ADR-0800) is applied on store
+    # exact; the entry's accumulator dtype (int32 or int64) is applied on store
     return y.astype(np.int64) if integer else y
 
 

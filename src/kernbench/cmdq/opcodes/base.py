@@ -41,7 +41,7 @@ DEFAULT_OFM_QBITS = 32
 DEFAULT_PARAM_QBITS = 32
 
 QBits = Literal[2, 4, 8, 16, 32]
-#: A TE tile's output width: QBits plus 64, an int64 accumulator (ADR-0800).
+#: A TE tile's output width: QBits plus 64, an int64 accumulator.
 OfmQBits = Literal[2, 4, 8, 16, 32, 64]
 F16Format = Literal["fp16", "bf16"]
 F16_FORMAT_DOC = ("(1.1) Format of the entry's 16-bit float operands: fp16 (the default) or "

@@ -51,8 +51,8 @@ class TeTile(Opcode):
     qbits_activation: QBits
     ofm_qbits: OfmQBits = Field(
         DEFAULT_OFM_QBITS, description="(1.1) Bit width of the output (accumulator) tile: "
-        "32 (int32 or fp32), or 64 (ADR-0800: an int64 accumulator, integer operands only; "
-        "int16 × int16 needs it). Narrower outputs are refused (ADR-0801): requantize the "
+        "32 (int32 or fp32), or 64 (an int64 accumulator, integer operands only; "
+        "int16 × int16 needs it). Narrower outputs are refused: requantize the "
         "accumulator with a VE op.")
     accumulate: bool = Field(
         False, description="(1.1) Add the product to the ofm tile instead of overwriting it."
@@ -106,14 +106,14 @@ class TeTile(Opcode):
 
     def rules(self, v: Rules) -> bool:
         """The engine exists; the ofm holds the accumulator the data pass writes: 32 bits,
-        or 64 for integer operands, which int16 × int16 needs (ADR-0800, ADR-0801)."""
+        or 64 for integer operands, which int16 × int16 needs."""
         check_engine_id(v, "te_id", self.te_id, v.limits.te_per_pe)
         integer = self.accumulator_dtype() != "float32"
         both16 = self.int16 and self.qbits_activation == 16 and self.qbits_weight == 16
         if self.ofm_qbits < 32:
             v.add("ofm_qbits", f"{self.ofm_qbits}-bit output: a TE tile writes its "
                   f"{'int32' if integer else 'fp32'} accumulator (ofm_qbits 32"
-                  f"{' or 64' if integer else ''}); requantize it with a VE op (ADR-0801)")
+                  f"{' or 64' if integer else ''}); requantize it with a VE op")
             return False
         if self.ofm_qbits == 64 and not integer:
             v.add("ofm_qbits", "64-bit output needs integer operands (an int64 accumulator; "
@@ -121,7 +121,7 @@ class TeTile(Opcode):
             return False
         if both16 and self.ofm_qbits != 64:
             v.add("ofm_qbits", "int16 × int16 products overflow an int32 accumulator: "
-                  "ofm_qbits must be 64 (ADR-0800)")
+                  "ofm_qbits must be 64")
             return False
         return True
 

@@ -129,15 +129,15 @@ class VeTile(OnVectorEngine):
 
 
 class IntScales(BaseModel):
-    """Scales of the integer operands of a §9 vector op (ADR-0803). An integer ``in`` /
+    """Scales of the integer operands of a §9 vector op. An integer ``in`` /
     ``in2`` holds q with real value q · in_scale; an integer output holds
     saturate(rint(y / out_scale)). Float operands ignore both."""
 
     in_scale: float | None = Field(
-        None, gt=0, description="(ADR-0803) Real value of one step of an integer input "
+        None, gt=0, description="Real value of one step of an integer input "
         "(in, in2): x = q · in_scale. Default 1 (the integers are the values).")
     out_scale: float | None = Field(
-        None, gt=0, description="(ADR-0803) Step of an integer output: q = saturate(rint(y / "
+        None, gt=0, description="Step of an integer output: q = saturate(rint(y / "
         "out_scale)). Default: 1 / (2^(out_bits-1) - 1) for softmax (probabilities in "
         "[0, 1] span the signed range), else in_scale.")
 

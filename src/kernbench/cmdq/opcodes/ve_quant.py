@@ -163,7 +163,7 @@ class VeDequantizeTile(VeVectorTile):
     in_dtype: str | None = Field(
         None, description="(1.1) Element type of the input (a numerics dtype name): int32 "
         "(the default at 32 bits: an integer TE accumulator), float32 (a float one), int8 / "
-        "uint8 (QLinear operands), or int64 (ADR-0800: the int64 accumulator of a 16-bit "
+        "uint8 (QLinear operands), or int64 (the int64 accumulator of a 16-bit "
         "integer GEMM, 64 bits per element whatever qbits_activation says).")
 
     @field_validator("in_dtype")

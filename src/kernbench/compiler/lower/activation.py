@@ -17,7 +17,7 @@ from kernbench.ir.model import LayerIR
 
 def te_mode(n: LayerIR) -> str | None:
     """How a TE layer is tiled: "int" (A8 with W8 / W4), "int16" (a 16-bit integer
-    operand: A16 with W16 / W8 / W4, or A8 with W16; int64 accumulators, ADR-0800),
+    operand: A16 with W16 / W8 / W4, or A8 with W16; int64 accumulators),
     "fp16", "fp32"; None: the layer runs whole as a layer op (e.g. A4, which the tiles
     do not pack)."""
     qa, qw = n.qbits_activation, n.qbits_weight

@@ -50,7 +50,7 @@ from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
 
 #: the accumulator an epilogue reads, by TE mode: int32, or int64 for a 16-bit integer
-#: operand (ADR-0800); float modes accumulate in fp32
+#: operand; float modes accumulate in fp32
 ACC_DTYPE = {"int": "int32", "int16": "int64"}
 
 

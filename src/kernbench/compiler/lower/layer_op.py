@@ -34,7 +34,7 @@ def cost_op(n: LayerIR) -> str:
     return OPS[n.op_type].cost_of(n)
 
 
-def _width(bits: Any, dtype: str | None) -> int:
+def _width(bits: int | str | None, dtype: str | None) -> int:
     """The array's operand width of a layer bits value (int, "fp16", "bf16", None) whose
     tensor has `dtype`: the integer bits; 16 for a 16-bit float; else an integer tensor's
     own bits (imported int8 data); else 32 (fp32)."""
@@ -47,8 +47,8 @@ def _width(bits: Any, dtype: str | None) -> int:
 
 
 def te_widths(g: Graph, n: LayerIR) -> tuple[int, int]:
-    """(qbits_weight, qbits_activation) of a TE layer run whole: the widths its MACs take
-    (ADR-0804). The "weight" of an ATTENTION is K / V (its KV bits), of a MATMUL its second
+    """(qbits_weight, qbits_activation) of a TE layer run whole: the widths its MACs take.
+    The "weight" of an ATTENTION is K / V (its KV bits), of a MATMUL its second
     operand; QLinear / integer layers read their int8 tensors."""
     ins = [g.tensors[t] if t else None for t in n.inputs]
     a_t = ins[0] if ins else None

@@ -206,7 +206,7 @@ def _check_grid(spec: SweepSpec, source: str, fixed: list[str], base: dict[str, 
                 load_topology_config(source, [*fixed, _assign(key, v)])
             except InputError as e:
                 f = e.field or ""
-                if e.reason == "unknown key" or f == key or f.startswith((key + ".", key + "[")):
+                if e.reason.startswith("unknown key") or f == key or f.startswith((key + ".", key + "[")):
                     raise InputError(f"value {json.dumps(v)}: {e.reason}", file=label,
                                      where="grid", field=key) from None
                 # else: invalid with the base only; another grid key may make it valid
