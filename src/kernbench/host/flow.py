@@ -203,7 +203,7 @@ def check_graph_inputs(graph: Graph, qconfig_file: str | None, model_file: str,
     if qconfig_file is not None and graph.qconfig:
         for glob in unmatched_overrides(graph, parse_qconfig(graph.qconfig)):
             msg = (f"override match {glob!r} matches no layer (names tried: IR layer ids, "
-                   "metadata.layer_name, ONNX node names; see docs/ir.md)")
+                   "metadata.layer_name, ONNX node names; see docs/quantization.md)")
             if strict:
                 raise InputError(msg + " (refused with --strict)", file=qconfig_file,
                                  field="overrides")
