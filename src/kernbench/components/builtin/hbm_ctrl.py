@@ -8,8 +8,6 @@ this cube's HBM window are an AddressError naming the access.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.counters import MemoryCounters, ServerCounters
@@ -33,26 +31,7 @@ class _HbmAccess:
         start = None
         end = min_end_ns
         for ch, b in self.shares:
-            # Server.occupy(head_ns, b, 0.0, now), inlined: the channels are plain servers
-            ser = b / ch.bw_gbs
-            ch.busy_ns += ser
-            ch.bytes += b
-            ch.transfers += 1
-            ends = ch._ends
-            if ends and ends[0] <= now:  # forget reservations that ended
-                k = bisect_right(ends, now)
-                del ch._starts[:k]
-                del ends[:k]
-            if not ends or ends[-1] <= head_ns:
-                s = head_ns
-                e = head_ns + ser
-                if ends and ends[-1] == head_ns:
-                    ends[-1] = e
-                else:
-                    ch._starts.append(head_ns)
-                    ends.append(e)
-            else:
-                s, e = ch._fit(head_ns, ser, 0.0)
+            s, e = ch.occupy(head_ns, b, 0.0, now)
             if start is None or s < start:
                 start = s
             if e > end:
