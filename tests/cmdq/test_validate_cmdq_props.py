@@ -25,7 +25,7 @@ LIMITS = (
                te_per_pe=2, ve_per_pe=3, tcm_banks=16, tcm_bank_bytes=64 * 1024,
                hbm_bytes=1 << 32),
 )
-MAX_OPERAND = 16384  # every generated TCM operand fits in this many bytes
+MAX_OPERAND = 64 * 64 * 8  # every generated TCM operand fits: at most a 64 × 64 int64 output
 MAX_DRAM_SPAN = 1 << 20  # and every HBM range in this many
 
 QBITS = st.sampled_from(QBITS_ALLOWED)
@@ -88,7 +88,7 @@ def _te(draw: Draw, limits: CmdqLimits) -> dict[str, Any]:
         "accumulate": draw(st.booleans()),
     }
     if draw(st.booleans()):
-        # the accumulator's width: 32, or 64 with integer operands (ADR-0800, ADR-0801)
+        # the accumulator's width: 32, or 64 with integer operands (an int64 accumulator)
         integer = e["qbits_weight"] <= 8 and e["qbits_activation"] <= 8
         e["ofm_qbits"] = draw(st.sampled_from([32, 64] if integer else [32]))
     if draw(st.booleans()):
