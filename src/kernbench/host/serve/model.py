@@ -15,7 +15,6 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kernbench.compiler.pipeline import load_model
 from kernbench.errors import InputError
@@ -29,7 +28,7 @@ _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length"
                  "seq_length")
 
 
-def _quiet(*_: Any) -> None:
+def _quiet(*_: str) -> None:
     """Notes of each step's run (replay, PE choice) are not the serving run's business."""
 
 

@@ -14,10 +14,13 @@ import base64
 import html
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernbench.host.sweep.results import Table, cell
 from kernbench.host.sweep.runner import write_atomic
+
+if TYPE_CHECKING:  # matplotlib is imported when a plot is drawn
+    from matplotlib.figure import Figure
 
 COST_AXES = [("macs", "MACs (PEs × array rows × cols)"), ("tcm_kib", "TCM, all PEs (KiB)"),
              ("hbm_gbs", "HBM bandwidth (GB/s)"), ("energy_pj", "energy (pJ)")]
@@ -59,7 +62,7 @@ def _workload(row: dict[str, Any]) -> str:
                     ).replace("_len=", "=")
 
 
-def _png(fig: Any) -> str:
+def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return base64.b64encode(buf.getvalue()).decode("ascii")
