@@ -46,12 +46,13 @@ from kernbench.ir.model import Graph, is_shape_only, save_weights
 from kernbench.ir.qconfig import parse_qconfig, unmatched_overrides
 from kernbench.numerics.dtypes import np_dtype
 from kernbench.report.html import write_report
+from kernbench.report.layers_csv import write_layers_csv
 from kernbench.report.result_text import summary_text
 from kernbench.report.stats import (
     LayerEstimateFigures,
     Stats,
     set_estimate,
-    set_layer_energy,
+    set_layer_figures,
     set_layers,
     set_token_energy,
     write_json,
@@ -352,8 +353,8 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
                     opts: SimOptions = SimOptions(), hooks: SimHooks = SimHooks(),
                     prog: CmdqProgram | None = None) -> SimResult:
     """Simulate a cmdq.json or a bundle (data pass and verification on request); write
-    stats.json, summary.txt, report.html (`report`), trace.json (`trace`), outputs.npz and
-    verification.json (`verify`) into `out`. `post_stats(stats, spans, actions_of)`
+    stats.json, summary.txt, layers.csv (with layers), report.html (`report`), trace.json
+    (`trace`), outputs.npz and verification.json (`verify`) into `out`. `post_stats(stats, spans, actions_of)`
     amends the stats before they are written (`actions_of(layer ids)`: action counts).
     Without `trace`, `report`, `verify`: `entry_count`, no entry rows (docs/stats.md).
     `prog`: the program in memory (`program_of`; cmdq.json unread)."""
@@ -388,8 +389,9 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
     if record or verify:  # a streamed run has given its entries up (no estimate then)
         add_estimate(stats, run.entries, topology, spans)
     if "layers" in stats:
-        set_layer_energy(stats, run.layer_energy(
-            {k: v["ns"] for k, v in stats["layers"].items()}))
+        layers = stats["layers"]
+        set_layer_figures(stats, run.layer_energy({k: v["ns"] for k, v in layers.items()}),
+                          run.layer_traffic(list(layers)))
     add_token_energy(stats, bundle_dir)
     if post_stats is not None:
         stats = post_stats(stats, spans, run.layer_actions)
@@ -402,19 +404,17 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
         write_json(trace_obj, out / "trace.json")
         written.append(out / "trace.json")
     if outputs is not None:
-
         tmp = out / "outputs.npz.tmp"
         save_weights(outputs, tmp)  # deterministic npz (fixed zip timestamps)
         tmp.replace(out / "outputs.npz")
-        written.append(out / "outputs.npz")
         write_json(verdict.to_json(), out / "verification.json")
-        written.append(out / "verification.json")
+        written += [out / "outputs.npz", out / "verification.json"]
     (out / "summary.txt").write_text(
         summary_text(stats, verdict.lines() if verdict is not None else None),
         encoding="utf-8")
     written.append(out / "summary.txt")
+    written += write_layers_csv(stats, out / "layers.csv")
     if report:
-
         written.append(write_report(out, stats, trace_obj,
                                     verdict.to_json() if verdict is not None else None, topology))
     return SimResult(stats, verdict, outputs, written)

@@ -141,11 +141,13 @@ def set_estimate(stats: Stats, estimate_ns: float,
             row["estimate_by"] = le.bound_by
 
 
-def set_layer_energy(stats: Stats, rows: Mapping[str, Mapping[str, Any]]) -> None:
-    """Each layer's energy figures (report.energy.group_energy) into its row."""
+def set_layer_figures(stats: Stats, energy: Mapping[str, Mapping[str, Any]],
+                      traffic: Mapping[str, Mapping[str, int]]) -> None:
+    """Each layer's energy figures (report.energy.group_energy) and `traffic_bytes` (bytes
+    by memory level, from the action ledger) into its row."""
     layers = stats["layers"]
-    for lid, row in rows.items():
-        layers[lid].update(row)
+    for lid, row in energy.items():
+        layers[lid].update(row, traffic_bytes=traffic[lid])
 
 
 def set_token_energy(stats: Stats, tokens: int) -> None:
