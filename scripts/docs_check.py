@@ -18,7 +18,8 @@ Markers are HTML comments, invisible in rendered markdown:
 KEY is `FILE:EXPR` (FILE in the run's --out, default stats.json; `stdout` is what the
 command printed, read as JSON). In a JSON file EXPR is a
 dotted path (`llm.ttft_ns`); in a CSV file `min(COLUMN|COL=VALUE,...)` or `max(...)` over the
-rows the filters keep. UNIT converts the value the file holds (ns, pJ, mW, bytes, a
+rows the filters keep; a path part `NAME[FIELD=VALUE]` picks the element of list NAME
+whose FIELD is VALUE (`stdout:figures[figure=total_ns].ratio`). UNIT converts the value the file holds (ns, pJ, mW, bytes, a
 fraction) into the unit the doc shows: ns µs ms s · pJ nJ µJ mJ J · mW W · B KiB MiB GiB ·
 GB/s TB/s (of GB/s) ·
 % (a fraction × 100) · B-params (× 1e-9) · = (as is). A figure matches when it equals the
@@ -154,6 +155,12 @@ def value_of(out: Path, key: str) -> Any:
         return (min if m.group(1) == "min" else max)(vals) if vals else None
     cur: Any = json.loads(path.read_text(encoding="utf-8"))
     for part in expr.split("."):
+        sel = re.fullmatch(r"(\w+)\[(\w+)=([^\]]+)\]", part)
+        if sel is not None:  # a list's element by one of its fields: figures[figure=total_ns]
+            items = cur.get(sel.group(1)) if isinstance(cur, dict) else None
+            cur = next((x for x in items or [] if isinstance(x, dict)
+                        and str(x.get(sel.group(2))) == sel.group(3)), None)
+            continue
         cur = cur.get(part) if isinstance(cur, dict) else None
     return cur
 
