@@ -224,12 +224,36 @@ def check(paths: list[Path], slow: bool, only: str | None = None) -> tuple[list[
     return problems, len(runs)
 
 
+FIGURE = re.compile(r"(?<![\w.])\d[\d,.  ]*\s?(?:ns|µs|ms|s|pJ|nJ|µJ|mJ|J|mW|W|GB/s|TB/s|MB|GB|"
+                    r"MiB|GiB|%|×|TOPS|TFLOPS|tokens/s)(?![\w/])")
+
+
+def unmarked(path: Path) -> list[str]:
+    """Lines with a figure in a unit (outside code blocks of commands) and no kb-fig marker:
+    the figures `docs-check` does not cover yet (a survey, not a failure)."""
+    out = []
+    text = path.read_text(encoding="utf-8")
+    for i, line in enumerate(text.splitlines(), start=1):
+        if "kb-fig" in line or "kb-run" in line or line.lstrip().startswith("kernbench "):
+            continue
+        if FIGURE.search(re.sub(r"`[^`]*`", "", line)):
+            out.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()[:100]}")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", type=Path, help="markdown files (default: README, docs/)")
     ap.add_argument("--cheap", action="store_true", help="skip the runs marked slow")
     ap.add_argument("--only", help="check one run ID")
+    ap.add_argument("--unmarked", action="store_true",
+                    help="list the lines with figures no marker covers (runs nothing)")
     a = ap.parse_args()
+    if a.unmarked:
+        lines = [x for p in [p.resolve() for p in a.files] or DOCS for x in unmarked(p)]
+        print("\n".join(lines))
+        print(f"docs-check: {len(lines)} lines with unmarked figures", file=sys.stderr)
+        return 0
     problems, n = check([p.resolve() for p in a.files] or DOCS, slow=not a.cheap, only=a.only)
     for line in problems:
         print(line)
