@@ -9,6 +9,7 @@ import typer
 
 from kernbench.cli import app
 from kernbench.cli.common import (
+    EntriesOpt,
     JsonOpt,
     QuietOpt,
     SaveOplogOpt,
@@ -150,6 +151,7 @@ def run_cmd(
     exact_steps: Annotated[bool, typer.Option(
         "--exact-steps", help="with --generate: simulate every decode step (default: the "
                               "serving step memo's buckets, docs/serving.md)")] = False,
+    entries: EntriesOpt = False,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -181,7 +183,7 @@ def run_cmd(
                           dump_intermediates=dump_intermediates, trace=trace,
                           report=not no_report, exact=exact, save_oplog=save_oplog,
                           llm=llm or generate is not None, strict=strict,
-                          write_cmdq=keep_bundle, all_pes=all_pes,
+                          write_cmdq=keep_bundle, all_pes=all_pes, entries=entries,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle")
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
@@ -202,9 +204,8 @@ def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa:
     err.print(f"compiled {model.name}: {n} CMDQ entries simulated")
     if "replay" in res.stats:
         r = res.stats["replay"]
-        err.print(f"replay: {r['simulated_blocks']} of {r['blocks']} blocks simulated, block "
-                  f"period {r['block_period_ns']:,.1f} ns; tables below cover the simulated "
-                  "blocks")
+        err.print(f"replay: the tables below cover the {r['simulated_blocks']} simulated "
+                  f"blocks of {r['blocks']}")
     extra = amend(res) if amend is not None else []
     ok = report_result(res, as_json)
     if extra and not as_json:
@@ -216,7 +217,7 @@ def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
     """Tables on stderr, the summary (or stats.json with `as_json`) on stdout; False when
     the verification failed (the caller exits 1 after the files are in place)."""
     from kernbench.host.verify import print_verdict
-    from kernbench.report.result_text import summary_text
+    from kernbench.report.result_text import stdout_text
     from kernbench.report.summary import print_layers, print_summary
 
     print_summary(res.stats, err)
@@ -224,7 +225,7 @@ def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
         print_layers(res.stats, err)
     if res.verdict is not None:
         print_verdict(res.verdict, err)
-    print_result(res.stats, summary_text(
+    print_result(res.stats, stdout_text(
         res.stats, res.verdict.lines() if res.verdict is not None else None), as_json)
     return res.verdict is None or res.verdict.ok
 
@@ -232,7 +233,8 @@ def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
 def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Path | None,  # noqa: ANN001
                         dump_intermediates: bool, trace: bool, report: bool = True, *,
                         phases: Phases | None = None, as_json: bool = False,
-                        strict: bool = False, save_oplog: Path | None = None) -> bool:
+                        strict: bool = False, save_oplog: Path | None = None,
+                        entries: bool = False) -> bool:
     """Simulate (and verify), write the results into `out`, print the summary on stdout
     (stats.json with `as_json`) and the tables on stderr. Returns False when the
     verification failed (the caller exits 1 after the files are in place)."""
@@ -240,6 +242,6 @@ def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Pat
 
     res = simulate_bundle(bundle, topo, out, SimOptions(
         verify=verify, inputs=inputs, dump_intermediates=dump_intermediates, trace=trace,
-        report=report, strict=strict, save_oplog=save_oplog),
+        report=report, strict=strict, save_oplog=save_oplog, entries=entries),
         SimHooks(phase=phases.phase if phases else None))
     return report_result(res, as_json)
