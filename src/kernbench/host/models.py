@@ -23,6 +23,7 @@ from kernbench.ir.qconfig import load_qconfig
 from kernbench.models.builders import MODELS, model_for
 from kernbench.models.hf_config import config_path, is_hf_config, load_hf_config
 from kernbench.models.llm_graph import LlmShape, build_llm_graph, weight_params
+from kernbench.models.moe_routing import Routing, parse_routing
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,19 @@ class ShapeOptions:
     batch: int | None = None
     seq_len: int | None = None
     kv_len: int | None = None
+    routing: str | None = None       # --routing (MoE config.json models)
+    routing_seed: int | None = None  # --routing-seed
 
     def given(self) -> bool:
         return any(v is not None for v in (self.batch, self.seq_len, self.kv_len))
 
+    def routing_spec(self) -> Routing:
+        """The MoE routing distribution (uniform, seed 0 unless given); InputError when
+        --routing / --routing-seed is malformed."""
+        return parse_routing(self.routing or "uniform", self.routing_seed or 0)
+
     def check(self) -> None:
+        self.routing_spec()
         for name, v, lo in (("--batch", self.batch, 1), ("--seq-len", self.seq_len, 1),
                             ("--kv-len", self.kv_len, 0)):
             if v is not None and v < lo:
@@ -67,6 +76,10 @@ def resolve_model(model: Path, shapes: ShapeOptions, save_dir: Path,
     shapes.check()
     model = Path(model)
     _check_exists(model)
+    if (shapes.routing or shapes.routing_seed is not None) and not (
+            model.exists() and is_hf_config(model)):
+        raise InputError("--routing/--routing-seed apply to MoE Hugging Face config.json "
+                         "models (mixtral, qwen3_moe, deepseek_v3)", file=str(model))
     if not model.exists() and str(model) in MODELS:
         return _builtin(str(model), shapes, save_dir)
     if model.exists() and is_hf_config(model):
@@ -120,13 +133,19 @@ def _hf(model: Path, shapes: ShapeOptions, save_dir: Path,
         qconfig: Path | None) -> ResolvedModel:
 
     arch = load_hf_config(model)
+    if arch.moe is None and (shapes.routing or shapes.routing_seed is not None):
+        raise InputError(f"--routing/--routing-seed apply to MoE models; model_type "
+                         f"{arch.model_type!r} has no experts", file=str(config_path(model)))
     batch, seq, kv = shapes.resolved()
+    routing = shapes.routing_spec()
     g = build_llm_graph(arch, LlmShape(batch, seq, kv),
-                        load_qconfig(qconfig) if qconfig else None)
+                        load_qconfig(qconfig) if qconfig else None, routing)
     out = Path(save_dir) / "model"
     g.save(out / "ir.json", out / "ir_weights.npz")
     phase = "decode" if kv else "prefill"
+    moe = (f"; {arch.moe.n_experts} experts, top {arch.moe.top_k}, routing "
+           f"{routing.describe()}" if arch.moe else "")
     return ResolvedModel(out / "ir.json", "hf_config", shape_only=True, notes=[
         f"built {arch.model_type} '{arch.name}' from {config_path(model)} (shape-only, "
         f"{weight_params(g) / 1e9:.2f} B parameters, {arch.n_layers} layers; {phase}: "
-        f"batch {batch}, seq {seq}, kv {kv})"])
+        f"batch {batch}, seq {seq}, kv {kv}{moe})"])

@@ -35,6 +35,7 @@ from kernbench.host.flow import (
     simulate_bundle,
 )
 from kernbench.host.llm import check_fit, llm_facts, llm_section
+from kernbench.host.moe_stats import moe_section
 from kernbench.host.replay_figures import ActionsOf
 from kernbench.topology.model import Topology
 
@@ -105,6 +106,8 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
         # stats of existing runs stay byte-identical
         if facts is not None and (opts.llm or graph.metadata.get("shape_only")):
             stats["llm"] = llm_section(facts, stats, topo)
+        if (moe := moe_section(graph)) is not None:
+            stats["moe"] = moe
         return stats
 
     if plan is not None:
