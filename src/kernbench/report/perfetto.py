@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernbench.common.pe_commands import PeCommand
 from kernbench.common.tile_plan import StageType
 from kernbench.report.energy import power_counter_events
+from kernbench.sim_engine.engine import Simulator
 
 #: the trace events exported as instant ("i") events on their PE's `events` thread;
 #: engine_start / engine_complete are the X events' two ends
@@ -24,7 +26,7 @@ _INSTANT = frozenset({"command_submitted", "sub_command_dispatched", "tile_ready
                       "command_complete", "barrier_pass"})
 
 
-def build_trace(sim: Any, commands: list[Any] | None = None) -> dict[str, Any]:
+def build_trace(sim: Simulator, commands: list[PeCommand] | None = None) -> dict[str, Any]:
     topo = sim.topology
     clock = topo.config.cube.pe_template.pe_gemm.clock_ghz
     pid_of: dict[str, int] = {}

@@ -11,6 +11,7 @@ report.html into `out`. Returns stats.json's content.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
 
 
 def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: Path,
-          note: Any = print) -> dict[str, Any]:
+          note: Callable[[str], None] = print) -> dict[str, Any]:
     """See the module docstring. `workdir`: scratch space for the step programs."""
     slo = parse_slo(opts.slo)
     policy = policy_for(opts.policy, Limits(opts.max_batch, opts.max_batch_tokens))

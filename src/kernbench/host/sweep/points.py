@@ -81,12 +81,12 @@ class Point:
         return out
 
 
-def canonical(obj: Any) -> str:
+def canonical(obj: object) -> str:
     """Canonical JSON: sorted keys, no spaces, so equal content hashes equally."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def point_id(model: dict[str, Any], topology: Any, qconfig: Any,
+def point_id(model: dict[str, Any], topology: object, qconfig: object,
              shapes: dict[str, Any]) -> str:
     blob = {"model": model, "topology": topology, "qconfig": qconfig, "shapes": shapes,
             "kernbench": kernbench.__version__}
@@ -171,7 +171,7 @@ def _topology_source(spec: SweepSpec, base: Path) -> str:
     return spec.topology  # a preset name
 
 
-def _assign(key: str, value: Any) -> str:
+def _assign(key: str, value: object) -> str:
     # JSON is YAML, so the value survives `--set`'s YAML parsing unchanged
     return f"{key}={json.dumps(value, ensure_ascii=False)}"
 
