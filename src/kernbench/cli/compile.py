@@ -107,14 +107,14 @@ def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
              qconfig: Path | None, dump_after: list[str] | None,
              calib_inputs: Path | None, phases: Phases, strict: bool,
              time_passes: bool = False, all_pes: bool = False) -> None:
-    from kernbench.host.flow import compile_model
+    from kernbench.host.flow import CompileRequest, compile_model
     from kernbench.topology import load_topology
 
     topo = load_topology(topology, set_ or [])
     with phases.phase("compile"):
-        state, pm = compile_model(model, topo, out, qconfig=qconfig,
-                                  dump_after=tuple(dump_after or ()), calib_inputs=calib_inputs,
-                                  progress=phases.update, strict=strict, all_pes=all_pes)
+        state, pm = compile_model(model, topo, out, CompileRequest(
+            qconfig=qconfig, dump_after=tuple(dump_after or ()), calib_inputs=calib_inputs,
+            strict=strict, all_pes=all_pes), phases.update)
     err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq.entries)} CMDQ entries")
     if state.pe_choice is not None and state.pe_choice.pes < state.pe_choice.of:
         err.print(state.pe_choice.note())
@@ -154,6 +154,13 @@ def run_cmd(
                       "with attention; config.json models always get them")] = False,
     save_oplog: SaveOplogOpt = None,
     all_pes: AllPesOpt = False,
+    generate: Annotated[int | None, typer.Option(
+        "--generate", help="then N new tokens: the prompt's prefill gives the first, N − 1 "
+                           "decode steps with a growing KV cache the rest (TTFT, TPOT per "
+                           "step, tokens/s, energy per token)")] = None,
+    exact_steps: Annotated[bool, typer.Option(
+        "--exact-steps", help="with --generate: simulate every decode step (default: the "
+                              "serving step memo's buckets, docs/serving.md)")] = False,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -171,21 +178,37 @@ def run_cmd(
     phases = Phases(err, enabled=not quiet)
     topo = load_topology(topology, set_ or [])
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
+        amend = None
+        if generate is not None:
+            from kernbench.cli.generate import add_generation, check_generate
+            from kernbench.errors import InputError
+
+            if routing or routing_seed is not None:  # the decode steps build their own
+                raise InputError("--routing/--routing-seed are not passed to the decode "
+                                 "steps of --generate", field="--generate")
+
+            served = check_generate(generate, model, kv_len, verify, qconfig, Path(tmp))
+
+            def amend(r) -> list[str]:  # noqa: ANN001
+                return add_generation(r, served, topo, stage, generate, batch, seq_len,
+                                      exact_steps)
         res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig, verify,
                            routing, routing_seed)
         opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace,
-                          report=not no_report, exact=exact, llm=llm, save_oplog=save_oplog,
-                          strict=strict, write_cmdq=keep_bundle, all_pes=all_pes,
+                          report=not no_report, exact=exact, save_oplog=save_oplog,
+                          llm=llm or generate is not None, strict=strict,
+                          write_cmdq=keep_bundle, all_pes=all_pes,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle")
-        ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet)
+        ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
     if not ok:
         raise typer.Exit(1)
 
 
 def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa: ANN001
-                    as_json: bool, quiet: bool) -> bool:
+                    as_json: bool, quiet: bool, amend=None) -> bool:  # noqa: ANN001
+    """Run, then `amend(result)` (→ extra summary lines: a generation's), then report."""
     from kernbench.cli.sim_progress import simulation_watch
     from kernbench.host.run import RunHooks, run_model
 
@@ -199,14 +222,18 @@ def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa:
         err.print(f"replay: {r['simulated_blocks']} of {r['blocks']} blocks simulated, block "
                   f"period {r['block_period_ns']:,.1f} ns; tables below cover the simulated "
                   "blocks")
-    return report_result(res, as_json)
+    extra = amend(res) if amend is not None else []
+    ok = report_result(res, as_json)
+    if extra and not as_json:
+        print("\n" + "\n".join(extra), flush=True)
+    return ok
 
 
 def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
     """Tables on stderr, the summary (or stats.json with `as_json`) on stdout; False when
     the verification failed (the caller exits 1 after the files are in place)."""
-    from kernbench.host.flow import summary_text
     from kernbench.host.verify import print_verdict
+    from kernbench.report.result_text import summary_text
     from kernbench.report.summary import print_layers, print_summary
 
     print_summary(res.stats, err)
@@ -214,7 +241,8 @@ def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
         print_layers(res.stats, err)
     if res.verdict is not None:
         print_verdict(res.verdict, err)
-    print_result(res.stats, summary_text(res.stats, res.verdict), as_json)
+    print_result(res.stats, summary_text(
+        res.stats, res.verdict.lines() if res.verdict is not None else None), as_json)
     return res.verdict is None or res.verdict.ok
 
 
@@ -225,10 +253,10 @@ def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Pat
     """Simulate (and verify), write the results into `out`, print the summary on stdout
     (stats.json with `as_json`) and the tables on stderr. Returns False when the
     verification failed (the caller exits 1 after the files are in place)."""
-    from kernbench.host.flow import simulate_bundle
+    from kernbench.host.flow import SimHooks, SimOptions, simulate_bundle
 
-    res = simulate_bundle(bundle, topo, out, verify=verify, inputs=inputs,
-                          dump_intermediates=dump_intermediates, trace=trace, report=report,
-                          phase=phases.phase if phases else None, strict=strict,
-                          save_oplog=save_oplog)
+    res = simulate_bundle(bundle, topo, out, SimOptions(
+        verify=verify, inputs=inputs, dump_intermediates=dump_intermediates, trace=trace,
+        report=report, strict=strict, save_oplog=save_oplog),
+        SimHooks(phase=phases.phase if phases else None))
     return report_result(res, as_json)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from kernbench.cmdq.hw import StreamedProgram, engine_of, limits_for, to_program
+from kernbench.cmdq.hw import DataAttacher, StreamedProgram, engine_of, limits_for, to_program
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.stream import EntryStream
 from kernbench.cmdq.validate import check_program
@@ -21,10 +22,16 @@ from kernbench.report.energy import group_energy
 from kernbench.report.perfetto import build_trace
 from kernbench.report.stats import collect_stats, round_ns
 from kernbench.sim_engine.engine import Simulator
+from kernbench.sim_engine.op_log import OpLogger
 from kernbench.topology.model import Topology
 
+#: `phase(name, total, poll)`: a context manager around a long phase (a progress display
+#: polls `poll()` → units done of `total`)
+PhaseHook = Callable[[str, int | None, Callable[[], int] | None], AbstractContextManager[Any]]
 
-def no_phase(name: str, total: int | None = None, poll: Any = None) -> Any:
+
+def no_phase(name: str, total: int | None = None,
+             poll: Callable[[], int] | None = None) -> AbstractContextManager[None]:
     """The phase hook that shows nothing."""
     return contextlib.nullcontext()
 
@@ -37,6 +44,10 @@ class SimWatch:
     entries: int
     layers: int
     poll: Callable[[], tuple[int, int]]
+
+
+#: `watch(SimWatch)` starts an observer of a run and returns the function that stops it
+WatchHook = Callable[[SimWatch], Callable[[], None] | None]
 
 
 class EntryTally:
@@ -135,18 +146,33 @@ class CmdqRun:
                      e.get("pe"))
         return spans
 
+    def _layer_groups(self, lids: Sequence[str]) -> dict[str, list[Any]]:
+        """Layer id → the ledger keys of its commands (the layer itself in a tallied run)."""
+        if self.tally is not None:  # the ledger counted per layer
+            return {lid: [lid] for lid in lids}
+        groups: dict[str, list[Any]] = {lid: [] for lid in lids}
+        for src, e in zip(self.program.cmdq, self.entries, strict=True):
+            if src.layer_id in groups and e.command is not None:
+                groups[src.layer_id].append(e.command.meta["seq"])
+        return groups
+
     def layer_energy(self, spans_ns: dict[str, float]) -> dict[str, dict[str, Any]]:
         """Energy of each layer in `spans_ns` (layer id → its ns): the dynamic energy of its
         entries' actions plus its time share of the static energy (report.energy.group_energy)."""
-        groups: dict[str, list[Any]] = {lid: [] for lid in spans_ns}
-        if self.tally is not None:  # the ledger counted per layer
-            groups = {lid: [lid] for lid in spans_ns}
-        else:
-            for src, e in zip(self.program.cmdq, self.entries, strict=True):
-                if src.layer_id in groups and e.command is not None:
-                    groups[src.layer_id].append(e.command.meta["seq"])
-        return group_energy(self.sim.topology, self.sim.actions, groups, spans_ns,
-                            self.total_ns)
+        return group_energy(self.sim.topology, self.sim.actions,
+                            self._layer_groups(list(spans_ns)), spans_ns, self.total_ns)
+
+    def layer_traffic(self, lids: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Bytes each layer's commands moved at each memory level, from the action ledger
+        (the counts energy is priced from): `hbm` (hbm_byte), `shared_sram` (sram_byte),
+        `tcm` (tcm_read_byte + tcm_write_byte)."""
+        out: dict[str, dict[str, int]] = {}
+        for lid, keys in self._layer_groups(lids).items():
+            acts = self.sim.actions.for_seqs(keys)
+            out[lid] = {"hbm": int(acts.get("hbm_byte", 0)),
+                        "shared_sram": int(acts.get("sram_byte", 0)),
+                        "tcm": int(acts.get("tcm_read_byte", 0) + acts.get("tcm_write_byte", 0))}
+        return out
 
     def layer_actions(self, lids: list[str]) -> dict[str, int]:
         """The summed action counts of the commands of layers `lids`."""
@@ -188,8 +214,9 @@ def critical_path(entries: list[ProgramEntry]) -> list[int]:
 
 
 def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | None = None,
-                     op_logger: Any = None, trace: bool = True, data: Any = None,
-                     phase: Any = None, watch: Any = None,
+                     op_logger: OpLogger | None = None, trace: bool = True,
+                     data: DataAttacher | None = None, phase: PhaseHook | None = None,
+                     watch: WatchHook | None = None,
                      per_entry: bool = True, consume: bool = False) -> CmdqRun:
     """Validate `program` against `topology`, run it to the end, return the run.
     `phase(name, total, poll)`: a context manager around the run (progress display).

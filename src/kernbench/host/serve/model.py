@@ -15,7 +15,6 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kernbench.compiler.pipeline import load_model
 from kernbench.errors import InputError
@@ -23,13 +22,14 @@ from kernbench.host.llm import llm_facts
 from kernbench.host.models import ShapeOptions, resolve_model
 from kernbench.host.run import RunHooks, RunOptions, run_model
 from kernbench.models.hf_config import config_path, is_hf_config
+from kernbench.report.stats import Stats
 from kernbench.topology.model import Topology
 
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
                  "seq_length")
 
 
-def _quiet(*_: Any) -> None:
+def _quiet(*_: str) -> None:
     """Notes of each step's run (replay, PE choice) are not the serving run's business."""
 
 
@@ -66,14 +66,18 @@ class ServedModel:
 
     def simulate(self, shape: tuple[int, int, int], topo: Topology) -> float:
         """Simulated ns of one program (batch, new tokens, past tokens) on `topo`."""
+        return float(self.run(shape, topo)["total_ns"])
+
+    def run(self, shape: tuple[int, int, int], topo: Topology) -> Stats:
+        """stats of one program (batch, new tokens, past tokens) on `topo`: compiled and
+        simulated as `kernbench run --no-report` does (timing only)."""
         b, s, k = shape
         with tempfile.TemporaryDirectory(dir=self.workdir) as d:
             tmp = Path(d)
             res = resolve_model(self.model, ShapeOptions(b, s, k), tmp / "model", self.qconfig)
             opts = RunOptions(qconfig=self.qconfig, trace=False, report=False,
                               write_cmdq=False, bundle=tmp / "bundle")
-            r = run_model(res.path, topo, tmp / "out", opts, RunHooks(note=_quiet))
-        return float(r.stats["total_ns"])
+            return run_model(res.path, topo, tmp / "out", opts, RunHooks(note=_quiet)).stats
 
 
 def _context(model: Path) -> int | None:
