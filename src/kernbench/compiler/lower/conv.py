@@ -126,7 +126,8 @@ def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
     w_shape = list(g.tensors[n.inputs[1]].shape)
     xp0 = lw.placement(n.inputs[0])
     yp = lw.plan.placements.get(n.outputs[0])
-    if mode is None or yp is None or not xp0.contiguous or not yp.contiguous \
+    if mode not in ("int", "fp16", "fp32") or yp is None or not xp0.contiguous \
+            or not yp.contiguous \
             or yp.dtype not in ("fp32", "fp16"):
         return None
     geo = geom(n, list(xp0.shape), list(yp.shape), w_shape[2:])

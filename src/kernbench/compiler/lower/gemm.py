@@ -115,7 +115,7 @@ def wide(lw: Lowering, a_dtype: str, w_dtype: str, m: int, nn: int, k: int) -> b
     copy, A and the output crossing the UCIe links) beats the time on the home cube's PEs
     alone. `nn`: all the layer's output columns (a QKV_PROJ's three projections)."""
     cubes = len(lw.topo.cubes)
-    bits = {"int8": 8, "int4": 8, "fp16": 16}.get(a_dtype, 32)
+    bits = {"int8": 8, "int4": 8, "fp16": 16, "bf16": 16}.get(a_dtype, 32)
     w_bytes = k * nn * ITEMSIZE[w_dtype]
     cube_bpc = lw.dma_bytes_per_cycle * lw.pes_of(0)
     t_cube = max(_te_cycles(lw, m, nn, k, lw.pes_of(0), bits), w_bytes / cube_bpc)
@@ -197,7 +197,8 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
     at K = 0. The j-th tile of the group runs on tensor engine j mod count (its whole K
     loop: the partial sums stay on that engine)."""
     ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.dtype]
-    qa_bits = {"int8": 8, "uint8": 8, "int16": 16, "fp16": 16, "fp32": 32}[xq.dtype]
+    qa_bits = {"int8": 8, "uint8": 8, "int4": 4, "int16": 16, "fp16": 16, "bf16": 16,
+               "fp32": 32}[xq.dtype]
     # a uint8 activation (QLinearMatMul) is read unsigned by the TE; a 16-bit integer
     # operand is int16 and accumulates in int64
     unsigned = {"ifm_signed": False} if xq.dtype == "uint8" else {}
@@ -227,7 +228,8 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
             lw.op("TE_GEMM_TILE", pe, n.id,
                   {"m": tm, "n": tn, "k": tk, "qbits_weight": wp.bits,
                    "qbits_activation": qa_bits, **wide, "accumulate": i > 0,
-                   **unsigned, **lw.engines.te(te_base + j)},
+                   **unsigned, **float_format(xq.dtype, wp.dtype),
+                   **lw.engines.te(te_base + j)},
                   reads=reads, writes=[("ofm", c)], frees=frees)
 
 

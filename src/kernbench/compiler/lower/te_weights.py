@@ -3,8 +3,9 @@ the layout the tiles read.
 
 Integer mode: imported integer weights (QDQ / QOperator, symmetric or re-centered when a
 zero point can be removed exactly) or weights the compiler quantizes (symmetric, per
-channel unless the qconfig says per tensor), int8 or int4 packed; fp16 and fp32 modes
-store a cast copy. Shape-only models place weights at their bits with no values.
+channel unless the qconfig says per tensor), int8 or int4 packed; fp16, bf16 and fp32
+modes store a cast copy (an fp32 weight, not quantized, stays fp32 under 16-bit float
+activations, as the interpreter multiplies it). Shape-only models place weights at their bits with no values.
 
 Layout: a GEMM's output tiles are `tn` columns wide, so a weight tile is `tk`
 rows of `tn` columns. Stored row-major [K, N], each of those rows is a separate burst run
@@ -16,6 +17,7 @@ lowered, once per panel width its tiles use.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
@@ -24,6 +26,9 @@ from kernbench.compiler.lower.values import TeWeight, WeightValues
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, is_shape_only_array
 from kernbench.numerics import quant as qmath
+
+#: the numpy storage type of a 16-bit float weight mode
+STORAGE = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
 def te_weight(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | None:
@@ -90,9 +95,9 @@ def _te_weight_once(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight
         return TeWeight(None, sw, bits, wq.astype(np.int64).sum(axis=0),
                         values(f"{w_tid}@int{bits}", wq.astype(qmath.storage_dtype(bits)),
                                dt, w_tid))
-    if mode == "fp16":
-        arr = qmath.round_to_float(w.astype(np.float32), "fp16").astype(np.float16)
-        return TeWeight(None, None, 16, values=values(f"{w_tid}@fp16", arr, "fp16", w_tid))
+    if mode in ("fp16", "bf16") and n.qbits_weight == mode:
+        arr = qmath.round_to_float(w.astype(np.float32), mode).astype(STORAGE[mode])
+        return TeWeight(None, None, 16, values=values(f"{w_tid}@{mode}", arr, mode, w_tid))
     return TeWeight(None, None, 32,
                     values=values(f"{w_tid}@fp32", w.astype(np.float32), "fp32", w_tid))
 
@@ -113,7 +118,8 @@ def _shape_only_weight(lw: Lowering, n: LayerIR, w_tid: str, w: np.ndarray,
         dt = "int4" if bits == 4 else "int8"
         return TeWeight(None, np.ones((w.shape[1],), np.float32), bits,
                         values=WeightValues(f"{w_tid}@int{bits}", None, dt, shape, w_tid))
-    dt, bits = ("fp16", 16) if mode == "fp16" else ("fp32", 32)
+    dt, bits = (mode, 16) if mode in ("fp16", "bf16") and n.qbits_weight == mode \
+        else ("fp32", 32)
     return TeWeight(None, None, bits, values=WeightValues(f"{w_tid}@{dt}", None, dt, shape, w_tid))
 
 
