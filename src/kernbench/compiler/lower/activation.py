@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.te_weights import te_weight
 from kernbench.compiler.lower.values import PreparedX
@@ -19,7 +19,8 @@ def te_mode(n: LayerIR) -> str | None:
     """How a TE layer is tiled: "int" (A8 or A4 with W8 / W4; a 4-bit activation is
     quantized into a packed int4 scratch), "int16" (a 16-bit integer
     operand: A16 with W16 / W8 / W4, or A8 with W16; int64 accumulators),
-    "fp16", "bf16" (16-bit float operands, fp32 accumulators), "fp32"; None: the layer
+    "fp16", "bf16" (16-bit float operands, fp32 accumulators; a bf16 activation with
+    bfp8_b / bfp4_b weights too), "fp32" (also with block-float weights); None: the layer
     runs whole as a layer op (e.g. A4 with W16)."""
     qa, qw = n.qbits_activation, n.qbits_weight
     if qa in (8, 4) and qw in (8, 4, None):
@@ -28,6 +29,8 @@ def te_mode(n: LayerIR) -> str | None:
         return "int16"
     if qa in ("fp16", "bf16") and qw in (qa, None):
         return qa
+    if qw in BFP_FORMATS and qa in ("bf16", None):
+        return qa or "fp32"  # block-float weights load decoded into bf16 (ADR-0916)
     if qa is None and qw is None:
         return "fp32"
     return None

@@ -40,8 +40,8 @@ def _width(bits: int | str | None, dtype: str | None) -> int:
     own bits (imported int8 data); else 32 (fp32)."""
     if isinstance(bits, int):
         return bits
-    if bits in ("fp16", "bf16"):
-        return 16
+    if bits in ("fp16", "bf16", "bfp8_b", "bfp4_b"):
+        return 16  # a block float enters the array as bf16
     return {"int8": 8, "uint8": 8, "int4": 4, "uint4": 4, "int16": 16, "uint16": 16,
             "fp16": 16, "bf16": 16}.get(dtype or "", 32)
 
