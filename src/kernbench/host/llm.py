@@ -18,6 +18,7 @@ from typing import Any
 
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph
+from kernbench.numerics.block_float import FORMATS as BFP_FORMATS
 from kernbench.topology.model import Topology
 from kernbench.topology.peaks import peak_figures
 
@@ -49,6 +50,8 @@ def _bits(q: Any, dtype: str) -> float:
         return q
     if q in ("fp16", "bf16"):
         return 16
+    if q in BFP_FORMATS:  # the shared exponents included: 8.5 / 4.5 bits
+        return BFP_FORMATS[q].bytes_per_element * 8
     return _BITS.get(dtype, 32)
 
 
