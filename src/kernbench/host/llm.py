@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernbench.errors import InputError
-from kernbench.ir.model import Graph
+from kernbench.ir.model import Graph, QBits
 from kernbench.numerics.block_float import FORMATS as BFP_FORMATS
 from kernbench.topology.model import Topology
 from kernbench.topology.peaks import peak_figures
@@ -45,7 +45,7 @@ class LlmFacts:
     macs: int             # multiply-accumulates of the step (TE layers)
 
 
-def _bits(q: Any, dtype: str) -> float:
+def _bits(q: QBits, dtype: str) -> float:
     if isinstance(q, int):
         return q
     if q in ("fp16", "bf16"):

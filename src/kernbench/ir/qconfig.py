@@ -79,7 +79,7 @@ class BitsDefault(_Strict):
 
     @field_validator("weight", "activation", "kv", mode="before")
     @classmethod
-    def _coerce(cls, v: Any, info: ValidationInfo) -> Any:
+    def _coerce(cls, v: object, info: ValidationInfo) -> Any:
         return _coerce_bits(v, info.field_name)
 
 
@@ -91,7 +91,7 @@ class Override(_Strict):
 
     @field_validator("weight", "activation", "kv", mode="before")
     @classmethod
-    def _coerce(cls, v: Any, info: ValidationInfo) -> Any:
+    def _coerce(cls, v: object, info: ValidationInfo) -> Any:
         return None if v is None else _coerce_bits(v, info.field_name)
 
 
@@ -112,7 +112,7 @@ class QConfig(_Strict):
         return cls(default=BitsDefault(weight=mode, activation=mode, kv=mode))
 
 
-def _coerce_bits(v: Any, field: str | None = None) -> Any:
+def _coerce_bits(v: object, field: str | None = None) -> Any:
     if isinstance(v, str):
         s = v.strip().lower()
         if s.isdigit():
@@ -148,7 +148,7 @@ def load_qconfig(path: str | Path) -> QConfig:
     return parse_qconfig(data, file=str(path))
 
 
-def parse_qconfig(data: Any, *, file: str | None = None) -> QConfig:
+def parse_qconfig(data: object, *, file: str | None = None) -> QConfig:
     if data is None:
         data = {}
     if not isinstance(data, dict):
