@@ -84,11 +84,11 @@ class ComponentBase:
         """Start SimPy processes (called after connect)."""
 
     # op-log hooks --------------------------------------------------------
-    def _on_process_start(self, env: simpy.Environment, msg: Any) -> None:
+    def _on_process_start(self, env: simpy.Environment, msg: object) -> None:
         if self._op_logger is not None and getattr(msg, "data_op", False):
             self._op_logger.record_start(env.now, self.id, msg)
 
-    def _on_process_end(self, env: simpy.Environment, msg: Any) -> None:
+    def _on_process_end(self, env: simpy.Environment, msg: object) -> None:
         if self._op_logger is not None and getattr(msg, "data_op", False):
             self._op_logger.record_end(env.now, self.id, msg)
 
@@ -152,7 +152,9 @@ class PeEngineBase(ComponentBase):
         token = None
         while True:
             if token is None:
-                token = yield inbox.get()
+                token = inbox.take()
+                if token is None:
+                    token = yield inbox.get()
             req = None
             if slot is not None:
                 req = slot.request()
@@ -192,7 +194,9 @@ class PeEngineBase(ComponentBase):
                     # the next stage is this channel's own (a split transfer's next piece):
                     # serve it now; putting it back into a full inbox would wait on itself
                     continue
-                yield nxt.port.put(token)
+                ev = nxt.port.offer(token)
+                if ev is not None:
+                    yield ev
             else:
                 tile_done(token, end)
             token = None

@@ -26,6 +26,7 @@ from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
 from kernbench.common.tile_plan import TileToken
 from kernbench.components.actions import ActionLedger
+from kernbench.components.arbiter import GrantingEnvironment
 from kernbench.components.base import ComponentBase, PeEngineBase
 from kernbench.components.counters import (
     EngineCounters,
@@ -49,7 +50,9 @@ class Simulator:
         not per command, for runs that keep no per-command record (host memory stays
         bounded by the layers, not the commands)."""
         self.topology = topology
-        self.env = simpy.Environment()
+        # same-instant reservations granted oldest command first (ADR-0925)
+        self.env = GrantingEnvironment()
+        self.arbiter = self.env.arbiter
         self.tracer = Tracer(trace)
         self.op_logger = op_logger
         self.components: dict[str, ComponentBase] = {}
@@ -113,7 +116,7 @@ class Simulator:
         self._track(cmd)
         cmd.meta["pe_id"] = p.id
         cmd.submit_ns = self.env.now
-        self._pe_cpu[p.index].inbox.put(cmd)
+        self._pe_cpu[p.index].submit(cmd)
         return cmd.done
 
     def _track(self, cmd: PeCommand) -> None:
