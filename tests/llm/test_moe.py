@@ -202,3 +202,32 @@ def test_cli_routing_on_a_dense_model_is_refused(tmp_path, capsys):
     rc = main(["run", str(CONFIGS / "tiny-llama.json"), "--routing", "zipf", "-o",
                str(tmp_path / "o")])
     assert rc == 2 and "no experts" in capsys.readouterr().err
+
+
+def test_dense_layers_and_mla_cache_as_the_configs_say(tmp_path):
+    ds = load_hf_config(CONFIGS / "deepseek-v3")
+    assert ds.moe.dense_layers == (0, 1, 2) and ds.moe.n_shared == 1
+    assert ds.moe.scoring == "sigmoid" and ds.moe.scale == 2.5
+    g = build_llm_graph(load_hf_config(CONFIGS / "tiny-deepseek-v3.json"), LlmShape(2, 1, 5))
+    ml = load_hf_config(CONFIGS / "tiny-deepseek-v3.json").mla
+    # decompressed MLA: every head's K (rope + nope dims) and V (v dims) are cached
+    assert g.tensors["present.0.key"].shape == [2, 4, 6, ml.rope_dim + ml.nope_dim]
+    assert g.tensors["present.0.value"].shape == [2, 4, 6, ml.v_dim]
+    assert not any(n.id.startswith("l0.moe.") for n in g.nodes)  # first_k_dense_replace 1
+    assert any(n.id.startswith("l1.moe.") for n in g.nodes)
+    body = json.loads((CONFIGS / "tiny-qwen3-moe.json").read_text())
+    body.update({"num_hidden_layers": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3]})
+    (tmp_path / "q.json").write_text(json.dumps(body))
+    q = load_hf_config(tmp_path / "q.json")
+    assert [q.moe.is_moe(i) for i in range(4)] == [False, True, False, False]
+
+
+@pytest.mark.parametrize("change,word", [({"num_experts_per_tok": 9}, "experts per token"),
+                                         ({"num_experts": 0}, "num_experts")])
+def test_bad_moe_config_is_one_line(tmp_path, capsys, change, word):
+    body = json.loads((CONFIGS / "tiny-qwen3-moe.json").read_text())
+    body.update(change)
+    (tmp_path / "c.json").write_text(json.dumps(body))
+    rc = main(["run", str(tmp_path / "c.json"), "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and word in err[0]

@@ -19,6 +19,7 @@ from typing import Any
 from kernbench.errors import InputError
 from kernbench.host.moe_stats import idle_weights
 from kernbench.ir.model import Graph, QBits
+from kernbench.numerics.block_float import FORMATS as BFP_FORMATS
 from kernbench.topology.model import Topology
 from kernbench.topology.peaks import peak_figures
 
@@ -50,6 +51,8 @@ def _bits(q: QBits, dtype: str) -> float:
         return q
     if q in ("fp16", "bf16"):
         return 16
+    if q in BFP_FORMATS:  # the shared exponents included: 8.5 / 4.5 bits
+        return BFP_FORMATS[q].bytes_per_element * 8
     return _BITS.get(dtype, 32)
 
 
