@@ -84,6 +84,9 @@ def test_grid_runs_on_two_workers_and_records_failures(tmp_path):
         assert int(r["macs"]) == 4 * int(r[ROWS]) * 32  # small: 4 PEs, 32 columns
         assert float(r["hbm_gbs"]) == 8 * float(r[BW])  # 8 channels
         assert float(r["energy_pj"]) == pytest.approx(stats["energy"]["total_pj"])
+        assert float(r["area_mm2"]) == stats["area_mm2"]["total"] > 0
+        assert float(r["average_power_mw"]) == stats["energy"]["average_power_mw"]
+        assert float(r["energy_per_token_pj"]) == stats["energy"]["per_token_pj"]
     # one point against the same configuration run through the plain flow
     ref = load_topology("small", [f"{ROWS}=16", f"{BW}=16.0"])
     onnx.save(model_for("gpt2", seq_len=4), str(tmp_path / "gpt2.onnx"))

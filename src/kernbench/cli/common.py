@@ -55,6 +55,12 @@ def set_quiet(quiet: bool) -> None:
     err.quiet = quiet
 
 
+def print_json(obj: Any) -> None:
+    """A JSON result on stdout (sorted keys, indent 1)."""
+    sys.stdout.write(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
 def print_result(stats: dict[str, Any], summary: str, as_json: bool) -> None:
     """The result of a command on stdout: stats.json's text, or the summary text."""
     if as_json:

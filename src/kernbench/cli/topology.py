@@ -24,15 +24,17 @@ app.add_typer(topology_app, name="topology")
 def show(
     source: Annotated[str, typer.Argument(help=f"preset name ({preset_list()}) or YAML file")] = "small",
     set_: SetOpt = None,
-    svg: Annotated[Path | None, typer.Option("--svg", help="also draw the mesh to this SVG")] = None,
+    svg: Annotated[Path | None, typer.Option(
+        "--svg", help="also draw the mesh (of a many-chip system: the chips) to this SVG")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print the whole resolved topology config (timing, energy and area "
                        "parameters) as JSON on stdout, with the computed peaks and die area "
                        "under 'computed'; it loads back as a topology file")] = False,
 ) -> None:
     """Print the component tree, links and die area of a topology, then one line of its peaks
-    (dense TOPS by precision, HBM bandwidth and capacity); with --json, the resolved
-    configuration and the same computed figures."""
+    (dense TOPS by precision, HBM bandwidth and capacity); a many-chip system first draws its
+    chips and expands chip 0 only. With --json, the resolved configuration and the same
+    computed figures."""
     from rich.tree import Tree
 
     topo = load_topology(source, set_ or [])
@@ -47,7 +49,12 @@ def show(
                 f"cube(s), {len(topo.pes)} PEs, HBM {topo.hbm_bytes / 2**30:g} GiB, "
                 f"die area {area.total:.2f} mm²")
     pt = cfg.cube.pe_template
+    _add_system(root, topo)
     for cube in topo.cubes:
+        if cfg.system is not None and cube.sip > 0:
+            if cube.sip == 1 and cube.index % (len(topo.cubes) // cfg.system.chips) == 0:
+                root.add(f"chips 1..{cfg.system.chips - 1}: as chip 0 (sip<N>.cube<M>...)")
+            continue
         c = root.add(f"[bold]{cube.id}[/] mesh {cfg.cube.mesh.rows}×{cfg.cube.mesh.cols}, "
                      f"HBM [{cube.hbm_base:#x}, {cube.hbm_base + cube.hbm_bytes:#x}), "
                      f"area {area.by_cube[cube.id]:.2f} mm²")
@@ -78,11 +85,29 @@ def show(
 
     Console(highlight=False).print(root)
     print(peak_figures(topo).line())
-    if svg is not None:
+    if svg is not None and cfg.system is not None:
+        from kernbench.report.chips_draw import write_chips_svg
+
+        write_chips_svg(topo, svg)
+        err.print(f"wrote {svg}")
+    elif svg is not None:
         from kernbench.report.mesh_svg import write_mesh_svg
 
         write_mesh_svg(topo, svg)
         err.print(f"wrote {svg}")
+
+
+def _add_system(root, topo) -> None:  # noqa: ANN001
+    """The chips of a many-chip system (its arrangement and links, then the chip grid)."""
+    if topo.config.system is None:
+        return
+    from rich.markup import escape
+
+    from kernbench.report.chips_draw import chip_grid_text, system_line
+
+    chips = root.add(escape(system_line(topo)))
+    for line in chip_grid_text(topo):
+        chips.add(escape(line))
 
 
 def _brief(name: str, spec) -> str:  # noqa: ANN001
@@ -102,10 +127,18 @@ def computed_figures(topo, area) -> dict:  # noqa: ANN001
     """The figures the text form prints that the config does not hold: peaks (dense TOPS
     by precision, MACs per ns by operand bits, vector rate, HBM bandwidth and capacity, PE
     and cube counts) and die area (mm², by kind, cube and SIP)."""
+    from kernbench.topology.chips import neighbour_pairs
     from kernbench.topology.peaks import peak_figures
 
     p = peak_figures(topo)
-    return {"peaks": {"tops": dict(p.tops),
+    extra: dict = {}
+    if topo.config.system is not None:
+        s = topo.config.system
+        extra["system"] = {"chips": s.chips, "grid": list(s.grid),
+                           "neighbour_pairs": [list(pr) for pr in neighbour_pairs(s)],
+                           "chip_links_directed": sum(1 for lk in topo.links.values()
+                                                      if lk.kind == "chip_link")}
+    return {**extra, "peaks": {"tops": dict(p.tops),
                       "macs_per_ns": {str(b): v for b, v in sorted(p.macs_per_ns.items())},
                       "vector_elems_per_ns": p.vector_elems_per_ns, "hbm_gbs": p.hbm_gbs,
                       "hbm_bytes": p.hbm_bytes, "pes": p.pes, "cubes": p.cubes},

@@ -21,6 +21,7 @@ Actions (unit):
   mesh_hop_byte                            bytes × router-to-router links crossed
   port_byte                                bytes × local port links (PE/M_CPU/HBM/SRAM ↔ router)
   ucie_byte                                bytes × die-to-die links crossed
+  chip_link_byte                           bytes × chip-to-chip links crossed
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from kernbench.common.pe_commands import PeCommand
 
 ACTIONS = ("mac_int4", "mac_int8", "mac_fp16", "mac_fp32", "math_lane_cycle", "hbm_byte",
            "sram_byte", "tcm_read_byte", "tcm_write_byte", "rf_write_byte", "rf_read_byte",
-           "mesh_hop_byte", "port_byte", "ucie_byte")
+           "mesh_hop_byte", "port_byte", "ucie_byte", "chip_link_byte")
 
 # link kind (topology.LinkSpec.kind) → the action a byte on it counts as
 LINK_ACTION = {"mesh": "mesh_hop_byte", "pe": "port_byte", "hbm_port": "port_byte",
-               "sram_port": "port_byte", "ucie": "ucie_byte"}
+               "sram_port": "port_byte", "ucie": "ucie_byte",
+               "chip_link": "chip_link_byte"}
 
 
 def mac_action(bits: int) -> str:

@@ -140,3 +140,15 @@ def timing_view(data: object) -> object:
     if isinstance(data, list):
         return [timing_view(v) for v in data]
     return data
+
+
+class ChipLinkEnergy(BaseModel):
+    energy_pj_per_byte: float = Field(
+        40.0, ge=0, description="one byte across a chip-to-chip link: SerDes + PHY + MAC "
+                                "at both ends (pJ)")
+    static_power_mw: float = Field(
+        500.0, ge=0, description="static power per directed chip link (one TX + RX lane "
+                                 "group) (mW)")
+    area_mm2_per_link: float = Field(
+        2.0, ge=0, description="PHY + controller area per directed chip link, half on each "
+                               "chip (mm²)")

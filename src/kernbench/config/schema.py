@@ -4,8 +4,9 @@ Every field carries its unit in its name (`_ns`, `_gbs` = GB/s = bytes per ns, `
 `_gib`, `_ghz`, `_cycles`, `_bytes`) and a help line. Unknown keys are errors
 (`extra="forbid"`), so a typo in a YAML file or a `--set` path never passes silently.
 
-The shape of a system: `sip` (how many SIPs and how their cubes are laid out, the UCIe
-links between cubes) and `cube` (the router mesh, where PEs sit, the HBM controller, the
+The shape of a system: `system` (optional: N chips, each one SIP, joined by chip-to-chip
+links in a line, ring, 2-D mesh or 2-D torus), `sip` (how many SIPs and how their cubes are
+laid out, the UCIe links between cubes) and `cube` (the router mesh, where PEs sit, the HBM controller, the
 optional shared SRAM, the command processor M_CPU, and the PE template instantiated once
 per PE). Each hardware block is a component spec with `kind` and `impl`; `impl` picks the
 timing model from the component registry (see kernbench.components.registry). Each spec
@@ -21,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kernbench.config.energy import (
+    ChipLinkEnergy,
     HbmCtrlEnergy,
     MCpuEnergy,
     PeCpuEnergy,
@@ -340,12 +342,115 @@ class SipSpec(_Strict):
     ucie: UcieSpec = UcieSpec()
 
 
+#: chip arrangements of a `system:` section → (2-D, wrap-around links)
+ARRANGEMENTS: dict[str, tuple[bool, bool]] = {
+    "line": (False, False), "ring": (False, True), "mesh2d": (True, False),
+    "torus2d": (True, True)}
+
+
+class ChipLinkSpec(ChipLinkEnergy, ComponentSpec):
+    """The chip-to-chip links between neighbouring chips (e.g. Ethernet between Wormhole
+    chips): each neighbour pair is joined by `links_per_pair` full-duplex links, each a
+    directed bandwidth server per direction."""
+
+    kind: Literal["chip_link"] = "chip_link"
+    impl: str = "chip_link_v1"
+    bw_gbs: float = Field(12.5, gt=0, description="bandwidth of one link, per direction (GB/s)")
+    latency_ns: float = Field(711.0, gt=0, description="one hop chip to chip: port, wire and "
+                                                       "the far port (ns)")
+    links_per_pair: int = Field(1, ge=1, le=16, description="parallel links joining each "
+                                                            "neighbour pair of chips")
+    cube: int = Field(0, ge=0, description="cube (index inside its chip) whose router the "
+                                           "chip's links attach to")
+    router: str = Field("r0c0", description="router of that cube the chip's links attach to")
+
+
+class SystemSpec(_Strict):
+    """Many chips: `chips` SIPs arranged as a line, a ring, a 2-D mesh or a 2-D torus."""
+
+    chips: int = Field(1, ge=1, le=1024, description="chips (SIPs) in the system")
+    arrangement: Literal["line", "ring", "mesh2d", "torus2d"] = Field(
+        "line", description="how the chips are joined: line, ring, mesh2d, torus2d")
+    shape: list[int] | None = Field(
+        None, description="[rows, cols] of chips for mesh2d / torus2d (rows × cols = chips); "
+                          "null: the most square factorisation, rows ≤ cols")
+    link: ChipLinkSpec = ChipLinkSpec()
+
+    @model_validator(mode="after")
+    def _shape(self) -> SystemSpec:
+        two_d, _ = ARRANGEMENTS[self.arrangement]
+        if self.shape is None:
+            return self
+        if not two_d:
+            raise ValueError(f"shape is given for a '{self.arrangement}' arrangement; only "
+                             "mesh2d and torus2d take [rows, cols]")
+        if len(self.shape) != 2 or min(self.shape) < 1:
+            raise ValueError(f"shape {self.shape} is not [rows, cols] of positive integers")
+        if self.shape[0] * self.shape[1] != self.chips:
+            raise ValueError(f"shape {self.shape} holds {self.shape[0] * self.shape[1]} chips, "
+                             f"but chips is {self.chips}")
+        return self
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(rows, cols) of chips: 1 × chips for a line or ring; `shape` or the most square
+        factorisation (rows ≤ cols) for 2-D."""
+        two_d, _ = ARRANGEMENTS[self.arrangement]
+        if not two_d:
+            return 1, self.chips
+        if self.shape is not None:
+            return self.shape[0], self.shape[1]
+        rows = max(r for r in range(1, int(self.chips ** 0.5) + 1) if self.chips % r == 0)
+        return rows, self.chips // rows
+
+    @property
+    def wraps(self) -> bool:
+        """Whether the last chip of a row / column links back to the first."""
+        return ARRANGEMENTS[self.arrangement][1]
+
+
 class TopologyConfig(_Strict):
     """The whole system. Load with kernbench.config.load_topology_config."""
 
     name: str = Field("custom", description="preset or user name, shown in reports")
+    system: SystemSpec | None = Field(
+        None, description="many chips joined by chip-to-chip links (null: one chip); "
+                          "system.chips sets sip.count")
     sip: SipSpec = SipSpec()
     cube: CubeSpec = CubeSpec()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _chips_are_sips(cls, data: Any) -> Any:
+        # a chip is one SIP: system.chips is the SIP count, so every reader of sip.count
+        # (address map, area, drawing) sees the chips
+        if not isinstance(data, dict) or not isinstance(data.get("system"), dict):
+            return data
+        chips = data["system"].get("chips", 1)
+        sip = data.get("sip")
+        sip = dict(sip) if isinstance(sip, dict) else {}
+        count = sip.get("count", 1)
+        if count not in (1, chips) and isinstance(chips, int):
+            raise ValueError(f"sip.count {count} differs from system.chips {chips}: with a "
+                             "system section, give the chips there only")
+        sip["count"] = chips
+        return {**data, "sip": sip}
+
+    @model_validator(mode="after")
+    def _chip_link_port(self) -> TopologyConfig:
+        if self.system is None:
+            return self
+        link = self.system.link
+        cubes = self.sip.cubes.rows * self.sip.cubes.cols
+        if link.cube >= cubes:
+            raise ValueError(f"system.link.cube {link.cube} is not a cube of a chip "
+                             f"({cubes} cube(s) per chip)")
+        m = ROUTER_NAME.match(link.router)
+        mesh = self.cube.mesh
+        if not m or int(m.group(1)) >= mesh.rows or int(m.group(2)) >= mesh.cols:
+            raise ValueError(f"system.link.router '{link.router}' is not a router of the "
+                             f"{mesh.rows}x{mesh.cols} mesh")
+        return self
 
     @model_validator(mode="after")
     def _size_limits(self) -> TopologyConfig:

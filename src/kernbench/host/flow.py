@@ -44,6 +44,7 @@ from kernbench.ir.qconfig import parse_qconfig, unmatched_overrides
 from kernbench.numerics.dtypes import np_dtype
 from kernbench.report.energy import energy_lines, fmt_energy
 from kernbench.report.html import write_report
+from kernbench.report.layers_csv import write_layers_csv
 from kernbench.report.llm import llm_lines
 from kernbench.report.stats import write_json
 from kernbench.topology.model import Topology
@@ -299,8 +300,8 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
                     post_stats: Any = None, watch: Any = None,
                     prog: CmdqProgram | None = None) -> SimResult:
     """Simulate a cmdq.json or a bundle (data pass and verification on request); write
-    stats.json, summary.txt, report.html (`report`), trace.json (`trace`), outputs.npz and
-    verification.json (`verify`) into `out`. `phase(name, total, poll)`: a context manager
+    stats.json, summary.txt, layers.csv (with layers), report.html (`report`), trace.json
+    (`trace`), outputs.npz and verification.json (`verify`) into `out`. `phase(name, total, poll)`: a context manager
     per long phase (progress); `save_oplog` (with `verify`): the op log and initial memory
     for `replay`; `post_stats(stats, spans, actions_of)` amends the stats before they are
     written (replay, LLM figures; `actions_of(layer ids)`: action counts); `watch` observes
@@ -336,8 +337,9 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
         add_estimate(stats, run.entries, topology, spans)
     if "layers" in stats:
         layers = stats["layers"]
+        moved = run.layer_traffic(list(layers))
         for lid, row in run.layer_energy({k: v["ns"] for k, v in layers.items()}).items():
-            layers[lid].update(row)
+            layers[lid].update(row, traffic_bytes=moved[lid])
     add_token_energy(stats, bundle_dir)
     if post_stats is not None:
         stats = post_stats(stats, spans, run.layer_actions)
@@ -350,17 +352,15 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
         write_json(trace_obj, out / "trace.json")
         written.append(out / "trace.json")
     if outputs is not None:
-
         tmp = out / "outputs.npz.tmp"
         save_weights(outputs, tmp)  # deterministic npz (fixed zip timestamps)
         tmp.replace(out / "outputs.npz")
-        written.append(out / "outputs.npz")
         write_json(verdict.to_json(), out / "verification.json")
-        written.append(out / "verification.json")
+        written += [out / "outputs.npz", out / "verification.json"]
     (out / "summary.txt").write_text(summary_text(stats, verdict), encoding="utf-8")
     written.append(out / "summary.txt")
+    written += write_layers_csv(stats, out / "layers.csv")
     if report:
-
         written.append(write_report(out, stats, trace_obj, verdict, topology))
     return SimResult(stats, verdict, outputs, written)
 

@@ -135,18 +135,33 @@ class CmdqRun:
                      e.get("pe"))
         return spans
 
+    def _layer_groups(self, lids: Sequence[str]) -> dict[str, list[Any]]:
+        """Layer id → the ledger keys of its commands (the layer itself in a tallied run)."""
+        if self.tally is not None:  # the ledger counted per layer
+            return {lid: [lid] for lid in lids}
+        groups: dict[str, list[Any]] = {lid: [] for lid in lids}
+        for src, e in zip(self.program.cmdq, self.entries, strict=True):
+            if src.layer_id in groups and e.command is not None:
+                groups[src.layer_id].append(e.command.meta["seq"])
+        return groups
+
     def layer_energy(self, spans_ns: dict[str, float]) -> dict[str, dict[str, Any]]:
         """Energy of each layer in `spans_ns` (layer id → its ns): the dynamic energy of its
         entries' actions plus its time share of the static energy (report.energy.group_energy)."""
-        groups: dict[str, list[Any]] = {lid: [] for lid in spans_ns}
-        if self.tally is not None:  # the ledger counted per layer
-            groups = {lid: [lid] for lid in spans_ns}
-        else:
-            for src, e in zip(self.program.cmdq, self.entries, strict=True):
-                if src.layer_id in groups and e.command is not None:
-                    groups[src.layer_id].append(e.command.meta["seq"])
-        return group_energy(self.sim.topology, self.sim.actions, groups, spans_ns,
-                            self.total_ns)
+        return group_energy(self.sim.topology, self.sim.actions,
+                            self._layer_groups(list(spans_ns)), spans_ns, self.total_ns)
+
+    def layer_traffic(self, lids: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Bytes each layer's commands moved at each memory level, from the action ledger
+        (the counts energy is priced from): `hbm` (hbm_byte), `shared_sram` (sram_byte),
+        `tcm` (tcm_read_byte + tcm_write_byte)."""
+        out: dict[str, dict[str, int]] = {}
+        for lid, keys in self._layer_groups(lids).items():
+            acts = self.sim.actions.for_seqs(keys)
+            out[lid] = {"hbm": int(acts.get("hbm_byte", 0)),
+                        "shared_sram": int(acts.get("sram_byte", 0)),
+                        "tcm": int(acts.get("tcm_read_byte", 0) + acts.get("tcm_write_byte", 0))}
+        return out
 
     def layer_actions(self, lids: list[str]) -> dict[str, int]:
         """The summed action counts of the commands of layers `lids`."""

@@ -32,6 +32,7 @@ PRICE_KEYS: dict[str, tuple[str, str]] = {
     "mesh_hop_byte": ("router", "router.energy_pj_per_byte_hop"),
     "port_byte": ("router", "router.energy_pj_per_byte_port"),
     "ucie_byte": ("ucie", "-"),  # lives under sip.ucie
+    "chip_link_byte": ("chip_link", "-"),  # lives under system.link
 }
 MAC_ACTIONS = ("mac_int4", "mac_int8", "mac_fp16", "mac_fp32")
 POWER_BINS = 200  # bins of the trace's power counter track
@@ -48,6 +49,9 @@ def action_prices(topology: Topology) -> dict[str, tuple[str, float]]:
     for action, (kind, path) in PRICE_KEYS.items():
         if action == "ucie_byte":
             out[action] = (kind, cfg.sip.ucie.energy_pj_per_byte)
+            continue
+        if action == "chip_link_byte":
+            out[action] = (kind, cfg.system.link.energy_pj_per_byte if cfg.system else 0.0)
             continue
         obj: Any = cfg.cube
         for part in path.split("."):
@@ -67,6 +71,9 @@ def static_power_mw(topology: Topology) -> dict[str, float]:
     n_ucie = sum(1 for link in topology.links.values() if link.kind == "ucie")
     if n_ucie:
         out["ucie"] = out.get("ucie", 0.0) + n_ucie * topology.config.sip.ucie.static_power_mw
+    n_chip = sum(1 for link in topology.links.values() if link.kind == "chip_link")
+    if n_chip and topology.config.system is not None:
+        out["chip_link"] = n_chip * topology.config.system.link.static_power_mw
     return out
 
 
@@ -125,7 +132,9 @@ class EnergyReport:
                     "total_pj": _pj(self.dynamic_pj_by_kind.get(k, 0.0)
                                     + self.static_pj_by_kind.get(k, 0.0))}
                 for k in kinds},
-            "actions": {a: int(self.counts.get(a, 0)) for a in ACTIONS},
+            # chip_link_byte only where it counted something: a one-chip report keeps its keys
+            "actions": {a: int(self.counts.get(a, 0)) for a in ACTIONS
+                        if a != "chip_link_byte" or self.counts.get(a, 0)},
         }
 
 

@@ -16,7 +16,7 @@ MAX_LAYER_BARS = 24
 KIND_COLORS = {
     "hbm_ctrl": "#e377c2", "pe_tcm": "#bcbd22", "pe_gemm": "#1f77b4", "pe_math": "#ff7f0e",
     "pe_fetch_store": "#2ca02c", "router": "#8c564b", "shared_sram": "#17becf",
-    "ucie": "#9467bd", "static": "#7f7f7f",
+    "ucie": "#9467bd", "chip_link": "#17becf", "static": "#7f7f7f",
 }
 OTHER = "#c7c7c7"
 

@@ -66,6 +66,10 @@ class Simulator:
                 u = topology.config.sip.ucie
                 cls = lookup(u.kind, u.impl, "sip.ucie")
                 self.servers[lid] = cls(lid, link.latency_ns, link.bw_gbs)
+            elif link.kind == "chip_link":
+                cl = topology.config.system.link  # type: ignore[union-attr]
+                cls = lookup(cl.kind, cl.impl, "system.link")
+                self.servers[lid] = cls(lid, link.latency_ns, link.bw_gbs)
             else:
                 self.servers[lid] = Server(lid, link.latency_ns, link.bw_gbs)
         for nid, node in topology.nodes.items():

@@ -6,8 +6,9 @@ pe_tcm and shared_sram capacity (MiB) × area_mm2_per_mib; pe_fetch_store regist
 mesh neighbours plus its local ports (PEs, M_CPU, HBM and SRAM attachments); hbm_ctrl
 channels × area_mm2_per_channel (controller and PHY on the logic die; the DRAM stacks are
 not die area); pe_cpu / pe_scheduler / pe_dma / pe_mmu / m_cpu a fixed area_mm2; each
-directed UCIe link bw_gbs × area_mm2_per_gbs, half on each of the two dies. A cube's area
-is the sum over its instances, a SIP's over its cubes.
+directed UCIe link bw_gbs × area_mm2_per_gbs, half on each of the two dies; each directed
+chip link area_mm2_per_link, half on each chip (in the cubes its ends attach to). A cube's
+area is the sum over its instances, a SIP's over its cubes.
 """
 
 from __future__ import annotations
@@ -90,6 +91,15 @@ def area_report(topology: Topology) -> AreaReport:
         a = link.bw_gbs * u.area_mm2_per_gbs
         by_kind["ucie"] = by_kind.get("ucie", 0.0) + a
         for end in (link.src, link.dst):  # TX on one die, RX on the other
+            by_cube[end.rpartition(".")[0]] += a / 2
+    system = topology.config.system
+    for lid in sorted(topology.links):
+        link = topology.links[lid]
+        if link.kind != "chip_link" or system is None:
+            continue
+        a = system.link.area_mm2_per_link
+        by_kind["chip_link"] = by_kind.get("chip_link", 0.0) + a
+        for end in (link.src, link.dst):
             by_cube[end.rpartition(".")[0]] += a / 2
     by_sip: dict[str, float] = {}
     for c in topology.cubes:

@@ -7,6 +7,7 @@ hardware uses is wired here (`Topology.wires`), so a component never formats a p
 from __future__ import annotations
 
 from kernbench.config.schema import CubeSpec, TopologyConfig
+from kernbench.topology.chips import neighbour_pairs
 from kernbench.topology.model import (
     PE_COMPONENTS,
     Cube,
@@ -16,6 +17,8 @@ from kernbench.topology.model import (
     Topology,
     Wire,
     channel_endpoint,
+    chip_link_id,
+    chip_port,
 )
 
 GIB = 1 << 30
@@ -72,6 +75,7 @@ def build_topology(cfg: TopologyConfig) -> Topology:
         for pe in b.topo.pes:
             b.wire(cube.m_cpu, "pe_cpus", pe.cpu)
     _ucie(b)
+    _chip_links(b)
     return b.topo
 
 
@@ -177,3 +181,20 @@ def _ucie(b: _Builder) -> None:
             else:
                 continue
             b.duplex(f"{a.id}.{ga}", f"{c.id}.{gc}", u.latency_ns, u.bw_gbs, "ucie")
+
+
+def _chip_links(b: _Builder) -> None:
+    """`links_per_pair` full-duplex chip links per neighbour pair of chips, between the
+    chips' port routers (system.link.cube / .router); lane 0 has the plain link id, lane k
+    the id with `#k` appended."""
+    system = b.cfg.system
+    if system is None:
+        return
+    link = system.link
+    for a, c in neighbour_pairs(system):
+        pa, pc = chip_port(b.cfg, a), chip_port(b.cfg, c)
+        for lane in range(link.links_per_pair):
+            for src, dst in ((pa, pc), (pc, pa)):
+                lid = chip_link_id(src, dst, lane)
+                b.topo.links[lid] = LinkSpec(lid, src, dst, link.latency_ns, link.bw_gbs,
+                                             "chip_link")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernbench.config.schema import ComponentSpec, TopologyConfig
+from kernbench.topology.chips import chip_route
 
 PE_COMPONENTS = (
     "pe_cpu", "pe_scheduler", "pe_dma", "pe_fetch_store", "pe_gemm", "pe_math", "pe_tcm", "pe_mmu",
@@ -45,7 +46,7 @@ class LinkSpec:
     dst: str
     latency_ns: float
     bw_gbs: float
-    kind: str  # "mesh" | "pe" | "hbm_port" | "sram_port" | "ucie"
+    kind: str  # "mesh" | "pe" | "hbm_port" | "sram_port" | "ucie" | "chip_link"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,7 @@ class Topology:
     cubes: list[Cube] = field(default_factory=list)
     pes: list[Pe] = field(default_factory=list)
     wires: list[Wire] = field(default_factory=list)
-    _route_cache: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    _route_cache: dict[tuple[str, str, int], tuple[str, ...]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ lookups
     @property
@@ -124,10 +125,11 @@ class Topology:
     def memory_path(self, pe: Pe, mem: str, mem_router: str, write: bool) -> tuple[str, ...]:
         """Link ids between `pe` and memory node `mem` attached at `mem_router`: PE → router
         → mesh → memory port when `write`, the reverse when reading."""
+        lane = self.lane_of(pe)
         if write:
-            return (link_id(pe.id, pe.router), *self.route(pe.router, mem_router),
+            return (link_id(pe.id, pe.router), *self.route(pe.router, mem_router, lane),
                     link_id(mem_router, mem))
-        return (link_id(mem, mem_router), *self.route(mem_router, pe.router),
+        return (link_id(mem, mem_router), *self.route(mem_router, pe.router, lane),
                 link_id(pe.router, pe.id))
 
     def channel_path(self, pe: Pe, cube: Cube, channel: int, write: bool) -> tuple[str, ...]:
@@ -136,12 +138,38 @@ class Topology:
         channel's router → its port when `write`, the reverse when reading."""
         name = self.config.cube.hbm_ctrl.channel_routers[channel]
         rid, ch = f"{cube.id}.{name}", channel_endpoint(cube, channel)
+        lane = self.lane_of(pe)
         if write:
-            return (link_id(pe.id, pe.router), *self.route(pe.router, rid), link_id(rid, ch))
-        return (link_id(ch, rid), *self.route(rid, pe.router), link_id(pe.router, pe.id))
+            return (link_id(pe.id, pe.router), *self.route(pe.router, rid, lane),
+                    link_id(rid, ch))
+        return (link_id(ch, rid), *self.route(rid, pe.router, lane), link_id(pe.router, pe.id))
+
+    def lane_of(self, pe: Pe) -> int:
+        """The chip link (of the parallel links of a neighbour pair) `pe`'s transfers to
+        other chips take: PEs take the lanes in turn by their index inside the chip."""
+        system = self.config.system
+        if system is None or system.link.links_per_pair == 1:
+            return 0
+        per_chip = len(self.pes) // system.chips
+        return (pe.index % per_chip) % system.link.links_per_pair
+
+    @property
+    def chips(self) -> int:
+        """Chips (SIPs) in the system: system.chips, or 1 without a system section."""
+        return self.config.system.chips if self.config.system is not None else 1
+
+    def chip_of(self, pe: Pe) -> int:
+        """The chip (SIP index) `pe` belongs to."""
+        return pe.cube.sip
 
     def command_path(self, cube: Cube, pe: Pe, to_pe: bool) -> tuple[str, ...]:
-        """Link ids between `cube`'s M_CPU and `pe` (command out, or completion back)."""
+        """Link ids between `cube`'s M_CPU and `pe` (command out, or completion back). A PE
+        on another chip is commanded by its own chip's M_CPU at the same place (each chip's
+        command processor runs the program's entries of its own PEs): no command crosses
+        a chip link."""
+        if cube.sip != pe.cube.sip:
+            per_chip = len(self.cubes) // self.chips
+            cube = self.cubes[pe.cube.sip * per_chip + cube.index % per_chip]
         m, mr = cube.m_cpu, cube.m_cpu_router
         if to_pe:
             return (link_id(m, mr), *self.route(mr, pe.router), link_id(pe.router, pe.id))
@@ -152,17 +180,19 @@ class Topology:
         return self._cube_by_id(cube_id)
 
     # ------------------------------------------------------------------ routing
-    def route(self, src_router: str, dst_router: str) -> tuple[str, ...]:
-        """Link ids from one router to another: XY inside a cube, cube-grid XY across cubes."""
-        key = (src_router, dst_router)
+    def route(self, src_router: str, dst_router: str, lane: int = 0) -> tuple[str, ...]:
+        """Link ids from one router to another: XY inside a cube, cube-grid XY across cubes,
+        and across chips: to the chip's port router, the chip links of the chip-level route
+        (parallel link `lane` of each pair), then from the last chip's port router."""
+        key = (src_router, dst_router, lane)
         hit = self._route_cache.get(key)
         if hit is not None:
             return hit
-        path = tuple(self._route(src_router, dst_router))
+        path = tuple(self._route(src_router, dst_router, lane))
         self._route_cache[key] = path
         return path
 
-    def _route(self, src: str, dst: str) -> list[str]:
+    def _route(self, src: str, dst: str, lane: int) -> list[str]:
         s_cube, s_r, s_c = split_router(src)
         d_cube, d_r, d_c = split_router(dst)
         if s_cube == d_cube:
@@ -170,7 +200,15 @@ class Topology:
         sc = self._cube_by_id(s_cube)
         dc = self._cube_by_id(d_cube)
         if sc.sip != dc.sip:
-            raise KeyError(f"no route between SIPs ({src} → {dst}): inter-SIP links are not modelled")
+            system = self.config.system
+            if system is None:
+                raise KeyError(f"no route between SIPs ({src} → {dst}): the topology has no "
+                               "system section joining its chips")
+            path = list(self.route(src, chip_port(self.config, sc.sip)))
+            for a, b in chip_route(system, sc.sip, dc.sip):
+                path.append(chip_link_id(chip_port(self.config, a), chip_port(self.config, b),
+                                         lane))
+            return path + list(self.route(chip_port(self.config, dc.sip), dst))
         # cube-level XY: move along columns first, then rows, through gateway routers.
         mesh = self.config.cube.mesh
         path: list[str] = []
@@ -236,9 +274,21 @@ def link_id(src: str, dst: str) -> str:
     return f"{src}->{dst}"
 
 
+def chip_port(cfg: TopologyConfig, chip: int) -> str:
+    """The router id where chip `chip`'s chip-to-chip links attach."""
+    assert cfg.system is not None
+    link = cfg.system.link
+    return f"sip{chip}.cube{link.cube}.{link.router}"
+
+
+def chip_link_id(src_port: str, dst_port: str, lane: int = 0) -> str:
+    """The id of parallel chip link `lane` from one chip's port router to a neighbour's."""
+    return link_id(src_port, dst_port) + (f"#{lane}" if lane else "")
+
+
 def _entry_router(links: tuple[str, ...], cube_id: str) -> str:
     for lid in links:
-        dst = lid.split("->")[1]
+        dst = lid.split("->")[1].partition("#")[0]
         if dst.startswith(cube_id + "."):
             return dst
     return f"{cube_id}.r0c0"

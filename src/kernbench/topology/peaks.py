@@ -132,6 +132,12 @@ def ucie_gbs(topo: Topology) -> float:
     return topo.config.sip.ucie.bw_gbs
 
 
+def chip_link_gbs(topo: Topology) -> float:
+    """One chip-to-chip link, one direction (0 without a system section)."""
+    system = topo.config.system
+    return system.link.bw_gbs if system is not None else 0.0
+
+
 def roofs(topo: Topology, bits: int = 8) -> Roofs:
     """The roofs of the whole system at `bits`-bit operands: all PEs' MACs per ns and the
     aggregate HBM bandwidth (what the compiler's per-layer bounds use)."""

@@ -1,6 +1,7 @@
 """Built-in timing models, one file per kind. Importing this package registers them."""
 
 from kernbench.components.builtin import (  # noqa: F401
+    chip_link,
     hbm_ctrl,
     m_cpu,
     pe_cpu,

@@ -3,8 +3,9 @@
 - a Pareto plot per cost axis that varies (MACs = PEs × array rows × cols, TCM, HBM
   bandwidth, energy when the stats carry it) with latency on the other axis; points are
   coloured by workload (model, qconfig, shapes) and each workload's front is marked;
-- a sensitivity plot per swept parameter (latency of every point against its value,
-  with the per-value best and median);
+- a sensitivity plot per swept parameter (latency of every point against its value, the
+  values as evenly spaced categories; one colour and one median line per workload);
+- latency and energy axes in a unit picked from their size (µs, ms; nJ, µJ, mJ).
 - the table of results.csv, sortable by clicking a header.
 """
 
@@ -20,7 +21,11 @@ from kernbench.host.sweep.results import Table, cell
 from kernbench.host.sweep.runner import write_atomic
 
 COST_AXES = [("macs", "MACs (PEs × array rows × cols)"), ("tcm_kib", "TCM, all PEs (KiB)"),
-             ("hbm_gbs", "HBM bandwidth (GB/s)"), ("energy_pj", "energy (pJ)")]
+             ("hbm_gbs", "HBM bandwidth (GB/s)"), ("area_mm2", "die area (mm²)"),
+             ("energy_pj", "energy")]
+#: axes whose values are shown in a unit picked from their size: (divisor, unit), largest first
+HUMAN_UNITS = {"ns": [(1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")],
+               "pJ": [(1e12, "J"), (1e9, "mJ"), (1e6, "µJ"), (1e3, "nJ"), (1.0, "pJ")]}
 WORKLOAD = ("model", "qconfig", "seq_len", "kv_len", "batch")
 DPI = 100
 SORT_JS = """
@@ -52,11 +57,28 @@ def _ok_rows(table: Table) -> list[dict[str, Any]]:
     return [r for r in table.rows if r.get("status") == "ok" and r.get("total_ns")]
 
 
-def _workload(row: dict[str, Any]) -> str:
-    """Legend label of a point's workload: `gpt2 default seq=4 kv=0 batch=1`."""
+def _workload(row: dict[str, Any], skip: str | None = None) -> str:
+    """Legend label of a point's workload: `gpt2 default seq=4 kv=0 batch=1` (without the
+    field `skip`: a sensitivity plot over seq_len groups the points of every length)."""
     return " ".join((f"{k}={cell(row[k])}" if k in ("seq_len", "kv_len", "batch")
                      else cell(row[k])) for k in WORKLOAD if row.get(k) is not None
-                    ).replace("_len=", "=")
+                    and k != skip).replace("_len=", "=")
+
+
+def human_scale(values: list[float], unit: str) -> tuple[float, str]:
+    """(divisor, unit) that shows `values` (in `unit`: "ns" or "pJ") as plain numbers: the
+    largest unit the largest value reaches (12 345 678 pJ → µJ), so an axis never reads
+    "×1e7"; other units are returned unchanged with divisor 1."""
+    top = max((abs(v) for v in values), default=0.0)
+    for div, name in HUMAN_UNITS.get(unit, []):
+        if top >= div:
+            return div, name
+    return 1.0, unit
+
+
+def _plain(ax: Any, axis: str = "both") -> None:
+    """No offset or scientific notation on a linear axis (the values are scaled already)."""
+    ax.ticklabel_format(axis=axis, style="plain", useOffset=False)
 
 
 def _png(fig: Any) -> str:
@@ -91,11 +113,15 @@ def pareto_png(table: Table) -> str | None:
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(_workload(r), []).append(r)
+    ydiv, yunit = human_scale([float(r["total_ns"]) for r in rows], "ns")
     with matplotlib.style.context("default"):
         fig, axes = _figure(len(axes_used))
         for ax, (col, title) in zip(axes, axes_used, strict=True):
+            xdiv, xunit = (human_scale([float(r[col]) for r in rows if r.get(col) is not None],
+                                       "pJ") if col == "energy_pj" else (1.0, ""))
             for gi, (name, rs) in enumerate(sorted(groups.items())):
-                pts = [(float(r[col]), float(r["total_ns"])) for r in rs if r.get(col) is not None]
+                pts = [(float(r[col]) / xdiv, float(r["total_ns"]) / ydiv) for r in rs
+                       if r.get(col) is not None]
                 if not pts:
                     continue
                 color = f"C{gi % 10}"
@@ -105,44 +131,73 @@ def pareto_png(table: Table) -> str | None:
                 ax.step([p[0] for p in front], [p[1] for p in front], where="post", color=color)
                 ax.scatter([p[0] for p in front], [p[1] for p in front], s=60, color=color,
                            marker="*", edgecolors="black", linewidths=0.5)
-            ax.set_xlabel(title)
-            ax.set_ylabel("latency (ns)")
+            ax.set_xlabel(f"{title} ({xunit})" if xunit else title)
+            ax.set_ylabel(f"latency ({yunit})")
             ax.set_title(f"Pareto: latency vs {col} (★ = front)", fontsize=10)
+            _plain(ax)
             ax.grid(alpha=0.3)
         if len(groups) > 1:
             axes[0].legend(fontsize=7)
         return _png(fig)
 
 
-def sensitivity_png(table: Table, key: str) -> str | None:
-    """Base64 PNG of latency against one swept parameter; None if no finished point."""
+def _categories(rows: list[dict[str, Any]], key: str) -> list[str]:
+    """The values of `key` as axis categories: ascending when all are numbers, else in the
+    order the points list them (the spec's order)."""
+    vals = list(dict.fromkeys(cell(r[key]) for r in rows))
+    if all(isinstance(r[key], int | float) and not isinstance(r[key], bool) for r in rows):
+        by_text = {cell(r[key]): float(r[key]) for r in rows}
+        vals.sort(key=lambda v: by_text[v])
+    return vals
+
+
+def sensitivity_series(table: Table, key: str
+                       ) -> tuple[list[str], dict[str, dict[int, list[float]]]]:
+    """(the categories of `key`, workload → category index → latencies in ns) of the
+    finished points; a workload is the model, qconfig and shapes other than `key`."""
     rows = [r for r in _ok_rows(table) if r.get(key) is not None]
-    if not rows:
+    cats = _categories(rows, key) if rows else []
+    pos = {v: i for i, v in enumerate(cats)}
+    series: dict[str, dict[int, list[float]]] = {}
+    for r in rows:
+        by = series.setdefault(_workload(r, skip=key), {})
+        by.setdefault(pos[cell(r[key])], []).append(float(r["total_ns"]))
+    return cats, series
+
+
+def sensitivity_png(table: Table, key: str) -> str | None:
+    """Base64 PNG of latency against one swept parameter; None if no finished point.
+
+    The parameter's values are categories (a sweep's values are a list, not a continuum),
+    evenly spaced and labelled with the values. Each workload (model, qconfig and shapes
+    other than `key`) has its own colour, points and median line: workloads of different
+    size are never pooled into one median."""
+    cats, series = sensitivity_series(table, key)
+    if not series:
         return None
     import matplotlib.style  # heavy, only for the report (see _figure)
 
-    values = list(dict.fromkeys(cell(r[key]) for r in rows))  # first-seen = spec order
-    numeric = all(isinstance(r[key], int | float) and not isinstance(r[key], bool)
-                  for r in rows)
-    xs_of = {v: i for i, v in enumerate(values)}
+    div, unit = human_scale([y for by in series.values() for ys in by.values() for y in ys],
+                            "ns")
     with matplotlib.style.context("default"):
         fig, (ax,) = _figure(1, 3.2)
-        xs = [float(r[key]) if numeric else xs_of[cell(r[key])] for r in rows]
-        ys = [float(r["total_ns"]) for r in rows]
-        ax.scatter(xs, ys, s=16, alpha=0.5, color="C0", label="points")
-        by: dict[float, list[float]] = {}
-        for x, y in zip(xs, ys, strict=True):
-            by.setdefault(x, []).append(y)
-        ux = sorted(by)
-        ax.plot(ux, [min(by[x]) for x in ux], "-o", color="C2", ms=4, label="best")
-        ax.plot(ux, [sorted(by[x])[len(by[x]) // 2] for x in ux], "--", color="C1",
-                label="median")
-        if not numeric:
-            ax.set_xticks(range(len(values)), values, fontsize=8)
+        n = len(series)
+        for gi, (name, by_ns) in enumerate(sorted(series.items())):
+            shift = (gi - (n - 1) / 2) * min(0.3, 0.6 / n)  # side by side within a category
+            by = {x: [y / div for y in ys] for x, ys in by_ns.items()}
+            color = f"C{gi % 10}"
+            xs = sorted(by)
+            ax.scatter([x + shift for x in xs for _ in by[x]], [y for x in xs for y in by[x]],
+                       s=16, alpha=0.5, color=color)
+            ax.plot([x + shift for x in xs], [sorted(by[x])[len(by[x]) // 2] for x in xs],
+                    "-o", ms=4, color=color, label=f"{name} (median)" if name else "median")
+        ax.set_xticks(range(len(cats)), cats, fontsize=8)
+        ax.set_xlim(-0.5, len(cats) - 0.5)
+        _plain(ax, "y")
         ax.set_xlabel(key)
-        ax.set_ylabel("latency (ns)")
+        ax.set_ylabel(f"latency ({unit})")
         ax.set_title(f"sensitivity: {key}", fontsize=10)
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=7)
         return _png(fig)
 

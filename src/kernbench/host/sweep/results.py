@@ -3,7 +3,8 @@
 The table is a pure function of the points and of DIR/points/ (never of which executor
 ran them or in what order they finished), so a pool, Ray and a resumed sweep write the
 same bytes. Numbers are written as Python's shortest round-trip repr; empty cells mean
-"does not apply" (tokens/s of a model file, energy before the stats carry it).
+"does not apply" (tokens/s of a model file, energy per token of a model without tokens).
+Every column carries its unit in its name (`_ns`, `_pj`, `_mw`, `_mm2`, `_kib`, `_gbs`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ SERVE_COLUMNS = ["policy", "rate", "requests_per_s", "output_tokens_per_s", "ttf
                  "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "goodput_per_s",
                  "preemptions"]
 RESULT_COLUMNS = ["total_ns", "roofline_fraction", "bound_by", "tokens_per_s", "energy_pj",
-                  "status", "error"]
+                  "energy_per_token_pj", "average_power_mw", "area_mm2", "status", "error"]
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,17 @@ def _metrics(point: Point, stats: dict[str, Any]) -> dict[str, Any]:
     total = stats.get("total_ns")
     tokens = (point.seq_len * point.batch if point.seq_len is not None
               and point.batch is not None else None)
-    energy = stats.get("energy")
+    energy = stats.get("energy") if isinstance(stats.get("energy"), dict) else {}
+    area = stats.get("area_mm2") if isinstance(stats.get("area_mm2"), dict) else {}
     return {
         "total_ns": total,
         "roofline_fraction": stats.get("roofline_fraction"),
         "bound_by": (stats.get("model_bound") or {}).get("bound_by"),
         "tokens_per_s": round(tokens * 1e9 / total, 3) if tokens and total else None,
-        "energy_pj": energy.get("total_pj") if isinstance(energy, dict) else None,
+        "energy_pj": energy.get("total_pj"),
+        "energy_per_token_pj": energy.get("per_token_pj"),
+        "average_power_mw": energy.get("average_power_mw"),
+        "area_mm2": area.get("total"),
     }
 
 
