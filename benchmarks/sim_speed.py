@@ -109,7 +109,7 @@ def _compile_then_simulate(kw: dict, tmp: Path, acc: dict) -> tuple[dict, float]
     only, no trace, no report); (stats, CPU s of both)."""
     import onnx
 
-    from kernbench.host.flow import compile_model, simulate_bundle
+    from kernbench.host.flow import TIMING_ONLY, compile_model, simulate_bundle
     from kernbench.models.builders import build_gpt2
     from kernbench.topology import load_topology
 
@@ -119,7 +119,7 @@ def _compile_then_simulate(kw: dict, tmp: Path, acc: dict) -> tuple[dict, float]
     c0 = time.process_time()
     compile_model(model, topo, tmp / "bundle")
     c1 = time.process_time()
-    res = simulate_bundle(tmp / "bundle", topo, tmp / "out", trace=False, report=False)
+    res = simulate_bundle(tmp / "bundle", topo, tmp / "out", TIMING_ONLY)
     c2 = time.process_time()
     acc["compile_cpu"] = c1 - c0
     acc["simulate_cpu"] = c2 - c1
@@ -178,7 +178,8 @@ def main() -> None:
                   flush=True)
         if a.baseline and "ratio" not in best["now"]:
             o, n = best["before"], best["now"]
-            same = "same" if o["total_ns"] == n["total_ns"] else "DIFFERENT"
+            same = ("same" if o["total_ns"] == n["total_ns"] else
+                    f"{o['total_ns']:,.0f} → {n['total_ns']:,.0f}")
             comp = (f"{o['compile_cpu'] / n['compile_cpu']:.2f}" if n["compile_cpu"] else "")
             print(f"| {LABELS[case]}: before / now | {same} simulated ns | "
                   f"{o['events'] / max(1, n['events']):.2f} | {comp} | "
