@@ -50,7 +50,7 @@ class Simulator:
         not per command, for runs that keep no per-command record (host memory stays
         bounded by the layers, not the commands)."""
         self.topology = topology
-        # same-instant reservations granted oldest command first (ADR-0925)
+        # same-instant reservations are granted oldest command first (components.arbiter)
         self.env = GrantingEnvironment()
         self.arbiter = self.env.arbiter
         self.tracer = Tracer(trace)
