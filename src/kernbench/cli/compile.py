@@ -21,6 +21,7 @@ from kernbench.cli.common import (
     set_quiet,
 )
 from kernbench.cli.progress import Phases
+from kernbench.errors import InputError
 
 QconfigOpt = Annotated[Path | None, typer.Option("--qconfig", "-q",
                                                  help="quantization config YAML")]
@@ -49,6 +50,9 @@ RoutingSeedOpt = Annotated[int | None, typer.Option(
 ExactStepsOpt = Annotated[bool, typer.Option(
     "--exact-steps", help="with --generate: simulate every decode step (default: the "
                           "serving step memo's buckets, docs/serving.md)")]
+RoutingSameOpt = Annotated[bool, typer.Option(
+    "--routing-same-layers", help="every MoE layer takes the first layer's draw (identical "
+                                  "blocks: replayed, much faster to simulate)")]
 MODEL_HELP = ("MODEL.onnx, ir.json, a Hugging Face config.json (or its folder), or "
               "gpt2 | llama | gpt2-small")
 
@@ -56,12 +60,14 @@ MODEL_HELP = ("MODEL.onnx, ir.json, a Hugging Face config.json (or its folder), 
 def _named_model(model: Path, seq_len: int | None, kv_len: int | None, save_dir: Path,
                  batch: int | None = None, qconfig: Path | None = None,
                  verify: bool = False, routing: str | None = None,
-                 routing_seed: int | None = None):  # noqa: ANN202
+                 routing_seed: int | None = None, routing_same: bool = False
+                 ):  # noqa: ANN202
     """MODEL resolved by kernbench.host.models.resolve_model (built-in names and config.json
     files are built with the given shapes into save_dir; ONNX dims are bound)."""
     from kernbench.host.models import ShapeOptions, resolve_model
 
-    res = resolve_model(model, ShapeOptions(batch, seq_len, kv_len, routing, routing_seed),
+    res = resolve_model(model, ShapeOptions(batch, seq_len, kv_len, routing, routing_seed,
+                                            routing_same),
                         Path(save_dir), qconfig, need_values=verify)
     for line in res.notes:
         err.print(line)
@@ -82,6 +88,7 @@ def compile_cmd(
     kv_len: KvLenOpt = None,
     routing: RoutingOpt = None,
     routing_seed: RoutingSeedOpt = None,
+    routing_same: RoutingSameOpt = False,
     strict: StrictOpt = False,
     quiet: QuietOpt = False,
     batch: BatchOpt = None,
@@ -101,7 +108,8 @@ def compile_cmd(
     phases = Phases(err, enabled=not quiet)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig,
-                           routing=routing, routing_seed=routing_seed)
+                           routing=routing, routing_seed=routing_seed,
+                           routing_same=routing_same)
         _compile(res.path, stage, topology, set_, qconfig, dump_after, calib_inputs, phases,
                  strict, time_passes, all_pes)
     err.print(f"wrote the bundle {out}")
@@ -146,6 +154,7 @@ def run_cmd(
     kv_len: KvLenOpt = None,
     routing: RoutingOpt = None,
     routing_seed: RoutingSeedOpt = None,
+    routing_same: RoutingSameOpt = False,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
     strict: StrictOpt = False,
     quiet: QuietOpt = False,
@@ -184,9 +193,8 @@ def run_cmd(
         amend = None
         if generate is not None:
             from kernbench.cli.generate import add_generation, check_generate
-            from kernbench.errors import InputError
 
-            if routing or routing_seed is not None:  # the decode steps build their own
+            if routing or routing_seed is not None or routing_same:  # steps build their own
                 raise InputError("--routing/--routing-seed are not passed to the decode "
                                  "steps of --generate", field="--generate")
 
@@ -196,7 +204,7 @@ def run_cmd(
                 return add_generation(r, served, topo, stage, generate, batch, seq_len,
                                       exact_steps)
         res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig, verify,
-                           routing, routing_seed)
+                           routing, routing_seed, routing_same)
         opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace,
                           report=not no_report, exact=exact, save_oplog=save_oplog,

@@ -14,7 +14,7 @@ at once: `offer` appends an item if there is room and nobody waits to put (retur
 a waiting get is served now), else it is `put`; `take` hands over the oldest item if one
 is there and nobody waits to get (a waiting put is admitted now), else it returns None and
 the caller waits on `get`. They move the same items at the same times as `put` and `get`,
-minus the events that only said so (ADR-0926).
+minus the events that only said so.
 """
 
 from __future__ import annotations
