@@ -33,8 +33,6 @@ CASES = [
     ("Mixtral-8x7B decode b8 kv1024 (W4A8)", [str(CFG / "mixtral-8x7b"), *DECODE, *W4A8]),
     ("Mixtral-8x7B decode b8 kv1024 (W4A8), --routing-same-layers",
      [str(CFG / "mixtral-8x7b"), *DECODE, *W4A8, "--routing-same-layers"]),
-    ("Qwen3-30B-A3B decode b8 kv1024 (W4A8), --routing-same-layers",
-     [str(CFG / "qwen3-30b-a3b"), *DECODE, *W4A8, "--routing-same-layers"]),
 ]
 
 
