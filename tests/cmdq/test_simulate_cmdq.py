@@ -132,7 +132,8 @@ def test_utilization_is_busy_time_over_the_run():
     # the read channel is busy for all but the command's trip: the most utilized resource
     assert stats["bottleneck"] == {"component": "sip0.cube0.pe0.pe_dma.read",
                                    "kind": "pe_dma",
-                                   "utilization": dma["channels"]["read"]["utilization"]}
+                                   "utilization": dma["channels"]["read"]["utilization"],
+                                   "bound_by": "memory"}  # a DMA channel moves data
 
 
 def test_stride_bytes_makes_a_2d_transfer():
