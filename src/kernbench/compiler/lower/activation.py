@@ -30,7 +30,7 @@ def te_mode(n: LayerIR) -> str | None:
     if qa in ("fp16", "bf16") and qw in (qa, None):
         return qa
     if qw in BFP_FORMATS and qa in ("bf16", None):
-        return qa or "fp32"  # block-float weights load decoded into bf16 (ADR-0916)
+        return qa or "fp32"  # block-float weights load decoded into bf16
     if qa is None and qw is None:
         return "fp32"
     return None
