@@ -54,6 +54,8 @@ class PeDma(PeEngineBase):
         if space == "tcm":
             return self._mcast(token, p["dst_pes"], wire, start) - now
         stages = self.sim.dma_stages(self.pe, space, addr, wire, write, what)
+        if not write:
+            start += self.sim.read_request_ns(self.pe, space, addr)
         end = transfer(start, wire, stages)
         # stages are memory, links, TCM port (reads) or TCM port, links, memory (writes)
         self.sim.actions.dma(token.pipeline_ctx.command, space, wire, stages[1:-1],
