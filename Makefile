@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench mutation clean
+.PHONY: demo test lint bench mutation docs-check clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,11 @@ bench: $(STAMP)
 # not part of `make test`: each mutant re-runs its tests (docs/testing.md)
 mutation: $(STAMP)
 	$(BIN)/python benchmarks/mutation.py
+
+# every marked figure and promised file of README.md and docs/ against a fresh run of the
+# command named beside it (ADR-0935); the cheap runs are also in `make test`
+docs-check: $(STAMP)
+	$(BIN)/python scripts/docs_check.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

@@ -189,23 +189,27 @@ def test_the_cycle_check_catches_a_circle(tmp_path):
 
 # ------------------------------------------------------------------ layers inside lower/
 LOWER = "kernbench.compiler.lower."
-#: compiler/lower/ by layer: plain helpers and value types (0), the builder (1) and the
-#: block helpers on it (2), the tile emitters, each of which may also lower its own op (3),
-#: the per-op lowerings that only call emitters (4), and the tiling pass (5). A module
-#: imports lower layers only; emitters may import emitters (no circle), per-op lowerings
-#: never import each other.
+#: compiler/lower/ by layer: plain helpers and value types (0), the lowering plan's type
+#: (1), the builder (2) and the block helpers on it (3), the tile emitters, each of which
+#: may also lower its own op (4), the per-op lowerings that only call emitters (5), the
+#: plan pass (6) and the tiling pass (7), which reads the plan. A module imports lower
+#: layers only; emitters may import emitters (no circle), per-op lowerings never import
+#: each other. The package's __init__ imports nothing, so a value type is imported
+#: without the passes.
 LOWER_LAYERS = {
-    0: {"values", "placement", "engines", "window", "gemm_balance", "fuse_vector"},
-    1: {"context"},
-    2: {"blocks"},
-    3: {"te_weights", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
+    0: {"", "values", "placement", "engines", "window", "gemm_balance", "fuse_vector"},
+    1: {"plan"},
+    2: {"context"},
+    3: {"blocks"},
+    4: {"te_weights", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
         "gemm_splitk", "rowwise", "gemm_rowreduce", "gemm", "attention_kv", "attention_parts",
         "attention", "bmm", "conv", "clamp", "qlinear"},
-    4: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",
+    5: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",
         "qlinear_bmm", "qlinear_conv", "quant_rows", "attention_float"},
-    5: {""},  # compiler/lower/__init__.py: the tiling pass
+    6: {"plan_pass"},
+    7: {"tile_pass"},
 }
-EMITTERS = 3
+EMITTERS = 4
 
 
 def test_lower_is_layered():

@@ -143,6 +143,13 @@ def run_cmd(
                       "with attention; config.json models always get them")] = False,
     save_oplog: SaveOplogOpt = None,
     all_pes: AllPesOpt = False,
+    generate: Annotated[int | None, typer.Option(
+        "--generate", help="then N new tokens: the prompt's prefill gives the first, N − 1 "
+                           "decode steps with a growing KV cache the rest (TTFT, TPOT per "
+                           "step, tokens/s, energy per token)")] = None,
+    exact_steps: Annotated[bool, typer.Option(
+        "--exact-steps", help="with --generate: simulate every decode step (default: the "
+                              "serving step memo's buckets, docs/serving.md)")] = False,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -160,20 +167,31 @@ def run_cmd(
     phases = Phases(err, enabled=not quiet)
     topo = load_topology(topology, set_ or [])
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
+        amend = None
+        if generate is not None:
+            from kernbench.cli.generate import add_generation, check_generate
+
+            served = check_generate(generate, model, kv_len, verify, qconfig, Path(tmp))
+
+            def amend(r) -> list[str]:  # noqa: ANN001
+                return add_generation(r, served, topo, stage, generate, batch, seq_len,
+                                      exact_steps)
         res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig, verify)
         opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace,
-                          report=not no_report, exact=exact, llm=llm, save_oplog=save_oplog,
-                          strict=strict, write_cmdq=keep_bundle, all_pes=all_pes,
+                          report=not no_report, exact=exact, save_oplog=save_oplog,
+                          llm=llm or generate is not None, strict=strict,
+                          write_cmdq=keep_bundle, all_pes=all_pes,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle")
-        ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet)
+        ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
     if not ok:
         raise typer.Exit(1)
 
 
 def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa: ANN001
-                    as_json: bool, quiet: bool) -> bool:
+                    as_json: bool, quiet: bool, amend=None) -> bool:  # noqa: ANN001
+    """Run, then `amend(result)` (→ extra summary lines: a generation's), then report."""
     from kernbench.cli.sim_progress import simulation_watch
     from kernbench.host.run import RunHooks, run_model
 
@@ -187,7 +205,11 @@ def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa:
         err.print(f"replay: {r['simulated_blocks']} of {r['blocks']} blocks simulated, block "
                   f"period {r['block_period_ns']:,.1f} ns; tables below cover the simulated "
                   "blocks")
-    return report_result(res, as_json)
+    extra = amend(res) if amend is not None else []
+    ok = report_result(res, as_json)
+    if extra and not as_json:
+        print("\n" + "\n".join(extra), flush=True)
+    return ok
 
 
 def report_result(res, as_json: bool) -> bool:  # noqa: ANN001

@@ -8,6 +8,7 @@ invariant does not hold; none changes anything.
 | -------- | ----------- | --------- |
 | `ir`     | quantize    | `kernbench.ir.verify` accepts the graph |
 | `memory` | memory, tiling | no two HBM allocations overlap; every graph input and output is placed |
+| `plan`   | plan        | the lowering plan names existing nodes and tensors: TE weights are constants, a read-through transpose is a TRANSPOSE read by a later QDQ |
 | `tiles`  | tiling      | every op's buffers are on its PE and fit one TCM bank; a buffer is written before it is read; `layer_tiles` counts every op |
 | `order`  | placement   | op indices are the program positions; lowering phases stay in order |
 | `tcm`    | tcm_alloc   | every buffer has an offset, ends inside the AllocatableTCM, stays in one bank; buffers live at the same time on one PE never overlap |
@@ -42,6 +43,20 @@ def check_memory(state: CompileState) -> None:
     for tid in list(state.graph.inputs) + list(state.graph.outputs):
         if tid not in plan.placements:
             raise InvariantError(f"memory plan: graph tensor '{tid}' has no placement")
+
+
+def check_plan(state: CompileState) -> None:
+    plan = state.require_lowering_plan()
+    g = state.graph
+    for w, _mode, _bits in plan.te_weights:
+        if w not in g.tensors or not g.tensors[w].const:
+            raise InvariantError(f"lowering plan: TE weight '{w}' is not a constant")
+    order = {n.id: i for i, n in enumerate(g.nodes)}
+    for t, q in plan.read_through.items():
+        if t not in order or q not in order or g.node(t).op_type != "TRANSPOSE" \
+                or g.node(q).op_type != "QDQ" or order[t] >= order[q]:
+            raise InvariantError(f"lowering plan: '{q}' reads through '{t}', which is not "
+                                 f"a transpose before that QDQ")
 
 
 def _bank_bytes(state: CompileState) -> int:
@@ -148,6 +163,6 @@ def check_cmdq(state: CompileState) -> None:
 
 
 CHECKS: dict[str, Callable[[CompileState], None]] = {
-    "ir": check_ir, "memory": check_memory, "tiles": check_tiles, "order": check_order,
+    "ir": check_ir, "memory": check_memory, "plan": check_plan, "tiles": check_tiles, "order": check_order,
     "tcm": check_tcm, "deps": check_deps, "cmdq": check_cmdq,
 }

@@ -17,7 +17,8 @@ import yaml
 
 from kernbench.compiler.emit import Emit
 from kernbench.compiler.layout import FoldTransposes
-from kernbench.compiler.lower import Tile
+from kernbench.compiler.lower.plan_pass import Plan
+from kernbench.compiler.lower.tile_pass import Tile
 from kernbench.compiler.manager import PassManager
 from kernbench.compiler.memory_plan import PlanMemory
 from kernbench.compiler.order import Place
@@ -35,7 +36,8 @@ from kernbench.ir.qconfig import apply_qconfig, load_qconfig
 from kernbench.report.stats import write_json
 from kernbench.topology.model import Topology
 
-PASSES = (DropNoOpReshapes(), QuantizeActivations(), FoldTransposes(), PlanMemory(), Tile(),
+PASSES = (DropNoOpReshapes(), QuantizeActivations(), FoldTransposes(), PlanMemory(), Plan(),
+          Tile(),
           Place(), AllocateTcm(),
           Schedule(), Emit())
 PASS_NAMES = tuple(p.name for p in PASSES)

@@ -1,7 +1,8 @@
 """What the compiler passes transform: the IR graph plus everything derived from it.
 
 Early passes (quantize, layout) rewrite or annotate the IR `graph`; later ones fill in
-`memory` (HBM placement of every tensor), `tiles` (the TileGraph: per-layer tile ops with
+`memory` (HBM placement of every tensor), `lowering_plan` (the decisions spanning several
+ops), `tiles` (the TileGraph: per-layer tile ops with
 symbolic TCM buffers, their PEs, and TCM offsets once allocated) and finally `cmdq`. Every
 field is typed; a pass that needs a product of an earlier pass asks for it with
 `require_memory()` / `require_tiles()`, which fail clearly when the passes run out of
@@ -17,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from kernbench.compiler.hbm import MemoryPlan
+from kernbench.compiler.lower.plan import LoweringPlan
 from kernbench.compiler.tilegraph import TileGraph
 from kernbench.ir.model import Graph
 from kernbench.topology.model import Topology
@@ -76,6 +78,8 @@ class CompileState:
     stored_permuted: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: storage keys kept whole in one cube (read or written by a whole-layer op)
     pinned: set[str] = field(default_factory=set)
+    #: the decisions spanning several ops, made by the plan pass for the tiling pass
+    lowering_plan: LoweringPlan | None = None
     tiles: TileGraph | None = None
     cmdq: CmdqDocument | None = None
     notes: list[str] = field(default_factory=list)
@@ -88,6 +92,12 @@ class CompileState:
             raise RuntimeError("compiler: this pass needs the memory plan (run 'memory' first)")
         return self.memory
 
+    def require_lowering_plan(self) -> LoweringPlan:
+        """The lowering plan; the tiling pass runs after `plan`."""
+        if self.lowering_plan is None:
+            raise RuntimeError("compiler: this pass needs the lowering plan (run 'plan' first)")
+        return self.lowering_plan
+
     def require_tiles(self) -> TileGraph:
         """The TileGraph; a pass that needs it runs after `tiling`."""
         if self.tiles is None:
@@ -98,6 +108,8 @@ class CompileState:
         parts = [self.graph.to_json()]
         if self.memory is not None:
             parts.append(json.dumps(self.memory.to_json(), indent=1, sort_keys=True))
+        if self.lowering_plan is not None:
+            parts.append(self.lowering_plan.dump())
         if self.tiles is not None:
             parts.append(self.tiles.dump())
         if self.cmdq is not None:

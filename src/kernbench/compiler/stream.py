@@ -34,9 +34,9 @@ from kernbench.compiler.checks import check_memory
 from kernbench.compiler.emit import Emitter
 from kernbench.compiler.hbm import MemoryPlan
 from kernbench.compiler.layer_ops import CensusCounter, LayerOpCensus
-from kernbench.compiler.lower import MAX_PIN_ROUNDS, lower_node, start_lowering
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.tile_pass import lower_node, start_lowering, with_pins
 from kernbench.compiler.manager import PassManager
-from kernbench.compiler.memory_plan import PlanMemory
 from kernbench.compiler.order import interleave
 from kernbench.compiler.pipeline import PASSES
 from kernbench.compiler.schedule import Scheduler, StorageUse
@@ -44,7 +44,7 @@ from kernbench.compiler.state import CompileOptions, CompileState
 from kernbench.compiler.tcm_alloc import TcmAllocator
 from kernbench.compiler.tilegraph import TileGraph, TileOp
 from kernbench.errors import InputError
-from kernbench.ir.model import Graph
+from kernbench.ir.model import Graph, LayerIR
 from kernbench.topology.model import Topology
 
 #: the passes `compile_graph` runs before tiling (whole-graph and cheap: per tensor)
@@ -128,7 +128,7 @@ class StreamedCompile:
         yield [emit.end()]
 
 
-def _lower_alone(lw: Any, n: Any) -> list[TileOp]:
+def _lower_alone(lw: Lowering, n: LayerIR) -> list[TileOp]:
     """The ops of node `n`, taken out of the lowering's TileGraph (which then holds none)."""
     lower_node(lw, n)
     ops = lw.tg.ops
@@ -155,29 +155,29 @@ def compile_streamed(graph: Graph, topology: Topology, options: CompileOptions |
 
 def _survey(state: CompileState) -> Survey:
     """Lower every node once, on a copy of the memory plan, keeping counts and storage use
-    only; storages a whole-layer op touches are pinned and the memory planned again, as
-    `lower.lower_graph` does."""
-    for _ in range(MAX_PIN_ROUNDS):
-        pristine = state.memory
-        state.memory = pristine.copy()
-        lw = start_lowering(state)
-        memory, state.memory = state.memory, pristine
-        use = StorageUse(lw.tg.node_streams)
-        census = CensusCounter({n.id: n.op_type for n in state.graph.nodes})
-        per_layer: dict[str, int] = {}
-        count = 0
-        for n in state.graph.nodes:
-            ops = _lower_alone(lw, n)
-            use.see(ops)
-            census.add(ops)
-            count += len(ops)
-            for op in ops:
-                per_layer[op.layer] = per_layer.get(op.layer, 0) + 1
-        if not lw.pinned:
-            return Survey(count + 1, per_layer, census.census(count + 1), use, lw.tg, memory)
-        state.pinned |= lw.pinned
-        PlanMemory().apply(state)
-    raise RuntimeError("tiling: pinning spread storage did not converge")
+    only; storages a whole-layer op touches are pinned and the memory planned again
+    (`tile_pass.with_pins`, as the tiling pass does)."""
+    return with_pins(state, _survey_once)
+
+
+def _survey_once(state: CompileState) -> tuple[Lowering, Survey]:
+    pristine = state.memory
+    assert pristine is not None
+    state.memory = pristine.copy()
+    lw = start_lowering(state)
+    memory, state.memory = state.memory, pristine
+    use = StorageUse(lw.tg.node_streams)
+    census = CensusCounter({n.id: n.op_type for n in state.graph.nodes})
+    per_layer: dict[str, int] = {}
+    count = 0
+    for n in state.graph.nodes:
+        ops = _lower_alone(lw, n)
+        use.see(ops)
+        census.add(ops)
+        count += len(ops)
+        for op in ops:
+            per_layer[op.layer] = per_layer.get(op.layer, 0) + 1
+    return lw, Survey(count + 1, per_layer, census.census(count + 1), use, lw.tg, memory)
 
 
 __all__ = ["BEFORE_TILING", "FROM_TILING", "StreamedCompile", "Survey", "compile_streamed"]

@@ -7,8 +7,9 @@ the current phase), `dma` (a 1-D or 2-D strided DMA between a TCM buffer and a p
 `row_blocks`: a tile of a spread storage's rows runs in the cube holding them; a DMA
 crossing parts is split into one DMA per run). `phase()` starts a new lowering phase: the
 placement pass never moves an op across a phase boundary, so ops after it may depend on
-any op before it. The GEMM lowering caches prepared weights and activations here, so
-that a weight or an activation read by several layers is converted once.
+any op before it. The decisions that span several ops come from the lowering plan
+(`lowering_plan`, made by the plan pass); the GEMM lowering still caches prepared
+activations here, so that an activation read by several layers is converted once.
 """
 
 from __future__ import annotations
@@ -23,16 +24,15 @@ from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.engines import EngineCursor
 from kernbench.compiler.lower.gemm_balance import Producer
 from kernbench.compiler.lower.placement import PeCursor, raw_const, real_const, tensor_placement
+from kernbench.compiler.lower.plan import LoweringPlan
 from kernbench.compiler.lower.values import (
     DynamicActivation,
     HbmRange,
     Operands,
     PreparedX,
-    TeWeight,
 )
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
-from kernbench.ir.model import QBits
 from kernbench.numerics.dtypes import bits as dtype_bits
 from kernbench.topology.peaks import hbm_gbs_per_cube, pe_macs_per_ns, ucie_gbs
 
@@ -75,6 +75,7 @@ class Lowering:
         self.g = state.graph
         self.topo = state.topology
         self.plan = state.require_memory()
+        self.lowering_plan: LoweringPlan = state.require_lowering_plan()
         pt = self.topo.config.cube.pe_template
         self.gemm_spec = pt.pe_gemm
         self.math_op_cycles = pt.pe_math.op_cycles
@@ -99,12 +100,7 @@ class Lowering:
                             cube_pes=tuple(tuple(cube_pes[c]) for c in sorted(cube_pes)))
         self.pinned: set[str] = set()  # spread storages a whole-layer op touched
         self.stream = 0
-        self.per_channel = (self.g.qconfig or {}).get("weight_granularity",
-                                                      "per_channel") == "per_channel"
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
-        self.weights: dict[tuple[str, str, QBits], TeWeight | None] = {}
-        # (weight values key, panel columns) → its storage (`te_weights.weight_tile`)
-        self.stored_weights: dict[tuple[str, int], Placement] = {}
         self.engines = EngineCursor.of(pt)
         self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
         # uint8 tensor of a tiled DYNAMIC_QUANTIZE → its int8 data and run-time qparams
@@ -115,7 +111,6 @@ class Lowering:
         self.kv_rows: set[str] = set()
         # float tensors no tile writes: only their quantized copy is read (`xquant`)
         self.unwritten: set[str] = set()
-        self.lone: dict[int, int] = {}  # per cube: one-tile layers placed so far
         # the GEMM lowered last: when its columns are ready, per PE (`gemm_balance`)
         self.gemm_producer: Producer | None = None
 
@@ -124,11 +119,7 @@ class Lowering:
         that persists across layers. On a multi-cube NPU every layer restarts at the
         cube's first PE, so a chain of independent tiny layers (mask, position ids) would
         otherwise queue on one PE, each load waiting for the PE's previous compute."""
-        cube = self.cube(pe)
-        pes = self.pes.cube_pes[cube] if self.pes.cube_pes else tuple(range(self.n_pes))
-        i = self.lone.get(cube, 0)
-        self.lone[cube] = i + 1
-        return pes[i % len(pes)]
+        return self.pes.lone(self.cube(pe))
 
     def next_pe(self) -> int:
         return self.pes.next()

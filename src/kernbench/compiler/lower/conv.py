@@ -31,12 +31,13 @@ from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.clamp import Bounds, clip_fields, fusable_clamp
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.values import TeWeight
+from kernbench.compiler.lower.te_weights import per_channel_weights
+from kernbench.compiler.lower.values import TeWeight, WeightValues
 from kernbench.compiler.lower.window import Geom, choose, geom, halves
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.compiler.tilegraph import Buf
 from kernbench.components.builtin.systolic import systolic_compute_cycles
-from kernbench.ir.model import LayerIR, is_shape_only_array
+from kernbench.ir.model import Graph, LayerIR, is_shape_only_array
 from kernbench.numerics import quant as qmath
 
 #: cycles charged per command when comparing block sizes (issue, fetch / store latency)
@@ -75,46 +76,54 @@ def _cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> int:
 
 def conv_weight(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | None:
     """The OIHW weight at the tiles' precision (its scale per output channel in int mode),
-    placed once per (weight, mode); None when it cannot be tiled (int4, zero points, a
-    non-channel quantization axis)."""
-    key = (w_tid, f"conv:{mode}", n.qbits_weight)
-    if key not in lw.weights:
-        lw.weights[key] = _conv_weight_once(lw, n, w_tid, mode)
-    return lw.weights[key]
+    from the lowering plan (`planned_conv_weight`), placed in HBM by the first layer that
+    reads it; None when it cannot be tiled (int4, zero points, a non-channel quantization
+    axis)."""
+    wt = lw.lowering_plan.te_weight((w_tid, f"conv:{mode}", n.qbits_weight))
+    if wt is None or wt.values is None:
+        return wt
+    v = wt.values
+    p = lw.const(v.key, v.data, v.dtype, source=v.source, shape=v.shape)
+    return TeWeight(p, wt.scale, wt.bits)
 
 
-def _conv_weight_once(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | None:
-    w = np.asarray(lw.g.weights[w_tid])
+def planned_conv_weight(g: Graph, n: LayerIR, w_tid: str, mode: str) -> TeWeight | None:
+    """The conv weight's values at the tiles' precision and its scale, not yet placed
+    (`conv_weight` places them); None when it cannot be tiled. The plan pass asks once per
+    (weight, mode, bits)."""
+    w = np.asarray(g.weights[w_tid])
     shape = tuple(int(d) for d in w.shape)
     if mode == "int":
         if n.qbits_weight not in (8, None):
             return None
-        q = lw.g.tensors[w_tid].quant
+        q = g.tensors[w_tid].quant
         if is_shape_only_array(w):
             if q is not None:
                 return None
-            p = lw.const(f"{w_tid}@conv_int8", None, "int8", source=w_tid, shape=shape)
-            return TeWeight(p, np.ones((shape[0],), np.float32), 8)
+            return TeWeight(None, np.ones((shape[0],), np.float32), 8,
+                            values=WeightValues(f"{w_tid}@conv_int8", None, "int8", shape,
+                                                w_tid))
         if q is not None:  # imported integer weight: used as it is
-            zp = lw.g.weights.get(q.zero_point) if q.zero_point else None
+            zp = g.weights.get(q.zero_point) if q.zero_point else None
             if q.block_size or q.dtype != "int8" or q.axis not in (0, None) \
                     or (zp is not None and np.any(np.asarray(zp) != 0)):
                 return None
-            wq, sw = w.astype(np.int8), np.asarray(lw.g.weights[q.scale], np.float32)
+            wq, sw = w.astype(np.int8), np.asarray(g.weights[q.scale], np.float32)
         else:
             wq, sw = qmath.quantize_weight(w.astype(np.float32), 8,
-                                           0 if lw.per_channel else None)
+                                           0 if per_channel_weights(g) else None)
         sw = np.broadcast_to(np.asarray(sw, np.float32).reshape(-1), (shape[0],))
-        p = lw.const(f"{w_tid}@conv_int8", np.asarray(wq, np.int8), "int8", source=w_tid)
-        return TeWeight(p, np.ascontiguousarray(sw, np.float32), 8)
+        return TeWeight(None, np.ascontiguousarray(sw, np.float32), 8,
+                        values=WeightValues(f"{w_tid}@conv_int8", np.asarray(wq, np.int8),
+                                            "int8", shape, w_tid))
     dt, bits = ("fp16", 16) if mode == "fp16" else ("fp32", 32)
     if is_shape_only_array(w):
-        return TeWeight(lw.const(f"{w_tid}@{dt}", None, dt, source=w_tid, shape=shape),
-                          None, bits)
+        return TeWeight(None, None, bits,
+                        values=WeightValues(f"{w_tid}@{dt}", None, dt, shape, w_tid))
     arr = w.astype(np.float32)
     if mode == "fp16":
         arr = qmath.round_to_float(arr, "fp16").astype(np.float16)
-    return TeWeight(lw.const(f"{w_tid}@{dt}", arr, dt, source=w_tid), None, bits)
+    return TeWeight(None, None, bits, values=WeightValues(f"{w_tid}@{dt}", arr, dt, shape, w_tid))
 
 
 def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:

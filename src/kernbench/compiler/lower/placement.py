@@ -35,6 +35,8 @@ class PeCursor:
     cube_pes: tuple[tuple[int, ...], ...] = ()  # PE indices of each cube
     position: int = 0
     in_cube: dict[int, int] = field(default_factory=dict)
+    #: per cube: layers of one tile placed so far (`lone`), across layers
+    lone_placed: dict[int, int] = field(default_factory=dict)
 
     def next(self, cube: int | None = None) -> int:
         if cube is not None and self.cube_pes:
@@ -45,6 +47,14 @@ class PeCursor:
         pe = self.position % self.n_pes
         self.position += 1
         return pe
+
+    def lone(self, cube: int) -> int:
+        """The PE of `cube` a layer of one tile runs on: the next of the cube's PEs (of
+        all PEs on one cube) in a rotation of its own that persists across layers."""
+        pes = self.cube_pes[cube] if self.cube_pes else tuple(range(self.n_pes))
+        i = self.lone_placed.get(cube, 0)
+        self.lone_placed[cube] = i + 1
+        return pes[i % len(pes)]
 
     def start_layer(self) -> None:
         if self.restart_per_layer:

@@ -90,7 +90,8 @@ def _output_transpose(lw: Lowering, n: LayerIR) -> QdqLayout | None:
         return None
     t = g.node(out.consumers[0])
     if t.op_type != "TRANSPOSE" or list(t.attributes.get("perm", [])) != HEAD_SWAP \
-            or t.attributes.get("view") or lw.state.folded.get(t.id) or t.id in lw.fused:
+            or t.attributes.get("view") or lw.state.folded.get(t.id) or t.id in lw.fused \
+            or t.id in lw.lowering_plan.read_through:
         return None  # (a transpose a later QDQ already reads through stays that QDQ's)
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(t.outputs[0])

@@ -22,17 +22,19 @@ from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.values import TeWeight, WeightValues
 from kernbench.compiler.tilegraph import Buf
-from kernbench.ir.model import LayerIR, is_shape_only_array
+from kernbench.ir.model import Graph, LayerIR, is_shape_only_array
 from kernbench.numerics import quant as qmath
 
 
 def te_weight(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | None:
-    """The weight as stored for the tiles, computed once per (weight, mode, bits): checking
-    a layer and lowering it both ask. None: the weight cannot be tiled."""
-    key = (w_tid, mode, n.qbits_weight)
-    if key not in lw.weights:
-        lw.weights[key] = _te_weight_once(lw, n, w_tid, mode)
-    return lw.weights[key]
+    """The weight as the tiles read it, from the lowering plan (`planned_te_weight` made it
+    once per (weight, mode, bits)). None: the weight cannot be tiled."""
+    return lw.lowering_plan.te_weight((w_tid, mode, n.qbits_weight))
+
+
+def per_channel_weights(g: Graph) -> bool:
+    """Does the compiler quantize float weights per output channel (else per tensor)?"""
+    return (g.qconfig or {}).get("weight_granularity", "per_channel") == "per_channel"
 
 
 def recentered(w: np.ndarray, zp: np.ndarray | None, bits: int) -> tuple[np.ndarray, int] | None:
@@ -48,16 +50,16 @@ def recentered(w: np.ndarray, zp: np.ndarray | None, bits: int) -> tuple[np.ndar
     return None
 
 
-def _int_weight(lw: Lowering, n: LayerIR, w_tid: str,
+def _int_weight(g: Graph, n: LayerIR, w_tid: str,
                 w: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
     """(int values, scale, bits) of an imported integer weight or of one the compiler
     quantizes (symmetric, per channel unless the qconfig says per tensor). An imported
     weight with zero points (per tensor or per column; int or uint) is re-centered when
     that is exact, else None."""
-    t = lw.g.tensors[w_tid]
+    t = g.tensors[w_tid]
     if t.quant is not None:
         q = t.quant
-        zp = np.asarray(lw.g.weights[q.zero_point]) if q.zero_point else None
+        zp = np.asarray(g.weights[q.zero_point]) if q.zero_point else None
         if q.block_size or q.axis is not None and q.axis % 2 != 1:
             return None
         bits = int(q.dtype.lstrip("uint"))
@@ -66,23 +68,26 @@ def _int_weight(lw: Lowering, n: LayerIR, w_tid: str,
         rc = recentered(w, zp, bits)
         if rc is None:
             return None
-        return rc[0], np.asarray(lw.g.weights[q.scale], np.float32), rc[1]
+        return rc[0], np.asarray(g.weights[q.scale], np.float32), rc[1]
     bits = n.qbits_weight if isinstance(n.qbits_weight, int) else 8
     if bits not in (4, 8, 16):
         return None
     wq, sw = qmath.quantize_weight(w.astype(np.float32), bits,
-                                   -1 if lw.per_channel else None)
+                                   -1 if per_channel_weights(g) else None)
     return wq, np.asarray(sw, np.float32), bits
 
 
-def _te_weight_once(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | None:
-    w = np.asarray(lw.g.weights[w_tid])
+def planned_te_weight(g: Graph, n: LayerIR, w_tid: str, mode: str) -> TeWeight | None:
+    """The weight `w_tid` of TE layer `n` as tiles in `mode` read it: its values (quantized
+    or cast, not yet stored) and scale; None when it cannot be tiled. The plan pass asks
+    once per (weight, mode, bits)."""
+    w = np.asarray(g.weights[w_tid])
     if w.ndim != 2:
         return None
     if is_shape_only_array(w):
-        return _shape_only_weight(lw, n, w_tid, w, mode)
+        return _shape_only_weight(g, n, w_tid, w, mode)
     if mode in ("int", "int16"):
-        iw = _int_weight(lw, n, w_tid, w)
+        iw = _int_weight(g, n, w_tid, w)
         if iw is None:
             return None
         wq, sw, bits = iw
@@ -102,13 +107,13 @@ def values(key: str, data: np.ndarray, dtype: str, source: str | None) -> Weight
     return WeightValues(key, data, dtype, (int(data.shape[0]), int(data.shape[1])), source)
 
 
-def _shape_only_weight(lw: Lowering, n: LayerIR, w_tid: str, w: np.ndarray,
+def _shape_only_weight(g: Graph, n: LayerIR, w_tid: str, w: np.ndarray,
                        mode: str) -> TeWeight | None:
     """A shape-only model's weight: placed at its stored bits, no values (unit scales)."""
     shape = (int(w.shape[0]), int(w.shape[1]))
     if mode == "int":
         bits = n.qbits_weight if isinstance(n.qbits_weight, int) else 8
-        if bits not in (4, 8) or lw.g.tensors[w_tid].quant is not None:
+        if bits not in (4, 8) or g.tensors[w_tid].quant is not None:
             return None
         dt = "int4" if bits == 4 else "int8"
         return TeWeight(None, np.ones((w.shape[1],), np.float32), bits,
@@ -138,21 +143,17 @@ def panels(w: np.ndarray, panel: int) -> np.ndarray:
 def _stored(lw: Lowering, v: WeightValues, panel: int) -> Placement:
     """`v` in HBM, row-major (`panel` 0) or as column panels `panel` wide: stored on first
     use, once per (weight, panel width)."""
-    key = (v.key, panel)
-    p = lw.stored_weights.get(key)
-    if p is not None:
-        return p
-    k, nn = v.shape
+    key = v.key + (f"@panel{panel}" if panel else "")
+    shape = (v.shape[0] * v.shape[1],) if panel else v.shape
+    stored = lw.plan.allocations.get(key)  # the memory plan: stored by an earlier tile
+    if stored is not None:
+        return stored.placement(shape)
     data = v.data
     if panel and data is not None:
         data = panels(data, panel)
     if data is not None and v.dtype == "int4":
         data = qmath.pack_int4(data)
-    shape = (k * nn,) if panel else (k, nn)
-    p = lw.const(v.key + (f"@panel{panel}" if panel else ""), data, v.dtype, source=v.source,
-                 shape=shape)
-    lw.stored_weights[key] = p
-    return p
+    return lw.const(key, data, v.dtype, source=v.source, shape=shape)
 
 
 #: a one-row tile's weight moves in DMAs of at most this many bytes: a PE's

@@ -29,13 +29,14 @@ class WeightValues(NamedTuple):
     key: str
     data: np.ndarray | None
     dtype: str
-    shape: tuple[int, int]
+    shape: tuple[int, ...]  # [K, N]; a conv weight's OIHW
     source: str | None
 
 
 class TeWeight(NamedTuple):
     """A TE weight as stored for the tiles: its placement, the per-column (or per-tensor)
-    scale of an integer weight (None otherwise) and its bits; `colsum`: the int64 column
+    scale of an integer weight (None otherwise) and its bits (a conv weight: OIHW, its scale
+    per output channel); `colsum`: the int64 column
     sums of the stored integers (for the activation zero-point correction), None when
     unknown (float or shape-only weights). A weight given by its `values` has no
     placement until a tile reads it (`te_weights.weight_tile`)."""

@@ -66,14 +66,18 @@ class ServedModel:
 
     def simulate(self, shape: tuple[int, int, int], topo: Topology) -> float:
         """Simulated ns of one program (batch, new tokens, past tokens) on `topo`."""
+        return float(self.run(shape, topo)["total_ns"])
+
+    def run(self, shape: tuple[int, int, int], topo: Topology) -> dict[str, Any]:
+        """stats of one program (batch, new tokens, past tokens) on `topo`: compiled and
+        simulated as `kernbench run --no-report` does (timing only)."""
         b, s, k = shape
         with tempfile.TemporaryDirectory(dir=self.workdir) as d:
             tmp = Path(d)
             res = resolve_model(self.model, ShapeOptions(b, s, k), tmp / "model", self.qconfig)
             opts = RunOptions(qconfig=self.qconfig, trace=False, report=False,
                               write_cmdq=False, bundle=tmp / "bundle")
-            r = run_model(res.path, topo, tmp / "out", opts, RunHooks(note=_quiet))
-        return float(r.stats["total_ns"])
+            return run_model(res.path, topo, tmp / "out", opts, RunHooks(note=_quiet)).stats
 
 
 def _context(model: Path) -> int | None:

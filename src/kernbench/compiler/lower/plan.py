@@ -1,0 +1,64 @@
+"""The lowering plan: the decisions that span several IR ops, made before any op is tiled.
+
+The `plan` pass (`plan_pass.Plan`) writes one `LoweringPlan` into the compile state; the
+`tiling` pass reads it and decides nothing of this kind itself. The plan is plain, frozen
+data (its tables are read-only mappings), so a lowering can read it but not write it, and
+`dump()` renders it for `--dump-after plan`.
+
+Fields:
+- `te_weights`: the weight of every tensor-engine layer as the tiles read it, by (weight
+  tensor, TE mode, the layer's weight bits): quantized once (or cast) however many layers
+  read it; None when it cannot be tiled (the layer then runs whole). Its storage in HBM is
+  placed by the tile that first reads it (`te_weights.weight_tile`), in program order.
+- `read_through`: the head transposes a later QDQ reads through (transpose node → QDQ
+  node): they get no operation of their own (`qdq`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kernbench.compiler.lower.values import TeWeight
+from kernbench.ir.model import QBits
+
+#: (weight tensor, TE mode, the layer's weight bits)
+WeightKey = tuple[str, str, QBits]
+
+
+@dataclass(frozen=True)
+class LoweringPlan:
+    """The cross-op decisions of one compile (module docstring)."""
+
+    te_weights: Mapping[WeightKey, TeWeight | None]
+    read_through: Mapping[str, str]
+
+    def te_weight(self, key: WeightKey) -> TeWeight | None:
+        """The planned TE weight of `key`; a key the plan pass did not see is a bug."""
+        try:
+            return self.te_weights[key]
+        except KeyError:
+            raise RuntimeError(f"lowering plan: no TE weight planned for {key}") from None
+
+    def dump(self) -> str:
+        """The plan, one decision a line, in a stable order."""
+        lines = ["lowering plan:", "  te_weights:"]
+        for (w, mode, bits), wp in sorted(self.te_weights.items(),
+                                          key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]))):
+            lines.append(f"    {w} {mode} w{bits}: " + _weight_line(wp))
+        lines.append("  read_through:")
+        for t, q in sorted(self.read_through.items()):
+            lines.append(f"    {t} -> {q}")
+        return "\n".join(lines)
+
+
+def _weight_line(wp: TeWeight | None) -> str:
+    if wp is None:
+        return "not tiled (the layer runs whole)"
+    k, nn = wp.shape
+    if wp.scale is None:
+        scale = "no scale"
+    else:
+        scale = "per-tensor scale" if wp.scale.size == 1 else f"{wp.scale.size} column scales"
+    data = "" if wp.values is None or wp.values.data is not None else ", shape only"
+    return f"{wp.dtype} [{k}, {nn}], {wp.bits} bits, {scale}{data}"

@@ -1,0 +1,84 @@
+"""The plan pass: the decisions that span several IR ops, made once before tiling.
+
+`make_plan` walks the graph and writes a frozen `LoweringPlan` (plan.py) into the compile
+state: the TE weights as the tiles read them (quantized or cast once per weight, mode and
+bits; they do not depend on where tensors live) and the decisions that read the memory
+plan (`memory_decisions`: which transposes a QDQ reads through). The tiling pass reads
+the plan and makes none of these decisions itself. When the tiling pass pins storage
+and the memory is planned again, `replan` makes the memory decisions again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
+
+from kernbench.compiler.lower.activation import te_mode
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.conv import planned_conv_weight
+from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
+from kernbench.compiler.lower.qdq import folded_input_transposes
+from kernbench.compiler.lower.te_weights import planned_te_weight
+from kernbench.compiler.lower.values import TeWeight
+from kernbench.compiler.state import CompileState
+from kernbench.ir.model import Graph
+
+
+def te_weights(g: Graph) -> dict[WeightKey, TeWeight | None]:
+    """Every TE weight a GEMM, QKV_PROJ or CONV layer's tiles may read, by (weight, mode,
+    bits); a CONV's mode is "conv:<mode>" (its weight is OIHW, placed whole)."""
+    out: dict[WeightKey, TeWeight | None] = {}
+    for n in g.nodes:
+        mode = te_mode(n)
+        if mode is None:
+            continue
+        if n.op_type in ("GEMM", "QKV_PROJ"):
+            ws = [n.inputs[1]] if n.op_type == "GEMM" else list(n.inputs[1:4])
+            if not all(g.tensors[w].const for w in ws):
+                continue
+            for w in ws:
+                if (w, mode, n.qbits_weight) not in out:
+                    out[(w, mode, n.qbits_weight)] = planned_te_weight(g, n, w, mode)
+        elif n.op_type == "CONV" and len(n.inputs) > 1 and g.tensors[n.inputs[1]].const:
+            key = (n.inputs[1], f"conv:{mode}", n.qbits_weight)
+            if key not in out:
+                out[key] = planned_conv_weight(g, n, n.inputs[1], mode)
+    return out
+
+
+def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
+    """`plan` with the decisions that read the memory plan made on `state.memory`."""
+    state.lowering_plan = plan
+    lw = Lowering(state)  # read only: the decisions read placements through it
+    return dataclasses.replace(plan,
+                               read_through=MappingProxyType(folded_input_transposes(lw)))
+
+
+def make_plan(state: CompileState) -> LoweringPlan:
+    """The lowering plan of `state` (needs the memory plan and the layout decisions)."""
+    state.require_memory()
+    weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), MappingProxyType({}))
+    return memory_decisions(state, weights)
+
+
+def replan(state: CompileState) -> None:
+    """Make the plan's memory decisions again after the memory was planned again."""
+    state.lowering_plan = memory_decisions(state, state.require_lowering_plan())
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Make the cross-op decisions of the tiling into `state.lowering_plan`."""
+
+    name: str = "plan"
+    changes_ir: ClassVar[bool] = False
+    produces: ClassVar[tuple[str, ...]] = ("plan",)
+
+    def apply(self, state: CompileState) -> CompileState:
+        state.lowering_plan = make_plan(state)
+        return state
+
+
+__all__ = ["Plan", "make_plan", "replan", "te_weights"]

@@ -1,0 +1,171 @@
+"""The tiling pass: every IR layer becomes tile operations on PEs (the TileGraph), reading
+the decisions of the lowering plan (`plan_pass`).
+
+Split by job (data semantics per tile: docs/compiler.md):
+- `context`: the shared builder (TCM buffers, tile ops, DMAs, constants, phases);
+- `placement`: which PE a tile runs on, where the data it reads lives, which layers are
+  views;
+- `gemm`: GEMM / QKV_PROJ (activation prepared once, array-aligned output tiles, K loops,
+  epilogue);
+- `rowwise`: LAYER_NORM, RMS_NORM, SOFTMAX, GELU, SILU, ADD, MUL in row blocks;
+- `attention`: integer ATTENTION per (batch, KV group) and query block;
+- `attention_float`: fp32 ATTENTION the same way (and the ATTENTION dispatch);
+- `bmm`: MATMUL of two activations as batched GEMM tiles (int8 or fp32);
+- `attention_kv`: the KV-block loop of an attention blocked along the KV sequence;
+- `attention_parts`: an attention split along the keys over PEs, combined (decode);
+- `conv`: CONV as TE_CONV_TILE implicit GEMMs (dense, grouped) or VE_DWCONV_TILE
+  (depthwise), with a fused ReLU / Clip epilogue (`clamp`); `window`: their geometry;
+- `pool`: POOL as VE_POOL_TILE blocks, REDUCE over trailing axes as VE_REDUCE_TILE;
+- `clamp`: ReLU / Clip as VE_CLIP_TILE blocks (or nothing, when a conv computed it);
+- `elementwise`: other ELEMENTWISE kinds, and ADD / MUL with broadcasting or integer
+  data, as VE_ELEMENTWISE_TILE blocks; CUMSUM as VE_CUMSUM_TILE row blocks;
+- `gather`: EMBEDDING and data-index gathers as DMA_GATHER_TILE row lookups, GATHER /
+  GATHER_ND / GATHER_ELEMENTS with constant indices as DMAs (layout moves);
+- `kv_update`: KV cache rows copied (and quantized) into the present cache;
+- `rope`: ROPE as VE_ROPE_TILE row blocks (cos / sin half rows loaded per tile);
+- `copy`: TRANSPOSE / SLICE / SPLIT / CONCAT as strided DMA copies (VE_TRANSPOSE_TILE
+  when the innermost axis moves);
+- `qdq`: per-tensor fake quantization (QDQ) in row blocks;
+- `dynq`: DYNAMIC_QUANTIZE (run-time min / max, then quantize) and MATMUL_INTEGER → Cast
+  → Mul as an integer GEMM with a run-time zero-point term and scale;
+- `qlinear`, `qlinear_conv`: QOperator QLINEAR_MATMUL / QLINEAR_CONV as GEMM / conv tiles
+  with the zero points in the TE's int32 bias and a requantize epilogue;
+  `qlinear_bmm`: QLINEAR_MATMUL of two activations on zero-point-centered fp16 blocks;
+- `quant_rows`: per-tensor QUANTIZE / DEQUANTIZE of activations in row blocks;
+- `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
+A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
+Views, folded transposes, DEQUANTIZEs the GEMM reads through and QDQs whose integer GEMMs
+quantize their input themselves take no operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
+
+from kernbench.compiler.layout import COPY_OPS
+from kernbench.compiler.lower.activation import dequant_bypassed, qdq_bypassed
+from kernbench.compiler.lower.attention_float import lower_any_attention
+from kernbench.compiler.lower.bmm import lower_bmm
+from kernbench.compiler.lower.clamp import lower_clamp
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.conv import lower_conv
+from kernbench.compiler.lower.copy import lower_copy
+from kernbench.compiler.lower.dynq import lower_dynamic_quantize, lower_matmul_integer
+from kernbench.compiler.lower.elementwise import lower_cumsum, lower_elementwise
+from kernbench.compiler.lower.fuse_vector import fuse_chains
+from kernbench.compiler.lower.gather import lower_gather
+from kernbench.compiler.lower.gemm import lower_gemm, lower_qkv_proj
+from kernbench.compiler.lower.kv_update import lower_kv_update
+from kernbench.compiler.lower.layer_op import lower_layer_op
+from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.plan_pass import replan
+from kernbench.compiler.lower.pool import lower_pool, lower_reduce
+from kernbench.compiler.lower.qdq import lower_qdq
+from kernbench.compiler.lower.qlinear_bmm import lower_any_qlinear_matmul
+from kernbench.compiler.lower.qlinear_conv import lower_qlinear_conv
+from kernbench.compiler.lower.quant_rows import lower_quant_rows
+from kernbench.compiler.lower.rope import lower_rope
+from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
+from kernbench.compiler.memory_plan import PlanMemory
+from kernbench.compiler.state import CompileState
+from kernbench.compiler.tilegraph import TileGraph
+from kernbench.ir.model import LayerIR
+
+#: rounds of "lower, pin the spread storage whole-layer ops touched, plan again"
+MAX_PIN_ROUNDS = 4
+
+
+def _row_or_elementwise(lw: Lowering, n: LayerIR) -> bool:
+    """ADD / MUL: row-wise tiles, else broadcasting element-wise tiles."""
+    return lower_row_op(lw, n) or lower_elementwise(lw, n)
+
+
+#: op type → its tiled lowering (returns False when the layer must run whole)
+LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
+    "GEMM": lower_gemm, "QKV_PROJ": lower_qkv_proj, "ATTENTION": lower_any_attention,
+    "KV_UPDATE": lower_kv_update, "QDQ": lower_qdq, **{op: lower_row_op for op in ROW_OPS},
+    "MATMUL": lower_bmm, "DYNAMIC_QUANTIZE": lower_dynamic_quantize,
+    "MATMUL_INTEGER": lower_matmul_integer,
+    "CONV": lower_conv, "POOL": lower_pool, "REDUCE": lower_reduce,
+    "ELEMENTWISE": lambda lw, n: lower_clamp(lw, n) or lower_elementwise(lw, n),
+    "ADD": _row_or_elementwise, "MUL": _row_or_elementwise, "CUMSUM": lower_cumsum,
+    **{op: lower_gather for op in ("EMBEDDING", "GATHER", "GATHER_ND", "GATHER_ELEMENTS")},
+    "ROPE": lower_rope, **{op: lower_copy for op in COPY_OPS},
+    "QLINEAR_MATMUL": lower_any_qlinear_matmul, "QLINEAR_CONV": lower_qlinear_conv,
+    "QUANTIZE": lower_quant_rows, "DEQUANTIZE": lower_quant_rows,
+}
+
+
+T = TypeVar("T")
+
+
+def with_pins(state: CompileState, lower_all: Callable[[CompileState], tuple[Lowering, T]]) -> T:
+    """What `lower_all` returns for `state`, once no whole-layer op touches spread storage.
+
+    A whole-layer op reads and writes tensors at one address, so a storage spread over
+    the cubes that one touches is pinned to one cube: the memory is planned again with it
+    pinned, the plan's memory decisions made again, and the graph lowered again (at most a
+    few rounds: pinning only removes spread storage). `lower_all` returns its Lowering
+    (whose `pinned` it reads) and its result."""
+    for _ in range(MAX_PIN_ROUNDS):
+        lw, result = lower_all(state)
+        if not lw.pinned:
+            return result
+        state.pinned |= lw.pinned
+        PlanMemory().apply(state)
+        replan(state)
+    raise RuntimeError("tiling: pinning spread storage did not converge")
+
+
+def lower_graph(state: CompileState) -> TileGraph:
+    """The TileGraph of `state.graph` (needs the memory plan, the layout decisions and the
+    lowering plan), storage pinned as `with_pins` says."""
+    return with_pins(state, _lower_once)
+
+
+def _lower_once(state: CompileState) -> tuple[Lowering, TileGraph]:
+    lw = start_lowering(state)
+    for n in lw.g.nodes:
+        lower_node(lw, n)
+    return lw, lw.tg
+
+
+def start_lowering(state: CompileState) -> Lowering:
+    """A Lowering of `state`'s graph, ready for `lower_node` on each node in order."""
+    return Lowering(state)
+
+
+def lower_node(lw: Lowering, n: LayerIR) -> None:
+    """Append the tile ops of IR node `n` (the next one in graph order) to `lw.tg`."""
+    lw.phase()
+    lw.tg.node_streams.append(lw.stream)
+    lw.pes.start_layer()
+    if is_view(lw.plan, n):
+        return
+    if lw.state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n) \
+            or n.id in lw.fused or n.id in lw.lowering_plan.read_through:
+        return  # no op of its own (a fused consumer runs in its GEMM's epilogue)
+    lowering = LOWERINGS.get(n.op_type)
+    first = len(lw.tg.ops)
+    if lowering is None or not lowering(lw, n):
+        lower_layer_op(lw, n)
+    fuse_chains(lw.tg, first)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """Lower every layer to tile ops (state.tiles); places constants (state.memory)."""
+
+    name: str = "tiling"
+    changes_ir: ClassVar[bool] = False
+    produces: ClassVar[tuple[str, ...]] = ("tiles", "memory")
+
+    def apply(self, state: CompileState) -> CompileState:
+        state.tiles = lower_graph(state)
+        return state
+
+
+__all__ = ["LOWERINGS", "Lowering", "Tile", "lower_graph", "lower_node", "start_lowering",
+           "with_pins"]

@@ -1,0 +1,82 @@
+"""The plan pass: the lowering plan is in the state, frozen, checked, dumped, and the
+tiling pass reads its decisions instead of making them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from tiny_ir import compile_until, gemm_graph
+
+from kernbench.compiler.checks import InvariantError, check_plan
+from kernbench.compiler.lower.plan import LoweringPlan
+from kernbench.compiler.manager import PassManager
+from kernbench.compiler.pipeline import PASS_NAMES, PASSES
+
+
+def test_plan_runs_after_memory_and_before_tiling():
+    assert PASS_NAMES.index("memory") < PASS_NAMES.index("plan") < PASS_NAMES.index("tiling")
+
+
+def test_plan_holds_the_gemm_weight_quantized_per_column():
+    g, feeds = gemm_graph(m=16, k=32, n=24)
+    st = compile_until(g, feeds, "plan")
+    plan = st.require_lowering_plan()
+    wp = plan.te_weight(("w", "int", 8))
+    assert wp is not None and wp.bits == 8 and wp.dtype == "int8"
+    w = np.asarray(g.weights["w"], np.float64)
+    # independent reference: symmetric per-column int8, scale = max|w| / 127
+    scale = np.abs(w).max(axis=0) / 127.0
+    np.testing.assert_allclose(np.asarray(wp.scale, np.float64).reshape(-1), scale, rtol=1e-6)
+    q = np.clip(np.round(w / scale), -127, 127)
+    np.testing.assert_array_equal(wp.values.data.astype(np.int64), q.astype(np.int64))
+    np.testing.assert_array_equal(wp.colsum, q.astype(np.int64).sum(axis=0))
+    assert wp.placement is None  # stored by the tile that first reads it, not by the plan
+
+
+def test_plan_is_frozen():
+    g, feeds = gemm_graph(m=16, k=32, n=24)
+    plan = compile_until(g, feeds, "plan").require_lowering_plan()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.read_through = {}  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        plan.te_weights[("w", "int", 8)] = None  # type: ignore[index]
+
+
+def test_an_unplanned_weight_is_an_error_not_a_silent_recompute():
+    g, feeds = gemm_graph(m=16, k=32, n=24)
+    plan = compile_until(g, feeds, "plan").require_lowering_plan()
+    with pytest.raises(RuntimeError, match="no TE weight planned"):
+        plan.te_weight(("w", "fp16", "fp16"))
+
+
+def test_tiling_needs_the_plan():
+    g, feeds = gemm_graph(m=16, k=32, n=24)
+    passes = [p for p in PASSES if p.name != "plan"]
+    st = compile_until(g, feeds, "memory")
+    with pytest.raises(RuntimeError, match="run 'plan' first"):
+        PassManager(passes[passes.index(next(p for p in passes if p.name == "tiling")):]).run(st)
+
+
+def test_check_plan_refuses_a_plan_naming_no_constant():
+    g, feeds = gemm_graph(m=16, k=32, n=24)
+    st = compile_until(g, feeds, "plan")
+    plan = st.require_lowering_plan()
+    st.lowering_plan = dataclasses.replace(plan, te_weights={("x", "int", 8): None})
+    with pytest.raises(InvariantError, match="'x' is not a constant"):
+        check_plan(st)
+    st.lowering_plan = dataclasses.replace(plan, read_through={"fc": "fc"})
+    with pytest.raises(InvariantError, match="not a transpose"):
+        check_plan(st)
+
+
+def test_dump_after_plan_lists_the_decisions(tmp_path):
+    g, feeds = gemm_graph(m=16, k=32, n=24)
+    st = compile_until(g, feeds, "memory")
+    PassManager([p for p in PASSES if p.name == "plan"], dump_after=("plan",),
+                dump_dir=tmp_path).run(st)
+    text = (tmp_path / "after-plan.txt").read_text(encoding="utf-8")
+    assert "lowering plan:" in text
+    assert "w int w8: int8 [32, 24], 8 bits, 24 column scales" in text
+    assert isinstance(st.lowering_plan, LoweringPlan)
