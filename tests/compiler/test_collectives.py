@@ -183,3 +183,59 @@ def test_bad_collectives_are_one_line(kw: dict, needle: str) -> None:
     with pytest.raises(InputError) as e:
         lower_collective(Collective(dtype="fp32", **kw), topo, limits_for(topo))
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_collective_inside_a_larger_program_waits_for_its_producers() -> None:
+    """Each chip first doubles its input in place (load, add x + x, store); the all-reduce
+    appended after it (first_id, after) sums the doubled inputs, and its first entries on
+    a chip name that chip's store among their deps_before."""
+    topo = load_topology("small", RING4)
+    limits = limits_for(topo)
+    x = _ints(4, 1024, seed=9)
+    c = Collective("all_reduce", 1024, (0, 1, 2, 3), "ring", "fp32")
+    probe = lower_collective(c, topo, limits)
+    pre: list[dict] = []
+    stores: dict[int, list[int]] = {}
+    for ch in range(4):
+        pe = ch * 4  # first PE of the chip
+        addr = probe.bases[ch] + probe.buffers.inp
+        ld = len(pre)
+        pre.append({"opcode": "DMA_LOAD_TILE", "id": ld, "pe": pe, "qbits": 32,
+                    "dram_addr": addr, "spm_bank": 3, "spm_offset": 0, "num_elements": 1024})
+        pre.append({"opcode": "VE_ELEMENTWISE_TILE", "id": ld + 1, "pe": pe, "op": "add",
+                    "cost": "add", "in_bank": 3, "in_offset": 0, "in_shape": [1024],
+                    "in_dtype": "fp32", "in2_bank": 3, "in2_offset": 0, "in2_shape": [1024],
+                    "in2_dtype": "fp32", "out_bank": 4, "out_offset": 0, "out_shape": [1024],
+                    "out_dtype": "fp32", "deps_before": [ld]})
+        pre.append({"opcode": "DMA_STORE_TILE", "id": ld + 2, "pe": pe, "qbits": 32,
+                    "dram_addr": addr, "spm_bank": 4, "spm_offset": 0, "num_elements": 1024,
+                    "deps_before": [ld + 1]})
+        stores[ch] = [ld + 2]
+    prog = lower_collective(c, topo, limits, first_id=len(pre), after=stores)
+    first = prog.doc["cmdq"][0]
+    assert first["id"] == len(pre) and stores[first["pe"] // 4][0] in first["deps_before"]
+    doc = {"cmdq": pre + prog.doc["cmdq"]}
+    store = MemoryStore.for_topology(topo)
+    for ch in range(4):
+        store.write("hbm", prog.bases[ch] + prog.buffers.inp, x[ch])
+    init = store.snapshot()
+    log = OpLogger()
+    simulate_program(parse_program(doc), topo, op_logger=log, data=TcmData())
+    mem = DataExecutor(log, init).run()
+    for ch in range(4):
+        np.testing.assert_array_equal(_out(prog, mem, ch, (1024,)), 2 * x.sum(0))
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "2d"])
+def test_in_place_all_reduce_sums_into_the_input(algorithm: str) -> None:
+    """`out` at the input's offset (a row-parallel layer's partial sums reduced where they
+    lie): every rank's buffer ends as the sum."""
+    from kernbench.compiler.collectives import Buffers
+
+    topo = load_topology("small", ["system.chips=4", "system.arrangement=mesh2d"])
+    x = _ints(4, 2048, seed=11)
+    c = Collective("all_reduce", 2048, (0, 1, 2, 3), algorithm, "fp32",
+                   grid=(2, 2) if algorithm == "2d" else None)
+    prog, _, mem = _run(topo, c, x, buffers=Buffers(inp=0, out=0, scratch=16384, flags=65536))
+    for ch in range(4):
+        np.testing.assert_array_equal(_out(prog, mem, ch, (2048,)), x.sum(0))

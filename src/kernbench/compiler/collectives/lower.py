@@ -108,9 +108,15 @@ def _tile_elems(c: Collective, max_bytes: int, workers: int) -> int:
 
 def lower_collective(c: Collective, topo: Topology, limits: CmdqLimits, *,
                      tile_bytes: int = 65536, workers: int = 8, links: int = 1,
-                     buffers: Buffers | None = None,
-                     barrier: bool = True) -> CollectiveProgram:
-    """The CMDQ program of collective `c` on `topo` (see the module docstring)."""
+                     buffers: Buffers | None = None, barrier: bool = True,
+                     first_id: int = 0, after: dict[int, list[int]] | None = None,
+                     end: bool = True) -> CollectiveProgram:
+    """The CMDQ program of collective `c` on `topo` (see the module docstring).
+
+    To place it inside a larger program (a compiler's): entry ids start at `first_id`;
+    `after[chip]` lists entries (of the enclosing program) that produce the chip's input,
+    and every move waits for those of its own chip and of the chips it reads from; `end`
+    False leaves out the closing END."""
     buf = buffers or default_buffers(c)
     _check(c, topo, buf, links)
     eb = c.elem_bytes
@@ -124,7 +130,9 @@ def lower_collective(c: Collective, topo: Topology, limits: CmdqLimits, *,
     moves = plan_collective(c, chip_bases(topo), buf, tile, barrier)
     slots = [(g * 3, i * tile * eb) for g in range(usable // 3)
              for i in range(bank // (tile * eb))]
-    entries = _emit(moves, topo, c, slots, workers, links)
+    entries = _emit(moves, topo, c, slots, workers, links, first_id, after or {})
+    if end:
+        entries.append({"opcode": "END", "id": first_id + len(entries)})
     return CollectiveProgram({"cmdq": entries}, moves, buf, chip_bases(topo), tile)
 
 
@@ -146,7 +154,8 @@ def issue_order(moves: list[Move]) -> list[Move]:
 
 
 def _emit(moves: list[Move], topo: Topology, c: Collective,
-          slots: list[tuple[int, int]], workers: int, links: int) -> list[dict[str, Any]]:
+          slots: list[tuple[int, int]], workers: int, links: int, first_id: int,
+          waits: dict[int, list[int]]) -> list[dict[str, Any]]:
     qbits = c.elem_bytes * 8
     entries: list[dict[str, Any]] = []
     final: dict[int, int] = {}                 # move id → its store's entry id
@@ -155,8 +164,10 @@ def _emit(moves: list[Move], topo: Topology, c: Collective,
     pools = {ch: _workers(topo, ch, workers, links) for ch in sorted({m.chip for m in moves})}
     layer = f"{c.op}.{c.algorithm}"
 
+    per_chip_hbm = topo.hbm_bytes // topo.chips
+
     def add(e: dict[str, Any]) -> int:
-        e["id"] = len(entries)
+        e["id"] = first_id + len(entries)
         e["layer_id"] = layer
         entries.append(e)
         return e["id"]
@@ -168,8 +179,13 @@ def _emit(moves: list[Move], topo: Topology, c: Collective,
         pe = pool[t % len(pool)]
         si = (t // len(pool)) % len(slots)
         g, off = slots[si]
-        deps = sorted({final[d] for d in m.deps} | (
-            {slot_free[(pe, si)]} if (pe, si) in slot_free else set()))
+        deps_set = {final[d] for d in m.deps}
+        if (pe, si) in slot_free:
+            deps_set.add(slot_free[(pe, si)])
+        for ch in {m.chip, m.src // per_chip_hbm,
+                   (m.src2 if m.src2 is not None else m.src) // per_chip_hbm}:
+            deps_set.update(waits.get(ch, ()))
+        deps = sorted(deps_set)
 
         def load(addr: int, bank: int) -> int:
             return add({"opcode": "DMA_LOAD_TILE", "pe": pe, "qbits": qbits,  # noqa: B023
@@ -193,5 +209,4 @@ def _emit(moves: list[Move], topo: Topology, c: Collective,
                   "deps_before": after})
         final[m.id] = st
         slot_free[(pe, si)] = st
-    add({"opcode": "END"})
     return entries
