@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import program_ns
+from serve_helpers import program_ns
 
 from kernbench.errors import InputError
 from kernbench.host.serve.chips import ChipPools, KvTransfer, one_chip

@@ -117,7 +117,7 @@ class Simulator:
         self._track(cmd)
         cmd.meta["pe_id"] = p.id
         cmd.submit_ns = self.env.now
-        self._pe_cpu[p.index].inbox.put(cmd)
+        self._pe_cpu[p.index].submit(cmd)
         return cmd.done
 
     def _track(self, cmd: PeCommand) -> None:
