@@ -14,7 +14,7 @@ at once: `offer` appends an item if there is room and nobody waits to put (retur
 a waiting get is served now), else it is `put`; `take` hands over the oldest item if one
 is there and nobody waits to get (a waiting put is admitted now), else it returns None and
 the caller waits on `get`. They move the same items at the same times as `put` and `get`,
-minus the events that only said so (ADR-0926).
+minus the events that only said so.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class HwQueue(simpy.Store):
         self._on_put_done = self._serve_get
         self._on_get_done = self._admit_put
 
-    def put(self, item: Any) -> Event:  # type: ignore[override]
+    def put(self, item: object) -> Event:  # type: ignore[override]
         """Request to append `item`; the event is triggered once it is in the queue."""
         env = self._env
         ev = _Put.__new__(_Put)
@@ -95,7 +95,7 @@ class HwQueue(simpy.Store):
             self._env.schedule(head)
             del pq[0]
 
-    def offer(self, item: Any) -> Event | None:
+    def offer(self, item: object) -> Event | None:
         """Append `item` now if there is room (None), else `put(item)` (its event)."""
         if self.put_queue or len(self.items) >= self._capacity:
             return self.put(item)

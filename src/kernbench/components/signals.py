@@ -3,8 +3,8 @@
 A command's completion (`PeCommand.done`) and a tile group's (`PipelineContext`) only
 forward to the next step at the same instant. As SimPy events they cost a scheduled event
 each and run their callbacks later in the same instant; a Signal runs them when it is
-triggered. Same-instant order does not decide any reservation (the arbiter does,
-ADR-0925), so this changes no time (ADR-0926). Code that must wait on a completion in a
+triggered. Same-instant order does not decide any reservation (components.arbiter
+does), so this changes no time. Code that must wait on a completion in a
 SimPy process (the kernel runner) is given a real event instead.
 """
 
@@ -26,7 +26,7 @@ class Signal:
         self.triggered = False
         self.value: Any = None
 
-    def succeed(self, value: Any = None) -> Signal:
+    def succeed(self, value: object = None) -> Signal:
         if self.triggered:
             raise RuntimeError("signal triggered twice")
         self.triggered = True

@@ -5,7 +5,7 @@ It handles one command at a time, in arrival order: `dispatch_latency_cycles` af
 takes a command it puts it into the SubmissionQueue, and it takes the next one once that
 put has completed (a full SubmissionQueue holds it). Commands that arrive while it is busy
 wait in its inbox. It is a plain state machine, not a SimPy process: its only events are
-the dispatch delay and the put (ADR-0926).
+the dispatch delay and the put.
 """
 
 from __future__ import annotations
