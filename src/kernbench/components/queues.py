@@ -95,7 +95,7 @@ class HwQueue(simpy.Store):
             self._env.schedule(head)
             del pq[0]
 
-    def offer(self, item: Any) -> Event | None:
+    def offer(self, item: object) -> Event | None:
         """Append `item` now if there is room (None), else `put(item)` (its event)."""
         if self.put_queue or len(self.items) >= self._capacity:
             return self.put(item)
