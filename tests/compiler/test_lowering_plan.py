@@ -7,12 +7,15 @@ import dataclasses
 
 import numpy as np
 import pytest
+from test_quantized_graphs import _dynamic_model
 from tiny_ir import compile_until, gemm_graph
 
 from kernbench.compiler.checks import InvariantError, check_plan
 from kernbench.compiler.lower.plan import LoweringPlan
 from kernbench.compiler.manager import PassManager
-from kernbench.compiler.pipeline import PASS_NAMES, PASSES
+from kernbench.compiler.pipeline import PASS_NAMES, PASSES, load_model
+from kernbench.compiler.state import CompileOptions, CompileState
+from kernbench.topology import load_topology
 
 
 def test_plan_runs_after_memory_and_before_tiling():
@@ -80,3 +83,24 @@ def test_dump_after_plan_lists_the_decisions(tmp_path):
     assert "lowering plan:" in text
     assert "w int w8: int8 [32, 24], 8 bits, 24 column scales" in text
     assert isinstance(st.lowering_plan, LoweringPlan)
+
+
+def test_plan_names_the_tiled_dynamic_quantization_and_its_integer_gemm(tmp_path):
+    """onnxruntime's quantize_dynamic chain: the plan says the DYNAMIC_QUANTIZE is tiled,
+    the MATMUL_INTEGER reads it with its weight re-centered by the zero point (checked
+    against numpy), and its Cast and Mul are computed by its tiles."""
+    _dynamic_model(tmp_path / "dyn.onnx", 3, 24)
+    g, _ = load_model(tmp_path / "dyn.onnx")
+    passes = PASSES[:PASS_NAMES.index("plan") + 1]
+    st = PassManager(passes).run(CompileState(g, load_topology("small"), CompileOptions()))
+    plan = st.require_lowering_plan()
+    (dq,) = [n.id for n in g.nodes if n.op_type == "DYNAMIC_QUANTIZE"]
+    (mi,) = [n for n in g.nodes if n.op_type == "MATMUL_INTEGER"]
+    assert plan.dynamic_quantize == {dq}
+    im = plan.integer_matmuls[mi.id]
+    w = np.asarray(g.weights[mi.inputs[1]], np.int64)
+    np.testing.assert_array_equal(im.weight.astype(np.int64), w - 3)
+    assert plan.fused == {im.cast.id: mi.id, im.mul.id: mi.id}
+    check_plan(st)
+    text = plan.dump()
+    assert f"    {dq}\n" in text and f"{im.cast.id} -> {mi.id}" in text

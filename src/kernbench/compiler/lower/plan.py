@@ -12,6 +12,12 @@ Fields:
   placed by the tile that first reads it (`te_weights.weight_tile`), in program order.
 - `read_through`: the head transposes a later QDQ reads through (transpose node → QDQ
   node): they get no operation of their own (`qdq`).
+- `dynamic_quantize`: the DYNAMIC_QUANTIZE layers the tiles compute (`dynq`);
+  `integer_matmuls`: the MATMUL_INTEGER layers reading them, each with its re-centered
+  weight and the Cast and Mul its epilogue computes. Their run-time scratches are
+  allocated by the DYNAMIC_QUANTIZE's tiles and found in the memory plan by key.
+- `fused`: layers computed by another layer's tiles (layer → that layer): a tiled
+  MATMUL_INTEGER's Cast and Mul. They get no operation of their own.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kernbench.compiler.lower.values import TeWeight
+from kernbench.compiler.lower.values import IntegerMatmul, TeWeight
 from kernbench.ir.model import QBits
 
 #: (weight tensor, TE mode, the layer's weight bits)
@@ -32,6 +38,13 @@ class LoweringPlan:
 
     te_weights: Mapping[WeightKey, TeWeight | None]
     read_through: Mapping[str, str]
+    dynamic_quantize: frozenset[str]
+    integer_matmuls: Mapping[str, IntegerMatmul]
+    fused: Mapping[str, str]
+
+    def computed_elsewhere(self, node: str) -> bool:
+        """Do other layers' tiles compute layer `node` (it gets no operation)?"""
+        return node in self.fused or node in self.read_through
 
     def te_weight(self, key: WeightKey) -> TeWeight | None:
         """The planned TE weight of `key`; a key the plan pass did not see is a bug."""
@@ -46,9 +59,16 @@ class LoweringPlan:
         for (w, mode, bits), wp in sorted(self.te_weights.items(),
                                           key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]))):
             lines.append(f"    {w} {mode} w{bits}: " + _weight_line(wp))
-        lines.append("  read_through:")
-        for t, q in sorted(self.read_through.items()):
-            lines.append(f"    {t} -> {q}")
+        lines.append("  read_through (transpose -> the QDQ reading through it):")
+        lines += [f"    {t} -> {q}" for t, q in sorted(self.read_through.items())]
+        lines.append("  dynamic_quantize (tiled):")
+        lines += [f"    {d}" for d in sorted(self.dynamic_quantize)]
+        lines.append("  integer_matmuls:")
+        lines += [f"    {m}: weight [{im.weight.shape[0]}, {im.weight.shape[1]}] int8, epilogue "
+                  f"{im.cast.id} + {im.mul.id} (scale {im.scale_tid}) -> {im.out_tid}"
+                  for m, im in sorted(self.integer_matmuls.items())]
+        lines.append("  fused (layer -> the layer whose tiles compute it):")
+        lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
         return "\n".join(lines)
 
 

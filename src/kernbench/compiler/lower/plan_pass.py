@@ -3,7 +3,8 @@
 `make_plan` walks the graph and writes a frozen `LoweringPlan` (plan.py) into the compile
 state: the TE weights as the tiles read them (quantized or cast once per weight, mode and
 bits; they do not depend on where tensors live) and the decisions that read the memory
-plan (`memory_decisions`: which transposes a QDQ reads through). The tiling pass reads
+plan (`memory_decisions`: which transposes a QDQ reads through, which dynamic
+quantizations and integer GEMMs the tiles compute). The tiling pass reads
 the plan and makes none of these decisions itself. When the tiling pass pins storage
 and the memory is planned again, `replan` makes the memory decisions again.
 """
@@ -18,6 +19,7 @@ from typing import ClassVar
 from kernbench.compiler.lower.activation import te_mode
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import planned_conv_weight
+from kernbench.compiler.lower.dynq import plan_dynamic
 from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
 from kernbench.compiler.lower.qdq import folded_input_transposes
 from kernbench.compiler.lower.te_weights import planned_te_weight
@@ -52,14 +54,21 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
     """`plan` with the decisions that read the memory plan made on `state.memory`."""
     state.lowering_plan = plan
     lw = Lowering(state)  # read only: the decisions read placements through it
+    tiled, matmuls = plan_dynamic(lw)
+    fused = {layer.id: m for m, im in matmuls.items() for layer in (im.cast, im.mul)}
     return dataclasses.replace(plan,
-                               read_through=MappingProxyType(folded_input_transposes(lw)))
+                               read_through=MappingProxyType(folded_input_transposes(lw)),
+                               dynamic_quantize=tiled,
+                               integer_matmuls=MappingProxyType(matmuls),
+                               fused=MappingProxyType(fused))
 
 
 def make_plan(state: CompileState) -> LoweringPlan:
     """The lowering plan of `state` (needs the memory plan and the layout decisions)."""
     state.require_memory()
-    weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), MappingProxyType({}))
+    empty = MappingProxyType({})
+    weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), empty, frozenset(),
+                           empty, empty)
     return memory_decisions(state, weights)
 
 

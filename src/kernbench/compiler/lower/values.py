@@ -13,6 +13,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.tilegraph import Buf
+from kernbench.ir.model import LayerIR
 
 #: (storage key, first byte, end of hull, row stride, row bytes)
 HbmRange = tuple[str, int, int, int, int]
@@ -75,6 +76,18 @@ class DynamicActivation:
     data: Placement
     qparams: Placement
     corr: dict[str, Placement]  # MATMUL_INTEGER id → its zero-point column term (int32 [N])
+
+
+@dataclass(frozen=True)
+class IntegerMatmul:
+    """A MATMUL_INTEGER the tiles compute: its weight (re-centered int8), the Cast and
+    Mul layers its epilogue computes, the scale tensor and the tensor it finally writes."""
+
+    weight: np.ndarray
+    cast: LayerIR
+    mul: LayerIR
+    scale_tid: str
+    out_tid: str
 
 
 @dataclass(frozen=True)
