@@ -1,9 +1,9 @@
 """The step memo's error: bucketed step times against --exact-steps on one trace.
 
-    .venv/bin/python benchmarks/serve_memo_error.py [--cache FILE]
+    .venv/bin/python benchmarks/serve_memo_error.py [--cache FILE] [--requests N] [--seed S]
 
-Serves the same 60 Poisson requests of the tiny Llama config (tests/hf_configs/
-tiny-llama.json, `small`; prompt 16:400, output 2:64, 40 000 requests/s, seed 1,
+Serves the same 60 (--requests) Poisson requests of the tiny Llama config (tests/hf_configs/
+tiny-llama.json, `small`; prompt 16:400, output 2:64, 40 000 requests/s, seed 1 (--seed),
 max-batch 16, max-batch-tokens 512) with every policy, once with the bucket rule and
 once with every program shape simulated, and prints the relative error of the TTFT, TPOT
 and end-to-end percentiles (markdown, docs/serving.md). Programs are simulated once and
@@ -34,6 +34,8 @@ METRICS = [(m, p) for m in ("ttft_s", "tpot_s", "e2e_s") for p in ("p50", "p90",
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", type=Path, default=None, help="step cache file to keep")
+    ap.add_argument("--requests", type=int, default=60, help="requests in the trace")
+    ap.add_argument("--seed", type=int, default=1, help="the trace's seed")
     a = ap.parse_args()
     topo = load_topology("small")
     with tempfile.TemporaryDirectory() as d:
@@ -47,8 +49,8 @@ def main() -> None:
                 cache.put(shape, v)
             return v
 
-        reqs = poisson_requests(60, 40_000, LengthSpec.parse("16:400", "p"),
-                                LengthSpec.parse("2:64", "o"), 1)
+        reqs = poisson_requests(a.requests, 40_000, LengthSpec.parse("16:400", "p"),
+                                LengthSpec.parse("2:64", "o"), a.seed)
         print("| policy | programs: buckets / exact | "
               + " | ".join(f"{m[:-2].upper()} {p}" for m, p in METRICS) + " |")
         print("| --- | ---: |" + " ---: |" * len(METRICS))

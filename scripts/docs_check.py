@@ -98,6 +98,8 @@ def parse(path: Path) -> tuple[dict[str, Run], list[str]]:
     runs: dict[str, Run] = {}
     problems: list[str] = []
     for m in MARKER.finditer(text):
+        if text[m.start() - 1:m.start()] == "`":
+            continue  # a marker quoted in inline code is text about markers
         kind, body = m.group(1), m.group(2).strip()
         where = f"{path.relative_to(ROOT)}:{_line(text, m.start())}"
         if kind == "run":

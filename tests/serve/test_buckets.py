@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from kernbench.host.serve.buckets import corners, edges
+from kernbench.host.serve.buckets import LINEAR_TOL, corners, edges, interpolate
 from kernbench.host.serve.steps import StepTimer
 
 
@@ -40,8 +40,46 @@ def test_memo_simulates_each_corner_once():
     t = StepTimer(sim)
     for k in range(1024, 1088):
         t.program_ns((8, 1, k))
-    assert len(calls) == len(set(calls)) == 2  # the edges 1024 and 1088 around 1024..1087
+    # the edges 1024 and 1088 around 1024..1087, and the midpoint that shows it linear
+    assert sorted(calls) == [(8, 1, 1024), (8, 1, 1056), (8, 1, 1088)]
     exact = StepTimer(sim, exact=True)
     for k in range(1024, 1088):
         exact.program_ns((8, 1, k))
-    assert len(calls) == 2 + 64
+    assert len(calls) == 3 + 64  # its own memo: every shape once
+
+
+def test_a_step_between_edges_is_found_and_every_shape_is_exact():
+    # A tile boundary at k = 1061: the time jumps by 2 %, the rest is linear.
+    def f(shape):
+        return 50_000.0 + 3.0 * shape[2] + (1_000.0 if shape[2] >= 1061 else 0.0)
+
+    calls = []
+
+    def sim(shape):
+        calls.append(shape)
+        return f(shape)
+
+    t = StepTimer(sim)
+    for k in range(1024, 1089):
+        assert t.program_ns((4, 1, k)) == round(f((4, 1, k)))
+    assert len(set(calls)) == len(calls) <= 16  # bisection, not all 65 shapes
+
+
+def test_a_step_below_the_tolerance_is_interpolated_over():
+    def f(shape):
+        return 1e6 + (0.5 * LINEAR_TOL * 1e6 if shape[0] >= 41 else 0.0)
+
+    assert interpolate((41,), f) != f((41,))  # within the tolerance: the chord is used
+    assert abs(interpolate((41,), f) - f((41,))) <= LINEAR_TOL * f((41,))
+
+
+def test_refinement_is_independent_of_query_order():
+    def f(shape):
+        b, s, k = shape
+        return 1e4 + 40 * b * s + (500.0 if s >= 150 else 0.0) + (900.0 if k % 64 > 40 else 0.0)
+
+    shapes = list(itertools.product((3, 21), (131, 149, 150, 170), (1030, 1200, 3000)))
+    a, b = StepTimer(f), StepTimer(f)
+    va = [a.program_ns(s) for s in shapes]
+    vb = [b.program_ns(s) for s in reversed(shapes)][::-1]
+    assert va == vb

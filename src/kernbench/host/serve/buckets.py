@@ -4,15 +4,28 @@ A program is (batch, new tokens, past tokens). Each of the three numbers is buck
 same way: up to 16 it is exact; above, between 2^n and 2^(n+1) the edges are 2^n / 16
 apart (16, 17, …, 32, 34, …, 64, 68, …, 128, 136, …: at most 6.25 % apart, 16 edges an
 octave; the edges of coarser rules of this form are among them, so a step cache filled
-under one stays valid). A value on an edge is exact; a value between two edges is interpolated linearly
-between the programs simulated at both edges, so a shape's time comes from up to 2³
-simulated corners, which neighbouring shapes share.
+under one stays valid). A value on an edge is exact; a value between two edges is
+interpolated linearly between the programs at both edges, one number after the other
+(multilinear over up to 2³ corners, which neighbouring shapes share).
+
+An interval is only trusted to be linear once its midpoint says so: a program's time
+steps where a dimension crosses a tile boundary, and a step of J between two edges puts
+the midpoint J/2 off the chord. So before interpolating in [lo, hi] the midpoint is
+simulated too; when it lies more than `LINEAR_TOL` (relative) off the chord, the half that
+holds the value is taken instead, down to adjacent integers (exact). The decision depends
+only on the simulated times at lo, mid and hi, never on which shapes were asked before,
+so the rule is deterministic.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 EXACT_BELOW = 16
 PER_OCTAVE = 16
+LINEAR_TOL = 0.005
+
+Shape = tuple[int, ...]
 
 
 def edges(x: int) -> tuple[int, int]:
@@ -24,10 +37,10 @@ def edges(x: int) -> tuple[int, int]:
     return (x, x) if lo == x else (lo, lo + width)
 
 
-def corners(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], float]]:
-    """The simulated shapes that stand for `shape`, with their interpolation weights
-    (summing to 1), in a fixed order."""
-    out: list[tuple[tuple[int, ...], float]] = [((), 1.0)]
+def corners(shape: Shape) -> list[tuple[Shape, float]]:
+    """The edge shapes around `shape`, with their multilinear weights (summing to 1), in
+    a fixed order (before any midpoint refinement)."""
+    out: list[tuple[Shape, float]] = [((), 1.0)]
     for x in shape:
         lo, hi = edges(x)
         if lo == hi:
@@ -37,3 +50,37 @@ def corners(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], float]]:
             out = [(c2, w2) for c, w in out
                    for c2, w2 in (((*c, lo), w * (1 - f)), ((*c, hi), w * f))]
     return out
+
+
+def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0) -> float:
+    """`shape`'s time from simulated programs (`program(shape)` simulates one, memoized by
+    the caller): exact on edges, else linear between the edges, refined by midpoints."""
+    if dim == len(shape):
+        return program(shape)
+    x = shape[dim]
+
+    def at(v: int) -> float:
+        return interpolate((*shape[:dim], v, *shape[dim + 1:]), program, dim + 1)
+
+    lo, hi = edges(x)
+    if lo == hi:
+        return at(x)
+    t_lo, t_hi = at(lo), at(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        t_mid = at(mid)
+        chord = t_lo + (t_hi - t_lo) * (mid - lo) / (hi - lo)
+        if abs(t_mid - chord) <= LINEAR_TOL * abs(t_mid):
+            break
+        if x == mid:
+            return t_mid
+        if x < mid:
+            hi, t_hi = mid, t_mid
+        else:
+            lo, t_lo = mid, t_mid
+    if x == lo:
+        return t_lo
+    if x == hi:
+        return t_hi
+    f = (x - lo) / (hi - lo)
+    return t_lo * (1 - f) + t_hi * f

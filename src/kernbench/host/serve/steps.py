@@ -13,8 +13,8 @@ realizable upper bound (the hardware may run them one after the other), which do
 credit the weight reads a fused mixed step would share.
 
 `StepTimer` turns a step into integer nanoseconds through a `ProgramTimer`: `exact`
-simulates every distinct shape; otherwise the bucket rule (`buckets.corners`) maps a shape
-to simulated corners and interpolates. Simulated programs are memoized by shape, so a
+simulates every distinct shape; otherwise the bucket rule (`buckets.interpolate`) takes a
+shape's time from simulated edges (and midpoints) around it. Simulated programs are memoized by shape, so a
 run simulates each shape at most once.
 """
 
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kernbench.host.serve.buckets import corners
+from kernbench.host.serve.buckets import interpolate
 from kernbench.host.serve.state import Step
 
 Shape = tuple[int, int, int]  # (batch, new tokens, past tokens)
@@ -62,7 +62,7 @@ class StepTimer:
             if self.exact:
                 ns = round(self._simulated(shape))
             else:
-                ns = round(sum(w * self._simulated(c) for c, w in corners(shape) if w))
+                ns = round(interpolate(shape, self._simulated))
             self.shapes[shape] = ns
         return ns
 
