@@ -88,7 +88,7 @@ def test_dump_after_plan_lists_the_decisions(tmp_path):
 def test_plan_names_the_tiled_dynamic_quantization_and_its_integer_gemm(tmp_path):
     """onnxruntime's quantize_dynamic chain: the plan says the DYNAMIC_QUANTIZE is tiled,
     the MATMUL_INTEGER reads it with its weight re-centered by the zero point (checked
-    against numpy), and its Cast and Mul are computed by its tiles."""
+    against numpy), and its Cast, Mul and bias Add are computed by its tiles."""
     _dynamic_model(tmp_path / "dyn.onnx", 3, 24)
     g, _ = load_model(tmp_path / "dyn.onnx")
     passes = PASSES[:PASS_NAMES.index("plan") + 1]
@@ -100,7 +100,27 @@ def test_plan_names_the_tiled_dynamic_quantization_and_its_integer_gemm(tmp_path
     im = plan.integer_matmuls[mi.id]
     w = np.asarray(g.weights[mi.inputs[1]], np.int64)
     np.testing.assert_array_equal(im.weight.astype(np.int64), w - 3)
-    assert plan.fused == {im.cast.id: mi.id, im.mul.id: mi.id}
+    # the bias Add after the Mul is the epilogue's consumer (a broadcast row of N values)
+    add = plan.epilogue[mi.id]
+    assert add.layer.op_type == "ADD" and add.in2_tid == "bias" and not add.in2_per_row
+    assert plan.fused == {im.cast.id: mi.id, im.mul.id: mi.id, add.layer.id: mi.id}
     check_plan(st)
     text = plan.dump()
     assert f"    {dq}\n" in text and f"{im.cast.id} -> {mi.id}" in text
+
+
+@pytest.mark.parametrize(("y_output", "fused"), [(False, True), (True, False)])
+def test_plan_fuses_a_sole_gelu_consumer_into_the_gemm_epilogue(y_output, fused):
+    """A GEMM's only consumer GELU is applied by its epilogue; when the GEMM's output is a
+    graph output too, nothing is fused (the output must be stored)."""
+    g, feeds = gemm_graph(m=16, k=32, n=24, gelu=True, y_output=y_output)
+    plan = compile_until(g, feeds, "plan").require_lowering_plan()
+    assert ("fc" in plan.epilogue) is fused
+    assert plan.fused == ({"act": "fc"} if fused else {})
+    if fused:
+        assert plan.epilogue["fc"].layer.id == "act" and plan.epilogue["fc"].chain == ("y",)
+        assert "fc -> act (GELU, stored fp32" in plan.dump()
+    st = compile_until(g, feeds, "tiling")
+    layers = {op.layer for op in st.require_tiles().ops if op.opcode == "VE_GELU_TILE"}
+    fused_into = {op.fused_into for op in st.require_tiles().ops if op.layer == "act"}
+    assert layers == {"act"} and fused_into == ({"fc"} if fused else {""})

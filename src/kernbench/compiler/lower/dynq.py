@@ -279,7 +279,7 @@ def lower_matmul_integer(lw: Lowering, n: LayerIR) -> bool:
     wp = TeWeight(None, None, 8, wq.astype(np.int64).sum(axis=0),
                   values(f"{n.inputs[1]}@int8c", wq.astype(np.int8), "int8", n.inputs[1]))
     x = PreparedX(data, None, 0)
-    if not gemm(lw, n, x, n.inputs[1], None, plan.out_tid, "int", fuse=True,
+    if not gemm(lw, n, x, n.inputs[1], None, plan.out_tid, "int",
                 dyn=DynamicGemm(wp, corr, lw.placement(plan.scale_tid))):
         # the quantized data exists only as the TE reads it: no whole-layer fallback
         raise ValueError(f"{n.id}: the integer GEMM on a tiled dynamic quantization "

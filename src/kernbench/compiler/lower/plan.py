@@ -16,8 +16,11 @@ Fields:
   `integer_matmuls`: the MATMUL_INTEGER layers reading them, each with its re-centered
   weight and the Cast and Mul its epilogue computes. Their run-time scratches are
   allocated by the DYNAMIC_QUANTIZE's tiles and found in the memory plan by key.
+- `epilogue`: the consumer a GEMM's (or a tiled MATMUL_INTEGER's) epilogue applies, by
+  that layer: a GELU / SILU, or an ADD of a residual, read through views (`epilogue`).
 - `fused`: layers computed by another layer's tiles (layer → that layer): a tiled
-  MATMUL_INTEGER's Cast and Mul. They get no operation of their own.
+  MATMUL_INTEGER's Cast and Mul, an epilogue's consumer. They get no operation of their
+  own.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kernbench.compiler.lower.values import IntegerMatmul, TeWeight
+from kernbench.compiler.lower.values import FusedStep, IntegerMatmul, TeWeight
 from kernbench.ir.model import QBits
 
 #: (weight tensor, TE mode, the layer's weight bits)
@@ -40,6 +43,7 @@ class LoweringPlan:
     read_through: Mapping[str, str]
     dynamic_quantize: frozenset[str]
     integer_matmuls: Mapping[str, IntegerMatmul]
+    epilogue: Mapping[str, FusedStep]
     fused: Mapping[str, str]
 
     def computed_elsewhere(self, node: str) -> bool:
@@ -67,9 +71,20 @@ class LoweringPlan:
         lines += [f"    {m}: weight [{im.weight.shape[0]}, {im.weight.shape[1]}] int8, epilogue "
                   f"{im.cast.id} + {im.mul.id} (scale {im.scale_tid}) -> {im.out_tid}"
                   for m, im in sorted(self.integer_matmuls.items())]
+        lines.append("  epilogue (GEMM -> the consumer its epilogue applies):")
+        lines += [f"    {m} -> {st.layer.id} ({_step_line(st)})"
+                  for m, st in sorted(self.epilogue.items())]
         lines.append("  fused (layer -> the layer whose tiles compute it):")
         lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
         return "\n".join(lines)
+
+
+def _step_line(st: FusedStep) -> str:
+    what = st.layer.op_type
+    if st.in2_tid is not None:
+        what += f" of residual {st.in2_tid} ({'per row' if st.in2_per_row else 'one row'})"
+    views = f", through {', '.join(st.chain[1:])}" if len(st.chain) > 1 else ""
+    return f"{what}, stored {st.out.dtype} in {st.out.key}{views}"
 
 
 def _weight_line(wp: TeWeight | None) -> str:

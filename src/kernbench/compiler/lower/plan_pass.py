@@ -4,7 +4,8 @@
 state: the TE weights as the tiles read them (quantized or cast once per weight, mode and
 bits; they do not depend on where tensors live) and the decisions that read the memory
 plan (`memory_decisions`: which transposes a QDQ reads through, which dynamic
-quantizations and integer GEMMs the tiles compute). The tiling pass reads
+quantizations and integer GEMMs the tiles compute, which consumer a GEMM's epilogue
+applies). The tiling pass reads
 the plan and makes none of these decisions itself. When the tiling pass pins storage
 and the memory is planned again, `replan` makes the memory decisions again.
 """
@@ -20,6 +21,7 @@ from kernbench.compiler.lower.activation import te_mode
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import planned_conv_weight
 from kernbench.compiler.lower.dynq import plan_dynamic
+from kernbench.compiler.lower.gemm import planned_epilogue
 from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
 from kernbench.compiler.lower.qdq import folded_input_transposes
 from kernbench.compiler.lower.te_weights import planned_te_weight
@@ -51,15 +53,30 @@ def te_weights(g: Graph) -> dict[WeightKey, TeWeight | None]:
 
 
 def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
-    """`plan` with the decisions that read the memory plan made on `state.memory`."""
+    """`plan` with the decisions that read the memory plan made on `state.memory`. They
+    read placements through a Lowering on a copy of the memory plan: reading a constant
+    places it, and the tiling pass places constants in its own order (addresses follow
+    that order), so the plan pass leaves the memory plan as it found it."""
+    memory = state.require_memory()
     state.lowering_plan = plan
-    lw = Lowering(state)  # read only: the decisions read placements through it
+    state.memory = memory.copy()
+    try:
+        lw = Lowering(state)
+    finally:
+        state.memory = memory
     tiled, matmuls = plan_dynamic(lw)
     fused = {layer.id: m for m, im in matmuls.items() for layer in (im.cast, im.mul)}
-    return dataclasses.replace(plan,
+    lw.lowering_plan = dataclasses.replace(plan, dynamic_quantize=tiled,
+                                           integer_matmuls=MappingProxyType(matmuls))
+    epilogue = {}
+    for n in state.graph.nodes:
+        step = planned_epilogue(lw, n)
+        if step is not None:
+            epilogue[n.id] = step
+            fused[step.layer.id] = n.id
+    return dataclasses.replace(lw.lowering_plan,
                                read_through=MappingProxyType(folded_input_transposes(lw)),
-                               dynamic_quantize=tiled,
-                               integer_matmuls=MappingProxyType(matmuls),
+                               epilogue=MappingProxyType(epilogue),
                                fused=MappingProxyType(fused))
 
 
@@ -68,7 +85,7 @@ def make_plan(state: CompileState) -> LoweringPlan:
     state.require_memory()
     empty = MappingProxyType({})
     weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), empty, frozenset(),
-                           empty, empty)
+                           empty, empty, empty)
     return memory_decisions(state, weights)
 
 

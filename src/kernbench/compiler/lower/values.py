@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -76,6 +76,21 @@ class DynamicActivation:
     data: Placement
     qparams: Placement
     corr: dict[str, Placement]  # MATMUL_INTEGER id → its zero-point column term (int32 [N])
+
+
+@dataclass(frozen=True)
+class FusedStep:
+    """A consumer layer a GEMM's epilogue applies to its accumulator tiles (`epilogue`).
+    The residual is named, not placed: a constant one is placed when the GEMM's tiles
+    first read it (`epilogue.residual_of`)."""
+
+    layer: LayerIR
+    fields: dict[str, Any]            # CMDQ fields of its VE tile (without length / rows)
+    out: Placement                    # where the fused tiles are stored
+    in2_tid: str | None = None        # ADD: the residual tensor
+    in2_per_row: bool = False         # residual has one row per output row (else broadcast)
+    #: the GEMM's output and the reshapes' outputs on the way to the consumer
+    chain: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
