@@ -21,7 +21,7 @@ from pathlib import Path
 
 import onnx
 
-from kernbench.host.flow import compile_model, simulate_bundle
+from kernbench.host.flow import TIMING_ONLY, compile_model, simulate_bundle
 from kernbench.models.builders import build_gpt2, model_for
 from kernbench.topology import load_topology
 
@@ -34,7 +34,7 @@ def measure(model: Path, topology: str, work: Path) -> dict:
     t0 = time.perf_counter()
     state, _ = compile_model(model, topo, bundle)
     t1 = time.perf_counter()
-    res = simulate_bundle(bundle, topo, work / "out", trace=False, report=False)
+    res = simulate_bundle(bundle, topo, work / "out", TIMING_ONLY)
     t2 = time.perf_counter()
     return {"compile_s": t1 - t0, "simulate_s": t2 - t1, "entries": len(state.cmdq.entries),
             "sim_ns": res.stats["total_ns"], "stats": res.stats}

@@ -21,7 +21,12 @@ from pathlib import Path
 import onnx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernbench.host.flow import compile_model, simulate_bundle  # noqa: E402
+from kernbench.host.flow import (  # noqa: E402
+    TIMING_ONLY,
+    CompileRequest,
+    compile_model,
+    simulate_bundle,
+)
 from kernbench.topology import load_topology  # noqa: E402
 from models import int8_gemm  # noqa: E402
 
@@ -34,9 +39,10 @@ def run(size: int, preset: str, overrides: list[str] | None = None) -> dict:
     (d / "q.yaml").write_text(QCONFIG)
     topo = load_topology(preset, overrides or [])
     t0 = time.perf_counter()
-    state, _ = compile_model(d / "gemm.onnx", topo, d / "bundle", qconfig=d / "q.yaml")
+    state, _ = compile_model(d / "gemm.onnx", topo, d / "bundle",
+                             CompileRequest(qconfig=d / "q.yaml"))
     t1 = time.perf_counter()
-    res = simulate_bundle(d / "bundle", topo, d / "out", trace=False, report=False)
+    res = simulate_bundle(d / "bundle", topo, d / "out", TIMING_ONLY)
     t2 = time.perf_counter()
     (lid, layer), = [(k, v) for k, v in res.stats["layers"].items() if v["op_type"] == "GEMM"]
     util = [e["utilization"] for k, e in res.stats["engines"].items() if k.endswith("pe_gemm")]

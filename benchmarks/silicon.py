@@ -205,7 +205,12 @@ def kernbench_ns(row: dict, workdir: Path) -> float | None:
         return None
     import onnx
 
-    from kernbench.host.flow import compile_model, simulate_bundle
+    from kernbench.host.flow import (
+        TIMING_ONLY,
+        CompileRequest,
+        compile_model,
+        simulate_bundle,
+    )
     from models import single_gemm
     bits = 8 if row["dtype"] == "BFLOAT8_B" else 4
     m, k, n = int(row["m"]), int(row["k"]), int(row["n"])
@@ -215,8 +220,8 @@ def kernbench_ns(row: dict, workdir: Path) -> float | None:
     (d / "q.yaml").write_text(f"default: {{weight: {bits}, activation: {bits}}}\n")
     topo = load_topology(CARDS[row["card"]],
                          [f"cube.pe_template.pe_gemm.math_fidelity={row['math_fidelity']}"])
-    compile_model(d / "g.onnx", topo, d / "b", qconfig=d / "q.yaml")
-    res = simulate_bundle(d / "b", topo, d / "o", trace=False, report=False)
+    compile_model(d / "g.onnx", topo, d / "b", CompileRequest(qconfig=d / "q.yaml"))
+    res = simulate_bundle(d / "b", topo, d / "o", TIMING_ONLY)
     return sum(v["ns"] for v in res.stats["layers"].values() if v["op_type"] == "GEMM")
 
 

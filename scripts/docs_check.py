@@ -18,7 +18,8 @@ Markers are HTML comments, invisible in rendered markdown:
 KEY is `FILE:EXPR` (FILE in the run's --out, default stats.json; `stdout` is what the
 command printed, read as JSON). In a JSON file EXPR is a
 dotted path (`llm.ttft_ns`); in a CSV file `min(COLUMN|COL=VALUE,...)` or `max(...)` over the
-rows the filters keep. UNIT converts the value the file holds (ns, pJ, mW, bytes, a
+rows the filters keep; a path part `NAME[FIELD=VALUE]` picks the element of list NAME
+whose FIELD is VALUE (`stdout:figures[figure=total_ns].ratio`). UNIT converts the value the file holds (ns, pJ, mW, bytes, a
 fraction) into the unit the doc shows: ns µs ms s · pJ nJ µJ mJ J · mW W · B KiB MiB GiB ·
 GB/s TB/s (of GB/s) ·
 % (a fraction × 100) · B-params (× 1e-9) · = (as is). A figure matches when it equals the
@@ -154,6 +155,12 @@ def value_of(out: Path, key: str) -> Any:
         return (min if m.group(1) == "min" else max)(vals) if vals else None
     cur: Any = json.loads(path.read_text(encoding="utf-8"))
     for part in expr.split("."):
+        sel = re.fullmatch(r"(\w+)\[(\w+)=([^\]]+)\]", part)
+        if sel is not None:  # a list's element by one of its fields: figures[figure=total_ns]
+            items = cur.get(sel.group(1)) if isinstance(cur, dict) else None
+            cur = next((x for x in items or [] if isinstance(x, dict)
+                        and str(x.get(sel.group(2))) == sel.group(3)), None)
+            continue
         cur = cur.get(part) if isinstance(cur, dict) else None
     return cur
 
@@ -217,12 +224,44 @@ def check(paths: list[Path], slow: bool, only: str | None = None) -> tuple[list[
     return problems, len(runs)
 
 
+FIGURE = re.compile(r"(?<![\w.])\d[\d,.  ]*\s?(?:ns|µs|ms|s|pJ|nJ|µJ|mJ|J|mW|W|GB/s|TB/s|MB|GB|"
+                    r"MiB|GiB|%|×|TOPS|TFLOPS|tokens/s)(?![\w/])")
+
+
+def unmarked(path: Path) -> list[str]:
+    """Lines with a figure in a unit (outside code blocks of commands) and no kb-fig marker:
+    the figures `docs-check` does not cover yet (a survey, not a failure)."""
+    out = []
+    text = path.read_text(encoding="utf-8")
+    fenced = covered = False
+    prev = ""
+    for i, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("```"):
+            fenced = not fenced
+            covered = fenced and "kb-" in prev  # a block right after markers: checked by them
+            continue
+        prev = line if line.strip() else prev
+        if covered or "kb-fig" in line or "kb-run" in line or \
+                line.lstrip().startswith(("kernbench ", "$ kernbench ")):
+            continue
+        if FIGURE.search(re.sub(r"`[^`]*`", "", line)):
+            out.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()[:100]}")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", type=Path, help="markdown files (default: README, docs/)")
     ap.add_argument("--cheap", action="store_true", help="skip the runs marked slow")
     ap.add_argument("--only", help="check one run ID")
+    ap.add_argument("--unmarked", action="store_true",
+                    help="list the lines with figures no marker covers (runs nothing)")
     a = ap.parse_args()
+    if a.unmarked:
+        lines = [x for p in [p.resolve() for p in a.files] or DOCS for x in unmarked(p)]
+        print("\n".join(lines))
+        print(f"docs-check: {len(lines)} lines with unmarked figures", file=sys.stderr)
+        return 0
     problems, n = check([p.resolve() for p in a.files] or DOCS, slow=not a.cheap, only=a.only)
     for line in problems:
         print(line)

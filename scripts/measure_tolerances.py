@@ -52,7 +52,7 @@ MODES = {  # name -> QConfig default
 
 
 def measure(model: str, qdefault: str | None) -> tuple[str, float, float, float]:
-    from kernbench.host.flow import compile_model, load_inputs
+    from kernbench.host.flow import CompileRequest, compile_model, load_inputs
     from kernbench.host.verify import onnxruntime_outputs, ort_mode
     from kernbench.ir.interpreter import Interpreter
     from kernbench.numerics.compare import compare
@@ -65,8 +65,8 @@ def measure(model: str, qdefault: str | None) -> tuple[str, float, float, float]
             q = Path(tmp) / "q.yaml"
             q.write_text(f"default: {qdefault}\n")
         inputs = MODELS / f"{model}.inputs.npz"
-        state, _ = compile_model(src, load_topology("small"), Path(tmp) / "b", qconfig=q,
-                                 calib_inputs=inputs)
+        state, _ = compile_model(src, load_topology("small"), Path(tmp) / "b",
+                                 CompileRequest(qconfig=q, calib_inputs=inputs))
         g = state.graph
         feeds = load_inputs(inputs, g)
         ref = Interpreter(g).run(feeds)

@@ -1,8 +1,8 @@
 """Parameters typed `Any` per package (outside triton_emu, whose tl values are dynamic by
 design): a parameter is typed by its class wherever the class sits in a lower layer (a
-`Topology`, a `Graph`, a `CompileState`, a `MemoryStore`, a `CmdqProgram`). The target is
-at most `TARGET` per package; the packages above it have their present count as a ceiling
-that only goes down."""
+`Topology`, a `Graph`, a `CompileState`, a `MemoryStore`, a `CmdqProgram`), a value of JSON or
+YAML not yet checked by `object`, an array or dtype by numpy.typing's names. At most
+`TARGET` per package."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kernbench"
 TARGET = 5
-CEILING = {"host": 52, "sim_engine": 25, "numerics": 17, "cmdq": 15, "ir": 15, "report": 8}
+CEILING: dict[str, int] = {}  # every package is at the target
 
 
 def _any_params(source: str) -> int:

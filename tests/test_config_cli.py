@@ -37,6 +37,24 @@ def test_user_file_extends_a_preset(tmp_path):
     assert cfg.sip.cubes.rows == 2  # from base
 
 
+def test_folders_named_like_presets_do_not_shadow_them(tmp_path, monkeypatch):
+    # `large` extends `base`, which extends `small`: folders of those names in the working
+    # directory are not topology files
+    for name in ("base", "small", "large"):
+        (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert load_topology_config("large").name == "large"
+    assert load_topology_config("base").sip.cubes.rows == 2
+
+
+def test_a_file_named_like_a_preset_wins_but_not_inside_a_presets_extends(tmp_path,
+                                                                          monkeypatch):
+    (tmp_path / "base").write_text("extends: small\nname: mine\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_topology_config("base").name == "mine"  # the user's own file
+    assert load_topology_config("large").sip.cubes.rows == 2  # large's base is the preset
+
+
 def test_xy_route_and_hops():
     topo = load_topology("base")
     path = topo.route("sip0.cube0.r0c0", "sip0.cube0.r2c3")

@@ -20,7 +20,7 @@ import pytest
 
 import kernbench.host.sweep.runner as runner_mod
 from kernbench.cli import main
-from kernbench.host.flow import compile_model, simulate_bundle
+from kernbench.host.flow import TIMING_ONLY, compile_model, simulate_bundle
 from kernbench.host.sweep import finish_sweep, plan_sweep
 from kernbench.host.sweep.report import pareto_front
 from kernbench.host.sweep.spec import schema_text
@@ -91,7 +91,7 @@ def test_grid_runs_on_two_workers_and_records_failures(tmp_path):
     ref = load_topology("small", [f"{ROWS}=16", f"{BW}=16.0"])
     onnx.save(model_for("gpt2", seq_len=4), str(tmp_path / "gpt2.onnx"))
     compile_model(tmp_path / "gpt2.onnx", ref, tmp_path / "bundle")
-    res = simulate_bundle(tmp_path / "bundle", ref, tmp_path / "sim", trace=False, report=False)
+    res = simulate_bundle(tmp_path / "bundle", ref, tmp_path / "sim", TIMING_ONLY)
     assert json.loads((out / "points" / rows[0]["id"] / "stats.json").read_text()) == res.stats
     html = (out / "report.html").read_text()
     assert html.count("<img") == 1 + 3  # Pareto + one sensitivity plot per grid key

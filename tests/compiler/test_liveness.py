@@ -112,7 +112,7 @@ def test_data_pass_exact_with_reuse(tmp_path, builder):
     the reference interpreter (verify), so the schedule ordered every reused byte."""
     from kernbench.compiler.pipeline import compile_graph, write_bundle
     from kernbench.compiler.state import CompileOptions
-    from kernbench.host.flow import simulate_bundle
+    from kernbench.host.flow import SimOptions, simulate_bundle
     from kernbench.models.builders import build_llama
     from kernbench.topology import load_topology
 
@@ -128,6 +128,6 @@ def test_data_pass_exact_with_reuse(tmp_path, builder):
     size = [sum(a.nbytes for a in s.memory.allocations.values()) for s in (state, plain)]
     assert size[0] < size[1]
     write_bundle(state, tmp_path / "bundle", path)
-    res = simulate_bundle(tmp_path / "bundle", topo, tmp_path / "out", verify=True,
-                          trace=False, report=False)
+    res = simulate_bundle(tmp_path / "bundle", topo, tmp_path / "out",
+                          SimOptions(verify=True, trace=False, report=False))
     assert res.verdict.ok, [c for c in res.verdict.checks if not c.ok]

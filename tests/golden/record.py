@@ -214,6 +214,12 @@ def record() -> dict[str, CaseResult]:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(
+        description="Re-record every golden case: rewrites tests/golden/hashes.json and "
+                    "float_outputs.npz (a few minutes). Commit them with the change that "
+                    "moved them, saying which hashes changed and why.").parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     result = record()
     hashes = {cid: r.hashes for cid, r in result.items()}

@@ -14,11 +14,3 @@ def make_sim():
         return Simulator(load_topology(preset, list(overrides)), **kw)
 
     return make
-
-
-def spans_of(sim: Simulator, component_suffix: str, channel: str | None = None) -> list[tuple]:
-    """Engine spans (component, channel, start, end, label, tile, stage) of one engine."""
-    return [
-        s for s in sim.tracer.spans
-        if s[0].endswith(component_suffix) and (channel is None or s[1] == channel)
-    ]

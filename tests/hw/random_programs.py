@@ -9,8 +9,9 @@ as is, and with the HBM attached to one router only, so every transfer crosses o
 
     .venv/bin/python tests/hw/random_programs.py --record   # rewrite the expected cycles
 
-The expected values (`random_programs_cycles.json`) were produced by the simulator before
-issue 38's speed work; `tests/hw/test_cycles_recorded.py` compares against them.
+The expected values (`random_programs_cycles.json`) were produced by the simulator with
+ADR-0925's same-instant tie rule, before the event removals of issue 38's speed work;
+`tests/hw/test_cycles_recorded.py` compares against them.
 """
 
 from __future__ import annotations

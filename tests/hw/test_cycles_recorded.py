@@ -3,8 +3,9 @@
 `random_programs_cycles.json` holds, for seeded random CMDQ programs (dependencies with
 deps_before and deps_after, one hot HBM channel, one shared link, staging-TCM pressure),
 every entry's unrounded issue / start / end time and the sha256 of stats.json, as the
-simulator at 1632442 computed them (`tests/hw/random_programs.py --record`). Any change of
-the simulator's implementation must reproduce them exactly.
+simulator computed them once ADR-0925's tie rule was in (re-recorded on purpose then, with
+`tests/hw/random_programs.py --record`). Any later change of the simulator's implementation
+must reproduce them exactly.
 """
 
 from __future__ import annotations
@@ -49,3 +50,30 @@ def test_the_programs_exercise_what_they_claim():
     progs = [rp.program(s)[0]["cmdq"] for s in rp.SEEDS]
     assert any(e.get("deps_after") for p in progs for e in p)
     assert any(e["opcode"].endswith("_LAYER_OP") for p in progs for e in p)
+
+
+def test_the_programs_contend_where_they_claim(monkeypatch):
+    """Seed 17 on one link: same-instant reservations meet at the arbiter (ties ADR-0925's
+    rule decides, on the hot HBM channel and the one link) and tiles wait for staging TCM."""
+    from kernbench.components.arbiter import Arbiter
+    from kernbench.components.builtin.pe_scheduler import PeScheduler
+
+    batches: list[int] = []
+    waits: list[int] = []
+    grant0, feed0 = Arbiter.grant, PeScheduler.release_staging
+
+    def grant(self):  # noqa: ANN001, ANN202
+        batches.append(len(self.pending))
+        return grant0(self)
+
+    def release(self, plan):  # noqa: ANN001, ANN202
+        waits.append(len(self._staging_waiters))
+        return feed0(self, plan)
+
+    monkeypatch.setattr(Arbiter, "grant", grant)
+    monkeypatch.setattr(PeScheduler, "release_staging", release)
+    got = rp.run(17, dict(rp.VARIANTS)["one_link"])
+    assert got["total_ns"] == EXPECTED["17@one_link"]["total_ns"]
+    assert max(batches) >= 2, "no two requests ever met in one instant"
+    assert sum(b >= 2 for b in batches) >= 5
+    assert max(waits) >= 1, "no tile ever waited for SchedulerReservedTCM"

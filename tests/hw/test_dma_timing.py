@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import spans_of
+from hw_helpers import spans_of
 
 from kernbench.common.pe_commands import DmaRead, DmaWrite
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import spans_of
+from hw_helpers import spans_of
 
 from kernbench.common.pe_commands import CompositeCmd, GemmCmd, MathCmd, composite_gemm
 from kernbench.common.tile_plan import StageType

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import spans_of
+from hw_helpers import spans_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

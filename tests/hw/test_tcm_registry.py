@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import spans_of
+from hw_helpers import spans_of
 
 from kernbench.common.pe_commands import GemmCmd
 from kernbench.components import registry

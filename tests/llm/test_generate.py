@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernbench.cli import main
+from kernbench.host.serve.buckets import LINEAR_TOL
 
 
 def _run(out: Path, *args: str) -> dict:
@@ -39,18 +40,23 @@ def test_generation_is_a_prefill_plus_separate_decode_steps(tmp_path, capsys):
     assert "TTFT" in stdout and stdout == (tmp_path / "g" / "summary.txt").read_text()
 
 
-def test_between_bucket_edges_a_step_is_interpolated_and_exact_steps_simulates_it(tmp_path):
-    # 33 cached tokens lie between the edges 32 and 34 (docs/serving.md, the bucket rule)
+def test_between_bucket_edges_the_serving_rule_decides_and_exact_steps_simulates(tmp_path):
+    # 33 cached tokens lie between the edges 32 and 34 (docs/serving.md, the bucket rule):
+    # the midpoint 33 is simulated; on the chord within LINEAR_TOL the chord is used, else it
     g = _run(tmp_path / "g", "--seq-len", "33", "--generate", "2")["generation"]
-    lo, hi = (_run(tmp_path / f"d{k}", "--kv-len", str(k)) for k in (32, 34))
-    assert g["kv_lens"] == [33] and g["programs_simulated"] == 2
-    assert g["tpot_ns"][0] == pytest.approx((lo["total_ns"] + hi["total_ns"]) / 2, abs=1e-3)
+    lo, mid, hi = (_run(tmp_path / f"d{k}", "--kv-len", str(k)) for k in (32, 33, 34))
+
+    def rule(key):  # noqa: ANN001, ANN202
+        a, m, b = (key(s) for s in (lo, mid, hi))
+        return (a + b) / 2 if abs(m - (a + b) / 2) <= LINEAR_TOL * abs(m) else m
+
+    assert g["kv_lens"] == [33] and g["programs_simulated"] == 3
+    assert g["tpot_ns"][0] == pytest.approx(rule(lambda s: s["total_ns"]), abs=1e-3)
     assert g["decode_energy_pj"][0] == pytest.approx(
-        (lo["energy"]["total_pj"] + hi["energy"]["total_pj"]) / 2, abs=1e-3)
+        rule(lambda s: s["energy"]["total_pj"]), abs=1e-3)
     ex = _run(tmp_path / "x", "--seq-len", "33", "--generate", "2", "--exact-steps")
-    mid = _run(tmp_path / "d33", "--kv-len", "33")
     assert ex["generation"]["tpot_ns"] == [mid["total_ns"]]
-    assert ex["generation"]["step_rule"] == "exact"
+    assert ex["generation"]["step_rule"] == "exact" and ex["generation"]["programs_simulated"] == 1
 
 
 @pytest.mark.parametrize("args, says", [

@@ -12,7 +12,7 @@ import pytest
 
 from kernbench.cli import main
 from kernbench.compiler.pipeline import compile_graph, write_bundle
-from kernbench.host.flow import simulate_bundle
+from kernbench.host.flow import TIMING_ONLY, simulate_bundle
 from kernbench.ir.model import Graph, is_shape_only_array
 from kernbench.ir.verify import verify
 from kernbench.models.hf_config import MODEL_TYPES, load_hf_config
@@ -88,7 +88,7 @@ def test_compile_and_simulate_write_no_weight_values(tmp_path):
         assert all(z[k].size <= 1 for k in z.files)
     back = Graph.load(tmp_path / "bundle" / "ir.json", tmp_path / "bundle" / "ir_weights.npz")
     verify(back)  # stand-ins restored
-    res = simulate_bundle(tmp_path / "bundle", topo, tmp_path, trace=False, report=False)
+    res = simulate_bundle(tmp_path / "bundle", topo, tmp_path, TIMING_ONLY)
     assert res.stats["total_ns"] > 0
 
 

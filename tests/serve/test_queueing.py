@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from conftest import program_ns, run
+from serve_helpers import program_ns, run
 
 from kernbench.host.serve.results import little, serve_stats
 from kernbench.host.serve.workload import LengthSpec, Request, poisson_requests

@@ -94,3 +94,32 @@ def test_prompt_beyond_the_context_is_refused(tmp_path, capsys):
                  str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "line 3" in err[0] and "context of 64" in err[0], err
+
+
+def test_disaggregated_on_two_chips_is_one_chip_programs_plus_the_kv_transfer(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,24,3\n")
+    assert _serve(tmp_path, "o", "--trace", str(trace), "--exact-steps", "--set",
+                  "system.chips=2", "--policy", "disaggregated") == 0
+    (row,) = _csv(tmp_path / "o" / "requests.csv")
+    doc = json.loads((tmp_path / "o" / "stats.json").read_text())["serve"]
+    link, per_token = doc["chips"]["kv_transfer"], doc["kv_cache"]["bytes_per_token"]
+    assert (doc["chips"]["prefill"], doc["chips"]["decode"]) == (1, 1)
+    sent = round(link["latency_ns"] + 24 * per_token / (link["bw_gbs"] * link["links_per_pair"]))
+    ttft = round(float(row["ttft_s"]) * 1e9)
+    rest = round((float(row["finish_s"]) - float(row["first_token_s"])) * 1e9)
+    assert ttft == _run_ns(1, 24, 0, tmp_path)  # each chip runs `small`'s programs
+    assert rest == sent + _run_ns(1, 1, 24, tmp_path) + _run_ns(1, 1, 25, tmp_path)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--policy", "disaggregated"), "at least 2 chips"),
+    (("--prefill-chips", "1"), "only the disaggregated policy"),
+    (("--policy", "disaggregated", "--set", "system.chips=2", "--prefill-chips", "2"),
+     "--prefill-chips"),
+])
+def test_disaggregated_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
+    assert _serve(tmp_path, "o", "--rate", "10", "-n", "2", *args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert not (tmp_path / "o").exists()

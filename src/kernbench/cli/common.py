@@ -55,7 +55,7 @@ def set_quiet(quiet: bool) -> None:
     err.quiet = quiet
 
 
-def print_json(obj: Any) -> None:
+def print_json(obj: object) -> None:
     """A JSON result on stdout (sorted keys, indent 1)."""
     sys.stdout.write(json.dumps(obj, indent=1, sort_keys=True) + "\n")
     sys.stdout.flush()

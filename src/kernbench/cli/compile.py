@@ -98,14 +98,14 @@ def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
              qconfig: Path | None, dump_after: list[str] | None,
              calib_inputs: Path | None, phases: Phases, strict: bool,
              time_passes: bool = False, all_pes: bool = False) -> None:
-    from kernbench.host.flow import compile_model
+    from kernbench.host.flow import CompileRequest, compile_model
     from kernbench.topology import load_topology
 
     topo = load_topology(topology, set_ or [])
     with phases.phase("compile"):
-        state, pm = compile_model(model, topo, out, qconfig=qconfig,
-                                  dump_after=tuple(dump_after or ()), calib_inputs=calib_inputs,
-                                  progress=phases.update, strict=strict, all_pes=all_pes)
+        state, pm = compile_model(model, topo, out, CompileRequest(
+            qconfig=qconfig, dump_after=tuple(dump_after or ()), calib_inputs=calib_inputs,
+            strict=strict, all_pes=all_pes), phases.update)
     err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq.entries)} CMDQ entries")
     if state.pe_choice is not None and state.pe_choice.pes < state.pe_choice.of:
         err.print(state.pe_choice.note())
@@ -215,8 +215,8 @@ def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa:
 def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
     """Tables on stderr, the summary (or stats.json with `as_json`) on stdout; False when
     the verification failed (the caller exits 1 after the files are in place)."""
-    from kernbench.host.flow import summary_text
     from kernbench.host.verify import print_verdict
+    from kernbench.report.result_text import summary_text
     from kernbench.report.summary import print_layers, print_summary
 
     print_summary(res.stats, err)
@@ -224,7 +224,8 @@ def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
         print_layers(res.stats, err)
     if res.verdict is not None:
         print_verdict(res.verdict, err)
-    print_result(res.stats, summary_text(res.stats, res.verdict), as_json)
+    print_result(res.stats, summary_text(
+        res.stats, res.verdict.lines() if res.verdict is not None else None), as_json)
     return res.verdict is None or res.verdict.ok
 
 
@@ -235,10 +236,10 @@ def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Pat
     """Simulate (and verify), write the results into `out`, print the summary on stdout
     (stats.json with `as_json`) and the tables on stderr. Returns False when the
     verification failed (the caller exits 1 after the files are in place)."""
-    from kernbench.host.flow import simulate_bundle
+    from kernbench.host.flow import SimHooks, SimOptions, simulate_bundle
 
-    res = simulate_bundle(bundle, topo, out, verify=verify, inputs=inputs,
-                          dump_intermediates=dump_intermediates, trace=trace, report=report,
-                          phase=phases.phase if phases else None, strict=strict,
-                          save_oplog=save_oplog)
+    res = simulate_bundle(bundle, topo, out, SimOptions(
+        verify=verify, inputs=inputs, dump_intermediates=dump_intermediates, trace=trace,
+        report=report, strict=strict, save_oplog=save_oplog),
+        SimHooks(phase=phases.phase if phases else None))
     return report_result(res, as_json)

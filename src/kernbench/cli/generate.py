@@ -4,13 +4,18 @@ files, the summary lines); `run` calls it around its ordinary prefill run."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kernbench.errors import InputError
 
+if TYPE_CHECKING:  # the host is imported when the command runs (`--help` stays fast)
+    from kernbench.host.flow import SimResult
+    from kernbench.host.serve.model import ServedModel
+    from kernbench.topology.model import Topology
+
 
 def check_generate(n: int, model: Path, kv_len: int | None, verify: bool,
-                   qconfig: Path | None, workdir: Path) -> Any:
+                   qconfig: Path | None, workdir: Path) -> ServedModel:
     """Refuse what a generation cannot be (one line, exit 2) and open the model for its
     decode steps (host.serve.model.ServedModel: any batch and length)."""
     from kernbench.host.serve.model import ServedModel
@@ -26,20 +31,20 @@ def check_generate(n: int, model: Path, kv_len: int | None, verify: bool,
     return ServedModel.open(model, qconfig, workdir)
 
 
-def add_generation(res: Any, served: Any, topo: Any, out: Path, n: int, batch: int | None,
+def add_generation(res: SimResult, served: ServedModel, topo: Topology, out: Path, n: int, batch: int | None,
                    seq_len: int | None, exact: bool) -> list[str]:
     """Simulate the decode steps, add `generation` to the prefill's stats (stats.json
     rewritten), write generation.csv, append the lines to summary.txt; returns the lines."""
     from kernbench.cli.common import err
     from kernbench.host.generate import generation_csv, generation_memo, generation_section
     from kernbench.report.generation import generation_lines
-    from kernbench.report.stats import write_json
+    from kernbench.report.stats import set_section, write_json
 
     llm = res.stats.get("llm") or {}
     b, prompt = llm.get("batch", batch or 1), llm.get("seq_len", seq_len or 16)
     gen = generation_section(res.stats, generation_memo(served, topo, exact), b, prompt, n,
                              note=err.print)
-    res.stats["generation"] = gen
+    set_section(res.stats, "generation", gen)
     write_json(res.stats, out / "stats.json")
     (out / "generation.csv").write_text(generation_csv(gen), encoding="utf-8")
     lines = generation_lines(gen)

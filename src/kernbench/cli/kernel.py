@@ -159,13 +159,14 @@ def _check(s: dict, res) -> dict | None:  # noqa: ANN001
     import numpy as np
 
     from kernbench.numerics.compare import compare
+    from kernbench.report.stats import set_section
 
     actual = s["out"].numpy()
     exp = np.asarray(s["expected"])
     c = compare(actual.astype(np.float32) if actual.dtype.kind == "f" else actual,
                 exp.astype(np.float32) if exp.dtype.kind == "f" else exp,
                 dtype=actual.dtype, tol=s.get("tol"))
-    res.stats["verify"] = c
+    set_section(res.stats, "verify", c)
     return c
 
 

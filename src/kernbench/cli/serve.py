@@ -34,7 +34,11 @@ def serve_cmd(
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="CSV arrival_s,prompt_tokens,output_tokens instead of drawing")] = None,
     policy: Annotated[str, typer.Option(
-        "--policy", help="static | continuous | chunked")] = "continuous",
+        "--policy", help="static | continuous | chunked | disaggregated (prefill and "
+                         "decode chips of a multi-chip system)")] = "continuous",
+    prefill_chips: Annotated[int | None, typer.Option(
+        "--prefill-chips", help="disaggregated: chips that prefill, the rest decode "
+                                "[default: half]")] = None,
     max_batch: Annotated[int, typer.Option(
         "--max-batch", help="sequences running at once (static: the batch size)")] = 64,
     max_batch_tokens: Annotated[int, typer.Option(
@@ -75,7 +79,7 @@ def serve_cmd(
                         max_batch=max_batch, max_batch_tokens=max_batch_tokens,
                         block_tokens=block_tokens, kv_fraction=kv_fraction,
                         kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig,
-                        step_cache=step_cache)
+                        step_cache=step_cache, prefill_chips=prefill_chips)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         stats = serve(model, topo, stage, opts, Path(tmp), note=err.print)
     r = stats["serve"]["results"]

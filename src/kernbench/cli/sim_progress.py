@@ -8,9 +8,12 @@ bar only appears for programs of at least MIN_ENTRIES entries.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+
+if TYPE_CHECKING:  # the host is imported when a run starts
+    from kernbench.host.simulate import SimWatch
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -25,7 +28,7 @@ POLL_S = 0.5
 
 
 def simulation_watch(console: Console) -> Any:
-    def watch(w: Any) -> Any:
+    def watch(w: SimWatch) -> Any:
         """`w`: a host.simulate.SimWatch (entries, layers, poll() → (done, layers done))."""
         if w.entries < MIN_ENTRIES:
             return lambda: None

@@ -182,7 +182,7 @@ def parse_chunk(chunk: list[Any], first: int, *, file: str | None = None) -> lis
         raise error from None
 
 
-def parse_program(obj: Any, *, file: str | None = None) -> CmdqProgram:
+def parse_program(obj: object, *, file: str | None = None) -> CmdqProgram:
     """Build a `CmdqProgram` from a decoded JSON object; raise the first problem found."""
     program, errors = parse_program_collect(obj, file=file, max_errors=1)
     if errors:
@@ -192,7 +192,7 @@ def parse_program(obj: Any, *, file: str | None = None) -> CmdqProgram:
 
 
 def parse_program_collect(
-    obj: Any, *, file: str | None = None, max_errors: int | None = None
+    obj: object, *, file: str | None = None, max_errors: int | None = None
 ) -> tuple[CmdqProgram | None, list[InputError]]:
     """Parse entry by entry, collecting problems (up to ``max_errors``).
 
@@ -216,7 +216,7 @@ class ParseResult(NamedTuple):
 
 
 def parse_partial(
-    obj: Any, *, file: str | None = None, max_errors: int | None = None
+    obj: object, *, file: str | None = None, max_errors: int | None = None
 ) -> ParseResult:
     """`parse_program_collect`, keeping the entries that did parse (the validator checks
     them too, so one run lists every problem)."""
@@ -261,7 +261,7 @@ def parse_partial(
     return ParseResult(program, list(program.cmdq), raw_entries, [])
 
 
-def _parse_metadata(raw_meta: Any, file: str | None,
+def _parse_metadata(raw_meta: object, file: str | None,
                     errors: list[InputError]) -> CmdqMetadata | None:
     """The metadata (version 1.0 when it gives none); None, with errors added, if broken."""
     if raw_meta is None:
@@ -283,7 +283,7 @@ def _parse_metadata(raw_meta: Any, file: str | None,
     return metadata
 
 
-def _parse_entry(raw: Any, index: int, file: str | None,
+def _parse_entry(raw: object, index: int, file: str | None,
                  errors: list[InputError]) -> EntryBase | None:
     """One entry's model, or None with its problems added to ``errors``."""
     where = _where(raw, index)
@@ -329,7 +329,7 @@ def _version_error(version: str, file: str | None) -> InputError:
 # --------------------------------------------------------------------------- messages
 
 
-def _unknown_opcode(opcode: Any) -> str:
+def _unknown_opcode(opcode: object) -> str:
     if isinstance(opcode, str):
         known = list(MODEL_BY_OPCODE)
         close = difflib.get_close_matches(opcode.upper(), known, n=1, cutoff=0.85)
@@ -339,7 +339,7 @@ def _unknown_opcode(opcode: Any) -> str:
     return f"must be an opcode string, got {_show(opcode)}"
 
 
-def _where(raw: Any, index: int) -> str:
+def _where(raw: object, index: int) -> str:
     if isinstance(raw, Mapping):
         ident = raw.get("id")
         if isinstance(ident, int) and not isinstance(ident, bool) and ident >= 0:
@@ -347,7 +347,7 @@ def _where(raw: Any, index: int) -> str:
     return f"entry at index {index}"
 
 
-def _json_type(value: Any) -> str:
+def _json_type(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -363,7 +363,7 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _show(value: Any, limit: int = 40) -> str:
+def _show(value: object, limit: int = 40) -> str:
     try:
         text = json.dumps(value, allow_nan=True, default=repr)
     except (TypeError, ValueError):

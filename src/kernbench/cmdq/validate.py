@@ -77,7 +77,7 @@ def check_program(program: CmdqProgram, limits: CmdqLimits, file: str | None = N
 
 
 def validate_document(
-    obj: Any, limits: CmdqLimits, file: str | None = None, *, max_errors: int | None = None
+    obj: object, limits: CmdqLimits, file: str | None = None, *, max_errors: int | None = None
 ) -> list[InputError]:
     """Parse problems of a decoded JSON object, then the program problems of every entry
     that parsed (all of `validate_program`'s when the whole program parsed)."""
@@ -117,7 +117,7 @@ def validate_file_report(
     return _validate_obj(obj, limits, file, max_errors)
 
 
-def _validate_obj(obj: Any, limits: CmdqLimits, file: str | None,
+def _validate_obj(obj: object, limits: CmdqLimits, file: str | None,
                   max_errors: int | None) -> tuple[list[InputError], list[str]]:
     parsed = parse_partial(obj, file=file, max_errors=max_errors)
     warnings = field_warnings(parsed.entries, file)
@@ -137,7 +137,7 @@ class _Positions:
     def __init__(self, n: int) -> None:
         self.n = n
 
-    def get(self, ident: Any, default: Any = None) -> Any:
+    def get(self, ident: object, default: object = None) -> Any:
         return ident if isinstance(ident, int) and 0 <= ident < self.n else default
 
 
@@ -234,7 +234,7 @@ class _Plan(NamedTuple):
     pairs: tuple[tuple[str, str], ...]  # (bank, offset) given together or not at all
 
 
-def _kinds(annotation: Any) -> set[str]:
+def _kinds(annotation: object) -> set[str]:
     if annotation is int:
         return {"int"}
     origin = get_origin(annotation)

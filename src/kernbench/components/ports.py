@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import simpy
 
     from kernbench.components.actions import ActionLedger
+    from kernbench.components.arbiter import Arbiter
     from kernbench.components.fabric import Stage
     from kernbench.topology.model import Pe, Topology
 
@@ -73,6 +74,7 @@ class SimContext(Protocol):
     op_logger: OpLogSink | None
     topology: Topology
     actions: ActionLedger  # what the engines did, counted with their timing (energy)
+    arbiter: Arbiter  # grants same-instant reservations in (command, tile, stage) order
 
     def tile_done(self, token: TileToken, now: float) -> None:
         """The last stage of a tile's plan finished at `now` (called once per tile)."""

@@ -47,10 +47,13 @@ def _read_yaml(path: Path, label: str) -> dict[str, Any]:
     return data
 
 
-def _resolve(source: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], str]:
-    """Return the merged raw mapping for a preset name or file, and its label."""
+def _resolve(source: str, seen: tuple[str, ...] = (),
+             preset: bool = False) -> tuple[dict[str, Any], str]:
+    """Return the merged raw mapping for a preset name or file, and its label. A file
+    wins over a preset of the same name, but a folder never does, and a preset's
+    `extends: NAME` of another preset (`preset`) never looks at the working directory."""
     path = Path(source)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if not preset and (path.suffix in (".yaml", ".yml") or path.is_file()):
         label = str(path)
         data = _read_yaml(path, label)
         base_dir = path.parent
@@ -70,10 +73,10 @@ def _resolve(source: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], s
         return data, label
     if not isinstance(parent, str):
         raise InputError("must be a preset name or a file path", file=label, field="extends")
-    parent_src = parent
-    if not (PRESET_DIR / f"{parent}.yaml").exists():
-        parent_src = str(base_dir / parent)
-    base, _ = _resolve(parent_src, seen + (source,))
+    if (PRESET_DIR / f"{parent}.yaml").exists():
+        base, _ = _resolve(parent, seen + (source,), preset=True)
+    else:
+        base, _ = _resolve(str(base_dir / parent), seen + (source,))
     return deep_merge(base, data), label
 
 

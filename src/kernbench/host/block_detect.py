@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kernbench.ir.model import Graph
+from kernbench.ir.model import Graph, LayerIR
 
 
-def node_signature(g: Graph, n: Any) -> str:
+def node_signature(g: Graph, n: LayerIR) -> str:
     """What must agree between node j of two blocks (weights' values may differ)."""
     t = g.tensors
     return json.dumps([n.op_type, n.attributes, n.qbits_weight, n.qbits_activation,

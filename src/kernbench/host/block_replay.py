@@ -48,6 +48,13 @@ from typing import Any
 from kernbench.common.program import LayerSpan
 from kernbench.host.replay_figures import ActionsOf, whole_model_figures
 from kernbench.ir.model import Graph
+from kernbench.report.stats import (
+    ModelBounds,
+    set_estimate_total,
+    set_model_bounds,
+    set_section,
+    set_whole_time,
+)
 from kernbench.topology.model import Topology
 
 SIMULATED_BLOCKS = 4
@@ -180,8 +187,7 @@ def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
     extra = plan.blocks - plan.simulated
     sim_total = float(stats["total_ns"])
     total = sim_total + extra * d
-    stats["total_ns"] = round(total, 3)
-    stats["total_cycles"] = int(round(total * stats["clock_ghz"]))
+    set_whole_time(stats, total)
     if "layers" in stats:
         layers = stats["layers"]
         last = {lid for lid, b in layer_block.items() if b == plan.simulated - 1}
@@ -189,15 +195,11 @@ def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
                        for k in ("bound_ns", "compute_bound_ns", "memory_bound_ns")}
         all_bound = {k: sum(v[k] for v in layers.values()) + extra * block_bound[k]
                      for k in block_bound}
-        stats["roofline_fraction"] = round(all_bound["bound_ns"] / total, 6) if total else 0.0
-        comp = round(all_bound["compute_bound_ns"], 3)
-        mem = round(all_bound["memory_bound_ns"], 3)
-        stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
-                                "bound_by": "compute" if comp >= mem else "memory"}
+        set_model_bounds(stats, ModelBounds(**all_bound, total_ns=total))
         if "estimate_ns" in stats:  # the replayed blocks cost the estimated block period
-            stats["estimate_ns"] = round(stats["estimate_ns"] + extra * _estimated_period(
-                spans, layer_block, plan.simulated, len(middle)), 3)
-    stats["replay"] = {
+            set_estimate_total(stats, stats["estimate_ns"] + extra * _estimated_period(
+                spans, layer_block, plan.simulated, len(middle)))
+    set_section(stats, "replay", {
         "blocks": plan.blocks, "simulated_blocks": plan.simulated,
         "block_period_ns": round(d, 3),
         "periods_ns": [round(p, 3) for p in periods],
@@ -206,7 +208,7 @@ def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
         "tolerance": TOLERANCE,
         "simulated_total_ns": round(sim_total, 3),
         "note": "entries, engines, links, memories and layers describe the simulated blocks",
-    }
+    })
     whole_model_figures(stats, layer_block, plan.simulated, extra, spans, topology,
                         actions_of if topology is not None else None)
     return stats

@@ -21,20 +21,21 @@ from typing import Any
 import numpy as np
 
 from kernbench.cmdq.hw import limits_for
-from kernbench.cmdq.opcodes.base import TcmDataEnv
+from kernbench.cmdq.opcodes.base import Opcode, TcmDataEnv
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.validate import check_program
+from kernbench.common.pe_commands import PeCommand
 from kernbench.common.tile_plan import StageType
 from kernbench.errors import AddressError, InputError
-from kernbench.host.simulate import CmdqRun, no_phase, simulate_program
+from kernbench.host.simulate import CmdqRun, PhaseHook, no_phase, simulate_program
 from kernbench.ir.interpreter import Interpreter, prepare
-from kernbench.ir.model import Graph, load_weights, save_weights
+from kernbench.ir.model import Graph, LayerIR, load_weights, save_weights
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.compare import compare
 from kernbench.numerics.dtypes import np_dtype
 from kernbench.sim_engine.executor import DataExecutor
 from kernbench.sim_engine.memory_store import MemoryStore
-from kernbench.sim_engine.op_log import OpLogger, OpRecord
+from kernbench.sim_engine.op_log import OpLog, OpLogger, OpRecord
 from kernbench.topology.model import Topology
 
 #: run_with_data's `watch_ops(records, run, initial store)`: the data pass's `on_commit`
@@ -92,20 +93,20 @@ class DataContext:
 
     bundle: Bundle
     interp: Any = None
-    layers: dict[str, Any] = field(default_factory=dict)
+    layers: dict[str, LayerIR] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.interp = Interpreter(self.bundle.graph)
         self.layers = {n.id: n for n in self.bundle.graph.nodes}
 
-    def attach(self, e: Any, cmd: Any, pe_id: str, bank_bytes: int,
+    def attach(self, e: Opcode, cmd: PeCommand, pe_id: str, bank_bytes: int,
                pe_ids: tuple[str, ...] = ()) -> None:
         """Attach entry ``e``'s data description to its command (the opcode's ``data``)."""
         desc = e.data(_DataEnv(self, e, cmd, pe_id, bank_bytes, pe_ids))
         if desc is not None:
             cmd.params["data"] = desc
 
-    def _attach_layer(self, e: Any, cmd: Any) -> None:
+    def _attach_layer(self, e: Opcode, cmd: PeCommand) -> None:
         layer = self.layers.get(e.layer_id)
         if layer is None:
             raise InputError(f"entry {e.id}: layer '{e.layer_id}' is not in ir.json",
@@ -118,7 +119,7 @@ class DataContext:
         for _ in range(len(data["dst_addrs"]) - len(compute)):
             _timing_tile(cmd)
 
-    def layer_data(self, entry_id: int, layer: Any) -> dict[str, Any] | None:
+    def layer_data(self, entry_id: int, layer: LayerIR) -> dict[str, Any] | None:
         """The `layer` math record of an IR layer: its numerics kernel and plain params
         (the interpreter's own LayerCall), its constants as arrays, the HBM addresses,
         shapes, dtypes and scales of its inputs and of its placed outputs."""
@@ -161,21 +162,21 @@ class DataContext:
 class _DataEnv(TcmDataEnv):
     """The ISA's TCM data environment plus the bundle's IR for whole-layer entries."""
 
-    def __init__(self, ctx: DataContext, entry: Any, cmd: Any, pe_id: str,
+    def __init__(self, ctx: DataContext, entry: Opcode, cmd: PeCommand, pe_id: str,
                  bank_bytes: int, pe_ids: tuple[str, ...] = ()) -> None:
         super().__init__(entry, pe_id, bank_bytes, pe_ids)
         self.ctx, self.cmd = ctx, cmd
 
-    def ir_layer(self, entry: Any) -> None:
+    def ir_layer(self, entry: Opcode) -> None:
         self.ctx._attach_layer(entry, self.cmd)
 
 
-def _compute_stages(cmd: Any) -> list[dict[str, Any]]:
+def _compute_stages(cmd: PeCommand) -> list[dict[str, Any]]:
     return [params for tile in cmd.tile_stages for st, params in tile
             if st in (StageType.GEMM, StageType.MATH)]
 
 
-def _timing_tile(cmd: Any) -> None:
+def _timing_tile(cmd: PeCommand) -> None:
     """A zero-data MATH stage the data pass once needed per extra output; kept so that
     timing stays identical while the op record writes every output."""
     cmd.tile_stages.append([(StageType.MATH, {"op": "copy", "length": 1, "rows": 1})])
@@ -264,7 +265,7 @@ def _contig(shape: tuple[int, ...]) -> tuple[int, ...]:
 def run_with_data(bundle: Bundle, program: CmdqProgram, topology: Topology,
                   inputs: dict[str, np.ndarray],
                   *, trace: bool = True, keep_layers: bool = False,
-                  save_oplog: Path | None = None, phase: Any = None,
+                  save_oplog: Path | None = None, phase: PhaseHook | None = None,
                   watch_ops: WatchOps | None = None) -> tuple[Any, dict, MemoryStore]:
     """Timing pass with op log, then the data pass. Returns (run, outputs, final store).
     With `save_oplog`, the op log, the initial memory and the outputs' placements are
@@ -325,7 +326,7 @@ def entry_of(run: CmdqRun, rec: OpRecord) -> str:
     return f"op {rec.op_kind}/{rec.op_name} on {rec.component_id} at {rec.t_start:g} ns"
 
 
-def save_run(path: Path, log: Any, init: Any, bundle: Bundle) -> None:
+def save_run(path: Path, log: OpLog, init: MemoryStore, bundle: Bundle) -> None:
     """Write op log `log`, the initial memory `init` and `bundle`'s graph outputs
     (placement and dtype) to folder `path`: what host/replay.py needs."""
     path.mkdir(parents=True, exist_ok=True)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
 
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph
+from kernbench.models.builders import ModelConfig
 
 FACTOR = 4
 ENV = "KERNBENCH_MEMORY_LIMIT_GIB"
@@ -62,7 +62,7 @@ def refuse_above_limit(estimate: int, what: str) -> None:
                          "use a shorter --seq-len / --kv-len or a smaller model", where=what)
 
 
-def named_model_bytes(cfg: Any, seq: int, kv_len: int) -> int:
+def named_model_bytes(cfg: ModelConfig, seq: int, kv_len: int) -> int:
     """Estimate for a kernbench.models.builders config built for seq new tokens after
     kv_len cached ones (fp32)."""
     t = seq + kv_len

@@ -4,7 +4,8 @@ pass and verification on request), and run = compile + simulate + report (+ veri
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,9 @@ from kernbench.compiler import pe_choice
 from kernbench.compiler.cost import estimate_program
 from kernbench.compiler.emit import cmdq_metadata
 from kernbench.compiler.inputs import default_inputs, vocab_size
-from kernbench.compiler.layer_ops import layer_op_census
-from kernbench.compiler.pe_choice import compile_on_best_pes, structure_copy
+from kernbench.compiler.layer_ops import LayerOpCensus, layer_op_census
+from kernbench.compiler.manager import PassManager
+from kernbench.compiler.pe_choice import PeChoice, compile_on_best_pes, structure_copy
 from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
 from kernbench.compiler.roofline import layer_report
 from kernbench.compiler.state import CompileOptions, CompileState
@@ -37,110 +39,134 @@ from kernbench.host.bundle import Bundle, run_with_data
 from kernbench.host.bundle_check import check_bundle
 from kernbench.host.estimate import graph_bytes, refuse_above_limit
 from kernbench.host.intermediates import Intermediates
-from kernbench.host.simulate import simulate_program
-from kernbench.host.verify import verify_outputs
+from kernbench.host.replay_figures import ActionsOf
+from kernbench.host.simulate import CmdqRun, PhaseHook, WatchHook, simulate_program
+from kernbench.host.verify import Verdict, verify_outputs
 from kernbench.ir.model import Graph, is_shape_only, save_weights
 from kernbench.ir.qconfig import parse_qconfig, unmatched_overrides
 from kernbench.numerics.dtypes import np_dtype
-from kernbench.report.energy import energy_lines, fmt_energy
 from kernbench.report.html import write_report
 from kernbench.report.layers_csv import write_layers_csv
-from kernbench.report.llm import llm_lines
-from kernbench.report.stats import write_json
+from kernbench.report.result_text import summary_text
+from kernbench.report.stats import (
+    LayerEstimateFigures,
+    Stats,
+    set_estimate,
+    set_layer_figures,
+    set_layers,
+    set_token_energy,
+    write_json,
+)
 from kernbench.topology.model import Topology
 
 
 @dataclass
 class SimResult:
-    stats: dict[str, Any]
-    verdict: Any = None
+    stats: Stats
+    verdict: Verdict | None = None
     outputs: dict[str, np.ndarray] | None = None
     written: list[Path] | None = None
 
 
-def compile_model(model: Path, topology: Topology, out: Path, *, qconfig: Path | None = None,
-                  dump_after: tuple[str, ...] = (), progress: Any = None,
-                  calib_inputs: Path | None = None, strict: bool = False,
-                  all_pes: bool = False):  # noqa: ANN201
-    """Compile; activation scales are calibrated on `calib_inputs` (an .npz keyed by input
-    name) or, without it, on seeded random inputs valid for the model. Suspicious input
-    (a QConfig glob that matches no layer, NaN/Inf weights) warns, or with `strict` is
-    refused."""
-
-    graph, source = load_model(Path(model), qconfig)
-    return compile_loaded(graph, source, topology, out, dump_after=dump_after,
-                          progress=progress, calib_inputs=calib_inputs, strict=strict,
-                          qconfig_file=str(qconfig) if qconfig else None, model_file=str(model),
-                          all_pes=all_pes)
+#: `progress(description)`: the pass now running (compile progress display)
+Progress = Callable[[str], None]
 
 
-def compile_loaded(graph: Graph, source: Path | None, topology: Topology, out: Path, *,
-                   dump_after: tuple[str, ...] = (), progress: Any = None,
-                   calib_inputs: Path | None = None, strict: bool = False,
-                   qconfig_file: str | None = None,
-                   model_file: str | None = None, write_cmdq: bool = True,
-                   all_pes: bool = False):  # noqa: ANN201
+@dataclass(frozen=True)
+class CompileRequest:
+    """What a compile is asked for besides the model and the NPU: `qconfig` (a QConfig
+    YAML; `qconfig_file` names it in diagnostics when the graph was loaded already),
+    `dump_after` (pass names whose state is written), activation scales calibrated on
+    `calib_inputs` (an .npz keyed by input name; default seeded random inputs), `strict`
+    (suspicious input refused instead of warned), `all_pes` (spread over every PE),
+    `write_cmdq` (cmdq.json in the bundle) and `model_file` (the name in diagnostics)."""
+
+    qconfig: Path | None = None
+    dump_after: tuple[str, ...] = ()
+    calib_inputs: Path | None = None
+    strict: bool = False
+    all_pes: bool = False
+    write_cmdq: bool = True
+    model_file: str | None = None
+    qconfig_file: str | None = None
+
+
+def compile_model(model: Path, topology: Topology, out: Path,
+                  req: CompileRequest = CompileRequest(),
+                  progress: Progress | None = None) -> tuple[CompileState, PassManager | None]:
+    """Compile; suspicious input (a QConfig glob that matches no layer, NaN/Inf weights)
+    warns, or with `req.strict` is refused."""
+
+    graph, source = load_model(Path(model), req.qconfig)
+    return compile_loaded(graph, source, topology, out, replace(
+        req, qconfig_file=str(req.qconfig) if req.qconfig else None,
+        model_file=str(model)), progress)
+
+
+def compile_loaded(graph: Graph, source: Path | None, topology: Topology, out: Path,
+                   req: CompileRequest = CompileRequest(), progress: Progress | None = None
+                   ) -> tuple[CompileState, PassManager | None]:  # fmt: skip
     """compile_model for a graph already loaded (or built, or truncated for replay);
     `write_cmdq` False leaves cmdq.json out of the bundle (see `program_of`). A small
     model may be compiled for fewer PEs than the topology has (`compiler.pe_choice`,
     the choice in `state.pe_choice`); `all_pes` spreads it over all of them."""
 
-    opts = _compile_options(graph, calib_inputs, strict, qconfig_file, model_file)
-    state, pm = _compile_whole(graph, topology, opts, progress=progress, all_pes=all_pes,
-                               dump_after=dump_after,
-                               dump_dir=Path(out).parent if dump_after else None)
-    _report_layer_ops(layer_op_census(state), strict,
-                      model_file or graph.metadata.get("model_name"))
-    write_bundle(state, Path(out), source, cmdq=write_cmdq)
-    if write_cmdq:
+    opts = _compile_options(graph, req)
+    state, pm = _compile_whole(graph, topology, opts, progress=progress, all_pes=req.all_pes,
+                               dump_after=req.dump_after,
+                               dump_dir=Path(out).parent if req.dump_after else None)
+    _report_layer_ops(layer_op_census(state), req.strict,
+                      req.model_file or graph.metadata.get("model_name"))
+    write_bundle(state, Path(out), source, cmdq=req.write_cmdq)
+    if req.write_cmdq:
         warn_unreadable_cmdq(Path(out) / "cmdq.json")
     return state, pm
 
 
-def compile_for_run(graph: Graph, source: Path | None, topology: Topology, out: Path, *,
-                    progress: Any = None, calib_inputs: Path | None = None,
-                    strict: bool = False, qconfig_file: str | None = None,
-                    model_file: str | None = None,
-                    all_pes: bool = False) -> tuple[CmdqProgram, Any]:
+def compile_for_run(graph: Graph, source: Path | None, topology: Topology, out: Path,
+                    req: CompileRequest = CompileRequest(), progress: Progress | None = None
+                    ) -> tuple[CmdqProgram, PeChoice | None]:  # fmt: skip
     """compile_loaded for a timing run that keeps nothing per entry and no cmdq.json:
     (the program, the PE choice or None). The program is compiled layer by layer while it
     runs (`compiler.stream`), so host memory does not grow with layers × tiles;
     a program small enough for the cost model's PE choice is compiled whole,
     from the passes the stream already ran. Writes the bundle without cmdq.json."""
 
-    opts = _compile_options(graph, calib_inputs, strict, qconfig_file, model_file)
+    opts = _compile_options(graph, req)
     sc = compile_streamed(structure_copy(graph), topology, opts, progress=progress)
-    name = model_file or graph.metadata.get("model_name")
+    name = req.model_file or graph.metadata.get("model_name")
     file = str(Path(out) / "cmdq.json")
     # the limits read at call time: a test (or a probe) that changes them changes this too
-    if not all_pes and len(topology.pes) > pe_choice.MIN_PES \
+    if not req.all_pes and len(topology.pes) > pe_choice.MIN_PES \
             and sc.entries <= pe_choice.MAX_ENTRIES:
         state, _ = _compile_whole(graph, topology, opts, whole=sc.finish()[0])
-        _report_layer_ops(layer_op_census(state), strict, name)
+        _report_layer_ops(layer_op_census(state), req.strict, name)
         write_bundle(state, Path(out), source, cmdq=False)
         return program_of(state, file), state.pe_choice
-    _report_layer_ops(sc.survey.census, strict, name)
+    _report_layer_ops(sc.survey.census, req.strict, name)
     write_bundle(sc.bundle_state(), Path(out), source, cmdq=False, entries=sc.entries)
     stream = EntryStream(sc.chunks(), sc.entries, sc.survey.layer_entries,
                          limits_for(topology), file)
     return streamed_program(stream, asdict(cmdq_metadata(sc.state))), None
 
 
-def _compile_options(graph: Graph, calib_inputs: Path | None, strict: bool,
-                     qconfig_file: str | None, model_file: str | None) -> CompileOptions:
+def _compile_options(graph: Graph, req: CompileRequest) -> CompileOptions:
     """What the user gave, checked (size, QConfig globs, NaN/Inf: `check_graph_inputs`),
     and the calibration inputs, as the compiler's options (once per compile)."""
     if not is_shape_only(graph):  # a shape-only model holds no values: nothing to estimate
         refuse_above_limit(graph_bytes(graph),
-                           f"model {model_file or graph.metadata.get('model_name')}")
-        check_graph_inputs(graph, qconfig_file, model_file, strict)
-    calib = load_inputs(calib_inputs, graph, strict=strict) if calib_inputs else None
+                           f"model {req.model_file or graph.metadata.get('model_name')}")
+        check_graph_inputs(graph, req.qconfig_file, req.model_file, req.strict)
+    calib = load_inputs(req.calib_inputs, graph, strict=req.strict) if req.calib_inputs \
+        else None
     return CompileOptions(calib_inputs=calib)
 
 
-def _compile_whole(graph: Graph, topology: Topology, opts: CompileOptions, *, progress: Any = None,
-                   all_pes: bool = False, dump_after: tuple[str, ...] = (),
-                   dump_dir: Path | None = None, whole: Any = None) -> tuple[Any, Any]:
+def _compile_whole(graph: Graph, topology: Topology, opts: CompileOptions, *,
+                   progress: Progress | None = None, all_pes: bool = False,
+                   dump_after: tuple[str, ...] = (), dump_dir: Path | None = None,
+                   whole: CompileState | None = None
+                   ) -> tuple[CompileState, PassManager | None]:  # fmt: skip
     """(state, pass manager) of `graph` compiled whole: for all PEs (`all_pes`,
     `dump_after`) or for the PEs the cost model picks. `whole`: the program for
     all PEs, already compiled from a copy of `graph` (no pass manager is returned then)."""
@@ -149,9 +175,9 @@ def _compile_whole(graph: Graph, topology: Topology, opts: CompileOptions, *, pr
             return whole, None
         return compile_graph(graph, topology, opts, dump_after=dump_after, dump_dir=dump_dir,
                              progress=progress)
-    pms: list[Any] = []
+    pms: list[PassManager] = []
 
-    def compile_fn(g: Graph, t: Topology) -> Any:
+    def compile_fn(g: Graph, t: Topology) -> CompileState:
         st, p = compile_graph(g, t, opts, progress=None if pms or whole else progress)
         pms.append(p)
         return st
@@ -164,7 +190,7 @@ def _compile_whole(graph: Graph, topology: Topology, opts: CompileOptions, *, pr
     return state, (pms[0] if pms and whole is None else None)
 
 
-def _report_layer_ops(census: Any, strict: bool, name: str | None) -> None:
+def _report_layer_ops(census: LayerOpCensus, strict: bool, name: str | None) -> None:
     """Whole-layer ops are a reported fact, never quiet: a warning line, or with `strict`
     an InputError (nothing is written)."""
     note = census.note()
@@ -196,7 +222,7 @@ def program_of(state: CompileState, file: str | None = None) -> CmdqProgram:
     return parse_entries(doc.entries, meta, file=file)
 
 
-def check_graph_inputs(graph: Graph, qconfig_file: str | None, model_file: str,
+def check_graph_inputs(graph: Graph, qconfig_file: str | None, model_file: str | None,
                        strict: bool) -> None:
     """What the user gave that is legal but almost surely a mistake: a QConfig override
     whose glob matches no layer, NaN/Inf in the weights. Warnings, errors with `strict`."""
@@ -293,21 +319,48 @@ def check_finite(x: np.ndarray, what: str, file: str | None, strict: bool) -> No
     np.seterr(invalid="ignore", over="ignore", divide="ignore")
 
 
-def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: bool = False,
-                    inputs: Path | None = None, dump_intermediates: bool = False,
-                    trace: bool = True, report: bool = True, phase: Any = None,
-                    strict: bool = False, save_oplog: Path | None = None,
-                    post_stats: Any = None, watch: Any = None,
+@dataclass(frozen=True)
+class SimOptions:
+    """What a simulation of a bundle is asked for (`simulate_bundle`)."""
+
+    verify: bool = False            # data pass + verification (bundles with weights)
+    inputs: Path | None = None      # inputs .npz (default: seeded random inputs)
+    dump_intermediates: bool = False
+    trace: bool = True              # write trace.json
+    report: bool = True             # write report.html
+    strict: bool = False            # NaN/Inf inputs are errors
+    save_oplog: Path | None = None  # with `verify`: the op log for `replay`
+
+
+#: a timing-only run: no trace, no report (stats.json without entry rows)
+TIMING_ONLY = SimOptions(trace=False, report=False)
+
+#: `post_stats(stats, spans, actions_of)` → the stats to write (replay, LLM figures)
+PostStats = Callable[[Stats, dict[str, LayerSpan], ActionsOf], Stats]
+
+
+@dataclass(frozen=True)
+class SimHooks:
+    """How a simulation talks to its caller: `phase` per long phase (progress), `watch`
+    observes the timing run, `post_stats` amends the stats before they are written."""
+
+    phase: PhaseHook | None = None
+    watch: WatchHook | None = None
+    post_stats: PostStats | None = None
+
+
+def simulate_bundle(program: Path, topology: Topology, out: Path,
+                    opts: SimOptions = SimOptions(), hooks: SimHooks = SimHooks(),
                     prog: CmdqProgram | None = None) -> SimResult:
     """Simulate a cmdq.json or a bundle (data pass and verification on request); write
     stats.json, summary.txt, layers.csv (with layers), report.html (`report`), trace.json
-    (`trace`), outputs.npz and verification.json (`verify`) into `out`. `phase(name, total, poll)`: a context manager
-    per long phase (progress); `save_oplog` (with `verify`): the op log and initial memory
-    for `replay`; `post_stats(stats, spans, actions_of)` amends the stats before they are
-    written (replay, LLM figures; `actions_of(layer ids)`: action counts); `watch` observes
-    the timing run. Without `trace`, `report`, `verify`: `entry_count`, no entry rows
-    (docs/stats.md). `prog`: the program in memory (`program_of`; cmdq.json unread)."""
+    (`trace`), outputs.npz and verification.json (`verify`) into `out`. `post_stats(stats, spans, actions_of)`
+    amends the stats before they are written (`actions_of(layer ids)`: action counts).
+    Without `trace`, `report`, `verify`: `entry_count`, no entry rows (docs/stats.md).
+    `prog`: the program in memory (`program_of`; cmdq.json unread)."""
 
+    verify, trace, report = opts.verify, opts.trace, opts.report
+    phase, watch, post_stats = hooks.phase, hooks.watch, hooks.post_stats
     record = trace or report  # the report's timeline needs the trace, the file may not
 
     program = Path(program)
@@ -318,11 +371,11 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
         prog = load_program(cmdq_path)
     verdict, outputs = None, None
     if verify:
-        run, outputs, verdict = _run_verified(bundle_dir, prog, topology, inputs, record,
-                                              phase, strict, save_oplog, dump_intermediates)
+        run, outputs, verdict = _run_verified(bundle_dir, prog, topology, opts, record,
+                                              phase)
     else:
 
-        if save_oplog is not None:
+        if opts.save_oplog is not None:
             raise InputError("--save-oplog saves the data pass: it needs --verify",
                              field="--save-oplog")
         # without a trace or the report nothing needs per-entry records: the program is
@@ -337,9 +390,8 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
         add_estimate(stats, run.entries, topology, spans)
     if "layers" in stats:
         layers = stats["layers"]
-        moved = run.layer_traffic(list(layers))
-        for lid, row in run.layer_energy({k: v["ns"] for k, v in layers.items()}).items():
-            layers[lid].update(row, traffic_bytes=moved[lid])
+        set_layer_figures(stats, run.layer_energy({k: v["ns"] for k, v in layers.items()}),
+                          run.layer_traffic(list(layers)))
     add_token_energy(stats, bundle_dir)
     if post_stats is not None:
         stats = post_stats(stats, spans, run.layer_actions)
@@ -357,17 +409,20 @@ def simulate_bundle(program: Path, topology: Topology, out: Path, *, verify: boo
         tmp.replace(out / "outputs.npz")
         write_json(verdict.to_json(), out / "verification.json")
         written += [out / "outputs.npz", out / "verification.json"]
-    (out / "summary.txt").write_text(summary_text(stats, verdict), encoding="utf-8")
+    (out / "summary.txt").write_text(
+        summary_text(stats, verdict.lines() if verdict is not None else None),
+        encoding="utf-8")
     written.append(out / "summary.txt")
     written += write_layers_csv(stats, out / "layers.csv")
     if report:
-        written.append(write_report(out, stats, trace_obj, verdict, topology))
+        written.append(write_report(out, stats, trace_obj,
+                                    verdict.to_json() if verdict is not None else None, topology))
     return SimResult(stats, verdict, outputs, written)
 
 
-def _run_verified(bundle_dir: Path, prog: CmdqProgram, topology: Topology, inputs: Path | None,
-                  record: bool, phase: Any, strict: bool, save_oplog: Path | None,
-                  dump_intermediates: bool) -> tuple[Any, dict[str, np.ndarray], Any]:
+def _run_verified(bundle_dir: Path, prog: CmdqProgram, topology: Topology, opts: SimOptions,
+                  record: bool, phase: PhaseHook | None
+                  ) -> tuple[CmdqRun, dict[str, np.ndarray], Verdict]:  # fmt: skip
     """Timing pass + data pass of a bundle, then the verdict (interpreter, onnxruntime)."""
 
     bundle = Bundle.load(bundle_dir)
@@ -377,10 +432,11 @@ def _run_verified(bundle_dir: Path, prog: CmdqProgram, topology: Topology, input
     problems = check_bundle(bundle_dir, topology, max_errors=1, cmdq=False)
     if problems:  # a tampered bundle: refused before anything is deployed
         raise problems[0]
-    feeds = load_inputs(inputs, bundle.graph, strict=strict)
-    watch = Intermediates(bundle) if dump_intermediates else None
+    feeds = load_inputs(opts.inputs, bundle.graph, strict=opts.strict)
+    watch = Intermediates(bundle) if opts.dump_intermediates else None
     run, outputs, store = run_with_data(bundle, prog, topology, feeds, trace=record,
-                                        phase=phase, save_oplog=save_oplog, watch_ops=watch)
+                                        phase=phase, save_oplog=opts.save_oplog,
+                                        watch_ops=watch)
     source = bundle_dir / "model.onnx"
     verdict = verify_outputs(bundle, outputs, feeds, store, source if source.exists() else None,
                              intermediates=watch.capture if watch is not None else None)
@@ -396,15 +452,7 @@ def add_roofline(stats: dict[str, Any], roof: Path, spans: dict[str, LayerSpan])
             bounds = json.loads(read_input_text(roof, MAX_JSON_BYTES))
         except ValueError as e:
             raise InputError(f"unreadable: {e}", file=str(roof)) from None
-        layers = layer_report(bounds, spans)
-        stats["layers"] = layers
-        total_bound = sum(v["bound_ns"] for v in layers.values())
-        stats["roofline_fraction"] = round(total_bound / stats["total_ns"], 6) \
-            if stats["total_ns"] else 0.0
-        comp = round(sum(v["compute_bound_ns"] for v in layers.values()), 3)
-        mem = round(sum(v["memory_bound_ns"] for v in layers.values()), 3)
-        stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
-                                "bound_by": "compute" if comp >= mem else "memory"}
+        set_layers(stats, layer_report(bounds, spans))
 
 
 def add_estimate(stats: dict[str, Any], entries: list[Any], topology: Topology,
@@ -417,13 +465,9 @@ def add_estimate(stats: dict[str, Any], entries: list[Any], topology: Topology,
     for lid, sp in (spans or {}).items():
         if lid in est.layers:
             sp.estimate_end_ns = est.layers[lid].end_ns
-    stats["estimate_ns"] = round(est.estimate_ns, 3)
-    for lid, row in stats.get("layers", {}).items():
-        le = est.layers.get(lid)
-        if le is not None:
-            row["estimate_ns"] = round(le.estimate_ns, 3)
-            row["estimate_busy_ns"] = round(le.busy_ns, 3)
-            row["estimate_by"] = le.bound_by
+    set_estimate(stats, est.estimate_ns, {
+        lid: LayerEstimateFigures(le.estimate_ns, le.busy_ns, le.bound_by)
+        for lid, le in est.layers.items()})
 
 
 def add_token_energy(stats: dict[str, Any], bundle_dir: Path) -> None:
@@ -439,62 +483,4 @@ def add_token_energy(stats: dict[str, Any], bundle_dir: Path) -> None:
         raise InputError(f"unreadable: {e}", file=str(mem)) from None
     if not isinstance(ids, dict) or not ids.get("shape"):
         return
-    tokens = int(np.prod(ids["shape"]))
-    if tokens > 0:
-        stats["energy"]["tokens"] = tokens
-        stats["energy"]["per_token_pj"] = round(stats["energy"]["total_pj"] / tokens, 3)
-
-
-def _ns_or_dash(v: float | None) -> str:
-    """A 10-wide ns column; "–" where the figure was not computed (a streamed run has no
-    cost-model estimate)."""
-    return f"{v:10.1f}" if v is not None else f"{'–':>10s}"
-
-
-def summary_text(stats: dict[str, Any], verdict: Any = None) -> str:
-    lines = [f"total {stats['total_ns']:.1f} ns = {stats['total_cycles']} cycles at "
-             f"{stats['clock_ghz']} GHz on {stats['topology']}"]
-    b = stats["bottleneck"]
-    lines.append(f"bottleneck: {b['component']} ({b['kind']}), {100 * b['utilization']:.1f}% busy")
-    lines += energy_lines(stats)
-    if stats.get("estimate_ns"):
-        lines.append(f"cost-model estimate {stats['estimate_ns']:.1f} ns "
-                     f"({stats['estimate_ns'] / stats['total_ns']:.2f} × simulated)"
-                     if stats["total_ns"] else f"cost-model estimate {stats['estimate_ns']:.1f} ns")
-    if "roofline_fraction" in stats:
-        lines.append(f"roofline fraction (whole model): {stats['roofline_fraction']:.3f}")
-        mb = stats["model_bound"]
-        lines.append(f"the model is {mb['bound_by']}-bound: Σ compute bound "
-                     f"{mb['compute_bound_ns']:.1f} ns vs Σ memory bound "
-                     f"{mb['memory_bound_ns']:.1f} ns")
-        lines.append("")
-        lines.append(f"{'layer':28s} {'op':12s} {'ns':>10s} {'estimate':>10s} {'busy ns':>10s} "
-                     f"{'estimate':>10s} {'bound ns':>10s} "
-                     f"{'frac':>6s} {'bound by':8s} {'energy':>10s} busiest")
-        for lid, layer in sorted(stats["layers"].items(), key=lambda kv: -kv[1]["ns"]):
-            lines.append(f"{lid:28s} {layer['op_type']:12s} {layer['ns']:10.1f} "
-                         f"{_ns_or_dash(layer.get('estimate_ns'))} "
-                         f"{layer.get('busy_ns', 0.0):10.1f} "
-                         f"{_ns_or_dash(layer.get('estimate_busy_ns'))} "
-                         f"{layer['bound_ns']:10.1f} {layer['roofline_fraction']:6.3f} "
-                         f"{layer['bound_by']:8s} {fmt_energy(layer.get('energy_pj', 0)):>10s} "
-                         f"{layer['bottleneck']}")
-    if "llm" in stats:
-
-        lines.append("")
-        lines.extend(llm_lines(stats["llm"]))
-    if "replay" in stats:
-        r = stats["replay"]
-        lines.append(f"replay: {r['simulated_blocks']} of {r['blocks']} identical blocks "
-                     f"simulated, period {r['block_period_ns']:.1f} ns (simulated periods "
-                     + ", ".join(f"{p:.1f}" for p in r["periods_ns"])
-                     + " ns); per-layer rows are the simulated blocks")
-    if verdict is not None:
-        lines.append("")
-        lines.append("verification: " + ("PASS" if verdict.ok else "FAIL"))
-        for c in verdict.checks:
-            lines.append(f"  {c.output} vs {c.reference}: max abs {c.max_abs_err:.3g}, "
-                         f"cosine {c.cosine:.6f} ({c.threshold}) {'ok' if c.ok else 'FAIL'}")
-        if verdict.first_divergence:
-            lines.append(f"  first diverging layer: {verdict.first_divergence['layer']}")
-    return "\n".join(lines) + "\n"
+    set_token_energy(stats, int(np.prod(ids["shape"])))

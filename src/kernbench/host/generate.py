@@ -8,9 +8,10 @@ with batch B, one new token and P + i − 1 cached tokens (the convention of `se
 The prefill is the ordinary `run` of the command (its stats.json, report and tables). Each
 decode step is a program compiled and simulated like `run --kv-len K --no-report`
 (`host.serve.model.ServedModel.run`). With `exact` every step is simulated; otherwise
-the serving layer's bucket rule (`host.serve.buckets.corners`: exact up to 16, then 16
-edges an octave) picks the simulated programs a step's time and energy are interpolated
-from, and each is simulated once (docs/serving.md).
+a step's time and its energy each come from the serving layer's bucket rule
+(`host.serve.buckets.interpolate`: exact up to 16 cached tokens, then linear between
+edges at most 6.25 % apart, an interval trusted only once its simulated midpoint lies on
+the chord), and every program is simulated once (docs/serving.md).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernbench.host.serve.buckets import corners
+from kernbench.host.serve.buckets import interpolate
 from kernbench.topology.model import Topology
 
 Shape = tuple[int, int, int]  # (batch, new tokens, past tokens)
@@ -28,7 +29,7 @@ Shape = tuple[int, int, int]  # (batch, new tokens, past tokens)
 @dataclass
 class StepMemo:
     """(ns, pJ) of a program shape: simulated once per shape (`run(shape)` → stats), and
-    interpolated between bucket corners unless `exact`."""
+    interpolated by the serving bucket rule unless `exact`."""
 
     run: Callable[[Shape], dict[str, Any]]
     exact: bool = False
@@ -46,12 +47,8 @@ class StepMemo:
         """(ns, pJ) of one program of `shape`."""
         if self.exact:
             return self._sim(shape)
-        ns = pj = 0.0
-        for c, w in corners(shape):
-            if w:
-                t, e = self._sim(c)  # type: ignore[arg-type]
-                ns += w * t
-                pj += w * e
+        ns = interpolate(shape, lambda s: self._sim(s)[0])  # type: ignore[arg-type]
+        pj = interpolate(shape, lambda s: self._sim(s)[1])  # type: ignore[arg-type]
         return ns, pj
 
 

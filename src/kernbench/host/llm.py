@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernbench.errors import InputError
-from kernbench.ir.model import Graph
+from kernbench.ir.model import Graph, QBits
 from kernbench.topology.model import Topology
 from kernbench.topology.peaks import peak_figures
 
@@ -44,7 +44,7 @@ class LlmFacts:
     macs: int             # multiply-accumulates of the step (TE layers)
 
 
-def _bits(q: Any, dtype: str) -> float:
+def _bits(q: QBits, dtype: str) -> float:
     if isinstance(q, int):
         return q
     if q in ("fp16", "bf16"):

@@ -18,35 +18,11 @@ from pathlib import Path
 
 from kernbench.errors import InputError, did_you_mean
 from kernbench.host.estimate import named_model_bytes, refuse_above_limit
-from kernbench.host.onnx_dims import bind_onnx_dims
+from kernbench.host.onnx_dims import ShapeOptions, bind_onnx_dims
 from kernbench.ir.qconfig import load_qconfig
 from kernbench.models.builders import MODELS, model_for
 from kernbench.models.hf_config import config_path, is_hf_config, load_hf_config
 from kernbench.models.llm_graph import LlmShape, build_llm_graph, weight_params
-
-
-@dataclass(frozen=True)
-class ShapeOptions:
-    """--batch / --seq-len / --kv-len as given (None = not given)."""
-
-    batch: int | None = None
-    seq_len: int | None = None
-    kv_len: int | None = None
-
-    def given(self) -> bool:
-        return any(v is not None for v in (self.batch, self.seq_len, self.kv_len))
-
-    def check(self) -> None:
-        for name, v, lo in (("--batch", self.batch, 1), ("--seq-len", self.seq_len, 1),
-                            ("--kv-len", self.kv_len, 0)):
-            if v is not None and v < lo:
-                raise InputError(f"must be >= {lo}, got {v}", field=name)
-
-    def resolved(self) -> tuple[int, int, int]:
-        """(batch, seq, kv) with the defaults: batch 1, kv 0, seq 16 (prefill) / 1 (decode)."""
-        kv = self.kv_len or 0
-        seq = self.seq_len if self.seq_len is not None else (1 if kv > 0 else 16)
-        return self.batch or 1, seq, kv
 
 
 @dataclass

@@ -18,13 +18,41 @@ written to `save_dir`; the notes say which input dims were bound to what.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kernbench.errors import InputError
 
+if TYPE_CHECKING:  # onnx is imported when a model is bound, not with this module
+    import onnx
+
 TOKEN_INPUTS = ("input_ids", "position_ids", "token_type_ids", "inputs_embeds")
 
+
+
+@dataclass(frozen=True)
+class ShapeOptions:
+    """--batch / --seq-len / --kv-len as given (None = not given)."""
+
+    batch: int | None = None
+    seq_len: int | None = None
+    kv_len: int | None = None
+
+    def given(self) -> bool:
+        return any(v is not None for v in (self.batch, self.seq_len, self.kv_len))
+
+    def check(self) -> None:
+        for name, v, lo in (("--batch", self.batch, 1), ("--seq-len", self.seq_len, 1),
+                            ("--kv-len", self.kv_len, 0)):
+            if v is not None and v < lo:
+                raise InputError(f"must be >= {lo}, got {v}", field=name)
+
+    def resolved(self) -> tuple[int, int, int]:
+        """(batch, seq, kv) with the defaults: batch 1, kv 0, seq 16 (prefill) / 1 (decode)."""
+        kv = self.kv_len or 0
+        seq = self.seq_len if self.seq_len is not None else (1 if kv > 0 else 16)
+        return self.batch or 1, seq, kv
 
 def _role_of(name: str, axis: int, rank: int) -> str | None:
     n = name.lower()
@@ -48,8 +76,8 @@ def _role_by_param(param: str) -> str | None:
     return None
 
 
-def bind_onnx_dims(path: Path, shapes: Any, save_dir: Path) -> tuple[Path, list[str]]:
-    """(path of the bound model, notes). `shapes` is a host.models.ShapeOptions."""
+def bind_onnx_dims(path: Path, shapes: ShapeOptions, save_dir: Path) -> tuple[Path, list[str]]:
+    """(path of the bound model, notes) for the dims `shapes` gives."""
     import onnx  # heavy: only when an ONNX model is bound
 
     file = str(path)
@@ -96,7 +124,7 @@ def bind_onnx_dims(path: Path, shapes: Any, save_dir: Path) -> tuple[Path, list[
     return out, [f"bound the symbolic input dims of {path.name}:"] + notes
 
 
-def _rebind_rest(model: Any, params: dict[str, int]) -> None:
+def _rebind_rest(model: onnx.ModelProto, params: dict[str, int]) -> None:
     """Outputs and value_info: known params get their value, any other symbolic dim (e.g.
     an expression `s0 + s1`) is cleared so that shape inference recomputes it."""
     for vi in list(model.graph.output) + list(model.graph.value_info):

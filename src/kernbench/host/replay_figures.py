@@ -26,6 +26,12 @@ from typing import Any
 
 from kernbench.common.program import LayerSpan
 from kernbench.report.energy import energy_report
+from kernbench.report.stats import (
+    set_commands_completed,
+    set_energy,
+    set_section,
+    set_token_energy,
+)
 from kernbench.topology.model import Topology
 
 #: the action counts of the commands of some layers (host.simulate.CmdqRun.layer_actions)
@@ -47,11 +53,11 @@ def whole_model_figures(stats: dict[str, Any], layer_block: dict[str, int], simu
     the module docstring); `extra` replayed blocks, `actions_of(layer ids)` the action
     counts of those layers' commands. Call after `total_ns` is the whole model's."""
     middle = block_layers(layer_block, range(1, simulated - 1))
-    replay = stats.setdefault("replay", {})
+    replay = dict(stats.get("replay", {}))
     if "commands_completed" in stats:
         per_block = _mean([sum(spans[lid].entries for lid in b if lid in spans)
                            for b in middle])
-        stats["commands_completed"] = int(stats["commands_completed"]) + round(extra * per_block)
+        set_commands_completed(stats, int(stats["commands_completed"]) + round(extra * per_block))
     layers = stats.get("layers")
     if layers:
         for key, name in (("macs", "model_macs"), ("bytes", "model_bytes")):
@@ -64,12 +70,11 @@ def whole_model_figures(stats: dict[str, Any], layer_block: dict[str, int], simu
         for a in sorted(counts):
             counts[a] = int(counts[a]) + round(extra * _mean([p.get(a, 0) for p in per]))
         old = stats["energy"]
-        energy = energy_report(topology, counts, float(stats["total_ns"])).to_json()
+        set_energy(stats, energy_report(topology, counts, float(stats["total_ns"])).to_json())
         if old.get("tokens"):
-            energy["tokens"] = old["tokens"]
-            energy["per_token_pj"] = round(energy["total_pj"] / old["tokens"], 3)
-        stats["energy"] = energy
+            set_token_energy(stats, old["tokens"])
     replay["simulated_only"] = [k for k in SIMULATED_ONLY if k in stats]
+    set_section(stats, "replay", replay)
 
 
 def _mean(xs: list[float]) -> float:

@@ -14,10 +14,12 @@ write and parse it nor meets the CMDQ file-size limit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from kernbench.cmdq.schema import CmdqProgram
+from kernbench.common.program import LayerSpan
 from kernbench.compiler.pipeline import load_model
 from kernbench.errors import warn
 from kernbench.host.block_detect import mark_blocks
@@ -28,6 +30,11 @@ from kernbench.host.block_replay import (
     truncate_blocks,
 )
 from kernbench.host.flow import (
+    CompileRequest,
+    PostStats,
+    Progress,
+    SimHooks,
+    SimOptions,
     SimResult,
     compile_for_run,
     compile_loaded,
@@ -36,10 +43,13 @@ from kernbench.host.flow import (
 )
 from kernbench.host.llm import check_fit, llm_facts, llm_section
 from kernbench.host.replay_figures import ActionsOf
+from kernbench.host.simulate import PhaseHook, WatchHook
+from kernbench.ir.model import Graph
+from kernbench.report.stats import Stats, set_section
 from kernbench.topology.model import Topology
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
     qconfig: Path | None = None
     verify: bool = False
@@ -59,15 +69,18 @@ class RunOptions:
     all_pes: bool = False  # spread over every PE, even a model the cost model keeps on fewer
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunHooks:
     """How the flow talks to its caller (the CLI): notes on stderr, compile progress,
     simulation progress (see host.simulate.simulate_program's `watch`)."""
 
-    note: Any = print
-    compile_progress: Any = None
-    watch: Any = None
-    phase: Any = None  # phase(name, total, poll): a context manager (progress display)
+    note: Callable[[str], None] = print
+    compile_progress: Progress | None = None
+    watch: WatchHook | None = None
+    phase: PhaseHook | None = None  # a context manager per long phase (progress display)
+
+    def sim_hooks(self, post_stats: PostStats | None = None) -> SimHooks:
+        return SimHooks(phase=self.phase, watch=self.watch, post_stats=post_stats)
 
 
 def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
@@ -97,14 +110,14 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
     bundle = opts.bundle or Path(out) / "bundle"
     write_cmdq = opts.write_cmdq or opts.verify
 
-    def finish(small: Any, stats: dict[str, Any], spans: dict[str, Any],
-               actions_of: ActionsOf | None = None) -> dict[str, Any]:
+    def finish(small: Graph, stats: Stats, spans: dict[str, LayerSpan],
+               actions_of: ActionsOf | None = None) -> Stats:
         if plan is not None:
             stats = apply_replay(stats, small, plan, spans, topo, actions_of)
         # shape-only models always get the section; others on request (--llm), so that the
         # stats of existing runs stay byte-identical
         if facts is not None and (opts.llm or graph.metadata.get("shape_only")):
-            stats["llm"] = llm_section(facts, stats, topo)
+            set_section(stats, "llm", llm_section(facts, stats, topo))
         return stats
 
     if plan is not None:
@@ -112,9 +125,9 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
         small = truncate_blocks(marked, plan.simulated)
         hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
                    "and replaying the rest (--exact simulates all)")
-        state, _ = compile_loaded(small, None, topo, bundle, progress=hooks.compile_progress,
-                                  calib_inputs=opts.inputs, strict=opts.strict,
-                                  model_file=str(model), write_cmdq=write_cmdq)
+        state, _ = compile_loaded(small, None, topo, bundle, CompileRequest(
+            calib_inputs=opts.inputs, strict=opts.strict, model_file=str(model),
+            write_cmdq=write_cmdq), hooks.compile_progress)
         prog = program_of(state, str(bundle / "cmdq.json"))
         del state  # the tile graph and memory plan are not needed to simulate
         try:
@@ -123,38 +136,33 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
         except ReplayCheckFailed as e:
             hooks.note(f"replay check failed ({e}): simulating every layer")
             plan = None
-    qfile = str(opts.qconfig) if opts.qconfig else None
+    req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
+                         qconfig_file=str(opts.qconfig) if opts.qconfig else None,
+                         model_file=str(model), write_cmdq=write_cmdq, all_pes=opts.all_pes)
     if not (opts.trace or opts.report or opts.verify or write_cmdq):
         # nothing per entry is kept: compiled layer by layer while it runs
-        prog, choice = compile_for_run(graph, source, topo, bundle,
-                                       progress=hooks.compile_progress,
-                                       calib_inputs=opts.inputs, strict=opts.strict,
-                                       qconfig_file=qfile, model_file=str(model),
-                                       all_pes=opts.all_pes)
+        prog, choice = compile_for_run(graph, source, topo, bundle, req,
+                                       hooks.compile_progress)
     else:
-        state, _ = compile_loaded(graph, source, topo, bundle, progress=hooks.compile_progress,
-                                  calib_inputs=opts.inputs, strict=opts.strict,
-                                  qconfig_file=qfile, model_file=str(model),
-                                  write_cmdq=write_cmdq, all_pes=opts.all_pes)
+        state, _ = compile_loaded(graph, source, topo, bundle, req, hooks.compile_progress)
         choice = state.pe_choice
         prog = program_of(state, str(bundle / "cmdq.json"))
         del state
     if choice is not None and choice.pes < choice.of:
         hooks.note(choice.note())
 
-    def post(st: dict[str, Any], sp: dict[str, Any], acts: ActionsOf) -> dict[str, Any]:
+    def post(st: Stats, sp: dict[str, LayerSpan], acts: ActionsOf) -> Stats:
         if choice is not None:
-            st["pe_choice"] = choice.to_json()
+            set_section(st, "pe_choice", choice.to_json())
         return finish(graph, st, sp, acts)
 
     return _simulate(bundle, topo, out, opts, hooks, post, prog)
 
 
 def _simulate(bundle: Path, topo: Topology, out: Path, opts: RunOptions, hooks: RunHooks,
-              post: Any, prog: Any) -> SimResult:
+              post: PostStats, prog: CmdqProgram) -> SimResult:
     """Simulate the compiled program `prog` (in memory; a streamed run consumes it)."""
-    return simulate_bundle(bundle, topo, Path(out), verify=opts.verify, inputs=opts.inputs,
-                           dump_intermediates=opts.dump_intermediates, trace=opts.trace,
-                           report=opts.report, save_oplog=opts.save_oplog, post_stats=post,
-                           watch=hooks.watch, phase=hooks.phase, strict=opts.strict,
-                           prog=prog)
+    return simulate_bundle(bundle, topo, Path(out), SimOptions(
+        verify=opts.verify, inputs=opts.inputs, dump_intermediates=opts.dump_intermediates,
+        trace=opts.trace, report=opts.report, save_oplog=opts.save_oplog,
+        strict=opts.strict), hooks.sim_hooks(post), prog)

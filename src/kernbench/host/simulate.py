@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from kernbench.cmdq.hw import StreamedProgram, engine_of, limits_for, to_program
+from kernbench.cmdq.hw import DataAttacher, StreamedProgram, engine_of, limits_for, to_program
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.stream import EntryStream
 from kernbench.cmdq.validate import check_program
@@ -21,10 +22,16 @@ from kernbench.report.energy import group_energy
 from kernbench.report.perfetto import build_trace
 from kernbench.report.stats import collect_stats, round_ns
 from kernbench.sim_engine.engine import Simulator
+from kernbench.sim_engine.op_log import OpLogger
 from kernbench.topology.model import Topology
 
+#: `phase(name, total, poll)`: a context manager around a long phase (a progress display
+#: polls `poll()` → units done of `total`)
+PhaseHook = Callable[[str, int | None, Callable[[], int] | None], AbstractContextManager[Any]]
 
-def no_phase(name: str, total: int | None = None, poll: Any = None) -> Any:
+
+def no_phase(name: str, total: int | None = None,
+             poll: Callable[[], int] | None = None) -> AbstractContextManager[None]:
     """The phase hook that shows nothing."""
     return contextlib.nullcontext()
 
@@ -37,6 +44,10 @@ class SimWatch:
     entries: int
     layers: int
     poll: Callable[[], tuple[int, int]]
+
+
+#: `watch(SimWatch)` starts an observer of a run and returns the function that stops it
+WatchHook = Callable[[SimWatch], Callable[[], None] | None]
 
 
 class EntryTally:
@@ -203,8 +214,9 @@ def critical_path(entries: list[ProgramEntry]) -> list[int]:
 
 
 def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | None = None,
-                     op_logger: Any = None, trace: bool = True, data: Any = None,
-                     phase: Any = None, watch: Any = None,
+                     op_logger: OpLogger | None = None, trace: bool = True,
+                     data: DataAttacher | None = None, phase: PhaseHook | None = None,
+                     watch: WatchHook | None = None,
                      per_entry: bool = True, consume: bool = False) -> CmdqRun:
     """Validate `program` against `topology`, run it to the end, return the run.
     `phase(name, total, poll)`: a context manager around the run (progress display).

@@ -21,17 +21,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kernbench.errors import warn
-from kernbench.host.bundle import layer_divergence
+from kernbench.host.bundle import Bundle, layer_divergence
 from kernbench.host.intermediates import BoundaryCapture
 from kernbench.ir.interpreter import Interpreter
 from kernbench.ir.model import Graph
 from kernbench.numerics.compare import compare
 from kernbench.sim_engine.memory_store import MemoryStore
+
+if TYPE_CHECKING:  # rich is imported where a table is printed
+    from rich.console import Console
 
 # Tolerance against onnxruntime per precision mode, chosen from the errors measured on the
 # committed test models (scripts/measure_tolerances.py; table in docs/verification.md).
@@ -132,6 +135,16 @@ class Verdict:
     # where the layer rows were read: "op boundary" (--dump-intermediates) or "final memory"
     layers_read_at: str | None = None
 
+    def lines(self) -> list[str]:
+        """The verdict as summary lines (stdout, summary.txt)."""
+        out = ["verification: " + ("PASS" if self.ok else "FAIL")]
+        for c in self.checks:
+            out.append(f"  {c.output} vs {c.reference}: max abs {c.max_abs_err:.3g}, "
+                       f"cosine {c.cosine:.6f} ({c.threshold}) {'ok' if c.ok else 'FAIL'}")
+        if self.first_divergence:
+            out.append(f"  first diverging layer: {self.first_divergence['layer']}")
+        return out
+
     @property
     def ok(self) -> bool:
         return self.error is None and all(c.ok for c in self.checks)
@@ -178,7 +191,7 @@ def onnxruntime_outputs(model: Path, inputs: dict[str, np.ndarray]
     return dict(zip(names, sess.run(names, feeds), strict=True))
 
 
-def verify_outputs(bundle: Any, outputs: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
+def verify_outputs(bundle: Bundle, outputs: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
                    store: MemoryStore, source_model: Path | None, data_error: str | None = None,
                    intermediates: BoundaryCapture | None = None) -> Verdict:
     """The verdict on a data pass's `outputs` (module docstring); `intermediates`: the
@@ -226,7 +239,7 @@ def verify_outputs(bundle: Any, outputs: dict[str, np.ndarray], inputs: dict[str
     return v
 
 
-def print_verdict(v: Verdict, console: Any) -> None:
+def print_verdict(v: Verdict, console: Console) -> None:
     from rich.table import Table
 
     t = Table(title=f"verification ({v.mode})")

@@ -3,7 +3,7 @@ own node test cases can run against kernbench (scripts/onnx_conformance.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import onnx
@@ -52,7 +52,8 @@ class KernbenchRep(BackendRep):
     def _bind(self, feeds: dict[str, np.ndarray]) -> None:
         self._set(import_model_proto(bind_index_inputs(self.model, feeds), QConfig.fp32()))
 
-    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+    def run(self, inputs: Sequence[np.ndarray] | dict[str, np.ndarray],
+            **kwargs: object) -> tuple[np.ndarray, ...]:
         if isinstance(inputs, dict):
             feeds = dict(inputs)
         else:
@@ -70,7 +71,7 @@ class KernbenchRep(BackendRep):
 
 class KernbenchBackend(Backend):
     @classmethod
-    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> KernbenchRep:
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: object) -> KernbenchRep:
 
         try:
             g = import_model_proto(model, QConfig.fp32())
@@ -81,8 +82,9 @@ class KernbenchBackend(Backend):
         return KernbenchRep(g, model)
 
     @classmethod
-    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU",
-                  **kwargs: Any) -> tuple[np.ndarray, ...]:  # fmt: skip
+    def run_model(cls, model: onnx.ModelProto,
+                  inputs: Sequence[np.ndarray] | dict[str, np.ndarray], device: str = "CPU",
+                  **kwargs: object) -> tuple[np.ndarray, ...]:  # fmt: skip
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernbench.errors import MAX_MODEL_BYTES, InputError, check_input_file, read_input_text
@@ -184,7 +185,7 @@ class Graph(_Strict):
         return json.dumps(self.to_dict(), sort_keys=True, indent=1, allow_nan=False) + "\n"
 
     @classmethod
-    def from_dict(cls, d: Any, *, file: str | None = None) -> Graph:
+    def from_dict(cls, d: object, *, file: str | None = None) -> Graph:
         if not isinstance(d, dict):
             raise InputError("top level must be a JSON object", file=file)
         allowed = {"ir_version", "spec_version", "created_by", "created_at", "graph",
@@ -253,7 +254,8 @@ class Graph(_Strict):
         return g
 
 
-def shape_only_array(shape: list[int] | tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+def shape_only_array(shape: list[int] | tuple[int, ...],
+                     dtype: npt.DTypeLike = np.float32) -> np.ndarray:
     """The stand-in for a constant of a shape-only model (Graph.metadata["shape_only"]): a
     read-only zero-stride view of one zero, so it has the shape and dtype the compiler
     asks for and occupies no memory. Arithmetic on it would materialize it: code that
@@ -261,7 +263,7 @@ def shape_only_array(shape: list[int] | tuple[int, ...], dtype: Any = np.float32
     return np.broadcast_to(np.zeros((), dtype), tuple(int(d) for d in shape))
 
 
-def is_shape_only_array(a: Any) -> bool:
+def is_shape_only_array(a: object) -> bool:
     """True for an array made by `shape_only_array` with more than one element."""
     return isinstance(a, np.ndarray) and a.ndim > 0 and a.size > 1 and not any(a.strides)
 

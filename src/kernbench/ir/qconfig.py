@@ -64,7 +64,7 @@ class BitsDefault(_Strict):
 
     @field_validator("weight", "activation", "kv", mode="before")
     @classmethod
-    def _coerce(cls, v: Any) -> Any:
+    def _coerce(cls, v: object) -> Any:
         return _coerce_bits(v)
 
 
@@ -76,7 +76,7 @@ class Override(_Strict):
 
     @field_validator("weight", "activation", "kv", mode="before")
     @classmethod
-    def _coerce(cls, v: Any) -> Any:
+    def _coerce(cls, v: object) -> Any:
         return None if v is None else _coerce_bits(v)
 
 
@@ -97,7 +97,7 @@ class QConfig(_Strict):
         return cls(default=BitsDefault(weight=mode, activation=mode, kv=mode))
 
 
-def _coerce_bits(v: Any) -> Any:
+def _coerce_bits(v: object) -> Any:
     if isinstance(v, str):
         s = v.strip().lower()
         if s.isdigit():
@@ -129,7 +129,7 @@ def load_qconfig(path: str | Path) -> QConfig:
     return parse_qconfig(data, file=str(path))
 
 
-def parse_qconfig(data: Any, *, file: str | None = None) -> QConfig:
+def parse_qconfig(data: object, *, file: str | None = None) -> QConfig:
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -12,20 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from kernbench.numerics.dtypes import canon
+from kernbench.numerics.dtypes import DTypeSpec, canon
 
 TOLERANCES: dict[str, float] = {
     "float32": 1e-5, "float64": 1e-5, "float16": 1e-3, "bfloat16": 1e-2, "float8_e4m3fn": 1e-2,
 }  # fmt: skip
 
 
-def tolerance(dtype: Any) -> float | None:
+def tolerance(dtype: DTypeSpec) -> float | None:
     """rtol = atol for a float dtype, None for exact (integer / bool) dtypes."""
     return TOLERANCES.get(canon(dtype))
 
 
-def compare(actual: Any, expected: Any, dtype: Any = None, *, tol: float | None = None
+def compare(actual: npt.ArrayLike, expected: npt.ArrayLike, dtype: DTypeSpec | None = None, *, tol: float | None = None
             ) -> dict[str, Any]:  # fmt: skip
     """{max_abs_err, cosine, allclose, dtype, tol, shape_ok}; `dtype` defaults to actual's."""
     a = np.asarray(actual)

@@ -14,10 +14,10 @@ byte, low nibble first (quant.pack_int4); as arrays they live in int8 / uint8 co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +39,15 @@ class DType:
         return not self.is_float and self.name != "bool"
 
 
-def _int(name: str, bits: int, signed: bool, container: Any = None) -> DType:
+def _int(name: str, bits: int, signed: bool, container: npt.DTypeLike = None) -> DType:
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     return DType(name, bits, np.dtype(container or name), False, signed, lo, hi, name)
 
 
-def _float(name: str, short: str, npt: Any) -> DType:
-    fi = ml_dtypes.finfo(npt) if npt in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn) \
-        else np.finfo(npt)
-    return DType(name, np.dtype(npt).itemsize * 8, np.dtype(npt), True, True, float(fi.min),
+def _float(name: str, short: str, np_type: npt.DTypeLike) -> DType:
+    fi = ml_dtypes.finfo(np_type) if np_type in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn) \
+        else np.finfo(np_type)
+    return DType(name, np.dtype(np_type).itemsize * 8, np.dtype(np_type), True, True, float(fi.min),
                  float(fi.max), short)
 
 
@@ -75,10 +75,13 @@ _ALIASES: dict[str, str] = {
     "i1": "bool", "int1": "bool", "i4": "int4", "u4": "uint4",
 }  # fmt: skip
 
+#: a dtype in any accepted spelling: a DType, its name or alias, a numpy dtype or type
+DTypeSpec = DType | npt.DTypeLike
+
 PACKED = ("int4", "uint4", "int2", "uint2")
 
 
-def dtype(x: Any) -> DType:
+def dtype(x: DTypeSpec) -> DType:
     """The interned DType of any accepted spelling (ValueError if unknown)."""
     if isinstance(x, DType):
         return x
@@ -94,37 +97,37 @@ def dtype(x: Any) -> DType:
     return dtype(name)
 
 
-def canon(x: Any) -> str:
+def canon(x: DTypeSpec) -> str:
     """Canonical dtype name ("float32", "bfloat16", "int4", ...)."""
     return dtype(x).name
 
 
-def np_dtype(x: Any) -> np.dtype:
+def np_dtype(x: DTypeSpec) -> np.dtype:
     """numpy dtype of the array form (int4 → int8 container, uint4 → uint8)."""
     return dtype(x).np
 
 
-def short_name(x: Any) -> str:
+def short_name(x: DTypeSpec) -> str:
     """The IR's spelling of a dtype (float32 → fp32, bfloat16 → bf16, int8 → int8)."""
     return dtype(x).short
 
 
-def bits(x: Any) -> int:
+def bits(x: DTypeSpec) -> int:
     """Storage bits of one element (int4 → 4, bool → 8)."""
     return dtype(x).bits
 
 
-def nbytes_of(shape: tuple[int, ...] | list[int], x: Any) -> int:
+def nbytes_of(shape: tuple[int, ...] | list[int], x: DTypeSpec) -> int:
     """Bytes a contiguous tensor occupies in memory (int4 packed, rounded up)."""
     n = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
     return (n * bits(x) + 7) // 8
 
 
-def is_float(x: Any) -> bool:
+def is_float(x: DTypeSpec) -> bool:
     return dtype(x).is_float
 
 
-def is_int(x: Any) -> bool:
+def is_int(x: DTypeSpec) -> bool:
     return dtype(x).is_int
 
 

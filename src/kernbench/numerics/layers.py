@@ -38,7 +38,7 @@ LayerFn = Callable[..., list[np.ndarray]]
 
 
 def _one(f: Callable[..., np.ndarray]) -> LayerFn:
-    def g(*args: Any, **params: Any) -> list[np.ndarray]:
+    def g(*args: np.ndarray, **params: object) -> list[np.ndarray]:
         return [f(*args, **params)]
 
     g.__doc__ = f.__doc__
@@ -136,7 +136,7 @@ def run_layer(name: str, args: list[np.ndarray | None], params: dict[str, Any]
     return fn(*[widen_float(a) for a in args], **params)
 
 
-def widen_float(x: Any) -> Any:
+def widen_float(x: object) -> object:
     """A float16 / bfloat16 / fp8 array as float32 (exact); anything else unchanged."""
     if isinstance(x, np.ndarray) and x.dtype.itemsize < 4 and x.dtype.kind in "fV":
         return x.astype(np.float32)

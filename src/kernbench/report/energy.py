@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernbench.components.actions import ACTIONS
+from kernbench.components.actions import ACTIONS, ActionLedger
 from kernbench.topology.model import Topology
 
 #: action → (component kind it is charged to, path of its price under `cube`)
@@ -145,7 +145,7 @@ def energy_report(topology: Topology, counts: Mapping[str, int], total_ns: float
     return EnergyReport(total_ns, dict(counts), dynamic_by_kind(prices, counts), static)
 
 
-def group_energy(topology: Topology, ledger: Any, groups: Mapping[str, Iterable[int]],
+def group_energy(topology: Topology, ledger: ActionLedger, groups: Mapping[str, Iterable[int]],
                  spans_ns: Mapping[str, float], total_ns: float) -> dict[str, dict[str, Any]]:
     """Energy of groups of commands (e.g. the CMDQ entries of a layer): the dynamic energy
     of their own actions, by kind, plus a share of the run's static energy proportional to

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ code{background:#f0f3f8;padding:0 3px;border-radius:3px}
 """
 
 
-def _e(x: Any) -> str:
+def _e(x: object) -> str:
     return html.escape(str(x), quote=True)
 
 
@@ -142,8 +143,7 @@ def _headline(stats: dict[str, Any], topology: Topology) -> str:
             f'<div class="cards">{"".join(cards)}</div>')
 
 
-def _verdict_section(verdict: Any) -> str:
-    v = verdict.to_json() if hasattr(verdict, "to_json") else dict(verdict)
+def _verdict_section(v: Mapping[str, Any]) -> str:
     ok = bool(v.get("ok"))
     status = '<span class="ok">PASS</span>' if ok else '<span class="bad">FAIL</span>'
     out = [f"<h2>Verification: {status}</h2>"]
@@ -278,8 +278,8 @@ _PLOT_TITLES = {"engine_timeline": "Engine timeline", "utilization": "Utilizatio
 
 
 def render_report(stats: dict[str, Any], trace: dict[str, Any] | None = None,
-                  verdict: Any = None, topology: Topology | None = None, title: str | None = None,
-                  plot_png: dict[str, bytes] | None = None) -> str:
+                  verdict: Mapping[str, Any] | None = None, topology: Topology | None = None,
+                  title: str | None = None, plot_png: dict[str, bytes] | None = None) -> str:
     """The report page as a string (see write_report)."""
     if plot_png is None:
         plot_png = render_plots(stats, trace, topology)
@@ -308,9 +308,10 @@ def render_report(stats: dict[str, Any], trace: dict[str, Any] | None = None,
 
 
 def write_report(out_dir: str | Path, stats: dict[str, Any], trace: dict[str, Any] | None = None,
-                 verdict: Any = None, topology: Topology | None = None, title: str | None = None, *,
+                 verdict: Mapping[str, Any] | None = None, topology: Topology | None = None,
+                 title: str | None = None, *,
                  save_plots: bool = False) -> Path:
-    """Write `out_dir/report.html`: headline numbers, verification verdict (a Verdict or its
+    """Write `out_dir/report.html`: headline numbers, verification verdict (host.verify.Verdict's
     to_json() dict), slowest layers, engine / link / memory utilization and the plots whose
     data exists, all in one self-contained page. `topology` (a kernbench Topology) gives the
     roofline's roofs and the topology line; without it the roofs are recovered from the

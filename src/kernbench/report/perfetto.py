@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernbench.common.pe_commands import PeCommand
 from kernbench.common.tile_plan import StageType
 from kernbench.report.energy import power_counter_events
+from kernbench.sim_engine.engine import Simulator
 
 #: the trace events exported as instant ("i") events on their PE's `events` thread;
 #: engine_start / engine_complete are the X events' two ends
@@ -24,7 +26,7 @@ _INSTANT = frozenset({"command_submitted", "sub_command_dispatched", "tile_ready
                       "command_complete", "barrier_pass"})
 
 
-def build_trace(sim: Any, commands: list[Any] | None = None) -> dict[str, Any]:
+def build_trace(sim: Simulator, commands: list[PeCommand] | None = None) -> dict[str, Any]:
     topo = sim.topology
     clock = topo.config.cube.pe_template.pe_gemm.clock_ghz
     pid_of: dict[str, int] = {}
@@ -53,7 +55,9 @@ def build_trace(sim: Any, commands: list[Any] | None = None) -> dict[str, Any]:
         return t
 
     events: list[dict[str, Any]] = []
-    for comp, ch, s, e, label, tile, stage in sim.tracer.spans:
+    # canonical order (ADR-0925): by time, then by name, never by the order in which the
+    # simulator happened to run the same-instant events that recorded them
+    for comp, ch, s, e, label, tile, stage in sorted(sim.tracer.spans, key=_span_order):
         pe_id, _, short = comp.rpartition(".")
         pid = pid_of.get(pe_id, 0)
         events.append({
@@ -84,7 +88,7 @@ def build_trace(sim: Any, commands: list[Any] | None = None) -> dict[str, Any]:
                 "args": {"start_ns": cmd.start_ns, "end_ns": cmd.end_ns,
                          "cycles": round((cmd.end_ns - cmd.submit_ns) * clock)},
             })
-    for t, name, comp, label, tile in sim.tracer.events:
+    for t, name, comp, label, tile in sorted(sim.tracer.events):
         if name in _INSTANT:
             pe_id = comp.rsplit(".", 1)[0]
             pid = pid_of.get(pe_id, pid_of.get(comp.rsplit(".", 1)[0], 0))
@@ -95,6 +99,13 @@ def build_trace(sim: Any, commands: list[Any] | None = None) -> dict[str, Any]:
         pid = base + len(topo.cubes)
         meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                      "args": {"name": "power"}})
-        events += power_counter_events(topo, sim.actions.events, sim.env.now, pid)
+        events += power_counter_events(topo, sorted(sim.actions.events), sim.env.now,
+                                       pid)
     return {"traceEvents": meta + events, "displayTimeUnit": "ns",
             "otherData": {"topology": topo.name, "clock_ghz": clock}}
+
+
+def _span_order(span: tuple) -> tuple:
+    """(start, end, component, channel, label, tile, stage) of a tracer span."""
+    comp, ch, s, e, label, tile, stage = span
+    return s, e, comp, ch, label, tile, stage

@@ -24,7 +24,9 @@ import numpy as np
 
 from kernbench.topology.peaks import Roofs, roofs
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # matplotlib is imported when a plot is drawn
+    from matplotlib.figure import Figure
+
     from kernbench.topology.model import Topology
 
 DPI = 100
@@ -53,7 +55,7 @@ def _new_figure(width: float, height: float) -> Any:
     return fig
 
 
-def _png(builder: Callable[..., Any], *args: Any) -> bytes | None:
+def _png(builder: Callable[..., Figure | None], *args: object) -> bytes | None:
     """Build a figure and render it to PNG bytes under matplotlib's default style (the
     user's matplotlibrc does not change the picture); None when the builder has no data."""
     # why: matplotlib is heavy and optional: imported only when a plot is drawn

@@ -1,11 +1,20 @@
 """stats.json: the machine-readable result of a simulation (schema in docs/stats.md).
 
+This module owns the document: it alone writes keys into it. `collect_stats` builds it from
+a finished run's counters; the flows that learn more (per-layer rooflines, the cost model's
+estimate, a replay, the LLM figures, the precision) hand their typed results to the
+`set_*` functions here, which also hold the one definition of every figure derived from
+them (the whole-model roofline fraction, the model's bound). `TOP_KEYS` is the list of
+top-level keys that docs/stats.md documents (a test keeps the two equal).
+
 Everything is keyed and sorted so that the same run gives byte-identical JSON. Times are
 ns, rounded to 1e-3 ns; utilizations are busy / total in [0, 1], rounded to 1e-6.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,6 +24,16 @@ from kernbench.report.json_text import dump_indented
 from kernbench.topology.area import area_report
 
 STATS_SCHEMA_VERSION = "1.0"
+
+#: every top-level key of stats.json (docs/stats.md has one row for each)
+TOP_KEYS = ("schema_version", "topology", "total_ns", "clock_ghz", "total_cycles",
+            "commands_completed", "engines", "links", "memories", "bottleneck", "entries",
+            "critical_path", "entry_count", "layers", "roofline_fraction", "model_bound",
+            "estimate_ns", "pe_choice", "kernel", "verify", "energy", "area_mm2", "llm",
+            "replay", "generation")
+
+#: a stats document (the JSON object stats.json holds)
+Stats = dict[str, Any]
 
 
 def round_ns(x: float) -> float:
@@ -67,6 +86,104 @@ def collect_stats(sim: CounterSource, total_ns: float,
     return stats
 
 
+@dataclass(frozen=True)
+class LayerEstimateFigures:
+    """The cost model's figures of one layer (compiler.cost.LayerEstimate, rounded here)."""
+
+    estimate_ns: float
+    busy_ns: float
+    bound_by: str
+
+
+@dataclass(frozen=True)
+class ModelBounds:
+    """Σ over a model's layers of their roofline bounds (a replayed run adds the replayed
+    blocks' share)."""
+
+    bound_ns: float
+    compute_bound_ns: float
+    memory_bound_ns: float
+    #: the time they are compared with, unrounded (default: the document's `total_ns`)
+    total_ns: float | None = None
+
+
+def set_layers(stats: Stats, layers: dict[str, dict[str, Any]]) -> None:
+    """The per-layer rows (compiler.roofline.layer_report) and the whole-model figures
+    they define (`set_model_bounds`)."""
+    stats["layers"] = layers
+    set_model_bounds(stats, ModelBounds(
+        bound_ns=sum(v["bound_ns"] for v in layers.values()),
+        compute_bound_ns=sum(v["compute_bound_ns"] for v in layers.values()),
+        memory_bound_ns=sum(v["memory_bound_ns"] for v in layers.values())))
+
+
+def set_model_bounds(stats: Stats, b: ModelBounds) -> None:
+    """`roofline_fraction` = Σ layer bound_ns / total_ns, and `model_bound` (the Σ of each
+    bound and the larger of the two): their one definition (docs/stats.md)."""
+    total = stats["total_ns"] if b.total_ns is None else b.total_ns
+    stats["roofline_fraction"] = round(b.bound_ns / total, 6) if total else 0.0
+    comp = round(b.compute_bound_ns, 3)
+    mem = round(b.memory_bound_ns, 3)
+    stats["model_bound"] = {"compute_bound_ns": comp, "memory_bound_ns": mem,
+                            "bound_by": "compute" if comp >= mem else "memory"}
+
+
+def set_estimate(stats: Stats, estimate_ns: float,
+                 layers: Mapping[str, LayerEstimateFigures]) -> None:
+    """The cost model's end-to-end `estimate_ns` and, per layer row present, its
+    `estimate_ns`, `estimate_busy_ns` and `estimate_by`."""
+    stats["estimate_ns"] = round(estimate_ns, 3)
+    for lid, row in stats.get("layers", {}).items():
+        le = layers.get(lid)
+        if le is not None:
+            row["estimate_ns"] = round(le.estimate_ns, 3)
+            row["estimate_busy_ns"] = round(le.busy_ns, 3)
+            row["estimate_by"] = le.bound_by
+
+
+def set_layer_figures(stats: Stats, energy: Mapping[str, Mapping[str, Any]],
+                      traffic: Mapping[str, Mapping[str, int]]) -> None:
+    """Each layer's energy figures (report.energy.group_energy) and `traffic_bytes` (bytes
+    by memory level, from the action ledger) into its row."""
+    layers = stats["layers"]
+    for lid, row in energy.items():
+        layers[lid].update(row, traffic_bytes=traffic[lid])
+
+
+def set_token_energy(stats: Stats, tokens: int) -> None:
+    """The tokens one run processes and the energy per token (language models)."""
+    if tokens > 0 and "energy" in stats:
+        stats["energy"]["tokens"] = tokens
+        stats["energy"]["per_token_pj"] = round(stats["energy"]["total_pj"] / tokens, 3)
+
+
+def set_whole_time(stats: Stats, total_ns: float) -> None:
+    """The whole model's time (a replayed run): `total_ns` and `total_cycles`."""
+    stats["total_ns"] = round(total_ns, 3)
+    stats["total_cycles"] = int(round(total_ns * stats["clock_ghz"]))
+
+
+def set_commands_completed(stats: Stats, n: int) -> None:
+    stats["commands_completed"] = int(n)
+
+
+def set_energy(stats: Stats, energy: dict[str, Any]) -> None:
+    """The `energy` section (report.energy.EnergyReport.to_json(), plus tokens)."""
+    stats["energy"] = energy
+
+
+def set_estimate_total(stats: Stats, estimate_ns: float) -> None:
+    stats["estimate_ns"] = round(estimate_ns, 3)
+
+
+def set_section(stats: Stats, key: str, value: object) -> None:
+    """One of the sections other parts compute whole (docs/stats.md): `llm`, `pe_choice`,
+    `replay`, `verify`, `kernel`, `generation`."""
+    if key not in ("llm", "pe_choice", "replay", "verify", "kernel", "generation"):
+        raise KeyError(f"stats.json has no section {key!r} (docs/stats.md)")
+    stats[key] = value
+
+
 def _engine_row(e: EngineCounters, total_ns: float) -> dict[str, Any]:
     row: dict[str, Any] = {
         "kind": e.kind,
@@ -117,7 +234,7 @@ def bottleneck(engines: dict, links: dict, memories: dict) -> dict[str, Any]:
     return {"component": name, "kind": kind, "utilization": u}
 
 
-def write_json(obj: Any, path: Path) -> None:
+def write_json(obj: object, path: Path) -> None:
     """Deterministic JSON (sorted keys, indent 1), written atomically (no half-written
     file). The text is streamed to the file in blocks (report.json_text), never held whole:
     a real-size program's cmdq.json would otherwise be one huge string."""

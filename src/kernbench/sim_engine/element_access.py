@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 from kernbench.errors import AddressError
-from kernbench.numerics.dtypes import np_dtype
+from kernbench.numerics.dtypes import DTypeSpec, np_dtype
 from kernbench.sim_engine.memory_store import PAGE, PAGE_BITS, MemoryStore
 
 
-def gather(store: MemoryStore, space: str, addrs: Any, dtype: Any, mask: Any = None,
-           other: Any = 0) -> np.ndarray:  # fmt: skip
+def gather(store: MemoryStore, space: str, addrs: npt.ArrayLike, dtype: DTypeSpec, mask: npt.ArrayLike | None = None,
+           other: float = 0) -> np.ndarray:  # fmt: skip
     """Element-address gather (tl.load semantics): masked-off lanes take `other`."""
     addrs = np.asarray(addrs, np.int64)
     dt = np_dtype(dtype)
@@ -37,7 +36,7 @@ def gather(store: MemoryStore, space: str, addrs: Any, dtype: Any, mask: Any = N
     return out
 
 
-def scatter(store: MemoryStore, space: str, addrs: Any, vals: Any, dtype: Any) -> None:
+def scatter(store: MemoryStore, space: str, addrs: npt.ArrayLike, vals: npt.ArrayLike, dtype: DTypeSpec) -> None:
     """Element-address scatter (tl.store semantics); runs of consecutive addresses are
     written as one block. Later lanes win on duplicate addresses."""
     addrs = np.asarray(addrs, np.int64).reshape(-1)

@@ -24,7 +24,9 @@ import simpy
 
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
+from kernbench.common.tile_plan import TileToken
 from kernbench.components.actions import ActionLedger
+from kernbench.components.arbiter import GrantingEnvironment
 from kernbench.components.base import ComponentBase, PeEngineBase
 from kernbench.components.counters import (
     EngineCounters,
@@ -32,6 +34,7 @@ from kernbench.components.counters import (
     ServerCounters,
 )
 from kernbench.components.fabric import Server
+from kernbench.components.ports import OpLogSink
 from kernbench.components.registry import lookup
 from kernbench.errors import AddressError, DeadlockError, InputError
 from kernbench.sim_engine.tracer import Tracer
@@ -41,13 +44,15 @@ from kernbench.topology.model import Pe, Topology, link_id
 class Simulator:
     """One simulated system built from a Topology (implements components.ports.SimContext)."""
 
-    def __init__(self, topology: Topology, *, op_logger: Any = None, trace: bool = True,
+    def __init__(self, topology: Topology, *, op_logger: OpLogSink | None = None, trace: bool = True,
                  per_command: bool = True) -> None:
         """`per_command` False: energy counts are kept per layer (`cmd.meta["layer_id"]`),
         not per command, for runs that keep no per-command record (host memory stays
         bounded by the layers, not the commands)."""
         self.topology = topology
-        self.env = simpy.Environment()
+        # same-instant reservations granted oldest command first (ADR-0925)
+        self.env = GrantingEnvironment()
+        self.arbiter = self.env.arbiter
         self.tracer = Tracer(trace)
         self.op_logger = op_logger
         self.components: dict[str, ComponentBase] = {}
@@ -143,7 +148,7 @@ class Simulator:
         if not cmd.done.triggered:
             cmd.done.succeed(now)
 
-    def tile_done(self, token: Any, now: float) -> None:
+    def tile_done(self, token: TileToken, now: float) -> None:
         """Called by the last engine of a tile's plan (exactly once per tile)."""
         ctx = token.pipeline_ctx
         tracer = self.tracer

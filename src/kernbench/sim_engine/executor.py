@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kernbench.errors import AddressError, SimulationError
 from kernbench.numerics import quant as qmath
@@ -31,7 +32,7 @@ from kernbench.numerics.dtypes import PACKED, bits, canon, nbytes_of, np_dtype
 from kernbench.sim_engine.element_access import gather, scatter
 from kernbench.sim_engine.math_ops import MATH_OPS, widen
 from kernbench.sim_engine.memory_store import MemoryStore
-from kernbench.sim_engine.op_log import OpRecord
+from kernbench.sim_engine.op_log import OpLog, OpRecord
 
 Range = tuple[str, int, int]  # space, start, end (bytes, end exclusive)
 Write = tuple[str, int, Any, Any]  # space, addr, array (or uint8 bytes), dtype | None
@@ -46,7 +47,7 @@ def _tspace(p: dict[str, Any]) -> str:
     return p.get("space") or p.get("addr_space") or "tcm"
 
 
-def _gather_range(space: str, addrs: Any, mask: Any, itemsize: int) -> list[Range]:
+def _gather_range(space: str, addrs: npt.ArrayLike, mask: npt.ArrayLike | None, itemsize: int) -> list[Range]:
     a = np.asarray(addrs, np.int64)
     if mask is not None:
         a = a[np.broadcast_to(np.asarray(mask, bool), a.shape)]
@@ -163,7 +164,7 @@ class _RangeSet:
 class DataExecutor:
     """Run an op log on a store (normally a snapshot of the pass-1 initial state)."""
 
-    def __init__(self, op_log: Any, store: MemoryStore, *, batch: bool = True,
+    def __init__(self, op_log: OpLog | list[OpRecord], store: MemoryStore, *, batch: bool = True,
                  on_commit: Callable[[int, MemoryStore], None] | None = None) -> None:
         """`on_commit(idx, store)`, when given, is called at every op boundary: right after
         record `idx`'s writes land in `store` (the verification's debug mode reads the

@@ -16,12 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kernbench.numerics.dtypes import canon, np_dtype
 from kernbench.sim_engine.math_registry import MATH_OPS, math_op
 
 
-def as_stored(y: Any, shape: list[int], dtype: str) -> np.ndarray:
+def as_stored(y: npt.ArrayLike, shape: list[int], dtype: str) -> np.ndarray:
     """`y` as a math record's output of `shape` and `dtype` is written."""
     y = np.asarray(y)
     shp = tuple(shape)

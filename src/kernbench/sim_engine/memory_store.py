@@ -22,15 +22,17 @@ uint8 containers; bf16 and float8_e4m3fn are ml_dtypes arrays.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kernbench.errors import AddressError, InputError
 from kernbench.numerics import quant as qmath
-from kernbench.numerics.dtypes import PACKED, bits, canon, nbytes_of, np_dtype
+from kernbench.numerics.dtypes import PACKED, DTypeSpec, bits, canon, nbytes_of, np_dtype
 from kernbench.numerics.npz import write_npz
+from kernbench.topology.model import Topology
 
 STORE_JSON, STORE_NPZ = "memory_store.json", "memory_store.npz"
 
@@ -61,7 +63,7 @@ class MemoryStore:
         self.bytes_read = 0
 
     @classmethod
-    def for_topology(cls, topology: Any) -> MemoryStore:
+    def for_topology(cls, topology: Topology) -> MemoryStore:
         """hbm, sram (if any) and one tcm:<pe> space per PE of `topology`."""
         spaces = {"hbm": topology.hbm_bytes}
         if topology.sram_bytes:
@@ -187,7 +189,7 @@ class MemoryStore:
                 addrs.discard(ca)
 
     # ------------------------------------------------------------------ tensors
-    def write(self, space: str, addr: int, array: Any, dtype: Any = None) -> None:
+    def write(self, space: str, addr: int, array: npt.ArrayLike, dtype: DTypeSpec | None = None) -> None:
         """Store `array` at `addr` (bytes → pages; the array itself → the tensor cache).
 
         `dtype` "int4" / "uint4" (or an ml_dtypes int4 array) packs two values per byte."""
@@ -216,7 +218,7 @@ class MemoryStore:
             for p in range(addr >> PAGE_BITS, ((addr + buf.size - 1) >> PAGE_BITS) + 1):
                 s.cache_pages.setdefault(p, set()).add(addr)
 
-    def read(self, space: str, addr: int, shape: Any, dtype: Any, *, zeros_ok: bool = False
+    def read(self, space: str, addr: int, shape: int | Sequence[int], dtype: DTypeSpec, *, zeros_ok: bool = False
              ) -> np.ndarray:  # fmt: skip
         """The tensor of `shape` and `dtype` at `addr` (reinterpreting the bytes there)."""
         s = self._space(space)

@@ -47,7 +47,7 @@ class OpRecord:
     dependency_ids: list[int] = field(default_factory=list)
 
 
-def check_plain(value: Any, where: str) -> None:
+def check_plain(value: object, where: str) -> None:
     """Raise SimulationError unless `value` is plain data (see the module docstring)."""
     if isinstance(value, np.ndarray | np.generic) and (value.dtype.kind == "O" or
                                                        value.dtype.names is not None):
@@ -76,13 +76,13 @@ class OpLogger:
         self._open: dict[int, OpRecord] = {}
         self._by_op_id: dict[Any, int] = {}
 
-    def _data(self, msg: Any) -> dict[str, Any] | None:
+    def _data(self, msg: object) -> dict[str, Any] | None:
         p = getattr(msg, "params", None)
         if not p:
             return None
         return p.get("data")
 
-    def record_start(self, t: float, component_id: str, msg: Any) -> None:
+    def record_start(self, t: float, component_id: str, msg: object) -> None:
         d = self._data(msg)
         if d is None:
             return
@@ -97,7 +97,7 @@ class OpLogger:
             self._by_op_id[d["op_id"]] = idx
         self._open[id(msg)] = rec
 
-    def record_end(self, t: float, component_id: str, msg: Any) -> None:
+    def record_end(self, t: float, component_id: str, msg: object) -> None:
         if self._data(msg) is None:
             return
         rec = self._open.pop(id(msg), None)
@@ -166,7 +166,7 @@ class _Encoder:
         self._seen: dict[int, str] = {}
         self._keep: list[Any] = []  # keeps encoded arrays alive so id() stays unique
 
-    def encode(self, v: Any) -> Any:
+    def encode(self, v: object) -> Any:
         if isinstance(v, np.ndarray | np.generic):
             return self._array(v)
         if isinstance(v, tuple):
@@ -177,7 +177,7 @@ class _Encoder:
             return {k: self.encode(x) for k, x in v.items()}
         return v
 
-    def _array(self, v: Any) -> dict[str, Any]:
+    def _array(self, v: np.ndarray) -> dict[str, Any]:
         key = self._seen.get(id(v))
         if key is None:
             key = f"a{len(self.arrays)}"
@@ -190,7 +190,7 @@ class _Encoder:
                 "scalar": isinstance(v, np.generic)}
 
 
-def _decode(v: Any, arrays: dict[str, np.ndarray]) -> Any:
+def _decode(v: object, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(v, list):
         return [_decode(x, arrays) for x in v]
     if isinstance(v, dict):

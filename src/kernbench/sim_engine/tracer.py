@@ -6,7 +6,9 @@ Two streams, both appended in simulation order (so identical inputs give identic
 - `spans`: (component, channel, start_ns, end_ns, label, tile, stage) — one per engine
   service, i.e. an engine_start / engine_complete pair, appended by PeEngineBase's
   worker loop directly (it is the simulator's hot path).
-Recording is a list append; export (report/perfetto.py) turns them into trace JSON.
+Recording is a list append; export (report/perfetto.py) turns them into trace JSON in a
+canonical order (time, then names), not in the order same-instant events happened to run
+(ADR-0925).
 """
 
 from __future__ import annotations
@@ -31,4 +33,4 @@ class Tracer:
             out.append((s, "engine_start", f"{comp}.{ch}", label, tile))
             out.append((e, "engine_complete", f"{comp}.{ch}", label, tile))
         order = {"engine_complete": 0, "tile_ready": 1, "command_complete": 2}
-        return sorted(out, key=lambda ev: (ev[0], order.get(ev[1], 3)))
+        return sorted(out, key=lambda ev: (ev[0], order.get(ev[1], 3), *ev[1:]))

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 from kernbench.cmdq.opcodes.base import ENGINES, NO_DATA, QBITS_ALLOWED, TIMINGS, Opcode
 
@@ -110,7 +110,7 @@ def opcodes() -> tuple[str, ...]:
 # ------------------------------------------------------------------ field kinds
 
 
-def _is_qbits(annotation: Any) -> bool:
+def _is_qbits(annotation: object) -> bool:
     origin = get_origin(annotation)
     if origin is Literal:
         return tuple(get_args(annotation)) == QBITS_ALLOWED

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
+from kernbench.components.arbiter import command_key
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
@@ -200,14 +201,15 @@ class MCpu(ComponentBase):
         return r
 
     def _send(self, e: ProgramEntry, finish) -> None:  # noqa: ANN001
+        """Send `e`'s command to its PE: the command path is reserved at this instant's
+        grant (components.arbiter), the completion path at the grant of the instant the
+        command completes."""
         env = self.env
         actions = self.sim.actions
+        arbiter = self.sim.arbiter
         pe, pe_cpu, path, path_back = self._route(e.pe)
         nbytes = self.spec.command_bytes
-        now = env.now
-        arrive = transfer(now, nbytes, path)
         cmd = e.command
-        actions.links(cmd, path, nbytes, now, arrive)
         meta = cmd.meta
         meta["entry"] = e
         meta["pe_id"] = pe.id
@@ -216,12 +218,21 @@ class MCpu(ComponentBase):
             cmd.submit_ns = env.now
             pe_cpu.inbox.put(cmd)
 
-        def completed(_ev) -> None:  # noqa: ANN001
+        def send() -> None:
             now = env.now
-            back = transfer(now, nbytes, path_back)
-            actions.links(cmd, path_back, nbytes, now, back)
-            env.timeout(back - now).callbacks.append(lambda _e: finish(e))
+            arrive = transfer(now, nbytes, path)
+            actions.links(cmd, path, nbytes, now, arrive)
+            env.timeout(arrive - now).callbacks.append(deliver)
+
+        def back() -> None:
+            now = env.now
+            end = transfer(now, nbytes, path_back)
+            actions.links(cmd, path_back, nbytes, now, end)
+            env.timeout(end - now).callbacks.append(lambda _e: finish(e))
+
+        def completed(_ev) -> None:  # noqa: ANN001
+            arbiter.request(command_key(cmd, True), back)
 
         cmd.done = env.event()
         cmd.done.callbacks.append(completed)
-        env.timeout(arrive - now).callbacks.append(deliver)
+        arbiter.request(command_key(cmd, False), send)

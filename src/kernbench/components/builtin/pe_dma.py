@@ -10,7 +10,10 @@ write is a copy into the TCMs of the PEs ``dst_pes`` (a multicast, `mcast_stages
 
 from __future__ import annotations
 
+from simpy.events import Event
+
 from kernbench.common.tile_plan import StageType
+from kernbench.components.arbiter import done_at, pending, token_key
 from kernbench.components.base import PeEngineBase
 from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
@@ -40,7 +43,9 @@ class PeDma(PeEngineBase):
     def wire_bytes(self, nbytes: int, rows: int) -> int:
         return wire_bytes(self.spec.burst_bytes, nbytes, rows)
 
-    def service(self, token) -> float:  # noqa: ANN001
+    def service(self, token) -> Event:  # noqa: ANN001
+        """The transfer's stages now (address errors are raised here); the reservation at
+        this instant's grant (components.arbiter), in (command, tile, stage) order."""
         p = token.params
         nbytes = p["nbytes"]
         rows = p.get("rows", 1)
@@ -48,12 +53,22 @@ class PeDma(PeEngineBase):
         addr, mmu_ns = self.mmu.translate(p.get("addr", 0))
         now = self.env.now
         start = now + self.spec.setup_cycles / self.spec.clock_ghz + mmu_ns
-        write = token.stage.stage_type == StageType.DMA_WRITE
-        what = f"{token.label} tile {token.tile_id}"
         space = p.get("space", "hbm")
+        ev = pending(self.env)
         if space == "tcm":
-            return self._mcast(token, p["dst_pes"], wire, start) - now
-        stages = self.sim.dma_stages(self.pe, space, addr, wire, write, what)
+            stages = self.sim.mcast_stages(self.pe, p["dst_pes"], wire)
+            self.sim.arbiter.request(token_key(token), self._mcast, token, p["dst_pes"], wire,
+                                     start, stages, ev)
+            return ev
+        write = token.stage.stage_type == StageType.DMA_WRITE
+        stages = self.sim.dma_stages(self.pe, space, addr, wire, write,
+                                     f"{token.label} tile {token.tile_id}")
+        self.sim.arbiter.request(token_key(token), self._reserve, token, space, wire, write,
+                                 start, stages, ev)
+        return ev
+
+    def _reserve(self, token, space: str, wire: int, write: bool, start: float,  # noqa: ANN001
+                 stages: list, ev: Event) -> None:
         end = transfer(start, wire, stages)
         # stages are memory, links, TCM port (reads) or TCM port, links, memory (writes)
         self.sim.actions.dma(token.pipeline_ctx.command, space, wire, stages[1:-1],
@@ -62,11 +77,11 @@ class PeDma(PeEngineBase):
             self.bytes_written += wire
         else:
             self.bytes_read += wire
-        return end - now
+        done_at(self.env, ev, end)
 
-    def _mcast(self, token, dst_pes: list[int], wire: int, start: float) -> float:  # noqa: ANN001
+    def _mcast(self, token, dst_pes: list[int], wire: int, start: float,  # noqa: ANN001
+               stages: list, ev: Event) -> None:
         """A copy into the TCMs of `dst_pes`: one pipelined transfer (`mcast_stages`)."""
-        stages = self.sim.mcast_stages(self.pe, dst_pes, wire)
         end = transfer(start, wire, stages)
         cmd = token.pipeline_ctx.command
         self.sim.actions.links(cmd, [s for s in stages if s.id in self.sim.topology.links], wire,
@@ -74,7 +89,7 @@ class PeDma(PeEngineBase):
         self.sim.actions.add(cmd, "tcm_read_byte", wire, start, end)
         self.sim.actions.add(cmd, "tcm_write_byte", wire * len(dst_pes), start, end)
         self.bytes_written += wire * len(dst_pes)
-        return end
+        done_at(self.env, ev, end)
 
     def stats(self) -> dict:
         return {"bytes_read": self.bytes_read, "bytes_written": self.bytes_written}

@@ -7,7 +7,10 @@ Stage params: nbytes.
 
 from __future__ import annotations
 
+from simpy.events import Event
+
 from kernbench.common.tile_plan import StageType
+from kernbench.components.arbiter import done_at, pending, token_key
 from kernbench.components.base import PeEngineBase
 from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
@@ -24,10 +27,16 @@ class PeFetchStore(PeEngineBase):
         self.bytes_fetched = 0
         self.bytes_stored = 0
 
-    def service(self, token) -> float:  # noqa: ANN001
+    def service(self, token) -> float | Event:  # noqa: ANN001
+        """0 for an empty move; else the TCM port's reservation at this instant's grant."""
         nbytes = token.params.get("nbytes", 0)
         if nbytes <= 0:
             return 0.0
+        ev = pending(self.env)
+        self.sim.arbiter.request(token_key(token), self._reserve, token, nbytes, ev)
+        return ev
+
+    def _reserve(self, token, nbytes: int, ev: Event) -> None:  # noqa: ANN001
         now = self.env.now
         end = transfer(now, nbytes, self._stages)
         cmd = token.pipeline_ctx.command
@@ -40,7 +49,7 @@ class PeFetchStore(PeEngineBase):
             self.bytes_stored += nbytes
             acts.add(cmd, "rf_read_byte", nbytes, now, end)
             acts.add(cmd, "tcm_write_byte", nbytes, now, end)
-        return end - now
+        done_at(self.env, ev, end)
 
     def stats(self) -> dict:
         return {"bytes_fetched": self.bytes_fetched, "bytes_stored": self.bytes_stored}

@@ -16,8 +16,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from simpy.events import Event
+
 from kernbench.common.tile_plan import StageType
 from kernbench.components.actions import mac_action
+from kernbench.components.arbiter import done_at, pending, token_key
 from kernbench.components.base import PeEngineBase
 from kernbench.components.builtin.systolic import systolic_compute_cycles
 from kernbench.components.catalog import TIMING_MODELS, register
@@ -69,7 +72,9 @@ class PeGemm(PeEngineBase):
             self._cache[key] = c
         return c
 
-    def service(self, token) -> float:  # noqa: ANN001
+    def service(self, token) -> float | Event:  # noqa: ANN001
+        """The array's busy time; with a weight stream, the stream's reservation at this
+        instant's grant (components.arbiter) and the later of the two ends."""
         p = token.params
         m, n, k = p["m"], p["n"], p["k"]
         groups = p.get("groups", 1)  # a grouped conv tile: the groups run one after another
@@ -77,16 +82,26 @@ class PeGemm(PeEngineBase):
         self.macs += m * n * k * groups
         busy = groups * self.cycles(m, n, k, bits) / self.spec.clock_ghz
         stream = p.get("weight_stream_nbytes", 0)
-        now = self.env.now
         cmd = token.pipeline_ctx.command
         if stream:
             stages = self.sim.dma_stages(self.pe, "hbm", p.get("weight_addr", 0), stream,
                                          False, f"{token.label} weight stream")
-            end = transfer(now, stream, stages[:-1])  # straight to the array, not TCM
-            self.sim.actions.dma(cmd, "hbm", stream, stages[1:-1], None, now, end)
-            busy = max(busy, end - now)
+            ev = pending(self.env)
+            self.sim.arbiter.request(token_key(token), self._stream, cmd, stream, stages,
+                                     busy, m * n * k * groups, bits, ev)
+            return ev
+        now = self.env.now
         self.sim.actions.add(cmd, mac_action(bits), m * n * k * groups, now, now + busy)
         return busy
+
+    def _stream(self, cmd, stream: int, stages: list, busy: float, macs: int,  # noqa: ANN001
+                bits: int, ev: Event) -> None:
+        now = self.env.now
+        end = transfer(now, stream, stages[:-1])  # straight to the array, not TCM
+        self.sim.actions.dma(cmd, "hbm", stream, stages[1:-1], None, now, end)
+        busy = max(busy, end - now)
+        self.sim.actions.add(cmd, mac_action(bits), macs, now, now + busy)
+        done_at(self.env, ev, now + busy)
 
     def peak_macs_per_ns(self, bits: int) -> float:
         """Peak MACs per ns of this array at `bits`-bit operands (topology.peaks)."""

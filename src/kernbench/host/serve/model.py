@@ -15,7 +15,6 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kernbench.compiler.pipeline import load_model
 from kernbench.errors import InputError
@@ -23,13 +22,14 @@ from kernbench.host.llm import llm_facts
 from kernbench.host.models import ShapeOptions, resolve_model
 from kernbench.host.run import RunHooks, RunOptions, run_model
 from kernbench.models.hf_config import config_path, is_hf_config
+from kernbench.report.stats import Stats
 from kernbench.topology.model import Topology
 
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
                  "seq_length")
 
 
-def _quiet(*_: Any) -> None:
+def _quiet(*_: str) -> None:
     """Notes of each step's run (replay, PE choice) are not the serving run's business."""
 
 
@@ -68,7 +68,7 @@ class ServedModel:
         """Simulated ns of one program (batch, new tokens, past tokens) on `topo`."""
         return float(self.run(shape, topo)["total_ns"])
 
-    def run(self, shape: tuple[int, int, int], topo: Topology) -> dict[str, Any]:
+    def run(self, shape: tuple[int, int, int], topo: Topology) -> Stats:
         """stats of one program (batch, new tokens, past tokens) on `topo`: compiled and
         simulated as `kernbench run --no-report` does (timing only)."""
         b, s, k = shape

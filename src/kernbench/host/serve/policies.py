@@ -21,6 +21,9 @@ once, `max_batch_tokens` new tokens per step (the prefill budget).
   step decodes all decoding sequences, then fills the rest of `max_batch_tokens` with
   prefill chunks, first of running sequences, then of new admissions.
 
+- `disaggregated` (host/serve/disagg.py): prefill chips and decode chips of a multi-chip
+  system, the KV cache sent between them; it runs its own event loop, not `schedule`.
+
 Register a new policy with `@register` on a `Policy` subclass with a unique `name`.
 """
 
@@ -73,16 +76,20 @@ def register(cls: type[Policy]) -> type[Policy]:
     return cls
 
 
+#: prefill chips and decode chips (host/serve/disagg.py): not a one-NPU step former, so not
+#: in POLICIES; `policy_for` gives it a `Continuous` for its limits and its checks
+DISAGGREGATED = "disaggregated"
+
+
 def policy_for(name: str, limits: Limits) -> Policy:
-    if name not in POLICIES:
-        raise InputError(f"unknown policy '{name}' (known: {', '.join(sorted(POLICIES))}; "
-                         "disaggregated needs chip-to-chip links, not built yet)",
-                         field="--policy")
+    if name not in POLICIES and name != DISAGGREGATED:
+        raise InputError(f"unknown policy '{name}' (known: "
+                         f"{', '.join(sorted([*POLICIES, DISAGGREGATED]))})", field="--policy")
     for opt, v in (("--max-batch", limits.max_batch),
                    ("--max-batch-tokens", limits.max_batch_tokens)):
         if v < 1:
             raise InputError(f"must be >= 1, got {v}", field=opt)
-    return POLICIES[name](limits)
+    return POLICIES.get(name, Continuous)(limits)
 
 
 @register

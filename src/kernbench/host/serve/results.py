@@ -20,6 +20,7 @@ import numpy as np
 
 from kernbench.host.serve.engine import ServeRun
 from kernbench.host.serve.slo import meets
+from kernbench.host.serve.state import Seq
 
 PERCENTILES = (50, 90, 99)
 
@@ -28,7 +29,7 @@ def _s(ns: float | None) -> str:
     return "" if ns is None else f"{ns / 1e9:.9f}"
 
 
-def tpot_ns(seq: Any) -> float | None:
+def tpot_ns(seq: Seq) -> float | None:
     n = seq.req.output - 1
     return None if n < 1 else (seq.finish_ns - seq.first_token_ns) / n
 

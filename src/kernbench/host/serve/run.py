@@ -11,15 +11,18 @@ report.html into `out`. Returns stats.json's content.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from kernbench.errors import InputError
+from kernbench.host.serve.chips import ChipPools, KvTransfer, one_chip
+from kernbench.host.serve.disagg import serve_disaggregated
 from kernbench.host.serve.engine import ServeRun, serve_requests
 from kernbench.host.serve.kv_cache import PagedKvCache, blocks_for, capacity_blocks
 from kernbench.host.serve.model import ServedModel
-from kernbench.host.serve.policies import Limits, Policy, policy_for
+from kernbench.host.serve.policies import DISAGGREGATED, Limits, Policy, policy_for
 from kernbench.host.serve.results import (
     occupancy_csv,
     requests_csv,
@@ -54,6 +57,7 @@ class ServeOptions:
     exact_steps: bool = False
     qconfig: Path | None = None
     step_cache: Path | None = None    # simulated programs kept across runs (step_cache.py)
+    prefill_chips: int | None = None  # disaggregated: chips that prefill (default half)
 
 
 def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
@@ -78,7 +82,7 @@ def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
 
 
 def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
-                   policy: Policy, file: str | None) -> None:
+                   policy: Policy | None, file: str | None) -> None:
     """Refuse a request that can never be served (the first one, one line)."""
     cap = kv.blocks * kv.block_tokens
     for r in reqs:
@@ -92,44 +96,64 @@ def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
             raise InputError(f"the KV cache ({kv.blocks} blocks of {kv.block_tokens} tokens = "
                              f"{cap} tokens) is too small for one request of {r.prompt} + "
                              f"{r.output} tokens", file=file, where=r.where, field=field)
-        policy.check(r.prompt, r.output)
+        if policy is not None:
+            policy.check(r.prompt, r.output)
 
 
 def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: Path,
-          note: Any = print) -> dict[str, Any]:
+          note: Callable[[str], None] = print) -> dict[str, Any]:
     """See the module docstring. `workdir`: scratch space for the step programs."""
     slo = parse_slo(opts.slo)
     policy = policy_for(opts.policy, Limits(opts.max_batch, opts.max_batch_tokens))
     reqs, describe = make_requests(opts)
     if not (0 < opts.kv_fraction <= 1):
         raise InputError(f"must be in (0, 1], got {opts.kv_fraction}", field="--kv-fraction")
+    disagg = opts.policy == DISAGGREGATED
+    if opts.prefill_chips is not None and not disagg:
+        raise InputError("only the disaggregated policy splits chips", field="--prefill-chips")
+    pools = ChipPools.split(topo, opts.prefill_chips) if disagg else None
+    chip = one_chip(topo) if disagg else topo  # a step program runs on one chip
     m = ServedModel.open(model, opts.qconfig, workdir)
     if opts.kv_blocks is not None:
         if opts.kv_blocks < 1:
             raise InputError(f"must be >= 1, got {opts.kv_blocks}", field="--kv-blocks")
         blocks = opts.kv_blocks
     else:
-        blocks = capacity_blocks(topo.hbm_bytes, m.weight_bytes, m.kv_bytes_per_token,
+        blocks = capacity_blocks(chip.hbm_bytes, m.weight_bytes, m.kv_bytes_per_token,
                                  opts.block_tokens, opts.kv_fraction)
     kv = PagedKvCache(blocks, opts.block_tokens)
-    check_requests(reqs, m, kv, policy, str(opts.trace) if opts.trace else None)
-    note(f"serving {len(reqs)} requests of {m.name} on '{topo.name}' ({opts.policy}); KV "
-         f"cache {blocks:,} blocks of {opts.block_tokens} tokens")
-    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, topo))
+    check_requests(reqs, m, kv, None if disagg else policy,
+                   str(opts.trace) if opts.trace else None)
+    where = (f"{pools.prefill} prefill + {pools.decode} decode chips of '{topo.name}', KV "
+             f"cache {blocks:,} blocks of {opts.block_tokens} tokens per chip" if pools else
+             f"'{topo.name}' ({opts.policy}); KV cache {blocks:,} blocks of "
+             f"{opts.block_tokens} tokens")
+    note(f"serving {len(reqs)} requests of {m.name} on {where}")
+    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip))
 
     fresh: list[tuple[int, int, int]] = []
 
     def simulate(shape: tuple[int, int, int]) -> float:
         ns = cache.get(shape)
         if ns is None:
-            ns = m.simulate(shape, topo)
+            ns = m.simulate(shape, chip)
             cache.put(shape, ns)
             fresh.append(shape)
         return ns
 
     timer = StepTimer(simulate, exact=opts.exact_steps)
     t0 = time.process_time()
-    run = serve_requests(reqs, policy, kv, timer)
+    extra: dict[str, Any] = {}
+    if pools is not None:
+        xfer = KvTransfer(topo, pools, m.kv_bytes_per_token)
+        run = serve_disaggregated(reqs, policy.limits, blocks, blocks, opts.block_tokens,
+                                  pools.prefill, pools.decode, timer, xfer.ns)
+        total_blocks = blocks * (pools.prefill + pools.decode)
+        extra = {"chips": {"prefill": pools.prefill, "decode": pools.decode,
+                           "kv_transfer": xfer.describe()}}
+    else:
+        run = serve_requests(reqs, policy, kv, timer)
+        total_blocks = blocks
     loop_s = time.process_time() - t0 - timer.sim_seconds
     stats = {"serve": {
         "model": m.name, "topology": topo.name, "policy": opts.policy,
@@ -138,14 +162,14 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                      if opts.trace is None else None, "seed": opts.seed,
                      "prompt_len": None if opts.trace else opts.prompt_len or "512",
                      "output_len": None if opts.trace else opts.output_len or "128"},
-        "kv_cache": {"block_tokens": opts.block_tokens, "blocks": blocks,
+        "kv_cache": {"block_tokens": opts.block_tokens, "blocks": total_blocks,
                      "bytes_per_token": m.kv_bytes_per_token, "weight_bytes": m.weight_bytes,
                      "hbm_bytes": topo.hbm_bytes},
         "steps": {"count": timer.steps, "exact": opts.exact_steps,
                   "programs": len(timer.programs), "programs_simulated": len(fresh),
                   "shapes": len(timer.shapes)},
-        "results": serve_stats(run, slo, blocks),
-    }}
+        "results": serve_stats(run, slo, total_blocks),
+    } | extra}
     write_outputs(Path(out), run, stats)
     note(f"{timer.steps:,} steps from {len(timer.programs)} programs "
          f"({len(timer.programs) - len(fresh)} from the step cache) "

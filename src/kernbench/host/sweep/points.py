@@ -81,12 +81,12 @@ class Point:
         return out
 
 
-def canonical(obj: Any) -> str:
+def canonical(obj: object) -> str:
     """Canonical JSON: sorted keys, no spaces, so equal content hashes equally."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def point_id(model: dict[str, Any], topology: Any, qconfig: Any,
+def point_id(model: dict[str, Any], topology: object, qconfig: object,
              shapes: dict[str, Any]) -> str:
     blob = {"model": model, "topology": topology, "qconfig": qconfig, "shapes": shapes,
             "kernbench": kernbench.__version__}
@@ -171,7 +171,7 @@ def _topology_source(spec: SweepSpec, base: Path) -> str:
     return spec.topology  # a preset name
 
 
-def _assign(key: str, value: Any) -> str:
+def _assign(key: str, value: object) -> str:
     # JSON is YAML, so the value survives `--set`'s YAML parsing unchanged
     return f"{key}={json.dumps(value, ensure_ascii=False)}"
 
@@ -277,7 +277,7 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
     """[None] for a step sweep; one serve-options mapping per (policy, rate) otherwise."""
     if spec.serve is None:
         return [None]
-    from kernbench.host.serve.policies import POLICIES
+    from kernbench.host.serve.policies import DISAGGREGATED, POLICIES
     from kernbench.host.serve.slo import parse_slo
     from kernbench.host.serve.workload import LengthSpec
 
@@ -290,12 +290,15 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
         raise InputError(e.reason, file=label, field=e.field.replace("--", "serve.")
                          if e.field else "serve") from None
     for i, name in enumerate(sv.policy):
-        if name not in POLICIES:
-            raise InputError(f"unknown policy '{name}' (known: {', '.join(sorted(POLICIES))})",
+        known = sorted([*POLICIES, DISAGGREGATED])
+        if name not in known:
+            raise InputError(f"unknown policy '{name}' (known: {', '.join(known)})",
                              file=label, field=f"serve.policy[{i}]")
     fixed = spec.serve.model_dump(mode="json", exclude={"rate", "policy"})
-    return [{"policy": p, "rate": r, **fixed} for p in spec.serve.policy
-            for r in spec.serve.rate]
+    # prefill_chips splits the chips of the disaggregated points only
+    return [{"policy": p, "rate": r, **fixed} | ({} if p == DISAGGREGATED else
+                                                  {"prefill_chips": None})
+            for p in spec.serve.policy for r in spec.serve.rate]
 
 
 def _decode(idx: int, radix: list[int]) -> list[int]:

@@ -15,10 +15,13 @@ import base64
 import html
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernbench.host.sweep.results import Table, cell
 from kernbench.host.sweep.runner import write_atomic
+
+if TYPE_CHECKING:  # matplotlib is imported when a plot is drawn
+    from matplotlib.figure import Figure
 
 COST_AXES = [("macs", "MACs (PEs × array rows × cols)"), ("tcm_kib", "TCM, all PEs (KiB)"),
              ("hbm_gbs", "HBM bandwidth (GB/s)"), ("area_mm2", "die area (mm²)"),
@@ -81,7 +84,7 @@ def _plain(ax: Any, axis: str = "both") -> None:
     ax.ticklabel_format(axis=axis, style="plain", useOffset=False)
 
 
-def _png(fig: Any) -> str:
+def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return base64.b64encode(buf.getvalue()).decode("ascii")

@@ -113,7 +113,7 @@ def build_table(points: list[Point], out: Path, grid_keys: list[str],
     return Table(columns, rows, swept)
 
 
-def cell(v: Any) -> str:
+def cell(v: object) -> str:
     """One CSV cell: '' for None, repr for numbers, canonical JSON for lists/mappings."""
     if v is None:
         return ""

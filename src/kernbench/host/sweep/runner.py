@@ -26,7 +26,7 @@ import onnx
 
 from kernbench.config import TopologyConfig
 from kernbench.errors import InputError, KernbenchError
-from kernbench.host.flow import compile_model, simulate_bundle
+from kernbench.host.flow import TIMING_ONLY, CompileRequest, compile_model, simulate_bundle
 from kernbench.host.sweep.points import Point
 from kernbench.models.builders import model_for
 from kernbench.topology import build_topology
@@ -78,8 +78,8 @@ def run_point(point: Point) -> Outcome:
             if point.serve is not None:
                 return Outcome(point.id, "ok", stats=_serve_point(point, topo, tmp))
             compile_model(_model_file(point, tmp), topo, tmp / "bundle",
-                          qconfig=_qconfig_file(point, tmp))
-            simulate_bundle(tmp / "bundle", topo, tmp / "sim", trace=False, report=False)
+                          CompileRequest(qconfig=_qconfig_file(point, tmp)))
+            simulate_bundle(tmp / "bundle", topo, tmp / "sim", TIMING_ONLY)
             return Outcome(point.id, "ok", stats=(tmp / "sim" / "stats.json").read_text(
                 encoding="utf-8"))
     except KernbenchError as e:

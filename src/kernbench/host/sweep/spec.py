@@ -43,7 +43,7 @@ KEY_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 Bits = Literal[2, 4, 8, 16, "fp16", "bf16", "fp32"]
 
 
-def _as_list(v: Any) -> Any:
+def _as_list(v: object) -> list[Any]:
     """A scalar stands for a one-element list (`seq_len: 8` = `seq_len: [8]`)."""
     return v if isinstance(v, list) else [v]
 
@@ -104,6 +104,9 @@ class ServeSpec(_Strict):
     max_batch_tokens: int = Field(8192, ge=1, strict=True, description="new tokens per step")
     block_tokens: int = Field(16, ge=1, strict=True, description="tokens per KV block")
     kv_fraction: float = Field(0.9, gt=0, le=1, description="HBM share of the KV cache")
+    prefill_chips: int | None = Field(None, ge=1, strict=True,
+                                      description="disaggregated: chips that prefill "
+                                                  "[default: half]")
 
 
 class SweepSpec(_Strict):
@@ -184,7 +187,7 @@ def schema_text() -> str:
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def _is_branch_tag(part: Any) -> bool:
+def _is_branch_tag(part: object) -> bool:
     """Pydantic's names for union branches in an error location (not keys of the spec)."""
     return isinstance(part, str) and ("[" in part or "-" in part or part in (
         "InlineQConfig", "ServeSpec", "str", "int", "list", "dict"))
@@ -208,7 +211,7 @@ def _error_line(e: ValidationError, label: str) -> InputError:
     return InputError(msg, file=label, field=path or None)
 
 
-def parse_spec(data: Any, label: str) -> SweepSpec:
+def parse_spec(data: object, label: str) -> SweepSpec:
     """Validate a parsed spec mapping; one InputError line naming the key on failure."""
     if not isinstance(data, dict):
         raise InputError("a sweep spec must be a mapping", file=label)

@@ -25,10 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kernbench.errors import InputError
 from kernbench.ir.interpreter.params import LayerCall, prepare
-from kernbench.ir.model import Graph, LayerIR, TensorIR
+from kernbench.ir.model import Graph, LayerIR, QBits, TensorIR
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.dtypes import np_dtype
 from kernbench.numerics.errors import KernelError
@@ -92,7 +93,7 @@ class Interpreter:
         """The outputs of `node` on input values `ins` (one numerics kernel call)."""
         return run_call(prepare(self, node), node, ins)
 
-    def stored(self, tid: str, val: Any) -> np.ndarray:
+    def stored(self, tid: str, val: npt.ArrayLike) -> np.ndarray:
         """A layer output as the IR types it (a quantized tensor keeps the kernel's dtype,
         but a float value is rounded to the tensor's float dtype as memory holds it: an
         fp16 activation with a static scale is stored in fp16, then quantized)."""
@@ -117,7 +118,7 @@ class Interpreter:
     def qkv(self, node: LayerIR) -> Any:
         return node.qbits_kv if self.quantize else None
 
-    def static_act(self, tid: str, bits: Any) -> dict[str, Any] | None:
+    def static_act(self, tid: str, bits: QBits) -> dict[str, Any] | None:
         """The static per-tensor quantization of activation `tid` at `bits`, if the IR
         gives one ({"scale", "zero_point", "signed"}); None: quantize dynamically."""
         t = self.g.tensors.get(tid)

@@ -119,7 +119,7 @@ class IrOp:
     layer_cost: ClassVar[str | None] = None
     epilogue: ClassVar[bool] = False
 
-    def __init_subclass__(cls, **kw: Any) -> None:
+    def __init_subclass__(cls, **kw: object) -> None:
         super().__init_subclass__(**kw)
         if "op_type" not in cls.__dict__:
             return  # an abstract family (no op of its own)

@@ -1,5 +1,7 @@
 """Helpers of the serving tests: a step timer whose programs cost a known closed form
-(the queueing tests check the loop against queueing theory, not the simulator)."""
+(the queueing tests check the loop against queueing theory, not the simulator). A module
+of its own name, not a conftest, so tests of several folders run in one pytest call
+import the right one."""
 
 from __future__ import annotations
 

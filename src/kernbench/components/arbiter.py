@@ -1,0 +1,120 @@
+"""The arbiter: same-instant requests for contended resources are granted oldest first.
+
+Every reservation of a contended resource (a link, an HBM channel, a TCM port: the
+reservation servers of components.fabric) is made through `Arbiter.request` with a key
+(command sequence, tile, stage index). The arbiter grants the requests of one simulated
+instant together, at the end of that instant, in key order: the oldest command first,
+then the lower tile, then the earlier stage (ADR-0925). Requests at different instants
+are still first come, first served.
+
+"The end of the instant" is when SimPy has no event left at the current time: the
+simulator's environment (`GrantingEnvironment`, a `simpy.Environment` whose `step`
+grants before it advances the clock) runs the pending grant then, after every event of
+that instant, including those scheduled while the instant is processed. So which requests
+meet in one grant depends on nothing but their time and on grants they causally follow,
+not on how many zero-delay events each chain took to get there. A grant's outcome (a
+completion event at the transfer's end) can start new requests at the same instant; they
+meet in the next grant of that instant. A grant is not a SimPy event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from heapq import heappop
+from typing import Any
+
+import simpy
+from simpy.core import EmptySchedule, StopSimulation
+from simpy.events import NORMAL, Event, EventPriority
+
+
+class Arbiter:
+    """Collects the requests of the current instant; its environment grants them."""
+
+    __slots__ = ("pending", "grants")
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Any, int, Callable[..., None], tuple]] = []
+        self.grants = 0
+
+    def request(self, key: tuple, grant: Callable[..., None], *args: Any) -> None:
+        """Call `grant(*args)` at the end of this instant, after every request of the
+        instant with a smaller `key` (keys of one instant are distinct; equal keys keep
+        request order, which no caller relies on)."""
+        pending = self.pending
+        pending.append((key, len(pending), grant, args))
+
+    def grant(self) -> None:
+        """Grant every pending request, in key order (the environment calls this)."""
+        batch = self.pending
+        self.pending = []
+        self.grants += 1
+        if len(batch) > 1:
+            batch.sort(key=_order)
+        for _key, _n, grant, args in batch:
+            grant(*args)
+
+
+class GrantingEnvironment(simpy.Environment):
+    """A SimPy environment that grants its arbiter's requests at the end of each instant:
+    `step` is SimPy's, preceded by the grant when no event is left at the current time."""
+
+    def __init__(self, initial_time: float = 0) -> None:
+        super().__init__(initial_time)
+        self.arbiter = Arbiter()
+
+    def step(self) -> None:
+        arbiter = self.arbiter
+        if arbiter.pending:
+            queue = self._queue
+            if not queue or queue[0][0] > self._now:
+                arbiter.grant()
+                return
+        try:
+            self._now, _, _, event = heappop(self._queue)
+        except IndexError:
+            raise EmptySchedule from None
+        callbacks, event.callbacks = event.callbacks, None
+        try:
+            for callback in callbacks:
+                callback(event)
+        except StopSimulation:
+            # as SimPy: keep the remaining callbacks for when the simulation resumes
+            event.callbacks = callbacks[callbacks.index(callback) + 1:]
+            self.schedule(event, EventPriority(-1))
+            raise
+        if not event._ok and not hasattr(event, "_defused"):
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
+
+
+def _order(r: tuple) -> tuple:
+    return r[0], r[1]
+
+
+def done_at(env: simpy.Environment, ev: Event, t: float) -> None:
+    """Trigger the pending event `ev` (successfully, value None) at time `t` ≥ now."""
+    ev._ok = True
+    ev._value = None
+    env.schedule(ev, NORMAL, t - env.now)
+
+
+def pending(env: simpy.Environment) -> Event:
+    """A pending event, for a service whose end a grant decides."""
+    ev = Event.__new__(Event)
+    ev.env = env
+    ev.callbacks = []
+    ev._value = simpy.events.PENDING
+    return ev
+
+
+def token_key(token: Any) -> tuple[int, int, int]:
+    """The arbitration key of a tile's current stage: (command sequence, tile, stage)."""
+    return token.pipeline_ctx.command.meta.get("seq", 0), token.tile_id, token.stage_idx
+
+
+def command_key(cmd: Any, back: bool) -> tuple[int, int, int]:
+    """The key of a command's packet (out to its PE, or its completion `back`): before any
+    tile of the command, or after every one."""
+    return cmd.meta.get("seq", 0), (1 << 62) if back else -1, 0
