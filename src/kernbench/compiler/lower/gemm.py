@@ -25,10 +25,9 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower import gemm_balance, gemm_rowreduce, gemm_splitk
-from kernbench.compiler.lower.activation import preparable_rows, prepare_x, te_mode
-from kernbench.compiler.lower.blocks import rows_cols
+from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
-from kernbench.compiler.lower.epilogue import apply_step, drop_fused, fusable_step, residual_of
+from kernbench.compiler.lower.epilogue import apply_step, drop_fused, residual_of
 from kernbench.compiler.lower.gemm_balance import (
     KPart,
     OutTile,
@@ -390,7 +389,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
          out_tid: str, mode: str, nn_layer: int | None = None,
          dyn: DynamicGemm | None = None) -> bool:
     """Tile out = x · w (+ b); False when the weight or the output cannot be tiled.
-    The output's element-wise consumer the lowering plan names (`planned_epilogue`) is
+    The output's element-wise consumer the lowering plan names (`epilogue.planned_epilogue`) is
     applied in the epilogue;
     `nn_layer`: the layer's output columns when it has several weights (QKV_PROJ). `dyn`:
     a GEMM whose activation was quantized at run time (MatMulInteger): its
@@ -452,32 +451,6 @@ def _te_inputs(lw: Lowering, n: LayerIR, weights: list[str]) -> tuple[str, Prepa
     bits = n.qbits_activation if mode in ("int", "int16") else 16
     prep = prepare_x(lw, n, n.inputs[0], mode, bits)
     return None if prep is None else (mode, prep)
-
-
-def planned_epilogue(lw: Lowering, n: LayerIR) -> FusedStep | None:
-    """The consumer the epilogue of GEMM `n` (or of a MATMUL_INTEGER the plan tiles)
-    applies, or None: `n` will be tiled (a tileable weight, an activation `prepare_x`
-    can prepare, a contiguous float output of M × N elements) and `fusable_step` accepts
-    its consumer. The plan pass asks; it places and emits nothing."""
-    if n.op_type == "GEMM":
-        mode = te_mode(n)
-        if mode is None or not lw.g.tensors[n.inputs[1]].const:
-            return None
-        wp = te_weight(lw, n, n.inputs[1], mode)
-        if wp is None:
-            return None
-        m, nn, out_tid = preparable_rows(lw, n.inputs[0], mode), wp.shape[1], n.outputs[0]
-    elif n.id in lw.lowering_plan.integer_matmuls:
-        im = lw.lowering_plan.integer_matmuls[n.id]
-        dq = lw.g.node(lw.g.tensors[n.inputs[0]].producer)
-        m, nn, out_tid = rows_cols(lw.placement(dq.inputs[0]))[0], im.weight.shape[1], im.out_tid
-    else:
-        return None
-    op = lw.plan.placements[out_tid]
-    if m is None or not op.contiguous or op.dtype not in FLOAT_DTYPES \
-            or int(np.prod(op.shape)) != m * nn:
-        return None
-    return fusable_step(lw, n, out_tid, op, nn)
 
 
 def lower_gemm(lw: Lowering, n: LayerIR) -> bool:

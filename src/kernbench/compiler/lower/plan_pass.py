@@ -21,7 +21,7 @@ from kernbench.compiler.lower.activation import te_mode
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import planned_conv_weight
 from kernbench.compiler.lower.dynq import plan_dynamic
-from kernbench.compiler.lower.gemm import planned_epilogue
+from kernbench.compiler.lower.epilogue import planned_epilogue
 from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
 from kernbench.compiler.lower.qdq import folded_input_transposes
 from kernbench.compiler.lower.te_weights import planned_te_weight
