@@ -10,7 +10,9 @@ import pytest
 from test_quantized_graphs import _dynamic_model
 from tiny_ir import compile_until, gemm_graph
 
+from kernbench.cli import main
 from kernbench.compiler.checks import InvariantError, check_plan
+from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.plan import LoweringPlan
 from kernbench.compiler.manager import PassManager
 from kernbench.compiler.pipeline import PASS_NAMES, PASSES, load_model
@@ -124,3 +126,39 @@ def test_plan_fuses_a_sole_gelu_consumer_into_the_gemm_epilogue(y_output, fused)
     layers = {op.layer for op in st.require_tiles().ops if op.opcode == "VE_GELU_TILE"}
     fused_into = {op.fused_into for op in st.require_tiles().ops if op.layer == "act"}
     assert layers == {"act"} and fused_into == ({"fc"} if fused else {""})
+
+
+def test_the_builder_keeps_no_cross_op_table_the_plan_owns():
+    """The tables the plan (or the memory plan, or the PE cursor) took over are gone from
+    the builder: a lowering cannot write a decision another op reads through them."""
+    g, feeds = gemm_graph(m=16, k=32, n=24)
+    lw = Lowering(compile_until(g, feeds, "plan"))
+    moved = ("weights", "stored_weights", "dynamic", "lone")
+    assert [a for a in moved if hasattr(lw, a)] == []
+    assert lw.lowering_plan is lw.state.lowering_plan
+
+
+@pytest.mark.parametrize(("seq", "kv", "section"), [(1, 64, "kv_rows"), (64, 0, "kv_stores")])
+def test_projections_store_kv_rows_in_decode_and_int8_kv_in_prefill(tmp_path, seq, kv,
+                                                                     section):
+    """GPT-2 on small: a decode step's K / V projections store their new rows into the
+    present caches (each naming its KV_UPDATE), a prefill's store int8 K / V for the
+    tiled attention; the other table is empty. Read from `--dump-after plan`."""
+    args = ["compile", "gpt2", "--seq-len", str(seq), "--kv-len", str(kv), "-t", "small",
+            "--dump-after", "plan", "--out", str(tmp_path / "b")]
+    assert main(args) == 0
+    text = (tmp_path / "after-plan.txt").read_text(encoding="utf-8")
+    tables: dict[str, list[str]] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith("  ") and not line.startswith("    "):
+            name = line.split()[0]
+            tables[name] = []
+        elif line.startswith("    ") and name:
+            tables[name].append(line.strip())
+    other = "kv_stores" if section == "kv_rows" else "kv_rows"
+    assert len(tables[section]) == 4 and tables[other] == []  # K and V of 2 layers
+    if section == "kv_rows":
+        assert all("-> kv_update_" in e and "scale" in e for e in tables[section])
+    else:
+        assert all(e.endswith("float not stored)") for e in tables[section])

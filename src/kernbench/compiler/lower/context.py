@@ -102,10 +102,6 @@ class Lowering:
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
         self.engines = EngineCursor.of(pt)
         self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
-        # K / V tensor of a tiled attention → the int8 copy its producing GEMM stores
-        self.kv_stored: dict[str, Placement] = {}
-        # KV_UPDATE layers whose new rows their projection stored (`kv_rows`)
-        self.kv_rows: set[str] = set()
         # float tensors no tile writes: only their quantized copy is read (`xquant`)
         self.unwritten: set[str] = set()
         # the GEMM lowered last: when its columns are ready, per PE (`gemm_balance`)

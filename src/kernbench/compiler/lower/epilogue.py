@@ -26,8 +26,6 @@ import numpy as np
 
 from kernbench.cmdq.opcodes.registry import opcode_of
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower.activation import preparable_rows, te_mode
-from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import (
     FLOAT_DTYPES,
     QBITS_OF,
@@ -35,8 +33,8 @@ from kernbench.compiler.lower.context import (
     float_format,
     mixed_halves,
 )
+from kernbench.compiler.lower.gemm_outputs import tiled_outputs
 from kernbench.compiler.lower.placement import sole_consumer
-from kernbench.compiler.lower.te_weights import te_weight
 from kernbench.compiler.lower.values import FusedStep
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
@@ -112,28 +110,15 @@ def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
 
 def planned_epilogue(lw: Lowering, n: LayerIR) -> FusedStep | None:
     """The consumer the epilogue of GEMM `n` (or of a MATMUL_INTEGER the plan tiles)
-    applies, or None: `n` will be tiled (a tileable weight, an activation `prepare_x`
-    can prepare, a contiguous float output of M × N elements) and `fusable_step` accepts
-    its consumer. The plan pass asks; it places and emits nothing."""
-    if n.op_type == "GEMM":
-        mode = te_mode(n)
-        if mode is None or not lw.g.tensors[n.inputs[1]].const:
-            return None
-        wp = te_weight(lw, n, n.inputs[1], mode)
-        if wp is None:
-            return None
-        m, nn, out_tid = preparable_rows(lw, n.inputs[0], mode), wp.shape[1], n.outputs[0]
-    elif n.id in lw.lowering_plan.integer_matmuls:
-        im = lw.lowering_plan.integer_matmuls[n.id]
-        dq = lw.g.node(lw.g.tensors[n.inputs[0]].producer)
-        m, nn, out_tid = rows_cols(lw.placement(dq.inputs[0]))[0], im.weight.shape[1], im.out_tid
-    else:
+    applies, or None: `n` will be tiled (`gemm_outputs.tiled_outputs`) and `fusable_step`
+    accepts its output's consumer. The plan pass asks; it places and emits nothing."""
+    if n.op_type not in ("GEMM", "MATMUL_INTEGER"):
         return None
-    op = lw.plan.placements[out_tid]
-    if m is None or not op.contiguous or op.dtype not in FLOAT_DTYPES \
-            or int(np.prod(op.shape)) != m * nn:
+    _, outs = tiled_outputs(lw, n)
+    if not outs:
         return None
-    return fusable_step(lw, n, out_tid, op, nn)
+    out = outs[0]
+    return fusable_step(lw, n, out.tid, out.placement, out.nn)
 
 
 def residual_of(lw: Lowering, step: FusedStep | None) -> Placement | None:

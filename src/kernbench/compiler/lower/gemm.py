@@ -409,7 +409,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     residual = residual_of(lw, step)
     q = quant_out(lw, step.layer.outputs[0]) if step is not None else \
         kv_quant_out(lw, out_tid) if mode == "int" else None
-    kv = kv_rows_out(lw, out_tid, m) if step is None and q is None else None
+    kv = kv_rows_out(lw, out_tid) if step is None and q is None else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else dyn.scale
     last = lw.gemm_producer

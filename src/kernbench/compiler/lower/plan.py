@@ -18,6 +18,12 @@ Fields:
   allocated by the DYNAMIC_QUANTIZE's tiles and found in the memory plan by key.
 - `epilogue`: the consumer a GEMM's (or a tiled MATMUL_INTEGER's) epilogue applies, by
   that layer: a GELU / SILU, or an ADD of a residual, read through views (`epilogue`).
+- `kv_stores`: the int8 Q / K / V copies a projection's epilogue stores for the integer
+  attention that reads them (projection output → `KvStore`; `xquant`); the scratch is
+  allocated by the projection's tiles and the attention finds it by key.
+- `kv_rows`: the projections that store their new K / V rows straight into the present
+  cache (projection output → `KvRows`, naming the KV_UPDATE, which then copies only the
+  past; `kv_rows`).
 - `fused`: layers computed by another layer's tiles (layer → that layer): a tiled
   MATMUL_INTEGER's Cast and Mul, an epilogue's consumer. They get no operation of their
   own.
@@ -28,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kernbench.compiler.lower.values import FusedStep, IntegerMatmul, TeWeight
+from kernbench.compiler.lower.values import FusedStep, IntegerMatmul, KvRows, KvStore, TeWeight
 from kernbench.ir.model import QBits
 
 #: (weight tensor, TE mode, the layer's weight bits)
@@ -44,7 +50,13 @@ class LoweringPlan:
     dynamic_quantize: frozenset[str]
     integer_matmuls: Mapping[str, IntegerMatmul]
     epilogue: Mapping[str, FusedStep]
+    kv_stores: Mapping[str, KvStore]
+    kv_rows: Mapping[str, KvRows]
     fused: Mapping[str, str]
+
+    def feeds_kv_update(self, node: str) -> bool:
+        """Does a projection store the new rows of KV_UPDATE `node` (it copies the past)?"""
+        return any(kr.update == node for kr in self.kv_rows.values())
 
     def computed_elsewhere(self, node: str) -> bool:
         """Do other layers' tiles compute layer `node` (it gets no operation)?"""
@@ -74,6 +86,15 @@ class LoweringPlan:
         lines.append("  epilogue (GEMM -> the consumer its epilogue applies):")
         lines += [f"    {m} -> {st.layer.id} ({_step_line(st)})"
                   for m, st in sorted(self.epilogue.items())]
+        lines.append("  kv_stores (projection output -> the int8 copy an attention reads):")
+        lines += [f"    {t} -> {ks.view} (scale {ks.scale:.6g}"
+                  + (f", cut in {len(ks.cuts)} parts" if ks.cuts else "")
+                  + (", float not stored)" if ks.unread else ")")
+                  for t, ks in sorted(self.kv_stores.items())]
+        lines.append("  kv_rows (projection output -> the KV_UPDATE whose new rows it stores):")
+        lines += [f"    {t} -> {kr.update} (rows from {kr.first_row} of {kr.present.key}"
+                  + (f", scale {kr.scale:.6g})" if kr.scale is not None else ")")
+                  for t, kr in sorted(self.kv_rows.items())]
         lines.append("  fused (layer -> the layer whose tiles compute it):")
         lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
         return "\n".join(lines)

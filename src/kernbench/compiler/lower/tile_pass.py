@@ -150,9 +150,12 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
     lowering = LOWERINGS.get(n.op_type)
     first = len(lw.tg.ops)
     if lowering is None or not lowering(lw, n):
-        if n.id in lw.lowering_plan.epilogue:
-            raise RuntimeError(f"{n.id}: the lowering plan fuses its consumer into its "
-                               "epilogue, yet the layer was not tiled")
+        planned = lw.lowering_plan
+        if n.id in planned.epilogue or any(t in planned.kv_stores or t in planned.kv_rows
+                                           for t in n.outputs):
+            raise RuntimeError(f"{n.id}: the lowering plan gives its epilogue more to do "
+                               "(a fused consumer, an int8 copy, KV rows), yet the layer "
+                               "was not tiled")
         lower_layer_op(lw, n)
     fuse_chains(lw.tg, first)
 

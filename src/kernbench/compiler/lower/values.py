@@ -116,3 +116,21 @@ class KvRows:
     dims: tuple[tuple[int, int, int], ...]
     scale: float | None                  # the cache's scale when it is stored quantized
     unread: tuple[str, ...]              # the float output and its views: not stored
+    update: str = ""                     # the KV_UPDATE that then copies only the past
+
+
+@dataclass(frozen=True)
+class KvStore:
+    """An int8 copy of a projection's output an integer attention reads as its Q, K or V
+    (`xquant.kv_quant_out`): the attention's input (`view`, the output seen through
+    views) and its shape and strides, the static scale, the cuts of the scratch by cube
+    (a one-row query whose heads are attended in several cubes) and the float tensors
+    nothing else reads (not stored). The scratch is allocated by the projection's tiles,
+    under the key `<output>@kv8`."""
+
+    view: str
+    view_shape: tuple[int, ...]
+    view_strides: tuple[int, ...]
+    scale: float
+    cuts: tuple[tuple[int, int], ...]
+    unread: tuple[str, ...]
