@@ -178,7 +178,8 @@ def main() -> None:
                   flush=True)
         if a.baseline and "ratio" not in best["now"]:
             o, n = best["before"], best["now"]
-            same = "same" if o["total_ns"] == n["total_ns"] else "DIFFERENT"
+            same = ("same" if o["total_ns"] == n["total_ns"] else
+                    f"{o['total_ns']:,.0f} → {n['total_ns']:,.0f}")
             comp = (f"{o['compile_cpu'] / n['compile_cpu']:.2f}" if n["compile_cpu"] else "")
             print(f"| {LABELS[case]}: before / now | {same} simulated ns | "
                   f"{o['events'] / max(1, n['events']):.2f} | {comp} | "

@@ -49,7 +49,7 @@ def test_w16a16_verifies_against_onnxruntime(tmp_path, capsys, model):
 # one run per width value of each QConfig field (the 8-bit default elsewhere), on both
 # models where the width changes the compiled program's path (tiles, layer ops, caches)
 WIDTHS = [
-    ("gpt2", "{weight: 8, activation: 4, kv: 8}"),       # A4: GEMMs still run whole
+    ("gpt2", "{weight: 8, activation: 4, kv: 8}"),       # A4: int4 activation tiles
     ("llama", "{weight: 8, activation: 4, kv: 8}"),
     ("gpt2", "{weight: 16, activation: 8, kv: 8}"),      # int16 weights, int8 activations
     ("llama", "{weight: 16, activation: 8, kv: 8}"),

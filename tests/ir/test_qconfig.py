@@ -107,3 +107,25 @@ def test_two_bit_qconfig_cli_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {q}: field 'default.weight': 2-bit")
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize(("data", "want"), [
+    ({"default": {"weight": "bfp8"}}, "bfp8_b"),
+    ({"default": {"weight": "BFLOAT4_B"}}, "bfp4_b"),
+    ({"default": {"weight": "bfp4_b"}}, "bfp4_b"),
+])
+def test_block_float_weight_spellings(data, want):
+    assert parse_qconfig(data).default.weight == want
+
+
+@pytest.mark.parametrize(("data", "field"), [
+    ({"default": {"activation": "bfp8_b"}}, "default.activation"),
+    ({"default": {"kv": "bfp4"}}, "default.kv"),
+    ({"overrides": [{"match": "*", "kv": "bfloat8_b"}]}, "overrides.0.kv"),
+])
+def test_block_float_activations_and_kv_refused(data, field):
+    """Block floats are weight formats (ADR-0916): an activation or KV width in one is
+    refused with the reason, not computed some other way."""
+    with pytest.raises(InputError) as ei:
+        parse_qconfig(data, file="q.yaml")
+    assert field in str(ei.value) and "weight formats" in str(ei.value)

@@ -129,3 +129,28 @@ def test_compile_then_simulate_verify_is_refused(tmp_path, capsys):
     assert "shape-only" in e[-1]
     assert main(["simulate", str(tmp_path / "b"), "-o", str(tmp_path / "s2"), "--no-trace"]) \
         in (0, None)
+
+
+def test_llama31_8b_weight_bytes_at_tt_metal_formats():
+    """Llama-3.1-8B (the shapes of Llama-3-8B) at tt-metal's published formats: the step's
+    weight bytes count every block-float weight at its bytes, shared exponents included
+    (BFP8_B 1.0625, BFP4_B 0.5625 B a value, ADR-0916), against the closed form."""
+    from kernbench.host.llm import llm_facts
+    from kernbench.ir.qconfig import apply_qconfig, load_qconfig
+
+    a = load_hf_config(CONFIGS / "llama-3.1-8b")
+    assert weight_params(build_llm_graph(a, LlmShape(1, 1, 16))) == 8_030_261_248
+    q = Path(__file__).resolve().parents[2] / "examples" / "qconfig"
+    got = {}
+    for name in ("bfp8.yaml", "bfp4-mlp-bfp8-attn.yaml"):
+        g = build_llm_graph(a, LlmShape(1, 1, 16))
+        apply_qconfig(g, load_qconfig(q / name))
+        got[name] = llm_facts(g).weight_bytes
+    d, hd = a.d_model, a.head_dim
+    mlp = a.n_layers * 3 * d * a.ffn
+    attn = a.n_layers * (d * a.n_heads * hd + 2 * d * a.n_kv_heads * hd + a.n_heads * hd * d)
+    lm_head = d * a.vocab
+    # the TE weights: BFP8 everywhere, then the MLP at BFP4 (4 bits fewer a value)
+    assert got["bfp8.yaml"] - got["bfp4-mlp-bfp8-attn.yaml"] == mlp * (17 - 9) // 16
+    te8 = (mlp + attn + lm_head) * 17 // 16
+    assert got["bfp8.yaml"] - te8 == (a.vocab * d + (2 * a.n_layers + 1) * d) * 4  # fp32 rest

@@ -80,3 +80,33 @@ def test_bad_input_is_refused():
         block_float("bfp3")
     exps, codes = quantize(np.ones((1, 16), np.float32), "bfloat8_b")
     assert dequantize(exps, codes, "bfp8") .tolist() == [[1.0] * 16]
+
+
+@pytest.mark.parametrize("fmt", [BFP8_B, BFP4_B])
+def test_memory_bytes_decode_to_the_float64_formula(fmt):
+    """The memory encoding (an exponent byte and the codes per block) is the format's
+    bytes, and decodes to the float64 rounding of the values."""
+    from kernbench.numerics.block_float import block_bytes, decode, encode
+
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((6, 48)) * rng.uniform(1e-2, 1e2, (6, 1))).astype(np.float32)
+    x[2, :16] = 0.0
+    data = encode(x, fmt)
+    assert data.dtype == np.uint8 and data.size == nbytes(x.shape, fmt)
+    assert block_bytes(fmt) == {8: 17, 4: 9}[fmt.element_bits]
+    np.testing.assert_array_equal(decode(data, fmt).reshape(x.shape),
+                                  _reference(x, fmt.mantissa_bits))
+    # one block's bytes: its exponent first (the max |x| of the block's float32 exponent)
+    first = data[:block_bytes(fmt)]
+    assert first[0] == (x[0, :16].view(np.uint32) >> 23 & 0xFF).max()
+
+
+@pytest.mark.parametrize("fmt", [BFP8_B, BFP4_B])
+def test_round_rows_pads_a_partial_block_with_zeros(fmt):
+    from kernbench.numerics.block_float import round_rows
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 40)).astype(np.float32)
+    padded = np.concatenate([x, np.zeros((3, 8), np.float32)], axis=1)
+    np.testing.assert_array_equal(round_rows(x, fmt),
+                                  _reference(padded, fmt.mantissa_bits)[:, :40])

@@ -40,19 +40,25 @@ KvLenOpt = Annotated[int | None, typer.Option(
 BatchOpt = Annotated[int | None, typer.Option(
     "--batch", help="sequences per step (built-in names, config.json, ONNX with a symbolic "
                     "batch dim) [default: 1]")]
+RoutingOpt = Annotated[str | None, typer.Option(
+    "--routing", help="MoE config.json models: the router's expert choice, uniform | zipf | "
+                      "zipf:SKEW (0 < SKEW <= 4) [default: uniform]; docs/models.md")]
+RoutingSeedOpt = Annotated[int | None, typer.Option(
+    "--routing-seed", help="seed of --routing's draw [default: 0]")]
 MODEL_HELP = ("MODEL.onnx, ir.json, a Hugging Face config.json (or its folder), or "
               "gpt2 | llama | gpt2-small")
 
 
 def _named_model(model: Path, seq_len: int | None, kv_len: int | None, save_dir: Path,
                  batch: int | None = None, qconfig: Path | None = None,
-                 verify: bool = False):  # noqa: ANN202
+                 verify: bool = False, routing: str | None = None,
+                 routing_seed: int | None = None):  # noqa: ANN202
     """MODEL resolved by kernbench.host.models.resolve_model (built-in names and config.json
     files are built with the given shapes into save_dir; ONNX dims are bound)."""
     from kernbench.host.models import ShapeOptions, resolve_model
 
-    res = resolve_model(model, ShapeOptions(batch, seq_len, kv_len), Path(save_dir), qconfig,
-                        need_values=verify)
+    res = resolve_model(model, ShapeOptions(batch, seq_len, kv_len, routing, routing_seed),
+                        Path(save_dir), qconfig, need_values=verify)
     for line in res.notes:
         err.print(line)
     return res
@@ -70,6 +76,8 @@ def compile_cmd(
         "--calib-inputs", help="inputs .npz to calibrate activation scales on")] = None,
     seq_len: SeqLenOpt = None,
     kv_len: KvLenOpt = None,
+    routing: RoutingOpt = None,
+    routing_seed: RoutingSeedOpt = None,
     strict: StrictOpt = False,
     quiet: QuietOpt = False,
     batch: BatchOpt = None,
@@ -88,7 +96,8 @@ def compile_cmd(
     set_quiet(quiet)
     phases = Phases(err, enabled=not quiet)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
-        res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig)
+        res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig,
+                           routing=routing, routing_seed=routing_seed)
         _compile(res.path, stage, topology, set_, qconfig, dump_after, calib_inputs, phases,
                  strict, time_passes, all_pes)
     err.print(f"wrote the bundle {out}")
@@ -131,6 +140,8 @@ def run_cmd(
                               "the model)")] = False,
     seq_len: SeqLenOpt = None,
     kv_len: KvLenOpt = None,
+    routing: RoutingOpt = None,
+    routing_seed: RoutingSeedOpt = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
     strict: StrictOpt = False,
     quiet: QuietOpt = False,
@@ -170,13 +181,19 @@ def run_cmd(
         amend = None
         if generate is not None:
             from kernbench.cli.generate import add_generation, check_generate
+            from kernbench.errors import InputError
+
+            if routing or routing_seed is not None:  # the decode steps build their own
+                raise InputError("--routing/--routing-seed are not passed to the decode "
+                                 "steps of --generate", field="--generate")
 
             served = check_generate(generate, model, kv_len, verify, qconfig, Path(tmp))
 
             def amend(r) -> list[str]:  # noqa: ANN001
                 return add_generation(r, served, topo, stage, generate, batch, seq_len,
                                       exact_steps)
-        res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig, verify)
+        res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig, verify,
+                           routing, routing_seed)
         opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace,
                           report=not no_report, exact=exact, save_oplog=save_oplog,

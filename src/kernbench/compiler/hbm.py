@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from kernbench.errors import InputError
+from kernbench.numerics.block_float import FORMATS as BFP_FORMATS
+from kernbench.numerics.block_float import block_float
 from kernbench.numerics.dtypes import bits as dtype_bits
 
 ALIGN = 256
@@ -33,10 +35,13 @@ MIN_ROWS_PER_CUBE = 8
 #: and completion trips its tiles pay (tiny GPT-2 attention and BERT's QDQ chains on base:
 #: 1-8 KiB parts in far cubes made the models slower than on one cube)
 MIN_PART_BYTES = 16384
-#: bytes per element of the dtypes the compiler places (numerics.dtypes; int4 packed)
+#: bytes per element of the dtypes the compiler places (numerics.dtypes; int4 packed; the
+#: block floats with their shared exponents, numerics.block_float)
 ITEMSIZE = {n: dtype_bits(n) // 8 if dtype_bits(n) % 8 == 0 else dtype_bits(n) / 8 for n in (
     "fp32", "fp16", "bf16", "fp64", "int64", "int32", "int16", "int8", "uint8", "bool", "int4",
-    "uint16", "uint32", "uint64")}
+    "uint16", "uint32", "uint64")} | {f: block_float(f).bytes_per_element for f in BFP_FORMATS}
+#: the packed encodings whose array form is their bytes (uint8) rather than their values
+PACKED_BYTES = ("int4", *BFP_FORMATS)
 
 def nbytes_of(shape: tuple[int, ...] | list[int], dtype: str) -> int:
     n = int(np.prod(shape)) if len(shape) else 1
@@ -249,9 +254,10 @@ class MemoryPlan:
         shape when `array` is a packed encoding of it (int4: two values per byte)."""
         shape = tuple(array.shape if shape is None else shape)
         a = self.allocate(key, shape, dtype, role, replicate=True, source=source, data=array)
-        if a.data is not None and a.dtype == "int4" and np.asarray(a.data).nbytes != a.nbytes:
+        if a.data is not None and a.dtype in PACKED_BYTES \
+                and np.asarray(a.data).nbytes != a.nbytes:
             raise ValueError(f"{key}: {np.asarray(a.data).nbytes} packed bytes for a "
-                             f"{a.nbytes}-byte int4 allocation")
+                             f"{a.nbytes}-byte {a.dtype} allocation")
         return a.placement(shape)
 
     def copy(self) -> MemoryPlan:

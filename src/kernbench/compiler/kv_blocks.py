@@ -42,8 +42,9 @@ def kv_parts_for(g: Graph, n: LayerIR, n_pes: int, array_rows: int) -> int:
     group) would leave idle, when each group's query rows fit one fold of the array
     (`array_rows`) and each range keeps at least MIN_PART_KEYS keys; 1: no split."""
     q, k = g.tensors[n.inputs[0]], g.tensors[n.inputs[1]]
-    if n.qbits_activation is None or n.attributes.get("softcap"):
-        return 1
+    if n.qbits_activation != 8 or not isinstance(n.qbits_kv, int) \
+            or n.attributes.get("softcap"):
+        return 1  # the key ranges' combine is 8-bit only
     bsz, hq, s_len = (int(x) for x in q.shape[:3])
     hkv, t_len = int(k.shape[1]), int(k.shape[2])
     if s_len * (hq // hkv) > array_rows:

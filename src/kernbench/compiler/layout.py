@@ -34,16 +34,33 @@ def is_head_swap(n: LayerIR) -> bool:
     return n.op_type == "TRANSPOSE" and list(n.attributes.get("perm", [])) == [0, 2, 1, 3]
 
 
-def tiled_attention(g: Graph, n: LayerIR) -> bool:
-    """ATTENTION layers the compiler tiles (integer Q·K and P·V with 8-bit activations and
-    16-, 8- or 4-bit integer K / V from fp32, fp16 or bf16 Q, K, V; or all fp32; an
-    additive float mask or a constant boolean one, an
-    optional soft-cap, except together with KV blocking); the others run whole as a layer
-    op."""
+def float_formats(n: LayerIR) -> tuple[str | None, str | None] | None:
+    """(Q format, K / V format) of a float attention: fp16 / bf16, or None for fp32, as
+    `numerics.attention` rounds them (an integer activation width with a float KV leaves
+    Q in fp32); None when the layer is integer (both widths integers), has an integer KV
+    with a float activation, or names both 16-bit formats (a TE tile reads one)."""
     qa, kv = n.qbits_activation, n.qbits_kv
-    fp32 = qa is None and kv is None  # lower/attention_float.py
+    if kv not in (None, *HALF_FLOATS) or not (qa is None or isinstance(qa, int)
+                                               or qa in HALF_FLOATS):
+        return None
+    q_fmt = qa if qa in HALF_FLOATS else None
+    if q_fmt and kv and q_fmt != kv:
+        return None
+    return q_fmt, kv
+
+
+def tiled_attention(g: Graph, n: LayerIR) -> bool:
+    """ATTENTION layers the compiler tiles (integer Q·K and P·V with 8- or 16-bit
+    activations and 16-, 8- or 4-bit integer K / V from fp32, fp16 or bf16 Q, K, V; or
+    float Q·K and P·V
+    (`float_formats`) from fp32 Q, K, V; an additive float mask or a constant boolean one,
+    an optional soft-cap, except together with KV blocking); the others run whole as a
+    layer op."""
+    qa, kv = n.qbits_activation, n.qbits_kv
+    fp32 = float_formats(n) is not None  # lower/attention_float.py
     softcap = n.attributes.get("softcap", 0.0) or 0.0
-    if not (n.op_type == "ATTENTION" and (qa == 8 and kv in (4, 8, 16) or fp32) and softcap >= 0
+    if not (n.op_type == "ATTENTION" and (qa in (8, 16) and kv in (4, 8, 16) or fp32)
+            and softcap >= 0
             and not (softcap and n.attributes.get("kv_block"))):
         return False
     # Q, K, V of one float type: fp32, or (integer tiles only) an fp16 / bf16 export's

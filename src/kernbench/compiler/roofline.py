@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from kernbench.common.program import LayerSpan
-from kernbench.compiler.hbm import ITEMSIZE
+from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE
 from kernbench.compiler.lower.layer_op import te_dims
 from kernbench.compiler.state import CompileState
 from kernbench.ir.model import Graph, LayerIR
@@ -51,8 +51,8 @@ def _operand_bits(n: LayerIR) -> int:
     float: 16 for fp16 / bf16, else 32."""
     widths = [n.qbits_activation] + ([n.qbits_kv] if n.op_type == "ATTENTION" else []) \
         + ([n.qbits_weight] if n.qbits_weight is not None or n.op_type in WEIGHT_OPS else [])
-    return max(b if isinstance(b, int) else (16 if b in ("fp16", "bf16") else 32)
-               for b in widths)
+    return max(b if isinstance(b, int) else (16 if b in ("fp16", "bf16", *BFP_FORMATS)
+                                             else 32) for b in widths)
 
 
 def _elements(g: Graph, n: LayerIR) -> int:
@@ -98,6 +98,8 @@ def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
                 dt = "int4" if n.qbits_weight == 4 else "int8"
             elif tt.const and n.qbits_weight in ("fp16", "bf16"):
                 dt = "fp16"
+            elif tt.const and n.qbits_weight in BFP_FORMATS:  # exponents included
+                dt = n.qbits_weight
             if not tt.shape:
                 nbytes += 4
             elif i < len(n.inputs):

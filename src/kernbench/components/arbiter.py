@@ -4,7 +4,7 @@ Every reservation of a contended resource (a link, an HBM channel, a TCM port: t
 reservation servers of components.fabric) is made through `Arbiter.request` with a key
 (command sequence, tile, stage index). The arbiter grants the requests of one simulated
 instant together, at the end of that instant, in key order: the oldest command first,
-then the lower tile, then the earlier stage (ADR-0925). Requests at different instants
+then the lower tile, then the earlier stage. Requests at different instants
 are still first come, first served.
 
 "The end of the instant" is when SimPy has no event left at the current time: the

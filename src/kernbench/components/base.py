@@ -152,7 +152,9 @@ class PeEngineBase(ComponentBase):
         token = None
         while True:
             if token is None:
-                token = yield inbox.get()
+                token = inbox.take()
+                if token is None:
+                    token = yield inbox.get()
             req = None
             if slot is not None:
                 req = slot.request()
@@ -192,7 +194,9 @@ class PeEngineBase(ComponentBase):
                     # the next stage is this channel's own (a split transfer's next piece):
                     # serve it now; putting it back into a full inbox would wait on itself
                     continue
-                yield nxt.port.put(token)
+                ev = nxt.port.offer(token)
+                if ev is not None:
+                    yield ev
             else:
                 tile_done(token, end)
             token = None

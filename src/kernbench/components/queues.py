@@ -8,6 +8,13 @@ a get's processing admits the oldest waiting put), so a run is event-for-event t
 `simpy.Store` gives. It only skips SimPy's generic resource machinery (bound event
 classes, request-queue scans that stop after the first element anyway). `items`,
 `put_queue`, `get_queue` and `capacity` are the Store's, for deadlock reports.
+
+`offer` and `take` are the hardware's own put and get, with no event when they complete
+at once: `offer` appends an item if there is room and nobody waits to put (returning None;
+a waiting get is served now), else it is `put`; `take` hands over the oldest item if one
+is there and nobody waits to get (a waiting put is admitted now), else it returns None and
+the caller waits on `get`. They move the same items at the same times as `put` and `get`,
+minus the events that only said so.
 """
 
 from __future__ import annotations
@@ -87,3 +94,34 @@ class HwQueue(simpy.Store):
             head._value = None
             self._env.schedule(head)
             del pq[0]
+
+    def offer(self, item: Any) -> Event | None:
+        """Append `item` now if there is room (None), else `put(item)` (its event)."""
+        if self.put_queue or len(self.items) >= self._capacity:
+            return self.put(item)
+        self.items.append(item)
+        gq = self.get_queue
+        if gq:
+            head = gq[0]
+            head._ok = True
+            head._value = self.items.pop(0)
+            self._env.schedule(head)
+            del gq[0]
+        return None
+
+    def take(self) -> Any:
+        """The oldest item, now, if there is one and no get waits; else None (wait on
+        `get`)."""
+        items = self.items
+        if not items or self.get_queue:
+            return None
+        item = items.pop(0)
+        pq = self.put_queue
+        if pq:
+            head = pq[0]
+            items.append(head.item)
+            head._ok = True
+            head._value = None
+            self._env.schedule(head)
+            del pq[0]
+        return item

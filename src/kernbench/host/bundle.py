@@ -26,6 +26,7 @@ from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.validate import check_program
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.tile_plan import StageType
+from kernbench.compiler.hbm import PACKED_BYTES
 from kernbench.errors import AddressError, InputError
 from kernbench.host.simulate import CmdqRun, PhaseHook, no_phase, simulate_program
 from kernbench.ir.interpreter import Interpreter, prepare
@@ -191,7 +192,7 @@ def deploy(store: MemoryStore, bundle: Bundle, inputs: dict[str, np.ndarray]) ->
             continue
         arr = bundle.weights[key]
         for addr in a["replicas"] or [a["address"]]:
-            if a["dtype"] == "int4":
+            if a["dtype"] in PACKED_BYTES:  # int4 pairs, block-float blocks: their bytes
                 store.write_bytes("hbm", addr, np.asarray(arr, np.uint8).view(np.uint8))
             else:
                 store.write("hbm", addr, np.ascontiguousarray(arr).astype(np_dtype(a["dtype"])))

@@ -18,7 +18,7 @@ import numpy as np
 
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.validate import validate_file
-from kernbench.compiler.hbm import ITEMSIZE, nbytes_of
+from kernbench.compiler.hbm import ITEMSIZE, PACKED_BYTES, nbytes_of
 from kernbench.errors import MAX_JSON_BYTES, InputError, KernbenchError, read_input_text
 from kernbench.ir import validate_ir_file
 from kernbench.ir.model import load_weights
@@ -182,7 +182,7 @@ def check_weights(memory: dict[str, Any], wpath: Path, mem_file: str) -> list[In
             bad.append(InputError("missing from weights.npz", file=mem_file,
                                   where=f"tensor '{key}'"))
             continue
-        got = w.nbytes if a["dtype"] == "int4" else int(np.ceil(w.size * _itemsize(a["dtype"])))
+        got = w.nbytes if a["dtype"] in PACKED_BYTES else int(np.ceil(w.size * _itemsize(a["dtype"])))
         if got != a["nbytes"]:
             bad.append(InputError(f"weights.npz holds {got} bytes ({list(w.shape)} "
                                   f"{w.dtype}), the memory map {a['nbytes']}", file=mem_file,

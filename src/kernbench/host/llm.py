@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernbench.errors import InputError
+from kernbench.host.moe_stats import idle_weights
 from kernbench.ir.model import Graph, QBits
+from kernbench.numerics.block_float import FORMATS as BFP_FORMATS
 from kernbench.topology.model import Topology
 from kernbench.topology.peaks import peak_figures
 
@@ -49,6 +51,8 @@ def _bits(q: QBits, dtype: str) -> float:
         return q
     if q in ("fp16", "bf16"):
         return 16
+    if q in BFP_FORMATS:  # the shared exponents included: 8.5 / 4.5 bits
+        return BFP_FORMATS[q].bytes_per_element * 8
     return _BITS.get(dtype, 32)
 
 
@@ -72,6 +76,9 @@ def llm_facts(g: Graph) -> LlmFacts | None:
                 continue  # rotary tables and masks are derived, not parameters
             w = n.qbits_weight if n.op_type in _TE and i in (1, 2, 3) else None
             wbits[tid] = max(wbits.get(tid, 0), _bits(w, tt.dtype))
+    expert_bits = max((b for k, b in wbits.items() if ".experts." in k), default=0.0)
+    for tid in idle_weights(g):  # experts no token chose still sit in HBM
+        wbits.setdefault(tid, expert_bits or _bits(None, t[tid].dtype))
     params = sum(math.prod(t[k].shape) for k in wbits)
     wbytes = sum(math.ceil(math.prod(t[k].shape) * b / 8) for k, b in wbits.items())
     kv_bytes = 0

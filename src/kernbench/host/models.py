@@ -43,6 +43,10 @@ def resolve_model(model: Path, shapes: ShapeOptions, save_dir: Path,
     shapes.check()
     model = Path(model)
     _check_exists(model)
+    if (shapes.routing or shapes.routing_seed is not None) and not (
+            model.exists() and is_hf_config(model)):
+        raise InputError("--routing/--routing-seed apply to MoE Hugging Face config.json "
+                         "models (mixtral, qwen3_moe, deepseek_v3)", file=str(model))
     if not model.exists() and str(model) in MODELS:
         return _builtin(str(model), shapes, save_dir)
     if model.exists() and is_hf_config(model):
@@ -96,13 +100,19 @@ def _hf(model: Path, shapes: ShapeOptions, save_dir: Path,
         qconfig: Path | None) -> ResolvedModel:
 
     arch = load_hf_config(model)
+    if arch.moe is None and (shapes.routing or shapes.routing_seed is not None):
+        raise InputError(f"--routing/--routing-seed apply to MoE models; model_type "
+                         f"{arch.model_type!r} has no experts", file=str(config_path(model)))
     batch, seq, kv = shapes.resolved()
+    routing = shapes.routing_spec()
     g = build_llm_graph(arch, LlmShape(batch, seq, kv),
-                        load_qconfig(qconfig) if qconfig else None)
+                        load_qconfig(qconfig) if qconfig else None, routing)
     out = Path(save_dir) / "model"
     g.save(out / "ir.json", out / "ir_weights.npz")
     phase = "decode" if kv else "prefill"
+    moe = (f"; {arch.moe.n_experts} experts, top {arch.moe.top_k}, routing "
+           f"{routing.describe()}" if arch.moe else "")
     return ResolvedModel(out / "ir.json", "hf_config", shape_only=True, notes=[
         f"built {arch.model_type} '{arch.name}' from {config_path(model)} (shape-only, "
         f"{weight_params(g) / 1e9:.2f} B parameters, {arch.n_layers} layers; {phase}: "
-        f"batch {batch}, seq {seq}, kv {kv})"])
+        f"batch {batch}, seq {seq}, kv {kv}{moe})"])

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernbench.errors import InputError
+from kernbench.models.moe_routing import Routing, parse_routing
 
 if TYPE_CHECKING:  # onnx is imported when a model is bound, not with this module
     import onnx
@@ -38,11 +39,19 @@ class ShapeOptions:
     batch: int | None = None
     seq_len: int | None = None
     kv_len: int | None = None
+    routing: str | None = None       # --routing (MoE config.json models)
+    routing_seed: int | None = None  # --routing-seed
 
     def given(self) -> bool:
         return any(v is not None for v in (self.batch, self.seq_len, self.kv_len))
 
+    def routing_spec(self) -> Routing:
+        """The MoE routing distribution (uniform, seed 0 unless given); InputError when
+        --routing / --routing-seed is malformed."""
+        return parse_routing(self.routing or "uniform", self.routing_seed or 0)
+
     def check(self) -> None:
+        self.routing_spec()
         for name, v, lo in (("--batch", self.batch, 1), ("--seq-len", self.seq_len, 1),
                             ("--kv-len", self.kv_len, 0)):
             if v is not None and v < lo:

@@ -42,6 +42,7 @@ from kernbench.host.flow import (
     simulate_bundle,
 )
 from kernbench.host.llm import check_fit, llm_facts, llm_section
+from kernbench.host.moe_stats import moe_section
 from kernbench.host.replay_figures import ActionsOf
 from kernbench.host.simulate import PhaseHook, WatchHook
 from kernbench.ir.model import Graph
@@ -118,6 +119,8 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
         # stats of existing runs stay byte-identical
         if facts is not None and (opts.llm or graph.metadata.get("shape_only")):
             set_section(stats, "llm", llm_section(facts, stats, topo))
+        if (moe := moe_section(graph)) is not None:
+            set_section(stats, "moe", moe)
         return stats
 
     if plan is not None:

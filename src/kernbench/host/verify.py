@@ -48,6 +48,8 @@ ORT_TOLERANCE: dict[str, tuple[str, float]] = {
     "W16A16KV16": ("cosine", 0.9999), "W16A8KV8": ("cosine", 0.999),
     "W8A16KV8": ("cosine", 0.999), "W8A8KV16": ("cosine", 0.999),
     "W8A4KV8": ("cosine", 0.90), "W4A4KV4": ("cosine", 0.90),
+    # block-float weights (any activation / KV width), by the narrowest format
+    "BFP8": ("cosine", 0.999), "BFP4": ("cosine", 0.97),
 }
 TOL = {"fp32": 1e-5, "fp16": 1e-3, "bf16": 1e-2}
 QUANT_OPS = {"DYNAMIC_QUANTIZE", "MATMUL_INTEGER", "QLINEAR_MATMUL", "QUANTIZE", "DEQUANTIZE",
@@ -63,7 +65,7 @@ def ort_mode(graph: Graph) -> str:
     """The precision mode that sets the tolerance against onnxruntime: fp32 / fp16 / bf16,
     W{w}A{a}[KV{kv}] from the QConfig bits (e.g. W8A8, W4A8, W8A8KV4), or for a model
     that was quantized before import: qoperator, dynamic, qdq (qdq-int4 with 4-bit
-    weights)."""
+    weights); BFP8 / BFP4 when weights are block floats, by the narrowest."""
     ops = {n.op_type for n in graph.nodes}
     for op, name in IMPORTED_MODES:
         if op in ops:
@@ -72,6 +74,10 @@ def ort_mode(graph: Graph) -> str:
                                                        for n in graph.nodes):
         four = any(t.quant is not None and t.qbits in (4, 2) for t in graph.tensors.values())
         return "qdq-int4" if four else "qdq"
+    bfp = {n.qbits_weight for n in graph.nodes} & {"bfp8_b", "bfp4_b"}
+    if bfp:
+        return "BFP4" if "bfp4_b" in bfp else "BFP8"
+
     def lowest(field: str) -> int | None:
         bits = [getattr(n, field) for n in graph.nodes]
         ints = [b for b in bits if isinstance(b, int)]

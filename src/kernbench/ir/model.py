@@ -31,7 +31,9 @@ SPEC_VERSION = "1.0"
 #: None (fp32, unquantized). Spec §7.1: "int4/8/16/fp16 등 확장 가능".
 INT_QBITS = (2, 4, 8, 16)
 FLOAT_QBITS = ("fp16", "bf16")
-QBits = Literal[2, 4, 8, 16, "fp16", "bf16"] | None
+#: block-float weight formats (numerics.block_float): a weight's qbits only
+BFP_QBITS = ("bfp8_b", "bfp4_b")
+QBits = Literal[2, 4, 8, 16, "fp16", "bf16", "bfp8_b", "bfp4_b"] | None
 
 DTYPES = (
     "fp32", "fp16", "bf16", "fp64",

@@ -3,7 +3,7 @@
 YAML form (yaml.safe_load, pydantic-validated, unknown keys rejected)::
 
     default:            # W8 A8 KV8 when omitted
-      weight: 8         # 4 | 8 | 16 | fp16 | bf16 | fp32 (2 is refused)
+      weight: 8         # 4 | 8 | 16 | fp16 | bf16 | fp32 | bfp8_b | bfp4_b (2 is refused)
       activation: 8
       kv: 8             # used by attention blocks (ATTENTION, KV_UPDATE)
     weight_granularity: per_channel   # or per_tensor
@@ -14,7 +14,8 @@ YAML form (yaml.safe_load, pydantic-validated, unknown keys rejected)::
         kv: 4
 
 `fp32` means "not quantized" (qbits null); `fp16` / `bf16` mean float computation in
-that precision. Bits imported from a quantized (QDQ / QOperator) model win over the
+that precision; `bfp8_b` / `bfp4_b` (weights only) store the weight as Tenstorrent's
+block floats (`numerics.block_float`) and compute in float. Bits imported from a quantized (QDQ / QOperator) model win over the
 default; only an override that names the field changes them.
 """
 
@@ -25,13 +26,27 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from kernbench.config.keys import known_keys
 from kernbench.errors import MAX_TEXT_BYTES, InputError, did_you_mean, read_input_text
 from kernbench.ir.model import Graph, LayerIR
 
-BitsSpec = Literal[4, 8, 16, "fp16", "bf16", "fp32"]
+BitsSpec = Literal[4, 8, 16, "fp16", "bf16", "fp32", "bfp8_b", "bfp4_b"]
+#: The block-float spellings a QConfig accepts, by the format they name.
+BFP_ALIASES = {"bfp8_b": "bfp8_b", "bfp8": "bfp8_b", "bfloat8_b": "bfp8_b",
+               "bfp4_b": "bfp4_b", "bfp4": "bfp4_b", "bfloat4_b": "bfp4_b"}
+#: Why a block-float activation or KV width is refused at load: one line, exit 2.
+BFP_WEIGHTS_ONLY = ("block floats (bfp8_b, bfp4_b) are weight formats here: the compiler "
+                    "stores weights in them; activations and the KV cache take bf16, fp16, "
+                    "fp32 or an integer width")
 #: Why a 2-bit width is refused at load: one line, exit 2.
 TWO_BIT_REFUSED = ("2-bit quantization is not supported: symmetric 2-bit values are "
                    "ternary (-1, 0, 1 times a per-channel scale), too coarse to verify "
@@ -64,8 +79,8 @@ class BitsDefault(_Strict):
 
     @field_validator("weight", "activation", "kv", mode="before")
     @classmethod
-    def _coerce(cls, v: object) -> Any:
-        return _coerce_bits(v)
+    def _coerce(cls, v: object, info: ValidationInfo) -> Any:
+        return _coerce_bits(v, info.field_name)
 
 
 class Override(_Strict):
@@ -76,8 +91,8 @@ class Override(_Strict):
 
     @field_validator("weight", "activation", "kv", mode="before")
     @classmethod
-    def _coerce(cls, v: object) -> Any:
-        return None if v is None else _coerce_bits(v)
+    def _coerce(cls, v: object, info: ValidationInfo) -> Any:
+        return None if v is None else _coerce_bits(v, info.field_name)
 
 
 class QConfig(_Strict):
@@ -97,7 +112,7 @@ class QConfig(_Strict):
         return cls(default=BitsDefault(weight=mode, activation=mode, kv=mode))
 
 
-def _coerce_bits(v: object) -> Any:
+def _coerce_bits(v: object, field: str | None = None) -> Any:
     if isinstance(v, str):
         s = v.strip().lower()
         if s.isdigit():
@@ -106,6 +121,10 @@ def _coerce_bits(v: object) -> Any:
             v = int(s[3:])
         elif s in ("w8", "a8"):
             v = 8
+        elif s in BFP_ALIASES:
+            if field != "weight":
+                raise ValueError(BFP_WEIGHTS_ONLY)
+            return BFP_ALIASES[s]
         else:
             return s
     if v == 2 and not isinstance(v, bool):

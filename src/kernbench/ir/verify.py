@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from kernbench.errors import InputError
-from kernbench.ir.model import DTYPES, FLOAT_QBITS, INT_QBITS, Graph, LayerIR
+from kernbench.ir.model import BFP_QBITS, DTYPES, FLOAT_QBITS, INT_QBITS, Graph, LayerIR
 from kernbench.ir.ops import OPS, OpRuleError, ShapeMismatch
 from kernbench.numerics.dtypes import dtype
 
@@ -147,9 +147,11 @@ def _check_dtype(name: object, err: ErrFn, where: str) -> None:
 
 
 def _check_qbits(v, err, where: str, field: str) -> None:
-    if v is None or v in INT_QBITS or v in FLOAT_QBITS:
+    if v is None or v in INT_QBITS or v in FLOAT_QBITS or field in ("qbits_weight", "qbits") \
+            and v in BFP_QBITS:
         return
-    raise err(f"illegal qbits {v!r} (legal: {list(INT_QBITS)}, fp16, bf16, null)", where, field)
+    raise err(f"illegal qbits {v!r} (legal: {list(INT_QBITS)}, fp16, bf16, null; "
+              "bfp8_b / bfp4_b for weights)", where, field)
 
 
 def _check_shapes(g: Graph, n: LayerIR, err: ErrFn) -> None:

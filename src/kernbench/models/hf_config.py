@@ -13,6 +13,8 @@ Supported model types and what they bring:
 | gpt2 | LayerNorm | GELU(tanh) | MHA, learned positions | biases, tied embeddings |
 | gpt_neox | LayerNorm | GELU | MHA, partial RoPE (rotary_pct) | parallel residual |
 | falcon | LayerNorm | GELU | MQA / GQA, RoPE | parallel attention + MLP; alibi is refused |
+| mixtral, qwen3_moe | RMS | SiLU-gated experts (`models.hf_moe`) | GQA, RoPE | qwen3_moe: q/k RMS norm |
+| deepseek_v3 | RMS | SiLU-gated routed + shared experts, first layers dense | MLA (`models.hf_moe`) | |
 
 Errors (unknown model_type, missing or ill-typed key, unreadable file) are one
 `InputError` line naming the file and the key.
@@ -26,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from kernbench.errors import InputError
+from kernbench.models.hf_moe import MlaArch, MoeArch, mla_of, moe_of
 
 MAX_CONFIG_BYTES = 1 << 20
 MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "gpt2",
-               "gpt_neox", "falcon")
+               "gpt_neox", "falcon", "mixtral", "qwen3_moe", "deepseek_v3")
+MOE_TYPES = ("mixtral", "qwen3_moe", "deepseek_v3")
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ class LlmArch:
     attn_scale: float = 0.0           # 0: head_dim ** -0.5
     sliding_window: int = 0           # 0: none
     sliding_layers: str = "all"       # "all" | "even" (gemma2)
+    moe: MoeArch | None = None        # expert layers (mixtral, qwen3_moe, deepseek_v3)
+    mla: MlaArch | None = None        # multi-head latent attention (deepseek_v3)
 
     def window_of(self, layer: int) -> int:
         """The sliding window of decoder layer `layer` (0 = attends to everything)."""
@@ -183,30 +189,37 @@ def _llama_like(k: _Keys, mt: str, name: str) -> LlmArch:
     if nh % nkv:
         raise k._err("num_key_value_heads", f"{nh} query heads are not a multiple of "
                                             f"{nkv} KV heads")
-    hd = k.int("head_dim") if k.d.get("head_dim") is not None else _heads(k, d, nh)
+    mla = mla_of(k) if mt == "deepseek_v3" else None
+    if mla is not None:
+        hd = mla.qk_dim
+    else:
+        hd = k.int("head_dim") if k.d.get("head_dim") is not None else _heads(k, d, nh)
+    n_layers = k.int("num_hidden_layers")
+    moe = moe_of(k, mt, n_layers) if mt in MOE_TYPES else None
     gemma = mt in ("gemma", "gemma2")
     window = 0
-    if mt in ("mistral", "phi3", "gemma2") or (mt == "qwen2"
+    if mt in ("mistral", "mixtral", "phi3", "gemma2") or (mt == "qwen2"
                                               and k.bool("use_sliding_window", False)):
         window = k.opt_int("sliding_window") or 0
-    rot = hd
+    rot = mla.rope_dim if mla is not None else hd
     if mt == "phi3":
         rot = int(hd * k.float("partial_rotary_factor", 1.0))
     act = k.str("hidden_activation" if gemma and "hidden_activation" in k.d else "hidden_act",
                 "gelu_pytorch_tanh" if gemma else "silu")
     return LlmArch(
-        model_type=mt, name=name, n_layers=k.int("num_hidden_layers"), d_model=d,
+        model_type=mt, name=name, n_layers=n_layers, d_model=d,
         n_heads=nh, n_kv_heads=nkv, head_dim=hd, ffn=k.int("intermediate_size"),
         vocab=k.int("vocab_size"), norm="rms", norm_eps=k.float("rms_norm_eps", 1e-6),
         mlp="silu_glu" if act == "silu" else "gelu_glu", positions="rope", rotary_dim=rot,
         qkv_bias=(mt == "qwen2") or k.bool("attention_bias", False),
         o_bias=k.bool("attention_bias", False), mlp_bias=k.bool("mlp_bias", False),
-        tied=k.bool("tie_word_embeddings", gemma), qk_norm=(mt == "qwen3"),
+        tied=k.bool("tie_word_embeddings", gemma), qk_norm=mt in ("qwen3", "qwen3_moe"),
         sandwich_norm=(mt == "gemma2"),
         attn_softcap=k.float("attn_logit_softcapping", 0.0) if mt == "gemma2" else 0.0,
         final_softcap=k.float("final_logit_softcapping", 0.0) if mt == "gemma2" else 0.0,
         attn_scale=(k.float("query_pre_attn_scalar") ** -0.5 if mt == "gemma2" else 0.0),
-        sliding_window=window, sliding_layers="even" if mt == "gemma2" else "all")
+        sliding_window=window, sliding_layers="even" if mt == "gemma2" else "all",
+        moe=moe, mla=mla)
 
 
 def _gpt2(k: _Keys, name: str) -> LlmArch:

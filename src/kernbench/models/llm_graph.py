@@ -33,6 +33,9 @@ import numpy as np
 from kernbench.ir.model import Graph, LayerIR, TensorIR, shape_only_array
 from kernbench.ir.qconfig import QConfig, apply_qconfig
 from kernbench.models.hf_config import LlmArch
+from kernbench.models.llm_mla import mla_attention
+from kernbench.models.llm_moe import moe_mlp
+from kernbench.models.moe_routing import Routing
 
 
 @dataclass(frozen=True)
@@ -49,10 +52,11 @@ class LlmShape:
 
 
 class _Builder:
-    def __init__(self, arch: LlmArch, shape: LlmShape) -> None:
-        self.a, self.s = arch, shape
+    def __init__(self, arch: LlmArch, shape: LlmShape, routing: Routing) -> None:
+        self.a, self.s, self.routing = arch, shape, routing
         self.g = Graph(created_by="kernbench.models.llm_graph")
         self.block: int | None = None
+        self.moe_loads: list[dict[str, Any]] = []
 
     # -------------------------------------------------------------- primitives
     def act(self, tid: str, shape: list[int], dtype: str = "fp32",
@@ -142,6 +146,8 @@ class _Builder:
 
     def attention(self, i: int, x: str) -> str:
         a, sh = self.a, self.s
+        if a.mla is not None:
+            return mla_attention(self, i, x)
         p = f"l{i}."
         b, s, hd = sh.batch, sh.seq_len, a.head_dim
         nq, nkv = a.n_heads * hd, a.n_kv_heads * hd
@@ -184,6 +190,10 @@ class _Builder:
     def mlp(self, i: int, x: str) -> str:
         a = self.a
         p = f"l{i}."
+        if a.moe is not None and a.moe.is_moe(i):
+            out, loads = moe_mlp(self, i, x, self.routing)
+            self.moe_loads.append(loads)
+            return out
         shp = self.g.tensors[x].shape[:-1] + [a.ffn]
         if a.mlp == "gelu":
             h = self.gemm(f"{p}fc", x, f"{p}fc", a.ffn, a.mlp_bias)
@@ -222,10 +232,13 @@ class _Builder:
         return out
 
 
-def build_llm_graph(arch: LlmArch, shape: LlmShape, qconfig: QConfig | None = None) -> Graph:
-    """The whole model as a shape-only IR graph (see the module docstring)."""
+def build_llm_graph(arch: LlmArch, shape: LlmShape, qconfig: QConfig | None = None,
+                    routing: Routing | None = None) -> Graph:
+    """The whole model as a shape-only IR graph (see the module docstring); an MoE model's
+    experts are chosen by `routing` (default: uniform, seed 0; `models.moe_routing`)."""
     a, sh = arch, shape
-    bld = _Builder(a, sh)
+    routing = routing or Routing()
+    bld = _Builder(a, sh, routing)
     g = bld.g
     b, s, d = sh.batch, sh.seq_len, a.d_model
     ids = bld.act("input_ids", [b, s], "int64", role="activation")
@@ -257,6 +270,10 @@ def build_llm_graph(arch: LlmArch, shape: LlmShape, qconfig: QConfig | None = No
         "llm": {"arch": dataclasses.asdict(a), "batch": b, "seq_len": s,
                 "kv_len": sh.kv_len, "phase": sh.phase, "blocks": a.n_layers},
     })
+    if a.moe is not None:
+        g.metadata["llm"]["moe"] = {"routing": dataclasses.asdict(routing),
+                                    "n_experts": a.moe.n_experts, "top_k": a.moe.top_k,
+                                    "layers": bld.moe_loads}
     apply_qconfig(g, qconfig)
     g.rebuild_links()
     return g

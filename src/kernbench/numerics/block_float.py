@@ -122,3 +122,69 @@ def nbytes(shape: tuple[int, ...], fmt: str | BlockFloat) -> int:
     if not shape or shape[-1] % BLOCK:
         raise ValueError(f"last axis of {shape} is not a multiple of {BLOCK}")
     return n * f.element_bits // 8 + n // BLOCK
+
+
+# ----------------------------------------------------------------------------- memory bytes
+#
+# In memory (HBM) a block-float tensor is its flat elements in blocks of BLOCK, each block
+# stored as its exponent byte followed by its codes: 16 code bytes (BFP8_B) or 8 bytes of
+# two 4-bit codes (BFP4_B: sign bit 3, magnitude bits 0-2; the lower element in the low
+# nibble). A block is 17 or 9 bytes, `bytes_per_element` × 16, so any run of whole blocks
+# is a contiguous byte range and a DMA of it moves exactly the format's bytes. (tt-metal
+# keeps a tile's 64 exponent bytes ahead of its codes; the byte count is the same.)
+
+
+def block_bytes(fmt: str | BlockFloat) -> int:
+    """Bytes of one block in memory: the exponent and BLOCK codes."""
+    f = block_float(fmt)
+    return 1 + BLOCK * f.element_bits // 8
+
+
+def _nibbles(codes: np.ndarray, f: BlockFloat) -> np.ndarray:
+    """BFP4_B's sign-magnitude code (bit 7 sign, 3 magnitude bits) as a 4-bit nibble."""
+    return ((codes >> 7) << 3 | (codes & ((1 << f.mantissa_bits) - 1))).astype(np.uint8)
+
+
+def encode(x: np.ndarray, fmt: str | BlockFloat) -> np.ndarray:
+    """The memory bytes (uint8, flat) of `x` flattened (its size a multiple of BLOCK)."""
+    f = block_float(fmt)
+    flat = np.asarray(x, np.float32).reshape(-1)
+    if flat.size % BLOCK:
+        raise ValueError(f"{flat.size} elements are not whole blocks of {BLOCK}")
+    exps, codes = quantize(flat.reshape(-1, BLOCK), f)
+    if f.element_bits == 8:
+        body = codes
+    else:
+        nib = _nibbles(codes, f)
+        body = (nib[:, 0::2] | (nib[:, 1::2] << 4)).astype(np.uint8)
+    return np.concatenate([exps.reshape(-1, 1), body], axis=1).reshape(-1)
+
+
+def decode(data: np.ndarray, fmt: str | BlockFloat) -> np.ndarray:
+    """float32 values (flat) of memory bytes written by `encode` (whole blocks)."""
+    f = block_float(fmt)
+    raw = np.asarray(data, np.uint8).reshape(-1)
+    bb = block_bytes(f)
+    if raw.size % bb:
+        raise ValueError(f"{raw.size} bytes are not whole {f.name} blocks of {bb} bytes")
+    blocks = raw.reshape(-1, bb)
+    exps, body = blocks[:, 0], blocks[:, 1:]
+    if f.element_bits == 8:
+        codes = body
+    else:
+        nib = np.empty((body.shape[0], BLOCK), np.uint8)
+        nib[:, 0::2], nib[:, 1::2] = body & 0xF, body >> 4
+        codes = ((nib >> 3) << 7 | (nib & 0x7)).astype(np.uint8)
+    return dequantize(exps.reshape(-1, 1), codes, f).reshape(-1)
+
+
+def round_rows(x: np.ndarray, fmt: str | BlockFloat) -> np.ndarray:
+    """`x` as the format stores it, blocks along the last axis from its first element, a
+    last axis that is not whole blocks padded with zeros (a zero never raises a block's
+    exponent) and cut back: what a tensor stored row by row at the format holds."""
+    v = np.asarray(x, np.float32)
+    pad = -v.shape[-1] % BLOCK
+    if pad:
+        v = np.pad(v, [(0, 0)] * (v.ndim - 1) + [(0, pad)])
+    out = round_trip(v, fmt)
+    return out[..., :out.shape[-1] - pad] if pad else out

@@ -28,6 +28,7 @@ from kernbench.numerics import layers_extra as lx
 from kernbench.numerics import linalg, norms, pool, shape, shape_extra
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.errors import KernelError
+from kernbench.numerics.moe import moe_route
 from kernbench.numerics.reduce import reduce
 from kernbench.numerics.rope import rope
 from kernbench.numerics.softmax import softmax
@@ -114,6 +115,7 @@ LAYER_KERNELS: dict[str, LayerFn] = {
     "tile": _one(shape_extra.tile),
     "pad": _one(shape_extra.pad),
     "topk": shape_extra.topk,
+    "moe_route": moe_route,
     "einsum": _one(shape_extra.einsum),
     "scatter_elements": _one(lx.scatter_elements),
     "scatter_nd": _one(lx.scatter_nd),

@@ -2,7 +2,8 @@
 
 Precision parameters are plain values: an `int` bit width quantizes (exact integer
 products, int32 accumulators, dequantized in the epilogue), "fp16" / "bf16" round the
-operand to that float, None computes in fp32.
+operand to that float, "bfp8_b" / "bfp4_b" to that block float (blocks of 16 along
+the last axis: a GEMM weight [K, N] along N), None computes in fp32.
 
 Quantization inputs:
 - `x_static`: a static per-tensor activation quantization {"scale", "zero_point",
@@ -28,7 +29,7 @@ Bits = int | str | None
 
 
 def _float_mode(bits: Bits) -> str | None:
-    return bits if bits in ("fp16", "bf16") else None
+    return bits if bits in ("fp16", "bf16", "bfp8_b", "bfp4_b") else None
 
 
 def _weight_q(w: np.ndarray, bits: int, axis: int, w_quant: dict | None, per_channel: bool):

@@ -21,6 +21,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from kernbench.numerics import block_float
+
 __all__ = [
     "qrange",
     "storage_dtype",
@@ -283,9 +285,12 @@ def unpack_int4(packed: np.ndarray, count: int, signed: bool = True) -> np.ndarr
 
 
 def round_to_float(x: np.ndarray, mode: str | None) -> np.ndarray:
-    """Round float32 values to fp16 / bf16 precision (returned as float32)."""
+    """Round float32 values to fp16 / bf16 precision, or to a block float (bfp8_b /
+    bfp4_b: blocks of 16 along the last axis, `block_float.round_rows`); float32."""
     if mode is None:
         return x
+    if mode in block_float.FORMATS:
+        return block_float.round_rows(x, mode)
     if mode == "fp16":
         return np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
     if mode == "bf16":

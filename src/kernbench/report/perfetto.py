@@ -55,7 +55,7 @@ def build_trace(sim: Simulator, commands: list[PeCommand] | None = None) -> dict
         return t
 
     events: list[dict[str, Any]] = []
-    # canonical order (ADR-0925): by time, then by name, never by the order in which the
+    # canonical order: by time, then by name, never by the order in which the
     # simulator happened to run the same-instant events that recorded them
     for comp, ch, s, e, label, tile, stage in sorted(sim.tracer.spans, key=_span_order):
         pe_id, _, short = comp.rpartition(".")

@@ -178,8 +178,8 @@ def set_estimate_total(stats: Stats, estimate_ns: float) -> None:
 
 def set_section(stats: Stats, key: str, value: object) -> None:
     """One of the sections other parts compute whole (docs/stats.md): `llm`, `pe_choice`,
-    `replay`, `verify`, `kernel`, `generation`."""
-    if key not in ("llm", "pe_choice", "replay", "verify", "kernel", "generation"):
+    `replay`, `verify`, `kernel`, `generation`, `moe`."""
+    if key not in ("llm", "pe_choice", "replay", "verify", "kernel", "generation", "moe"):
         raise KeyError(f"stats.json has no section {key!r} (docs/stats.md)")
     stats[key] = value
 

@@ -50,7 +50,7 @@ class Simulator:
         not per command, for runs that keep no per-command record (host memory stays
         bounded by the layers, not the commands)."""
         self.topology = topology
-        # same-instant reservations granted oldest command first (ADR-0925)
+        # same-instant reservations are granted oldest command first (components.arbiter)
         self.env = GrantingEnvironment()
         self.arbiter = self.env.arbiter
         self.tracer = Tracer(trace)
@@ -116,7 +116,7 @@ class Simulator:
         self._track(cmd)
         cmd.meta["pe_id"] = p.id
         cmd.submit_ns = self.env.now
-        self._pe_cpu[p.index].inbox.put(cmd)
+        self._pe_cpu[p.index].submit(cmd)
         return cmd.done
 
     def _track(self, cmd: PeCommand) -> None:

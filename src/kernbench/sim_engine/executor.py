@@ -29,6 +29,7 @@ import numpy.typing as npt
 from kernbench.errors import AddressError, SimulationError
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.dtypes import PACKED, bits, canon, nbytes_of, np_dtype
+from kernbench.sim_engine.block_dma import unpack, unpack_ranges
 from kernbench.sim_engine.element_access import gather, scatter
 from kernbench.sim_engine.math_ops import MATH_OPS, widen
 from kernbench.sim_engine.memory_store import MemoryStore
@@ -75,6 +76,8 @@ def op_ranges(rec: OpRecord) -> tuple[list[Range], list[Range]]:
                 return [src], [dst]
             return ([(p["src_space"], int(p["src_addr"]), int(p["src_addr"]) + n)],
                     [(p["dst_space"], int(p["dst_addr"]), int(p["dst_addr"]) + n)])
+        if name == "dma_unpack":  # block-float rows in, bf16 rows out (block_dma)
+            return unpack_ranges(p)
         if name == "mcast":
             a, n = int(p["dst_addr"]), int(p["nbytes"])
             return ([(p["src_space"], int(p["src_addr"]), int(p["src_addr"]) + n)],
@@ -333,6 +336,8 @@ class DataExecutor:
                 data = st.read_bytes(p["src_space"], int(p["src_addr"]) + r * ss, rb)
                 out.append((p["dst_space"], int(p["dst_addr"]) + r * ds, data, "bytes"))
             return out
+        if name == "dma_unpack":
+            return [unpack(st, p)]
         if name == "mcast":  # one read, the same bytes into every destination
             data = st.read_bytes(p["src_space"], int(p["src_addr"]), int(p["nbytes"]))
             return [(sp, int(p["dst_addr"]), data, "bytes") for sp in p["dst_spaces"]]

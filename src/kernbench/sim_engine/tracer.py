@@ -7,8 +7,7 @@ Two streams, both appended in simulation order (so identical inputs give identic
   service, i.e. an engine_start / engine_complete pair, appended by PeEngineBase's
   worker loop directly (it is the simulator's hot path).
 Recording is a list append; export (report/perfetto.py) turns them into trace JSON in a
-canonical order (time, then names), not in the order same-instant events happened to run
-(ADR-0925).
+canonical order (time, then names), not in the order same-instant events happened to run.
 """
 
 from __future__ import annotations

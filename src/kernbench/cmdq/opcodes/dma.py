@@ -20,14 +20,17 @@ from kernbench.cmdq.opcodes.base import (
 )
 from kernbench.cmdq.opcodes.registry import register_opcode
 from kernbench.common.pe_commands import DmaRead, DmaWrite, PeCommand
+from kernbench.numerics.block_float import BLOCK, block_bytes
 
 
 class DmaTile(Opcode):
     """A tile between HBM and the target PE's TCM; 2-D when ``stride_bytes`` and ``rows``
     say so (rows of contiguous bytes in HBM, packed back to back in TCM).
 
-    Lowering: DmaRead / DmaWrite on the PE's pe_dma (bytes from num_elements × qbits).
-    Data: memory ``dma`` between ``hbm`` and the PE's TCM (2-D when strided)."""
+    Lowering: DmaRead / DmaWrite on the PE's pe_dma (bytes from num_elements × qbits, or
+    the block-float bytes of a ``block_float`` load).
+    Data: memory ``dma`` between ``hbm`` and the PE's TCM (2-D when strided); a
+    ``block_float`` load is memory ``dma_unpack`` (decoded into bf16)."""
 
     engine: ClassVar[str] = "dma"
     since: ClassVar[str] = "1.0"
@@ -56,6 +59,14 @@ class DmaTile(Opcode):
         description="(spec §11) The KV-cache width of a tensor_role 'kv' tile; when given it "
         "must equal qbits, the width the bytes are counted at.",
     )
+    block_float: Literal["bfp8_b", "bfp4_b"] | None = Field(
+        None,
+        description="(1.1, DMA_LOAD_TILE) The HBM side holds this block float "
+        "(numerics.block_float: blocks of 16 elements, each an exponent byte and its "
+        "codes; 17 or 9 bytes a block): the bytes moved are those blocks', and the TCM "
+        "receives the values as bf16 (qbits 16). num_elements (a row's, when strided) "
+        "is whole blocks.",
+    )
 
     def tcm_ranges(self, pe: int = 0) -> tuple[TcmRange, ...]:
         access = "r" if self._write_dram else "w"
@@ -70,8 +81,14 @@ class DmaTile(Opcode):
 
     @property
     def nbytes(self) -> int:
-        """Bytes moved: ``ceil(num_elements * qbits / 8)``."""
-        return tile_bytes(self.num_elements, self.qbits)
+        """Bytes moved over HBM: ``ceil(num_elements * qbits / 8)``, or the blocks of a
+        ``block_float`` load."""
+        return self._hbm_bytes(self.num_elements)
+
+    def _hbm_bytes(self, elements: int) -> int:
+        if self.block_float is not None:
+            return elements // BLOCK * block_bytes(self.block_float)
+        return tile_bytes(elements, self.qbits)
 
     @property
     def work_elements(self) -> int:
@@ -81,7 +98,7 @@ class DmaTile(Opcode):
         if not self.strided:
             n = self.nbytes
             return DramRange(self.dram_addr, 1, n, n, self._write_dram)
-        row_bytes = tile_bytes(self.num_elements // self.rows, self.qbits)
+        row_bytes = self._hbm_bytes(self.num_elements // self.rows)
         assert self.stride_bytes is not None
         return DramRange(self.dram_addr, self.rows, row_bytes, self.stride_bytes,
                          self._write_dram)
@@ -97,6 +114,8 @@ class DmaTile(Opcode):
         elif self.qbits_kv is not None and self.qbits_kv != self.qbits:
             v.add("qbits_kv", f"qbits_kv {self.qbits_kv} differs from qbits {self.qbits}: the "
                   "tile moves num_elements × qbits bits; give the KV width in both")
+        if self.block_float is not None and not self._block_float_ok(v):
+            return False
         if self.stride_bytes and self.rows == 1:
             v.add("rows", f"stride_bytes {self.stride_bytes} is given but rows is 1: a strided "
                   "transfer needs rows > 1 (or stride_bytes null/0 for a contiguous one)")
@@ -111,6 +130,23 @@ class DmaTile(Opcode):
             per_row = self.num_elements // self.rows
             v.add("rows", f"a row of {per_row} element{'s' if per_row > 1 else ''}"
                   f" at {self.qbits} bits is not a whole number of bytes")
+            return False
+        return True
+
+    def _block_float_ok(self, v: Rules) -> bool:
+        """A block-float load: into bf16 (qbits 16), of whole blocks per row."""
+        if self._write_dram:
+            v.add("block_float", "a block-float tile is loaded (HBM → TCM, decoded to bf16); "
+                  "a store does not encode one")
+            return False
+        if self.qbits != 16:
+            v.add("qbits", f"a block_float load writes bf16 into the TCM: qbits must be 16, "
+                  f"not {self.qbits}")
+            return False
+        per_row = self.num_elements // (self.rows if self.strided else 1)
+        if per_row % BLOCK or self.strided and self.num_elements % self.rows:
+            v.add("num_elements", f"{per_row} elements a row are not whole {self.block_float} "
+                  f"blocks of {BLOCK}")
             return False
         return True
 
@@ -146,6 +182,9 @@ class DmaTile(Opcode):
         tcm_space, tcm_addr = env.space, env.addr("spm")
         dr = self.dram_range()
         d: dict[str, Any] = {"op_kind": "memory", "op_name": "dma"}
+        if self.block_float is not None:  # decoded into bf16 rows packed in the TCM
+            d.update(op_name="dma_unpack", fmt=self.block_float,
+                     row_elems=self.num_elements // dr.rows)
         if dr.write:
             d.update(src_space=tcm_space, src_addr=tcm_addr, dst_space="hbm", dst_addr=dr.addr)
         else:
@@ -156,6 +195,8 @@ class DmaTile(Opcode):
             d.update(rows=dr.rows, row_bytes=dr.row_bytes,
                      src_stride=tcm_stride if dr.write else hbm_stride,
                      dst_stride=hbm_stride if dr.write else tcm_stride)
+        if self.block_float is not None:  # the TCM rows are bf16, packed
+            d["dst_stride"] = d["row_elems"] * 2
         return d
 
 

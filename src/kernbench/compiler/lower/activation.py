@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.te_weights import te_weight
 from kernbench.compiler.lower.values import PreparedX
@@ -16,17 +16,21 @@ from kernbench.ir.model import LayerIR
 
 
 def te_mode(n: LayerIR) -> str | None:
-    """How a TE layer is tiled: "int" (A8 with W8 / W4), "int16" (a 16-bit integer
+    """How a TE layer is tiled: "int" (A8 or A4 with W8 / W4; a 4-bit activation is
+    quantized into a packed int4 scratch), "int16" (a 16-bit integer
     operand: A16 with W16 / W8 / W4, or A8 with W16; int64 accumulators),
-    "fp16", "fp32"; None: the layer runs whole as a layer op (e.g. A4, which the tiles
-    do not pack)."""
+    "fp16", "bf16" (16-bit float operands, fp32 accumulators; a bf16 activation with
+    bfp8_b / bfp4_b weights too), "fp32" (also with block-float weights); None: the layer
+    runs whole as a layer op (e.g. A4 with W16)."""
     qa, qw = n.qbits_activation, n.qbits_weight
-    if qa == 8 and qw in (8, 4, None):
+    if qa in (8, 4) and qw in (8, 4, None):
         return "int"
     if qa in (8, 16) and qw in (16, 8, 4) and 16 in (qa, qw):
         return "int16"
-    if qa == "fp16" and qw in ("fp16", None):
-        return "fp16"
+    if qa in ("fp16", "bf16") and qw in (qa, None):
+        return qa
+    if qw in BFP_FORMATS and qa in ("bf16", None):
+        return qa or "fp32"  # block-float weights load decoded into bf16 (ADR-0916)
     if qa is None and qw is None:
         return "fp32"
     return None
@@ -45,7 +49,8 @@ def dequant_bypassed(lw: Lowering, n: LayerIR) -> bool:
     if int8_dequant_source(g, out) is None:
         return False
     return all(g.node(c).op_type in ("GEMM", "QKV_PROJ") and g.node(c).inputs[0] == out
-               and te_mode(g.node(c)) == "int" for c in t.consumers)
+               and te_mode(g.node(c)) == "int" and g.node(c).qbits_activation == 8
+               for c in t.consumers)
 
 
 # ----------------------------------------------------------------------------- activations
@@ -60,24 +65,26 @@ def prepare_x(lw: Lowering, n: LayerIR, x_tid: str, mode: str, bits: int) -> Pre
     return lw.prepared[key]
 
 
-def preparable_rows(lw: Lowering, x_tid: str, mode: str) -> int | None:
-    """The rows (M) of activation `x_tid` as `prepare_x` prepares it for `mode`, or None
-    when it cannot; allocates and emits nothing (the plan pass asks)."""
-    how = _read_as_is(lw, x_tid, mode)
+def preparable_rows(lw: Lowering, x_tid: str, mode: str, bits: int) -> int | None:
+    """The rows (M) of activation `x_tid` as `prepare_x` prepares it for `mode` at `bits`,
+    or None when it cannot; allocates and emits nothing (the plan pass asks)."""
+    how = _read_as_is(lw, x_tid, mode, bits)
     if how is None or isinstance(how, PreparedX):
         return None if how is None else int(how.placement.shape[0])
     integer = mode in ("int", "int16")
-    if integer and _static_quant(lw, x_tid) is None:
+    if integer and _static_quant(lw, x_tid, 4 if bits == 4 else None) is None:
         return None
     xp = lw.placement(_quantize_source(lw, x_tid) if integer else x_tid)
     return int(np.prod(xp.shape[:-1]))
 
 
-def _read_as_is(lw: Lowering, x_tid: str, mode: str) -> PreparedX | str | None:
+def _read_as_is(lw: Lowering, x_tid: str, mode: str,
+                bits: int = 8) -> PreparedX | str | None:
     """A PreparedX when the TE reads the activation's HBM data directly; else the
-    converted dtype to make ("int8", "fp16"), or None when it cannot be tiled."""
+    converted dtype to make ("int8", "int4" packed, "fp16", "bf16"), or None when it
+    cannot be tiled (4 bits: a row of an odd length would not end on a byte)."""
     g = lw.g
-    if mode == "int":
+    if mode == "int" and bits == 8:
         dq = int8_dequant_source(g, x_tid)
         if dq is not None and g.tensors[x_tid].quant is not None:
             src = lw.placement(dq[0])
@@ -91,10 +98,10 @@ def _read_as_is(lw: Lowering, x_tid: str, mode: str) -> PreparedX | str | None:
         return None
     k = xp.shape[-1]
     m = int(np.prod(xp.shape[:-1]))
-    if mode == "fp16" and xp.dtype == "fp16":  # already fp16 in HBM
+    if mode in ("fp16", "bf16") and xp.dtype == mode:  # already in the format in HBM
         return PreparedX(xp.view((m, k)), None)
     # a float activation of another width (fp16 / bf16 exports) is quantized from its
-    # stored width; fp32 mode and the fp16 cast read fp32 only
+    # stored width; fp32 mode and the 16-bit float casts read fp32 only
     if xp.dtype != "fp32" and not (mode in ("int", "int16") and xp.dtype in FLOAT_DTYPES):
         return None
     if mode == "fp32":
@@ -102,16 +109,23 @@ def _read_as_is(lw: Lowering, x_tid: str, mode: str) -> PreparedX | str | None:
     if mode == "int16":
         return "int16" if g.tensors[x_tid].quant is not None \
             and g.tensors[x_tid].quant.dtype == "int16" else "int8"
-    return "int8" if mode == "int" else "fp16"
+    if mode == "int" and bits == 4:
+        return "int4" if k % 2 == 0 else None
+    return "int8" if mode == "int" else mode
 
 
-def _static_quant(lw: Lowering, x_tid: str) -> tuple[np.ndarray, int] | None:
-    """The activation's static per-tensor (scale, zero point of the int8 data), or None.
+def _static_quant(lw: Lowering, x_tid: str, bits: int | None = None
+                  ) -> tuple[np.ndarray, int] | None:
+    """The activation's static per-tensor (scale, zero point of the int8 data), or None;
+    with `bits`, None also when it was calibrated at other bits (the interpreter then
+    quantizes dynamically).
     A uint8 activation is quantized straight to int8 shifted by -128 (exact:
     clip(q + z, 0, 255) - 128 = clip(q + z - 128, -128, 127)), so its zero point is z - 128."""
     t = lw.g.tensors[x_tid]
     if t.quant is None or t.quant.axis is not None \
-            or t.quant.dtype not in ("int8", "uint8", "int16"):
+            or t.quant.dtype not in ("int8", "uint8", "int16", "int4"):
+        return None
+    if bits is not None and int(t.quant.dtype.lstrip("uint")) != bits:
         return None
     sx = np.asarray(lw.g.weights[t.quant.scale], np.float32)
     zp = (np.asarray(lw.g.weights[t.quant.zero_point]) if t.quant.zero_point
@@ -141,7 +155,7 @@ def qdq_bypassed(lw: Lowering, n: LayerIR) -> bool:
         cn = g.node(c)
         ws = [cn.inputs[1]] if cn.op_type == "GEMM" else cn.inputs[1:4]
         if cn.op_type not in ("GEMM", "QKV_PROJ") or cn.inputs[0] != out \
-                or te_mode(cn) != "int" or any(te_weight(lw, cn, w, "int") is None for w in ws):
+                or te_mode(cn) != "int" or cn.qbits_activation != 8 or any(te_weight(lw, cn, w, "int") is None for w in ws):
             return False
     return True
 
@@ -154,7 +168,7 @@ def _quantize_source(lw: Lowering, x_tid: str) -> str:
 
 def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
                     bits: int) -> PreparedX | None:
-    how = _read_as_is(lw, x_tid, mode)
+    how = _read_as_is(lw, x_tid, mode, bits)
     if how is None or isinstance(how, PreparedX):
         return how
     integer = mode in ("int", "int16")
@@ -163,7 +177,7 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
     m = int(np.prod(xp.shape[:-1]))
     sx, zx = None, 0
     if integer:
-        sq = _static_quant(lw, x_tid)
+        sq = _static_quant(lw, x_tid, 4 if bits == 4 else None)
         if sq is None:
             return None
         sx, zx = sq
@@ -183,7 +197,8 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
                   reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         else:
             lw.op("VE_COPY_TILE", pe, n.id, {"length": k, "rows": r,
-                                             "qbits_activation": 32, "out_qbits": 16, **ve},
+                                             "qbits_activation": 32, "out_qbits": 16, **ve,
+                                             **float_format(out_dt)},
                   reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         lw.dma(True, pe, bo, out, r0 * k, 1, r * k, r * k, n.id, frees=[bo])
     lw.phase()
@@ -198,16 +213,19 @@ def _scratch(lw: Lowering, x_tid: str, dtype: str, xp: Placement) -> Placement:
                             spread=bool(xp.parts)).placement()
 
 
-def quant_plan(lw: Lowering, x_tid: str) -> tuple[Placement, np.ndarray, int] | None:
-    """(int8 scratch, scale, zero point) when an integer TE layer would quantize `x_tid`
-    into a scratch with VE_QUANTIZE (float, contiguous, a static per-tensor scale, no
-    bypassed QDQ in front), the scratch allocated; None otherwise (`xquant`)."""
-    if _read_as_is(lw, x_tid, "int") != "int8" or _quantize_source(lw, x_tid) != x_tid:
+def quant_plan(lw: Lowering, x_tid: str,
+               bits: int = 8) -> tuple[Placement, np.ndarray, int] | None:
+    """(int8 or packed int4 scratch, scale, zero point) when an integer TE layer would
+    quantize `x_tid` at `bits` into a scratch with VE_QUANTIZE (float, contiguous, a
+    static per-tensor scale, no bypassed QDQ in front), the scratch allocated; None
+    otherwise (`xquant`)."""
+    dt = f"int{bits}"
+    if _read_as_is(lw, x_tid, "int", bits) != dt or _quantize_source(lw, x_tid) != x_tid:
         return None
-    sq = _static_quant(lw, x_tid)
+    sq = _static_quant(lw, x_tid, 4 if bits == 4 else None)
     if sq is None:
         return None
-    return _scratch(lw, x_tid, "int8", lw.placement(x_tid)), sq[0], sq[1]
+    return _scratch(lw, x_tid, dt, lw.placement(x_tid)), sq[0], sq[1]
 
 
 def te_ready(lw: Lowering, n: LayerIR, mode: str) -> bool:

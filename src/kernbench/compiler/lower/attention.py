@@ -102,6 +102,7 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     first = int(a.get("kv_first") or 0)
     if parts > 1 and (n.qbits_activation is None or a.get("softcap")):
         raise _unfit(n)
+    acc = 8 if n.qbits_activation == 16 else 4  # int64 accumulators at A16
     part_len = longest_part(t_len, parts, first)
     step = blk if 0 < blk < part_len else part_len
     at = AttentionTiles(
@@ -109,11 +110,11 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
         score_scale=float(np.float32(sq) * np.float32(sk) * np.float32(a["scale"])),
         bits_a=n.qbits_activation, bits_kv=n.qbits_kv, causal=bool(a.get("causal")),
         causal_offset=int(a.get("causal_offset", 0)) if a.get("causal") else 0,
-        s_blk=max(1, min(q.shape[2], lw.bank // (step * 4))),
+        s_blk=max(1, min(q.shape[2], lw.bank // (step * acc))),
         kv_block=blk if step < part_len else 0, kv_parts=parts, kv_first=first,
         softcap=float(a.get("softcap", 0.0) or 0.0))
     kv_isz = ITEMSIZE[k.dtype] if k.dtype == v.dtype == _kv_dtype(n) else 4  # fp32 staged?
-    if step * d * kv_isz > lw.bank or step * dv * kv_isz > lw.bank or step * 4 > lw.bank:
+    if step * d * kv_isz > lw.bank or step * dv * kv_isz > lw.bank or step * acc > lw.bank:
         raise _unfit(n)
     return at
 
@@ -151,16 +152,16 @@ def _scores(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
     te, ve = eng
     d, t_len = at.q.shape[3], at.t_len
     bqq = q_rows(lw, n, at, pe, b, h, s0, s, ve)
-    acc = lw.buf(pe, s * t_len * 4, f"{n.id}.scores")
+    acc = lw.buf(pe, s * t_len * (8 if at.wide else 4), f"{n.id}.scores")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": t_len, "k": d, "qbits_weight": at.bits_kv,
-           "qbits_activation": at.bits_a, "ofm_qbits": 32, "transpose_wgt": True, **te,
-           **kv_te(at.bits_kv)},
+           "qbits_activation": at.bits_a, "transpose_wgt": True, **te,
+           **kv_te(at.bits_kv), **at.te_fields()},
           reads=[("ifm", bqq), ("wgt", kq)], writes=[("ofm", acc)], frees=[bqq])
     sc32 = lw.buf(pe, s * t_len * 4, f"{n.id}.s32")
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
           {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": 32,
-           "scale": at.score_scale, "in_dtype": "int32", **ve},
+           "scale": at.score_scale, "in_dtype": at.acc_dtype, **ve},
           reads=[("in", acc)], writes=[("out", sc32)], frees=[acc])
     return sc32
 
@@ -194,7 +195,7 @@ def _probabilities(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int
     lw.op("VE_ROWSCALE_TILE", pe, n.id,
           {"length": t_len, "rows": s, "qbits_activation": 32, "bits": at.bits_a, **ve},
           reads=[("in", prob)], writes=[("out", rsc)])
-    pq = lw.buf(pe, s * t_len, f"{n.id}.pq")
+    pq = lw.buf(pe, s * t_len * (2 if at.wide else 1), f"{n.id}.pq")
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
           {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
            "scale": 1.0, "zero_point": 0, **ve},
@@ -209,15 +210,15 @@ def _output(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
     pq, rsc = p
     te, ve = eng
     out, dv = at.out, at.v.shape[3]
-    oacc = lw.buf(pe, s * dv * 4, f"{n.id}.oacc")
+    oacc = lw.buf(pe, s * dv * (8 if at.wide else 4), f"{n.id}.oacc")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": dv, "k": at.t_len, "qbits_weight": at.bits_kv,
-           "qbits_activation": at.bits_a, "ofm_qbits": 32, **te, **kv_te(at.bits_kv)},
+           "qbits_activation": at.bits_a, **te, **kv_te(at.bits_kv), **at.te_fields()},
           reads=[("ifm", pq), ("wgt", vq)], writes=[("ofm", oacc)], frees=[pq] + last_frees)
     o32 = lw.buf(pe, s * dv * ITEMSIZE[out.dtype], f"{n.id}.o32")
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
           {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": QBITS_OF[out.dtype],
-           "scale": float(np.float32(at.scales[2])), "in_dtype": "int32", **ve,
+           "scale": float(np.float32(at.scales[2])), "in_dtype": at.acc_dtype, **ve,
            **float_format(out.dtype)},
           reads=[("in", oacc), ("row_scale", rsc)], writes=[("out", o32)], frees=[oacc, rsc])
     at.store(lw, n, pe, o32, b, h, s0, s, [o32])
@@ -319,6 +320,8 @@ def _quantized_output(lw: Lowering, n: LayerIR, at: AttentionTiles) -> QuantOut 
 def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     if not tiled_attention(lw.g, n):
         return False
+    if n.qbits_activation == 16 and n.attributes.get("kv_block"):
+        return False  # the KV-block loop is 8-bit only: runs whole, as before A16 tiled
     at = plan_attention(lw, n)
     at = replace(at, q_out=_quantized_output(lw, n, at))
     _tiles(lw, n, at)

@@ -1,28 +1,36 @@
 """Float ATTENTION (qbits None: fp32 models, imported QDQ / dynamic-quantized graphs whose
-attention the exporter left in float), tiled like the integer one (lower/attention.py).
+attention the exporter left in float; or fp16 / bf16 activations or KV from a QConfig),
+tiled like the integer one (lower/attention.py).
 
-Per (batch, KV group), on one PE, K and V are loaded in fp32 once; per query head of the
-group and block of query rows: Q rows load, TE_GEMM_TILE Q·Kᵀ in fp32 (`transpose_wgt`),
-VE_SOFTMAX_TILE with the softmax scale, soft-cap, additive mask rows and causal offset,
-TE_GEMM_TILE P·V in fp32, a strided DMA store into the output (a folded transpose's
-layout). `lower_any_attention` is the LOWERINGS entry: float layers here, integer ones to
+Per (batch, KV group), on one PE, K and V are loaded in fp32 once (and rounded to the KV
+format by a VE_COPY_TILE when the KV width is fp16 / bf16); per query head of the group
+and block of query rows: Q rows load (rounded to the activation format likewise),
+TE_GEMM_TILE Q·Kᵀ into fp32 (`transpose_wgt`), VE_SOFTMAX_TILE with the softmax scale,
+soft-cap, additive mask rows and causal offset, TE_GEMM_TILE P·V (fp32 probabilities,
+V at its format) into fp32, a strided DMA store into the output (a folded transpose's
+layout). The roundings are the interpreter's (`numerics.attention`: a 16-bit float width
+rounds Q, K and V, the probabilities stay fp32; an integer activation width with a float
+KV computes Q in fp32). `lower_any_attention` is the LOWERINGS entry: float layers here, integer ones to
 `lower_attention`. The whole K/V of one head must fit a TCM bank (there is no KV blocking
 here): when it does not, `_plan` raises a ValueError and the compile stops ("attention
 shapes do not fit the TCM tiling", an InputError: exit 2). A float attention that
 `layout.tiled_attention` refuses (not all fp32, no positive scale, a mask without whole
-(S, T) rows) runs whole as a layer op.
+(S, T) rows) runs whole as a layer op. So does a 16-bit-width one whose K / V do not fit
+a bank, or is stored in another float type (an fp16 KV cache): it runs whole, as it did
+before these widths were tiled (a whole-layer op reads the strided views of folded
+transposes too).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.layout import tiled_attention
+from kernbench.compiler.layout import float_formats, tiled_attention
 from kernbench.compiler.lower.attention import lower_attention
-from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.context import Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 
@@ -40,6 +48,9 @@ class FloatAttention:
     softcap: float
     causal_offset: int | None
     s_blk: int
+    q_fmt: str | None = None   # fp16 / bf16: Q rounded to it before the TE; None: fp32
+    kv_fmt: str | None = None  # the same for K and V
+    te: dict[str, str] = field(default_factory=dict)  # the TE tiles' f16_format field
 
 
 def _unfit(n: LayerIR) -> ValueError:
@@ -68,17 +79,28 @@ def _plan(lw: Lowering, n: LayerIR) -> FloatAttention:
         if mask.strides[3] != 1:
             raise _unfit(n)
     a = n.attributes
+    q_fmt, kv_fmt = float_formats(n) or (None, None)
     return FloatAttention(q, k, v, out, mask, float(a["scale"]),
                           float(a.get("softcap", 0.0) or 0.0),
                           int(a.get("causal_offset", 0)) if a.get("causal") else None,
-                          max(1, min(q.shape[2], lw.bank // (t_len * 4))))
+                          max(1, min(q.shape[2], lw.bank // (t_len * 4))), q_fmt, kv_fmt,
+                          float_format(q_fmt, kv_fmt))
 
 
 def _load(lw: Lowering, n: LayerIR, pe: int, p: Placement, off: int, rows: int, cols: int,
-          tag: str, role: str = "activation") -> Buf:
+          tag: str, role: str = "activation", fmt: str | None = None) -> Buf:
+    """fp32 rows of `p` into TCM; with `fmt` (fp16 / bf16) rounded to it by a VE_COPY_TILE
+    into a 16-bit buffer, the operand the TE then reads."""
     b = lw.buf(pe, rows * cols * 4, f"{n.id}.{tag}")
     lw.dma(False, pe, b, p, off, rows, cols, p.strides[2], n.id, role=role)
-    return b
+    if fmt is None:
+        return b
+    h = lw.buf(pe, rows * cols * 2, f"{n.id}.{tag}h")
+    lw.op("VE_COPY_TILE", pe, n.id,
+          {"length": cols, "rows": rows, "qbits_activation": 32, "out_qbits": 16,
+           **lw.engines.ve(pe), **float_format(fmt)},
+          reads=[("in", b)], writes=[("out", h)], frees=[b])
+    return h
 
 
 def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int, int, int],
@@ -87,11 +109,13 @@ def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int
     b, h, s0 = idx
     q, t_len, d, dv = fa.q, fa.k.shape[2], fa.q.shape[3], fa.v.shape[3]
     bq = _load(lw, n, pe, q, b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2], s, d,
-               "q32")
+               "q32", fmt=fa.q_fmt)
     sc = lw.buf(pe, s * t_len * 4, f"{n.id}.scores")
+    qw = 16 if fa.kv_fmt else 32
     lw.op("TE_GEMM_TILE", pe, n.id,
-          {"m": s, "n": t_len, "k": d, "qbits_weight": 32, "qbits_activation": 32,
-           "ofm_qbits": 32, "transpose_wgt": True},
+          {"m": s, "n": t_len, "k": d, "qbits_weight": qw,
+           "qbits_activation": 16 if fa.q_fmt else 32, "ofm_qbits": 32,
+           "transpose_wgt": True, **fa.te},
           reads=[("ifm", bq), ("wgt", kv[0])], writes=[("ofm", sc)], frees=[bq])
     fields = {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": 32,
               "scale": fa.scale}
@@ -112,8 +136,8 @@ def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int
           frees=frees)
     o = lw.buf(pe, s * dv * 4, f"{n.id}.o32")
     lw.op("TE_GEMM_TILE", pe, n.id,
-          {"m": s, "n": dv, "k": t_len, "qbits_weight": 32, "qbits_activation": 32,
-           "ofm_qbits": 32},
+          {"m": s, "n": dv, "k": t_len, "qbits_weight": qw, "qbits_activation": 32,
+           "ofm_qbits": 32, **fa.te},
           reads=[("ifm", prob), ("wgt", kv[1])], writes=[("ofm", o)],
           frees=[prob] + (list(kv) if last else []))
     out = fa.out
@@ -121,10 +145,20 @@ def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int
     lw.dma(True, pe, o, out, ooff, s, dv, out.strides[2], n.id, frees=[o])
 
 
+def _fits(lw: Lowering, n: LayerIR) -> bool:
+    """Do the fp32 tiles take the layer's placements (`_plan` would not refuse them)?"""
+    q, k, v = (lw.placement(t) for t in n.inputs[:3])
+    out = lw.plan.placements[n.outputs[0]]
+    return all(p.dtype == "fp32" and p.strides[3] == 1 for p in (q, k, v, out)) \
+        and k.shape[2] * max(q.shape[3], v.shape[3]) * 4 <= lw.bank
+
+
 def lower_float_attention(lw: Lowering, n: LayerIR) -> bool:
     """Tile a float ATTENTION (see the module doc); False: it runs whole."""
-    if not tiled_attention(lw.g, n) or n.qbits_activation is not None:
+    if float_formats(n) is None or not tiled_attention(lw.g, n):
         return False
+    if (n.qbits_activation, n.qbits_kv) != (None, None) and not _fits(lw, n):
+        return False  # runs whole, as before these widths were tiled
     fa = _plan(lw, n)
     bsz, hq, s_len, _ = fa.q.shape
     hkv = fa.k.shape[1]
@@ -133,7 +167,7 @@ def lower_float_attention(lw: Lowering, n: LayerIR) -> bool:
         for g in range(hkv):
             pe = lw.next_pe()
             kv = tuple(_load(lw, n, pe, p, b * p.strides[0] + g * p.strides[1],
-                             p.shape[2], p.shape[3], tag, "kv")
+                             p.shape[2], p.shape[3], tag, "kv", fa.kv_fmt)
                        for p, tag in ((fa.k, "k32"), (fa.v, "v32")))
             for hh in range(rep):
                 for s0 in range(0, s_len, fa.s_blk):
@@ -144,9 +178,9 @@ def lower_float_attention(lw: Lowering, n: LayerIR) -> bool:
 
 
 def lower_any_attention(lw: Lowering, n: LayerIR) -> bool:
-    """The LOWERINGS entry for ATTENTION: float layers tiled here, the others by
-    `lower_attention` (integer)."""
-    if n.qbits_activation is None and n.qbits_kv is None:
+    """The LOWERINGS entry for ATTENTION: float layers (fp32, or a 16-bit float width)
+    tiled here, the others by `lower_attention` (integer)."""
+    if float_formats(n) is not None:
         return lower_float_attention(lw, n)
     return lower_attention(lw, n)
 

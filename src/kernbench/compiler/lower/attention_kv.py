@@ -60,12 +60,13 @@ def _kv_block(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, g: 
 
 def q_rows(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int, s0: int,
            s: int, ve: dict[str, Any] | None = None) -> Buf:
-    """Query rows [s0, s0 + s) of head h as int8: loaded as they are when the projection
-    stored them quantized (`xquant.kv_quant_out`), else loaded and quantized (VE_QUANTIZE
-    on vector engine `ve`)."""
+    """Query rows [s0, s0 + s) of head h at the activation bits (int8, int16 at A16):
+    loaded as they are when the projection stored them quantized
+    (`xquant.kv_quant_out`), else loaded and quantized (VE_QUANTIZE on vector engine
+    `ve`)."""
     q, d = at.q, at.q.shape[3]
     off = b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2]
-    bqq = lw.buf(pe, s * d, f"{n.id}.qq")
+    bqq = lw.buf(pe, s * d * (2 if at.wide else 1), f"{n.id}.qq")
     if q.dtype == "int8":
         lw.dma(False, pe, bqq, q, off, s, d, q.strides[2], n.id)
         return bqq

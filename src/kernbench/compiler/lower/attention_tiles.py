@@ -51,3 +51,18 @@ class AttentionTiles:
     @property
     def t_len(self) -> int:
         return self.k.shape[2]
+
+    @property
+    def wide(self) -> bool:
+        """16-bit integer activations (A16): Q and P are int16 and both TE products
+        accumulate in int64 (ADR-0800), read back as int64 by the VE."""
+        return self.bits_a == 16
+
+    def te_fields(self) -> dict[str, object]:
+        """The TE tiles' accumulator fields: int64 (ofm_qbits 64, int16 operands) at A16,
+        int32 otherwise (an int16 cache's K / V through `attention_kv.kv_te`)."""
+        return {"int16": True, "ofm_qbits": 64} if self.wide else {"ofm_qbits": 32}
+
+    @property
+    def acc_dtype(self) -> str:
+        return "int64" if self.wide else "int32"

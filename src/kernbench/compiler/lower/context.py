@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
 from kernbench.compiler.lower.engines import EngineCursor
 from kernbench.compiler.lower.gemm_balance import Producer
 from kernbench.compiler.lower.placement import PeCursor, raw_const, real_const, tensor_placement
@@ -253,9 +253,16 @@ class Lowering:
                 role: str, frees: Sequence[Buf], buf_offset: int = 0) -> TileOp:
         # a 64-bit element (int64 ids, position ids) moves as two 32-bit ones: DMA qbits
         # stop at 32, and a DMA only counts bytes
-        wide = 2 if dtype_bits(p.dtype) == 64 else 1
-        fields = {"tensor_role": role, "qbits": 32 if wide == 2 else QBITS_OF[p.dtype],
-                  "dram_addr": dram_addr, "num_elements": rows * row_elems * wide}
+        if p.dtype in BFP_FORMATS:  # block floats load decoded into bf16 (DMA block_float)
+            if write:
+                raise ValueError(f"{layer}: a {p.dtype} tensor is not stored by a tile")
+            wide = 1
+            fields = {"tensor_role": role, "qbits": 16, "dram_addr": dram_addr,
+                      "num_elements": rows * row_elems, "block_float": p.dtype}
+        else:
+            wide = 2 if dtype_bits(p.dtype) == 64 else 1
+            fields = {"tensor_role": role, "qbits": 32 if wide == 2 else QBITS_OF[p.dtype],
+                      "dram_addr": dram_addr, "num_elements": rows * row_elems * wide}
         if rows > 1 and row_stride != row_elems:
             fields["stride_bytes"] = int(row_stride * ITEMSIZE[p.dtype])
             fields["rows"] = rows

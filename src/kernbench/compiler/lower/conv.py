@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
 from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.clamp import Bounds, clip_fields, fusable_clamp
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
@@ -135,8 +135,8 @@ def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
     w_shape = list(g.tensors[n.inputs[1]].shape)
     xp0 = lw.placement(n.inputs[0])
     yp = lw.plan.placements.get(n.outputs[0])
-    if mode is None or yp is None or not xp0.contiguous or not yp.contiguous \
-            or yp.dtype not in ("fp32", "fp16"):
+    if mode not in ("int", "fp16", "fp32") or n.qbits_weight in BFP_FORMATS or yp is None \
+            or not xp0.contiguous or not yp.contiguous or yp.dtype not in ("fp32", "fp16"):
         return None
     geo = geom(n, list(xp0.shape), list(yp.shape), w_shape[2:])
     groups = int(n.attributes.get("group", 1))

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
 from kernbench.compiler.lower import gemm_balance, gemm_rowreduce, gemm_splitk
 from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
@@ -52,6 +52,17 @@ from kernbench.ir.model import LayerIR
 #: the accumulator an epilogue reads, by TE mode: int32, or int64 for a 16-bit integer
 #: operand; float modes accumulate in fp32
 ACC_DTYPE = {"int": "int32", "int16": "int64"}
+
+
+def tcm_dtype(dtype: str) -> str:
+    """The dtype a weight of `dtype` has in TCM: a block float is loaded decoded into
+    bf16 (DMA_LOAD_TILE `block_float`)."""
+    return "bf16" if dtype in BFP_FORMATS else dtype
+
+
+def tcm_itemsize(dtype: str) -> float:
+    """Bytes of one weight element in TCM (`tcm_dtype`)."""
+    return ITEMSIZE[tcm_dtype(dtype)]
 
 
 def acc_bytes(xq: Placement, wp: TeWeight) -> int:
@@ -115,7 +126,7 @@ def wide(lw: Lowering, a_dtype: str, w_dtype: str, m: int, nn: int, k: int) -> b
     copy, A and the output crossing the UCIe links) beats the time on the home cube's PEs
     alone. `nn`: all the layer's output columns (a QKV_PROJ's three projections)."""
     cubes = len(lw.topo.cubes)
-    bits = {"int8": 8, "int4": 8, "fp16": 16}.get(a_dtype, 32)
+    bits = {"int8": 8, "int4": 8, "fp16": 16, "bf16": 16}.get(a_dtype, 32)
     w_bytes = k * nn * ITEMSIZE[w_dtype]
     cube_bpc = lw.dma_bytes_per_cycle * lw.pes_of(0)
     t_cube = max(_te_cycles(lw, m, nn, k, lw.pes_of(0), bits), w_bytes / cube_bpc)
@@ -147,7 +158,7 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
     for r_lo, r_hi, cube in ranges:
         n_pes = lw.pes_of(cube)
         t = choose_gemm_tiles(r_hi - r_lo, nn, k, a_bytes=ITEMSIZE[xq.dtype],
-                              w_bytes=ITEMSIZE[wp.dtype], bank_bytes=lw.bank,
+                              w_bytes=tcm_itemsize(wp.dtype), bank_bytes=lw.bank,
                               tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
                               dataflow=g.dataflow, n_pes=n_pes, engines=lw.engines.te_count,
                               dma_bytes_per_cycle=lw.dma_bytes_per_cycle,
@@ -196,8 +207,9 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
     (`free_a`). `corr` (int32 [N], the zero-point column term) is the bias of the step
     at K = 0. The j-th tile of the group runs on tensor engine j mod count (its whole K
     loop: the partial sums stay on that engine)."""
-    ab, wb = ITEMSIZE[xq.dtype], ITEMSIZE[wp.dtype]
-    qa_bits = {"int8": 8, "uint8": 8, "int16": 16, "fp16": 16, "fp32": 32}[xq.dtype]
+    ab, wb = ITEMSIZE[xq.dtype], tcm_itemsize(wp.dtype)
+    qa_bits = {"int8": 8, "uint8": 8, "int4": 4, "int16": 16, "fp16": 16, "bf16": 16,
+               "fp32": 32}[xq.dtype]
     # a uint8 activation (QLinearMatMul) is read unsigned by the TE; a 16-bit integer
     # operand is int16 and accumulates in int64
     unsigned = {"ifm_signed": False} if xq.dtype == "uint8" else {}
@@ -227,7 +239,8 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
             lw.op("TE_GEMM_TILE", pe, n.id,
                   {"m": tm, "n": tn, "k": tk, "qbits_weight": wp.bits,
                    "qbits_activation": qa_bits, **wide, "accumulate": i > 0,
-                   **unsigned, **lw.engines.te(te_base + j)},
+                   **unsigned, **float_format(xq.dtype, tcm_dtype(wp.dtype)),
+                   **lw.engines.te(te_base + j)},
                   reads=reads, writes=[("ofm", c)], frees=frees)
 
 

@@ -2,7 +2,7 @@
 
 `lower_node` runs a layer whole when its op type has no entry in LOWERINGS (EXPAND, PAD,
 TILE, EINSUM, TOPK, SCATTER_*, GROUP_NORM, CONV_INTEGER, ..., or a RESHAPE that is not a
-view) or when its lowering returns False (e.g. attention in the fp16 / bf16 modes,
+view) or when its lowering returns False (e.g. an fp16 / bf16 attention too long for a bank,
 MATMUL at fp16 or 4 bits, per-channel QDQ, interleaved RoPE, 3-D or int4 CONV, a slice
 stepping along the innermost axis, a MatMulInteger outside the dynamic-quantization
 pattern, blocked int4 GEMM weights; docs/compiler.md lists them). The layer runs on the
@@ -40,8 +40,8 @@ def _width(bits: int | str | None, dtype: str | None) -> int:
     own bits (imported int8 data); else 32 (fp32)."""
     if isinstance(bits, int):
         return bits
-    if bits in ("fp16", "bf16"):
-        return 16
+    if bits in ("fp16", "bf16", "bfp8_b", "bfp4_b"):
+        return 16  # a block float enters the array as bf16
     return {"int8": 8, "uint8": 8, "int4": 4, "uint4": 4, "int16": 16, "uint16": 16,
             "fp16": 16, "bf16": 16}.get(dtype or "", 32)
 

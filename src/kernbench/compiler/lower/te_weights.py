@@ -3,8 +3,11 @@ the layout the tiles read.
 
 Integer mode: imported integer weights (QDQ / QOperator, symmetric or re-centered when a
 zero point can be removed exactly) or weights the compiler quantizes (symmetric, per
-channel unless the qconfig says per tensor), int8 or int4 packed; fp16 and fp32 modes
-store a cast copy. Shape-only models place weights at their bits with no values.
+channel unless the qconfig says per tensor), int8 or int4 packed; fp16, bf16 and fp32
+modes store a cast copy (an fp32 weight, not quantized, stays fp32 under 16-bit float
+activations, as the interpreter multiplies it); a bfp8_b / bfp4_b weight is stored as its
+block-float bytes (each panel row whole blocks) and loaded decoded into bf16 (ADR-0916).
+Shape-only models place weights at their bits with no values.
 
 Layout: a GEMM's output tiles are `tn` columns wide, so a weight tile is `tk`
 rows of `tn` columns. Stored row-major [K, N], each of those rows is a separate burst run
@@ -16,14 +19,20 @@ lowered, once per panel width its tiles use.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
-from kernbench.compiler.hbm import Placement
+from kernbench.compiler.hbm import BFP_FORMATS, Placement
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.values import TeWeight, WeightValues
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import Graph, LayerIR, is_shape_only_array
+from kernbench.numerics import block_float
 from kernbench.numerics import quant as qmath
+from kernbench.numerics.block_float import BLOCK
+
+#: the numpy storage type of a 16-bit float weight mode
+STORAGE = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
 def te_weight(lw: Lowering, n: LayerIR, w_tid: str, mode: str) -> TeWeight | None:
@@ -95,9 +104,16 @@ def planned_te_weight(g: Graph, n: LayerIR, w_tid: str, mode: str) -> TeWeight |
         return TeWeight(None, sw, bits, wq.astype(np.int64).sum(axis=0),
                         values(f"{w_tid}@int{bits}", wq.astype(qmath.storage_dtype(bits)),
                                dt, w_tid))
-    if mode == "fp16":
-        arr = qmath.round_to_float(w.astype(np.float32), "fp16").astype(np.float16)
-        return TeWeight(None, None, 16, values=values(f"{w_tid}@fp16", arr, "fp16", w_tid))
+    if mode in ("bf16", "fp32") and n.qbits_weight in BFP_FORMATS:
+        # stored as the block float (encoded per panel row, `_stored`), loaded into bf16
+        if w.shape[1] % BLOCK:
+            return None
+        return TeWeight(None, None, 16, values=values(f"{w_tid}@{n.qbits_weight}",
+                                                      w.astype(np.float32), n.qbits_weight,
+                                                      w_tid))
+    if mode in ("fp16", "bf16") and n.qbits_weight == mode:
+        arr = qmath.round_to_float(w.astype(np.float32), mode).astype(STORAGE[mode])
+        return TeWeight(None, None, 16, values=values(f"{w_tid}@{mode}", arr, mode, w_tid))
     return TeWeight(None, None, 32,
                     values=values(f"{w_tid}@fp32", w.astype(np.float32), "fp32", w_tid))
 
@@ -118,7 +134,8 @@ def _shape_only_weight(g: Graph, n: LayerIR, w_tid: str, w: np.ndarray,
         dt = "int4" if bits == 4 else "int8"
         return TeWeight(None, np.ones((w.shape[1],), np.float32), bits,
                         values=WeightValues(f"{w_tid}@int{bits}", None, dt, shape, w_tid))
-    dt, bits = ("fp16", 16) if mode == "fp16" else ("fp32", 32)
+    dt, bits = (mode, 16) if mode in ("fp16", "bf16") and n.qbits_weight == mode \
+        else (n.qbits_weight, 16) if n.qbits_weight in BFP_FORMATS else ("fp32", 32)
     return TeWeight(None, None, bits, values=WeightValues(f"{w_tid}@{dt}", None, dt, shape, w_tid))
 
 
@@ -128,7 +145,8 @@ def panel_width(wp: TeWeight, tn: int) -> int:
     if wp.values is None:
         return 0
     nn = wp.shape[1]
-    if tn >= nn or wp.dtype == "int4" and (tn % 2 or nn % 2):
+    if tn >= nn or wp.dtype == "int4" and (tn % 2 or nn % 2) \
+            or wp.dtype in BFP_FORMATS and tn % BLOCK:
         return 0
     return tn
 
@@ -153,6 +171,10 @@ def _stored(lw: Lowering, v: WeightValues, panel: int) -> Placement:
         data = panels(data, panel)
     if data is not None and v.dtype == "int4":
         data = qmath.pack_int4(data)
+    elif data is not None and v.dtype in BFP_FORMATS:
+        # every panel row is whole blocks (its width a multiple of BLOCK), so the flat
+        # blocks are the blocks of the [K, N] rows the interpreter rounds
+        data = block_float.encode(data, v.dtype)
     return lw.const(key, data, v.dtype, source=v.source, shape=shape)
 
 
@@ -172,6 +194,9 @@ def weight_tile(lw: Lowering, pe: int, bw: Buf, wp: TeWeight, layer: str, rows: 
     `bw`), else from the row-major weight, one run a row."""
     (k0, tk), (n0, tn) = rows, cols
     k, nn = wp.shape
+    if wp.dtype in BFP_FORMATS and (n0 % BLOCK or tn % BLOCK):
+        raise ValueError(f"{layer}: a {wp.dtype} weight tile at column {n0}, {tn} wide, is "
+                         f"not whole blocks of {BLOCK}")
     if not panel:
         p = wp.placement if wp.values is None else _stored(lw, wp.values, 0)
         lw.dma(False, pe, bw, p, k0 * nn + n0, tk, tn, nn, layer, role="weight")

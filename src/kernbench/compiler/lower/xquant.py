@@ -89,7 +89,7 @@ def quant_out(lw: Lowering, tid: str, same_cols: bool = True) -> QuantOut | None
     bits = te[0].qbits_activation
     if (tid, "int", bits) in lw.prepared:
         return None
-    plan = quant_plan(lw, tid)
+    plan = quant_plan(lw, tid, int(bits))
     if plan is None:
         return None
     scratch, sx, zx = plan

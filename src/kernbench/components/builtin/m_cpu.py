@@ -22,6 +22,7 @@ from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
 from kernbench.components.ports import Port
+from kernbench.components.signals import Signal
 
 if TYPE_CHECKING:
     from kernbench.common.program import ProgramEntry
@@ -216,7 +217,7 @@ class MCpu(ComponentBase):
 
         def deliver(_ev) -> None:  # noqa: ANN001
             cmd.submit_ns = env.now
-            pe_cpu.inbox.put(cmd)
+            pe_cpu.submit(cmd)
 
         def send() -> None:
             now = env.now
@@ -233,6 +234,5 @@ class MCpu(ComponentBase):
         def completed(_ev) -> None:  # noqa: ANN001
             arbiter.request(command_key(cmd, True), back)
 
-        cmd.done = env.event()
-        cmd.done.callbacks.append(completed)
+        cmd.done = Signal(completed)
         arbiter.request(command_key(cmd, False), send)

@@ -21,6 +21,7 @@ from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.ports import Port
 from kernbench.components.queues import HwQueue
+from kernbench.components.signals import Signal
 from kernbench.errors import CapacityError
 
 #: the port whose engine serves each stage type (gemm / math: one peer per te_id / ve_id)
@@ -133,25 +134,29 @@ class PeScheduler(ComponentBase):
         tracer = self.sim.tracer
         delay = self.spec.dispatch_latency_cycles / self.spec.clock_ghz
         while True:
-            cmd = yield self.inbox.get()
+            cmd = self.inbox.take()
+            if cmd is None:
+                cmd = yield self.inbox.get()
             tracer.event(env.now, "command_submitted", self.id, cmd.label)
             if delay:
                 yield env.timeout(delay)
             plans = self.plan(cmd)
-            done = env.event()
+            done = Signal(self._on_complete)
             ctx = PipelineContext(f"{self.pe_id}#{self._next_ctx}", len(plans), done, cmd, self)
             self._next_ctx += 1
-            done.callbacks.append(self._on_complete)
             if not plans:
                 done.succeed(ctx)
                 continue
-            yield self._pending_feeds.put((plans, ctx))
+            self._pending_feeds.offer((plans, ctx))  # unbounded: never waits
 
     def _feed_loop(self):  # noqa: ANN202
         env = self.env
         tracer = self.sim.tracer
         while True:
-            plans, ctx = yield self._pending_feeds.get()
+            feed = self._pending_feeds.take()
+            if feed is None:
+                feed = yield self._pending_feeds.get()
+            plans, ctx = feed
             cmd = ctx.command
             for plan in plans:
                 need = plan.staging_bytes
@@ -170,7 +175,9 @@ class PeScheduler(ComponentBase):
                         yield ev
                 first = plan.stages[0]
                 token = TileToken(plan.tile_id, ctx, plan, 0, first.params, cmd.data_op, cmd.label)
-                yield first.port.put(token)
+                ev = first.port.offer(token)
+                if ev is not None:
+                    yield ev
                 if tracer.enabled:
                     tracer.events.append((env.now, "sub_command_dispatched", first.component,
                                           cmd.label, plan.tile_id))

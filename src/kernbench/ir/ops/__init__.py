@@ -4,7 +4,7 @@ ELEMENTWISE from `ew_kind.EW_KINDS` (classes in `elementwise`, `elementwise_extr
 
 from __future__ import annotations
 
-from kernbench.ir.ops import movement, quant, te, vector  # noqa: F401  (registers the ops)
+from kernbench.ir.ops import moe, movement, quant, te, vector  # noqa: F401  (registers the ops)
 from kernbench.ir.ops.base import (
            OPS,
            IrOp,

@@ -1,0 +1,39 @@
+"""MOE_ROUTE: the router's top-k expert indices → token rows grouped by expert.
+
+Input: the top-k indices int [T, k]. Outputs (`numerics.moe.moe_route`), int64: the
+token rows of every chosen expert, [c_e] each, then the stacked-output row of every
+slot, [T] each. Attributes: `n_experts`, and `counts` — the rows of
+every expert, which fix the row counts of the per-expert GEMMs the graph holds. It runs
+whole on the vector engine, priced as a copy of its T·k indices (a counting sort is one
+pass over them).
+"""
+
+from __future__ import annotations
+
+from kernbench.ir.model import LayerIR
+from kernbench.ir.ops.base import IrOp, OpRuleError, Shape, ShapeMismatch, register
+
+
+@register
+class MoeRoute(IrOp):
+    op_type = "MOE_ROUTE"
+    kernel = "moe_route"
+    kernel_attrs = ("n_experts", "counts")
+    layer_cost = "copy"
+
+    @classmethod
+    def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
+        idx = ins[0]
+        counts = node.attributes.get("counts")
+        n = node.attributes.get("n_experts")
+        if not isinstance(counts, list) or not isinstance(n, int) or len(counts) != n \
+                or any(not isinstance(c, int) or c < 0 for c in counts):  # fmt: skip
+            raise OpRuleError(f"counts must be {n} non-negative integers (n_experts)")
+        if idx is None or len(idx) != 2:
+            raise ShapeMismatch(f"indices must be [tokens, k], got {idx}")
+        t, k = idx
+        if sum(counts) != t * k:
+            raise ShapeMismatch(f"counts sum to {sum(counts)}, the indices hold {t * k} pairs")
+        want = [[c] for c in counts if c > 0] + [[t]] * k
+        if outs != want:
+            raise ShapeMismatch(f"outputs {outs} != {want}")
