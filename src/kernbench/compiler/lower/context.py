@@ -101,7 +101,10 @@ class Lowering:
         self.stream = 0
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
         self.engines = EngineCursor.of(pt)
-        self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
+        # layer → the layer whose tiles computed it, decided while tiling (a norm a split-K
+        # GEMM row-reduces, a transpose a QDQ writes through, the views of a tensor no
+        # tile writes); those decided before tiling are the lowering plan's `fused`
+        self.fused: dict[str, str] = {}
         # float tensors no tile writes: only their quantized copy is read (`xquant`)
         self.unwritten: set[str] = set()
         # the GEMM lowered last: when its columns are ready, per PE (`gemm_balance`)
