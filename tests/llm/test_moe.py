@@ -176,7 +176,7 @@ def test_run_reports_per_expert_load(tmp_path, capsys):
     assert rc == 0
     s = json.loads((tmp_path / "o" / "stats.json").read_text())
     m = s["moe"]
-    assert m["routing"] == {"dist": "zipf", "skew": 2.0, "seed": 4}
+    assert m["routing"] == {"dist": "zipf", "skew": 2.0, "seed": 4, "same_layers": False}
     assert m["moe_layers"] == 2 and m["top_k"] == 2
     for ly in m["layers"]:
         c = np.asarray(ly["tokens_per_expert"])
@@ -190,6 +190,7 @@ def test_run_reports_per_expert_load(tmp_path, capsys):
     (["--routing", "normal"], "unknown routing distribution"),
     (["--routing", "zipf:7"], "skew must be in"),
     (["--routing-seed", "-2"], "seed must be"),
+    (["--routing", "zipf", "--generate", "2"], "not passed to the decode steps"),
 ])
 def test_cli_bad_routing_is_one_line_exit_2(tmp_path, capsys, args, word):
     rc = main(["run", str(CONFIGS / "tiny-mixtral.json"), *args, "-o", str(tmp_path / "o")])
@@ -231,3 +232,22 @@ def test_bad_moe_config_is_one_line(tmp_path, capsys, change, word):
     rc = main(["run", str(tmp_path / "c.json"), "-o", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and word in err[0]
+
+
+def test_same_routing_in_every_layer_is_replayed_within_one_percent(tmp_path, capsys):
+    """--routing-same-layers: identical blocks, so the run replays them; its step time is
+    the --exact run's within the replay's 1 % check."""
+    body = json.loads((CONFIGS / "tiny-mixtral.json").read_text())
+    body["num_hidden_layers"] = 6
+    cfg = tmp_path / "m6.json"
+    cfg.write_text(json.dumps(body))
+    args = [str(cfg), "--kv-len", "16", "--batch", "2", "--routing", "zipf:1.5",
+            "--routing-same-layers", "--no-report", "--quiet"]
+    assert main(["run", *args, "-o", str(tmp_path / "r")]) == 0
+    assert main(["run", *args, "--exact", "-o", str(tmp_path / "e")]) == 0
+    r = json.loads((tmp_path / "r" / "stats.json").read_text())
+    e = json.loads((tmp_path / "e" / "stats.json").read_text())
+    assert r["replay"]["blocks"] == 6 and "replay" not in e
+    assert r["total_ns"] == pytest.approx(e["total_ns"], rel=0.01)
+    loads = [ly["tokens_per_expert"] for ly in r["moe"]["layers"]]
+    assert all(c == loads[0] for c in loads) and r["moe"]["routing"]["same_layers"]
