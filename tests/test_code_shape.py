@@ -44,3 +44,13 @@ def test_every_layer_has_a_docstring():
         if not doc or len(doc.split()) < 8:
             missing.append(d.name)
     assert missing == []
+
+
+def test_test_modules_have_unique_basenames():
+    # tests/ has no __init__.py files: pytest imports each test module by its basename, so
+    # two of one name in different folders stop the whole suite at collection
+    seen: dict[str, Path] = {}
+    tests = Path(__file__).resolve().parent
+    for p in sorted(tests.rglob("test_*.py")):
+        assert p.name not in seen, f"{p.relative_to(tests)} and {seen[p.name].relative_to(tests)}"
+        seen[p.name] = p

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from heapq import heappop
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import simpy
 from simpy.core import EmptySchedule, StopSimulation
 from simpy.events import NORMAL, Event, EventPriority
 
-if TYPE_CHECKING:
-    from kernbench.common.pe_commands import PeCommand
-    from kernbench.common.tile_plan import TileToken
+from kernbench.common.pe_commands import PeCommand
+from kernbench.common.tile_plan import TileToken
 
 
 class Arbiter:

@@ -16,7 +16,7 @@ the hardware blocks never import the engine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.tile_plan import TileToken
@@ -57,11 +57,11 @@ class TraceSink(Protocol):
 class OpLogSink(Protocol):
     """Where the op-log hooks record data ops (kernbench.sim_engine.op_log.OpLogger)."""
 
-    def record_start(self, t: float, component: str, msg: Any) -> None:
+    def record_start(self, t: float, component: str, msg: object) -> None:
         """A data op starts on `component` at `t`."""
         ...
 
-    def record_end(self, t: float, component: str, msg: Any) -> None:
+    def record_end(self, t: float, component: str, msg: object) -> None:
         """A data op ends on `component` at `t`."""
         ...
 

@@ -37,7 +37,7 @@ class HwQueue(simpy.Store):
         self._on_put_done = self._serve_get
         self._on_get_done = self._admit_put
 
-    def put(self, item: Any) -> Event:  # type: ignore[override]
+    def put(self, item: object) -> Event:  # type: ignore[override]
         """Request to append `item`; the event is triggered once it is in the queue."""
         env = self._env
         ev = _Put.__new__(_Put)
