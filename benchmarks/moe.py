@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/moe.py --quick    # the tiny Mixtral-style case only
 
 Every case is one `kernbench run CONFIG ... --no-trace --no-report` in its own process
-(peak RSS from os.wait4, as `llm_scale.py` measures it); every layer is simulated (an MoE model's
-layers draw different routings, so no block replay). Prints a markdown table on stdout.
+(peak RSS from os.wait4, as `llm_scale.py` measures it); every layer is simulated (an MoE
+model's layers draw different routings, so no block replay) unless the case names
+`--routing-same-layers`. Prints a markdown table on stdout.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ CASES = [
       "zipf:1.5"]),
     ("Moonlight-16B-A3B decode b8 kv1024 (W8A8)", [str(CFG / "moonlight-16b-a3b"), *DECODE]),
     ("Mixtral-8x7B decode b8 kv1024 (W4A8)", [str(CFG / "mixtral-8x7b"), *DECODE, *W4A8]),
+    ("Mixtral-8x7B decode b8 kv1024 (W4A8), --routing-same-layers",
+     [str(CFG / "mixtral-8x7b"), *DECODE, *W4A8, "--routing-same-layers"]),
 ]
 
 

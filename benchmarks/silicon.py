@@ -14,11 +14,14 @@ simulator on the same chip, for the rows --kernbench-max-mkn selects; empty othe
 The per-group error table (card x dtype x fidelity x config) goes to stdout as markdown;
 progress to stderr.
 
---engine des (ADR-0863) runs tt-metal's program on kernbench's discrete-event simulator
-instead (benchmarks/ttmetal_des.py) for the rows with m*k*n <= --des-max-mkn, with the
-fitted parameters unchanged and noc_eff unused; the result adds columns engine,
-analytic_ns, des_entries and des_note, and the group table puts the analytic model's
-MAPE on the same rows beside the DES's.
+--engine des (ADR-0863, ADR-0913) runs tt-metal's program on kernbench's discrete-event
+simulator instead (benchmarks/ttmetal_des.py) for every row (or those with m*k*n <=
+--des-max-mkn; programs of many steps are extrapolated from prefix runs), with the
+tile engine's two fitted parameters from --params, noc_eff unused, and launch / host
+times from --des-params (`--engine des --fit` fits those three on the n150 rows' DES
+times and writes them there); the result adds columns engine, analytic_ns, des_entries
+and des_note, and the group table puts the analytic model's MAPE on the same rows
+beside the DES's.
 
 --fit fits the free parameters (ttmetal_matmul.PARAM_NAMES, at most six) on the n150 rows
 with a measured time, minimizing their mean absolute percentage error (Nelder-Mead on the
@@ -225,10 +228,11 @@ def kernbench_ns(row: dict, workdir: Path) -> float | None:
     return sum(v["ns"] for v in res.stats["layers"].values() if v["op_type"] == "GEMM")
 
 
-#: the DES subset's default bound on m·k·n, set by run time alone (well inside 15 min on 2
-#: cores; the whole table does not fit): every row up to it on both cards, all dtypes /
-#: fidelities / configs / trace settings
-DES_MAX_MKN = 1 << 36
+#: --engine des runs every row by default (large programs are extrapolated, ADR-0913)
+DES_MAX_MKN = 1 << 62
+#: the DES's own fitted launch / host numbers (ADR-0913); the engine's two come from PARAMS
+DES_PARAMS = ROOT / "benchmarks" / "data" / "silicon_des_params.json"
+DES_FIT_NAMES = ("launch_ns", "host_oob_ns", "host_tuned_ns")
 
 
 def des_key(row: dict) -> tuple:
@@ -240,21 +244,21 @@ def des_key(row: dict) -> tuple:
 
 def simulate_des(rows: list[dict], params: dict[str, float], cs: dict[str, Chip],
                  max_mkn: int) -> tuple[list[float | None], list[int | None], list[str | None]]:
-    """(time the benchmark reports, CMDQ entries, why not run) of every row with
+    """(simulated device time, CMDQ entries simulated, note) of every row with
     m·k·n <= max_mkn through kernbench's discrete-event simulator (ttmetal_des,
-    ADR-0863): launch_ns + the simulated device time, floored by the host's per-op time
-    without trace, as the analytic model does. None for the rows outside the subset and
-    for rows whose program does not fit the TCM (the reason in the third list)."""
+    ADR-0863 / ADR-0913); the note says "extrapolated" for a program extrapolated from
+    prefix runs, or why a row was not run (device time None). `params` gives the tile
+    engine's two fitted values (des_overrides)."""
     import ttmetal_des
 
     base = {card: load_topology(p, []) for card, p in CARDS.items()}
-    memo: dict[tuple, tuple[float, int] | str] = {}
-    sim: list[float | None] = []
+    memo: dict[tuple, tuple[float, int, str] | str] = {}
+    dev: list[float | None] = []
     ents: list[int | None] = []
     notes: list[str | None] = []
     for r in rows:
         if int(r["m"]) * int(r["k"]) * int(r["n"]) > max_mkn:
-            sim.append(None)
+            dev.append(None)
             ents.append(None)
             notes.append("outside the DES subset")
             continue
@@ -262,7 +266,7 @@ def simulate_des(rows: list[dict], params: dict[str, float], cs: dict[str, Chip]
         if key not in memo:
             prog = program(r, cs[r["card"]])
             topo = load_topology(CARDS[r["card"]],
-                                 ttmetal_des.des_overrides(r, base[r["card"]], params))
+                                 ttmetal_des.des_overrides(r, base[r["card"]], params, prog))
             print(f"des {' '.join(key)} {prog.label()}", file=sys.stderr)
             try:
                 memo[key] = ttmetal_des.device_ns(r, prog, topo)
@@ -270,22 +274,56 @@ def simulate_des(rows: list[dict], params: dict[str, float], cs: dict[str, Chip]
                 memo[key] = str(e)
         hit = memo[key]
         if isinstance(hit, str):
-            sim.append(None)
+            dev.append(None)
             ents.append(None)
             notes.append(hit)
             continue
-        dev, n = hit
-        t = params["launch_ns"] + dev
-        if r["use_trace"] != "True":
-            t = max(t, params["host_tuned_ns"] if r["config"] == "hand_tuned"
-                    else params["host_oob_ns"])
-        sim.append(t)
+        t, n, how = hit
+        dev.append(t)
         ents.append(n)
-        notes.append(None)
-    return sim, ents, notes
+        notes.append(how if how != "exact" else None)
+    return dev, ents, notes
 
 
-def plot(rows: list[dict], sim: list[float], path: Path) -> None:
+def des_times(rows: list[dict], dev: list[float | None],
+              p: dict[str, float]) -> list[float | None]:
+    """The time the benchmark reports for a DES device time: launch_ns + device time,
+    floored without trace by the host's per-op time (as the analytic model does)."""
+    out: list[float | None] = []
+    for r, d in zip(rows, dev, strict=True):
+        if d is None:
+            out.append(None)
+            continue
+        t = p["launch_ns"] + d
+        if r["use_trace"] != "True":
+            t = max(t, p["host_tuned_ns"] if r["config"] == "hand_tuned" else p["host_oob_ns"])
+        out.append(t)
+    return out
+
+
+def fit_des(rows: list[dict], dev: list[float | None]) -> dict[str, float]:
+    """launch_ns, host_oob_ns, host_tuned_ns that minimize the MAPE of the n150 rows the
+    DES ran (p150 rows are not looked at); the device times do not depend on them."""
+    idx = [i for i, r in enumerate(rows) if r["card"] == "N150" and dev[i] is not None
+           and r["inference_time_avg_ns"].strip()]
+    if not idx:
+        raise BadTable("no N150 row with a measured time and a DES time to fit on")
+    train = [rows[i] for i in idx]
+    d = [dev[i] for i in idx]
+
+    def loss(x: np.ndarray) -> float:
+        p = dict(zip(DES_FIT_NAMES, np.exp(x), strict=True))
+        return mape(des_times(train, d, p), train)
+
+    x = nelder_mead(loss, np.log([DEFAULT_PARAMS[k] for k in DES_FIT_NAMES]))
+    x = nelder_mead(loss, x, iters=2000, step=0.1)
+    return {k: float(f"{v:.6g}") for k, v in zip(DES_FIT_NAMES, np.exp(x), strict=True)}
+
+
+def plot(rows: list[dict], sim: list[float | None], path: Path,
+         title: str = "tt-metal matmul: simulated vs measured") -> None:
+    """Log-log scatter of simulated against measured time per card and config (rows
+    without a simulated or measured time left out), with y = x and ±10 % lines."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -294,7 +332,7 @@ def plot(rows: list[dict], sim: list[float], path: Path) -> None:
         for cfg, color in (("out_of_box", "tab:blue"), ("hand_tuned", "tab:orange")):
             pts = [(float(r["inference_time_avg_ns"]) / 1e3, s / 1e3) for r, s in
                    zip(rows, sim, strict=True) if r["card"] == card and r["config"] == cfg
-                   and r["inference_time_avg_ns"].strip()]
+                   and r["inference_time_avg_ns"].strip() and s is not None]
             if pts:
                 x, y = zip(*pts, strict=True)
                 ax.scatter(x, y, s=10, marker=mark, color=color, alpha=0.6,
@@ -306,7 +344,7 @@ def plot(rows: list[dict], sim: list[float], path: Path) -> None:
     ax.plot([lo, hi], [lo / 1.1, hi / 1.1], "k:", lw=0.8)
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
            xlabel="measured (µs, tt-metal GEMM_FLOPS.md)", ylabel="simulated (µs)",
-           title="tt-metal matmul: simulated vs measured")
+           title=title)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
@@ -349,13 +387,16 @@ def main(argv: list[str] | None = None) -> int:
                          "program on kernbench's discrete-event simulator (rows up to "
                          "--des-max-mkn; the analytic figure goes beside it)")
     ap.add_argument("--des-max-mkn", type=int, default=DES_MAX_MKN, metavar="N",
-                    help=f"--engine des runs the rows with m*k*n <= N (default {DES_MAX_MKN})")
+                    help="--engine des runs the rows with m*k*n <= N (default: every row)")
+    ap.add_argument("--des-params", type=Path, default=DES_PARAMS,
+                    help="--engine des: its launch / host parameters (JSON; --fit writes "
+                         "them, fitted on the n150 rows' DES times)")
     args = ap.parse_args(argv)
     try:
         rows = read_table(args.table)
         cs = chips()
         check_grid(rows, cs)
-        if args.fit:
+        if args.fit and args.engine == "analytic":
             params = fit(rows, cs)
             args.params.write_text(json.dumps(params, indent=1) + "\n")
             print(f"fitted on {sum(r['card'] == 'N150' for r in rows)} n150 rows -> "
@@ -401,15 +442,35 @@ def main(argv: list[str] | None = None) -> int:
 
 def _des_main(args: argparse.Namespace, rows: list[dict], params: dict[str, float],
               cs: dict[str, Chip], out: list) -> int:
-    """--engine des: simulate the subset, write every row (empty outside the subset),
-    print DES and analytic MAPE per group on the same rows."""
+    """--engine des: simulate the rows, fit (--fit) or read the DES's launch / host
+    parameters, write every row (empty where not run), print DES and analytic MAPE per
+    group on the same rows."""
     ana = [o[0] for o in out]
-    des, ents, notes = simulate_des(rows, params, cs, args.des_max_mkn)
+    dev, ents, notes = simulate_des(rows, params, cs, args.des_max_mkn)
+    try:
+        if args.fit:
+            dp = fit_des(rows, dev)
+            args.des_params.write_text(json.dumps(dp, indent=1) + "\n")
+            print(f"DES launch / host fitted on the n150 rows -> {args.des_params}: {dp}",
+                  file=sys.stderr)
+        else:
+            try:
+                dp = json.loads(args.des_params.read_text())
+            except (OSError, ValueError) as e:
+                raise BadTable(f"{args.des_params}: cannot read the parameters ({e})") from None
+            if sorted(dp) != sorted(DES_FIT_NAMES):
+                raise BadTable(f"{args.des_params}: expected keys {', '.join(DES_FIT_NAMES)}")
+    except BadTable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    des = des_times(rows, dev, dp)
     if args.out:
         write_out(args.out, rows, des, [o[1].label() for o in out], [None] * len(rows),
                   {"engine": ["des" if d is not None else None for d in des],
                    "analytic_ns": [f"{a:.1f}" for a in ana], "des_entries": ents,
                    "des_note": notes})
+    if args.plot:
+        plot(rows, des, args.plot, "tt-metal matmul on kernbench's DES vs measured")
     ran = [i for i, d in enumerate(des) if d is not None]
     sub = [rows[i] for i in ran]
     if not sub:
@@ -417,9 +478,11 @@ def _des_main(args: argparse.Namespace, rows: list[dict], params: dict[str, floa
         return 2
     g_des = groups(sub, [des[i] for i in ran])
     g_ana = {g[0]: g for g in groups(sub, [ana[i] for i in ran])}
-    unfit = sum(n is not None and n != "outside the DES subset" for n in notes)
-    print(f"DES on {len(sub)} rows (m*k*n <= {args.des_max_mkn}; {unfit} more in that "
-          "bound not run: buffers exceed the TCM); analytic on the same rows")
+    unfit = sum(n is not None and n not in ("outside the DES subset", "extrapolated")
+                for n in notes)
+    extra = sum(n == "extrapolated" for n in notes)
+    print(f"DES on {len(sub)} rows ({extra} of them extrapolated from prefix runs; {unfit} "
+          "not run: buffers exceed the TCM); analytic on the same rows")
     print("| group | rows | DES MAPE % | analytic MAPE % | DES worst % | DES rows > 35 % |\n"
           "| --- | ---: | ---: | ---: | ---: | ---: |")
     for g, n, mp, worst, over in g_des:

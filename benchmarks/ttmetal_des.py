@@ -21,7 +21,8 @@ module emits it at K-block granularity (ADR-0863) and `silicon.py --engine des` 
 Operands live row-major in HBM at their tile format's bytes per element (block floats:
 the shared exponents spread over the row, so a block's bytes are its tiles' bytes).
 Shapes are padded to whole tiles and whole per-core blocks. The partials are the tile
-engine's fp32 accumulator in TCM (tt-metal keeps bf16 partials: twice its bytes here).
+engine's fp32 accumulator in TCM (tt-metal keeps bf16 partials: twice its bytes here;
+`des_overrides` with the program adds the difference to the TCM, which enters no timing).
 Timing only, except `verify=True` (BF16 rows, DRAM operands): the output is stored as
 fp32, so the data pass can be checked against numpy.
 """
@@ -87,11 +88,22 @@ def core_pes(prog: Program, grid_x: int, topo: Topology) -> list[list[int]]:
     return [[by_router[f"r{i // grid_x}c{i % grid_x}"] for i in range(prog.cores_x)]]
 
 
-def emit(row: dict, prog: Program, topo: Topology, verify: bool = False) -> list[dict]:
+def blocks(row: dict, prog: Program) -> tuple[int, int]:
+    """(output blocks per core, K blocks per output block) of `row`'s program."""
+    kt = _cdiv(int(row["k"]), T)
+    obs = (prog.per_core_m // prog.out_block_h) * (prog.per_core_n // prog.out_block_w)
+    return obs, _cdiv(kt, prog.in0_block_w)
+
+
+def emit(row: dict, prog: Program, topo: Topology, verify: bool = False,
+         limit: tuple[int, int] | None = None) -> list[dict]:
     """The CMDQ entries of `row`'s matmul under `prog` (module docstring), END last (its
     ``debug`` holds the HBM addresses and padded extents of in0 [m, k], in1 [k, n] and
     out [m, n], all row-major).
-    Its TCM buffers use bank 0 of `topo`, which must be one bank of the usable TCM."""
+    Its TCM buffers use bank 0 of `topo`, which must be one bank of the usable TCM.
+    `limit` (output blocks, K blocks) emits only the first output blocks of every core,
+    each with only its first K blocks: a prefix of the program's steps, for
+    `device_ns`'s extrapolation."""
     tcm = topo.config.cube.pe_template.pe_tcm
     tcm_bytes = (tcm.capacity_kib - tcm.reserved_kib) * 1024 // tcm.banks
     lay = Layout.of(row["dtype"], verify)
@@ -139,6 +151,8 @@ def emit(row: dict, prog: Program, topo: Topology, verify: bool = False) -> list
             return c * prog.per_core_m + bh * h, bw * w
         return r * prog.per_core_m + bh * h, c * prog.per_core_n + bw * w
 
+    if limit is not None:
+        obs, nkb = obs[:limit[0]], min(nkb, limit[1])
     for bh, bw in obs:
         for kb in range(nkb):
             s = step % 2
@@ -244,28 +258,83 @@ def _gemm(lay: Layout, m: int, k: int, n: int, a: int, b: int, o: int, acc: bool
     return e
 
 
-def des_overrides(row: dict, topo: Topology, params: dict[str, float]) -> list[str]:
+def partials_excess_kib(prog: Program | None) -> int:
+    """KiB the tile engine's fp32 partials of one output block take beyond tt-metal's
+    bf16 partials (0 without a program)."""
+    if prog is None:
+        return 0
+    return _cdiv(prog.out_block_h * prog.out_block_w * T * T * 2, 1024)
+
+
+def des_overrides(row: dict, topo: Topology, params: dict[str, float],
+                  prog: Program | None = None) -> list[str]:
     """Topology overrides of a DES run of `row`: the row's math fidelity, the fitted
     unpacker rate (counted in NoC words, as the analytic model counts it) and per-tile
     issue cost on the tile engine, and the usable TCM as one bank (buffers are not split
-    at bank edges; the bank count does not change timing)."""
+    at bank edges; the bank count does not change timing). With `prog`, the TCM also
+    holds what the engine's fp32 partials take beyond tt-metal's bf16 ones
+    (`partials_excess_kib`), so a program that fits tt-metal's L1 fits here; capacity
+    enters no timing."""
     c = topo.config.cube
     word = c.router.link_bw_gbs / c.pe_template.pe_gemm.clock_ghz
     tcm = c.pe_template.pe_tcm
+    cap = tcm.capacity_kib - tcm.reserved_kib + partials_excess_kib(prog)
     return [f"cube.pe_template.pe_gemm.math_fidelity={row['math_fidelity']}",
             f"cube.pe_template.pe_gemm.unpack_bytes_per_cycle={params['unpack_words'] * word}",
             f"cube.pe_template.pe_gemm.tile_issue_cycles={params['tile_overhead_cycles']}",
-            f"cube.pe_template.pe_tcm.capacity_kib={tcm.capacity_kib - tcm.reserved_kib}",
+            f"cube.pe_template.pe_tcm.capacity_kib={cap}",
             "cube.pe_template.pe_tcm.reserved_kib=0",
             "cube.pe_template.pe_tcm.banks=1"]
 
 
-def device_ns(row: dict, prog: Program, topo: Topology) -> tuple[float, int]:
-    """(simulated device time in ns, CMDQ entries) of `row` under `prog` on `topo` (a
-    topology built with `des_overrides`): the program's end, timing only."""
+#: programs with more core-steps (cores × output blocks × K blocks) are extrapolated
+MAX_CORE_STEPS = 20000
+#: K blocks of the extrapolation's short runs (even: whole double-buffer periods)
+K1, K2 = 4, 8
+
+
+def _run(row: dict, prog: Program, topo: Topology,
+         limit: tuple[int, int] | None) -> tuple[float, int]:
     from kernbench.cmdq.io import parse_program
     from kernbench.host.simulate import simulate_program
-    entries = emit(row, prog, topo)
+    entries = emit(row, prog, topo, limit=limit)
     run = simulate_program(parse_program({"cmdq": entries}), topo, trace=False,
                            per_entry=False, consume=True)
     return float(run.stats()["total_ns"]), len(entries)
+
+
+def extrapolate(t11: float, t12: float, t22: float, k1: int, k2: int, obs: int,
+                nkb: int) -> float:
+    """The device time of `obs` output blocks of `nkb` K blocks each from three runs of
+    the program's prefix, under T(o, k) = a + o · (c + k · b): t11 = T(1, k1),
+    t12 = T(1, k2), t22 = T(2, k2) (b: a steady K block; c: an output block's own cost,
+    its store and refill; a: the start-up and drain)."""
+    b = (t12 - t11) / (k2 - k1)
+    per_block = t22 - t12
+    a = t12 - per_block
+    return a + obs * (per_block + (nkb - k2) * b)
+
+
+def device_ns(row: dict, prog: Program, topo: Topology,
+              exact: bool = False) -> tuple[float, int, str]:
+    """(simulated device time in ns, CMDQ entries simulated, how) of `row` under `prog`
+    on `topo` (a topology built with `des_overrides`), timing only. A program of at most
+    MAX_CORE_STEPS core-steps (or `exact`) is run whole ("exact"); a longer one is extrapolated
+    from three runs of its prefix (`extrapolate`: 1 output block of K1 and K2 K blocks,
+    2 of K2; "extrapolated"); with one output block or few K blocks, the prefix runs
+    use what the program has."""
+    obs, nkb = blocks(row, prog)
+    if exact or obs * nkb * prog.cores_x * prog.cores_y <= MAX_CORE_STEPS:
+        t, n = _run(row, prog, topo, None)
+        return t, n, "exact"
+    k1, k2 = (K1, K2) if nkb > K2 else (max(1, nkb // 2), nkb)
+    if k1 == k2:  # one K block per output block: extrapolate over output blocks only
+        t1, n1 = _run(row, prog, topo, (1, nkb))
+        t2, n2 = _run(row, prog, topo, (2, nkb))
+        return t1 + (obs - 1) * (t2 - t1), n1 + n2, "extrapolated"
+    t11, n11 = _run(row, prog, topo, (1, k1))
+    t12, n12 = _run(row, prog, topo, (1, k2))
+    if obs == 1:
+        return t12 + (nkb - k2) * (t12 - t11) / (k2 - k1), n11 + n12, "extrapolated"
+    t22, n22 = _run(row, prog, topo, (2, k2))
+    return extrapolate(t11, t12, t22, k1, k2, obs, nkb), n11 + n12 + n22, "extrapolated"

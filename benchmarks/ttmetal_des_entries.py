@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     params = json.loads(PARAMS.read_text())
     base = load_topology(row["card"].lower(), [])
     prog = program(row, Chip.from_topology(base))
-    topo = load_topology(row["card"].lower(), ttmetal_des.des_overrides(row, base, params))
+    topo = load_topology(row["card"].lower(), ttmetal_des.des_overrides(row, base, params, prog))
     entries = ttmetal_des.emit(row, prog, topo)
     st = simulate_program(parse_program({"cmdq": entries}), topo, trace=False).stats()
     print(f"{prog.label()}: {len(entries)} entries, device {st['total_ns']:.0f} ns")

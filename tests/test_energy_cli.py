@@ -12,6 +12,7 @@ import pytest
 
 from kernbench.cli import main
 from kernbench.config import load_topology_config
+from kernbench.report.units import fmt_power
 from kernbench.topology import load_topology
 
 M, K, N = 64, 256, 128
@@ -126,7 +127,7 @@ def test_outputs_show_energy(runs):
     e = st["energy"]
     summary = (runs["base"] / "summary.txt").read_text()
     assert "energy per inference" in summary and "TOPS/W" in summary
-    assert f"{e['average_power_mw']:.1f} mW" in summary
+    assert f"average power {fmt_power(e['average_power_mw'])}," in summary
     page = (runs["base"] / "report.html").read_text()
     assert "Energy by component kind" in page and "Energy per layer" in page
     assert "die area" in page

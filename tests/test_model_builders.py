@@ -167,13 +167,17 @@ def test_llama_decode_with_512_kv_is_memory_bound(tmp_path):
     import json
 
     from kernbench.cli import main
+    from kernbench.report.units import fmt_time
 
     out = tmp_path / "out"
     assert main(["run", "--keep-bundle", "--trace", "llama", "--kv-len", "512", "--out", str(out), "--no-trace"]) == 0
     stats = json.loads((out / "stats.json").read_text())
     assert stats["model_bound"]["bound_by"] == "memory"
     assert all(layer["bound_by"] == "memory" for layer in stats["layers"].values())
-    assert "the model is memory-bound" in (out / "summary.txt").read_text()
+    mb = stats["model_bound"]
+    assert mb["memory_bound_ns"] > mb["compute_bound_ns"]  # Σ per-layer bounds, as printed:
+    assert (f"Σ compute bounds {fmt_time(mb['compute_bound_ns'])}, Σ memory bounds "
+            f"{fmt_time(mb['memory_bound_ns'])}") in (out / "summary.txt").read_text()
 
 
 def test_long_kv_decode_stays_accurate(tmp_path):

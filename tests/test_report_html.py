@@ -15,6 +15,7 @@ import pytest
 from kernbench.cli import main
 from kernbench.report import plots
 from kernbench.report.html import write_report
+from kernbench.report.units import fmt_time
 from kernbench.topology import load_topology
 
 HERE = Path(__file__).parent
@@ -62,7 +63,7 @@ def test_report_headline_and_tables(gpt2_run, gpt2_report) -> None:  # noqa: ANN
     assert path.name == "report.html"
     assert page.startswith("<!DOCTYPE html>")
     # headline
-    assert f"{stats['total_ns']:,.1f} ns" in page
+    assert fmt_time(stats["total_ns"]) in page
     assert f"{stats['total_cycles']:,}" in page
     assert f"@ {stats['clock_ghz']:g} GHz" in page
     assert stats["bottleneck"]["component"] in page
@@ -128,7 +129,7 @@ def test_cmdq_simulation_report_has_no_roofline(tmp_path: Path) -> None:
     stats, trace = _load(tmp_path)
     assert "layers" not in stats
     page = write_report(tmp_path, stats, trace).read_text(encoding="utf-8")
-    assert f"{stats['total_ns']:,.1f} ns" in page
+    assert fmt_time(stats["total_ns"]) in page
     assert "Layers (slowest first)" not in page
     # no layers: no roofline and no per-layer energy
     assert set(_pngs(page)) == {"Engine timeline", "Utilization", "Energy by component kind"}

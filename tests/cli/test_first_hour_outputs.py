@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kernbench.cli import main
 from kernbench.config import load_topology_config
+from kernbench.report.units import fmt_time
 from kernbench.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,7 @@ def test_kernel_prints_problem_size_and_tflops(tmp_path, capsys):
     flops = 2 * m * n * k
     rate = flops / total / 1e3  # FLOP per ns = GFLOP/s; / 1e3 = TFLOPS
     assert (f"rate: {flops:,} operations, {2 * (m * k + k * n + m * n):,} bytes in "
-            f"{total:.1f} ns = {rate:.4g} TFLOPS achieved (16-bit)") in out
+            f"{fmt_time(total)} = {rate:.4g} TFLOPS achieved (16-bit)") in out
 
 
 def test_topology_json_has_peaks_and_area_and_loads_back(tmp_path, capsys):

@@ -176,7 +176,7 @@ def test_run_reports_per_expert_load(tmp_path, capsys):
     assert rc == 0
     s = json.loads((tmp_path / "o" / "stats.json").read_text())
     m = s["moe"]
-    assert m["routing"] == {"dist": "zipf", "skew": 2.0, "seed": 4}
+    assert m["routing"] == {"dist": "zipf", "skew": 2.0, "seed": 4, "same_layers": False}
     assert m["moe_layers"] == 2 and m["top_k"] == 2
     for ly in m["layers"]:
         c = np.asarray(ly["tokens_per_expert"])
@@ -190,6 +190,7 @@ def test_run_reports_per_expert_load(tmp_path, capsys):
     (["--routing", "normal"], "unknown routing distribution"),
     (["--routing", "zipf:7"], "skew must be in"),
     (["--routing-seed", "-2"], "seed must be"),
+    (["--routing", "zipf", "--generate", "2"], "not passed to the decode steps"),
 ])
 def test_cli_bad_routing_is_one_line_exit_2(tmp_path, capsys, args, word):
     rc = main(["run", str(CONFIGS / "tiny-mixtral.json"), *args, "-o", str(tmp_path / "o")])
@@ -202,3 +203,51 @@ def test_cli_routing_on_a_dense_model_is_refused(tmp_path, capsys):
     rc = main(["run", str(CONFIGS / "tiny-llama.json"), "--routing", "zipf", "-o",
                str(tmp_path / "o")])
     assert rc == 2 and "no experts" in capsys.readouterr().err
+
+
+def test_dense_layers_and_mla_cache_as_the_configs_say(tmp_path):
+    ds = load_hf_config(CONFIGS / "deepseek-v3")
+    assert ds.moe.dense_layers == (0, 1, 2) and ds.moe.n_shared == 1
+    assert ds.moe.scoring == "sigmoid" and ds.moe.scale == 2.5
+    g = build_llm_graph(load_hf_config(CONFIGS / "tiny-deepseek-v3.json"), LlmShape(2, 1, 5))
+    ml = load_hf_config(CONFIGS / "tiny-deepseek-v3.json").mla
+    # decompressed MLA: every head's K (rope + nope dims) and V (v dims) are cached
+    assert g.tensors["present.0.key"].shape == [2, 4, 6, ml.rope_dim + ml.nope_dim]
+    assert g.tensors["present.0.value"].shape == [2, 4, 6, ml.v_dim]
+    assert not any(n.id.startswith("l0.moe.") for n in g.nodes)  # first_k_dense_replace 1
+    assert any(n.id.startswith("l1.moe.") for n in g.nodes)
+    body = json.loads((CONFIGS / "tiny-qwen3-moe.json").read_text())
+    body.update({"num_hidden_layers": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3]})
+    (tmp_path / "q.json").write_text(json.dumps(body))
+    q = load_hf_config(tmp_path / "q.json")
+    assert [q.moe.is_moe(i) for i in range(4)] == [False, True, False, False]
+
+
+@pytest.mark.parametrize("change,word", [({"num_experts_per_tok": 9}, "experts per token"),
+                                         ({"num_experts": 0}, "num_experts")])
+def test_bad_moe_config_is_one_line(tmp_path, capsys, change, word):
+    body = json.loads((CONFIGS / "tiny-qwen3-moe.json").read_text())
+    body.update(change)
+    (tmp_path / "c.json").write_text(json.dumps(body))
+    rc = main(["run", str(tmp_path / "c.json"), "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and word in err[0]
+
+
+def test_same_routing_in_every_layer_is_replayed_within_one_percent(tmp_path, capsys):
+    """--routing-same-layers: identical blocks, so the run replays them; its step time is
+    the --exact run's within the replay's 1 % check."""
+    body = json.loads((CONFIGS / "tiny-mixtral.json").read_text())
+    body["num_hidden_layers"] = 6
+    cfg = tmp_path / "m6.json"
+    cfg.write_text(json.dumps(body))
+    args = [str(cfg), "--kv-len", "16", "--batch", "2", "--routing", "zipf:1.5",
+            "--routing-same-layers", "--no-report", "--quiet"]
+    assert main(["run", *args, "-o", str(tmp_path / "r")]) == 0
+    assert main(["run", *args, "--exact", "-o", str(tmp_path / "e")]) == 0
+    r = json.loads((tmp_path / "r" / "stats.json").read_text())
+    e = json.loads((tmp_path / "e" / "stats.json").read_text())
+    assert r["replay"]["blocks"] == 6 and "replay" not in e
+    assert r["total_ns"] == pytest.approx(e["total_ns"], rel=0.01)
+    loads = [ly["tokens_per_expert"] for ly in r["moe"]["layers"]]
+    assert all(c == loads[0] for c in loads) and r["moe"]["routing"]["same_layers"]

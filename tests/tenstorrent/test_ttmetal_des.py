@@ -121,9 +121,12 @@ def test_silicon_des_on_three_rows(tmp_path):
         w.writerows(rows)
     params = tmp_path / "p.json"
     params.write_text(json.dumps(PARAMS))
+    dparams = tmp_path / "d.json"
+    dparams.write_text(json.dumps({k: PARAMS[k] for k in silicon.DES_FIT_NAMES}))
     out = tmp_path / "o.csv"
     assert silicon.main(["--table", str(table), "--out", str(out), "--params", str(params),
-                         "--engine", "des", "--des-max-mkn", str(512 ** 3)]) == 0
+                         "--des-params", str(dparams), "--engine", "des",
+                         "--des-max-mkn", str(512 ** 3)]) == 0
     got = list(csv.DictReader(out.open()))
     assert [g["engine"] for g in got] == ["des", "des", "des", ""]
     assert got[3]["simulated_ns"] == "" and got[3]["error_pct"] == ""
@@ -133,3 +136,50 @@ def test_silicon_des_on_three_rows(tmp_path):
         assert float(g["error_pct"]) == pytest.approx(
             100 * (sim / float(g["inference_time_avg_ns"]) - 1), abs=0.01)
     assert float(got[1]["simulated_ns"]) >= PARAMS["host_oob_ns"]  # no trace: host floor
+
+
+def test_extrapolation_is_exact_on_its_own_model():
+    """T(o, k) = a + o · (c + k · b) is recovered from T(1, k1), T(1, k2), T(2, k2)."""
+    a, b, c = 5000.0, 731.0, 2200.0
+
+    def t(o: int, k: int) -> float:
+        return a + o * (c + k * b)
+
+    got = td.extrapolate(t(1, 4), t(1, 8), t(2, 8), 4, 8, obs=12, nkb=300)
+    assert got == pytest.approx(t(12, 300), rel=1e-12)
+
+
+def test_extrapolated_program_is_close_to_the_exact_run(monkeypatch):
+    """A 2 × 2-core program of 3 output blocks (4 × 4 tiles) × 24 K blocks (one tile
+    deep) per core, the shape of the table's largest programs: the prefix extrapolation
+    lands within 1 % of running all of it."""
+    row = _row(m=str(2 * 12 * 32), k=str(24 * 32), n=str(2 * 4 * 32))
+    prog = tm.Program("mcast2d", 2, 2, 12, 4, 1, 4, 4)
+    topo = _topo(row)
+    assert td.blocks(row, prog) == (3, 24)
+    exact, n_exact, how = td.device_ns(row, prog, topo, exact=True)
+    assert how == "exact"
+    monkeypatch.setattr(td, "MAX_CORE_STEPS", 0)
+    approx, n_approx, how = td.device_ns(row, prog, topo)
+    assert how == "extrapolated" and n_approx < n_exact
+    assert approx == pytest.approx(exact, rel=0.01)
+
+
+def test_des_fit_finds_launch_and_host_floors():
+    """Rows whose measured time is exactly launch + device (trace) or the host floor (no
+    trace) give back those three numbers (n150 rows only are looked at)."""
+    want = {"launch_ns": 7000.0, "host_oob_ns": 45000.0, "host_tuned_ns": 120000.0}
+    rows, dev = [], []
+    for i, d in enumerate([20000.0, 50000.0, 90000.0, 150000.0, 300000.0]):
+        for trace in ("True", "False"):
+            for cfg in ("out_of_box", "hand_tuned"):
+                r = _row(use_trace=trace, config=cfg, m=str(64 * (i + 1)))
+                t = silicon.des_times([r], [d], want)[0]
+                r["inference_time_avg_ns"] = str(t)
+                rows.append(r)
+                dev.append(d)
+    rows.append(_row(card="P150", inference_time_avg_ns="1"))  # ignored by the fit
+    dev.append(1e6)
+    got = silicon.fit_des(rows, dev)
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v, rel=0.02), k

@@ -46,6 +46,10 @@ QuietOpt = Annotated[bool, typer.Option(
     "--quiet", help="no tables or progress bars on stderr (errors and warnings remain)")]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="print stats.json to stdout instead of the summary text")]
+EntriesOpt = Annotated[bool, typer.Option(
+    "--entries", help="keep the per-entry detail (stats.json entry rows, critical path, "
+                      "cost-model estimate, the report's timeline) for a program of any size "
+                      "(default: up to 10,000 CMDQ entries with the report)")]
 TraceOpt = Annotated[bool, typer.Option(
     "--trace/--no-trace", help="also write trace.json (Perfetto; large for big models)")]
 

@@ -9,6 +9,7 @@ import typer
 
 from kernbench.cli import app
 from kernbench.cli.common import (
+    EntriesOpt,
     JsonOpt,
     QuietOpt,
     SaveOplogOpt,
@@ -20,6 +21,7 @@ from kernbench.cli.common import (
     set_quiet,
 )
 from kernbench.cli.progress import Phases
+from kernbench.errors import InputError
 
 QconfigOpt = Annotated[Path | None, typer.Option("--qconfig", "-q",
                                                  help="quantization config YAML")]
@@ -45,6 +47,12 @@ RoutingOpt = Annotated[str | None, typer.Option(
                       "zipf:SKEW (0 < SKEW <= 4) [default: uniform]; docs/models.md")]
 RoutingSeedOpt = Annotated[int | None, typer.Option(
     "--routing-seed", help="seed of --routing's draw [default: 0]")]
+ExactStepsOpt = Annotated[bool, typer.Option(
+    "--exact-steps", help="with --generate: simulate every decode step (default: the "
+                          "serving step memo's buckets, docs/serving.md)")]
+RoutingSameOpt = Annotated[bool, typer.Option(
+    "--routing-same-layers", help="every MoE layer takes the first layer's draw (identical "
+                                  "blocks: replayed, much faster to simulate)")]
 MODEL_HELP = ("MODEL.onnx, ir.json, a Hugging Face config.json (or its folder), or "
               "gpt2 | llama | gpt2-small")
 
@@ -52,12 +60,14 @@ MODEL_HELP = ("MODEL.onnx, ir.json, a Hugging Face config.json (or its folder), 
 def _named_model(model: Path, seq_len: int | None, kv_len: int | None, save_dir: Path,
                  batch: int | None = None, qconfig: Path | None = None,
                  verify: bool = False, routing: str | None = None,
-                 routing_seed: int | None = None):  # noqa: ANN202
+                 routing_seed: int | None = None, routing_same: bool = False
+                 ):  # noqa: ANN202
     """MODEL resolved by kernbench.host.models.resolve_model (built-in names and config.json
     files are built with the given shapes into save_dir; ONNX dims are bound)."""
     from kernbench.host.models import ShapeOptions, resolve_model
 
-    res = resolve_model(model, ShapeOptions(batch, seq_len, kv_len, routing, routing_seed),
+    res = resolve_model(model, ShapeOptions(batch, seq_len, kv_len, routing, routing_seed,
+                                            routing_same),
                         Path(save_dir), qconfig, need_values=verify)
     for line in res.notes:
         err.print(line)
@@ -78,6 +88,7 @@ def compile_cmd(
     kv_len: KvLenOpt = None,
     routing: RoutingOpt = None,
     routing_seed: RoutingSeedOpt = None,
+    routing_same: RoutingSameOpt = False,
     strict: StrictOpt = False,
     quiet: QuietOpt = False,
     batch: BatchOpt = None,
@@ -97,7 +108,8 @@ def compile_cmd(
     phases = Phases(err, enabled=not quiet)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig,
-                           routing=routing, routing_seed=routing_seed)
+                           routing=routing, routing_seed=routing_seed,
+                           routing_same=routing_same)
         _compile(res.path, stage, topology, set_, qconfig, dump_after, calib_inputs, phases,
                  strict, time_passes, all_pes)
     err.print(f"wrote the bundle {out}")
@@ -142,6 +154,7 @@ def run_cmd(
     kv_len: KvLenOpt = None,
     routing: RoutingOpt = None,
     routing_seed: RoutingSeedOpt = None,
+    routing_same: RoutingSameOpt = False,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip report.html")] = False,
     strict: StrictOpt = False,
     quiet: QuietOpt = False,
@@ -158,15 +171,14 @@ def run_cmd(
         "--generate", help="then N new tokens: the prompt's prefill gives the first, N − 1 "
                            "decode steps with a growing KV cache the rest (TTFT, TPOT per "
                            "step, tokens/s, energy per token)")] = None,
-    exact_steps: Annotated[bool, typer.Option(
-        "--exact-steps", help="with --generate: simulate every decode step (default: the "
-                              "serving step memo's buckets, docs/serving.md)")] = False,
+    exact_steps: ExactStepsOpt = False,
+    entries: EntriesOpt = False,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
     MODEL may also be gpt2, llama or gpt2-small, or a Hugging Face config.json (a
-    shape-only model: timing only), built for --batch / --seq-len / --kv-len.
-    Writes stats.json, summary.txt, report.html (+ trace.json with --trace, outputs.npz and
+    shape-only model: timing only), built for --batch / --seq-len / --kv-len. Writes
+    stats.json, summary.txt, report.html (+ trace.json with --trace, outputs.npz and
     verification.json with --verify, bundle/ with --keep-bundle) into --out."""
     import tempfile
 
@@ -181,9 +193,8 @@ def run_cmd(
         amend = None
         if generate is not None:
             from kernbench.cli.generate import add_generation, check_generate
-            from kernbench.errors import InputError
 
-            if routing or routing_seed is not None:  # the decode steps build their own
+            if routing or routing_seed is not None or routing_same:  # steps build their own
                 raise InputError("--routing/--routing-seed are not passed to the decode "
                                  "steps of --generate", field="--generate")
 
@@ -193,12 +204,12 @@ def run_cmd(
                 return add_generation(r, served, topo, stage, generate, batch, seq_len,
                                       exact_steps)
         res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig, verify,
-                           routing, routing_seed)
+                           routing, routing_seed, routing_same)
         opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace,
                           report=not no_report, exact=exact, save_oplog=save_oplog,
                           llm=llm or generate is not None, strict=strict,
-                          write_cmdq=keep_bundle, all_pes=all_pes,
+                          write_cmdq=keep_bundle, all_pes=all_pes, entries=entries,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle")
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
@@ -219,9 +230,8 @@ def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa:
     err.print(f"compiled {model.name}: {n} CMDQ entries simulated")
     if "replay" in res.stats:
         r = res.stats["replay"]
-        err.print(f"replay: {r['simulated_blocks']} of {r['blocks']} blocks simulated, block "
-                  f"period {r['block_period_ns']:,.1f} ns; tables below cover the simulated "
-                  "blocks")
+        err.print(f"replay: the tables below cover the {r['simulated_blocks']} simulated "
+                  f"blocks of {r['blocks']}")
     extra = amend(res) if amend is not None else []
     ok = report_result(res, as_json)
     if extra and not as_json:
@@ -233,7 +243,7 @@ def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
     """Tables on stderr, the summary (or stats.json with `as_json`) on stdout; False when
     the verification failed (the caller exits 1 after the files are in place)."""
     from kernbench.host.verify import print_verdict
-    from kernbench.report.result_text import summary_text
+    from kernbench.report.result_text import stdout_text
     from kernbench.report.summary import print_layers, print_summary
 
     print_summary(res.stats, err)
@@ -241,7 +251,7 @@ def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
         print_layers(res.stats, err)
     if res.verdict is not None:
         print_verdict(res.verdict, err)
-    print_result(res.stats, summary_text(
+    print_result(res.stats, stdout_text(
         res.stats, res.verdict.lines() if res.verdict is not None else None), as_json)
     return res.verdict is None or res.verdict.ok
 
@@ -249,7 +259,8 @@ def report_result(res, as_json: bool) -> bool:  # noqa: ANN001
 def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Path | None,  # noqa: ANN001
                         dump_intermediates: bool, trace: bool, report: bool = True, *,
                         phases: Phases | None = None, as_json: bool = False,
-                        strict: bool = False, save_oplog: Path | None = None) -> bool:
+                        strict: bool = False, save_oplog: Path | None = None,
+                        entries: bool = False) -> bool:
     """Simulate (and verify), write the results into `out`, print the summary on stdout
     (stats.json with `as_json`) and the tables on stderr. Returns False when the
     verification failed (the caller exits 1 after the files are in place)."""
@@ -257,6 +268,6 @@ def simulate_and_report(bundle: Path, topo, out: Path, verify: bool, inputs: Pat
 
     res = simulate_bundle(bundle, topo, out, SimOptions(
         verify=verify, inputs=inputs, dump_intermediates=dump_intermediates, trace=trace,
-        report=report, strict=strict, save_oplog=save_oplog),
+        report=report, strict=strict, save_oplog=save_oplog, entries=entries),
         SimHooks(phase=phases.phase if phases else None))
     return report_result(res, as_json)

@@ -175,6 +175,7 @@ def _problem(s: dict, stats: dict) -> list[str]:
     `bits` when given) and the rate achieved: flops / total_ns. Operations counted are
     setup()'s, the problem's own, not the padded tiles the array executed; at `bits` ≤ 8
     the rate is in TOPS, else TFLOPS."""
+    from kernbench.report.units import fmt_time
     from kernbench.triton_emu.device import DeviceBuffer
 
     bufs = [a for a in s["args"] if isinstance(a, DeviceBuffer)]
@@ -190,16 +191,20 @@ def _problem(s: dict, stats: dict) -> list[str]:
     if s.get("bytes") is not None:
         size += f", {int(s['bytes']):,} bytes"
     rate = float(flops) / total / 1e3 if total > 0 else float("nan")
-    lines.append(f"rate: {size} in {total:.1f} ns = {rate:.4g} {unit} achieved ({bits}-bit)")
+    lines.append(f"rate: {size} in {fmt_time(total)} = {rate:.4g} {unit} achieved ({bits}-bit)")
     return lines
 
 
 def _summary(stats: dict, verdict: dict | None, problem: list[str] | None = None) -> str:
-    lines = [f"total {stats['total_ns']:.1f} ns = {stats['total_cycles']} cycles at "
-             f"{stats['clock_ghz']} GHz on {stats['topology']}"]
+    from kernbench.report.energy import energy_lines
+    from kernbench.report.units import fmt_time
+    from kernbench.report.verdict import bottleneck_line
+
+    lines = [f"total {fmt_time(stats['total_ns'])} = {stats['total_cycles']:,} cycles at "
+             f"{stats['clock_ghz']:g} GHz on '{stats['topology']}'"]
     lines += problem or []
-    b = stats["bottleneck"]
-    lines.append(f"bottleneck: {b['component']} ({b['kind']}), {100 * b['utilization']:.1f}% busy")
+    lines.append(bottleneck_line(stats["bottleneck"]))
+    lines += energy_lines(stats)
     if verdict is not None:
         lines.append(f"verify: allclose={verdict['allclose']} "
                      f"max_abs_err={verdict['max_abs_err']:.3g} cosine={verdict['cosine']:.6f}")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kernbench.cli import app
-from kernbench.cli.common import QuietOpt, SetOpt, TopologyOpt, err, set_quiet
+from kernbench.cli.common import JsonOpt, QuietOpt, SetOpt, TopologyOpt, err, set_quiet
 
 MODEL_HELP = ("anything `run` takes that can be built for any batch and length: gpt2 | "
               "llama | gpt2-small, a Hugging Face config.json, an ONNX model with symbolic dims")
@@ -60,6 +60,7 @@ def serve_cmd(
         "--step-cache", help="JSON file keeping simulated programs across runs (same model, "
                              "qconfig, topology and version)")] = None,
     quiet: QuietOpt = False,
+    json_: JsonOpt = False,
 ) -> None:
     """Serve many requests on a simulated NPU: a scheduler policy batches them, each
     step's time comes from a compiled and simulated program. Writes requests.csv,
@@ -70,6 +71,7 @@ def serve_cmd(
 
     from kernbench.cli.outdir import OutDir
     from kernbench.host.serve import ServeOptions, serve
+    from kernbench.report.serving import serve_lines
     from kernbench.topology import load_topology
 
     set_quiet(quiet)
@@ -83,7 +85,11 @@ def serve_cmd(
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         stats = serve(model, topo, stage, opts, Path(tmp), note=err.print)
     r = stats["serve"]["results"]
-    sys.stdout.write(json.dumps({k: r[k] for k in ("ttft_s", "tpot_s", "e2e_s", "throughput")
-                                 } | ({"goodput": r["goodput"]} if "goodput" in r else {}),
-                                indent=1, sort_keys=True) + "\n")
+    if json_:
+        sys.stdout.write(json.dumps({k: r[k] for k in ("ttft_s", "tpot_s", "e2e_s",
+                                                       "throughput")}
+                                    | ({"goodput": r["goodput"]} if "goodput" in r else {}),
+                                    indent=1, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write("\n".join(serve_lines(r)) + "\n")
     err.print(f"wrote {out}/")

@@ -9,6 +9,7 @@ import typer
 
 from kernbench.cli import app
 from kernbench.cli.common import (
+    EntriesOpt,
     JsonOpt,
     QuietOpt,
     SaveOplogOpt,
@@ -39,6 +40,7 @@ def simulate(
     strict: Annotated[bool, typer.Option("--strict", help="NaN/Inf inputs are errors")] = False,
     quiet: QuietOpt = False,
     json_: JsonOpt = False,
+    entries: EntriesOpt = False,
 ) -> None:
     """Run a CMDQ program on the NPU model; write stats.json (+ trace.json with --trace)."""
     from kernbench.cli.compile import simulate_and_report
@@ -65,7 +67,8 @@ def simulate(
     with OutDir(out, keep=[program]) as stage:
         ok = simulate_and_report(program, topo, stage, verify, inputs, dump_intermediates,
                                  trace, not no_report, phases=Phases(err, enabled=not quiet),
-                                 as_json=json_, strict=strict, save_oplog=save_oplog)
+                                 as_json=json_, strict=strict, save_oplog=save_oplog,
+                                 entries=entries)
     err.print(f"wrote {out}/")
     if not ok:
         raise typer.Exit(1)

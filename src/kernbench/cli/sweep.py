@@ -91,8 +91,8 @@ def sweep_cmd(
     table, csv_path, html_path = finish_sweep(plan, out)
     n_err = sum(r["status"] == "error" for r in table.rows)
     n_ok = sum(r["status"] == "ok" for r in table.rows)
-    if not quiet:
-        err.print(f"{n_ok} ok, {n_err} failed, {len(table.rows) - n_ok - n_err} pending "
-                  f"({ran} ran now) → {csv_path}, {html_path}")
+    # the result, on stdout (the points' progress went to stderr)
+    print(f"{n_ok} ok, {n_err} failed, {len(table.rows) - n_ok - n_err} pending "
+          f"({ran} ran now) → {csv_path}, {html_path}", flush=True)
     if interrupted:
         raise typer.Exit(130)

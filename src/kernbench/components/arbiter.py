@@ -27,6 +27,9 @@ import simpy
 from simpy.core import EmptySchedule, StopSimulation
 from simpy.events import NORMAL, Event, EventPriority
 
+from kernbench.common.pe_commands import PeCommand
+from kernbench.common.tile_plan import TileToken
+
 
 class Arbiter:
     """Collects the requests of the current instant; its environment grants them."""
@@ -37,7 +40,7 @@ class Arbiter:
         self.pending: list[tuple[Any, int, Callable[..., None], tuple]] = []
         self.grants = 0
 
-    def request(self, key: tuple, grant: Callable[..., None], *args: Any) -> None:
+    def request(self, key: tuple, grant: Callable[..., None], *args: object) -> None:
         """Call `grant(*args)` at the end of this instant, after every request of the
         instant with a smaller `key` (keys of one instant are distinct; equal keys keep
         request order, which no caller relies on)."""
@@ -109,12 +112,12 @@ def pending(env: simpy.Environment) -> Event:
     return ev
 
 
-def token_key(token: Any) -> tuple[int, int, int]:
+def token_key(token: TileToken) -> tuple[int, int, int]:
     """The arbitration key of a tile's current stage: (command sequence, tile, stage)."""
     return token.pipeline_ctx.command.meta.get("seq", 0), token.tile_id, token.stage_idx
 
 
-def command_key(cmd: Any, back: bool) -> tuple[int, int, int]:
+def command_key(cmd: PeCommand, back: bool) -> tuple[int, int, int]:
     """The key of a command's packet (out to its PE, or its completion `back`): before any
     tile of the command, or after every one."""
     return cmd.meta.get("seq", 0), (1 << 62) if back else -1, 0

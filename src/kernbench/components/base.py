@@ -84,11 +84,11 @@ class ComponentBase:
         """Start SimPy processes (called after connect)."""
 
     # op-log hooks --------------------------------------------------------
-    def _on_process_start(self, env: simpy.Environment, msg: Any) -> None:
+    def _on_process_start(self, env: simpy.Environment, msg: object) -> None:
         if self._op_logger is not None and getattr(msg, "data_op", False):
             self._op_logger.record_start(env.now, self.id, msg)
 
-    def _on_process_end(self, env: simpy.Environment, msg: Any) -> None:
+    def _on_process_end(self, env: simpy.Environment, msg: object) -> None:
         if self._op_logger is not None and getattr(msg, "data_op", False):
             self._op_logger.record_end(env.now, self.id, msg)
 

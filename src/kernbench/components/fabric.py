@@ -108,6 +108,35 @@ class Server:
         return start, end
 
 
+class InterleavedServer(Server):
+    """A server shared packet by packet: a transfer fed slower than this
+    server's bandwidth holds it only for its own bytes at its own rate, not for the whole
+    time its bytes trickle in; other transfers' packets use the gaps.
+
+    The held time is placed where the last bytes pass: [e - B / W, e) with e no earlier
+    than the upstream's last byte (`min_end_ns`), in the first gap that fits. Contention
+    that pushes it later delays the transfer's first byte by as much. Uncontended, a
+    transfer's end equals Server's; only the occupancy other transfers see differs."""
+
+    __slots__ = ()
+
+    def occupy(
+        self, head_ns: float, nbytes: int, min_end_ns: float, now: float
+    ) -> tuple[float, float]:
+        ser = nbytes / self.bw_gbs
+        self.busy_ns += ser
+        self.bytes += nbytes
+        self.transfers += 1
+        starts, ends = self._starts, self._ends
+        if ends and ends[0] <= now:
+            k = bisect_right(ends, now)
+            del starts[:k]
+            del ends[:k]
+        want = head_ns if min_end_ns - ser < head_ns else min_end_ns - ser
+        start, end = self._fit(want, ser, 0.0)
+        return head_ns + (start - want), (end if end > min_end_ns else min_end_ns)
+
+
 def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
              forget_before: float | None = None) -> float:
     """Reserve `stages` in order for an `nbytes` transfer starting at `now`; return its end.

@@ -16,7 +16,7 @@ the hardware blocks never import the engine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.tile_plan import TileToken
@@ -57,11 +57,11 @@ class TraceSink(Protocol):
 class OpLogSink(Protocol):
     """Where the op-log hooks record data ops (kernbench.sim_engine.op_log.OpLogger)."""
 
-    def record_start(self, t: float, component: str, msg: Any) -> None:
+    def record_start(self, t: float, component: str, msg: object) -> None:
         """A data op starts on `component` at `t`."""
         ...
 
-    def record_end(self, t: float, component: str, msg: Any) -> None:
+    def record_end(self, t: float, component: str, msg: object) -> None:
         """A data op ends on `component` at `t`."""
         ...
 
@@ -87,6 +87,11 @@ class SimContext(Protocol):
     def dma_stages(self, pe: Pe, space: str, addr: int, nbytes: int, write: bool,
                    what: str) -> list[Stage]:
         """The contended stages of a transfer between `pe`'s TCM and memory at `addr`."""
+        ...
+
+    def read_request_ns(self, pe: Pe, space: str, addr: int) -> float:
+        """Time the request of a read of memory at `addr` takes to reach another chip: the
+        latency of the chip links between (0 on the PE's own chip)."""
         ...
 
     def mcast_stages(self, pe: Pe, dst_pes: list[int], nbytes: int) -> list[Stage]:

@@ -37,7 +37,7 @@ class HwQueue(simpy.Store):
         self._on_put_done = self._serve_get
         self._on_get_done = self._admit_put
 
-    def put(self, item: Any) -> Event:  # type: ignore[override]
+    def put(self, item: object) -> Event:  # type: ignore[override]
         """Request to append `item`; the event is triggered once it is in the queue."""
         env = self._env
         ev = _Put.__new__(_Put)
@@ -95,7 +95,7 @@ class HwQueue(simpy.Store):
             self._env.schedule(head)
             del pq[0]
 
-    def offer(self, item: Any) -> Event | None:
+    def offer(self, item: object) -> Event | None:
         """Append `item` now if there is room (None), else `put(item)` (its event)."""
         if self.put_queue or len(self.items) >= self._capacity:
             return self.put(item)

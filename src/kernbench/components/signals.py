@@ -26,7 +26,7 @@ class Signal:
         self.triggered = False
         self.value: Any = None
 
-    def succeed(self, value: Any = None) -> Signal:
+    def succeed(self, value: object = None) -> Signal:
         if self.triggered:
             raise RuntimeError("signal triggered twice")
         self.triggered = True

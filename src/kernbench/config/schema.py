@@ -181,6 +181,9 @@ class PeTcmSpec(PeTcmEnergy, ComponentSpec):
     reserved_kib: int = Field(
         512, ge=0, description="SchedulerReservedTCM (top of TCM): staging for composite tiles"
     )
+    port_interleave: bool = Field(
+        False, description="the port is shared packet by packet: a transfer fed "
+        "slower than the port holds it only for its bytes at the port's rate")
 
     @model_validator(mode="after")
     def _partition(self) -> PeTcmSpec:
@@ -241,6 +244,11 @@ class HbmCtrlSpec(HbmCtrlEnergy, ComponentSpec):
     )
     port_bw_gbs: float = Field(256.0, gt=0, description="router ↔ controller port bandwidth")
     port_latency_ns: float = Field(1.0, gt=0, description="router ↔ controller port latency")
+    channel_routers: list[str] | None = Field(
+        None, description="per-channel NoC endpoints: channel i has its own port "
+        "at router channel_routers[i], and a PE's DMA moves each channel's share of a range "
+        "over that channel's port and route; None: every access enters at the nearest "
+        "`attach` router")
 
 
 class SharedSramSpec(SharedSramEnergy, ComponentSpec):
@@ -259,6 +267,9 @@ class MCpuSpec(MCpuEnergy, ComponentSpec):
     issue_window: int = Field(1024, ge=1, description="entries fetched and not yet complete")
     issue_latency_cycles: int = Field(1, ge=0, description="fetch + decode + issue (cycles/entry)")
     command_bytes: int = Field(64, ge=1, description="size of a command / completion packet")
+    command_vc: bool = Field(
+        False, description="command and completion packets travel on their own virtual "
+        "channel of every link: they never queue behind data transfers")
 
 
 class CubeLinks(_Strict):
@@ -303,6 +314,13 @@ class CubeSpec(_Strict):
                 raise ValueError("hbm_ctrl.attach: at least one router")
             for i, r in enumerate(self.hbm_ctrl.attach):
                 check(r, f"hbm_ctrl.attach[{i}]")
+        if self.hbm_ctrl.channel_routers is not None:
+            cr = self.hbm_ctrl.channel_routers
+            if len(cr) != self.hbm_ctrl.channels:
+                raise ValueError(f"hbm_ctrl.channel_routers: {len(cr)} routers for "
+                                 f"{self.hbm_ctrl.channels} channels (one per channel)")
+            for i, r in enumerate(cr):
+                check(r, f"hbm_ctrl.channel_routers[{i}]")
         return self
 
 

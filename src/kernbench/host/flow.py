@@ -39,6 +39,7 @@ from kernbench.host.bundle import Bundle, run_with_data
 from kernbench.host.bundle_check import check_bundle
 from kernbench.host.estimate import graph_bytes, refuse_above_limit
 from kernbench.host.intermediates import Intermediates
+from kernbench.host.precision import add_precision
 from kernbench.host.replay_figures import ActionsOf
 from kernbench.host.simulate import CmdqRun, PhaseHook, WatchHook, simulate_program
 from kernbench.host.verify import Verdict, verify_outputs
@@ -330,7 +331,13 @@ class SimOptions:
     report: bool = True             # write report.html
     strict: bool = False            # NaN/Inf inputs are errors
     save_oplog: Path | None = None  # with `verify`: the op log for `replay`
+    entries: bool = False           # per-entry detail whatever the program's size
 
+
+#: a program of at most this many CMDQ entries keeps its per-entry detail with the report
+#: (the timeline, the critical path, the cost-model estimate, stats.json's entry rows);
+#: a larger one is reported from the streamed run unless `entries` or `trace` asks
+MAX_DETAIL_ENTRIES = 10_000
 
 #: a timing-only run: no trace, no report (stats.json without entry rows)
 TIMING_ONLY = SimOptions(trace=False, report=False)
@@ -356,12 +363,13 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
     stats.json, summary.txt, layers.csv (with layers), report.html (`report`), trace.json
     (`trace`), outputs.npz and verification.json (`verify`) into `out`. `post_stats(stats, spans, actions_of)`
     amends the stats before they are written (`actions_of(layer ids)`: action counts).
-    Without `trace`, `report`, `verify`: `entry_count`, no entry rows (docs/stats.md).
+    Per-entry records (entry rows, critical path, estimate, the report's timeline) with
+    `trace`, `verify`, `entries`, or the report of a program of at most
+    MAX_DETAIL_ENTRIES entries; otherwise `entry_count` (docs/stats.md).
     `prog`: the program in memory (`program_of`; cmdq.json unread)."""
 
     verify, trace, report = opts.verify, opts.trace, opts.report
     phase, watch, post_stats = hooks.phase, hooks.watch, hooks.post_stats
-    record = trace or report  # the report's timeline needs the trace, the file may not
 
     program = Path(program)
     bundle_dir = program if program.is_dir() else program.parent
@@ -369,6 +377,9 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
     if prog is None:
         check_input_file(cmdq_path, MAX_JSON_BYTES)  # never block on a FIFO, /dev/zero
         prog = load_program(cmdq_path)
+    # the report's timeline needs the trace (the file may not be written); per-entry
+    # detail costs host time and memory that grow with the commands
+    record = trace or opts.entries or (report and len(prog.cmdq) <= MAX_DETAIL_ENTRIES)
     verdict, outputs = None, None
     if verify:
         run, outputs, verdict = _run_verified(bundle_dir, prog, topology, opts, record,
@@ -386,6 +397,7 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
     stats = run.stats()
     spans = run.layer_spans(stats)
     add_roofline(stats, bundle_dir / "roofline.json", spans)
+    add_precision(stats, bundle_dir / "ir.json")
     if record or verify:  # a streamed run has given its entries up (no estimate then)
         add_estimate(stats, run.entries, topology, spans)
     if "layers" in stats:

@@ -6,8 +6,9 @@ bytes at their stored bitwidth (tied tensors once), KV-cache bytes at the KV bit
 the MACs of the step. `check_fit` refuses (exit 2) a model whose weights + KV cache exceed
 the topology's HBM and warns above 90 %. `llm_section(facts, stats, topo)` is the `llm`
 section of stats.json (documented in docs/stats.md): time to first token (prefill) or time
-per output token (decode), tokens/s × batch, the bottleneck of the phase, the whole-model
-roofline bound and the fit.
+per output token (decode), tokens/s × batch, the run's bottleneck and bound verdict (copied
+from stats.json's `bottleneck`), the whole-step roofline bound with the fractions of it and
+of the peak HBM bandwidth and MAC rate reached, and the fit.
 """
 
 from __future__ import annotations
@@ -143,12 +144,15 @@ def llm_section(f: LlmFacts, stats: dict[str, Any], topo: Topology) -> dict[str,
         "tpot_ns": round(total / f.seq_len, 3) if f.phase == "decode" else None,
         "prefill_tokens_per_s": round(tps, 3) if f.phase == "prefill" else None,
         "decode_tokens_per_s": round(tps, 3) if f.phase == "decode" else None,
+        # the run's verdict, from its bottleneck (report.verdict): one source for both
         "bottleneck": {"component": b.get("component"), "kind": b.get("kind"),
-                       "utilization": b.get("utilization"),
-                       "bound_by": "compute" if compute_ns >= memory_ns else "memory"},
+                       "utilization": b.get("utilization"), "bound_by": b.get("bound_by")},
         "roofline": {"compute_bound_ns": round(compute_ns, 3),
                      "memory_bound_ns": round(memory_ns, 3), "bound_ns": round(bound, 3),
-                     "fraction": round(bound / total, 6) if total > 0 else 0.0},
+                     "bound_by": "compute" if compute_ns >= memory_ns else "memory",
+                     "fraction": round(bound / total, 6) if total > 0 else 0.0,
+                     "hbm_bandwidth_fraction": round(memory_ns / total, 6) if total > 0 else 0.0,
+                     "mac_rate_fraction": round(compute_ns / total, 6) if total > 0 else 0.0},
         "hbm": {"capacity_bytes": cap, "needed_bytes": need,
                 "fraction": round(need / cap, 6), "fits": need <= cap,
                 "warning": need > HBM_WARN_FRACTION * cap},

@@ -43,7 +43,7 @@ def resolve_model(model: Path, shapes: ShapeOptions, save_dir: Path,
     shapes.check()
     model = Path(model)
     _check_exists(model)
-    if (shapes.routing or shapes.routing_seed is not None) and not (
+    if (shapes.routing or shapes.routing_seed is not None or shapes.routing_same) and not (
             model.exists() and is_hf_config(model)):
         raise InputError("--routing/--routing-seed apply to MoE Hugging Face config.json "
                          "models (mixtral, qwen3_moe, deepseek_v3)", file=str(model))
@@ -100,7 +100,8 @@ def _hf(model: Path, shapes: ShapeOptions, save_dir: Path,
         qconfig: Path | None) -> ResolvedModel:
 
     arch = load_hf_config(model)
-    if arch.moe is None and (shapes.routing or shapes.routing_seed is not None):
+    if arch.moe is None and (shapes.routing or shapes.routing_seed is not None
+                             or shapes.routing_same):
         raise InputError(f"--routing/--routing-seed apply to MoE models; model_type "
                          f"{arch.model_type!r} has no experts", file=str(config_path(model)))
     batch, seq, kv = shapes.resolved()

@@ -41,6 +41,7 @@ class ShapeOptions:
     kv_len: int | None = None
     routing: str | None = None       # --routing (MoE config.json models)
     routing_seed: int | None = None  # --routing-seed
+    routing_same: bool = False       # --routing-same-layers
 
     def given(self) -> bool:
         return any(v is not None for v in (self.batch, self.seq_len, self.kv_len))
@@ -48,7 +49,8 @@ class ShapeOptions:
     def routing_spec(self) -> Routing:
         """The MoE routing distribution (uniform, seed 0 unless given); InputError when
         --routing / --routing-seed is malformed."""
-        return parse_routing(self.routing or "uniform", self.routing_seed or 0)
+        return parse_routing(self.routing or "uniform", self.routing_seed or 0,
+                             same_layers=self.routing_same)
 
     def check(self) -> None:
         self.routing_spec()

@@ -43,10 +43,11 @@ from kernbench.host.flow import (
 )
 from kernbench.host.llm import check_fit, llm_facts, llm_section
 from kernbench.host.moe_stats import moe_section
+from kernbench.host.precision import run_precision
 from kernbench.host.replay_figures import ActionsOf
 from kernbench.host.simulate import PhaseHook, WatchHook
 from kernbench.ir.model import Graph
-from kernbench.report.stats import Stats, set_section
+from kernbench.report.stats import Stats, set_precision, set_section
 from kernbench.topology.model import Topology
 
 
@@ -68,6 +69,7 @@ class RunOptions:
     # loads the whole bundle)
     write_cmdq: bool = True
     all_pes: bool = False  # spread over every PE, even a model the cost model keeps on fewer
+    entries: bool = False  # per-entry detail (timeline, entry rows) whatever the size
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
                actions_of: ActionsOf | None = None) -> Stats:
         if plan is not None:
             stats = apply_replay(stats, small, plan, spans, topo, actions_of)
+            set_precision(stats, run_precision(graph))  # every layer, not the simulated
         # shape-only models always get the section; others on request (--llm), so that the
         # stats of existing runs stay byte-identical
         if facts is not None and (opts.llm or graph.metadata.get("shape_only")):
@@ -142,7 +145,7 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
                          model_file=str(model), write_cmdq=write_cmdq, all_pes=opts.all_pes)
-    if not (opts.trace or opts.report or opts.verify or write_cmdq):
+    if not (opts.trace or opts.report or opts.verify or write_cmdq or opts.entries):
         # nothing per entry is kept: compiled layer by layer while it runs
         prog, choice = compile_for_run(graph, source, topo, bundle, req,
                                        hooks.compile_progress)
@@ -168,4 +171,4 @@ def _simulate(bundle: Path, topo: Topology, out: Path, opts: RunOptions, hooks: 
     return simulate_bundle(bundle, topo, Path(out), SimOptions(
         verify=opts.verify, inputs=opts.inputs, dump_intermediates=opts.dump_intermediates,
         trace=opts.trace, report=opts.report, save_oplog=opts.save_oplog,
-        strict=opts.strict), hooks.sim_hooks(post), prog)
+        strict=opts.strict, entries=opts.entries), hooks.sim_hooks(post), prog)

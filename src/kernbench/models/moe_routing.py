@@ -12,7 +12,9 @@ expert's popularity `p`:
 Picking k distinct experts in proportion to `p` is the Gumbel top-k draw (the k largest
 `log p + Gumbel noise`), which equals k successive weighted draws without replacement.
 Every layer draws from its own stream `numpy.random.default_rng([seed, layer])`: the same
-(spec, tokens, E, k, layer) always gives the same choice, on any machine.
+(spec, tokens, E, k, layer) always gives the same choice, on any machine. With
+`same_layers` every layer takes layer 0's draw: the expert layers are then identical, and
+so are the decoder blocks, which block replay needs.
 """
 
 from __future__ import annotations
@@ -35,13 +37,16 @@ class Routing:
     dist: str = "uniform"
     skew: float = 0.0
     seed: int = 0
+    same_layers: bool = False
 
     def describe(self) -> str:
         body = f"zipf:{self.skew:g}" if self.dist == "zipf" else self.dist
-        return f"{body}, seed {self.seed}"
+        same = ", the same in every layer" if self.same_layers else ""
+        return f"{body}, seed {self.seed}{same}"
 
 
-def parse_routing(text: str, seed: int = 0, *, field: str = "--routing") -> Routing:
+def parse_routing(text: str, seed: int = 0, *, field: str = "--routing",
+                  same_layers: bool = False) -> Routing:
     """`uniform`, `zipf` (skew 1) or `zipf:S` → a `Routing`; anything else → InputError
     (one line naming `field`)."""
     name, _, skew_text = text.strip().partition(":")
@@ -53,7 +58,7 @@ def parse_routing(text: str, seed: int = 0, *, field: str = "--routing") -> Rout
     if name == "uniform":
         if skew_text:
             raise InputError(f"uniform takes no skew, got {text!r}", field=field)
-        return Routing("uniform", 0.0, seed)
+        return Routing("uniform", 0.0, seed, same_layers)
     try:
         skew = float(skew_text) if skew_text else DEFAULT_SKEW
     except ValueError:
@@ -61,14 +66,14 @@ def parse_routing(text: str, seed: int = 0, *, field: str = "--routing") -> Rout
     if not (0.0 < skew <= MAX_SKEW):
         raise InputError(f"zipf skew must be in (0, {MAX_SKEW:g}], got {skew_text}",
                          field=field)
-    return Routing("zipf", skew, seed)
+    return Routing("zipf", skew, seed, same_layers)
 
 
 def popularity(r: Routing, n_experts: int, layer: int) -> np.ndarray:
     """The probability of each expert for one pick (sums to 1), for decoder layer `layer`."""
     if r.dist == "uniform":
         return np.full(n_experts, 1.0 / n_experts)
-    rng = np.random.default_rng([r.seed, layer, 1])
+    rng = np.random.default_rng([r.seed, 0 if r.same_layers else layer, 1])
     rank = rng.permutation(n_experts) + 1            # expert e holds popularity rank[e]
     p = rank.astype(np.float64) ** -r.skew
     return p / p.sum()
@@ -79,7 +84,7 @@ def expert_choice(r: Routing, tokens: int, n_experts: int, k: int, layer: int) -
     if not 1 <= k <= n_experts:
         raise ValueError(f"top-k {k} outside 1..{n_experts}")
     logp = np.log(popularity(r, n_experts, layer))
-    rng = np.random.default_rng([r.seed, layer, 0])
+    rng = np.random.default_rng([r.seed, 0 if r.same_layers else layer, 0])
     keys = logp[None, :] + rng.gumbel(size=(tokens, n_experts))
     return np.argsort(-keys, axis=1, kind="stable")[:, :k].astype(np.int64)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernbench.components.actions import ACTIONS, ActionLedger
+from kernbench.report.units import fmt_power
 from kernbench.topology.model import Topology
 
 #: action → (component kind it is charged to, path of its price under `cube`)
@@ -226,7 +227,7 @@ def energy_lines(stats: Mapping[str, Any], top: int = 6) -> list[str]:
         return []
     lines = [f"energy per inference {fmt_energy(e['total_pj'])} (dynamic "
              f"{fmt_energy(e['dynamic_pj'])}, static {fmt_energy(e['static_pj'])}), average "
-             f"power {e['average_power_mw']:.1f} mW, {e['tops_per_w']:.3f} TOPS/W"]
+             f"power {fmt_power(e['average_power_mw'])}, {e['tops_per_w']:.3f} TOPS/W"]
     if e.get("tokens"):
         lines.append(f"energy per token {fmt_energy(e['per_token_pj'])} "
                      f"({e['tokens']} tokens per run)")

@@ -17,6 +17,8 @@ from typing import Any
 from kernbench.report import energy_plots, plots
 from kernbench.report.energy import fmt_energy
 from kernbench.report.llm import llm_html
+from kernbench.report.result_text import layer_legend, precision_line
+from kernbench.report.units import fmt_power, fmt_time
 from kernbench.topology.model import Topology
 from kernbench.topology.peaks import hbm_gbs
 
@@ -101,33 +103,35 @@ def _topology_text(stats: dict[str, Any], topology: Topology) -> str:
 # ---------------------------------------------------------------------------- sections
 def _headline(stats: dict[str, Any], topology: Topology) -> str:
     cards = [
-        _card("total time", f"{_num(stats.get('total_ns'))} ns"),
+        _card("total time", fmt_time(stats.get("total_ns") or 0.0)),
         _card("cycles", _num(stats.get("total_cycles")),
               f"@ {stats.get('clock_ghz', 0):g} GHz"),
         _card("commands", _num(stats.get("commands_completed"))),
     ]
     if stats.get("estimate_ns"):
-        cards.append(_card("cost-model estimate", f"{_num(stats['estimate_ns'])} ns",
-                           f"{stats['estimate_ns'] / stats['total_ns']:.2f} × simulated"
+        cards.append(_card("cost-model estimate", fmt_time(stats["estimate_ns"]),
+                           f"{stats['estimate_ns'] / stats['total_ns']:.2f} × total"
                            if stats.get("total_ns") else ""))
     b = stats.get("bottleneck") or {}
     if b.get("component"):
-        cards.append(_card("bottleneck", f"{_pct(b.get('utilization'))} busy",
-                           f"{b['component']} ({b.get('kind', '')})"))
+        cards.append(_card("bottleneck", f"{b.get('bound_by')}-bound",
+                           f"{b['component']} ({b.get('kind', '')}) "
+                           f"{_pct(b.get('utilization'))} busy"))
+    if stats.get("precision"):
+        cards.append(_card("precision", stats["precision"]["source"],
+                           precision_line(stats["precision"]).split(": ", 1)[1]))
     if "roofline_fraction" in stats:
+        mb = stats.get("model_bound") or {}
         cards.append(_card("roofline fraction", f"{stats['roofline_fraction']:.3f}",
-                           "Σ layer bound ns / total ns"))
-    mb = stats.get("model_bound")
-    if mb:
-        cards.append(_card("model is", f"{mb.get('bound_by', '?')}-bound",
-                           f"Σ compute {_num(mb.get('compute_bound_ns'))} ns vs Σ memory "
-                           f"{_num(mb.get('memory_bound_ns'))} ns"))
+                           "Σ per-layer roofline bounds / total; Σ compute "
+                           f"{fmt_time(mb.get('compute_bound_ns', 0.0))}, Σ memory "
+                           f"{fmt_time(mb.get('memory_bound_ns', 0.0))}"))
     en = stats.get("energy")
     if en:
         per = (f"{fmt_energy(en['per_token_pj'])} per token" if en.get("tokens")
                else f"dynamic {fmt_energy(en['dynamic_pj'])}")
         cards.append(_card("energy", fmt_energy(en["total_pj"]), per))
-        cards.append(_card("average power", f"{en['average_power_mw']:,.1f} mW",
+        cards.append(_card("average power", fmt_power(en["average_power_mw"]),
                            f"{en['tops_per_w']:.3f} TOPS/W"))
     area = stats.get("area_mm2")
     if area:
@@ -192,15 +196,12 @@ def _layers_section(stats: dict[str, Any]) -> str:
             "</tr>")
     note = (f'<p class="note">{len(layers) - MAX_LAYER_ROWS} more layers in stats.json</p>'
             if len(layers) > MAX_LAYER_ROWS else "")
+    legend = "".join(f"<li>{_e(line)}</li>" for line in layer_legend(stats))
     return ("<h2>Layers (slowest first)</h2>"
-            '<p class="note">ns: first entry start → last entry end (it includes waiting '
-            "for the layers it overlaps); busy: the longest any one PE had the layer's "
-            "entries running (docs/stats.md); estimate: the cost model's figure for each "
-            "(docs/compiler.md); bound: the layer's roofline lower bound; fraction = "
-            "bound / ns (1 = at the roofline)</p>"
-            + _table(["layer", "op", "ns", "estimate ns", "busy ns", "estimate busy ns",
-                      "bound ns", "fraction", "bound by", "busiest engine", "MACs",
-                      "HBM bytes"], rows, {2, 3, 4, 5, 6, 7, 10, 11}) + note)
+            f'<ul class="note">{legend}</ul>'
+            + _table(["layer", "op_type", "ns", "estimate_ns", "busy_ns", "estimate_busy_ns",
+                      "bound_ns", "roofline_fraction", "bound_by", "bottleneck", "macs",
+                      "bytes"], rows, {2, 3, 4, 5, 6, 7, 10, 11}) + note)
 
 
 def _engines_section(stats: dict[str, Any]) -> str:
@@ -295,6 +296,11 @@ def render_report(stats: dict[str, Any], trace: dict[str, Any] | None = None,
         parts.append(llm_html(stats["llm"], stats.get("replay")))
     parts.append(_layers_section(stats))
     parts.append(_engines_section(stats))
+    if "entry_count" in stats:
+        parts.append(f'<p class="note">{_num(stats["entry_count"])} CMDQ entries: reported '
+                     "from the streamed run, without the per-entry detail (engine timeline, "
+                     "critical path, cost-model estimate); `--entries` or `--trace` keeps "
+                     "it (docs/stats.md)</p>")
     if plot_png:
         parts.append("<h2>Plots</h2>")
         for key in ("engine_timeline", "utilization", "roofline", "energy_by_kind",

@@ -6,23 +6,29 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from kernbench.report.units import fmt_rate, fmt_time
+
 
 def llm_lines(s: dict[str, Any]) -> list[str]:
-    """The LLM figures as summary lines (stdout and summary.txt)."""
+    """The LLM figures as summary lines (stdout, summary.txt, report.html). The bottleneck
+    and the run's bound verdict are the summary's own line (report.verdict), not repeated."""
     gib = 2**30
     lines = [f"LLM {s['model']}: {s['phase']}, {s['layers']} layers, batch {s['batch']}, "
              f"{s['seq_len']} new token(s) after {s['kv_len']} cached"]
     if s["phase"] == "prefill":
-        lines.append(f"time to first token {s['ttft_ns'] / 1e6:.3f} ms; prefill "
-                     f"{s['prefill_tokens_per_s']:,.0f} tokens/s (batch × seq / step)")
+        lines.append(f"time to first token {fmt_time(s['ttft_ns'])}; prefill "
+                     f"{fmt_rate(s['prefill_tokens_per_s'], 'tokens')} (batch × seq / step)")
     else:
-        lines.append(f"time per output token {s['tpot_ns'] / 1e6:.3f} ms; decode "
-                     f"{s['decode_tokens_per_s']:,.0f} tokens/s (× batch {s['batch']})")
-    b, r = s["bottleneck"], s["roofline"]
-    lines.append(f"{s['phase']} bottleneck: {b['component']} ({b['kind']}); the step is "
-                 f"{b['bound_by']}-bound: roofline {r['bound_ns'] / 1e6:.3f} ms "
-                 f"(compute {r['compute_bound_ns'] / 1e6:.3f}, memory "
-                 f"{r['memory_bound_ns'] / 1e6:.3f}), {100 * r['fraction']:.1f}% of it reached")
+        lines.append(f"time per output token {fmt_time(s['tpot_ns'])}; decode "
+                     f"{fmt_rate(s['decode_tokens_per_s'], 'tokens')} (× batch {s['batch']})")
+    r = s["roofline"]
+    lines.append(f"step roofline fraction {r['fraction']:.3f} (whole-step bound / step): bound "
+                 f"{fmt_time(r['bound_ns'])} = max(compute {fmt_time(r['compute_bound_ns'])}: "
+                 f"MACs at the int8 peak, memory {fmt_time(r['memory_bound_ns'])}: weights + "
+                 "KV cache at the peak HBM bandwidth)")
+    lines.append(f"peak HBM bandwidth fraction {r['hbm_bandwidth_fraction']:.3f} (weights + KV "
+                 f"bytes per step time / peak), peak MAC rate fraction "
+                 f"{r['mac_rate_fraction']:.3f} (MACs per step time / int8 peak)")
     h = s["hbm"]
     lines.append(f"weights {s['weight_bytes'] / gib:.2f} GiB ({s['params'] / 1e9:.2f} B params) "
                  f"+ KV cache {s['kv_cache_bytes'] / gib:.3f} GiB = "
@@ -37,6 +43,6 @@ def llm_html(s: dict[str, Any], replay: dict[str, Any] | None = None) -> str:
     if replay:
         items += (f"<li>{escape(str(replay['simulated_blocks']))} of "
                   f"{escape(str(replay['blocks']))} identical blocks simulated, the rest "
-                  f"replayed (period {replay['block_period_ns']:,.1f} ns); per-layer tables "
+                  f"replayed (period {fmt_time(replay['block_period_ns'])}); per-layer tables "
                   "cover the simulated blocks</li>")
     return f"<h2>LLM</h2><ul>{items}</ul>"

@@ -13,6 +13,7 @@ import numpy as np
 
 from kernbench.report.html import _CSS, _card, _e, _img, _table
 from kernbench.report.plots import _new_figure, _png
+from kernbench.report.units import fmt_time
 
 MAX_POINTS = 4000  # per plotted line: the occupancy series is thinned to this many
 
@@ -121,3 +122,24 @@ def write_serving_report(path: Path, title: str, serve: dict[str, Any],
     tmp.write_text(page, encoding="utf-8", newline="\n")
     tmp.replace(path)
     return path
+
+
+def serve_lines(r: dict[str, Any]) -> list[str]:
+    """A serving run's result on stdout (stats.json's `serve.results`, in human units):
+    the TTFT, TPOT and end-to-end percentiles, the throughput and the goodput."""
+    lines = []
+    for key, name in (("ttft_s", "time to first token"), ("tpot_s", "time per output token"),
+                      ("e2e_s", "end to end")):
+        d = r[key]
+        lines.append(f"{name}: " + ", ".join(
+            f"{k} {'–' if v is None else fmt_time(v * 1e9)}" for k, v in d.items()))
+    t = r["throughput"]
+    lines.append(f"throughput: {t['requests_per_s']:,.1f} requests/s, "
+                 f"{t['output_tokens_per_s']:,.0f} output tokens/s, "
+                 f"{t['tokens_per_s']:,.0f} tokens/s")
+    g = r.get("goodput")
+    if g:
+        lines.append(f"goodput: {g['requests']} requests ({100 * g['fraction']:.1f} %) met "
+                     + ", ".join(f"{k} ≤ {fmt_time(v * 1e9)}" for k, v in g["slo_s"].items())
+                     + f", {g['requests_per_s']:,.1f} requests/s")
+    return lines

@@ -21,16 +21,17 @@ from typing import Any, Protocol
 from kernbench.components.counters import EngineCounters, HardwareCounters, MemoryCounters
 from kernbench.report.energy import energy_report
 from kernbench.report.json_text import dump_indented
+from kernbench.report.verdict import bound_class
 from kernbench.topology.area import area_report
 
-STATS_SCHEMA_VERSION = "1.0"
+STATS_SCHEMA_VERSION = "1.1"
 
 #: every top-level key of stats.json (docs/stats.md has one row for each)
 TOP_KEYS = ("schema_version", "topology", "total_ns", "clock_ghz", "total_cycles",
             "commands_completed", "engines", "links", "memories", "bottleneck", "entries",
             "critical_path", "entry_count", "layers", "roofline_fraction", "model_bound",
             "estimate_ns", "pe_choice", "kernel", "verify", "energy", "area_mm2", "llm",
-            "replay", "generation")
+            "replay", "generation", "moe", "precision")
 
 #: a stats document (the JSON object stats.json holds)
 Stats = dict[str, Any]
@@ -176,6 +177,29 @@ def set_estimate_total(stats: Stats, estimate_ns: float) -> None:
     stats["estimate_ns"] = round(estimate_ns, 3)
 
 
+@dataclass(frozen=True)
+class Precision:
+    """The widths a run used: for each operand class (`weight`, `activation`, `kv`) how many
+    layers run at each width (int8, int4, fp16, fp32, ...), the layers whose width differs
+    from their class's most common one, and where the widths came from (`qconfig`: a
+    QConfig other than the defaults; `model`: the widths a quantized model carries;
+    `defaults`: W8A8 KV8, docs/quantization.md)."""
+
+    source: str
+    weight: dict[str, int]
+    activation: dict[str, int]
+    kv: dict[str, int]
+    minority_layers: dict[str, dict[str, str]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "weight": self.weight, "activation": self.activation,
+                "kv": self.kv, "minority_layers": self.minority_layers}
+
+
+def set_precision(stats: Stats, p: Precision) -> None:
+    stats["precision"] = p.to_json()
+
+
 def set_section(stats: Stats, key: str, value: object) -> None:
     """One of the sections other parts compute whole (docs/stats.md): `llm`, `pe_choice`,
     `replay`, `verify`, `kernel`, `generation`, `moe`."""
@@ -215,7 +239,8 @@ def _memory_row(m: MemoryCounters, total_ns: float) -> dict[str, Any]:
 
 
 def bottleneck(engines: dict, links: dict, memories: dict) -> dict[str, Any]:
-    """The most utilized resource (engine channel, link or memory), ties by name."""
+    """The most utilized resource (engine channel, link or memory), ties by name, and the
+    run's bound verdict it gives (`bound_by`, report.verdict.bound_class)."""
     cands: list[tuple[float, str, str]] = []
     for cid, e in engines.items():
         chans = e.get("channels")
@@ -229,9 +254,9 @@ def bottleneck(engines: dict, links: dict, memories: dict) -> dict[str, Any]:
     for mid, m in memories.items():
         cands.append((m["utilization"], mid, mid.rsplit(".", 1)[-1]))
     if not cands:
-        return {"component": None, "kind": None, "utilization": 0.0}
+        return {"component": None, "kind": None, "utilization": 0.0, "bound_by": None}
     u, name, kind = max(cands, key=lambda c: (c[0], c[1]))
-    return {"component": name, "kind": kind, "utilization": u}
+    return {"component": name, "kind": kind, "utilization": u, "bound_by": bound_class(kind)}
 
 
 def write_json(obj: object, path: Path) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kernbench.report.energy import energy_lines, fmt_energy
+from kernbench.report.energy import fmt_energy
+from kernbench.report.result_text import layer_legend
 from kernbench.report.stats import write_json
 
 
@@ -22,14 +23,12 @@ def write_outputs(out_dir: Path, stats: dict[str, Any], trace: dict[str, Any]) -
 
 
 def print_summary(stats: dict[str, Any], console: Console, top: int = 12) -> None:
-    console.print(
-        f"[bold]total[/] {stats['total_ns']:,.1f} ns = {stats['total_cycles']:,} cycles "
-        f"@ {stats['clock_ghz']:g} GHz on '{stats['topology']}'"
-    )
+    """The tables of a run on stderr: engine utilization and the critical path. The
+    summary's figures (total, bottleneck, energy) are stdout's, printed once there."""
     t = Table(title="engine utilization (busiest first)", show_lines=False)
     t.add_column("engine")
-    t.add_column("busy ns", justify="right")
-    t.add_column("util", justify="right")
+    t.add_column("busy_ns", justify="right")
+    t.add_column("utilization", justify="right")
     t.add_column("ops", justify="right")
     rows = sorted(stats["engines"].items(), key=lambda kv: (-kv[1]["utilization"], kv[0]))
     for cid, e in rows[:top]:
@@ -37,12 +36,6 @@ def print_summary(stats: dict[str, Any], console: Console, top: int = 12) -> Non
     if len(rows) > top:
         t.caption = f"{len(rows) - top} more engines in stats.json"
     console.print(t)
-    b = stats["bottleneck"]
-    if b["component"]:
-        console.print(f"[bold]bottleneck[/]: {b['component']} ({b['kind']}) busy "
-                      f"{100 * b['utilization']:.1f}% of the time")
-    for line in energy_lines(stats):
-        console.print(line)
     crit = stats.get("critical_path")
     if crit:
         console.print(f"[bold]critical path[/] ({len(crit)} entries): "
@@ -51,21 +44,28 @@ def print_summary(stats: dict[str, Any], console: Console, top: int = 12) -> Non
 
 
 def print_layers(stats: dict[str, Any], console: Console, top: int = 10) -> None:
-    t = Table(title=f"layers (slowest first); whole-model roofline fraction "
-                    f"{stats.get('roofline_fraction', 0):.3f}")
-    for col in ("layer", "op", "ns", "bound ns", "roofline", "bound by", "energy", "busiest"):
-        t.add_column(col, justify="right" if col in ("ns", "bound ns", "roofline", "energy")
-                     else "left")
+    """The slowest layers on stderr, columns named as stats.json's keys (summary.txt has
+    every layer), with what the columns mean."""
+    t = Table(title="layers (slowest first)")
+    cols = ("layer", "op_type", "ns", "busy_ns", "bound_ns", "roofline_fraction", "bound_by",
+            "energy", "bottleneck")
+    for col in cols:
+        t.add_column(col, justify="right" if col in ("ns", "busy_ns", "bound_ns",
+                                                     "roofline_fraction", "energy")
+                     else "left", min_width=len(col), no_wrap=True)
     rows = sorted(stats["layers"].items(), key=lambda kv: (-kv[1]["ns"], kv[0]))
     for lid, layer in rows[:top]:
-        t.add_row(lid, layer["op_type"], f"{layer['ns']:,.0f}", f"{layer['bound_ns']:,.0f}",
+        t.add_row(lid, layer["op_type"], f"{layer['ns']:,.0f}",
+                  f"{layer.get('busy_ns', 0.0):,.0f}", f"{layer['bound_ns']:,.0f}",
                   f"{layer['roofline_fraction']:.2f}", layer["bound_by"],
                   fmt_energy(layer.get("energy_pj", 0.0)), str(layer["bottleneck"]))
     if len(rows) > top:
-        t.caption = f"{len(rows) - top} more layers in stats.json"
-    console.print(t)
-    mb = stats.get("model_bound")
-    if mb:
-        console.print(f"[bold]the model is {mb['bound_by']}-bound[/]: Σ compute bound "
-                      f"{mb['compute_bound_ns']:,.0f} ns vs Σ memory bound "
-                      f"{mb['memory_bound_ns']:,.0f} ns (per-layer rooflines)")
+        t.caption = f"{len(rows) - top} more layers in summary.txt and stats.json"
+    if console.quiet:
+        return
+    # the headers are stats.json's key names: drawn whole even where the console is narrow
+    wide = Console(file=console.file, width=max(console.width, 140), highlight=False,
+                   force_terminal=console.is_terminal, no_color=console.no_color)
+    wide.print(t)
+    for line in layer_legend(stats):
+        console.print(line, style="dim")

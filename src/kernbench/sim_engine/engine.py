@@ -57,10 +57,13 @@ class Simulator:
         self.op_logger = op_logger
         self.components: dict[str, ComponentBase] = {}
         self.servers: dict[str, Server] = {}
+        #: link id → its command virtual channel (m_cpu.command_vc)
+        self.command_vcs: dict[str, Server] = {}
         self.pending: dict[int, PeCommand] = {}
         self.completed = 0
         self._seq = 0
         self._path_cache: dict[tuple, tuple] = {}
+        self._request_ns: dict[tuple[int, int], float] = {}
         # energy-relevant action counts, recorded by the engines beside their timing
         self.actions = ActionLedger({lid: k.kind for lid, k in topology.links.items()}, trace,
                                     "seq" if per_command else "layer_id")
@@ -170,6 +173,8 @@ class Simulator:
         )
         links = tuple(ServerCounters(lid, s.bytes, s.busy_ns)
                       for lid, s in sorted(self.servers.items()))
+        links += tuple(ServerCounters(f"{lid}#command_vc", s.bytes, s.busy_ns)
+                       for lid, s in sorted(self.command_vcs.items()))
         memories = tuple(m for m in (c.memory_counters() for c in comps) if m is not None)
         return HardwareCounters(self.topology.name,
                                 self.topology.config.cube.pe_template.pe_gemm.clock_ghz,
@@ -225,6 +230,8 @@ class Simulator:
                     f"{what}: HBM address {addr:#x} beyond the {topo.hbm_bytes:#x}-byte HBM"
                 ) from None
             mem = self._hbm[cube.index]
+            if topo.config.cube.hbm_ctrl.channel_routers is not None:
+                return self._banked_stages(pe, cube, mem, addr, nbytes, write, what)
             key = ("hbm", pe.index, cube.index, write)
             links = self._path_cache.get(key)
             if links is None:
@@ -250,6 +257,42 @@ class Simulator:
         if write:
             return [tcm, *links, mstage]
         return [mstage, *links, tcm]
+
+    def read_request_ns(self, pe: Pe, space: str, addr: int) -> float:
+        """A read of another chip's HBM sends its request over the chip links first (the
+        data's own trip is in `dma_stages`): the sum of their latencies; 0 on-chip."""
+        topo = self.topology
+        if space != "hbm" or topo.config.system is None:
+            return 0.0
+        try:
+            cube = topo.cube_of_hbm(addr)
+        except KeyError:
+            return 0.0  # dma_stages reports the bad address
+        if cube.sip == pe.cube.sip:
+            return 0.0
+        key = (pe.index, cube.index)
+        hit = self._request_ns.get(key)
+        if hit is None:
+            hr = topo.hbm_router_for(pe.router, cube)
+            hit = self._request_ns[key] = sum(
+                topo.links[lid].latency_ns for lid in topo.memory_path(pe, cube.hbm_ctrl, hr, True)
+                if topo.links[lid].kind == "chip_link")
+        return hit
+
+    def _banked_stages(self, pe: Pe, cube: Any, mem: Any, addr: int, nbytes: int,
+                       write: bool, what: str) -> list[Any]:
+        """Stages of an HBM DMA whose channels have their own ports: the
+        channels' shares as one stage (`HbmCtrl.banked_stage`), then / after the TCM port."""
+        key = ("banked", pe.index, cube.index, write)
+        links = self._path_cache.get(key)
+        if links is None:
+            topo = self.topology
+            links = self._path_cache[key] = [
+                tuple(self._links(topo.channel_path(pe, cube, i, write)))
+                for i in range(topo.config.cube.hbm_ctrl.channels)]
+        tcm = self._tcm[pe.index].port
+        mstage = mem.banked_stage(addr, nbytes, write, pe.index, links, what)
+        return [tcm, mstage] if write else [mstage, tcm]
 
     def mcast_stages(self, pe: Pe, dst_pes: list[int], nbytes: int) -> list[Any]:
         """Stages of a copy from `pe`'s TCM into the TCMs of `dst_pes` (PE indices): the
@@ -281,6 +324,20 @@ class Simulator:
         if hit is not None:
             return hit
         topo = self.topology
-        path = tuple(self._links(topo.command_path(topo.cube(cube_id), pe, to_pe)))
+        ids = topo.command_path(topo.cube(cube_id), pe, to_pe)
+        if topo.config.cube.m_cpu.command_vc:
+            path = tuple(self._command_vc(i) for i in ids)
+        else:
+            path = tuple(self._links(ids))
         self._path_cache[key] = path
         return path
+
+    def _command_vc(self, lid: str) -> Server:
+        """Link `lid`'s command virtual channel: a server of the link's latency
+        and bandwidth that only command and completion packets reserve (its id is the
+        link's, so the action ledger counts its bytes on that link)."""
+        vc = self.command_vcs.get(lid)
+        if vc is None:
+            link = self.topology.links[lid]
+            vc = self.command_vcs[lid] = Server(lid, link.latency_ns, link.bw_gbs)
+        return vc

@@ -16,6 +16,7 @@ from kernbench.topology.model import (
     Pe,
     Topology,
     Wire,
+    channel_endpoint,
     chip_link_id,
     chip_port,
 )
@@ -130,6 +131,10 @@ def _memories(b: _Builder, cube: Cube) -> None:
                "hbm_port")
         b.link(cube.hbm_ctrl, rid, cs.hbm_ctrl.port_latency_ns, cs.hbm_ctrl.port_bw_gbs,
                "hbm_port")
+    for i, name in enumerate(cs.hbm_ctrl.channel_routers or ()):
+        rid, ch = f"{cube.id}.{name}", channel_endpoint(cube, i)
+        b.link(rid, ch, cs.hbm_ctrl.port_latency_ns, cs.hbm_ctrl.port_bw_gbs, "hbm_port")
+        b.link(ch, rid, cs.hbm_ctrl.port_latency_ns, cs.hbm_ctrl.port_bw_gbs, "hbm_port")
     if cs.shared_sram is not None:
         b.node(cube.sram, cs.shared_sram, cube)
         b.link(cube.sram_router, cube.sram, cs.shared_sram.latency_ns, cs.shared_sram.bw_gbs,

@@ -132,6 +132,18 @@ class Topology:
         return (link_id(mem, mem_router), *self.route(mem_router, pe.router, lane),
                 link_id(pe.router, pe.id))
 
+    def channel_path(self, pe: Pe, cube: Cube, channel: int, write: bool) -> tuple[str, ...]:
+        """Link ids between `pe` and HBM channel `channel` of `cube` through that channel's
+        own port (`hbm_ctrl.channel_routers`): PE → router → mesh → the
+        channel's router → its port when `write`, the reverse when reading."""
+        name = self.config.cube.hbm_ctrl.channel_routers[channel]
+        rid, ch = f"{cube.id}.{name}", channel_endpoint(cube, channel)
+        lane = self.lane_of(pe)
+        if write:
+            return (link_id(pe.id, pe.router), *self.route(pe.router, rid, lane),
+                    link_id(rid, ch))
+        return (link_id(ch, rid), *self.route(rid, pe.router, lane), link_id(pe.router, pe.id))
+
     def lane_of(self, pe: Pe) -> int:
         """The chip link (of the parallel links of a neighbour pair) `pe`'s transfers to
         other chips take: PEs take the lanes in turn by their index inside the chip."""
@@ -250,6 +262,11 @@ class Topology:
                 best = (hops, rid)
         assert best is not None
         return best[1]
+
+
+def channel_endpoint(cube: Cube, channel: int) -> str:
+    """The id a channel's own port links to (`<hbm_ctrl>.ch<i>`)."""
+    return f"{cube.hbm_ctrl}.ch{channel}"
 
 
 def link_id(src: str, dst: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.counters import MemoryCounters, ServerCounters
-from kernbench.components.fabric import Server
+from kernbench.components.fabric import Server, transfer
 from kernbench.errors import AddressError
 
 
@@ -38,6 +38,37 @@ class _HbmAccess:
                 end = e
         self.ctrl.bytes += nbytes
         return (head_ns if start is None else start), end
+
+
+class _BankedAccess:
+    """The HBM reached through every channel's own port: each channel's share
+    is one transfer over its own path (read: channel, its port, the mesh route to the PE;
+    write: the reverse), all shares at once; the access ends when the last share has.
+    The stage itself adds no latency (each share's path carries the HBM latency)."""
+
+    __slots__ = ("ctrl", "paths", "write", "latency_ns")
+
+    def __init__(self, ctrl: HbmCtrl, paths: list[tuple[tuple, int]], write: bool) -> None:
+        self.ctrl = ctrl
+        self.paths = paths  # (stages of one share's transfer, its bytes)
+        self.write = write
+        self.latency_ns = 0.0
+
+    @property
+    def link_shares(self) -> list[tuple[tuple, int]]:
+        """(the links one share crosses, its bytes), for the action ledger."""
+        return [(p[:-1] if self.write else p[1:], b) for p, b in self.paths]
+
+    def occupy(
+        self, head_ns: float, nbytes: int, min_end_ns: float, now: float
+    ) -> tuple[float, float]:
+        end = min_end_ns
+        for stages, b in self.paths:
+            e = transfer(head_ns, b, stages, now)
+            if e > end:
+                end = e
+        self.ctrl.bytes += nbytes
+        return head_ns, end
 
 
 def channel_shares(offset: int, nbytes: int, interleave: int,
@@ -74,13 +105,15 @@ class HbmCtrl(ComponentBase):
         self.size = cube.hbm_bytes
         s = self.spec
         self.channels = [
-            Server(f"{self.id}.ch{i}", 0.0, s.channel_bw_gbs) for i in range(s.channels)
+            Server(f"{self.id}.ch{i}", s.latency_ns, s.channel_bw_gbs)
+            for i in range(s.channels)
         ]
         self.bytes = 0
         # (offset within one interleave period, nbytes) → its access: the shares of a range
         # depend on nothing else, and programs repeat their tile sizes and strides
         self._period = s.interleave_bytes * s.channels
         self._access: dict[tuple[int, int], _HbmAccess] = {}
+        self._banked: dict[tuple, _BankedAccess] = {}
 
     def check(self, addr: int, nbytes: int, what: str) -> None:
         if addr < self.base or addr + nbytes > self.base + self.size or nbytes < 0:
@@ -103,6 +136,22 @@ class HbmCtrl(ComponentBase):
                 self._access.clear()  # bounded: an odd program cannot grow it without end
             acc = self._access[key] = _HbmAccess(
                 self, [(self.channels[i], b) for i, b in self.shares(addr, nbytes)])
+        return acc
+
+    def banked_stage(self, addr: int, nbytes: int, write: bool,
+                     pe: int, links: list[tuple], what: str = "access") -> _BankedAccess:
+        """The access of a range by PE `pe` through the channels' own ports:
+        `links[i]` are the link servers between the PE and channel i, in transfer order."""
+        self.check(addr, nbytes, what)
+        key = (pe, write, (addr - self.base) % self._period, nbytes)
+        acc = self._banked.get(key)
+        if acc is None:
+            if len(self._banked) >= 4096:
+                self._banked.clear()
+            ch = self.channels
+            acc = self._banked[key] = _BankedAccess(self, [
+                ((*links[i], ch[i]) if write else (ch[i], *links[i]), b)
+                for i, b in self.shares(addr, nbytes)], write)
         return acc
 
     def memory_counters(self) -> MemoryCounters:

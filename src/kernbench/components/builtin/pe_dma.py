@@ -63,6 +63,8 @@ class PeDma(PeEngineBase):
         write = token.stage.stage_type == StageType.DMA_WRITE
         stages = self.sim.dma_stages(self.pe, space, addr, wire, write,
                                      f"{token.label} tile {token.tile_id}")
+        if not write:  # a read of another chip's memory first sends its request there
+            start += self.sim.read_request_ns(self.pe, space, addr)
         self.sim.arbiter.request(token_key(token), self._reserve, token, space, wire, write,
                                  start, stages, ev)
         return ev
@@ -71,8 +73,12 @@ class PeDma(PeEngineBase):
                  stages: list, ev: Event) -> None:
         end = transfer(start, wire, stages)
         # stages are memory, links, TCM port (reads) or TCM port, links, memory (writes)
-        self.sim.actions.dma(token.pipeline_ctx.command, space, wire, stages[1:-1],
-                             "read" if write else "write", start, end)
+        cmd = token.pipeline_ctx.command
+        self.sim.actions.dma(cmd, space, wire, stages[1:-1], "read" if write else "write",
+                             start, end)
+        mem = stages[-1] if write else stages[0]
+        for links, b in getattr(mem, "link_shares", ()):  # per-channel ports
+            self.sim.actions.links(cmd, links, b, start, end)
         if write:
             self.bytes_written += wire
         else:

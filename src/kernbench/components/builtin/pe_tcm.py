@@ -11,7 +11,7 @@ from __future__ import annotations
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.counters import MemoryCounters
-from kernbench.components.fabric import Server
+from kernbench.components.fabric import InterleavedServer, Server
 from kernbench.errors import CapacityError
 
 
@@ -60,7 +60,8 @@ class PeTcm(ComponentBase):
         self.bank_bytes = self.capacity // s.banks
         self.reserved_bytes = s.reserved_kib * 1024
         self.reserved_base = self.capacity - self.reserved_bytes
-        self.port = Server(f"{self.id}.port", s.latency_ns, s.bw_gbs)
+        cls = InterleavedServer if s.port_interleave else Server
+        self.port = cls(f"{self.id}.port", s.latency_ns, s.bw_gbs)
         self.allocator = PeMemAllocator(self.id, self.reserved_base)
 
     def address(self, bank: int, offset: int) -> int:

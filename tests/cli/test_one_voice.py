@@ -1,0 +1,105 @@
+"""Issue 39 items 1-3: one definition per number, one voice, the precision of every run.
+
+A run prints its result once on stdout (human units), stderr carries the tables and no
+summary line, summary.txt begins with stdout's text; the bottleneck line and the run's
+bound verdict come from one source (stats.json `bottleneck`), so they cannot contradict;
+each printed figure is the stats.json value under its documented name; `precision` counts
+the widths the IR's layers run at (checked against the bundle's own ir.json)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kernbench.cli import main
+from kernbench.report.result_text import summary_lines
+from kernbench.report.units import fmt_time
+from kernbench.report.verdict import bottleneck_line, bound_class
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "hf_configs" / "tiny-llama.json"
+
+
+def _run(out: Path, capsys, *extra: str) -> tuple[dict, str, str]:
+    assert main(["run", str(TINY), "--out", str(out), "--no-report", *extra]) == 0
+    cap = capsys.readouterr()
+    return json.loads((out / "stats.json").read_text()), cap.out, cap.err
+
+
+@pytest.mark.parametrize("kind,cls", [("pe_gemm", "compute"), ("pe_math", "compute"),
+                                      ("pe_dma", "memory"), ("pe_fetch_store", "memory"),
+                                      ("hbm_ctrl", "memory"), ("ch3", "memory"),
+                                      ("link", "interconnect")])
+def test_the_verdict_is_the_bottleneck_class(kind, cls):
+    b = {"component": "x", "kind": kind, "utilization": 0.5, "bound_by": bound_class(kind)}
+    assert bound_class(kind) == cls
+    assert bottleneck_line(b).endswith(f"the run is {cls}-bound")
+
+
+def test_one_voice_one_verdict_same_values(tmp_path, capsys):
+    stats, out, err = _run(tmp_path / "o", capsys)
+    b = stats["bottleneck"]
+    # one source: the top-level bottleneck gives the verdict, the llm section copies it
+    assert b["bound_by"] == bound_class(b["kind"])
+    assert stats["llm"]["bottleneck"]["bound_by"] == b["bound_by"]
+    assert out.count("-bound") == 1 and bottleneck_line(b) in out
+    # stdout is the summary, once; summary.txt begins with it; stderr repeats none of it
+    assert out.splitlines() == summary_lines(stats)
+    assert (tmp_path / "o" / "summary.txt").read_text().startswith(out)
+    for line in out.splitlines():
+        assert line not in err
+    # human units, the stats.json value under its documented name
+    assert out.splitlines()[0].startswith(f"total {fmt_time(stats['total_ns'])} = ")
+    assert f"roofline fraction {stats['roofline_fraction']:.3f} (Σ per-layer" in out
+    r = stats["llm"]["roofline"]
+    assert f"step roofline fraction {r['fraction']:.3f} (whole-step bound / step)" in out
+    assert f"peak HBM bandwidth fraction {r['hbm_bandwidth_fraction']:.3f}" in out
+    total = stats["total_ns"]
+    assert r["hbm_bandwidth_fraction"] == pytest.approx(r["memory_bound_ns"] / total, abs=1e-6)
+    assert r["fraction"] == pytest.approx(max(r["compute_bound_ns"], r["memory_bound_ns"])
+                                          / total, abs=1e-6)
+    assert not re.search(r"[\d,]{5,}(\.\d+)? ns|\d mW", out)  # ≥ 1 µs is in µs/ms/s
+    # the layer table: columns named as stats.json's keys, the span sum explained
+    text = (tmp_path / "o" / "summary.txt").read_text()
+    head = next(ln for ln in text.splitlines() if ln.startswith("layer "))
+    assert head.split() == ["layer", "op_type", "ns", "estimate_ns", "busy_ns",
+                            "estimate_busy_ns", "bound_ns", "roofline_fraction", "bound_by",
+                            "energy", "bottleneck"]
+    span_sum = sum(v["ns"] for v in stats["layers"].values())
+    assert span_sum > total  # tiny-llama's layers overlap
+    assert f"(Σ ns {fmt_time(span_sum)} = {span_sum / total:.1f} × total)" in text
+
+
+def test_precision_from_the_qconfig_per_layer_group(tmp_path, capsys):
+    q = tmp_path / "q.yaml"
+    q.write_text("default: {weight: 4, activation: 8, kv: 8}\n"
+                 "overrides:\n  - match: 'l0.*'\n    weight: 8\n")
+    stats, out, _ = _run(tmp_path / "o", capsys, "--qconfig", str(q), "--keep-bundle")
+    ir = json.loads((tmp_path / "o" / "bundle" / "ir.json").read_text())
+    weighted = [n["id"] for n in ir["graph"]["nodes"]
+                if n["op_type"] in ("GEMM", "QKV_PROJ", "CONV")]
+    te = [n for n in ir["graph"]["nodes"]
+          if n["op_type"] in ("GEMM", "QKV_PROJ", "CONV", "ATTENTION", "MATMUL")]
+    att = [n for n in ir["graph"]["nodes"] if n["op_type"] in ("ATTENTION", "KV_UPDATE")]
+    l0 = sorted(i for i in weighted if i.startswith("l0."))
+    assert l0 and len(l0) < len(weighted)
+    p = stats["precision"]
+    assert p["source"] == "qconfig"
+    assert p["weight"] == {"int4": len(weighted) - len(l0), "int8": len(l0)}
+    assert p["activation"] == {"int8": len(te)}
+    assert p["kv"] == {"int8": len(att)}
+    assert sorted(p["minority_layers"]) == l0
+    assert all(v == {"weight": "int8"} for v in p["minority_layers"].values())
+    line = next(ln for ln in out.splitlines() if ln.startswith("precision"))
+    assert line.startswith(f"precision (qconfig): weights int4 ({len(weighted) - len(l0)} "
+                           f"layers), int8 ({len(l0)}: {l0[0]}")
+    assert "activations int8; KV cache int8" in line
+
+
+def test_default_precision_is_named(tmp_path, capsys):
+    stats, out, _ = _run(tmp_path / "o", capsys)
+    assert stats["precision"]["source"] == "defaults"
+    assert "precision (defaults): weights int8; activations int8; KV cache int8" in out
