@@ -95,20 +95,23 @@ def test_kv_transfer_simulates_one_pair_per_route_distance_and_interpolates():
     pools = ChipPools.split(topo, 4)
     calls = []
 
-    def sim(t, src, dst, nbytes):
-        calls.append((src, dst, nbytes))
+    def cost(t, src, dst, nbytes):
         return 5_000.0 + 0.1 * nbytes + 700.0 * len(t.route(f"sip{src}.cube0.r0c0",
                                                              f"sip{dst}.cube0.r0c0"))
+
+    def sim(t, src, dst, nbytes):
+        calls.append((src, dst, nbytes))
+        return cost(t, src, dst, nbytes)
 
     x = KvTransfer(topo, pools, bytes_per_token=1000, simulate=sim)
     # t3k is a 2 × 4 mesh: chip 0 → chip 4 (decode 0) is one hop down, → chip 7 four hops
     assert x.hops(0, 0) == 1 and x.hops(0, 3) == 4 and x.hops(1, 1) == 1
     # 300 tokens lie between the bucket edges 288 and 304: those and the midpoint 296 are
     # simulated (a linear cost: the midpoint agrees) for pair (0, 0), which stands for (1, 1)
-    assert x.ns(300, 1, 1) == round(sim(topo, 0, 4, 300_000))
+    assert x.ns(300, 1, 1) == round(cost(topo, 0, 4, 300_000))
     assert sorted(calls) == [(0, 4, 288_000), (0, 4, 296_000), (0, 4, 304_000)]
-    assert x.ns(290, 0, 0) == round(sim(topo, 0, 4, 290_000)) and len(calls) == 3
-    assert x.ns(300, 0, 3) == round(sim(topo, 0, 7, 300_000)) and len(calls) == 6
+    assert x.ns(290, 0, 0) == round(cost(topo, 0, 4, 290_000)) and len(calls) == 3
+    assert x.ns(300, 0, 3) == round(cost(topo, 0, 7, 300_000)) and len(calls) == 6
     exact = KvTransfer(topo, pools, bytes_per_token=1000, simulate=sim, exact=True)
     exact.ns(300, 0, 0)
     assert calls[-1] == (0, 4, 300_000)

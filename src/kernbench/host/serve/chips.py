@@ -51,7 +51,7 @@ class ChipPools:
 class KvTransfer:
     """`ns(tokens, src, dst)`: prefill chip `src` → decode chip `dst` (pool indices).
 
-    The time is a simulated program: a send/recv collective (ADR-0901's pulls: DMA reads
+    The time is a simulated program: a send/recv collective (pulls: DMA reads
     of the other chip's HBM over the chip route) of the KV bytes as bf16 elements, run on
     the whole system. Programs are memoized per chip-route distance (the first pool pair,
     in order, at that many hops stands for every pair at that distance: the same links
