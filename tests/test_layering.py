@@ -202,6 +202,7 @@ LOWER_LAYERS = {
     2: {"context"},
     3: {"blocks"},
     4: {"te_weights", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
+        "gemm_outputs",
         "gemm_splitk", "rowwise", "gemm_rowreduce", "gemm", "attention_kv", "attention_parts",
         "attention", "bmm", "conv", "clamp", "qlinear"},
     5: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",

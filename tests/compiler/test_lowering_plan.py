@@ -7,12 +7,17 @@ import dataclasses
 
 import numpy as np
 import pytest
+from test_quantized_graphs import _dynamic_model
 from tiny_ir import compile_until, gemm_graph
 
+from kernbench.cli import main
 from kernbench.compiler.checks import InvariantError, check_plan
+from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.plan import LoweringPlan
 from kernbench.compiler.manager import PassManager
-from kernbench.compiler.pipeline import PASS_NAMES, PASSES
+from kernbench.compiler.pipeline import PASS_NAMES, PASSES, load_model
+from kernbench.compiler.state import CompileOptions, CompileState
+from kernbench.topology import load_topology
 
 
 def test_plan_runs_after_memory_and_before_tiling():
@@ -80,3 +85,80 @@ def test_dump_after_plan_lists_the_decisions(tmp_path):
     assert "lowering plan:" in text
     assert "w int w8: int8 [32, 24], 8 bits, 24 column scales" in text
     assert isinstance(st.lowering_plan, LoweringPlan)
+
+
+def test_plan_names_the_tiled_dynamic_quantization_and_its_integer_gemm(tmp_path):
+    """onnxruntime's quantize_dynamic chain: the plan says the DYNAMIC_QUANTIZE is tiled,
+    the MATMUL_INTEGER reads it with its weight re-centered by the zero point (checked
+    against numpy), and its Cast, Mul and bias Add are computed by its tiles."""
+    _dynamic_model(tmp_path / "dyn.onnx", 3, 24)
+    g, _ = load_model(tmp_path / "dyn.onnx")
+    passes = PASSES[:PASS_NAMES.index("plan") + 1]
+    st = PassManager(passes).run(CompileState(g, load_topology("small"), CompileOptions()))
+    plan = st.require_lowering_plan()
+    (dq,) = [n.id for n in g.nodes if n.op_type == "DYNAMIC_QUANTIZE"]
+    (mi,) = [n for n in g.nodes if n.op_type == "MATMUL_INTEGER"]
+    assert plan.dynamic_quantize == {dq}
+    im = plan.integer_matmuls[mi.id]
+    w = np.asarray(g.weights[mi.inputs[1]], np.int64)
+    np.testing.assert_array_equal(im.weight.astype(np.int64), w - 3)
+    # the bias Add after the Mul is the epilogue's consumer (a broadcast row of N values)
+    add = plan.epilogue[mi.id]
+    assert add.layer.op_type == "ADD" and add.in2_tid == "bias" and not add.in2_per_row
+    assert plan.fused == {im.cast.id: mi.id, im.mul.id: mi.id, add.layer.id: mi.id}
+    check_plan(st)
+    text = plan.dump()
+    assert f"    {dq}\n" in text and f"{im.cast.id} -> {mi.id}" in text
+
+
+@pytest.mark.parametrize(("y_output", "fused"), [(False, True), (True, False)])
+def test_plan_fuses_a_sole_gelu_consumer_into_the_gemm_epilogue(y_output, fused):
+    """A GEMM's only consumer GELU is applied by its epilogue; when the GEMM's output is a
+    graph output too, nothing is fused (the output must be stored)."""
+    g, feeds = gemm_graph(m=16, k=32, n=24, gelu=True, y_output=y_output)
+    plan = compile_until(g, feeds, "plan").require_lowering_plan()
+    assert ("fc" in plan.epilogue) is fused
+    assert plan.fused == ({"act": "fc"} if fused else {})
+    if fused:
+        assert plan.epilogue["fc"].layer.id == "act" and plan.epilogue["fc"].chain == ("y",)
+        assert "fc -> act (GELU, stored fp32" in plan.dump()
+    st = compile_until(g, feeds, "tiling")
+    layers = {op.layer for op in st.require_tiles().ops if op.opcode == "VE_GELU_TILE"}
+    fused_into = {op.fused_into for op in st.require_tiles().ops if op.layer == "act"}
+    assert layers == {"act"} and fused_into == ({"fc"} if fused else {""})
+
+
+def test_the_builder_keeps_no_cross_op_table_the_plan_owns():
+    """The tables the plan (or the memory plan, or the PE cursor) took over are gone from
+    the builder: a lowering cannot write a decision another op reads through them."""
+    g, feeds = gemm_graph(m=16, k=32, n=24)
+    lw = Lowering(compile_until(g, feeds, "plan"))
+    moved = ("weights", "stored_weights", "dynamic", "lone")
+    assert [a for a in moved if hasattr(lw, a)] == []
+    assert lw.lowering_plan is lw.state.lowering_plan
+
+
+@pytest.mark.parametrize(("seq", "kv", "section"), [(1, 64, "kv_rows"), (64, 0, "kv_stores")])
+def test_projections_store_kv_rows_in_decode_and_int8_kv_in_prefill(tmp_path, seq, kv,
+                                                                     section):
+    """GPT-2 on small: a decode step's K / V projections store their new rows into the
+    present caches (each naming its KV_UPDATE), a prefill's store int8 K / V for the
+    tiled attention; the other table is empty. Read from `--dump-after plan`."""
+    args = ["compile", "gpt2", "--seq-len", str(seq), "--kv-len", str(kv), "-t", "small",
+            "--dump-after", "plan", "--out", str(tmp_path / "b")]
+    assert main(args) == 0
+    text = (tmp_path / "after-plan.txt").read_text(encoding="utf-8")
+    tables: dict[str, list[str]] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith("  ") and not line.startswith("    "):
+            name = line.split()[0]
+            tables[name] = []
+        elif line.startswith("    ") and name:
+            tables[name].append(line.strip())
+    other = "kv_stores" if section == "kv_rows" else "kv_rows"
+    assert len(tables[section]) == 4 and tables[other] == []  # K and V of 2 layers
+    if section == "kv_rows":
+        assert all("-> kv_update_" in e and "scale" in e for e in tables[section])
+    else:
+        assert all(e.endswith("float not stored)") for e in tables[section])

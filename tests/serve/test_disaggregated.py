@@ -9,7 +9,7 @@ import pytest
 from serve_helpers import program_ns
 
 from kernbench.errors import InputError
-from kernbench.host.serve.chips import ChipPools, KvTransfer, one_chip
+from kernbench.host.serve.chips import ChipPools, KvTransfer, one_chip, simulated_send
 from kernbench.host.serve.disagg import serve_disaggregated
 from kernbench.host.serve.policies import Limits
 from kernbench.host.serve.results import little
@@ -90,15 +90,40 @@ def test_littles_law_and_determinism():
     assert all(s.finish_ns >= s.first_token_ns >= s.req.arrival_ns for s in res.seqs)
 
 
-def test_kv_transfer_is_hops_times_latency_plus_bytes_over_the_links():
+def test_kv_transfer_simulates_one_pair_per_route_distance_and_interpolates():
     topo = load_topology("t3k")
     pools = ChipPools.split(topo, 4)
-    x = KvTransfer(topo, pools, bytes_per_token=1000)
-    link = topo.config.system.link
+    calls = []
+
+    def cost(t, src, dst, nbytes):
+        return 5_000.0 + 0.1 * nbytes + 700.0 * len(t.route(f"sip{src}.cube0.r0c0",
+                                                             f"sip{dst}.cube0.r0c0"))
+
+    def sim(t, src, dst, nbytes):
+        calls.append((src, dst, nbytes))
+        return cost(t, src, dst, nbytes)
+
+    x = KvTransfer(topo, pools, bytes_per_token=1000, simulate=sim)
     # t3k is a 2 × 4 mesh: chip 0 → chip 4 (decode 0) is one hop down, → chip 7 four hops
-    assert x.hops(0, 0) == 1 and x.hops(0, 3) == 4
-    assert x.ns(300, 0, 3) == round(4 * link.latency_ns
-                                    + 300_000 / (link.bw_gbs * link.links_per_pair))
+    assert x.hops(0, 0) == 1 and x.hops(0, 3) == 4 and x.hops(1, 1) == 1
+    # 300 tokens lie between the bucket edges 288 and 304: those and the midpoint 296 are
+    # simulated (a linear cost: the midpoint agrees) for pair (0, 0), which stands for (1, 1)
+    assert x.ns(300, 1, 1) == round(cost(topo, 0, 4, 300_000))
+    assert sorted(calls) == [(0, 4, 288_000), (0, 4, 296_000), (0, 4, 304_000)]
+    assert x.ns(290, 0, 0) == round(cost(topo, 0, 4, 290_000)) and len(calls) == 3
+    assert x.ns(300, 0, 3) == round(cost(topo, 0, 7, 300_000)) and len(calls) == 6
+    exact = KvTransfer(topo, pools, bytes_per_token=1000, simulate=sim, exact=True)
+    exact.ns(300, 0, 0)
+    assert calls[-1] == (0, 4, 300_000)
+
+
+def test_a_simulated_send_takes_at_least_the_links_time():
+    topo = load_topology("small", ["system.chips=2"])
+    link = topo.config.system.link
+    nbytes = 4 << 20
+    ns = simulated_send(topo, 0, 1, nbytes)
+    floor = link.latency_ns + nbytes / (link.bw_gbs * link.links_per_pair)
+    assert floor <= ns <= 3 * floor
 
 
 def test_one_chip_of_a_system_is_its_sip():

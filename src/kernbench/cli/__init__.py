@@ -46,7 +46,7 @@ def _register() -> None:
     import importlib
 
     for name in ("topology", "demo", "validate", "simulate", "ir", "compile", "kernel", "sweep", "serve",
-                 "replay", "listing", "compare"):
+                 "replay", "listing", "compare", "collective"):
         try:
             importlib.import_module(f"kernbench.cli.{name}")
         except ModuleNotFoundError as e:  # a layer not built yet

@@ -8,7 +8,7 @@ invariant does not hold; none changes anything.
 | -------- | ----------- | --------- |
 | `ir`     | quantize    | `kernbench.ir.verify` accepts the graph |
 | `memory` | memory, tiling | no two HBM allocations overlap; every graph input and output is placed |
-| `plan`   | plan        | the lowering plan names existing nodes and tensors: TE weights are constants, a read-through transpose is a TRANSPOSE read by a later QDQ |
+| `plan`   | plan        | the lowering plan names existing nodes and tensors: TE weights are constants, a read-through transpose is a TRANSPOSE read by a later QDQ, a planned integer GEMM is a MATMUL_INTEGER reading a planned DYNAMIC_QUANTIZE, a fused layer comes after the layer computing it |
 | `tiles`  | tiling      | every op's buffers are on its PE and fit one TCM bank; a buffer is written before it is read; `layer_tiles` counts every op |
 | `order`  | placement   | op indices are the program positions; lowering phases stay in order |
 | `tcm`    | tcm_alloc   | every buffer has an offset, ends inside the AllocatableTCM, stays in one bank; buffers live at the same time on one PE never overlap |
@@ -57,6 +57,16 @@ def check_plan(state: CompileState) -> None:
                 or g.node(q).op_type != "QDQ" or order[t] >= order[q]:
             raise InvariantError(f"lowering plan: '{q}' reads through '{t}', which is not "
                                  f"a transpose before that QDQ")
+    for m in plan.integer_matmuls:
+        dq = g.tensors[g.node(m).inputs[0]].producer if m in order else None
+        if g.node(m).op_type != "MATMUL_INTEGER" or dq not in plan.dynamic_quantize \
+                or g.node(dq).op_type != "DYNAMIC_QUANTIZE":
+            raise InvariantError(f"lowering plan: '{m}' is not a MATMUL_INTEGER on a planned "
+                                 f"DYNAMIC_QUANTIZE")
+    for c, p in plan.fused.items():
+        if c not in order or p not in order or order[p] >= order[c]:
+            raise InvariantError(f"lowering plan: '{c}' is fused into '{p}', which does not "
+                                 f"come before it")
 
 
 def _bank_bytes(state: CompileState) -> int:

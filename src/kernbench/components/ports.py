@@ -89,6 +89,11 @@ class SimContext(Protocol):
         """The contended stages of a transfer between `pe`'s TCM and memory at `addr`."""
         ...
 
+    def read_request_ns(self, pe: Pe, space: str, addr: int) -> float:
+        """Time the request of a read of memory at `addr` takes to reach another chip: the
+        latency of the chip links between (0 on the PE's own chip)."""
+        ...
+
     def mcast_stages(self, pe: Pe, dst_pes: list[int], nbytes: int) -> list[Stage]:
         """The contended stages of a copy from `pe`'s TCM into the TCMs of `dst_pes`."""
         ...

@@ -50,10 +50,12 @@ def _read_yaml(path: Path, label: str) -> dict[str, Any]:
 def _resolve(source: str, seen: tuple[str, ...] = (),
              preset: bool = False) -> tuple[dict[str, Any], str]:
     """Return the merged raw mapping for a preset name or file, and its label. A file
-    wins over a preset of the same name, but a folder never does, and a preset's
-    `extends: NAME` of another preset (`preset`) never looks at the working directory."""
+    (or a device or FIFO, which reading refuses) wins over a preset of the same name, a
+    folder never does, and a preset's `extends: NAME` of another preset (`preset`) never
+    looks at the working directory."""
     path = Path(source)
-    if not preset and (path.suffix in (".yaml", ".yml") or path.is_file()):
+    if not preset and (path.suffix in (".yaml", ".yml")
+                       or (path.exists() and not path.is_dir())):
         label = str(path)
         data = _read_yaml(path, label)
         base_dir = path.parent

@@ -63,6 +63,7 @@ class Simulator:
         self.completed = 0
         self._seq = 0
         self._path_cache: dict[tuple, tuple] = {}
+        self._request_ns: dict[tuple[int, int], float] = {}
         # energy-relevant action counts, recorded by the engines beside their timing
         self.actions = ActionLedger({lid: k.kind for lid, k in topology.links.items()}, trace,
                                     "seq" if per_command else "layer_id")
@@ -256,6 +257,27 @@ class Simulator:
         if write:
             return [tcm, *links, mstage]
         return [mstage, *links, tcm]
+
+    def read_request_ns(self, pe: Pe, space: str, addr: int) -> float:
+        """A read of another chip's HBM sends its request over the chip links first (the
+        data's own trip is in `dma_stages`): the sum of their latencies; 0 on-chip."""
+        topo = self.topology
+        if space != "hbm" or topo.config.system is None:
+            return 0.0
+        try:
+            cube = topo.cube_of_hbm(addr)
+        except KeyError:
+            return 0.0  # dma_stages reports the bad address
+        if cube.sip == pe.cube.sip:
+            return 0.0
+        key = (pe.index, cube.index)
+        hit = self._request_ns.get(key)
+        if hit is None:
+            hr = topo.hbm_router_for(pe.router, cube)
+            hit = self._request_ns[key] = sum(
+                topo.links[lid].latency_ns for lid in topo.memory_path(pe, cube.hbm_ctrl, hr, True)
+                if topo.links[lid].kind == "chip_link")
+        return hit
 
     def _banked_stages(self, pe: Pe, cube: Any, mem: Any, addr: int, nbytes: int,
                        write: bool, what: str) -> list[Any]:

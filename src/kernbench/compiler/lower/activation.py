@@ -30,7 +30,7 @@ def te_mode(n: LayerIR) -> str | None:
     if qa in ("fp16", "bf16") and qw in (qa, None):
         return qa
     if qw in BFP_FORMATS and qa in ("bf16", None):
-        return qa or "fp32"  # block-float weights load decoded into bf16 (ADR-0916)
+        return qa or "fp32"  # block-float weights load decoded into bf16
     if qa is None and qw is None:
         return "fp32"
     return None
@@ -63,6 +63,19 @@ def prepare_x(lw: Lowering, n: LayerIR, x_tid: str, mode: str, bits: int) -> Pre
     if key not in lw.prepared:
         lw.prepared[key] = _prepare_x_once(lw, n, x_tid, mode, bits)
     return lw.prepared[key]
+
+
+def preparable_rows(lw: Lowering, x_tid: str, mode: str, bits: int) -> int | None:
+    """The rows (M) of activation `x_tid` as `prepare_x` prepares it for `mode` at `bits`,
+    or None when it cannot; allocates and emits nothing (the plan pass asks)."""
+    how = _read_as_is(lw, x_tid, mode, bits)
+    if how is None or isinstance(how, PreparedX):
+        return None if how is None else int(how.placement.shape[0])
+    integer = mode in ("int", "int16")
+    if integer and _static_quant(lw, x_tid, 4 if bits == 4 else None) is None:
+        return None
+    xp = lw.placement(_quantize_source(lw, x_tid) if integer else x_tid)
+    return int(np.prod(xp.shape[:-1]))
 
 
 def _read_as_is(lw: Lowering, x_tid: str, mode: str,

@@ -33,7 +33,7 @@ from kernbench.compiler.lower.attention_kv import kv_te, lower_kv_blocks, q_rows
 from kernbench.compiler.lower.attention_parts import lower_kv_parts
 from kernbench.compiler.lower.attention_tiles import AttentionTiles
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
-from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out
+from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, kv_scratch, quant_out
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.numerics.flash import longest_part
@@ -83,7 +83,7 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     tiled although `tiled_attention` accepted it."""
     # Q at 8 bits, K / V at 8 KV bits, stored by the projection that produced them
     # (`xquant.kv_quant_out`)
-    q, k, v = (lw.kv_stored.get(t) or lw.placement(t) for t in n.inputs[:3])
+    q, k, v = (kv_scratch(lw, t) or lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
     floats = {p.dtype for p in (q, k, v, out)} & set(FLOAT_DTYPES)
     if q.dtype not in (*FLOAT_DTYPES, "int8") or out.dtype not in FLOAT_DTYPES or any(

@@ -55,7 +55,7 @@ class AttentionTiles:
     @property
     def wide(self) -> bool:
         """16-bit integer activations (A16): Q and P are int16 and both TE products
-        accumulate in int64 (ADR-0800), read back as int64 by the VE."""
+        accumulate in int64, read back as int64 by the VE."""
         return self.bits_a == 16
 
     def te_fields(self) -> dict[str, object]:

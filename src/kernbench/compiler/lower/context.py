@@ -26,7 +26,6 @@ from kernbench.compiler.lower.gemm_balance import Producer
 from kernbench.compiler.lower.placement import PeCursor, raw_const, real_const, tensor_placement
 from kernbench.compiler.lower.plan import LoweringPlan
 from kernbench.compiler.lower.values import (
-    DynamicActivation,
     HbmRange,
     Operands,
     PreparedX,
@@ -102,13 +101,10 @@ class Lowering:
         self.stream = 0
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
         self.engines = EngineCursor.of(pt)
-        self.fused: dict[str, str] = {}  # consumer layer → GEMM whose epilogue computes it
-        # uint8 tensor of a tiled DYNAMIC_QUANTIZE → its int8 data and run-time qparams
-        self.dynamic: dict[str, DynamicActivation] = {}
-        # K / V tensor of a tiled attention → the int8 copy its producing GEMM stores
-        self.kv_stored: dict[str, Placement] = {}
-        # KV_UPDATE layers whose new rows their projection stored (`kv_rows`)
-        self.kv_rows: set[str] = set()
+        # layer → the layer whose tiles computed it, decided while tiling (a norm a split-K
+        # GEMM row-reduces, a transpose a QDQ writes through, the views of a tensor no
+        # tile writes); those decided before tiling are the lowering plan's `fused`
+        self.fused: dict[str, str] = {}
         # float tensors no tile writes: only their quantized copy is read (`xquant`)
         self.unwritten: set[str] = set()
         # the GEMM lowered last: when its columns are ready, per PE (`gemm_balance`)

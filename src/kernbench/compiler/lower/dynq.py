@@ -26,8 +26,6 @@ uint8 tensor, the zero point, the int32 product and the cast are never stored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
@@ -35,24 +33,17 @@ from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.gemm import DynamicGemm, gemm
 from kernbench.compiler.lower.te_weights import recentered, values
-from kernbench.compiler.lower.values import DynamicActivation, PreparedX, TeWeight
+from kernbench.compiler.lower.values import (
+    DynamicActivation,
+    IntegerMatmul,
+    PreparedX,
+    TeWeight,
+)
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 
 #: a uint8 value q is read by the TE as the int8 q - 128
 SHIFT = -128
-
-
-@dataclass(frozen=True)
-class IntegerMatmul:
-    """A MATMUL_INTEGER the tiles compute: its weight (re-centered int8), the Cast and
-    Mul layers its epilogue computes, the scale tensor and the tensor it finally writes."""
-
-    weight: np.ndarray
-    cast: LayerIR
-    mul: LayerIR
-    scale_tid: str
-    out_tid: str
 
 
 def _only_consumer(lw: Lowering, tid: str) -> LayerIR | None:
@@ -158,9 +149,7 @@ def _qparams(lw: Lowering, n: LayerIR, pe: int, bmin: Buf, bmax: Buf, nb: int,
     qp = lw.plan.allocate(f"{n.id}@qparams", (2,), "fp32", "scratch").placement()
     corr = {}
     for mi in consumers:
-        plan = integer_matmul(lw, mi)
-        assert plan is not None  # _tiled_consumers checked every reader
-        colsum = plan.weight.astype(np.int64).sum(axis=0)
+        colsum = lw.lowering_plan.integer_matmuls[mi.id].weight.astype(np.int64).sum(axis=0)
         corr[mi.id] = _correction(lw, mi, n.id, pe, colsum, bqp)
     lw.dma(True, pe, bqp, qp, 0, 1, 2, 2, n.id, frees=[bqp])
     data = lw.plan.allocate(f"{n.outputs[0]}@int8", (rows, cols), "int8", "scratch",
@@ -214,20 +203,42 @@ def _one_block(lw: Lowering, n: LayerIR, x: Placement, s_out: Placement,
     return act
 
 
-def lower_dynamic_quantize(lw: Lowering, n: LayerIR) -> bool:
-    """Tile a DYNAMIC_QUANTIZE read only by tiled MATMUL_INTEGERs (module doc)."""
+def tiles_dynamic_quantize(lw: Lowering, n: LayerIR) -> bool:
+    """Can DYNAMIC_QUANTIZE `n` be tiled: fp32 contiguous input whose rows fit a TCM bank,
+    read only by MATMUL_INTEGERs the tiles compute (module doc)? The plan pass asks."""
     x = lw.placement(n.inputs[0])
     s_out = lw.plan.placements.get(n.outputs[1])
     if len(n.outputs) != 3 or x.dtype != "fp32" or not x.contiguous or not x.shape \
             or s_out is None or s_out.dtype != "fp32" or lw.g.tensors[n.inputs[0]].const \
             or not _tiled_consumers(lw, n):
         return False
-    rows, cols = rows_cols(x)
-    if cols * 4 > lw.bank:
+    return rows_cols(x)[1] * 4 <= lw.bank
+
+
+def plan_dynamic(lw: Lowering) -> tuple[frozenset[str], dict[str, IntegerMatmul]]:
+    """The DYNAMIC_QUANTIZE layers the tiles compute, and the MATMUL_INTEGERs reading
+    them (each with its weight and the Cast and Mul its epilogue computes)."""
+    tiled, matmuls = set(), {}
+    for n in lw.g.nodes:
+        if n.op_type == "DYNAMIC_QUANTIZE" and tiles_dynamic_quantize(lw, n):
+            tiled.add(n.id)
+            for c in lw.g.tensors[n.outputs[0]].consumers:
+                im = integer_matmul(lw, lw.g.node(c))
+                assert im is not None  # _tiled_consumers checked every reader
+                matmuls[c] = im
+    return frozenset(tiled), matmuls
+
+
+def lower_dynamic_quantize(lw: Lowering, n: LayerIR) -> bool:
+    """Tile a DYNAMIC_QUANTIZE the lowering plan says the tiles compute (module doc)."""
+    if n.id not in lw.lowering_plan.dynamic_quantize:
         return False
+    x = lw.placement(n.inputs[0])
+    s_out = lw.plan.placements[n.outputs[1]]
+    rows, cols = rows_cols(x)
     consumers = [lw.g.node(c) for c in lw.g.tensors[n.outputs[0]].consumers]
     if rows * cols * 4 <= lw.bank:
-        act = _one_block(lw, n, x, s_out, consumers)
+        _one_block(lw, n, x, s_out, consumers)
     else:
         mins, maxs, nb = _partials(lw, n, x, rows, cols)
         lw.phase()
@@ -247,29 +258,32 @@ def lower_dynamic_quantize(lw: Lowering, n: LayerIR) -> bool:
             lw.dma(False, pe, bq, act.qparams, 0, 1, 2, 2, n.id)
             _quantize_block(lw, n, pe, bi, bq, r, cols, act.data, r0)
     lw.phase()
-    lw.dynamic[n.outputs[0]] = act
     _drop(lw, n.outputs[0])
     _drop(lw, n.outputs[2])
     return True
 
 
 def lower_matmul_integer(lw: Lowering, n: LayerIR) -> bool:
-    """Tile a MATMUL_INTEGER → Cast → Mul chain on a tiled DYNAMIC_QUANTIZE (module doc)."""
-    act = lw.dynamic.get(n.inputs[0])
-    plan = integer_matmul(lw, n)
-    if act is None or plan is None:
+    """Tile a MATMUL_INTEGER → Cast → Mul chain on a tiled DYNAMIC_QUANTIZE (module doc):
+    the lowering plan names it; its DYNAMIC_QUANTIZE stored the int8 data, the run-time
+    pair and this layer's zero-point term in scratches (`_qparams`), found in the memory
+    plan by their keys."""
+    plan = lw.lowering_plan.integer_matmuls.get(n.id)
+    if plan is None:
         return False
+    dq = lw.g.tensors[n.inputs[0]].producer
+    data = lw.plan.allocations[f"{n.inputs[0]}@int8"].placement()
+    corr = lw.plan.allocations[f"{n.id}@zpcorr"].placement()
+    assert dq is not None and f"{dq}@qparams" in lw.plan.allocations
     wq = plan.weight
     wp = TeWeight(None, None, 8, wq.astype(np.int64).sum(axis=0),
                   values(f"{n.inputs[1]}@int8c", wq.astype(np.int8), "int8", n.inputs[1]))
-    x = PreparedX(act.data, None, 0)
-    if not gemm(lw, n, x, n.inputs[1], None, plan.out_tid, "int", fuse=True,
-                dyn=DynamicGemm(wp, act.corr[n.id], lw.placement(plan.scale_tid))):
+    x = PreparedX(data, None, 0)
+    if not gemm(lw, n, x, n.inputs[1], None, plan.out_tid, "int",
+                dyn=DynamicGemm(wp, corr, lw.placement(plan.scale_tid))):
         # the quantized data exists only as the TE reads it: no whole-layer fallback
         raise ValueError(f"{n.id}: the integer GEMM on a tiled dynamic quantization "
                          "cannot be tiled")
-    for layer in (plan.cast, plan.mul):
-        lw.fused[layer.id] = n.id
     _drop(lw, n.outputs[0])
     _drop(lw, plan.cast.outputs[0])
     return True

@@ -20,7 +20,6 @@ the GEMM runs; every store of it comes earlier in the program).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,9 @@ from kernbench.compiler.lower.context import (
     float_format,
     mixed_halves,
 )
+from kernbench.compiler.lower.gemm_outputs import tiled_outputs
 from kernbench.compiler.lower.placement import sole_consumer
+from kernbench.compiler.lower.values import FusedStep
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import OPS, ops_where
@@ -42,19 +43,6 @@ from kernbench.ir.ops import OPS, ops_where
 #: consumer op types the epilogue can apply (`IrOp.epilogue`)
 FUSABLE = ops_where(lambda c: c.epilogue)
 _FLOAT = FLOAT_DTYPES
-
-
-@dataclass(frozen=True)
-class FusedStep:
-    """A consumer layer applied to the GEMM's accumulator tiles."""
-
-    layer: LayerIR
-    fields: dict[str, Any]            # CMDQ fields of its VE tile (without length / rows)
-    out: Placement                    # where the fused tiles are stored
-    in2: Placement | None = None      # ADD: the residual
-    in2_per_row: bool = False         # residual has one row per output row (else broadcast)
-    #: the GEMM's output and the reshapes' outputs on the way to the consumer
-    chain: tuple[str, ...] = ()
 
 
 def _residual(lw: Lowering, gemm: LayerIR, add: LayerIR, x_tid: str,
@@ -83,7 +71,8 @@ def _residual(lw: Lowering, gemm: LayerIR, add: LayerIR, x_tid: str,
 
 def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
                  nn: int) -> FusedStep | None:
-    """The consumer of `out_tid` the GEMM's epilogue can apply, or None."""
+    """The consumer of `out_tid` the GEMM's epilogue can apply, or None. The plan pass
+    asks (`gemm.planned_epilogue`); the tiles read its answer from the lowering plan."""
     g = lw.g
     found = sole_consumer(g, lw.plan, out_tid)
     if found is None or op.dtype not in _FLOAT:
@@ -116,19 +105,39 @@ def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
     fields.update(in2_qbits=QBITS_OF[b.dtype], **float_format(b.dtype))
     if not per_row:
         fields["in2_rows"] = 1
-    return FusedStep(c, fields, y, b, per_row, chain)
+    return FusedStep(c, fields, y, [t for t in c.inputs if t != x_tid][0], per_row, chain)
+
+
+def planned_epilogue(lw: Lowering, n: LayerIR) -> FusedStep | None:
+    """The consumer the epilogue of GEMM `n` (or of a MATMUL_INTEGER the plan tiles)
+    applies, or None: `n` will be tiled (`gemm_outputs.tiled_outputs`) and `fusable_step`
+    accepts its output's consumer. The plan pass asks; it places and emits nothing."""
+    if n.op_type not in ("GEMM", "MATMUL_INTEGER"):
+        return None
+    _, outs = tiled_outputs(lw, n)
+    if not outs:
+        return None
+    out = outs[0]
+    return fusable_step(lw, n, out.tid, out.placement, out.nn)
+
+
+def residual_of(lw: Lowering, step: FusedStep | None) -> Placement | None:
+    """Where the residual of a fused ADD lives (a constant placed on first use), read once
+    by the GEMM before its tiles; None without a residual."""
+    return lw.placement(step.in2_tid) if step is not None and step.in2_tid else None
 
 
 def apply_step(lw: Lowering, step: FusedStep, pe: int, c: Buf, tile: tuple[int, int, int, int],
-               nn: int, gemm_id: str, engine: dict[str, Any]) -> None:
+               nn: int, gemm_id: str, engine: dict[str, Any],
+               residual: Placement | None) -> None:
     """The consumer's VE tile on accumulator `c` (in place) on the same vector engine;
-    a residual tile is loaded first."""
+    a residual tile (`residual`: where `step`'s residual lives) is loaded first."""
     m0, n0, tm, tn = tile
     layer = step.layer.id
     reads = [("in", c)]
     frees = []
-    if step.in2 is not None:
-        b = step.in2
+    if residual is not None:
+        b = residual
         if step.in2_per_row:
             be = lw.buf(pe, tm * tn * ITEMSIZE[b.dtype], f"{layer}.in2")
             ld = lw.dma(False, pe, be, b, m0 * nn + n0, tm, tn, nn, layer)
@@ -147,7 +156,6 @@ def apply_step(lw: Lowering, step: FusedStep, pe: int, c: Buf, tile: tuple[int, 
 def drop_fused(lw: Lowering, gemm: LayerIR, out_tid: str, step: FusedStep) -> None:
     """After the GEMM's tiles: its output (and the views of it on the way to the consumer)
     is never written, so it gets no storage and no view in memory.json (`--dump-
-    intermediates` does not compare it), and the consumer and those views are lowered no
-    further (`Lowering.fused`)."""
+    intermediates` does not compare it), and those views are lowered no further
+    (`Lowering.forget`; the consumer is the lowering plan's `fused`)."""
     lw.forget(step.chain, gemm.id)
-    lw.fused[step.layer.id] = gemm.id

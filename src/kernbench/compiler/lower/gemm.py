@@ -27,7 +27,7 @@ from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
 from kernbench.compiler.lower import gemm_balance, gemm_rowreduce, gemm_splitk
 from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
-from kernbench.compiler.lower.epilogue import FusedStep, apply_step, drop_fused, fusable_step
+from kernbench.compiler.lower.epilogue import apply_step, drop_fused, residual_of
 from kernbench.compiler.lower.gemm_balance import (
     KPart,
     OutTile,
@@ -36,7 +36,7 @@ from kernbench.compiler.lower.gemm_balance import (
 from kernbench.compiler.lower.gemm_rowreduce import RowReduce
 from kernbench.compiler.lower.kv_rows import KvRows, kv_rows_out, store_kv_rows
 from kernbench.compiler.lower.te_weights import panel_width, te_weight, weight_tile
-from kernbench.compiler.lower.values import PreparedX, TeWeight
+from kernbench.compiler.lower.values import FusedStep, PreparedX, TeWeight
 from kernbench.compiler.lower.xquant import (
     QuantOut,
     drop_unwritten,
@@ -343,7 +343,7 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
               step: FusedStep | None, q: QuantOut | KvRows | None = None,
               runtime_scale: bool = False,
               then: Callable[[Buf, dict], None] | None = None,
-              engine: dict | None = None) -> None:
+              engine: dict | None = None, residual: Placement | None = None) -> None:
     """Scale (and bias) the accumulator tile into the output dtype, apply a fused
     consumer (`kernbench.compiler.lower.epilogue`) and store it; with `q`, also store the
     consumer's result quantized for the integer GEMMs that read it (`xquant`); without a
@@ -352,7 +352,7 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
     `runtime_scale`: the scale placement is one fp32 value computed at run time,
     not a vector. `then(c, engine)`: more vector work on the fused step's
     result before it is stored (`gemm_rowreduce.norm`); `engine`: the vector engine (by
-    default the PE's next)."""
+    default the PE's next); `residual`: where a fused ADD's residual lives."""
     m0, n0, tm, tn = tile
     # a [2, N] constant holds the scale and the bias rows: one DMA loads both
     packed = not runtime_scale and len(sp.shape) == 2
@@ -382,7 +382,7 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
     if step is None:  # with the attention's int8 K / V (`xquant.kv_quant_out`)
         store_tile(lw, q, pe, c, op, n.id, m0 * nn + n0, tm, tn, nn, engine, [c])
         return
-    apply_step(lw, step, pe, c, tile, nn, n.id, engine)
+    apply_step(lw, step, pe, c, tile, nn, n.id, engine, residual)
     if then is not None:
         then(c, engine)
     # with the next GEMM's int8 activation first (its chain)
@@ -399,10 +399,11 @@ def _dma_fixed_ns(lw: Lowering) -> float:
 
 
 def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
-         out_tid: str, mode: str, fuse: bool = False, nn_layer: int | None = None,
+         out_tid: str, mode: str, nn_layer: int | None = None,
          dyn: DynamicGemm | None = None) -> bool:
     """Tile out = x · w (+ b); False when the weight or the output cannot be tiled.
-    `fuse`: apply the output's element-wise consumer in the epilogue when it can;
+    The output's element-wise consumer the lowering plan names (`epilogue.planned_epilogue`) is
+    applied in the epilogue;
     `nn_layer`: the layer's output columns when it has several weights (QKV_PROJ). `dyn`:
     a GEMM whose activation was quantized at run time (MatMulInteger): its
     weight, zero-point term and scale come from there."""
@@ -417,10 +418,11 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     if not op.contiguous or op.dtype not in FLOAT_DTYPES \
             or int(np.prod(op.shape)) != m * nn:
         return False
-    step = fusable_step(lw, n, out_tid, op, nn) if fuse else None
+    step = lw.lowering_plan.epilogue.get(n.id)
+    residual = residual_of(lw, step)
     q = quant_out(lw, step.layer.outputs[0]) if step is not None else \
         kv_quant_out(lw, out_tid) if mode == "int" else None
-    kv = kv_rows_out(lw, out_tid, m) if step is None and q is None else None
+    kv = kv_rows_out(lw, out_tid) if step is None and q is None else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else dyn.scale
     last = lw.gemm_producer
@@ -436,13 +438,15 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     rr = gemm_rowreduce.plan(lw, n, step, nn, per_pe, norm) if norm is not None else None
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
                lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step,
-                                             q or kv, runtime_scale=dyn is not None),
+                                             q or kv, runtime_scale=dyn is not None,
+                                             residual=residual),
                spread=bool(op.parts), reducer=rr)
     if rr is not None:  # one PE adds the row up, runs the epilogue and the norm
         engine = lw.engines.ve(rr.pe)
         c = gemm_rowreduce.sum_row(lw, n, rr, nn, engine)
         _epilogue(lw, n, rr.pe, c, consts, op, (0, 0, 1, nn), nn, mode, step,
-                  then=lambda c, eng: gemm_rowreduce.norm(lw, rr, c, n.id, eng), engine=engine)
+                  then=lambda c, eng: gemm_rowreduce.norm(lw, rr, c, n.id, eng), engine=engine,
+                  residual=residual)
         gemm_rowreduce.done(lw, n, rr)
     if step is not None:
         drop_fused(lw, n, out_tid, step)
@@ -468,7 +472,7 @@ def lower_gemm(lw: Lowering, n: LayerIR) -> bool:
         return False
     mode, x = te
     b = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else None
-    return gemm(lw, n, x, n.inputs[1], b, n.outputs[0], mode, fuse=True)
+    return gemm(lw, n, x, n.inputs[1], b, n.outputs[0], mode)
 
 
 def lower_qkv_proj(lw: Lowering, n: LayerIR) -> bool:

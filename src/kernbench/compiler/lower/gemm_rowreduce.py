@@ -32,10 +32,10 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.epilogue import FusedStep
 from kernbench.compiler.lower.gemm_balance import STEP_TRIP_CYCLES, KPart
 from kernbench.compiler.lower.gemm_splitk import PerPe, most_parts
 from kernbench.compiler.lower.rowwise import RowSpec, row_spec
+from kernbench.compiler.lower.values import FusedStep
 from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out, store_tile
 from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles

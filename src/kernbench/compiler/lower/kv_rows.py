@@ -9,7 +9,7 @@ projection's output is read by that KV_UPDATE only (through views), the projecti
 epilogue quantizes its tile in TCM (VE_QUANTIZE with the cache's calibrated scale, the
 same op on the same fp32 values as the KV_UPDATE's: the data pass stays exact) and
 stores it into the new rows of the present cache itself; the KV_UPDATE then copies only
-the past rows (`Lowering.kv_rows`), and the float output is not stored.
+the past rows (the lowering plan's `kv_rows`), and the float output is not stored.
 
 Taken only where the tile's rows map onto few DMAs: a decode step (`MAX_ROWS` new rows a
 tile at most); a prefill's new rows are whole blocks the KV_UPDATE copies efficiently.
@@ -62,13 +62,19 @@ def _dims(view: Placement) -> tuple[tuple[int, int, int], ...] | None:
     return tuple(dims)
 
 
-def kv_rows_out(lw: Lowering, tid: str, rows: int) -> KvRows | None:
+def kv_rows_out(lw: Lowering, tid: str) -> KvRows | None:
+    """The present-cache store the lowering plan gives the projection producing `tid`
+    (`planned_kv_rows`), or None."""
+    return lw.lowering_plan.kv_rows.get(tid)
+
+
+def planned_kv_rows(lw: Lowering, tid: str, rows: int) -> KvRows | None:
     """The present-cache store a projection producing `tid` (`rows` rows) can do for the
     KV_UPDATE that appends it, or None (module doc): `tid` float and contiguous, read
     through views by one tiled KV_UPDATE only, as its new rows, the cache stored as fp32
     or quantized from fp32 to int8 / int16 with a static scale, and not updated in place
-    (a paged cache's KV_UPDATE would be left with nothing to do). Taking it records the
-    KV_UPDATE in `Lowering.kv_rows`, which then copies only the past."""
+    (a paged cache's KV_UPDATE would be left with nothing to do). The KV_UPDATE named in
+    the result then copies only the past. The plan pass asks."""
     g = lw.g
     src = lw.placement(tid)
     if rows > MAX_ROWS or src.dtype != "fp32" or not src.contiguous or src.parts:
@@ -92,9 +98,8 @@ def kv_rows_out(lw: Lowering, tid: str, rows: int) -> KvRows | None:
     dims = _dims(new)
     if dims is None:
         return None
-    lw.kv_rows.add(c.id)
     return KvRows(present, past.shape[2], dims,
-                  None if present.dtype == "fp32" else float(scale), chain)
+                  None if present.dtype == "fp32" else float(scale), chain, c.id)
 
 
 def _runs(kv: KvRows, elem_off: int, rows: int, cols: int, row_stride: int

@@ -164,7 +164,7 @@ def lower_kv_update(lw: Lowering, n: LayerIR) -> bool:
     scale = lw.plan.scales.get(out.key)
     b_, h_, p_len, d = past.shape
     # None: the projection stored the new rows itself (`kv_rows`), only the past is ours
-    new = None if n.id in lw.kv_rows else lw.placement(n.inputs[1])
+    new = None if lw.lowering_plan.feeds_kv_update(n.id) else lw.placement(n.inputs[1])
     if new is not None and not tileable(lw, n, past, new, out):
         return False
     isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype] if new is not None else 0)

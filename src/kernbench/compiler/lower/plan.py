@@ -12,6 +12,21 @@ Fields:
   placed by the tile that first reads it (`te_weights.weight_tile`), in program order.
 - `read_through`: the head transposes a later QDQ reads through (transpose node → QDQ
   node): they get no operation of their own (`qdq`).
+- `dynamic_quantize`: the DYNAMIC_QUANTIZE layers the tiles compute (`dynq`);
+  `integer_matmuls`: the MATMUL_INTEGER layers reading them, each with its re-centered
+  weight and the Cast and Mul its epilogue computes. Their run-time scratches are
+  allocated by the DYNAMIC_QUANTIZE's tiles and found in the memory plan by key.
+- `epilogue`: the consumer a GEMM's (or a tiled MATMUL_INTEGER's) epilogue applies, by
+  that layer: a GELU / SILU, or an ADD of a residual, read through views (`epilogue`).
+- `kv_stores`: the int8 Q / K / V copies a projection's epilogue stores for the integer
+  attention that reads them (projection output → `KvStore`; `xquant`); the scratch is
+  allocated by the projection's tiles and the attention finds it by key.
+- `kv_rows`: the projections that store their new K / V rows straight into the present
+  cache (projection output → `KvRows`, naming the KV_UPDATE, which then copies only the
+  past; `kv_rows`).
+- `fused`: layers computed by another layer's tiles (layer → that layer): a tiled
+  MATMUL_INTEGER's Cast and Mul, an epilogue's consumer. They get no operation of their
+  own.
 """
 
 from __future__ import annotations
@@ -19,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kernbench.compiler.lower.values import TeWeight
+from kernbench.compiler.lower.values import FusedStep, IntegerMatmul, KvRows, KvStore, TeWeight
 from kernbench.ir.model import QBits
 
 #: (weight tensor, TE mode, the layer's weight bits)
@@ -32,6 +47,20 @@ class LoweringPlan:
 
     te_weights: Mapping[WeightKey, TeWeight | None]
     read_through: Mapping[str, str]
+    dynamic_quantize: frozenset[str]
+    integer_matmuls: Mapping[str, IntegerMatmul]
+    epilogue: Mapping[str, FusedStep]
+    kv_stores: Mapping[str, KvStore]
+    kv_rows: Mapping[str, KvRows]
+    fused: Mapping[str, str]
+
+    def feeds_kv_update(self, node: str) -> bool:
+        """Does a projection store the new rows of KV_UPDATE `node` (it copies the past)?"""
+        return any(kr.update == node for kr in self.kv_rows.values())
+
+    def computed_elsewhere(self, node: str) -> bool:
+        """Do other layers' tiles compute layer `node` (it gets no operation)?"""
+        return node in self.fused or node in self.read_through
 
     def te_weight(self, key: WeightKey) -> TeWeight | None:
         """The planned TE weight of `key`; a key the plan pass did not see is a bug."""
@@ -46,10 +75,37 @@ class LoweringPlan:
         for (w, mode, bits), wp in sorted(self.te_weights.items(),
                                           key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]))):
             lines.append(f"    {w} {mode} w{bits}: " + _weight_line(wp))
-        lines.append("  read_through:")
-        for t, q in sorted(self.read_through.items()):
-            lines.append(f"    {t} -> {q}")
+        lines.append("  read_through (transpose -> the QDQ reading through it):")
+        lines += [f"    {t} -> {q}" for t, q in sorted(self.read_through.items())]
+        lines.append("  dynamic_quantize (tiled):")
+        lines += [f"    {d}" for d in sorted(self.dynamic_quantize)]
+        lines.append("  integer_matmuls:")
+        lines += [f"    {m}: weight [{im.weight.shape[0]}, {im.weight.shape[1]}] int8, epilogue "
+                  f"{im.cast.id} + {im.mul.id} (scale {im.scale_tid}) -> {im.out_tid}"
+                  for m, im in sorted(self.integer_matmuls.items())]
+        lines.append("  epilogue (GEMM -> the consumer its epilogue applies):")
+        lines += [f"    {m} -> {st.layer.id} ({_step_line(st)})"
+                  for m, st in sorted(self.epilogue.items())]
+        lines.append("  kv_stores (projection output -> the int8 copy an attention reads):")
+        lines += [f"    {t} -> {ks.view} (scale {ks.scale:.6g}"
+                  + (f", cut in {len(ks.cuts)} parts" if ks.cuts else "")
+                  + (", float not stored)" if ks.unread else ")")
+                  for t, ks in sorted(self.kv_stores.items())]
+        lines.append("  kv_rows (projection output -> the KV_UPDATE whose new rows it stores):")
+        lines += [f"    {t} -> {kr.update} (rows from {kr.first_row} of {kr.present.key}"
+                  + (f", scale {kr.scale:.6g})" if kr.scale is not None else ")")
+                  for t, kr in sorted(self.kv_rows.items())]
+        lines.append("  fused (layer -> the layer whose tiles compute it):")
+        lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
         return "\n".join(lines)
+
+
+def _step_line(st: FusedStep) -> str:
+    what = st.layer.op_type
+    if st.in2_tid is not None:
+        what += f" of residual {st.in2_tid} ({'per row' if st.in2_per_row else 'one row'})"
+    views = f", through {', '.join(st.chain[1:])}" if len(st.chain) > 1 else ""
+    return f"{what}, stored {st.out.dtype} in {st.out.key}{views}"
 
 
 def _weight_line(wp: TeWeight | None) -> str:

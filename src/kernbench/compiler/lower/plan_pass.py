@@ -3,7 +3,9 @@
 `make_plan` walks the graph and writes a frozen `LoweringPlan` (plan.py) into the compile
 state: the TE weights as the tiles read them (quantized or cast once per weight, mode and
 bits; they do not depend on where tensors live) and the decisions that read the memory
-plan (`memory_decisions`: which transposes a QDQ reads through). The tiling pass reads
+plan (`memory_decisions`: which transposes a QDQ reads through, which dynamic
+quantizations and integer GEMMs the tiles compute, which consumer a GEMM's epilogue
+applies, which projections store int8 Q / K / V or new KV rows). The tiling pass reads
 the plan and makes none of these decisions itself. When the tiling pass pins storage
 and the memory is planned again, `replan` makes the memory decisions again.
 """
@@ -18,10 +20,15 @@ from typing import ClassVar
 from kernbench.compiler.lower.activation import te_mode
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import planned_conv_weight
+from kernbench.compiler.lower.dynq import plan_dynamic
+from kernbench.compiler.lower.epilogue import planned_epilogue
+from kernbench.compiler.lower.gemm_outputs import tiled_outputs
+from kernbench.compiler.lower.kv_rows import planned_kv_rows
 from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
 from kernbench.compiler.lower.qdq import folded_input_transposes
 from kernbench.compiler.lower.te_weights import planned_te_weight
 from kernbench.compiler.lower.values import TeWeight
+from kernbench.compiler.lower.xquant import planned_kv_store
 from kernbench.compiler.state import CompileState
 from kernbench.ir.model import Graph
 
@@ -49,17 +56,50 @@ def te_weights(g: Graph) -> dict[WeightKey, TeWeight | None]:
 
 
 def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
-    """`plan` with the decisions that read the memory plan made on `state.memory`."""
+    """`plan` with the decisions that read the memory plan made on `state.memory`. They
+    read placements through a Lowering on a copy of the memory plan: reading a constant
+    places it, and the tiling pass places constants in its own order (addresses follow
+    that order), so the plan pass leaves the memory plan as it found it."""
+    memory = state.require_memory()
     state.lowering_plan = plan
-    lw = Lowering(state)  # read only: the decisions read placements through it
-    return dataclasses.replace(plan,
-                               read_through=MappingProxyType(folded_input_transposes(lw)))
+    state.memory = memory.copy()
+    try:
+        lw = Lowering(state)
+    finally:
+        state.memory = memory
+    tiled, matmuls = plan_dynamic(lw)
+    fused = {layer.id: m for m, im in matmuls.items() for layer in (im.cast, im.mul)}
+    lw.lowering_plan = dataclasses.replace(plan, dynamic_quantize=tiled,
+                                           integer_matmuls=MappingProxyType(matmuls))
+    epilogue, kv_stores, kv_rows = {}, {}, {}
+    for n in state.graph.nodes:
+        step = planned_epilogue(lw, n)
+        if step is not None:
+            epilogue[n.id] = step
+            fused[step.layer.id] = n.id
+            continue
+        mode, outs = tiled_outputs(lw, n)
+        for out in outs:  # as `gemm.gemm` asks: an int8 copy first, else the KV rows
+            ks = planned_kv_store(lw, out.tid) if mode == "int" else None
+            kr = planned_kv_rows(lw, out.tid, out.m) if ks is None else None
+            if ks is not None:
+                kv_stores[out.tid] = ks
+            if kr is not None:
+                kv_rows[out.tid] = kr
+    return dataclasses.replace(lw.lowering_plan,
+                               read_through=MappingProxyType(folded_input_transposes(lw)),
+                               epilogue=MappingProxyType(epilogue),
+                               kv_stores=MappingProxyType(kv_stores),
+                               kv_rows=MappingProxyType(kv_rows),
+                               fused=MappingProxyType(fused))
 
 
 def make_plan(state: CompileState) -> LoweringPlan:
     """The lowering plan of `state` (needs the memory plan and the layout decisions)."""
     state.require_memory()
-    weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), MappingProxyType({}))
+    empty = MappingProxyType({})
+    weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), empty, frozenset(),
+                           empty, empty, empty, empty, empty)
     return memory_decisions(state, weights)
 
 

@@ -6,7 +6,7 @@ zero point can be removed exactly) or weights the compiler quantizes (symmetric,
 channel unless the qconfig says per tensor), int8 or int4 packed; fp16, bf16 and fp32
 modes store a cast copy (an fp32 weight, not quantized, stays fp32 under 16-bit float
 activations, as the interpreter multiplies it); a bfp8_b / bfp4_b weight is stored as its
-block-float bytes (each panel row whole blocks) and loaded decoded into bf16 (ADR-0916).
+block-float bytes (each panel row whole blocks) and loaded decoded into bf16.
 Shape-only models place weights at their bits with no values.
 
 Layout: a GEMM's output tiles are `tn` columns wide, so a weight tile is `tk`

@@ -145,11 +145,17 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
     if is_view(lw.plan, n):
         return
     if lw.state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n) \
-            or n.id in lw.fused or n.id in lw.lowering_plan.read_through:
+            or n.id in lw.fused or lw.lowering_plan.computed_elsewhere(n.id):
         return  # no op of its own (a fused consumer runs in its GEMM's epilogue)
     lowering = LOWERINGS.get(n.op_type)
     first = len(lw.tg.ops)
     if lowering is None or not lowering(lw, n):
+        planned = lw.lowering_plan
+        if n.id in planned.epilogue or any(t in planned.kv_stores or t in planned.kv_rows
+                                           for t in n.outputs):
+            raise RuntimeError(f"{n.id}: the lowering plan gives its epilogue more to do "
+                               "(a fused consumer, an int8 copy, KV rows), yet the layer "
+                               "was not tiled")
         lower_layer_op(lw, n)
     fuse_chains(lw.tg, first)
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.tilegraph import Buf
+from kernbench.ir.model import LayerIR
 
 #: (storage key, first byte, end of hull, row stride, row bytes)
 HbmRange = tuple[str, int, int, int, int]
@@ -78,6 +79,33 @@ class DynamicActivation:
 
 
 @dataclass(frozen=True)
+class FusedStep:
+    """A consumer layer a GEMM's epilogue applies to its accumulator tiles (`epilogue`).
+    The residual is named, not placed: a constant one is placed when the GEMM's tiles
+    first read it (`epilogue.residual_of`)."""
+
+    layer: LayerIR
+    fields: dict[str, Any]            # CMDQ fields of its VE tile (without length / rows)
+    out: Placement                    # where the fused tiles are stored
+    in2_tid: str | None = None        # ADD: the residual tensor
+    in2_per_row: bool = False         # residual has one row per output row (else broadcast)
+    #: the GEMM's output and the reshapes' outputs on the way to the consumer
+    chain: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class IntegerMatmul:
+    """A MATMUL_INTEGER the tiles compute: its weight (re-centered int8), the Cast and
+    Mul layers its epilogue computes, the scale tensor and the tensor it finally writes."""
+
+    weight: np.ndarray
+    cast: LayerIR
+    mul: LayerIR
+    scale_tid: str
+    out_tid: str
+
+
+@dataclass(frozen=True)
 class KvRows:
     """Where a projection's output elements land in the present cache: element e of the
     (contiguous) output is new[b, h, s, j] by `dims` (the view's dimensions, largest
@@ -88,3 +116,21 @@ class KvRows:
     dims: tuple[tuple[int, int, int], ...]
     scale: float | None                  # the cache's scale when it is stored quantized
     unread: tuple[str, ...]              # the float output and its views: not stored
+    update: str = ""                     # the KV_UPDATE that then copies only the past
+
+
+@dataclass(frozen=True)
+class KvStore:
+    """An int8 copy of a projection's output an integer attention reads as its Q, K or V
+    (`xquant.kv_quant_out`): the attention's input (`view`, the output seen through
+    views) and its shape and strides, the static scale, the cuts of the scratch by cube
+    (a one-row query whose heads are attended in several cubes) and the float tensors
+    nothing else reads (not stored). The scratch is allocated by the projection's tiles,
+    under the key `<output>@kv8`."""
+
+    view: str
+    view_shape: tuple[int, ...]
+    view_strides: tuple[int, ...]
+    scale: float
+    cuts: tuple[tuple[int, int], ...]
+    unread: tuple[str, ...]

@@ -34,7 +34,7 @@ from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.activation import quant_plan, te_ready
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.placement import is_view, sole_consumer
-from kernbench.compiler.lower.values import KvRows, PreparedX
+from kernbench.compiler.lower.values import KvRows, KvStore, PreparedX
 from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.ir.model import LayerIR
 
@@ -100,14 +100,14 @@ def quant_out(lw: Lowering, tid: str, same_cols: bool = True) -> QuantOut | None
     return QuantOut(scratch, float(sx), zx, int(bits), tuple(chain) if only_te else ())
 
 
-def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
+def planned_kv_store(lw: Lowering, tid: str) -> KvStore | None:
     """The int8 Q, K or V a GEMM producing `tid` can store for the attention that reads
     it, or None: when `tid` (float, contiguous), through views, is read by one tiled
     integer ATTENTION only, as its Q at 8 activation bits or its K or V at 8 KV bits,
     with a static scale and no zero point, and the view starts where `tid` does. The
-    scratch (same rows and columns as `tid`) is recorded in `Lowering.kv_stored` under the
-    attention's input; the attention reads it through the same view. (Q: only
-    for an attention split along its keys, whose ranges' PEs would each quantize it.)"""
+    attention reads the scratch (same rows and columns as `tid`) through the same view.
+    (Q: only for an attention split along its keys, whose ranges' PEs would each quantize
+    it.) The plan pass asks; nothing is allocated here."""
     g = lw.g
     src = lw.placement(tid)
     if src.dtype not in ("fp32", "fp16", "bf16") or not src.contiguous or len(src.shape) < 2:
@@ -135,13 +135,34 @@ def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
     scale = float(np.asarray(g.weights[quant.scale], np.float32).reshape(()))
     m = int(np.prod(src.shape[:-1]))
     cuts = _query_cuts(lw, c, view) if vid == c.inputs[0] and m == 1 else []
-    scratch = lw.plan.allocate(f"{tid}@kv8", (m, src.shape[-1]), "int8", "scratch",
-                               source=tid, spread=bool(src.parts), cuts=cuts).placement()
-    lw.kv_stored[vid] = scratch.view(view.shape, view.strides)
     # the attention reads Q / K / V from the scratch only (`attention.plan_attention`),
     # and an attention `tiled_attention` accepts is tiled or refused, never run whole
     only_kv = c.inputs.count(vid) == 1
-    return QuantOut(scratch, scale, 0, 8, chain if only_kv else ())
+    return KvStore(vid, view.shape, view.strides, scale, tuple(cuts),
+                   tuple(chain) if only_kv else ())
+
+
+def kv_quant_out(lw: Lowering, tid: str) -> QuantOut | None:
+    """The int8 store the lowering plan gives the GEMM producing `tid`
+    (`planned_kv_store`), its scratch allocated now, or None."""
+    ks = lw.lowering_plan.kv_stores.get(tid)
+    if ks is None:
+        return None
+    src = lw.placement(tid)
+    m = int(np.prod(src.shape[:-1]))
+    scratch = lw.plan.allocate(f"{tid}@kv8", (m, src.shape[-1]), "int8", "scratch",
+                               source=tid, spread=bool(src.parts), cuts=ks.cuts).placement()
+    return QuantOut(scratch, ks.scale, 0, 8, ks.unread)
+
+
+def kv_scratch(lw: Lowering, vid: str) -> Placement | None:
+    """Where an attention reads its input `vid` when its projection stored it at 8 bits
+    (`kv_quant_out`, found in the memory plan by key), else None."""
+    for tid, ks in lw.lowering_plan.kv_stores.items():
+        if ks.view == vid:
+            return lw.plan.allocations[f"{tid}@kv8"].placement().view(ks.view_shape,
+                                                                      ks.view_strides)
+    return None
 
 
 def _query_cuts(lw: Lowering, c: LayerIR, view: Placement) -> list[tuple[int, int]]:

@@ -63,6 +63,8 @@ class PeDma(PeEngineBase):
         write = token.stage.stage_type == StageType.DMA_WRITE
         stages = self.sim.dma_stages(self.pe, space, addr, wire, write,
                                      f"{token.label} tile {token.tile_id}")
+        if not write:  # a read of another chip's memory first sends its request there
+            start += self.sim.read_request_ns(self.pe, space, addr)
         self.sim.arbiter.request(token_key(token), self._reserve, token, space, wire, write,
                                  start, stages, ev)
         return ev

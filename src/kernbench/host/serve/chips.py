@@ -4,16 +4,18 @@
 one SIP): every step program runs on one chip, as a model replica does. `ChipPools` splits
 the system's chips into prefill chips (the first `prefill`) and decode chips (the rest).
 `KvTransfer` times sending one request's KV cache from a prefill chip to a decode chip
-over the chip-to-chip links of the route between them: the route's hops × the link's
-latency (cut-through) plus the bytes at `links_per_pair` links' bandwidth (the transfer
-is split over the parallel links of each neighbour pair), in integer ns.
+over the chip-to-chip links between them, from a simulated send/recv program.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from kernbench.compiler.collectives import Collective
 from kernbench.errors import InputError
+from kernbench.host.collective import run_collective
+from kernbench.host.serve.buckets import interpolate
 from kernbench.topology import Topology, build_topology
 from kernbench.topology.model import chip_port
 
@@ -45,26 +47,53 @@ class ChipPools:
         return ChipPools(p, chips - p)
 
 
-@dataclass(frozen=True)
+@dataclass
 class KvTransfer:
-    """`ns(tokens, src, dst)`: prefill chip `src` → decode chip `dst` (pool indices)."""
+    """`ns(tokens, src, dst)`: prefill chip `src` → decode chip `dst` (pool indices).
+
+    The time is a simulated program: a send/recv collective (pulls: DMA reads
+    of the other chip's HBM over the chip route) of the KV bytes as bf16 elements, run on
+    the whole system. Programs are memoized per chip-route distance (the first pool pair,
+    in order, at that many hops stands for every pair at that distance: the same links
+    and routers on a symmetric system) and per token count through the serving bucket
+    rule (`buckets.interpolate`; every count simulated with `exact`)."""
 
     topo: Topology
     pools: ChipPools
     bytes_per_token: int
+    exact: bool = False
+    simulate: Callable[[Topology, int, int, int], float] | None = None
+    programs: dict[tuple[tuple[int, int], int], float] = field(default_factory=dict)
 
     def hops(self, src: int, dst: int) -> int:
         cfg = self.topo.config
         return len(self.topo.route(chip_port(cfg, src), chip_port(cfg, self.pools.prefill + dst)))
 
     def describe(self) -> dict[str, object]:
-        link = self.topo.config.system.link  # type: ignore[union-attr]
-        return {"model": "hops × latency_ns + bytes / (bw_gbs × links_per_pair)",
-                "latency_ns": link.latency_ns, "bw_gbs": link.bw_gbs,
-                "links_per_pair": link.links_per_pair}
+        return {"model": "simulated send_recv of the KV bytes over the chip route, per "
+                         "route distance and token bucket",
+                "programs": len(self.programs)}
 
     def ns(self, tokens: int, src: int, dst: int) -> int:
-        link = self.topo.config.system.link  # type: ignore[union-attr]
-        bytes_ = tokens * self.bytes_per_token
-        return round(self.hops(src, dst) * link.latency_ns
-                     + bytes_ / (link.bw_gbs * link.links_per_pair))
+        hops = self.hops(src, dst)
+        pair = next((a, b) for a in range(self.pools.prefill) for b in range(self.pools.decode)
+                    if self.hops(a, b) == hops)
+        if self.exact:
+            return round(self._program(pair, tokens))
+        return round(interpolate((tokens,), lambda shape: self._program(pair, shape[0])))
+
+    def _program(self, pair: tuple[int, int], tokens: int) -> float:
+        key = (pair, tokens)
+        ns = self.programs.get(key)
+        if ns is None:
+            sim = self.simulate or simulated_send
+            ns = sim(self.topo, pair[0], self.pools.prefill + pair[1],
+                     tokens * self.bytes_per_token)
+            self.programs[key] = ns
+        return ns
+
+
+def simulated_send(topo: Topology, src_chip: int, dst_chip: int, nbytes: int) -> float:
+    """Simulated ns of moving `nbytes` from chip `src_chip`'s HBM to `dst_chip`'s."""
+    c = Collective("send_recv", max(1, -(-nbytes // 2)), (src_chip, dst_chip), dtype="bf16")
+    return float(run_collective(topo, c).run.total_ns)

@@ -145,7 +145,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     t0 = time.process_time()
     extra: dict[str, Any] = {}
     if pools is not None:
-        xfer = KvTransfer(topo, pools, m.kv_bytes_per_token)
+        xfer = KvTransfer(topo, pools, m.kv_bytes_per_token, exact=opts.exact_steps)
         run = serve_disaggregated(reqs, policy.limits, blocks, blocks, opts.block_tokens,
                                   pools.prefill, pools.decode, timer, xfer.ns)
         total_blocks = blocks * (pools.prefill + pools.decode)
