@@ -3,6 +3,7 @@ mean what their comments say on a real model, and one of them runs and verifies 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from kernbench.ir.qconfig import apply_qconfig, load_qconfig, unmatched_override
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "qconfig"
 GPT2 = ROOT / "tests" / "models" / "gpt2.onnx"
+TINY_LLAMA = ROOT / "tests" / "hf_configs" / "tiny-llama.json"
 
 #: example -> (weight, activation, kv) bits of a GEMM outside the first block, and of
 #: its KV (IR values: an int, "fp16" / "bf16", None for fp32)
@@ -107,3 +109,18 @@ def test_block_float_examples_run_and_verify_on_llama(tmp_path, capsys, name):
     assert not [e for e in cmdq if e["opcode"] == "TE_LAYER_OP"]
     fmts = {e["block_float"] for e in cmdq if e.get("block_float")}
     assert fmts == ({"bfp8_b"} if name == "bfp8.yaml" else {"bfp8_b", "bfp4_b"})
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_every_example_runs_a_shape_only_config(tmp_path, capsys, name):
+    # a config.json model has no weight values: every width still compiles (unit scales;
+    # W4A16 stopped with an internal error) and the run says which precision it used
+    code = main(["run", str(TINY_LLAMA), "--qconfig", str(EXAMPLES / name), "--quiet",
+                 "--no-report", "--out", str(tmp_path / "o")])
+    assert code == 0, capsys.readouterr().err
+    precision = json.loads((tmp_path / "o" / "stats.json").read_text())["precision"]
+    if name in EXPECTED:
+        w, a, kv = EXPECTED[name]
+        assert (f"int{w}" if isinstance(w, int) else w) in precision["weight"], precision
+        if isinstance(a, int):
+            assert f"int{a}" in precision["activation"], precision

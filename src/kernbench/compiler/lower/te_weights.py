@@ -127,11 +127,12 @@ def _shape_only_weight(g: Graph, n: LayerIR, w_tid: str, w: np.ndarray,
                        mode: str) -> TeWeight | None:
     """A shape-only model's weight: placed at its stored bits, no values (unit scales)."""
     shape = (int(w.shape[0]), int(w.shape[1]))
-    if mode == "int":
+    if mode in ("int", "int16"):
         bits = n.qbits_weight if isinstance(n.qbits_weight, int) else 8
-        if bits not in (4, 8) or g.tensors[w_tid].quant is not None:
+        if bits not in ((4, 8, 16) if mode == "int16" else (4, 8)) \
+                or g.tensors[w_tid].quant is not None:
             return None
-        dt = "int4" if bits == 4 else "int8"
+        dt = {4: "int4", 8: "int8", 16: "int16"}[bits]
         return TeWeight(None, np.ones((w.shape[1],), np.float32), bits,
                         values=WeightValues(f"{w_tid}@int{bits}", None, dt, shape, w_tid))
     dt, bits = (mode, 16) if mode in ("fp16", "bf16") and n.qbits_weight == mode \
