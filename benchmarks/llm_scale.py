@@ -12,13 +12,9 @@ peak RSS is that run's, from os.wait4); prints a markdown table on stdout.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
+
+from measured_run import measured_run
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG = ROOT / "tests" / "hf_configs"
@@ -38,28 +34,13 @@ EXACT_8B = ("Llama-3-8B prefill 2048 --exact",
             [str(CFG / "llama-3-8b"), "-t", "large", "--seq-len", "2048", "--exact"])
 
 
-def _kernbench() -> list[str]:
-    exe = Path(sys.executable).with_name("kernbench")
-    return [str(exe)] if exe.exists() else [sys.executable, "-c",
-                                            "import sys; from kernbench.cli import main; "
-                                            "sys.exit(main(sys.argv[1:]))"]
-
-
 def run_case(args: list[str]) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = _kernbench() + ["run", *args, "--no-trace", "--no-report", "-o", tmp]
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-        err = p.stderr.read().decode() if p.stderr else ""
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
-        stats = json.loads((Path(tmp) / "stats.json").read_text())
-    cpu = ru.ru_utime + ru.ru_stime
+    r = measured_run([*args, "--no-trace", "--no-report"])
+    stats, wall = r["stats"], r["wall_s"]
+    cpu = r["cpu_s"]
     entries = stats.get("entry_count", len(stats.get("entries", {})))
     llm = stats.get("llm", {})
-    return {"wall_s": wall, "cpu_s": cpu, "rss_mb": ru.ru_maxrss / 1024, "entries": entries,
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mb": r["rss_mb"], "entries": entries,
             "entries_per_cpu_s": entries / cpu if cpu else 0.0,
             "total_ms": stats["total_ns"] / 1e6, "layers": llm.get("layers"),
             "replay": stats.get("replay", {}).get("simulated_blocks")}

@@ -12,13 +12,9 @@ model's layers draw different routings, so no block replay) unless the case name
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
+
+from measured_run import measured_run
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG = ROOT / "tests" / "hf_configs"
@@ -36,25 +32,9 @@ CASES = [
 ]
 
 
-def _kernbench() -> list[str]:
-    exe = Path(sys.executable).with_name("kernbench")
-    return [str(exe)] if exe.exists() else [sys.executable, "-c", "import sys; from kernbench.cli import main; sys.exit(main(sys.argv[1:]))"]
-
-
 def run_moe(args: list[str]) -> dict:
     """One `kernbench run` in its own process: wall, CPU, peak RSS and its stats.json."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = _kernbench() + ["run", *args, "--no-trace", "--no-report", "-o", tmp]
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-        err = p.stderr.read().decode() if p.stderr else ""
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
-        stats = json.loads((Path(tmp) / "stats.json").read_text())
-    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
-            "stats": stats}
+    return measured_run([*args, "--no-trace", "--no-report"])
 
 
 def main() -> None:

@@ -12,12 +12,9 @@ The two runs go one after the other on the same machine; their ratio is the figu
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
+
+from measured_run import measured_run
 
 ROOT = Path(__file__).resolve().parent.parent
 CFG = ROOT / "tests" / "hf_configs"
@@ -25,26 +22,10 @@ README_8B = [str(CFG / "llama-3-8b"), "-t", "large", "--seq-len", "2048"]
 QUICK = [str(CFG / "tiny-llama-4l.json"), "-t", "small", "--seq-len", "128"]
 
 
-def _kernbench() -> list[str]:
-    exe = Path(sys.executable).with_name("kernbench")
-    return [str(exe)] if exe.exists() else [sys.executable, "-c",
-                                            "import sys; from kernbench.cli import main; "
-                                            "sys.exit(main(sys.argv[1:]))"]
-
-
 def run(args: list[str]) -> dict[str, float]:
     """wall s, peak RSS MB and stats.json MB of one `kernbench run ARGS`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = _kernbench() + ["run", *args, "-o", tmp]
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-        err = p.stderr.read().decode() if p.stderr else ""
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
-        size = (Path(tmp) / "stats.json").stat().st_size
-    return {"wall_s": wall, "rss_mb": ru.ru_maxrss / 1024, "stats_mb": size / 1e6}
+    r = measured_run(args)
+    return {"wall_s": r["wall_s"], "rss_mb": r["rss_mb"], "stats_mb": r["stats_bytes"] / 1e6}
 
 
 def main() -> None:
