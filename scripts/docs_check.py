@@ -11,7 +11,8 @@ Markers are HTML comments, invisible in rendered markdown:
     <!-- kb-fig ID KEY UNIT after="time to first token" -->
                                        the figure is the number after that text, in what
                                        follows the marker (e.g. inside the next code block);
-                                       `nth=2`: the second number after it
+                                       `nth=2`: the second number after it;
+                                       `after="^text"`: text that starts a line
     <!-- kb-file ID PATH -->           run ID's --out folder holds PATH (a glob)
     <!-- kb-nofile ID GLOB -->         ... and holds no file matching GLOB
 
@@ -82,13 +83,16 @@ def _next_block_command(text: str, pos: int) -> list[str] | None:
 
 
 def _shown(text: str, after: str | None, nth: int = 1) -> str | None:
-    """The nth number in `text` (after the first `after`, when given), markers left out."""
+    """The nth number in `text` (after the first `after`, when given; `^text`: text at
+    the start of a line), markers left out."""
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
     if after is not None:
-        i = text.find(after)
+        line_start = after.startswith("^")
+        anchor = "\n" + after[1:] if line_start else after
+        i = text.find(anchor)
         if i < 0:
             return None
-        text = text[i + len(after):]
+        text = text[i + len(anchor):]
     found = NUMBER.findall(text[:200] if after is None else text)
     return found[nth - 1] if len(found) >= nth else None
 

@@ -54,6 +54,16 @@ def test_rounding_as_shown():
     assert m("96", 96 * 2**30, "GiB") and m("2.8", 2800.0, "TB/s")
 
 
+def test_a_figure_is_found_after_its_anchor():
+    text = ("memory 3.5 ms: weights + KV cache at the int8 peak\n"
+            "weights 8.95 GiB (8.03 B params) + KV cache 0.125 GiB\n")
+    shown = docs_check._shown
+    assert shown(text, "weights") == "8"  # the first 'weights': the '8' of 'int8' follows
+    assert shown(text, "^weights") == "8.95"  # a line that starts with it
+    assert shown(text, "GiB (") == "8.03" and shown(text, "GiB (", nth=2) == "0.125"
+    assert shown(text, "^KV cache") is None
+
+
 def test_the_checker_fails_on_a_stale_figure_and_file(tmp_path, monkeypatch):
     doc = tmp_path / "doc.md"
     doc.write_text(
