@@ -37,21 +37,6 @@ def edges(x: int) -> tuple[int, int]:
     return (x, x) if lo == x else (lo, lo + width)
 
 
-def corners(shape: Shape) -> list[tuple[Shape, float]]:
-    """The edge shapes around `shape`, with their multilinear weights (summing to 1), in
-    a fixed order (before any midpoint refinement)."""
-    out: list[tuple[Shape, float]] = [((), 1.0)]
-    for x in shape:
-        lo, hi = edges(x)
-        if lo == hi:
-            out = [((*c, x), w) for c, w in out]
-        else:
-            f = (x - lo) / (hi - lo)
-            out = [(c2, w2) for c, w in out
-                   for c2, w2 in (((*c, lo), w * (1 - f)), ((*c, hi), w * f))]
-    return out
-
-
 def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0) -> float:
     """`shape`'s time from simulated programs (`program(shape)` simulates one, memoized by
     the caller): exact on edges, else linear between the edges, refined by midpoints."""

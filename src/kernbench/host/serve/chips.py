@@ -64,6 +64,7 @@ class KvTransfer:
     exact: bool = False
     simulate: Callable[[Topology, int, int, int], float] | None = None
     programs: dict[tuple[tuple[int, int], int], float] = field(default_factory=dict)
+    pairs: dict[int, tuple[int, int]] = field(default_factory=dict)  # hops → its pair
 
     def hops(self, src: int, dst: int) -> int:
         cfg = self.topo.config
@@ -76,8 +77,11 @@ class KvTransfer:
 
     def ns(self, tokens: int, src: int, dst: int) -> int:
         hops = self.hops(src, dst)
-        pair = next((a, b) for a in range(self.pools.prefill) for b in range(self.pools.decode)
-                    if self.hops(a, b) == hops)
+        pair = self.pairs.get(hops)
+        if pair is None:
+            pair = self.pairs[hops] = next(
+                (a, b) for a in range(self.pools.prefill) for b in range(self.pools.decode)
+                if self.hops(a, b) == hops)
         if self.exact:
             return round(self._program(pair, tokens))
         return round(interpolate((tokens,), lambda shape: self._program(pair, shape[0])))
