@@ -70,8 +70,9 @@ from kernbench.compiler.lower.rope import lower_rope
 from kernbench.compiler.lower.row_spec import ROW_OPS
 from kernbench.compiler.lower.rowwise import lower_row_op
 from kernbench.compiler.memory_plan import PlanMemory
+from kernbench.compiler.region import Region, StorageUse
 from kernbench.compiler.state import CompileState
-from kernbench.compiler.tilegraph import TileGraph
+from kernbench.compiler.tilegraph import TileGraph, TileOp
 from kernbench.ir.model import LayerIR
 
 #: rounds of "lower, pin the spread storage whole-layer ops touched, plan again"
@@ -161,6 +162,16 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
     fuse_chains(lw.tg, first)
 
 
+def lower_alone(lw: Lowering, n: LayerIR) -> list[TileOp]:
+    """The ops of node `n` (the next one in graph order), taken out of the lowering's
+    TileGraph, which then holds none (a streamed compile keeps no program)."""
+    lower_node(lw, n)
+    ops = lw.tg.ops
+    lw.tg.ops = []
+    lw.tg.bufs = []
+    return ops
+
+
 @dataclass(frozen=True)
 class Tile:
     """Lower every layer to tile ops (state.tiles); places constants (state.memory)."""
@@ -173,6 +184,26 @@ class Tile:
         state.tiles = lower_graph(state)
         return state
 
+    def on_regions(self, state: CompileState, use: StorageUse) -> TileRegions:
+        """Region by region, on the memory plan as it stands: a streamed compile surveys
+        the lowering first (pins, constants), so this pass places nothing new."""
+        return TileRegions(start_lowering(state))
 
-__all__ = ["LOWERINGS", "Lowering", "Tile", "lower_graph", "lower_node", "start_lowering",
-           "with_pins"]
+
+@dataclass
+class TileRegions:
+    """The tiling pass region by region: the tile ops of the region's nodes, which the
+    lowering then forgets."""
+
+    lowering: Lowering
+
+    def feed(self, region: Region) -> None:
+        for n in region.nodes:
+            region.ops += lower_alone(self.lowering, n)
+
+    def end(self, region: Region) -> None:
+        pass
+
+
+__all__ = ["LOWERINGS", "Lowering", "Tile", "TileRegions", "lower_alone", "lower_graph",
+           "lower_node", "start_lowering", "with_pins"]
