@@ -60,11 +60,13 @@ def test_tp2_verifies_and_equals_the_single_chip_run(tmp_path: Path) -> None:
 def test_shape_only_tp_replays_blocks_and_reports_the_collectives(tmp_path: Path) -> None:
     out = tmp_path / "o"
     code = main(["run", str(TINY), "-t", "small", "--set", "system.chips=2", "--tp", "2",
-                 "--batch", "2", "--kv-len", "16", "--no-report", "--out", str(out),
-                 "--quiet"])
+                 "--batch", "2", "--kv-len", "16", "--no-report", "--keep-bundle",
+                 "--out", str(out), "--quiet"])
     assert code == 0
     s = json.loads((out / "stats.json").read_text())
     assert s["parallel"]["tp"] == 2 and s["replay"]["blocks"] == 4
+    n = len(json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"])
+    assert n == (s["entry_count"] if "entry_count" in s else len(s["entries"]))
     assert s["llm"]["tpot_ns"] == pytest.approx(s["total_ns"])
 
 

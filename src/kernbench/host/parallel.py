@@ -165,10 +165,11 @@ def _compile_ranks(graph: Graph, source: Path | None, tp: int, chip: Topology,
 
 def _write_tp_bundle(bundle: Path, graph: Graph, tp: int, chips: list[int], topo: Topology,
                      entries: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-    """The bundle of a verified run: the merged cmdq.json, the unsplit ir.json (the
-    reference the outputs are checked against), every rank's weights in memory.json and
-    weights.npz (rank r's under `tp{r}/`, at its chip's addresses), the inputs copied to
-    every chip."""
+    """The bundle of a parallel run (`--verify`, `--keep-bundle`): the merged cmdq.json,
+    the unsplit ir.json (the reference the outputs are checked against), every chip's
+    weights in memory.json and weights.npz (rank t's, at its chip's addresses; the first
+    chip's under their own keys, chip c's under `chip<c>/`), the inputs copied to every
+    chip. `chips`: the chips of every replica in order, tensor-parallel rank i % tp."""
     per_cubes = len(topo.cubes) // topo.chips
     bases = [topo.cubes[c * per_cubes].hbm_base for c in range(topo.chips)]
     mem = json.loads((bundle / "memory.json").read_text(encoding="utf-8"))
@@ -182,25 +183,30 @@ def _write_tp_bundle(bundle: Path, graph: Graph, tp: int, chips: list[int], topo
             b["parts"] = [[o, nb, addr + off] for o, nb, addr in a["parts"]]
         return b
 
-    tensors = mem["tensors"]
-    for key, a in list(tensors.items()):
-        a0 = dict(a)
-        off0 = bases[chips[0]]
-        if off0:
-            tensors[key] = shift(a0, off0)
-        if key in graph.inputs:  # every chip reads its own copy of the inputs
-            reps = a0["replicas"] or [a0["address"]]
-            tensors[key]["replicas"] = [x + bases[c] for c in chips for x in reps]
-    for r in range(1, tp):
-        rb = bundle.parent / f"{bundle.name}.tp{r}"
-        rmem = json.loads((rb / "memory.json").read_text(encoding="utf-8"))
-        rw = load_weights(rb / "weights.npz")
-        for key, a in rmem["tensors"].items():
-            if key in rw:
-                tensors[f"tp{r}/{key}"] = shift(a, bases[chips[r]])
-                weights[f"tp{r}/{key}"] = rw[key]
+    ranks = [(mem["tensors"], weights)]
+    for t in range(1, tp):
+        rb = bundle.parent / f"{bundle.name}.tp{t}"
+        ranks.append((json.loads((rb / "memory.json").read_text(encoding="utf-8"))["tensors"],
+                      load_weights(rb / "weights.npz")) if rb.exists() else ranks[0])
+    tensors: dict[str, Any] = {}
+    for i, chip in enumerate(chips):
+        rt, rw = ranks[i % tp]
+        for key, a in rt.items():
+            if key in graph.inputs:  # every chip reads its own copy of the inputs
+                if i == 0:
+                    tensors[key] = dict(a)
+                    tensors[key]["replicas"] = [x + bases[c] for c in chips
+                                                for x in (a["replicas"] or [a["address"]])]
+                    tensors[key]["address"] = tensors[key]["replicas"][0]
+                continue
+            if i == 0:
+                tensors[key] = shift(a, bases[chip])
+            elif key in rw:
+                tensors[f"chip{chip}/{key}"] = shift(a, bases[chip])
+                weights[f"chip{chip}/{key}"] = rw[key]
+    mem["tensors"] = tensors
     for v in mem["views"].values():
-        if chips[0]:
+        if bases[chips[0]]:
             v["address"] += bases[chips[0]]
             if v.get("parts"):
                 v["parts"] = [[o, nb, addr + bases[chips[0]]] for o, nb, addr in v["parts"]]
@@ -281,8 +287,8 @@ def run_parallel(model: Path, topo: Topology, out: Path, opts: Any, hooks: Any) 
     hooks.note(f"--tp {tp} --dp {dp}: chips {groups}, {len(sites)} collective(s) per rank "
                f"({merged.collective_entries} of {len(merged.entries)} CMDQ entries)")
     if opts.verify or opts.write_cmdq:
-        _write_tp_bundle(bundle, graph, tp, chips, topo, [dict(e) for e in merged.entries],
-                         meta)
+        _write_tp_bundle(bundle, graph, tp, chips, topo,
+                         [dict(e) for e in merged.entries], meta)
     prog = parse_entries(merged.entries, meta, file=str(bundle / "cmdq.json"))
     section = {"tp": tp, "dp": dp, "chips": groups, "collectives_per_rank": len(sites),
                "collective_entries": merged.collective_entries,
