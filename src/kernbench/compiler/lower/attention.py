@@ -320,8 +320,6 @@ def _quantized_output(lw: Lowering, n: LayerIR, at: AttentionTiles) -> QuantOut 
 def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     if not tiled_attention(lw.g, n):
         return False
-    if n.qbits_activation == 16 and n.attributes.get("kv_block"):
-        return False  # the KV-block loop is 8-bit only: runs whole, as before A16 tiled
     at = plan_attention(lw, n)
     at = replace(at, q_out=_quantized_output(lw, n, at))
     _tiles(lw, n, at)
