@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from kernbench.compiler.lower.activation import te_mode
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.conv import planned_conv_weight
+from kernbench.compiler.lower.conv_tiles import planned_conv_weight
 from kernbench.compiler.lower.dynq import plan_dynamic
 from kernbench.compiler.lower.epilogue import planned_epilogue
 from kernbench.compiler.lower.gemm_outputs import tiled_outputs
