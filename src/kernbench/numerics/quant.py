@@ -18,6 +18,8 @@ Conventions:
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -27,6 +29,8 @@ __all__ = [
     "qrange",
     "storage_dtype",
     "symmetric_scale",
+    "calibrated_scale",
+    "CALIB_MANTISSA_BITS",
     "quantize",
     "dequantize",
     "fake_quant",
@@ -83,6 +87,32 @@ def symmetric_scale(x: np.ndarray, bits: int, axis: int | None = None) -> np.nda
     amax = np.asarray(amax, dtype=np.float32)
     scale = (amax / np.float32(_qmax_sym(bits))).astype(np.float32)
     return np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+
+
+#: significant bits of a calibrated activation scale (`calibrated_scale`): a scale moves
+#: only when its float64 range crosses a step of 2^-16 to 2^-15 of itself, which the
+#: float64 rounding differences between CPUs (~1e-16 relative) almost never do
+#: (docs/verification.md, "Calibration on any CPU")
+CALIB_MANTISSA_BITS = 16
+
+
+def calibrated_scale(x: np.ndarray, bits: int) -> np.ndarray:
+    """The static per-tensor scale calibrated from the values `x`: max|x| / qmax in
+    float64, rounded up to CALIB_MANTISSA_BITS significant bits (so exact in float32, and
+    never below max|x| / qmax: the calibrated maximum does not saturate). A 0-d float32
+    array; a zero or NaN range gives 1, an infinite one inf (as `symmetric_scale`)."""
+    a = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        amax = float(np.max(np.abs(a))) if a.size else 0.0
+    s = amax / _qmax_sym(bits)
+    if not s > 0:
+        return np.asarray(1.0, np.float32)
+    if math.isinf(s):
+        return np.asarray(np.inf, np.float32)
+    m, e = math.frexp(s)  # s = m · 2^e, 0.5 <= m < 1
+    snapped = math.ldexp(math.ceil(math.ldexp(m, CALIB_MANTISSA_BITS)),
+                         e - CALIB_MANTISSA_BITS)
+    return np.asarray(snapped, np.float32)
 
 
 def expand_blocked(p: np.ndarray, shape: tuple[int, ...], axis: int | None,
