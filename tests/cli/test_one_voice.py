@@ -93,13 +93,26 @@ def test_precision_from_the_qconfig_per_layer_group(tmp_path, capsys):
     assert p["kv"] == {"int8": len(att)}
     assert sorted(p["minority_layers"]) == l0
     assert all(v == {"weight": "int8"} for v in p["minority_layers"].values())
+    assert p["qconfig_file"] == "q.yaml"
     line = next(ln for ln in out.splitlines() if ln.startswith("precision"))
-    assert line.startswith(f"precision (qconfig): weights int4 ({len(weighted) - len(l0)} "
-                           f"layers), int8 ({len(l0)}: {l0[0]}")
+    assert line.startswith(f"precision (qconfig q.yaml): weights int4 "
+                           f"({len(weighted) - len(l0)} layers), int8 ({len(l0)}: {l0[0]}")
     assert "activations int8; KV cache int8" in line
 
 
 def test_default_precision_is_named(tmp_path, capsys):
     stats, out, _ = _run(tmp_path / "o", capsys)
     assert stats["precision"]["source"] == "defaults"
+    assert "qconfig_file" not in stats["precision"]
     assert "precision (defaults): weights int8; activations int8; KV cache int8" in out
+
+
+def test_a_qconfig_file_equal_to_the_defaults_is_named(tmp_path, capsys):
+    """The widths came from the file the user gave, even when it says what the defaults
+    say: the precision names it (it named `defaults` before)."""
+    q = tmp_path / "w8a8.yaml"
+    q.write_text("default: {weight: 8, activation: 8, kv: 8}\n")
+    stats, out, _ = _run(tmp_path / "o", capsys, "--qconfig", str(q))
+    p = stats["precision"]
+    assert (p["source"], p["qconfig_file"]) == ("qconfig", "w8a8.yaml")
+    assert "precision (qconfig w8a8.yaml): weights int8; activations int8; KV cache int8" in out
