@@ -31,7 +31,7 @@ TOP_KEYS = ("schema_version", "topology", "total_ns", "clock_ghz", "total_cycles
             "commands_completed", "engines", "links", "memories", "bottleneck", "entries",
             "critical_path", "entry_count", "layers", "roofline_fraction", "model_bound",
             "estimate_ns", "pe_choice", "kernel", "verify", "energy", "area_mm2", "llm",
-            "replay", "generation", "moe", "precision")
+            "replay", "generation", "moe", "parallel", "precision")
 
 #: a stats document (the JSON object stats.json holds)
 Stats = dict[str, Any]
@@ -207,8 +207,9 @@ def set_precision(stats: Stats, p: Precision) -> None:
 
 def set_section(stats: Stats, key: str, value: object) -> None:
     """One of the sections other parts compute whole (docs/stats.md): `llm`, `pe_choice`,
-    `replay`, `verify`, `kernel`, `generation`, `moe`."""
-    if key not in ("llm", "pe_choice", "replay", "verify", "kernel", "generation", "moe"):
+    `replay`, `verify`, `kernel`, `generation`, `moe`, `parallel`."""
+    if key not in ("llm", "pe_choice", "replay", "verify", "kernel", "generation", "moe",
+                   "parallel"):
         raise KeyError(f"stats.json has no section {key!r} (docs/stats.md)")
     stats[key] = value
 
