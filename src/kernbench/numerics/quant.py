@@ -140,20 +140,29 @@ def quantize(x: np.ndarray, scale, zero_point=0, bits: int = 8, signed: bool = T
              axis: int | None = None, block_size: int = 0) -> np.ndarray:  # fmt: skip
     """q = saturate(rint(x / scale) + zero_point), in the container of `bits`.
 
-    NaN quantizes to the zero point and ±Inf saturates, on every CPU (a NaN or an infinity
-    cast to an integer is undefined: x86 and ARM give different values, and numpy warns).
+    NaN quantizes to the zero point and ±Inf saturates, on every CPU (a NaN, an infinity or
+    a float past int64's range cast to an integer is undefined: x86 and ARM give different
+    values, and numpy warns); so does a finite value of any size.
     Callers that take user tensors warn about NaN/Inf where they read them."""
     x = np.asarray(x, dtype=np.float32)
     s = expand_blocked(np.asarray(scale, dtype=np.float32), x.shape, axis, block_size)
-    zp = expand_blocked(np.asarray(zero_point), x.shape, axis, block_size).astype(np.int64)
     lo, hi = qrange(bits, signed)
+    if x.size and np.ndim(zero_point) == 0 and zero_point == 0:
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            r = np.divide(x, s)
+        np.rint(r, out=r)
+        m = r.max()
+        if m == m:  # no NaN: the integral floats clipped to the range, ±Inf included
+            return np.clip(r, lo, hi, out=r).astype(storage_dtype(bits, signed))
+    zp = expand_blocked(np.asarray(zero_point), x.shape, axis, block_size).astype(np.int64)
     if x.size:
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             r = np.rint(x / s)
         if not np.isfinite(r).all():
             r = np.nan_to_num(r, nan=0.0, posinf=float(hi) - float(lo),
                               neginf=float(lo) - float(hi))
-        q = r.astype(np.int64)
+        # a float past int64's range has no defined cast: saturate it first
+        q = np.clip(r, -(2.0**62), 2.0**62).astype(np.int64)
     else:
         q = np.zeros(x.shape, np.int64)
     q = np.clip(q + zp, lo, hi)
