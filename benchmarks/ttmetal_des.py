@@ -17,12 +17,17 @@ module emits it at K-block granularity (ADR-0863) and `silicon.py --engine des` 
   handshake of tt-metal's kernels, as dependencies).
 * Every core runs one TE_GEMM_TILE per K block (accumulating after the first) on the
   tile engine, then stores its output block (DMA_STORE_TILE) when the output is in DRAM.
+  The output block has two TCM slots, used by alternate output blocks: the writer
+  drains one while the engine accumulates the next (tt-metal's writer kernel empties its
+  output circular buffer while compute packs the next block's partials into its own);
+  an output block's first GEMM waits only for the store of the block two before.
 
 Operands live row-major in HBM at their tile format's bytes per element (block floats:
 the shared exponents spread over the row, so a block's bytes are its tiles' bytes).
 Shapes are padded to whole tiles and whole per-core blocks. The partials are the tile
 engine's fp32 accumulator in TCM (tt-metal keeps bf16 partials: twice its bytes here;
-`des_overrides` with the program adds the difference to the TCM, which enters no timing).
+`des_overrides` with the program adds the difference and the second output slot to the
+TCM, which enters no timing).
 Timing only, except `verify=True` (BF16 rows, DRAM operands): the output is stored as
 fp32, so the data pass can be checked against numpy.
 """
@@ -125,18 +130,19 @@ def emit(row: dict, prog: Program, topo: Topology, verify: bool = False,
     out_base = _align(in1_base + ktp * T * nt * rb)
     in0_bytes, in1_bytes = h * T * kw * rb, kw * T * w * rb
     ofm_bytes = h * T * w * T * lay.ofm_qbits // 8
-    # TCM: two in0 slots, two in1 slots, the output block (one bank: see silicon.py)
+    # TCM: two in0 slots, two in1 slots, two output block slots (one bank: see silicon.py)
     slot0 = [0, in0_bytes]
     slot1 = [2 * in0_bytes, 2 * in0_bytes + in1_bytes]
-    ofm_off = 2 * in0_bytes + 2 * in1_bytes
-    if ofm_off + ofm_bytes > tcm_bytes:
-        raise ValueError(f"{prog.label()}: buffers of {ofm_off + ofm_bytes} bytes exceed the "
-                         f"{tcm_bytes}-byte TCM")
+    base_o = 2 * in0_bytes + 2 * in1_bytes
+    ofm_slots = [base_o, base_o + ofm_bytes]
+    if base_o + 2 * ofm_bytes > tcm_bytes:
+        raise ValueError(f"{prog.label()}: buffers of {base_o + 2 * ofm_bytes} bytes exceed "
+                         f"the {tcm_bytes}-byte TCM")
     sharded = row["in0_storage_type"] == "L1" and prog.kind == "mcast2d"
     out_dram = row["out_storage_type"] == "DRAM" or verify
     q = Cmdq()
     gemm: dict[tuple[int, int, int], int] = {}  # (r, c, step) -> entry
-    store: dict[tuple[int, int], int] = {}      # (r, c) -> the last output store
+    store: dict[tuple[int, int, int], int] = {}  # (r, c, output block) -> its store
     arrive0: dict[tuple[int, int, int], int] = {}
     arrive1: dict[tuple[int, int, int], int] = {}
     mc0: dict[tuple[int, int], int] = {}  # (group, step) -> the multicast that read a slot
@@ -153,7 +159,8 @@ def emit(row: dict, prog: Program, topo: Topology, verify: bool = False,
 
     if limit is not None:
         obs, nkb = obs[:limit[0]], min(nkb, limit[1])
-    for bh, bw in obs:
+    for oi, (bh, bw) in enumerate(obs):
+        ofm_off = ofm_slots[oi % 2]
         for kb in range(nkb):
             s = step % 2
             # ---- in0: per group a sender, a load (unless sharded), a multicast
@@ -206,14 +213,15 @@ def emit(row: dict, prog: Program, topo: Topology, verify: bool = False,
                         _gemm(lay, h * T, kw * T, w * T, slot0[s], slot1[s], ofm_off,
                               not first, pes[r][c]),
                         [arrive0.get((r, c, step)), arrive1.get((r, c, step)),
-                         gemm.get((r, c, step - 1)), store.get((r, c)) if first else None])
+                         gemm.get((r, c, step - 1)),
+                         store.get((r, c, oi - 2)) if first else None])
             step += 1
         if out_dram:
             for r in range(ny):
                 for c in range(nx):
                     r0, c0 = core_tiles(r, c, bh, bw)
                     ob = lay.out_row_bytes_per_tile
-                    store[(r, c)] = q.add(
+                    store[(r, c, oi)] = q.add(
                         _store(out_base + (r0 * T * nt + c0) * ob, h * T, w * ob, nt * ob,
                                ofm_off, pes[r][c]),
                         [gemm[(r, c, step - 1)]])
@@ -259,11 +267,11 @@ def _gemm(lay: Layout, m: int, k: int, n: int, a: int, b: int, o: int, acc: bool
 
 
 def partials_excess_kib(prog: Program | None) -> int:
-    """KiB the tile engine's fp32 partials of one output block take beyond tt-metal's
-    bf16 partials (0 without a program)."""
+    """KiB the DES's two fp32 output slots take beyond tt-metal's bf16 partials of one
+    output block (0 without a program)."""
     if prog is None:
         return 0
-    return _cdiv(prog.out_block_h * prog.out_block_w * T * T * 2, 1024)
+    return _cdiv(prog.out_block_h * prog.out_block_w * T * T * (2 * 4 - 2), 1024)
 
 
 def des_overrides(row: dict, topo: Topology, params: dict[str, float],

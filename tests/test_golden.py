@@ -1,7 +1,8 @@
 """Behaviour did not change: every golden case writes the same outputs, on any CPU.
 
 Timing and bundle files (cmdq, memory, stats, trace, ...) are compared byte for byte through
-their sha256 in tests/golden/hashes.json. The graph outputs (outputs.npz) are floats whose
+their sha256 in tests/golden/hashes.json, on every CPU (the calibrated W8A8 bundles too:
+ADR-0940). The graph outputs (outputs.npz) are floats whose
 last bits follow numpy's SIMD dispatch, so they are checked as docs/verification.md says:
 exactly against the IR reference interpreter run in the same process (the run's own
 verification), and within record.FLOAT_BOUND (record.QUANT_BOUND where activations are
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -34,22 +34,15 @@ GOLDEN_OUTPUTS = _record.load_floats()
 # the float-sensitive tests: `make test` runs them once more with numpy's SIMD dispatch
 # limited to the baseline (scripts/npy_baseline.py), as on an older CPU
 pytestmark = pytest.mark.float_cpu
-BASELINE_PASS = bool(os.environ.get("NPY_DISABLE_CPU_FEATURES", "").strip())
-CALIBRATED_FILES = ("bundle/cmdq.json", "bundle/weights.npz")
 
 
 @pytest.mark.parametrize(("case_id", "argv"), cases(), ids=[c for c, _ in cases()])
 def test_outputs_match_golden(case_id: str, argv: list[str]) -> None:
     assert case_id in GOLDEN, f"{case_id}: no golden hashes; run tests/golden/record.py"
     got = run_case(argv)
-    want = dict(GOLDEN[case_id])
-    if BASELINE_PASS and got.quantized_activations:
-        # a compile that calibrates activation scales runs the interpreter in floats: at
-        # numpy's baseline SIMD level its scales (in cmdq.json and the int32 biases of
-        # weights.npz) take other last bits (ADR-0810); the timing files stay exact
-        for k in CALIBRATED_FILES:
-            want.pop(k, None)
-            got.hashes.pop(k, None)
+    want = GOLDEN[case_id]
+    # every file byte for byte, in the baseline pass too: a calibrated compile (W8A8) is
+    # the same program on every CPU (ADR-0940)
     changed = sorted(k for k in set(got.hashes) | set(want)
                      if got.hashes.get(k) != want.get(k))
     assert not changed, f"{case_id}: outputs changed: {changed}"

@@ -190,11 +190,11 @@ def test_the_cycle_check_catches_a_circle(tmp_path):
 # ------------------------------------------------------------------ layers inside lower/
 LOWER = "kernbench.compiler.lower."
 #: compiler/lower/ by layer: plain helpers and value types (0), the lowering plan's type
-#: (1), the builder (2) and the block helpers on it (3), the tile emitters, each of which
-#: may also lower its own op (4), the per-op lowerings that only call emitters (5), the
+#: (1), the builder (2) and the block helpers on it (3), the tile emitters (4), the per-op
+#: lowerings, which the tiling pass dispatches to and which only call emitters (5), the
 #: plan pass (6) and the tiling pass (7), which reads the plan. A module imports lower
 #: layers only; emitters may import emitters (no circle), per-op lowerings never import
-#: each other. The package's __init__ imports nothing, so a value type is imported
+#: each other, and the plan pass imports none of them (it asks the emitters' deciders). The package's __init__ imports nothing, so a value type is imported
 #: without the passes.
 LOWER_LAYERS = {
     0: {"", "values", "placement", "engines", "window", "gemm_balance", "fuse_vector"},
@@ -202,15 +202,16 @@ LOWER_LAYERS = {
     2: {"context"},
     3: {"blocks"},
     4: {"te_weights", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
-        "gemm_outputs",
-        "gemm_splitk", "rowwise", "gemm_rowreduce", "gemm", "attention_kv", "attention_parts",
-        "attention", "bmm", "conv", "clamp", "qlinear"},
+        "gemm_outputs", "gemm_splitk", "row_spec", "gemm_rowreduce", "gemm", "attention_kv",
+        "attention_parts", "attention", "clamp", "conv_tiles", "qlinear",
+        "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout"},
     5: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",
-        "qlinear_bmm", "qlinear_conv", "quant_rows", "attention_float"},
+        "qlinear_bmm", "qlinear_conv", "quant_rows", "attention_float", "gemm_layer", "conv",
+        "bmm", "rowwise"},
     6: {"plan_pass"},
     7: {"tile_pass"},
 }
-EMITTERS = 4
+EMITTERS, PER_OP, PLAN_PASS = 4, 5, 6
 
 
 def test_lower_is_layered():
@@ -220,5 +221,16 @@ def test_lower_is_layered():
     assert mods == set(layer), "every module of compiler/lower/ has a layer"
     bad = [f"{m} (layer {layer[m]}) imports {d} (layer {layer[d]})"
            for m in sorted(mods) for d in sorted(graph[m] & mods)
-           if layer[d] > layer[m] or (layer[d] == layer[m] and layer[m] != EMITTERS)]
+           if layer[d] > layer[m] or (layer[d] == layer[m] and layer[m] != EMITTERS)
+           or (layer[m] == PLAN_PASS and layer[d] == PER_OP)]
     assert bad == []
+
+
+def test_the_per_op_lowerings_are_what_the_tiling_pass_dispatches_to():
+    """Every lowering in the tiling pass's table lives in a per-op module (or is the tiling
+    pass's own dispatch between two of them), and every per-op module but the whole-layer
+    fallback provides one: an emitter lowers no op on its own."""
+    from kernbench.compiler.lower.tile_pass import LOWERINGS
+
+    homes = {f.__module__.removeprefix(LOWER) for f in LOWERINGS.values()}
+    assert homes - {"tile_pass"} == LOWER_LAYERS[PER_OP] - {"layer_op"}

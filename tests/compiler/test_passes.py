@@ -3,6 +3,9 @@ numbers computed here (numpy, closed-form tile arithmetic), not against the comp
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from tiny_ir import attention_graph, compile_until, gemm_graph
@@ -26,7 +29,15 @@ ARRAY = SMALL.config.cube.pe_template.pe_gemm.rows
 
 
 def _absmax_scale(x: np.ndarray) -> np.float32:
-    return np.float32(np.float32(np.max(np.abs(x))) / np.float32(127))
+    """max|x| / 127 rounded up to 16 significant bits (ADR-0940), in exact fractions."""
+    s = Fraction(float(np.max(np.abs(x.astype(np.float64))))) / 127
+    e = 0
+    while s >= Fraction(2) ** e:
+        e += 1
+    while s < Fraction(2) ** (e - 1):
+        e -= 1
+    step = Fraction(2) ** (e - 16)  # 2^(e-1) <= s < 2^e: 16 significant bits
+    return np.float32(float(math.ceil(s / step) * step))
 
 
 # ----------------------------------------------------------------------------- quantize

@@ -10,7 +10,8 @@ import pytest
 
 from kernbench.compiler.pe_choice import structure_copy
 from kernbench.compiler.pipeline import compile_graph, load_model
-from kernbench.compiler.stream import compile_streamed
+from kernbench.compiler.region import Region
+from kernbench.compiler.stream import FROM_TILING, compile_streamed
 from kernbench.models.hf_config import load_hf_config
 from kernbench.models.llm_graph import LlmShape, build_llm_graph
 from kernbench.topology import load_topology
@@ -73,6 +74,32 @@ def test_a_small_program_is_finished_whole_from_the_same_passes(tmp_path):
     state, _ = compile_graph(graph, topo)
     assert finished.cmdq.entries == state.cmdq.entries
     assert finished.memory.to_json() == state.memory.to_json()
+
+
+@pytest.mark.parametrize("size", [3, 0])
+def test_the_passes_on_regions_of_any_size_make_the_whole_graph_program(size):
+    """The passes from tiling on, each run region by region (`on_regions`), make the
+    program `compile_graph` makes whatever the regions: three nodes at a time, or the
+    whole graph as one region (0)."""
+    graph = load_model(ZOO / "gpt2.onnx")[0]
+    topo = load_topology("base")
+    state, _ = compile_graph(graph, topo)
+    sc = compile_streamed(structure_copy(graph), topo)
+    steps = [p.on_regions(sc.state, sc.survey.use) for p in FROM_TILING]
+    assert [p.name for p in FROM_TILING] == ["tiling", "placement", "tcm_alloc", "schedule",
+                                             "emit"]
+    nodes = sc.state.graph.nodes
+    size = size or len(nodes)
+    entries = []
+    for i in range(0, len(nodes), size):
+        region = Region(nodes[i:i + size])
+        for step in steps:
+            step.feed(region)
+        entries += region.entries
+    last = Region(())
+    for step in steps:
+        step.end(last)
+    assert entries + last.entries == state.cmdq.entries
 
 
 def test_what_the_stream_keeps_does_not_grow_with_layers(tmp_path):

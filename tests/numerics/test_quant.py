@@ -39,6 +39,25 @@ def test_int_matmul_exact(m, k, n, seed):
     np.testing.assert_array_equal(got, want)
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 4200), st.integers(1, 3), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_int_matmul_exact_at_the_extremes_over_long_k(m, k, n, zero_points, seed):
+    """8-bit operands at their extremes (|q - zp| up to 255), with per-row / per-column
+    zero points and a batch axis, over K long enough that partial sums pass 2^24 (float32's
+    exact range): every element equals numpy's int64 product."""
+    rng = np.random.default_rng(seed)
+    a = rng.choice(np.array([-128, 127, 126, -127], np.int8), (2, m, k))
+    b = rng.choice(np.array([-128, 127, -127, 1], np.int8), (2, k, n))
+    za = rng.integers(-127, 128, (m,)) if zero_points else 0
+    zb = rng.integers(-127, 128, (n,)) if zero_points else 0
+    want = (a.astype(np.int64) - np.asarray(za).reshape(-1, 1)) @ \
+        (b.astype(np.int64) - np.asarray(zb))
+    got = qmath.int_matmul(a, b, za, zb)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.int32
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(-8, 7), min_size=0, max_size=33))
 def test_int4_pack_roundtrip(vals):

@@ -48,3 +48,35 @@ def test_unknown_impl_names_the_field():
     spec = PeGemmSpec(impl="no_such_engine")
     with pytest.raises(InputError, match="no_such_engine"):
         gemm_cycles(spec, 8, 8, 8, 8)
+
+
+def _gemm_ns(over: list[str]) -> tuple[float, float]:
+    """(end - start of one 128 × 256 × 128 bf16 TE_GEMM_TILE on n150 PE 0, TCM port GB/s)."""
+    from kernbench.cmdq.io import parse_program
+    from kernbench.host.simulate import simulate_program
+
+    topo = load_topology("n150", over)
+    e = {"opcode": "TE_GEMM_TILE", "pe": 0, "id": 0, "m": 128, "k": 256, "n": 128,
+         "ifm_bank": 0, "ifm_offset": 0, "wgt_bank": 1, "wgt_offset": 0, "ofm_bank": 2,
+         "ofm_offset": 0, "qbits_weight": 16, "qbits_activation": 16, "ofm_qbits": 32,
+         "f16_format": "bf16"}
+    prog = parse_program({"cmdq": [e, {"opcode": "END", "id": 1}]})
+    s = simulate_program(prog, topo, trace=False).stats()["entries"]["0"]
+    return s["end_ns"] - s["start_ns"], topo.config.cube.pe_template.pe_tcm.bw_gbs
+
+
+@pytest.mark.parametrize("port", [None, 16.0])
+def test_streamed_operands_cross_the_port_beside_the_math(port):
+    """n150 streams in chunks of 8 output tiles: 16 output tiles are 2 chunks, so the
+    fetch before the math and the store after it are half the operands' and results'
+    bytes, and the other halves cross the TCM port during the math (the GEMM stage
+    takes the longer of the two). Closed form against the same GEMM unstreamed."""
+    over = [f"cube.pe_template.pe_tcm.bw_gbs={port}"] if port else []
+    on, bw = _gemm_ns(over)
+    off, _ = _gemm_ns([*over, "cube.pe_template.pe_gemm.stream_dst_tiles=null"])
+    rd, wr = (128 * 256 + 256 * 128) * 2, 128 * 128 * 4
+    math_ns = 4 * 8 * 4 * 32  # tiles x HiFi2 cycles at 1 GHz
+    fixed = off - (rd + wr) / bw - math_ns  # command and port latencies
+    want = fixed + rd / 2 / bw + max(math_ns, (rd + wr) / 2 / bw) + wr / 2 / bw
+    assert on == pytest.approx(want, abs=2.0)
+    assert on < off

@@ -76,6 +76,27 @@ def test_tiny_program_entries_and_handshake():
     assert mc["num_elements"] == 32 * 32 * 2  # one bf16 tile
 
 
+def test_output_blocks_alternate_two_slots():
+    """Three output blocks per core (2 K blocks each): blocks 0 and 2 share a slot, 1 the
+    other; a block's first GEMM waits for the store of the block two before (the writer
+    drains one slot while the engine fills the other), never for the previous one."""
+    row = _row(m=str(2 * 3 * 32), k="64", n="64")
+    prog = tm.Program("mcast2d", 2, 2, 3, 1, 1, 1, 1)
+    entries = td.emit(row, prog, _topo(row))
+    by_id = {e["id"]: e for e in entries}
+    pe0 = [e for e in entries if e.get("pe") == 0]
+    gemms = [e for e in pe0 if e["opcode"] == "TE_GEMM_TILE"]
+    stores = [e for e in pe0 if e["opcode"] == "DMA_STORE_TILE"]
+    assert len(gemms) == 6 and len(stores) == 3
+    offs = [g["ofm_offset"] for g in gemms[::2]]
+    assert offs[0] == offs[2] != offs[1]
+    assert [s["spm_offset"] for s in stores] == offs
+    waits = [{by_id[d]["opcode"] for d in g.get("deps_before", [])} for g in gemms[::2]]
+    assert "DMA_STORE_TILE" not in waits[0] | waits[1]
+    assert stores[0]["id"] in gemms[4]["deps_before"]
+    assert stores[1]["id"] not in gemms[4]["deps_before"]
+
+
 def test_data_pass_equals_numpy():
     row = _row()
     topo = _topo(row)

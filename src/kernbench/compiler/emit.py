@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kernbench.cmdq.schema import CMDQ_VERSION
+from kernbench.compiler.region import Region, StorageUse
 from kernbench.compiler.state import CmdqDocument, CmdqMetadata, CompileState
 from kernbench.compiler.tilegraph import TileOp
 
@@ -85,3 +86,19 @@ class Emit:
         entries.append(em.end())
         state.cmdq = CmdqDocument(entries, cmdq_metadata(state))
         return state
+
+    def on_regions(self, state: CompileState, use: StorageUse) -> EmitRegions:
+        return EmitRegions(Emitter())
+
+
+@dataclass
+class EmitRegions:
+    """The emit pass region by region: the region's entries, then END after the last."""
+
+    emitter: Emitter
+
+    def feed(self, region: Region) -> None:
+        region.entries = self.emitter.feed(region.ops)
+
+    def end(self, region: Region) -> None:
+        region.entries = [self.emitter.end()]

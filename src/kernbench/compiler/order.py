@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from kernbench.compiler.region import Region, StorageUse
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import TileOp
 
@@ -54,3 +55,21 @@ class Place:
         tiles = state.require_tiles()
         tiles.ops = interleave(tiles.ops)
         return state
+
+    def on_regions(self, state: CompileState, use: StorageUse) -> PlaceRegions:
+        return PlaceRegions()
+
+
+@dataclass
+class PlaceRegions:
+    """The placement pass region by region: a region's ops in program order, indexed on
+    from the ops of the regions before it."""
+
+    placed: int = 0
+
+    def feed(self, region: Region) -> None:
+        region.ops = interleave(region.ops, self.placed)
+        self.placed += len(region.ops)
+
+    def end(self, region: Region) -> None:
+        pass

@@ -4,10 +4,15 @@ The reference interpreter quantizes an activation entering a TE layer with a dyn
 symmetric per-tensor scale (max|x| / qmax) unless the IR gives a static one. Hardware
 cannot see the whole tensor before its first tile, so the compiler calibrates: it runs
 the interpreter once on calibration inputs (seeded, valid for the model) and records,
-for every activation a TE layer quantizes, the scale the dynamic run used, as a static
-`QuantParams` on the tensor. On the calibration inputs the compiled model is then
-bit-identical to the dynamic one; on other inputs it behaves as a statically calibrated
-NPU does (values beyond the calibrated range saturate).
+for every activation a TE layer quantizes, the range the dynamic run saw, as a static
+`QuantParams` on the tensor (the compiled model then behaves as a statically calibrated
+NPU does: values beyond the calibrated range saturate).
+
+The compiled program must not depend on the CPU that compiled it: the
+calibration run computes its float kernels in float64 (numerics.wide) and each scale is
+max|x| / qmax rounded up to `quant.CALIB_MANTISSA_BITS` significant bits
+(`quant.calibrated_scale`), so the last-bit differences of numpy's SIMD kernels between
+CPUs do not reach a scale.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from kernbench.compiler.state import CompileState
 from kernbench.ir.interpreter import Interpreter
 from kernbench.ir.model import Graph, LayerIR, QBits, QuantParams, TensorIR, is_shape_only
 from kernbench.numerics import quant as qmath
+from kernbench.numerics.wide import wide_floats
 
 #: op → indices of inputs it quantizes with activation bits (a) or KV bits (kv)
 TE_INPUTS = {
@@ -177,16 +183,15 @@ class QuantizeActivations:
         need = set(want) | {t for _, past, new in kv_out.values() for t in (past, new)}
         values = _calibrate(state, need)
         for tid in sorted(want):
-            x = np.asarray(values[tid], dtype=np.float32)
-            _set_scale(g, tid, f"{tid}::act_scale", qmath.symmetric_scale(x, want[tid]),
-                       want[tid])
+            _set_scale(g, tid, f"{tid}::act_scale",
+                       qmath.calibrated_scale(values[tid], want[tid]), want[tid])
         for tid in sorted(kv_out):
             # the cache is stored at kv bits: calibrate on the value before quantization
             bits, past, new = kv_out[tid]
             axis = g.node(g.tensors[tid].producer).attributes.get("axis", 2)
-            x = np.concatenate([np.asarray(values[past], np.float32),
-                                np.asarray(values[new], np.float32)], axis=axis)
-            _set_scale(g, tid, f"{tid}::kv_scale", qmath.symmetric_scale(x, bits), bits)
+            x = np.concatenate([np.asarray(values[past], np.float64),
+                                np.asarray(values[new], np.float64)], axis=axis)
+            _set_scale(g, tid, f"{tid}::kv_scale", qmath.calibrated_scale(x, bits), bits)
         g.rebuild_links()
         state.notes.append(f"quantize: static scales for {len(want)} activations, "
                            f"{len(kv_out)} KV caches stored at KV bits")
@@ -202,20 +207,30 @@ def _calibrate(state: CompileState, need: set[str]) -> dict[str, np.ndarray]:
     g = state.graph
     opts = state.options
     if opts.calibration is None:
-        feeds = opts.calib_inputs or default_inputs(g, opts.seed)
-        _, values = Interpreter(g).run(feeds, keep_all=True)
-        return {t: values[t] for t in need}
+        return _pick(_forward(g, opts), need)
     key = (json.dumps(g.to_dict(), sort_keys=True),
            tuple(sorted((k, id(v)) for k, v in g.weights.items())),
            opts.seed, id(opts.calib_inputs), tuple(sorted(need)))
     hit = opts.calibration.get(key)
     if hit is None:
-        feeds = opts.calib_inputs or default_inputs(g, opts.seed)
-        _, values = Interpreter(g).run(feeds, keep_all=True)
-        hit = {t: values[t] for t in need}
+        hit = _pick(_forward(g, opts), need)
         opts.calibration.clear()  # one graph at a time: the memo never grows
         opts.calibration[key] = hit
     return hit
+
+
+def _pick(values: dict[str, np.ndarray], need: set[str]) -> dict[str, np.ndarray]:
+    return {t: values[t] for t in need}
+
+
+def _forward(g: Graph, opts) -> dict[str, np.ndarray]:  # noqa: ANN001
+    """Every tensor's value when the reference interpreter runs `g` on the calibration
+    inputs with its float kernels in float64 (numerics.wide): the values, and so the
+    scales, are the same on every CPU."""
+    feeds = opts.calib_inputs or default_inputs(g, opts.seed)
+    with wide_floats():
+        _, values = Interpreter(g).run(feeds, keep_all=True)
+    return values
 
 
 def _unit_scales(state: CompileState, want: dict[str, int],

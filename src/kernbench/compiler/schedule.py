@@ -16,11 +16,11 @@ on (its docstring), so its memory follows the live storages, not the program.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
 from typing import ClassVar
 
 from kernbench.compiler.hbm_cover import Access
+from kernbench.compiler.region import Region, StorageUse, node_of
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import TileGraph
 
@@ -223,32 +223,6 @@ class Scheduler:
                 del hist[:-PREFETCH_LAYERS - 1]
 
 
-def node_of(node_streams: list[int], stream: int) -> int:
-    """The position of the IR node whose lowering emitted ops of `stream` (-1: before
-    the first node)."""
-    return bisect_right(node_streams, stream) - 1
-
-
-class StorageUse:
-    """Which IR node last touches each HBM storage, and which storages are ever written:
-    gathered from the ops themselves (`see`), so the scheduler forgets exactly what no
-    later op can depend on."""
-
-    def __init__(self, node_streams: list[int]) -> None:
-        self.node_streams = node_streams
-        self.last: dict[str, int] = {}
-        self.written: set[str] = set()
-
-    def see(self, ops: list) -> None:  # noqa: ANN001 - tilegraph.TileOp
-        for op in ops:
-            node = node_of(self.node_streams, op.stream)
-            for key, *_ in op.hbm_reads:
-                self.last[key] = node
-            for key, *_ in op.hbm_writes:
-                self.last[key] = node
-                self.written.add(key)
-
-
 def scheduler_for(tiles: TileGraph) -> Scheduler:
     """A Scheduler that forgets what the ops of `tiles` no longer need."""
     use = StorageUse(tiles.node_streams)
@@ -268,3 +242,22 @@ class Schedule:
         tiles = state.require_tiles()
         scheduler_for(tiles).feed(tiles.ops)
         return state
+
+    def on_regions(self, state: CompileState, use: StorageUse) -> ScheduleRegions:
+        return ScheduleRegions(Scheduler(use))
+
+
+@dataclass
+class ScheduleRegions:
+    """The schedule pass region by region: the region's ops get their dependencies; what
+    the allocator retired is forgotten."""
+
+    scheduler: Scheduler
+
+    def feed(self, region: Region) -> None:
+        self.scheduler.feed(region.ops)
+        self.scheduler.forget(region.retired)
+        region.kept = self.scheduler.kept()
+
+    def end(self, region: Region) -> None:
+        pass

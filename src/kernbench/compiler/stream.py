@@ -10,14 +10,14 @@ node at a time, as the simulator fetches them:
 2. a *survey* lowers every node once and keeps only what the stream needs to know in
    advance: entries per layer (progress, per-layer spans), the whole-layer-op census, the
    storage pins (planned again, as `lower_graph` does) and which node last touches each HBM
-   storage (`schedule.StorageUse`: what the scheduler may forget). Each node's ops are
+   storage (`region.StorageUse`: what the scheduler may forget). Each node's ops are
    dropped once counted; constants get their HBM addresses here, in the same order as in
    `compile_graph`;
-3. `StreamedCompile.chunks()` lowers the graph again and, per node, runs placement
-   (`order.interleave`), TCM allocation (`TcmAllocator`), the schedule (`Scheduler`) and
-   emission (`Emitter`) on that node's ops only, then forgets them. Each stage is the one
-   the whole-program pass runs, fed in pieces, so the entries are the ones `compile_graph`
-   emits (tests/compiler/test_stream.py compares them entry by entry).
+3. `StreamedCompile.chunks()` runs the passes from tiling on (`FROM_TILING`: tiling,
+   placement, TCM allocation, schedule, emit) on one region of one IR node after another
+   (`compiler.region`: each pass's `on_regions`, the stage its whole-program `apply`
+   feeds, fed in pieces), then forgets the region. The entries are the ones
+   `compile_graph` emits (tests/compiler/test_stream.py compares them entry by entry).
 
 What stays is per layer or per live storage: the per-layer counts, the lowering's caches
 of prepared weights, the scheduler's accesses of storages still to be read, the TCM rings.
@@ -31,26 +31,24 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from kernbench.compiler.checks import check_memory
-from kernbench.compiler.emit import Emitter
 from kernbench.compiler.hbm import MemoryPlan
 from kernbench.compiler.layer_ops import CensusCounter, LayerOpCensus
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.tile_pass import lower_node, start_lowering, with_pins
+from kernbench.compiler.lower.tile_pass import TileRegions, start_lowering, with_pins
 from kernbench.compiler.manager import PassManager
-from kernbench.compiler.order import interleave
 from kernbench.compiler.pipeline import PASSES
-from kernbench.compiler.schedule import Scheduler, StorageUse
+from kernbench.compiler.region import Region, RegionPass, StorageUse
 from kernbench.compiler.state import CompileOptions, CompileState
-from kernbench.compiler.tcm_alloc import TcmAllocator
-from kernbench.compiler.tilegraph import TileGraph, TileOp
+from kernbench.compiler.tilegraph import TileGraph
 from kernbench.errors import InputError
-from kernbench.ir.model import Graph, LayerIR
+from kernbench.ir.model import Graph
 from kernbench.topology.model import Topology
 
 #: the passes `compile_graph` runs before tiling (whole-graph and cheap: per tensor)
 BEFORE_TILING = tuple(PASSES[:[p.name for p in PASSES].index("tiling")])
-#: the rest, for a program compiled whole after all (`StreamedCompile.finish`)
-FROM_TILING = PASSES[len(BEFORE_TILING):]
+#: the rest: run region by region (`StreamedCompile.chunks`), or on a program compiled
+#: whole after all (`StreamedCompile.finish`)
+FROM_TILING: tuple[RegionPass, ...] = PASSES[len(BEFORE_TILING):]
 
 
 class Survey(NamedTuple):
@@ -102,39 +100,31 @@ class StreamedCompile:
 
     def chunks(self) -> Iterator[list[dict[str, Any]]]:
         """The CMDQ entries, one list per IR node that has ops, END last (in its own
-        list). One pass only: the lowering it runs places nothing new."""
+        list): `FROM_TILING` run region by region, a region per node (a region without
+        ops goes no further than tiling). One pass only: the lowering it runs places
+        nothing new."""
         self._start()
-        state = self.state
-        lw = start_lowering(state)
-        alloc = TcmAllocator(state.topology)
-        sched = Scheduler(self.survey.use)
-        emit = Emitter()
-        first = 0
-        for n in state.graph.nodes:
-            ops = _lower_alone(lw, n)
-            if not ops:
+        steps = [p.on_regions(self.state, self.survey.use) for p in FROM_TILING]
+        produced = 0
+        for n in self.state.graph.nodes:
+            region = Region((n,))
+            for step in steps:
+                step.feed(region)
+                if not region.ops:
+                    break
+            if not region.ops:
                 continue
-            ops = interleave(ops, first)
-            first += len(ops)
-            retired = alloc.feed(ops)
-            sched.feed(ops)
-            sched.forget(retired)
-            hbm, tcm = sched.kept()
-            self.peak_kept = (max(self.peak_kept[0], hbm), max(self.peak_kept[1], tcm))
-            yield emit.feed(ops)
-        if first + 1 != self.entries:
-            raise RuntimeError(f"compile_streamed: {first + 1} entries produced, the survey "
-                               f"counted {self.entries}")
-        yield [emit.end()]
-
-
-def _lower_alone(lw: Lowering, n: LayerIR) -> list[TileOp]:
-    """The ops of node `n`, taken out of the lowering's TileGraph (which then holds none)."""
-    lower_node(lw, n)
-    ops = lw.tg.ops
-    lw.tg.ops = []
-    lw.tg.bufs = []
-    return ops
+            produced += len(region.entries)
+            self.peak_kept = (max(self.peak_kept[0], region.kept[0]),
+                              max(self.peak_kept[1], region.kept[1]))
+            yield region.entries
+        if produced + 1 != self.entries:
+            raise RuntimeError(f"compile_streamed: {produced + 1} entries produced, the "
+                               f"survey counted {self.entries}")
+        last = Region(())
+        for step in steps:
+            step.end(last)
+        yield last.entries
 
 
 def compile_streamed(graph: Graph, topology: Topology, options: CompileOptions | None = None,
@@ -154,8 +144,8 @@ def compile_streamed(graph: Graph, topology: Topology, options: CompileOptions |
 
 
 def _survey(state: CompileState) -> Survey:
-    """Lower every node once, on a copy of the memory plan, keeping counts and storage use
-    only; storages a whole-layer op touches are pinned and the memory planned again
+    """Lower every node once (the tiling pass region by region, `TileRegions`), on a copy
+    of the memory plan, keeping counts and storage use only; storages a whole-layer op touches are pinned and the memory planned again
     (`tile_pass.with_pins`, as the tiling pass does)."""
     return with_pins(state, _survey_once)
 
@@ -164,14 +154,17 @@ def _survey_once(state: CompileState) -> tuple[Lowering, Survey]:
     pristine = state.memory
     assert pristine is not None
     state.memory = pristine.copy()
-    lw = start_lowering(state)
+    tiling = TileRegions(start_lowering(state))
     memory, state.memory = state.memory, pristine
+    lw = tiling.lowering
     use = StorageUse(lw.tg.node_streams)
     census = CensusCounter({n.id: n.op_type for n in state.graph.nodes})
     per_layer: dict[str, int] = {}
     count = 0
     for n in state.graph.nodes:
-        ops = _lower_alone(lw, n)
+        region = Region((n,))
+        tiling.feed(region)
+        ops = region.ops
         use.see(ops)
         census.add(ops)
         count += len(ops)

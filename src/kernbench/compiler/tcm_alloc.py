@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from kernbench.compiler.region import Region, StorageUse
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.errors import CapacityError
@@ -142,3 +143,20 @@ class AllocateTcm:
         TcmAllocator(state.topology).feed(tiles.ops)
         tiles.allocated = True
         return state
+
+    def on_regions(self, state: CompileState, use: StorageUse) -> AllocateRegions:
+        return AllocateRegions(TcmAllocator(state.topology))
+
+
+@dataclass
+class AllocateRegions:
+    """The allocation pass region by region: the region's buffers get their offsets; the
+    buffers whose space was wholly reused meanwhile are handed on (`Region.retired`)."""
+
+    allocator: TcmAllocator
+
+    def feed(self, region: Region) -> None:
+        region.retired = self.allocator.feed(region.ops)
+
+    def end(self, region: Region) -> None:
+        pass

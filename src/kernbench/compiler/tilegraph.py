@@ -63,7 +63,7 @@ class TileGraph:
     #: their placements are gone, yet they moved nothing (`roofline.layer_bounds`)
     views: set[str] = field(default_factory=set)
     #: per IR node (graph order), the lowering stream its ops start at: which node emitted
-    #: an op (`schedule.node_of`)
+    #: an op (`region.node_of`)
     node_streams: list[int] = field(default_factory=list)
 
     def dump(self) -> str:

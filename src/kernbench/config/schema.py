@@ -125,6 +125,13 @@ class PeGemmSpec(PeGemmEnergy, ComponentSpec):
         None, gt=0, description="tile_fpu_v1: rate the unpacker moves an operand tile "
                                 "(32 x 32 at the operand bits) into the engine; a tile "
                                 "product takes at least that long. null: not limiting")
+    stream_dst_tiles: int | None = Field(
+        None, ge=1, description="tile_fpu_v1: the unpacker and packer move a GEMM's operands "
+                                "and results through the TCM port beside the math, in chunks "
+                                "of this many 32 x 32 output tiles (the destination register's "
+                                "half that math and packer swap); only the first chunk's "
+                                "fetch and the last chunk's store are outside the math. "
+                                "null: fetch, math and store run one after another")
 
     @model_validator(mode="after")
     def _factors_positive(self) -> PeGemmSpec:

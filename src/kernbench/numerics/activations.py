@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from kernbench.numerics.wide import work
+
 __all__ = ["erf", "gelu", "silu", "sigmoid", "relu"]
 
 
@@ -42,7 +44,7 @@ def _erf_fast(x: np.ndarray) -> np.ndarray:
 
 def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     """GELU: 0.5·x·(1 + erf(x/√2)), or the tanh form when `approximate` is "tanh"."""
-    xf = x.astype(np.float32)
+    xf = work(x)
     if approximate == "tanh":
         c = np.float32(math.sqrt(2.0 / math.pi))
         y = 0.5 * xf * (1.0 + np.tanh(c * (xf + np.float32(0.044715) * xf * xf * xf)))
@@ -53,7 +55,7 @@ def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
 
 def silu(x: np.ndarray) -> np.ndarray:
     """x · sigmoid(x) in fp32, rounded to the input dtype."""
-    xf = x.astype(np.float32)
+    xf = work(x)
     return (xf / (1.0 + np.exp(-xf))).astype(x.dtype)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.flash import blocked_attention
 from kernbench.numerics.softmax import attention_probs
+from kernbench.numerics.wide import work
 
 __all__ = ["attention", "mask_to_bias"]
 
@@ -53,7 +54,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
               kv_first: int | None = None) -> np.ndarray:
     """softmax(q·kᵀ·scale (+ softcap) + masks) · v, in q's dtype (see the module doc)."""
     dtype = q.dtype
-    q, k, v = (x.astype(np.float32) for x in (q, k, v))
+    q, k, v = (work(x) for x in (q, k, v))
     rep = num_heads // num_kv_heads
     if rep > 1:
         k = np.repeat(k, rep, axis=1)

@@ -8,7 +8,8 @@ this package document them). The IR side (kernbench.ir.interpreter) turns an IR 
 into (name, params); the data pass stores them in its op log and calls run_layer.
 
 Numerics of narrow floats (one rule for both executions): float16, bfloat16 and fp8
-inputs are widened to float32 before the kernel runs, every kernel computes in fp32 and
+inputs are widened to float32 before the kernel runs, every kernel computes in fp32 (in
+float64 inside numerics.wide.wide_floats, which widens every float input) and
 the caller rounds each output once, to the output tensor's dtype (the IR interpreter's
 `stored`, the data pass's store). Rounding inside a kernel (numpy's float16 ufuncs round
 after every step) would make the two executions differ by an ulp.
@@ -32,6 +33,7 @@ from kernbench.numerics.moe import moe_route
 from kernbench.numerics.reduce import reduce
 from kernbench.numerics.rope import rope
 from kernbench.numerics.softmax import softmax
+from kernbench.numerics.wide import is_wide
 
 __all__ = ["LAYER_KERNELS", "run_layer", "widen_float"]
 
@@ -139,7 +141,10 @@ def run_layer(name: str, args: list[np.ndarray | None], params: dict[str, Any]
 
 
 def widen_float(x: object) -> object:
-    """A float16 / bfloat16 / fp8 array as float32 (exact); anything else unchanged."""
-    if isinstance(x, np.ndarray) and x.dtype.itemsize < 4 and x.dtype.kind in "fV":
-        return x.astype(np.float32)
-    return x
+    """A float16 / bfloat16 / fp8 array as float32 (exact), any float array as float64
+    inside numerics.wide.wide_floats; anything else unchanged."""
+    if not isinstance(x, np.ndarray) or x.dtype.kind not in "fV":
+        return x
+    if is_wide() and x.dtype != np.float64:
+        return x.astype(np.float64)
+    return x.astype(np.float32) if x.dtype.itemsize < 4 else x

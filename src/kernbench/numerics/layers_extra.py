@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.numerics.errors import KernelError
+from kernbench.numerics.wide import work
 
 __all__ = ["scatter_elements", "scatter_nd", "group_norm", "log_softmax", "hardmax", "trilu",
            "one_hot", "depth_to_space", "space_to_depth"]
@@ -57,11 +58,11 @@ def group_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, *, groups: in
     """(x - mean) / sqrt(var + eps) per (batch, group) over channels-in-group and spatial
     dims, then scale · + bias per channel (per group if not `per_channel_affine`)."""
     n, c = x.shape[0], x.shape[1]
-    xf = x.astype(np.float32).reshape(n, groups, -1)
+    xf = work(x).reshape(n, groups, -1)
     mean = xf.mean(axis=2, keepdims=True)
     var = ((xf - mean) ** 2).mean(axis=2, keepdims=True)
     y = ((xf - mean) / np.sqrt(var + np.float32(eps))).reshape(x.shape)
-    sc, bi = scale.astype(np.float32), bias.astype(np.float32)
+    sc, bi = work(scale), work(bias)
     if not per_channel_affine:  # GroupNormalization opset 18: one scale per group
         sc, bi = np.repeat(sc, c // groups), np.repeat(bi, c // groups)
     shape = (1, c) + (1,) * (x.ndim - 2)

@@ -20,6 +20,7 @@ import numpy as np
 
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.errors import KernelError
+from kernbench.numerics.wide import work, work_dtype
 
 __all__ = ["te_matmul", "gemm", "qkv_proj", "matmul", "conv", "conv_nd", "conv2d_nhwc",
            "matmul_integer", "qlinear_matmul", "qlinear_multiplier", "qlinear_conv",
@@ -72,7 +73,7 @@ def te_matmul(x: np.ndarray, w: np.ndarray, *, a_bits: Bits = None, w_bits: Bits
               per_channel: bool = True) -> np.ndarray:
     """x[..., K] @ w[K, N] at the TE's precision; returns fp32 [..., N]."""
     lead = x.shape[:-1]
-    x2 = x.reshape(-1, x.shape[-1]).astype(np.float32)
+    x2 = work(x.reshape(-1, x.shape[-1]))
     if isinstance(a_bits, int) and (isinstance(w_bits, int) or w_quant is not None):
         xq, sx, zx = qmath.quantize_activation(x2, a_bits, x_static)
         wq, sw, zw, axis, block = _weight_q(w, w_bits if isinstance(w_bits, int) else 8, -1,
@@ -88,7 +89,7 @@ def te_matmul(x: np.ndarray, w: np.ndarray, *, a_bits: Bits = None, w_bits: Bits
         x2 = qmath.round_to_float(x2, fm)
     if _float_mode(w_bits):
         w = qmath.round_to_float(w.astype(np.float32), _float_mode(w_bits))
-    y = x2 @ w.astype(np.float32)
+    y = x2 @ work(w)
     return y.reshape(*lead, -1)
 
 
@@ -98,7 +99,7 @@ def gemm(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, **prec) -
         raise KernelError("GEMM weight must be 2-D")
     y = te_matmul(x, w, **prec)
     if bias is not None:
-        y = y + bias.astype(np.float32)
+        y = y + work(bias)
     return y
 
 
@@ -190,8 +191,8 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stride
     the GEMM: int32 accumulators, then ``acc · (s_x · s_w[o])`` and the bias, in that order
     (the tiled epilogue computes the same). Other modes fake-quantize the operands and
     convolve in fp32."""
-    xf = x.astype(np.float32)
-    wf = w.astype(np.float32)
+    xf = work(x)
+    wf = work(w)
     if isinstance(a_bits, int) and (isinstance(w_bits, int) or w_quant is not None):
         xq, sx, zx = qmath.quantize_activation(xf, a_bits, x_static)
         wq, sw, zw, axis, block = _weight_q(wf, w_bits if isinstance(w_bits, int) else 8, 0,
@@ -249,9 +250,9 @@ def conv_nd(x: np.ndarray, w: np.ndarray, strides: list[int], pads: list[int],
         cols = wg.reshape(nb * int(np.prod(out_sp)), -1)
         kg = w[g * og:(g + 1) * og].reshape(og, -1)
         yg = qmath.int_matmul(cols, kg.T) if integer else \
-            cols.astype(np.float32) @ kg.T.astype(np.float32)
+            work(cols) @ work(kg.T)
         outs.append(np.moveaxis(yg.reshape((nb,) + tuple(out_sp) + (og,)), -1, 1))
-    return np.concatenate(outs, axis=1).astype(np.int32 if integer else np.float32)
+    return np.concatenate(outs, axis=1).astype(np.int32 if integer else work_dtype())
 
 
 def conv2d_nhwc(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0

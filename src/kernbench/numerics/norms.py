@@ -1,8 +1,11 @@
-"""Normalisations over the trailing axes, computed in fp32."""
+"""Normalisations over the trailing axes, computed in fp32 (float64 inside
+numerics.wide.wide_floats)."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from kernbench.numerics.wide import work
 
 __all__ = ["layernorm", "rmsnorm"]
 
@@ -13,14 +16,14 @@ def layernorm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None = None, 
     dtype, mean and 1/std are fp32 with kept dims (ONNX's optional outputs)."""
     axis = axis % x.ndim
     axes = tuple(range(axis, x.ndim))
-    xf = x.astype(np.float32)
+    xf = work(x)
     mean = np.mean(xf, axis=axes, keepdims=True)
     d = xf - mean
     var = np.mean(d * d, axis=axes, keepdims=True)
     inv = 1.0 / np.sqrt(var + np.float32(eps))
-    y = d * inv * gamma.astype(np.float32)
+    y = d * inv * work(gamma)
     if beta is not None:
-        y = y + beta.astype(np.float32)
+        y = y + work(beta)
     return y.astype(x.dtype), mean, inv
 
 
@@ -29,10 +32,10 @@ def rmsnorm(x: np.ndarray, gamma: np.ndarray | None = None, *, axis: int = -1,
     """x / sqrt(mean(x²) + eps) (· gamma) over the axes from `axis` on, in x's dtype."""
     axis = axis % x.ndim
     axes = tuple(range(axis, x.ndim))
-    xf = x.astype(np.float32)
+    xf = work(x)
     ms = np.mean(xf * xf, axis=axes, keepdims=True)
     inv = 1.0 / np.sqrt(ms + np.float32(eps))
     y = xf * inv
     if gamma is not None:
-        y = y * gamma.astype(np.float32)
+        y = y * work(gamma)
     return y.astype(x.dtype)

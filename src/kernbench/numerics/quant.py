@@ -18,6 +18,8 @@ Conventions:
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -27,6 +29,8 @@ __all__ = [
     "qrange",
     "storage_dtype",
     "symmetric_scale",
+    "calibrated_scale",
+    "CALIB_MANTISSA_BITS",
     "quantize",
     "dequantize",
     "fake_quant",
@@ -83,6 +87,32 @@ def symmetric_scale(x: np.ndarray, bits: int, axis: int | None = None) -> np.nda
     amax = np.asarray(amax, dtype=np.float32)
     scale = (amax / np.float32(_qmax_sym(bits))).astype(np.float32)
     return np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+
+
+#: significant bits of a calibrated activation scale (`calibrated_scale`): a scale moves
+#: only when its float64 range crosses a step of 2^-16 to 2^-15 of itself, which the
+#: float64 rounding differences between CPUs (~1e-16 relative) almost never do
+#: (docs/verification.md, "Calibration on any CPU")
+CALIB_MANTISSA_BITS = 16
+
+
+def calibrated_scale(x: np.ndarray, bits: int) -> np.ndarray:
+    """The static per-tensor scale calibrated from the values `x`: max|x| / qmax in
+    float64, rounded up to CALIB_MANTISSA_BITS significant bits (so exact in float32, and
+    never below max|x| / qmax: the calibrated maximum does not saturate). A 0-d float32
+    array; a zero or NaN range gives 1, an infinite one inf (as `symmetric_scale`)."""
+    a = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        amax = float(np.max(np.abs(a))) if a.size else 0.0
+    s = amax / _qmax_sym(bits)
+    if not s > 0:
+        return np.asarray(1.0, np.float32)
+    if math.isinf(s):
+        return np.asarray(np.inf, np.float32)
+    m, e = math.frexp(s)  # s = m · 2^e, 0.5 <= m < 1
+    snapped = math.ldexp(math.ceil(math.ldexp(m, CALIB_MANTISSA_BITS)),
+                         e - CALIB_MANTISSA_BITS)
+    return np.asarray(snapped, np.float32)
 
 
 def expand_blocked(p: np.ndarray, shape: tuple[int, ...], axis: int | None,
@@ -179,20 +209,45 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
     The result is int32 when `accumulator_bits` of the operands' containers and K is 32
     (every 8-bit case that fits a TE tile), else int64: 16-bit integer products summed
     over K do not fit an int32 accumulator, and the hardware accumulates them in a wide
-    (48-bit) accumulator that int64 holds exactly. Computed with float64 BLAS
-    when every partial sum is an integer below 2^53, else in int64. Zero points broadcast
-    like ONNX MatMulInteger (a_zp per row of a, b_zp per column of b)."""
-    wide = accumulator_bits(np.asarray(a_q).dtype, np.asarray(b_q).dtype,
-                            np.asarray(a_q).shape[-1]) > 32
-    a = np.asarray(a_q).astype(np.float64) - _zp_rows(a_zp, np.asarray(a_q).shape)
-    b = np.asarray(b_q).astype(np.float64) - _zp_cols(b_zp, np.asarray(b_q).shape)
-    k = a.shape[-1]
-    bound = float(np.max(np.abs(a), initial=0)) * float(np.max(np.abs(b), initial=0)) * k
-    if bound >= 2.0**53:
+    (48-bit) accumulator that int64 holds exactly. Computed with float BLAS while every
+    partial sum is an integer a float holds exactly: float32 over K slices whose partial
+    sums stay below 2^24 (`_F32_EXACT`), the slices summed in float64; float64 when a slice
+    would be too short to pay; int64 when a sum can reach 2^53. Every partial sum of any
+    summation order is bounded by max|a| · max|b| · K, so the result does not depend on
+    how BLAS orders or fuses its additions. Zero points broadcast like ONNX MatMulInteger
+    (a_zp per row of a, b_zp per column of b)."""
+    a_q, b_q = np.asarray(a_q), np.asarray(b_q)
+    k = a_q.shape[-1]
+    wide = accumulator_bits(a_q.dtype, b_q.dtype, k) > 32
+    a = a_q.astype(np.float64) - _zp_rows(a_zp, a_q.shape)
+    b = b_q.astype(np.float64) - _zp_cols(b_zp, b_q.shape)
+    prod = float(np.max(np.abs(a), initial=0)) * float(np.max(np.abs(b), initial=0))
+    if prod * k >= 2.0**53:
         acc = np.matmul(a.astype(np.int64), b.astype(np.int64))
     else:
-        acc = np.matmul(a, b)
+        step = int(_F32_EXACT // prod) if prod else k
+        if step >= k or (step >= _F32_MIN_SLICE and b.ndim >= 2):
+            acc = _f32_slices(a.astype(np.float32), b.astype(np.float32), k, step)
+        else:
+            acc = np.matmul(a, b)
     return acc.astype(np.int64) if wide else acc.astype(np.int64).astype(np.int32)
+
+
+#: float32 holds every integer up to 2^24 exactly
+_F32_EXACT = float(2**24 - 1)
+#: K slices shorter than this cost more in passes over the output than float32 saves
+_F32_MIN_SLICE = 256
+
+
+def _f32_slices(a: np.ndarray, b: np.ndarray, k: int, step: int) -> np.ndarray:
+    """a @ b over K in slices of at most `step` (each exact in float32), summed in
+    float64 (exact: the caller bounds the whole sum below 2^53)."""
+    if step >= k:
+        return np.matmul(a, b)
+    acc = np.matmul(a[..., :step], b[..., :step, :]).astype(np.float64)
+    for k0 in range(step, k, step):
+        acc += np.matmul(a[..., k0:k0 + step], b[..., k0:k0 + step, :])
+    return acc
 
 
 def accumulator_bits(a_dtype, b_dtype, k: int) -> int:  # noqa: ANN001

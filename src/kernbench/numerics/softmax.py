@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernbench.numerics.wide import work
+
 __all__ = ["softmax", "attention_probs", "causal_bias"]
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """exp(x - max) / sum over `axis`, fp32. A row of -inf gives NaN (see attention_probs)."""
-    x = x.astype(np.float32)
+    x = work(x)
     m = np.max(x, axis=axis, keepdims=True)
     m = np.where(np.isneginf(m), 0, m)
     e = np.exp(x - m)

@@ -19,6 +19,7 @@ from kernbench.cmdq.opcodes.base import DataEnv, Lowering, NonNegInt, PosInt, QB
 from kernbench.cmdq.opcodes.registry import register_opcode
 from kernbench.cmdq.opcodes.ve import MathData, VeVectorTile
 from kernbench.common.pe_commands import PeCommand
+from kernbench.errors import InputError
 
 #: fp32 values of the running state per row (numerics.flash.STATE_WIDTH)
 STATE_WIDTH = 4
@@ -82,8 +83,9 @@ class VeSoftmaxBlockTile(VeVectorTile):
 @register_opcode
 class VeAttnMergeTile(VeVectorTile):
     """(1.1) out = out·alpha + float(in)·(row_scale·scale) over ``rows`` vectors of
-    ``length`` (in: the block's int32 P·V; with ``first`` the old out is not read); with
-    ``last`` the result is divided by the running sum l (0 where l = 0)."""
+    ``length`` (in: the block's int32 P·V, or its fp32 one when the entry says
+    ``in_dtype: float32``, a float attention's; with ``first`` the old out is not read);
+    with ``last`` the result is divided by the running sum l (0 where l = 0)."""
 
     cost_op: ClassVar[str] = "dequantize"
     math_op: ClassVar[str] = "flash_merge"
@@ -108,8 +110,13 @@ class VeAttnMergeTile(VeVectorTile):
         )
 
     def data_params(self, d: MathData) -> None:
-        """Inputs in (int32), row_scale, state [, the old out]."""
-        d.dtypes[0] = "int32"
+        """Inputs in (int32, or fp32 with ``in_dtype: float32``), row_scale, state [, the
+        old out]."""
+        in_dtype = getattr(self, "in_dtype", None) or "int32"
+        if in_dtype not in ("int32", "float32"):
+            raise InputError(f"entry {self.id} (VE_ATTN_MERGE_TILE): in_dtype {in_dtype!r} "
+                             "is not int32 or float32")
+        d.dtypes[0] = in_dtype
         d.add("row_scale", [self.rows, 1])
         d.add("state", [self.rows, STATE_WIDTH])
         if not self.first:

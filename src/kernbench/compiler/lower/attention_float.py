@@ -11,46 +11,26 @@ V at its format) into fp32, a strided DMA store into the output (a folded transp
 layout). The roundings are the interpreter's (`numerics.attention`: a 16-bit float width
 rounds Q, K and V, the probabilities stay fp32; an integer activation width with a float
 KV computes Q in fp32). `lower_any_attention` is the LOWERINGS entry: float layers here, integer ones to
-`lower_attention`. The whole K/V of one head must fit a TCM bank (there is no KV blocking
-here): when it does not, `_plan` raises a ValueError and the compile stops ("attention
-shapes do not fit the TCM tiling", an InputError: exit 2). A float attention that
-`layout.tiled_attention` refuses (not all fp32, no positive scale, a mask without whole
-(S, T) rows) runs whole as a layer op. So does a 16-bit-width one whose K / V do not fit
-a bank, or is stored in another float type (an fp16 KV cache): it runs whole, as it did
-before these widths were tiled (a whole-layer op reads the strided views of folded
-transposes too).
+`lower_attention`. When the K / V of one head do not fit a TCM bank the layer carries
+`kv_block` (`compiler.kv_blocks`) and runs the online-softmax KV-block loop instead
+(`attention_float_kv`). A float attention that `layout.tiled_attention` refuses (not all
+fp32, no positive scale, a mask without whole (S, T) rows) runs whole as a layer op; a
+16-bit-width one whose Q / K / V are stored in a float type other than fp32 or their own
+format does too (a whole-layer op reads the strided views of folded transposes).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.layout import float_formats, tiled_attention
 from kernbench.compiler.lower.attention import lower_attention
+from kernbench.compiler.lower.attention_float_kv import lower_float_kv_blocks
+from kernbench.compiler.lower.attention_float_tiles import FloatAttention, load_rows, stored_ok
 from kernbench.compiler.lower.context import Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-
-
-@dataclass(frozen=True)
-class FloatAttention:
-    """What every tile of one float attention layer needs."""
-
-    q: Placement
-    k: Placement
-    v: Placement
-    out: Placement
-    mask: Placement | None
-    scale: float
-    softcap: float
-    causal_offset: int | None
-    s_blk: int
-    q_fmt: str | None = None   # fp16 / bf16: Q rounded to it before the TE; None: fp32
-    kv_fmt: str | None = None  # the same for K and V
-    te: dict[str, str] = field(default_factory=dict)  # the TE tiles' f16_format field
 
 
 def _unfit(n: LayerIR) -> ValueError:
@@ -62,10 +42,11 @@ def _plan(lw: Lowering, n: LayerIR) -> FloatAttention:
     shapes the tiles cannot take (its transposes are already folded into strided views)."""
     q, k, v = (lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
-    if any(p.dtype != "fp32" or p.strides[3] != 1 for p in (q, k, v, out)):
+    if not _stored_ok(n, q, k, v, out):
         raise _unfit(n)
     t_len = k.shape[2]
-    if t_len * max(q.shape[3], v.shape[3]) * 4 > lw.bank:
+    step = _step(n, t_len)
+    if step * max(q.shape[3], v.shape[3]) * 4 > lw.bank or step * 4 > lw.bank:
         raise _unfit(n)
     mask = None
     if len(n.inputs) > 3 and n.inputs[3]:
@@ -83,24 +64,8 @@ def _plan(lw: Lowering, n: LayerIR) -> FloatAttention:
     return FloatAttention(q, k, v, out, mask, float(a["scale"]),
                           float(a.get("softcap", 0.0) or 0.0),
                           int(a.get("causal_offset", 0)) if a.get("causal") else None,
-                          max(1, min(q.shape[2], lw.bank // (t_len * 4))), q_fmt, kv_fmt,
-                          float_format(q_fmt, kv_fmt))
-
-
-def _load(lw: Lowering, n: LayerIR, pe: int, p: Placement, off: int, rows: int, cols: int,
-          tag: str, role: str = "activation", fmt: str | None = None) -> Buf:
-    """fp32 rows of `p` into TCM; with `fmt` (fp16 / bf16) rounded to it by a VE_COPY_TILE
-    into a 16-bit buffer, the operand the TE then reads."""
-    b = lw.buf(pe, rows * cols * 4, f"{n.id}.{tag}")
-    lw.dma(False, pe, b, p, off, rows, cols, p.strides[2], n.id, role=role)
-    if fmt is None:
-        return b
-    h = lw.buf(pe, rows * cols * 2, f"{n.id}.{tag}h")
-    lw.op("VE_COPY_TILE", pe, n.id,
-          {"length": cols, "rows": rows, "qbits_activation": 32, "out_qbits": 16,
-           **lw.engines.ve(pe), **float_format(fmt)},
-          reads=[("in", b)], writes=[("out", h)], frees=[b])
-    return h
+                          max(1, min(q.shape[2], lw.bank // (step * 4))), q_fmt, kv_fmt,
+                          float_format(q_fmt, kv_fmt), step if step < t_len else 0)
 
 
 def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int, int, int],
@@ -108,7 +73,7 @@ def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int
     """Rows [s0, s0 + s) of head h of batch b: scores, softmax, P·V, store."""
     b, h, s0 = idx
     q, t_len, d, dv = fa.q, fa.k.shape[2], fa.q.shape[3], fa.v.shape[3]
-    bq = _load(lw, n, pe, q, b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2], s, d,
+    bq = load_rows(lw, n, pe, q, b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2], s, d,
                "q32", fmt=fa.q_fmt)
     sc = lw.buf(pe, s * t_len * 4, f"{n.id}.scores")
     qw = 16 if fa.kv_fmt else 32
@@ -124,7 +89,7 @@ def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int
         m = fa.mask
         moff = ((b % m.shape[0]) * m.strides[0] + (h % m.shape[1]) * m.strides[1]
                 + s0 * m.strides[2])
-        bm = _load(lw, n, pe, m, moff, s, t_len, "mask")
+        bm = load_rows(lw, n, pe, m, moff, s, t_len, "mask")
         reads.append(("bias", bm))
         frees.append(bm)
     if fa.causal_offset is not None:
@@ -145,12 +110,27 @@ def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int
     lw.dma(True, pe, o, out, ooff, s, dv, out.strides[2], n.id, frees=[o])
 
 
+def _step(n: LayerIR, t_len: int) -> int:
+    """Keys the tiles hold at once: the layer's `kv_block` when it blocks the KV sequence
+    (`compiler.kv_blocks`), else all of them."""
+    blk = int(n.attributes.get("kv_block") or 0)
+    return blk if 0 < blk < t_len else t_len
+
+
+def _stored_ok(n: LayerIR, q: Placement, k: Placement, v: Placement, out: Placement) -> bool:
+    """Do the tiles read the placements: an fp32 output, Q / K / V fp32 or stored in
+    their 16-bit format (`attention_float_tiles.stored_ok`)?"""
+    q_fmt, kv_fmt = float_formats(n) or (None, None)
+    return stored_ok(q, q_fmt) and stored_ok(k, kv_fmt) and stored_ok(v, kv_fmt) \
+        and stored_ok(out, None)
+
+
 def _fits(lw: Lowering, n: LayerIR) -> bool:
-    """Do the fp32 tiles take the layer's placements (`_plan` would not refuse them)?"""
+    """Do the float tiles take the layer's placements (`_plan` would not refuse them)?"""
     q, k, v = (lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
-    return all(p.dtype == "fp32" and p.strides[3] == 1 for p in (q, k, v, out)) \
-        and k.shape[2] * max(q.shape[3], v.shape[3]) * 4 <= lw.bank
+    return _stored_ok(n, q, k, v, out) \
+        and _step(n, k.shape[2]) * max(q.shape[3], v.shape[3]) * 4 <= lw.bank
 
 
 def lower_float_attention(lw: Lowering, n: LayerIR) -> bool:
@@ -166,7 +146,10 @@ def lower_float_attention(lw: Lowering, n: LayerIR) -> bool:
     for b in range(bsz):
         for g in range(hkv):
             pe = lw.next_pe()
-            kv = tuple(_load(lw, n, pe, p, b * p.strides[0] + g * p.strides[1],
+            if fa.kv_block:
+                lower_float_kv_blocks(lw, n, fa, pe, b, g)
+                continue
+            kv = tuple(load_rows(lw, n, pe, p, b * p.strides[0] + g * p.strides[1],
                              p.shape[2], p.shape[3], tag, "kv", fa.kv_fmt)
                        for p, tag in ((fa.k, "k32"), (fa.v, "v32")))
             for hh in range(rep):

@@ -5,12 +5,14 @@ the group are loaded and quantized once, each head gets a running state (m, l, a
 row, initialised from a constant: m = -inf) and a running output. Then per KV block of
 `kv_block` keys: K_j and V_j are loaded (int8 from a cache stored at KV bits, else loaded
 and quantized), and for each head:
-1. TE_GEMM Q·K_jᵀ into int32, VE_DEQUANTIZE by s_q·s_k·scale;
+1. TE_GEMM Q·K_jᵀ into int32 (int64 at A16: int16 Q and P), VE_DEQUANTIZE by
+   s_q·s_k·scale;
 2. VE_SOFTMAX_BLOCK_TILE with the mask block and the block's causal offset: exp(x - m'),
    state updated in place;
 3. VE_ROWSCALE + VE_QUANTIZE of the block's probabilities, TE_GEMM P_j·V_j into int32;
 4. VE_ATTN_MERGE_TILE: out = out·alpha + acc·(row scale·s_v), divided by l after the last
-   block; the output rows are then stored with a strided DMA.
+   block (an int64 acc is first cast to fp32 by a VE_DEQUANTIZE_TILE of scale 1, the
+   cast the merge itself makes); the output rows are then stored with a strided DMA.
 Numerics: `kernbench.numerics.flash` (the interpreter runs the same blocks).
 """
 
@@ -66,7 +68,7 @@ def q_rows(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int
     `ve`)."""
     q, d = at.q, at.q.shape[3]
     off = b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2]
-    bqq = lw.buf(pe, s * d * (2 if at.wide else 1), f"{n.id}.qq")
+    bqq = lw.buf(pe, s * d * at.bits_a / 8, f"{n.id}.qq")
     if q.dtype == "int8":
         lw.dma(False, pe, bqq, q, off, s, d, q.strides[2], n.id)
         return bqq
@@ -90,17 +92,18 @@ def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple
     (b, h), (s0, s), (j0, tb) = bh, rows, cols
     qq, kq, vq = ops
     st, out = run
-    acc = lw.buf(pe, s * tb * 4, f"{n.id}.scores")
+    wide = 8 if at.wide else 4  # accumulator bytes: int64 at A16
+    acc = lw.buf(pe, s * tb * wide, f"{n.id}.scores")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": tb, "k": at.q.shape[3], "qbits_weight": at.bits_kv,
-           "qbits_activation": at.bits_a, "ofm_qbits": 32, "transpose_wgt": True,
-           **kv_te(at.bits_kv)},
+           "qbits_activation": at.bits_a, "transpose_wgt": True,
+           **kv_te(at.bits_kv), **at.te_fields()},
           reads=[("ifm", qq), ("wgt", kq)], writes=[("ofm", acc)],
           frees=[kq] if free_kv else [])
     sc32 = lw.buf(pe, s * tb * 4, f"{n.id}.s32")
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
           {"length": tb, "rows": s, "qbits_activation": 32, "out_qbits": 32,
-           "scale": at.score_scale, "in_dtype": "int32"},
+           "scale": at.score_scale, "in_dtype": at.acc_dtype},
           reads=[("in", acc)], writes=[("out", sc32)], frees=[acc])
     fields: dict[str, Any] = {"length": tb, "rows": s, "qbits_activation": 32, "out_qbits": 32}
     reads = [("in", sc32), ("state", st)]
@@ -124,22 +127,30 @@ def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple
     lw.op("VE_ROWSCALE_TILE", pe, n.id,
           {"length": tb, "rows": s, "qbits_activation": 32, "bits": at.bits_a},
           reads=[("in", e)], writes=[("out", rsc)])
-    pq = lw.buf(pe, s * tb, f"{n.id}.pq")
+    pq = lw.buf(pe, s * tb * at.bits_a / 8, f"{n.id}.pq")
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
           {"length": tb, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
            "scale": 1.0, "zero_point": 0},
           reads=[("in", e), ("row_scale", rsc)], writes=[("out", pq)], frees=[e])
     dv = at.v.shape[3]
-    pacc = lw.buf(pe, s * dv * 4, f"{n.id}.oacc")
+    pacc = lw.buf(pe, s * dv * wide, f"{n.id}.oacc")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": dv, "k": tb, "qbits_weight": at.bits_kv,
-           "qbits_activation": at.bits_a, "ofm_qbits": 32, **kv_te(at.bits_kv)},
+           "qbits_activation": at.bits_a, **kv_te(at.bits_kv), **at.te_fields()},
           reads=[("ifm", pq), ("wgt", vq)], writes=[("ofm", pacc)],
           frees=[pq, vq] if free_kv else [pq])
+    in_dtype = "int32"
+    if at.wide:  # the merge reads int32 or fp32: the int64 P·V as the fp32 it casts to
+        p32 = lw.buf(pe, s * dv * 4, f"{n.id}.o64")
+        lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
+              {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": 32,
+               "scale": 1.0, "in_dtype": "int64"},
+              reads=[("in", pacc)], writes=[("out", p32)], frees=[pacc])
+        pacc, in_dtype = p32, "float32"
     first, last = ends
     lw.op("VE_ATTN_MERGE_TILE", pe, n.id,
           {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": 32,
-           "in_dtype": "int32", "scale": float(np.float32(at.scales[2])), "first": first,
+           "in_dtype": in_dtype, "scale": float(np.float32(at.scales[2])), "first": first,
            "last": last},
           reads=[("in", pacc), ("row_scale", rsc), ("state", st)]
           + ([] if first else [("out", out)]),

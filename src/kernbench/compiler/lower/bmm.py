@@ -13,13 +13,12 @@ stores the tile. fp32 mode multiplies the fp32 operands as they are. Other modes
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
+from kernbench.compiler.lower.blocks import batch_offset, out_tiles
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
@@ -77,17 +76,6 @@ def _plan(lw: Lowering, n: LayerIR) -> BmmTiles | None:
     return BmmTiles(a, b, out, scales, tm, tn, tk)
 
 
-def _offset(p: Placement, idx: tuple[int, ...]) -> int:
-    """Element offset of batch index `idx` (of the output's batch dims) into operand p,
-    broadcasting p's leading dims as ONNX MatMul does."""
-    lead = p.shape[:-2]
-    strides = p.strides[:-2]
-    off = 0
-    for d, s, i in zip(lead[::-1], strides[::-1], idx[::-1], strict=False):
-        off += (i % d) * s
-    return off
-
-
 def _load(lw: Lowering, n: LayerIR, pe: int, p: Placement, off: int, rows: int, cols: int,
           scale: float | None, tag: str) -> Buf:
     """rows × cols of operand p at element `off` into TCM, quantized to int8 if `scale`."""
@@ -111,7 +99,7 @@ def _tile(lw: Lowering, n: LayerIR, t: BmmTiles, idx: tuple[int, ...], m0: int, 
     sa, sb = t.scales if t.scales is not None else (None, None)
     bits = 8 if t.scales is not None else 32
     acc = lw.buf(pe, tm * tn * 4, f"{n.id}.acc")
-    a_off, b_off = _offset(t.a, idx), _offset(t.b, idx)
+    a_off, b_off = batch_offset(t.a, idx), batch_offset(t.b, idx)
     for i, k0 in enumerate(range(0, k, t.tk)):
         tk = min(t.tk, k - k0)
         ba = _load(lw, n, pe, t.a, a_off + m0 * t.a.strides[-2] + k0, tm, tk, sa, "a")
@@ -129,7 +117,7 @@ def _tile(lw: Lowering, n: LayerIR, t: BmmTiles, idx: tuple[int, ...], m0: int, 
                "scale": float(np.float32(sa) * np.float32(sb)), "in_dtype": "int32"},
               reads=[("in", acc)], writes=[("out", res)], frees=[acc])
     o = t.out
-    o_off = _offset(o, idx) + m0 * o.strides[-2] + n0
+    o_off = batch_offset(o, idx) + m0 * o.strides[-2] + n0
     lw.dma(True, pe, res, o, o_off, tm, tn, o.strides[-2], n.id, frees=[res])
 
 
@@ -143,15 +131,4 @@ def lower_bmm(lw: Lowering, n: LayerIR) -> bool:
     return True
 
 
-def out_tiles(shape: Sequence[int], tm: int, tn: int
-              ) -> Iterator[tuple[tuple[int, ...], int, int, int, int]]:
-    """(batch index, first row, first column, rows, columns) of every output tile of a
-    batched matmul output `shape` cut into tm × tn tiles, in program order."""
-    m, nn = shape[-2:]
-    for idx in itertools.product(*(range(d) for d in shape[:-2])):
-        for m0 in range(0, m, tm):
-            for n0 in range(0, nn, tn):
-                yield tuple(idx), m0, n0, min(tm, m - m0), min(tn, nn - n0)
-
-
-__all__ = ["BmmTiles", "lower_bmm", "out_tiles"]
+__all__ = ["BmmTiles", "lower_bmm"]

@@ -1,10 +1,10 @@
-"""ReLU and Clip (ELEMENTWISE relu / clip with constant scalar bounds): VE_CLIP_TILE.
+"""ReLU and Clip (ELEMENTWISE relu / clip with constant scalar bounds): their bounds, the
+VE_CLIP_TILE fields, and whether a producer's epilogue computes them.
 
 A clamp whose input is a tiled convolution's output, read by nothing else, is computed in
 that convolution's epilogue (`fusable_clamp`; the TCM tile is clamped before its store,
-so the conv's own output is never written) and takes no operation here. Any other clamp
-runs as flat blocks over the PEs (element-wise, so any shape): DMA in, VE_CLIP_TILE,
-DMA out.
+so the conv's own output is never written) and takes no operation of its own. Any other
+clamp is tiled by the ELEMENTWISE lowering (`elementwise.lower_clamp`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ import math
 
 import numpy as np
 
-from kernbench.compiler.hbm import ITEMSIZE
-from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS
+from kernbench.compiler.lower.context import Lowering
 from kernbench.ir.model import LayerIR
 
-#: ELEMENTWISE kinds this lowering takes
+#: the ELEMENTWISE kinds that are clamps
 CLAMP_OPS = ("relu", "clip")
 
 #: (lower bound or None, upper bound or None)
@@ -66,33 +64,3 @@ def clip_fields(b: Bounds, rows: int, length: int, qbits: int) -> dict[str, obje
     """The fields of a VE_CLIP_TILE in place on a float tile."""
     return {"length": length, "rows": rows, "qbits_activation": qbits, "out_qbits": qbits,
             "lo": b[0], "hi": b[1]}
-
-
-def lower_clamp(lw: Lowering, n: LayerIR) -> bool:
-    """A clamp: nothing when fused into its producer, else flat blocks (False: untileable)."""
-    if n.id in lw.tg.fused_into:
-        return True
-    b = clamp_bounds(lw, n)
-    if b is None:
-        return False
-    x = lw.placement(n.inputs[0])
-    y = lw.plan.placements.get(n.outputs[0])
-    if y is None or x.dtype not in ("fp32", "fp16") or y.dtype not in ("fp32", "fp16") \
-            or not x.contiguous or not y.contiguous or x.shape != y.shape \
-            or lw.g.tensors[n.inputs[0]].const:
-        return False
-    total = int(np.prod(x.shape)) if x.shape else 1
-    # element-wise: flat blocks, one per PE down to MIN_BLOCK_ELEMS, at most one fp32 bank
-    per = max(1, min(total, lw.bank // 4, max(MIN_BLOCK_ELEMS, math.ceil(total / lw.n_pes))))
-    for e0 in range(0, total, per):
-        e = min(per, total - e0)
-        pe = lw.next_pe()
-        bi = lw.buf(pe, e * ITEMSIZE[x.dtype], f"{n.id}.in")
-        bo = lw.buf(pe, e * ITEMSIZE[y.dtype], f"{n.id}.out")
-        lw.dma(False, pe, bi, x, e0, 1, e, e, n.id)
-        f = clip_fields(b, 1, e, QBITS_OF[x.dtype])
-        f["out_qbits"] = QBITS_OF[y.dtype]
-        lw.op("VE_CLIP_TILE", pe, n.id, f, reads=[("in", bi)], writes=[("out", bo)],
-              frees=[bi])
-        lw.dma(True, pe, bo, y, e0, 1, e, e, n.id, frees=[bo])
-    return True

@@ -1,6 +1,6 @@
 """Element-wise layers with numpy broadcasting (ELEMENTWISE, and ADD / MUL the row-wise
-lowering does not take) as VE_ELEMENTWISE_TILE blocks, and CUMSUM on the last axis as
-VE_CUMSUM_TILE row blocks.
+lowering does not take) as VE_ELEMENTWISE_TILE blocks, ReLU / Clip as VE_CLIP_TILE blocks
+(`lower_clamp`), and CUMSUM on the last axis as VE_CUMSUM_TILE row blocks.
 
 Blocks of the output: all axes after a split axis `a` whole, a range along `a`, fixed
 indices on the axes before it (`blocks`). Each input's part of a block is then one
@@ -22,7 +22,8 @@ import numpy as np
 from kernbench.cmdq.opcodes.ve_elementwise import ARITY
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.blocks import one_tile_spread
-from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.clamp import clamp_bounds, clip_fields
+from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import EW_ATTRS, EW_KINDS
@@ -174,4 +175,34 @@ def lower_cumsum(lw: Lowering, n: LayerIR) -> bool:
         lw.op("VE_CUMSUM_TILE", pe, n.id, dict(fields, rows=r, **lw.engines.ve(pe)),
               reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         lw.dma(True, pe, bo, y, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bo])
+    return True
+
+
+def lower_clamp(lw: Lowering, n: LayerIR) -> bool:
+    """A clamp: nothing when fused into its producer, else flat blocks (False: untileable)."""
+    if n.id in lw.tg.fused_into:
+        return True
+    b = clamp_bounds(lw, n)
+    if b is None:
+        return False
+    x = lw.placement(n.inputs[0])
+    y = lw.plan.placements.get(n.outputs[0])
+    if y is None or x.dtype not in ("fp32", "fp16") or y.dtype not in ("fp32", "fp16") \
+            or not x.contiguous or not y.contiguous or x.shape != y.shape \
+            or lw.g.tensors[n.inputs[0]].const:
+        return False
+    total = int(np.prod(x.shape)) if x.shape else 1
+    # element-wise: flat blocks, one per PE down to MIN_BLOCK_ELEMS, at most one fp32 bank
+    per = max(1, min(total, lw.bank // 4, max(MIN_BLOCK_ELEMS, math.ceil(total / lw.n_pes))))
+    for e0 in range(0, total, per):
+        e = min(per, total - e0)
+        pe = lw.next_pe()
+        bi = lw.buf(pe, e * ITEMSIZE[x.dtype], f"{n.id}.in")
+        bo = lw.buf(pe, e * ITEMSIZE[y.dtype], f"{n.id}.out")
+        lw.dma(False, pe, bi, x, e0, 1, e, e, n.id)
+        f = clip_fields(b, 1, e, QBITS_OF[x.dtype])
+        f["out_qbits"] = QBITS_OF[y.dtype]
+        lw.op("VE_CLIP_TILE", pe, n.id, f, reads=[("in", bi)], writes=[("out", bo)],
+              frees=[bi])
+        lw.dma(True, pe, bo, y, e0, 1, e, e, n.id, frees=[bo])
     return True

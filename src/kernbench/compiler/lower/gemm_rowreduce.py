@@ -34,7 +34,7 @@ from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.gemm_balance import STEP_TRIP_CYCLES, KPart
 from kernbench.compiler.lower.gemm_splitk import PerPe, most_parts
-from kernbench.compiler.lower.rowwise import RowSpec, row_spec
+from kernbench.compiler.lower.row_spec import RowSpec, row_spec
 from kernbench.compiler.lower.values import FusedStep
 from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out, store_tile
 from kernbench.compiler.tilegraph import Buf
@@ -66,7 +66,7 @@ class RowReduce:
     q: QuantOut | None
 
 
-#: the norm a row reduction runs, and how it tiles (`rowwise.row_spec`)
+#: the norm a row reduction runs, and how it tiles (`row_spec.row_spec`)
 Norm = tuple[LayerIR, RowSpec]
 
 

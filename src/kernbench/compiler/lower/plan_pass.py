@@ -19,13 +19,13 @@ from typing import ClassVar
 
 from kernbench.compiler.lower.activation import te_mode
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.conv import planned_conv_weight
-from kernbench.compiler.lower.dynq import plan_dynamic
+from kernbench.compiler.lower.conv_tiles import planned_conv_weight
+from kernbench.compiler.lower.dynq_plan import plan_dynamic
 from kernbench.compiler.lower.epilogue import planned_epilogue
 from kernbench.compiler.lower.gemm_outputs import tiled_outputs
 from kernbench.compiler.lower.kv_rows import planned_kv_rows
 from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
-from kernbench.compiler.lower.qdq import folded_input_transposes
+from kernbench.compiler.lower.qdq_layout import folded_input_transposes
 from kernbench.compiler.lower.te_weights import planned_te_weight
 from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.lower.xquant import planned_kv_store

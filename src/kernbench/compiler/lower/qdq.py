@@ -4,7 +4,7 @@ Per-tensor 8-bit QDQ with a constant scale and zero point (int8 or uint8): the t
 cut into row blocks over its last axis, spread over PEs; per block: DMA in, VE_QUANTIZE
 (scale, zero point), VE_DEQUANTIZE (scale, zero point), DMA out. A uint8 QDQ is computed
 in int8 shifted by -128 (both zero points shifted: exact). A QDQ whose every
-consumer is an integer GEMM needs no operation at all (`gemm.qdq_bypassed`); others
+consumer is an integer GEMM needs no operation at all (`activation.qdq_bypassed`); others
 (per-channel, blocked, non-contiguous) run as a layer op.
 
 A head transpose next to a QDQ (onnxruntime's quantize_static puts QDQs between the head
@@ -22,100 +22,12 @@ The transpose gets no operation and its (or the QDQ's) intermediate tensor no st
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-import numpy as np
-
-from kernbench.compiler.hbm import Placement
-from kernbench.compiler.lower.activation import qdq_bypassed
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.quantize import qdq_source
+from kernbench.compiler.lower.qdq_layout import QdqLayout, qdq_layout, qdq_params
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-
-HEAD_SWAP = [0, 2, 1, 3]
-KEY_T = [0, 2, 3, 1]
-
-
-def _params(lw: Lowering, n: LayerIR) -> tuple[float, int] | None:
-    """(scale, zero point of the int8 computation) of a per-tensor 8-bit QDQ, or None."""
-    if qdq_source(lw.g, n.outputs[0]) is None:
-        return None
-    scale = float(np.asarray(lw.g.weights[n.inputs[1]], np.float32).reshape(()))
-    zp = (int(np.asarray(lw.g.weights[n.inputs[2]]).reshape(()))
-          if len(n.inputs) > 2 and n.inputs[2] else 0)
-    if n.attributes.get("dtype") == "uint8":
-        zp -= 128
-    return scale, zp
-
-
-@dataclass(frozen=True)
-class QdqLayout:
-    """A QDQ with a folded head transpose: the (B, S, H, D) tensor it reads or writes
-    strided, the transpose, and whether it is on the input side (and its perm)."""
-
-    transpose: LayerIR
-    strided: Placement   # the transpose's source (input side) or output (output side)
-    other: Placement     # the QDQ's own output (input side) or input (output side)
-    input_side: bool
-    key_t: bool          # input perm (0, 2, 3, 1): the tile transposes in TCM
-
-
-def _four_d(p: Placement | None) -> bool:
-    return p is not None and len(p.shape) == 4 and p.strides[3] == 1 and p.dtype == "fp32"
-
-
-def _input_transpose(lw: Lowering, n: LayerIR) -> QdqLayout | None:
-    g = lw.g
-    src = g.tensors[n.inputs[0]]
-    if src.producer is None or src.id in g.outputs or len(src.consumers) != 1:
-        return None
-    t = g.node(src.producer)
-    perm = list(t.attributes.get("perm", []))
-    if t.op_type != "TRANSPOSE" or perm not in (HEAD_SWAP, KEY_T) or t.attributes.get("view") \
-            or lw.state.folded.get(t.id) or g.tensors[t.inputs[0]].const:
-        return None
-    x = lw.placement(t.inputs[0])
-    y = lw.plan.placements.get(n.outputs[0])
-    if not _four_d(x) or not _four_d(y) or not y.contiguous:
-        return None
-    return QdqLayout(t, x, y, True, perm == KEY_T)
-
-
-def _output_transpose(lw: Lowering, n: LayerIR) -> QdqLayout | None:
-    g = lw.g
-    out = g.tensors[n.outputs[0]]
-    if out.id in g.outputs or len(out.consumers) != 1:
-        return None
-    t = g.node(out.consumers[0])
-    if t.op_type != "TRANSPOSE" or list(t.attributes.get("perm", [])) != HEAD_SWAP \
-            or t.attributes.get("view") or lw.state.folded.get(t.id) or t.id in lw.fused \
-            or t.id in lw.lowering_plan.read_through:
-        return None  # (a transpose a later QDQ already reads through stays that QDQ's)
-    x = lw.placement(n.inputs[0])
-    y = lw.plan.placements.get(t.outputs[0])
-    if not _four_d(x) or not x.contiguous or not _four_d(y):
-        return None
-    return QdqLayout(t, y, x, False, False)
-
-
-def qdq_layout(lw: Lowering, n: LayerIR) -> QdqLayout | None:
-    """The head transpose a tileable QDQ folds (module doc), or None."""
-    if n.op_type != "QDQ" or _params(lw, n) is None or lw.g.tensors[n.inputs[0]].const \
-            or qdq_bypassed(lw, n):  # its GEMMs quantize the transpose's output themselves
-        return None
-    return _input_transpose(lw, n) or _output_transpose(lw, n)
-
-
-def folded_input_transposes(lw: Lowering) -> dict[str, str]:
-    """Transposes a later QDQ reads through (transpose id → QDQ id): they get no op."""
-    out = {}
-    for n in lw.g.nodes:
-        lay = qdq_layout(lw, n) if n.op_type == "QDQ" else None
-        if lay is not None and lay.input_side:
-            out[lay.transpose.id] = n.id
-    return out
 
 
 def _qdq_ops(lw: Lowering, n: LayerIR, pe: int, bi: Buf, r: int, cols: int,
@@ -179,7 +91,7 @@ def lower_qdq(lw: Lowering, n: LayerIR) -> bool:
     """Tile a per-tensor QDQ (module doc); False when it must run whole."""
     lay = qdq_layout(lw, n)
     if lay is not None:
-        qp = _params(lw, n)
+        qp = qdq_params(lw, n)
         assert qp is not None
         _lower_with_layout(lw, n, lay, qp)
         if lay.input_side:
@@ -188,7 +100,7 @@ def lower_qdq(lw: Lowering, n: LayerIR) -> bool:
             lw.fused[lay.transpose.id] = n.id
             _drop(lw, n.outputs[0])
         return True
-    qp = _params(lw, n)
+    qp = qdq_params(lw, n)
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(n.outputs[0])
     if qp is None or y is None or x.dtype != "fp32" or y.dtype != "fp32" \

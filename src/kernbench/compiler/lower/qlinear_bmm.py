@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.lower.bmm import _offset, out_tiles
+from kernbench.compiler.lower.blocks import batch_offset, out_tiles
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.qlinear import lower_qlinear_matmul, requant, scalar
 from kernbench.compiler.tilegraph import Buf
@@ -84,7 +84,7 @@ def _tile(lw: Lowering, n: LayerIR, plan: tuple, idx: tuple[int, ...], m0: int, 
     pe = lw.next_pe()
     k = a.shape[-1]
     acc = lw.buf(pe, tm * tn * 4, f"{n.id}.acc")
-    a_off, b_off = _offset(a, idx), _offset(b, idx)
+    a_off, b_off = batch_offset(a, idx), batch_offset(b, idx)
     for i, k0 in enumerate(range(0, k, tk_max)):
         tk = min(tk_max, k - k0)
         ba = _load(lw, n, pe, a, a_off + m0 * a.strides[-2] + k0, tm, tk, za, "a")
@@ -101,7 +101,7 @@ def _tile(lw: Lowering, n: LayerIR, plan: tuple, idx: tuple[int, ...], m0: int, 
           {"length": tn, "rows": tm, **rq.fields(), "in_dtype": "float32",
            **lw.engines.ve(pe)},
           reads=[("in", acc), ("multiplier", bm)], writes=[("out", acc)], frees=[bm])
-    o_off = _offset(out, idx) + m0 * out.strides[-2] + n0
+    o_off = batch_offset(out, idx) + m0 * out.strides[-2] + n0
     lw.dma(True, pe, acc, out, o_off, tm, tn, out.strides[-2], n.id, frees=[acc])
 
 

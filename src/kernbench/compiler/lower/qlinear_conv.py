@@ -21,7 +21,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.conv import ConvJob, _dw_blocks, _load_x, dense_tiles
+from kernbench.compiler.lower.conv_tiles import ConvJob, dense_tiles, dw_blocks, load_x
 from kernbench.compiler.lower.qlinear import Requant, centered, const_value, requant, scalar
 from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.lower.window import geom
@@ -124,7 +124,7 @@ def _epilogue(lw: Lowering, job: ConvJob, rq: Requant, pe: int, acc: Buf, img: i
 
 
 def _dense(lw: Lowering, job: ConvJob, rq: Requant, zx: int, corr: Placement | None) -> None:
-    """TE_CONV_TILE tiles (`conv.dense_tiles`) of int8 data; the first K step adds the
+    """TE_CONV_TILE tiles (`conv_tiles.dense_tiles`) of int8 data; the first K step adds the
     int32 bias, the epilogue requantizes."""
     nid = job.n.id
     dense_tiles(lw, job, 8, 8, ITEMSIZE["int8"],
@@ -139,7 +139,7 @@ def _depthwise(lw: Lowering, job: ConvJob, rq: Requant, zx: int,
     """VE_DWCONV_TILE tiles: (image, channel block, row block), with the int32 bias."""
     geo, nid, w = job.geo, job.n.id, job.w
     mult = job.cout // geo.c
-    cb_max, toh = _dw_blocks(lw, job)
+    cb_max, toh = dw_blocks(lw, job)
     taps = geo.kh * geo.kw
     xf = _x_fields(job, zx, "in_signed")
     for img in range(geo.n):
@@ -149,7 +149,7 @@ def _depthwise(lw: Lowering, job: ConvJob, rq: Requant, zx: int,
                 t = min(toh, geo.ho - oh0)
                 rb = geo.rows_for(oh0, t)
                 pe = lw.next_pe()
-                bx = _load_x(lw, job, pe, img, ci0, cb, rb.first, rb.rows)
+                bx = load_x(lw, job, pe, img, ci0, cb, rb.first, rb.rows)
                 nw = cb * mult * taps
                 bw = lw.buf(pe, nw, f"{nid}.wgt")
                 lw.dma(False, pe, bw, w.placement, ci0 * mult * taps, 1, nw, nw, nid,

@@ -5,8 +5,8 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `context`: the shared builder (TCM buffers, tile ops, DMAs, constants, phases);
 - `placement`: which PE a tile runs on, where the data it reads lives, which layers are
   views;
-- `gemm`: GEMM / QKV_PROJ (activation prepared once, array-aligned output tiles, K loops,
-  epilogue);
+- `gemm_layer`: GEMM / QKV_PROJ (activation prepared once, then the `gemm` tiles:
+  array-aligned output tiles, K loops, epilogue);
 - `rowwise`: LAYER_NORM, RMS_NORM, SOFTMAX, GELU, SILU, ADD, MUL in row blocks;
 - `attention`: integer ATTENTION per (batch, KV group) and query block;
 - `attention_float`: fp32 ATTENTION the same way (and the ATTENTION dispatch);
@@ -14,10 +14,11 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `attention_kv`: the KV-block loop of an attention blocked along the KV sequence;
 - `attention_parts`: an attention split along the keys over PEs, combined (decode);
 - `conv`: CONV as TE_CONV_TILE implicit GEMMs (dense, grouped) or VE_DWCONV_TILE
-  (depthwise), with a fused ReLU / Clip epilogue (`clamp`); `window`: their geometry;
+  (depthwise), with a fused ReLU / Clip epilogue (`clamp`); `conv_tiles`, `window`:
+  what they share, their geometry;
 - `pool`: POOL as VE_POOL_TILE blocks, REDUCE over trailing axes as VE_REDUCE_TILE;
-- `clamp`: ReLU / Clip as VE_CLIP_TILE blocks (or nothing, when a conv computed it);
-- `elementwise`: other ELEMENTWISE kinds, and ADD / MUL with broadcasting or integer
+- `elementwise`: ReLU / Clip as VE_CLIP_TILE blocks (or nothing, when a conv computed
+  it), other ELEMENTWISE kinds, and ADD / MUL with broadcasting or integer
   data, as VE_ELEMENTWISE_TILE blocks; CUMSUM as VE_CUMSUM_TILE row blocks;
 - `gather`: EMBEDDING and data-index gathers as DMA_GATHER_TILE row lookups, GATHER /
   GATHER_ND / GATHER_ELEMENTS with constant indices as DMAs (layout moves);
@@ -48,15 +49,14 @@ from kernbench.compiler.layout import COPY_OPS
 from kernbench.compiler.lower.activation import dequant_bypassed, qdq_bypassed
 from kernbench.compiler.lower.attention_float import lower_any_attention
 from kernbench.compiler.lower.bmm import lower_bmm
-from kernbench.compiler.lower.clamp import lower_clamp
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv import lower_conv
 from kernbench.compiler.lower.copy import lower_copy
 from kernbench.compiler.lower.dynq import lower_dynamic_quantize, lower_matmul_integer
-from kernbench.compiler.lower.elementwise import lower_cumsum, lower_elementwise
+from kernbench.compiler.lower.elementwise import lower_clamp, lower_cumsum, lower_elementwise
 from kernbench.compiler.lower.fuse_vector import fuse_chains
 from kernbench.compiler.lower.gather import lower_gather
-from kernbench.compiler.lower.gemm import lower_gemm, lower_qkv_proj
+from kernbench.compiler.lower.gemm_layer import lower_gemm, lower_qkv_proj
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.placement import is_view
@@ -67,10 +67,12 @@ from kernbench.compiler.lower.qlinear_bmm import lower_any_qlinear_matmul
 from kernbench.compiler.lower.qlinear_conv import lower_qlinear_conv
 from kernbench.compiler.lower.quant_rows import lower_quant_rows
 from kernbench.compiler.lower.rope import lower_rope
-from kernbench.compiler.lower.rowwise import ROW_OPS, lower_row_op
+from kernbench.compiler.lower.row_spec import ROW_OPS
+from kernbench.compiler.lower.rowwise import lower_row_op
 from kernbench.compiler.memory_plan import PlanMemory
+from kernbench.compiler.region import Region, StorageUse
 from kernbench.compiler.state import CompileState
-from kernbench.compiler.tilegraph import TileGraph
+from kernbench.compiler.tilegraph import TileGraph, TileOp
 from kernbench.ir.model import LayerIR
 
 #: rounds of "lower, pin the spread storage whole-layer ops touched, plan again"
@@ -160,6 +162,16 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
     fuse_chains(lw.tg, first)
 
 
+def lower_alone(lw: Lowering, n: LayerIR) -> list[TileOp]:
+    """The ops of node `n` (the next one in graph order), taken out of the lowering's
+    TileGraph, which then holds none (a streamed compile keeps no program)."""
+    lower_node(lw, n)
+    ops = lw.tg.ops
+    lw.tg.ops = []
+    lw.tg.bufs = []
+    return ops
+
+
 @dataclass(frozen=True)
 class Tile:
     """Lower every layer to tile ops (state.tiles); places constants (state.memory)."""
@@ -172,6 +184,26 @@ class Tile:
         state.tiles = lower_graph(state)
         return state
 
+    def on_regions(self, state: CompileState, use: StorageUse) -> TileRegions:
+        """Region by region, on the memory plan as it stands: a streamed compile surveys
+        the lowering first (pins, constants), so this pass places nothing new."""
+        return TileRegions(start_lowering(state))
 
-__all__ = ["LOWERINGS", "Lowering", "Tile", "lower_graph", "lower_node", "start_lowering",
-           "with_pins"]
+
+@dataclass
+class TileRegions:
+    """The tiling pass region by region: the tile ops of the region's nodes, which the
+    lowering then forgets."""
+
+    lowering: Lowering
+
+    def feed(self, region: Region) -> None:
+        for n in region.nodes:
+            region.ops += lower_alone(self.lowering, n)
+
+    def end(self, region: Region) -> None:
+        pass
+
+
+__all__ = ["LOWERINGS", "Lowering", "Tile", "TileRegions", "lower_alone", "lower_graph",
+           "lower_node", "start_lowering", "with_pins"]

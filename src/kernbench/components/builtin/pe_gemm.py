@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from simpy.events import Event
 
+from kernbench.common.pe_commands import StageSpec
 from kernbench.common.tile_plan import StageType
 from kernbench.components.actions import mac_action
 from kernbench.components.arbiter import done_at, pending, token_key
@@ -72,15 +73,25 @@ class PeGemm(PeEngineBase):
             self._cache[key] = c
         return c
 
-    def service(self, token) -> float | Event:  # noqa: ANN001
-        """The array's busy time; with a weight stream, the stream's reservation at this
-        instant's grant (components.arbiter) and the later of the two ends."""
-        p = token.params
+    def fed_stages(self, fetch: StageSpec, gemm: StageSpec,
+                   store: StageSpec) -> list[StageSpec]:
+        """The FETCH → GEMM → STORE stages of one tile as this engine runs them: here one
+        after another, unchanged (an engine that streams its operands overrides this)."""
+        return [fetch, gemm, store]
+
+    def _busy(self, p: dict) -> tuple[float, int, int]:
+        """(busy ns, MACs, operand bits) of the GEMM stage params `p`, counting its MACs."""
         m, n, k = p["m"], p["n"], p["k"]
         groups = p.get("groups", 1)  # a grouped conv tile: the groups run one after another
         bits = max(p.get("qbits_weight", 8), p.get("qbits_activation", 8))
         self.macs += m * n * k * groups
-        busy = groups * self.cycles(m, n, k, bits) / self.spec.clock_ghz
+        return groups * self.cycles(m, n, k, bits) / self.spec.clock_ghz, m * n * k * groups, bits
+
+    def service(self, token) -> float | Event:  # noqa: ANN001
+        """The array's busy time; with a weight stream, the stream's reservation at this
+        instant's grant (components.arbiter) and the later of the two ends."""
+        p = token.params
+        busy, macs, bits = self._busy(p)
         stream = p.get("weight_stream_nbytes", 0)
         cmd = token.pipeline_ctx.command
         if stream:
@@ -88,10 +99,10 @@ class PeGemm(PeEngineBase):
                                          False, f"{token.label} weight stream")
             ev = pending(self.env)
             self.sim.arbiter.request(token_key(token), self._stream, cmd, stream, stages,
-                                     busy, m * n * k * groups, bits, ev)
+                                     busy, macs, bits, ev)
             return ev
         now = self.env._now
-        self.sim.actions.add(cmd, mac_action(bits), m * n * k * groups, now, now + busy)
+        self.sim.actions.add(cmd, mac_action(bits), macs, now, now + busy)
         return busy
 
     def _stream(self, cmd, stream: int, stages: list, busy: float, macs: int,  # noqa: ANN001

@@ -117,6 +117,7 @@ class PeScheduler(ComponentBase):
         limit = self.spec.max_transfer_bytes
         stage = self._stage
         for t, stages in enumerate(cmd.tiles()):
+            stages = self._fed(stages)
             if limit:
                 stages = split_transfers(stages, limit)
             need = cmd.staging_bytes(t)
@@ -127,6 +128,17 @@ class PeScheduler(ComponentBase):
             plans.append(TilePlan(t, tuple([stage(st, params) for st, params in stages]),
                                   need))
         return plans
+
+    def _fed(self, stages: list) -> list:  # noqa: ANN001
+        """Each FETCH → GEMM → STORE run of `stages` as its tensor engine runs it
+        (`PeGemm.fed_stages`: a streaming engine moves most bytes beside the math)."""
+        for i in range(1, len(stages) - 1):
+            if (stages[i][0] == StageType.GEMM and stages[i - 1][0] == StageType.FETCH
+                    and stages[i + 1][0] == StageType.STORE):
+                eng = self._by_index[StageType.GEMM][stages[i][1].get("te_id", 0)]
+                stages = [*stages[:i - 1], *eng.fed_stages(*stages[i - 1:i + 2]),
+                          *stages[i + 2:]]
+        return stages
 
     def _stage(self, st: StageType, params: dict) -> Stage:
         key = _ENGINE_INDEX.get(st)
@@ -220,7 +232,7 @@ class PeScheduler(ComponentBase):
             token = TileToken(plan.tile_id, ctx, plan, 0, first.params, cmd.data_op, cmd.label)
             ev = first.port.offer(token)
             if ev is not None:
-                ev.callbacks.append(self._fed)
+                ev.callbacks.append(self._tile_put)
                 return
             self._traced(plan)
         self._plans = self._ctx = None
@@ -229,7 +241,7 @@ class PeScheduler(ComponentBase):
     def _resume_feed(self, _ev) -> None:  # noqa: ANN001
         self._feed_tiles()
 
-    def _fed(self, _ev) -> None:  # noqa: ANN001
+    def _tile_put(self, _ev) -> None:  # noqa: ANN001
         self._traced(self._plans[self._tile - 1])
         self._feed_tiles()
 

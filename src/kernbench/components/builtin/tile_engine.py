@@ -21,6 +21,14 @@ cost per tile product:
     n_tiles · (max(product cycles, tile bytes / unpack rate) + tile_issue_cycles)
 
 with n_tiles = ceil(m / 32) · ceil(k / 32) · ceil(n / 32), rounded up to whole cycles.
+
+With `stream_dst_tiles` (off by default) the unpacker and packer run beside the math, as
+Tensix's unpack, math and pack threads do through double-buffered circular buffers and
+the two halves of the destination register: a GEMM's output is produced in chunks of
+`stream_dst_tiles` 32 × 32 tiles, so only the first chunk's operand fetch comes before
+the math and only the last chunk's store after it (the FETCH and STORE stages keep those
+shares); the other bytes cross the TCM port while the engine computes, and the GEMM
+stage ends when both the math and that reservation are done.
 """
 
 from __future__ import annotations
@@ -28,8 +36,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from simpy.events import Event
+
+from kernbench.common.pe_commands import StageSpec
+from kernbench.components.actions import mac_action
+from kernbench.components.arbiter import done_at, pending, token_key
 from kernbench.components.builtin.pe_gemm import PeGemm
 from kernbench.components.catalog import register
+from kernbench.components.fabric import transfer
 from kernbench.config.schema import FIDELITY_PHASES
 
 if TYPE_CHECKING:
@@ -55,7 +69,56 @@ def tile_engine_cycles(m: int, n: int, k: int, rows: int, depth: int, cols: int,
 
 @register("pe_gemm", "tile_fpu_v1")
 class TileFpu(PeGemm):
-    """The PE_GEMM engine with the tile-engine cycle count instead of the systolic one."""
+    """The PE_GEMM engine with the tile-engine cycle count instead of the systolic one,
+    and optionally its operands streamed beside the math (module docstring)."""
+
+    def fed_stages(self, fetch: StageSpec, gemm: StageSpec,
+                   store: StageSpec) -> list[StageSpec]:
+        """With `stream_dst_tiles`: FETCH keeps the first chunk's share of the bytes, STORE
+        the last chunk's, and the GEMM stage carries the rest as `stream_fetch_nbytes` /
+        `stream_store_nbytes` (module docstring); otherwise unchanged."""
+        per = self.spec.stream_dst_tiles
+        p = gemm[1]
+        if per is None:
+            return [fetch, gemm, store]
+        chunks = _ceil(_ceil(p["m"], T) * _ceil(p["n"], T), per) * p.get("groups", 1)
+        rd, wr = fetch[1].get("nbytes", 0), store[1].get("nbytes", 0)
+        rd0, wr0 = _ceil(rd, chunks), _ceil(wr, chunks)
+        return [(fetch[0], dict(fetch[1], nbytes=rd0)),
+                (gemm[0], dict(p, stream_fetch_nbytes=rd - rd0, stream_store_nbytes=wr - wr0)),
+                (store[0], dict(store[1], nbytes=wr0))]
+
+    def connect(self) -> None:
+        super().connect()
+        self._tcm = (self.sim.pe_tcm(self.pe).port,)
+
+    def service(self, token) -> float | Event:  # noqa: ANN001
+        """Without streamed bytes as PE_GEMM; with them, the math and the bytes' TCM port
+        reservation from this instant's grant (components.arbiter), ending at the later."""
+        p = token.params
+        rd, wr = p.get("stream_fetch_nbytes", 0), p.get("stream_store_nbytes", 0)
+        if not rd and not wr:
+            return super().service(token)
+        busy, macs, bits = self._busy(p)
+        ev = pending(self.env)
+        self.sim.arbiter.request(token_key(token), self._streamed, token, rd, wr, busy, macs,
+                                 bits, ev)
+        return ev
+
+    def _streamed(self, token, rd: int, wr: int, busy: float, macs: int,  # noqa: ANN001
+                  bits: int, ev: Event) -> None:
+        now = self.env._now
+        end = transfer(now, rd + wr, self._tcm)
+        acts = self.sim.actions
+        cmd = token.pipeline_ctx.command
+        acts.add(cmd, mac_action(bits), macs, now, now + busy)
+        if rd:
+            acts.add(cmd, "tcm_read_byte", rd, now, end)
+            acts.add(cmd, "rf_write_byte", rd, now, end)
+        if wr:
+            acts.add(cmd, "rf_read_byte", wr, now, end)
+            acts.add(cmd, "tcm_write_byte", wr, now, end)
+        done_at(self.env, ev, max(now + busy, end))
 
     @classmethod
     def compute_cycles(cls, spec: PeGemmSpec, m: int, n: int, k: int, bits: int) -> int:

@@ -34,6 +34,7 @@ from kernbench.numerics import quant as qmath
 from kernbench.numerics.dtypes import np_dtype
 from kernbench.numerics.errors import KernelError
 from kernbench.numerics.layers import run_layer
+from kernbench.numerics.wide import is_wide
 
 
 class Interpreter:
@@ -96,12 +97,15 @@ class Interpreter:
     def stored(self, tid: str, val: npt.ArrayLike) -> np.ndarray:
         """A layer output as the IR types it (a quantized tensor keeps the kernel's dtype,
         but a float value is rounded to the tensor's float dtype as memory holds it: an
-        fp16 activation with a static scale is stored in fp16, then quantized)."""
+        fp16 activation with a static scale is stored in fp16, then quantized). Inside
+        numerics.wide.wide_floats an fp32 tensor keeps the kernel's float64."""
         val = np.asarray(val)
         want = self.out_dtype(tid)
         if want is None and val.dtype.kind == "f":
             fdt = np_dtype(self.g.tensors[tid].dtype)
             want = fdt if fdt.kind in "fV" else None
+        if want == np.float32 and val.dtype == np.float64 and is_wide():
+            return val
         return val.astype(want) if want is not None and val.dtype != want else val
 
     def out_dtype(self, tid: str) -> np.dtype | None:

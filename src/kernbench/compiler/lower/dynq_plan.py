@@ -1,0 +1,94 @@
+"""Which DYNAMIC_QUANTIZE layers and MATMUL_INTEGER → Cast → Mul chains the tiles compute
+(`plan_dynamic`, asked by the plan pass; the tiles themselves: `dynq`'s module
+docstring): a MATMUL_INTEGER whose output is only cast to fp32 and multiplied by one
+scalar becomes an integer GEMM (`integer_matmul`: its re-centered weight, the Cast and the
+Mul its epilogue computes), and a DYNAMIC_QUANTIZE is tiled when every reader of its data
+and zero point is such a MATMUL_INTEGER.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernbench.compiler.lower.blocks import rows_cols
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.te_weights import recentered
+from kernbench.compiler.lower.values import IntegerMatmul
+from kernbench.ir.model import LayerIR
+
+
+def _only_consumer(lw: Lowering, tid: str) -> LayerIR | None:
+    t = lw.g.tensors[tid]
+    if tid in lw.g.outputs or len(t.consumers) != 1:
+        return None
+    return lw.g.node(t.consumers[0])
+
+
+def integer_matmul(lw: Lowering, n: LayerIR) -> IntegerMatmul | None:
+    """The plan of a MATMUL_INTEGER the tiles can compute (module doc), or None."""
+    g = lw.g
+    if n.op_type != "MATMUL_INTEGER" or len(n.inputs) < 3 or not n.inputs[2]:
+        return None
+    w_tid = n.inputs[1]
+    wt = g.tensors[w_tid]
+    if not wt.const or len(wt.shape) != 2 or g.tensors[n.inputs[0]].const:
+        return None
+    w = np.asarray(g.weights[w_tid])
+    zw = np.asarray(g.weights[n.inputs[3]]) if len(n.inputs) > 3 and n.inputs[3] else None
+    if zw is not None and (not g.tensors[n.inputs[3]].const or zw.size not in (1, w.shape[1])):
+        return None
+    rc = recentered(w, zw, 8)
+    cast = _only_consumer(lw, n.outputs[0])
+    if rc is None or cast is None or cast.op_type != "ELEMENTWISE" \
+            or cast.attributes.get("op") != "cast" or cast.attributes.get("to") != "fp32":
+        return None
+    mul = _only_consumer(lw, cast.outputs[0])
+    if mul is None or mul.op_type != "MUL" or len(mul.inputs) != 2:
+        return None
+    others = [t for t in mul.inputs if t != cast.outputs[0]]
+    if len(others) != 1 or int(np.prod(g.tensors[others[0]].shape or [1])) != 1:
+        return None
+    out = lw.plan.placements.get(mul.outputs[0])
+    s = lw.placement(others[0])
+    if out is None or out.dtype != "fp32" or not out.contiguous or s.dtype != "fp32" \
+            or list(g.tensors[mul.outputs[0]].shape) != list(g.tensors[n.outputs[0]].shape):
+        return None
+    return IntegerMatmul(rc[0], cast, mul, others[0], mul.outputs[0])
+
+
+def _tiled_consumers(lw: Lowering, n: LayerIR) -> bool:
+    """Every reader of the quantized data and the zero point is a MATMUL_INTEGER the tiles
+    compute, reading them as its activation and its activation zero point."""
+    q, zp = n.outputs[0], n.outputs[2]
+    g = lw.g
+    if q in g.outputs or zp in g.outputs or not g.tensors[q].consumers:
+        return False
+    users = {c for t in (q, zp) for c in g.tensors[t].consumers}
+    return all(g.node(c).inputs[0] == q and g.node(c).inputs[2] == zp
+               and integer_matmul(lw, g.node(c)) is not None for c in users)
+
+
+def tiles_dynamic_quantize(lw: Lowering, n: LayerIR) -> bool:
+    """Can DYNAMIC_QUANTIZE `n` be tiled: fp32 contiguous input whose rows fit a TCM bank,
+    read only by MATMUL_INTEGERs the tiles compute (module doc)? The plan pass asks."""
+    x = lw.placement(n.inputs[0])
+    s_out = lw.plan.placements.get(n.outputs[1])
+    if len(n.outputs) != 3 or x.dtype != "fp32" or not x.contiguous or not x.shape \
+            or s_out is None or s_out.dtype != "fp32" or lw.g.tensors[n.inputs[0]].const \
+            or not _tiled_consumers(lw, n):
+        return False
+    return rows_cols(x)[1] * 4 <= lw.bank
+
+
+def plan_dynamic(lw: Lowering) -> tuple[frozenset[str], dict[str, IntegerMatmul]]:
+    """The DYNAMIC_QUANTIZE layers the tiles compute, and the MATMUL_INTEGERs reading
+    them (each with its weight and the Cast and Mul its epilogue computes)."""
+    tiled, matmuls = set(), {}
+    for n in lw.g.nodes:
+        if n.op_type == "DYNAMIC_QUANTIZE" and tiles_dynamic_quantize(lw, n):
+            tiled.add(n.id)
+            for c in lw.g.tensors[n.outputs[0]].consumers:
+                im = integer_matmul(lw, lw.g.node(c))
+                assert im is not None  # _tiled_consumers checked every reader
+                matmuls[c] = im
+    return frozenset(tiled), matmuls
