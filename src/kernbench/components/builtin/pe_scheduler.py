@@ -1,11 +1,11 @@
 """PE_SCHEDULER: the sole dispatcher inside a PE.
 
-SubmissionQueue (inbox, written by PE_CPU) → plan generation → the single feeder
-(`_feed_loop`) puts every tile of one command into its first stage's queue before it
-starts the next command (no cross-command feed interleaving). A full first-stage queue
-blocks only the feeder. Tiles self-route through the engines; the last stage reports to
-the PipelineContext; when all tiles are done the scheduler appends a completion record
-to the CompletionQueue and fires the command's `done` event.
+SubmissionQueue (inbox, written by PE_CPU) → plan generation (the dispatcher) → the
+single feeder (`_feed_tiles`) puts every tile of one command into its first stage's
+queue before it starts the next command (no cross-command feed interleaving). A full
+first-stage queue blocks only the feeder. Tiles self-route through the engines; the last
+stage reports to the PipelineContext; when all tiles are done the scheduler appends a
+completion record to the CompletionQueue and fires the command's `done` event.
 
 Composite tiles hold `staging_bytes` of SchedulerReservedTCM from feed to completion:
 the reserved region bounds how many tiles are in flight, and a tile larger than the
