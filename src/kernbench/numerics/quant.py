@@ -219,8 +219,15 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
     a_q, b_q = np.asarray(a_q), np.asarray(b_q)
     k = a_q.shape[-1]
     wide = accumulator_bits(a_q.dtype, b_q.dtype, k) > 32
-    a = a_q.astype(np.float64) - _zp_rows(a_zp, a_q.shape)
-    b = b_q.astype(np.float64) - _zp_cols(b_zp, b_q.shape)
+    za, zb = _zp_rows(a_zp, a_q.shape), _zp_cols(b_zp, b_q.shape)
+    if _range_bound(a_q.dtype, za) * _range_bound(b_q.dtype, zb) * k <= _F32_EXACT:
+        # bounded by the containers' ranges alone (8-bit operands, short K): float32
+        # straight from the integers, no pass over the values to bound them
+        acc = np.matmul(a_q.astype(np.float32) - za.astype(np.float32),
+                        b_q.astype(np.float32) - zb.astype(np.float32))
+        return acc.astype(np.int64) if wide else acc.astype(np.int32)
+    a = a_q.astype(np.float64) - za
+    b = b_q.astype(np.float64) - zb
     prod = float(np.max(np.abs(a), initial=0)) * float(np.max(np.abs(b), initial=0))
     if prod * k >= 2.0**53:
         acc = np.matmul(a.astype(np.int64), b.astype(np.int64))
@@ -231,6 +238,15 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
         else:
             acc = np.matmul(a, b)
     return acc.astype(np.int64) if wide else acc.astype(np.int64).astype(np.int32)
+
+
+def _range_bound(dtype: np.dtype, zp: np.ndarray) -> float:
+    """max |q - zp| over every value of the integer container `dtype` (inf for a float
+    container: its values bound nothing)."""
+    if dtype.kind not in "iu":
+        return float("inf")
+    info = np.iinfo(dtype)
+    return float(max(np.max(np.abs(info.min - zp)), np.max(np.abs(info.max - zp))))
 
 
 #: float32 holds every integer up to 2^24 exactly
