@@ -46,6 +46,9 @@ def test_tp2_verifies_and_equals_the_single_chip_run(tmp_path: Path) -> None:
     # 2 layers × 2 all-reduces + the LM head's all-gather, as DMA traffic over the chip link
     assert s["parallel"]["collectives_per_rank"] == 5
     assert s["energy"]["actions"]["chip_link_byte"] > 0
+    # ... and in the link table: both directions of the chip link carried collective bytes
+    for link in ("sip0.cube0.r0c0->sip1.cube0.r0c0", "sip1.cube0.r0c0->sip0.cube0.r0c0"):
+        assert s["links"][link]["bytes"] > 0
     cmdq = json.loads((tmp_path / "two" / "bundle" / "cmdq.json").read_text())["cmdq"]
     per_chip = len(topo.pes) // topo.chips
     chips_of = {}
