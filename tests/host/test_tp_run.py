@@ -118,3 +118,19 @@ def test_bad_tp_is_one_line_exit_2(args: list[str], needle: str, tmp_path: Path,
     lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert code == 2 and len(lines) == 1 and needle in lines[0], err
     assert "Traceback" not in err
+
+
+def test_tp_and_dp_combine(tmp_path: Path) -> None:
+    """--tp 2 --dp 2 on 4 chips: two replicas of two tensor-parallel chips, each replica
+    with its own all-reduces; a step takes about one replica's time."""
+    stats = {}
+    for name, extra in (("tp", ["--batch", "2"]), ("tpdp", ["--dp", "2", "--batch", "4"])):
+        out = tmp_path / name
+        assert main(["run", str(TINY), "-t", "small", "--set", "system.chips=4", "--tp", "2",
+                     "--kv-len", "16", "--no-report", "--out", str(out), "--quiet",
+                     *extra]) == 0
+        stats[name] = json.loads((out / "stats.json").read_text())
+    tp, both = stats["tp"]["parallel"], stats["tpdp"]["parallel"]
+    assert both["chips"] == [[0, 1], [2, 3]] and tp["chips"] == [[0, 1]]
+    assert both["collective_entries"] == 2 * tp["collective_entries"]
+    assert stats["tpdp"]["total_ns"] == pytest.approx(stats["tp"]["total_ns"], rel=0.05)
