@@ -182,18 +182,23 @@ class Precision:
     """The widths a run used: for each operand class (`weight`, `activation`, `kv`) how many
     layers run at each width (int8, int4, fp16, fp32, ...), the layers whose width differs
     from their class's most common one, and where the widths came from (`qconfig`: a
-    QConfig other than the defaults; `model`: the widths a quantized model carries;
-    `defaults`: W8A8 KV8, docs/quantization.md)."""
+    QConfig file, or a QConfig other than the defaults; `model`: the widths a quantized
+    model carries; `defaults`: W8A8 KV8, docs/quantization.md) with the QConfig file's
+    name when there is one (`qconfig_file`, written only then)."""
 
     source: str
     weight: dict[str, int]
     activation: dict[str, int]
     kv: dict[str, int]
     minority_layers: dict[str, dict[str, str]]
+    qconfig_file: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "weight": self.weight, "activation": self.activation,
-                "kv": self.kv, "minority_layers": self.minority_layers}
+        out: dict[str, Any] = {"source": self.source}
+        if self.qconfig_file is not None:
+            out["qconfig_file"] = self.qconfig_file
+        return {**out, "weight": self.weight, "activation": self.activation, "kv": self.kv,
+                "minority_layers": self.minority_layers}
 
 
 def set_precision(stats: Stats, p: Precision) -> None:
