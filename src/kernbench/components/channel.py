@@ -13,12 +13,32 @@ their order are a process's; only the generator and its resumptions are gone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import simpy
 
 from kernbench.components.arbiter import call_after
 
 if TYPE_CHECKING:
     from kernbench.common.tile_plan import TileToken
+    from kernbench.components.queues import HwQueue
+
+
+class Engine(Protocol):
+    """What a channel reads of its engine (a PeEngineBase, which imports this module)."""
+
+    env: simpy.Environment
+    sim: Any
+    id: str
+    ops: Any
+    busy_ns: float
+    channel_busy_ns: dict
+    _slot: simpy.Resource | None
+    _op_logger: Any
+
+    def service(self, token: TileToken) -> float | simpy.Event: ...
+    def _on_process_start(self, env: simpy.Environment, msg: object) -> None: ...
+    def _on_process_end(self, env: simpy.Environment, msg: object) -> None: ...
 
 
 class Channel:
@@ -27,7 +47,7 @@ class Channel:
     __slots__ = ("eng", "name", "inbox", "env", "token", "req", "start", "tracer", "logger",
                  "tile_done")
 
-    def __init__(self, eng: Any, name: str, inbox: Any) -> None:
+    def __init__(self, eng: Engine, name: str, inbox: HwQueue) -> None:
         self.eng = eng
         self.name = name
         self.inbox = inbox
@@ -36,7 +56,7 @@ class Channel:
         self.logger = eng._op_logger
         self.tile_done = eng.sim.tile_done
         self.token: TileToken | None = None
-        self.req: Any = None
+        self.req: simpy.Event | None = None
         self.start = 0.0
 
     def take(self) -> None:
@@ -47,7 +67,7 @@ class Channel:
         else:
             self._acquire(token)
 
-    def _got(self, ev: Any) -> None:
+    def _got(self, ev: simpy.Event) -> None:
         self._acquire(ev._value)
 
     def _acquire(self, token: TileToken) -> None:
@@ -59,7 +79,7 @@ class Channel:
         req = self.req = slot.request()
         req.callbacks.append(self._granted)
 
-    def _granted(self, _ev: Any) -> None:
+    def _granted(self, _ev: simpy.Event) -> None:
         self._serve()
 
     def _serve(self) -> None:
@@ -82,7 +102,7 @@ class Channel:
         else:
             self._served(d)
 
-    def _served(self, _ev: Any) -> None:
+    def _served(self, _ev: simpy.Event) -> None:
         token = self.token
         eng = self.eng
         env = self.env
@@ -121,5 +141,5 @@ class Channel:
             self.tile_done(token, end)
         self.take()
 
-    def _forwarded(self, _ev: Any) -> None:
+    def _forwarded(self, _ev: simpy.Event) -> None:
         self.take()
