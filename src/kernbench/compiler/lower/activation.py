@@ -20,7 +20,9 @@ def te_mode(n: LayerIR) -> str | None:
     quantized into a packed int4 scratch), "int16" (a 16-bit integer
     operand: A16 with W16 / W8 / W4, or A8 with W16; int64 accumulators),
     "fp16", "bf16" (16-bit float operands, fp32 accumulators; a bf16 activation with
-    bfp8_b / bfp4_b weights too), "fp32" (also with block-float weights), "dq" (an 8- or
+    bfp8_b / bfp4_b weights too; an fp16 / bf16 activation with 4-, 8- or 16-bit integer
+    weights, stored dequantized to fp32 as the interpreter multiplies them), "fp32" (also with
+    block-float or integer weights), "dq" (an 8- or
     16-bit integer activation with fp16 / bf16 weights: the activation quantized and
     dequantized into an fp32 scratch, as the interpreter computes it, times the 16-bit
     float weight); None: the layer runs whole as a layer op (e.g. A4 with W16)."""
@@ -29,12 +31,12 @@ def te_mode(n: LayerIR) -> str | None:
         return "int"
     if qa in (8, 16) and qw in (16, 8, 4) and 16 in (qa, qw):
         return "int16"
-    if qa in ("fp16", "bf16") and qw in (qa, None):
+    if qa in ("fp16", "bf16") and qw in (qa, None, 4, 8, 16):
         return qa
     if qw in BFP_FORMATS and qa in ("bf16", None):
         return qa or "fp32"  # block-float weights load decoded into bf16
-    if qa is None and qw is None:
-        return "fp32"
+    if qa is None and qw in (None, 4, 8, 16):
+        return "fp32"  # integer weights stored dequantized to fp32
     if qa in (8, 16) and qw in ("fp16", "bf16"):
         return "dq"
     return None

@@ -103,6 +103,8 @@ def planned_conv_weight(g: Graph, n: LayerIR, w_tid: str, mode: str) -> TeWeight
         return TeWeight(None, np.ascontiguousarray(sw, np.float32), 8,
                         values=WeightValues(f"{w_tid}@conv_int8", np.asarray(wq, np.int8),
                                             "int8", shape, w_tid))
+    if isinstance(n.qbits_weight, int):
+        return None  # integer weights under float activations: not a conv tile mode
     dt, bits = (mode, 16) if mode in STORAGE else ("fp32", 32)
     if is_shape_only_array(w):
         return TeWeight(None, None, bits,

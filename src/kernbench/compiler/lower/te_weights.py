@@ -115,8 +115,24 @@ def planned_te_weight(g: Graph, n: LayerIR, w_tid: str, mode: str) -> TeWeight |
     if fmt is not None:
         arr = qmath.round_to_float(w.astype(np.float32), fmt).astype(STORAGE[fmt])
         return TeWeight(None, None, 16, values=values(f"{w_tid}@{fmt}", arr, fmt, w_tid))
+    if mode in ("fp16", "bf16", "fp32") and isinstance(n.qbits_weight, int):
+        return _dequantized_weight(g, n, w_tid, w)
     return TeWeight(None, None, 32,
                     values=values(f"{w_tid}@fp32", w.astype(np.float32), "fp32", w_tid))
+
+
+def _dequantized_weight(g: Graph, n: LayerIR, w_tid: str, w: np.ndarray) -> TeWeight | None:
+    """An integer-width weight under float activations (weight-only quantization):
+    quantized symmetric at its bits (per channel unless the qconfig says per tensor) and
+    dequantized to fp32, the values the interpreter multiplies; stored as fp32. None for an
+    imported integer weight (the interpreter does not dequantize it in this mode)."""
+    if g.tensors[w_tid].quant is not None:
+        return None
+    bits = int(n.qbits_weight)
+    axis = -1 if per_channel_weights(g) else None
+    wq, sw = qmath.quantize_weight(w.astype(np.float32), bits, axis)
+    wd = qmath.dequantize(wq, sw, 0, None if axis is None else 1)
+    return TeWeight(None, None, 32, values=values(f"{w_tid}@w{bits}fp32", wd, "fp32", w_tid))
 
 
 def values(key: str, data: np.ndarray, dtype: str, source: str | None) -> WeightValues:

@@ -1,0 +1,48 @@
+"""GEMMs and QKV projections with 4- or 8-bit integer weights and fp16 / bf16 activations
+(weight-only quantization) are tiled (issue 36, ADR-0986; fp32 activations too): the weight is quantized at its
+bits and stored dequantized to fp32 (the values the interpreter multiplies), the TE tiles
+multiply the 16-bit float activation by it into fp32, instead of running every GEMM and
+QKV projection whole on one PE; `--verify` passes against the interpreter and
+onnxruntime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernbench.cli import main
+
+MODELS = Path(__file__).resolve().parents[2] / "tests" / "models"
+
+
+@pytest.mark.parametrize(("model", "default"), [
+    ("gpt2", "{weight: 8, activation: bf16, kv: bf16}"),
+    ("llama", "{weight: 8, activation: fp16, kv: 8}"),
+    ("llama", "{weight: 4, activation: bf16, kv: bf16}"),
+    ("llama", "{weight: 8, activation: fp32, kv: fp32}"),
+])
+def test_integer_weight_float_activation_gemms_are_tiled(tmp_path, capsys, model, default):
+    q = tmp_path / "q.yaml"
+    q.write_text(f"default: {default}\n")
+    out = tmp_path / "o"
+    code = main(["run", str(MODELS / f"{model}.onnx"), "--inputs",
+                 str(MODELS / f"{model}.inputs.npz"), "--qconfig", str(q), "--verify",
+                 "--quiet", "--keep-bundle", "--no-report", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err[-2000:]
+    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    whole = [e for e in cmdq if e["opcode"] in ("TE_LAYER_OP", "VE_LAYER_OP")]
+    assert not [e for e in whole if not (e.get("layer_id") or "").startswith("attention")]
+    fmt = "bf16" if "bf16" in default else "fp16"
+    act = 32 if "fp32" in default else 16
+    gemm = [e for e in cmdq if e["opcode"] == "TE_GEMM_TILE"
+            and (e.get("layer_id") or "").startswith(("gemm", "qkv"))]
+    assert gemm and all(e["qbits_activation"] == act and e["qbits_weight"] == 32
+                        and (act == 32 or e.get("f16_format", "fp16") == fmt) for e in gemm)
+    v = json.loads((out / "verification.json").read_text())
+    checks = v["checks"]
+    assert v["ok"] and {c["reference"] for c in checks} == {"interpreter", "onnxruntime"}
+    # the tiles sum K in another order than numpy: fp32 rounding, far below fp32 1e-5
+    assert all(c["max_abs_err"] <= 1e-5 for c in checks if c["reference"] == "interpreter")
