@@ -93,13 +93,77 @@ def test_precision_from_the_qconfig_per_layer_group(tmp_path, capsys):
     assert p["kv"] == {"int8": len(att)}
     assert sorted(p["minority_layers"]) == l0
     assert all(v == {"weight": "int8"} for v in p["minority_layers"].values())
+    assert p["qconfig_file"] == "q.yaml"
     line = next(ln for ln in out.splitlines() if ln.startswith("precision"))
-    assert line.startswith(f"precision (qconfig): weights int4 ({len(weighted) - len(l0)} "
-                           f"layers), int8 ({len(l0)}: {l0[0]}")
+    assert line.startswith(f"precision (qconfig q.yaml): weights int4 "
+                           f"({len(weighted) - len(l0)} layers), int8 ({len(l0)}: {l0[0]}")
     assert "activations int8; KV cache int8" in line
 
 
 def test_default_precision_is_named(tmp_path, capsys):
     stats, out, _ = _run(tmp_path / "o", capsys)
     assert stats["precision"]["source"] == "defaults"
+    assert "qconfig_file" not in stats["precision"]
     assert "precision (defaults): weights int8; activations int8; KV cache int8" in out
+
+
+def test_a_qconfig_file_equal_to_the_defaults_is_named(tmp_path, capsys):
+    """The widths came from the file the user gave, even when it says what the defaults
+    say: the precision names it (it named `defaults` before)."""
+    q = tmp_path / "w8a8.yaml"
+    q.write_text("default: {weight: 8, activation: 8, kv: 8}\n")
+    stats, out, _ = _run(tmp_path / "o", capsys, "--qconfig", str(q))
+    p = stats["precision"]
+    assert (p["source"], p["qconfig_file"]) == ("qconfig", "w8a8.yaml")
+    assert "precision (qconfig w8a8.yaml): weights int8; activations int8; KV cache int8" in out
+
+
+def _peak_macs_per_ns(bits: int) -> float:
+    """The `small` preset's whole-system MAC rate at `bits`-bit operands, from its YAML:
+    PEs × rows × cols × depth × throughput factor × clock (one math-fidelity pass)."""
+    from kernbench.topology import load_topology
+
+    topo = load_topology("small")
+    g = topo.config.cube.pe_template.pe_gemm
+    return (len(topo.pes) * g.rows * g.cols * g.depth * g.throughput_factor.get(bits, 1.0)
+            * g.clock_ghz)
+
+
+@pytest.mark.parametrize(("qconfig", "bits", "name"), [
+    (None, 8, "int8"),
+    ("default: {weight: 8, activation: 16, kv: 8}\n", 16, "16-bit"),
+    ("default: {weight: fp32, activation: fp32, kv: fp32}\n", 32, "fp32")])
+def test_the_step_roofline_uses_the_peak_of_the_widths_run(tmp_path, capsys, qconfig, bits,
+                                                           name):
+    """Every MAC of tiny-llama at the peak of its operands' width (the widest operand of
+    each layer: 16-bit activations run the array at its 16-bit rate), and the summary
+    names that peak."""
+    extra = []
+    if qconfig:
+        (tmp_path / "q.yaml").write_text(qconfig)
+        extra = ["--qconfig", str(tmp_path / "q.yaml")]
+    stats, out, _ = _run(tmp_path / "o", capsys, *extra)
+    s = stats["llm"]
+    r = s["roofline"]
+    assert r["peaks"] == [name]
+    assert r["compute_bound_ns"] == pytest.approx(s["macs"] / _peak_macs_per_ns(bits),
+                                                  abs=1e-3)
+    assert f"MACs at the {name} peak, memory" in out
+    assert f"(MACs per step time / {name} peak)" in out
+
+
+def test_mixed_widths_sum_each_layers_macs_at_its_peak(tmp_path, capsys):
+    q = tmp_path / "q.yaml"
+    q.write_text("default: {weight: 8, activation: 8, kv: 8}\n"
+                 "overrides:\n  - match: 'l0.*'\n    weight: fp32\n    activation: fp32\n")
+    stats, out, _ = _run(tmp_path / "o", capsys, "--qconfig", str(q), "--keep-bundle")
+    nodes = json.loads((tmp_path / "o" / "bundle" / "ir.json").read_text())["graph"]["nodes"]
+    te = {n["id"]: n for n in nodes if n["op_type"] in ("GEMM", "QKV_PROJ", "ATTENTION")}
+    want = sum(stats["layers"][lid]["macs"]
+               / _peak_macs_per_ns(32 if lid.startswith("l0.") else 8) for lid in te)
+    assert any(lid.startswith("l0.") for lid in te) and not all(
+        lid.startswith("l0.") for lid in te)
+    r = stats["llm"]["roofline"]
+    assert r["peaks"] == ["int8", "fp32"]
+    assert r["compute_bound_ns"] == pytest.approx(want, abs=1e-3)
+    assert "MACs at the int8 and fp32 peaks, memory" in out

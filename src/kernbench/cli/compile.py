@@ -50,6 +50,12 @@ RoutingSeedOpt = Annotated[int | None, typer.Option(
 ExactStepsOpt = Annotated[bool, typer.Option(
     "--exact-steps", help="with --generate: simulate every decode step (default: the "
                           "serving step memo's buckets, docs/serving.md)")]
+TpOpt = Annotated[int | None, typer.Option(
+    "--tp", help="tensor parallelism: heads and MLP columns split over N chips of a "
+                 "multi-chip topology, all-reduced between them (docs/multichip.md)")]
+DpOpt = Annotated[int | None, typer.Option(
+    "--dp", help="data parallelism: N replicas (each on --tp chips), the --batch split "
+                 "between them (docs/multichip.md)")]
 RoutingSameOpt = Annotated[bool, typer.Option(
     "--routing-same-layers", help="every MoE layer takes the first layer's draw (identical "
                                   "blocks: replayed, much faster to simulate)")]
@@ -173,6 +179,8 @@ def run_cmd(
                            "step, tokens/s, energy per token)")] = None,
     exact_steps: ExactStepsOpt = False,
     entries: EntriesOpt = False,
+    tp: TpOpt = None,
+    dp: DpOpt = None,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -189,32 +197,53 @@ def run_cmd(
     set_quiet(quiet)
     phases = Phases(err, enabled=not quiet)
     topo = load_topology(topology, set_ or [])
+    par = _parallel(tp, dp, generate, batch)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         amend = None
         if generate is not None:
-            from kernbench.cli.generate import add_generation, check_generate
-
             if routing or routing_seed is not None or routing_same:  # steps build their own
                 raise InputError("--routing/--routing-seed are not passed to the decode "
                                  "steps of --generate", field="--generate")
-
-            served = check_generate(generate, model, kv_len, verify, qconfig, Path(tmp))
-
-            def amend(r) -> list[str]:  # noqa: ANN001
-                return add_generation(r, served, topo, stage, generate, batch, seq_len,
-                                      exact_steps)
-        res = _named_model(model, seq_len, kv_len, Path(tmp), batch, qconfig, verify,
+            amend = _generation(generate, model, kv_len, verify, qconfig, Path(tmp),
+                                (topo, stage, batch, seq_len, exact_steps))
+        res = _named_model(model, seq_len, kv_len, Path(tmp), par.batch, qconfig, verify,
                            routing, routing_seed, routing_same)
         opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace,
                           report=not no_report, exact=exact, save_oplog=save_oplog,
                           llm=llm or generate is not None, strict=strict,
                           write_cmdq=keep_bundle, all_pes=all_pes, entries=entries,
-                          bundle=(stage if keep_bundle else Path(tmp)) / "bundle")
+                          bundle=(stage if keep_bundle else Path(tmp)) / "bundle",
+                          tp=par.tp, dp=par.dp)
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
     if not ok:
         raise typer.Exit(1)
+
+
+def _generation(generate: int, model: Path, kv_len: int | None, verify: bool,
+                qconfig: Path | None, tmp: Path, run: tuple):  # noqa: ANN202
+    """The `amend(result)` of `--generate` (its decode steps' summary lines); `run` is
+    (topology, out dir, batch, seq_len, exact_steps)."""
+    from kernbench.cli.generate import add_generation, check_generate
+
+    served = check_generate(generate, model, kv_len, verify, qconfig, tmp)
+    topo, stage, batch, seq_len, exact_steps = run
+
+    def amend(r) -> list[str]:  # noqa: ANN001
+        return add_generation(r, served, topo, stage, generate, batch, seq_len, exact_steps)
+    return amend
+
+
+def _parallel(tp: int | None, dp: int | None, generate: int | None,
+              batch: int | None):  # noqa: ANN202
+    """--tp / --dp checked (host.parallel.Parallel: the batch each replica runs)."""
+    from kernbench.host.parallel import check_parallel
+
+    if (tp is not None or dp is not None) and generate is not None:
+        raise InputError("--generate with --tp or --dp is not built yet (docs/multichip.md)",
+                         field="--tp" if tp is not None else "--dp")
+    return check_parallel(tp, dp, batch)
 
 
 def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa: ANN001
@@ -225,7 +254,12 @@ def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa:
 
     hooks = RunHooks(note=err.print, watch=None if quiet else simulation_watch(err),
                      compile_progress=phases.update, phase=phases.phase)
-    res = run_model(model, topo, out, opts, hooks)
+    if opts.tp != 1 or opts.dp != 1:
+        from kernbench.host.parallel import run_parallel
+
+        res = run_parallel(model, topo, out, opts, hooks)
+    else:
+        res = run_model(model, topo, out, opts, hooks)
     n = res.stats.get("entry_count", len(res.stats.get("entries", {})))
     err.print(f"compiled {model.name}: {n} CMDQ entries simulated")
     if "replay" in res.stats:

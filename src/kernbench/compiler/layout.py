@@ -50,7 +50,7 @@ def float_formats(n: LayerIR) -> tuple[str | None, str | None] | None:
 
 
 def tiled_attention(g: Graph, n: LayerIR) -> bool:
-    """ATTENTION layers the compiler tiles (integer Q·K and P·V with 8- or 16-bit
+    """ATTENTION layers the compiler tiles (integer Q·K and P·V with 4-, 8- or 16-bit
     activations and 16-, 8- or 4-bit integer K / V from fp32, fp16 or bf16 Q, K, V; or
     float Q·K and P·V
     (`float_formats`) from fp32 Q, K, V; an additive float mask or a constant boolean one,
@@ -59,7 +59,7 @@ def tiled_attention(g: Graph, n: LayerIR) -> bool:
     qa, kv = n.qbits_activation, n.qbits_kv
     fp32 = float_formats(n) is not None  # lower/attention_float.py
     softcap = n.attributes.get("softcap", 0.0) or 0.0
-    if not (n.op_type == "ATTENTION" and (qa in (8, 16) and kv in (4, 8, 16) or fp32)
+    if not (n.op_type == "ATTENTION" and (qa in (4, 8, 16) and kv in (4, 8, 16) or fp32)
             and softcap >= 0
             and not (softcap and n.attributes.get("kv_block"))):
         return False

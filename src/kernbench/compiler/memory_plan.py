@@ -117,8 +117,9 @@ def _spreads(state: CompileState, key: str, role: str, n: LayerIR | None = None)
     """Is a storage spread over the cubes (if it has the rows for it)? Intermediates, and
     the present cache a KV_UPDATE writes (its (batch, head) rows in the cube of their part:
     each cube's PEs write and read their heads locally); never one a whole-layer op reads
-    or writes (`pinned`), nor an in-place (paged) cache."""
-    if key in state.pinned:
+    or writes (`pinned`), nor an in-place (paged) cache, nor a buffer a collective reads
+    or writes (graph metadata `collective_buffers`: compiler.parallel)."""
+    if key in state.pinned or key in state.graph.metadata.get("collective_buffers", ()):
         return False
     if n is not None and n.op_type == "KV_UPDATE" and key == n.outputs[0]:
         return not n.attributes.get("in_place")  # a graph output or a "kv" intermediate

@@ -1,7 +1,7 @@
 """Roofline: an analytic lower bound per layer on the chosen hardware.
 
 For a layer: compute bound = MACs / (peak MACs per ns of all PEs' arrays at the layer's
-widest operand bitwidth: `_operand_bits`) plus vector work / (all PEs' SIMD lanes × clock); memory bound =
+widest operand bitwidth: `operand_bits`) plus vector work / (all PEs' SIMD lanes × clock); memory bound =
 compulsory HBM bytes (inputs read once, outputs written once, weights at their stored
 bitwidth; of the data input of a gather or slice only what it selects) / aggregate HBM
 bandwidth. The peaks come from kernbench.topology.peaks. bound = max of the two; `bound_by` names the larger.
@@ -44,7 +44,7 @@ def _macs(g: Graph, n: LayerIR) -> int:
     return 0
 
 
-def _operand_bits(n: LayerIR) -> int:
+def operand_bits(n: LayerIR) -> int:
     """The widest operand of the layer's MACs, which sets the array's peak: its weight
     (when it has one), its activation, and for ATTENTION its K / V (Q·Kᵀ and P·V take
     Q and P at activation bits, K and V at KV bits). An operand without integer bits is
@@ -85,7 +85,7 @@ def layer_bounds(state: CompileState) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for n in g.nodes:
         macs = _macs(g, n)
-        peak = peaks.macs_per_ns(topo, _operand_bits(n))
+        peak = peaks.macs_per_ns(topo, operand_bits(n))
         compute_ns = macs / peak if macs else _elements(g, n) / lanes
         nbytes = 0
         for i, tid in enumerate(list(n.inputs) + list(n.outputs)):

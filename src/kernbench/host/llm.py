@@ -17,12 +17,13 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kernbench.compiler.roofline import operand_bits
 from kernbench.errors import InputError
 from kernbench.host.moe_stats import idle_weights
 from kernbench.ir.model import Graph, QBits
 from kernbench.numerics.block_float import FORMATS as BFP_FORMATS
 from kernbench.topology.model import Topology
-from kernbench.topology.peaks import peak_figures
+from kernbench.topology.peaks import macs_per_ns, peak_figures
 
 #: fraction of HBM above which the fit is reported as a warning
 HBM_WARN_FRACTION = 0.9
@@ -45,6 +46,9 @@ class LlmFacts:
     weight_bytes: int     # at the stored bitwidth
     kv_cache_bytes: int   # the cache after the step, at the KV bitwidth
     macs: int             # multiply-accumulates of the step (TE layers)
+    # (operand bits, MACs at them): each layer's MACs at its widest operand's width, which
+    # sets the array's peak (compiler.roofline.operand_bits); not a stats.json field
+    macs_by_bits: tuple[tuple[int, int], ...] = ()
 
 
 def _bits(q: QBits, dtype: str) -> float:
@@ -86,26 +90,33 @@ def llm_facts(g: Graph) -> LlmFacts | None:
     for n in atts:
         kb = _bits(n.qbits_kv, t[n.inputs[1]].dtype)
         kv_bytes += sum(math.ceil(math.prod(t[i].shape) * kb / 8) for i in n.inputs[1:3])
+    by_bits = _macs(g)
     return LlmFacts(model=str(g.metadata.get("model_name", "model")),
                     phase="decode" if kv_len > 0 else "prefill", layers=len(atts),
                     batch=batch, seq_len=seq, kv_len=kv_len, params=params,
-                    weight_bytes=wbytes, kv_cache_bytes=kv_bytes, macs=_macs(g))
+                    weight_bytes=wbytes, kv_cache_bytes=kv_bytes, macs=sum(by_bits.values()),
+                    macs_by_bits=tuple(sorted(by_bits.items())))
 
 
-def _macs(g: Graph) -> int:
+def _macs(g: Graph) -> dict[int, int]:
+    """The step's MACs by the operand bits of the layer doing them."""
     t = g.tensors
-    total = 0
+    out: dict[int, int] = {}
     for n in g.nodes:
         if n.op_type == "GEMM":
             x, w = t[n.inputs[0]].shape, t[n.inputs[1]].shape
-            total += math.prod(x[:-1]) * w[0] * w[1]
+            m = math.prod(x[:-1]) * w[0] * w[1]
         elif n.op_type == "QKV_PROJ":
             x = t[n.inputs[0]].shape
-            total += sum(math.prod(x[:-1]) * x[-1] * t[w].shape[-1] for w in n.inputs[1:4])
+            m = sum(math.prod(x[:-1]) * x[-1] * t[w].shape[-1] for w in n.inputs[1:4])
         elif n.op_type == "ATTENTION":
             q, k, v = (t[i].shape for i in n.inputs[:3])
-            total += math.prod(q[:-1]) * k[-2] * (q[-1] + v[-1])
-    return total
+            m = math.prod(q[:-1]) * k[-2] * (q[-1] + v[-1])
+        else:
+            continue
+        bits = operand_bits(n)
+        out[bits] = out.get(bits, 0) + m
+    return out
 
 
 def check_fit(f: LlmFacts, topo: Topology) -> list[str]:
@@ -123,20 +134,28 @@ def check_fit(f: LlmFacts, topo: Topology) -> list[str]:
     return []
 
 
+def peak_name(bits: int) -> str:
+    """The name of the array's peak at `bits`-bit operands: int4, int8, 16-bit (int16, fp16
+    and bf16 share it), fp32."""
+    return {4: "int4", 8: "int8", 32: "fp32"}.get(bits, f"{bits}-bit")
+
+
 def llm_section(f: LlmFacts, stats: dict[str, Any], topo: Topology) -> dict[str, Any]:
     """stats.json's `llm` section (schema in docs/stats.md)."""
     p = peak_figures(topo)
     total = float(stats["total_ns"])
     tokens = f.batch * f.seq_len
     tps = tokens / (total * 1e-9) if total > 0 else 0.0
-    # whole-step roofline: every MAC at the int8 peak, weights and the cache read once
-    compute_ns = f.macs / p.macs_per_ns[8]
+    # whole-step roofline: every layer's MACs at the peak of its operands' width, weights
+    # and the cache read once
+    compute_ns = sum(m / macs_per_ns(topo, bits) for bits, m in f.macs_by_bits)
     memory_ns = (f.weight_bytes + f.kv_cache_bytes) / p.hbm_gbs
     bound = max(compute_ns, memory_ns)
     cap = topo.hbm_bytes
     need = f.weight_bytes + f.kv_cache_bytes
     b = stats.get("bottleneck", {})
     out: dict[str, Any] = dict(asdict(f))
+    del out["macs_by_bits"]
     out.update({
         "tokens": tokens,
         "step_ns": round(total, 3),
@@ -150,6 +169,7 @@ def llm_section(f: LlmFacts, stats: dict[str, Any], topo: Topology) -> dict[str,
         "roofline": {"compute_bound_ns": round(compute_ns, 3),
                      "memory_bound_ns": round(memory_ns, 3), "bound_ns": round(bound, 3),
                      "bound_by": "compute" if compute_ns >= memory_ns else "memory",
+                     "peaks": [peak_name(bits) for bits, m in f.macs_by_bits if m],
                      "fraction": round(bound / total, 6) if total > 0 else 0.0,
                      "hbm_bandwidth_fraction": round(memory_ns / total, 6) if total > 0 else 0.0,
                      "mac_rate_fraction": round(compute_ns / total, 6) if total > 0 else 0.0},

@@ -57,13 +57,15 @@ def run_precision(g: Graph) -> Precision:
         off = {f: v for f, v in per_layer[lid].items() if v != common[f]}
         if off:
             minority[lid] = off
-    if g.qconfig is not None and g.qconfig != QConfig().model_dump(mode="json"):
+    qfile = g.metadata.get("qconfig_file")
+    if qfile or g.qconfig is not None and g.qconfig != QConfig().model_dump(mode="json"):
         source = "qconfig"
     elif any(n.metadata.get("imported_qbits") for n in g.nodes):
         source = "model"
     else:
         source = "defaults"
-    return Precision(source, *(dict(sorted(counts[f].items())) for f in _FIELDS), minority)
+    return Precision(source, *(dict(sorted(counts[f].items())) for f in _FIELDS), minority,
+                     qfile if isinstance(qfile, str) else None)
 
 
 def add_precision(stats: Stats, ir_file: Path) -> None:

@@ -70,6 +70,8 @@ class RunOptions:
     write_cmdq: bool = True
     all_pes: bool = False  # spread over every PE, even a model the cost model keeps on fewer
     entries: bool = False  # per-entry detail (timeline, entry rows) whatever the size
+    tp: int = 1  # tensor parallelism over this many chips (host.parallel.run_parallel)
+    dp: int = 1  # replicas (each on `tp` chips), the batch split between them
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -102,6 +103,13 @@ class QConfig(_Strict):
     default: BitsDefault = Field(default_factory=BitsDefault)
     weight_granularity: Literal["per_channel", "per_tensor"] = "per_channel"
     overrides: list[Override] = Field(default_factory=list)
+    #: the name of the file it was read from (`load_qconfig`), not part of the policy
+    _file: str | None = PrivateAttr(default=None)
+
+    @property
+    def file_name(self) -> str | None:
+        """The name of the QConfig file this was read from (None: built in code)."""
+        return self._file
 
     @classmethod
     def fp32(cls) -> QConfig:
@@ -145,7 +153,9 @@ def load_qconfig(path: str | Path) -> QConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise InputError(f"not valid YAML ({str(e).splitlines()[0]})", file=str(path)) from None
-    return parse_qconfig(data, file=str(path))
+    qc = parse_qconfig(data, file=str(path))
+    qc._file = path.name
+    return qc
 
 
 def parse_qconfig(data: object, *, file: str | None = None) -> QConfig:
@@ -229,6 +239,12 @@ def apply_qconfig(graph: Graph, qc: QConfig | None, *, imported_default_float: b
             node.qbits_activation = a
         node.qbits_kv = kv if op in KV_OPS else None
     graph.qconfig = qc.model_dump(mode="json")
+    # where the widths came from, for the run's `precision` (a file equal to the defaults
+    # is still the user's choice)
+    if user and qc.file_name:
+        graph.metadata["qconfig_file"] = qc.file_name
+    else:
+        graph.metadata.pop("qconfig_file", None)
     annotate_tensors(graph)
 
 

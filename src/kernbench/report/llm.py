@@ -22,19 +22,29 @@ def llm_lines(s: dict[str, Any]) -> list[str]:
         lines.append(f"time per output token {fmt_time(s['tpot_ns'])}; decode "
                      f"{fmt_rate(s['decode_tokens_per_s'], 'tokens')} (× batch {s['batch']})")
     r = s["roofline"]
+    peak = _peaks_text(r.get("peaks") or [])
     lines.append(f"step roofline fraction {r['fraction']:.3f} (whole-step bound / step): bound "
                  f"{fmt_time(r['bound_ns'])} = max(compute {fmt_time(r['compute_bound_ns'])}: "
-                 f"MACs at the int8 peak, memory {fmt_time(r['memory_bound_ns'])}: weights + "
+                 f"MACs at the {peak}, memory {fmt_time(r['memory_bound_ns'])}: weights + "
                  "KV cache at the peak HBM bandwidth)")
     lines.append(f"peak HBM bandwidth fraction {r['hbm_bandwidth_fraction']:.3f} (weights + KV "
                  f"bytes per step time / peak), peak MAC rate fraction "
-                 f"{r['mac_rate_fraction']:.3f} (MACs per step time / int8 peak)")
+                 f"{r['mac_rate_fraction']:.3f} (MACs per step time / {peak})")
     h = s["hbm"]
     lines.append(f"weights {s['weight_bytes'] / gib:.2f} GiB ({s['params'] / 1e9:.2f} B params) "
                  f"+ KV cache {s['kv_cache_bytes'] / gib:.3f} GiB = "
                  f"{100 * h['fraction']:.1f}% of {h['capacity_bytes'] / gib:g} GiB HBM"
                  + (" — WARNING: little room left" if h["warning"] else " (fits)"))
     return lines
+
+
+def _peaks_text(peaks: list[str]) -> str:
+    """'int8 peak', 'int8 and fp32 peaks' (each layer's MACs at its width's peak)."""
+    if len(peaks) == 1:
+        return f"{peaks[0]} peak"
+    if not peaks:
+        return "peak"
+    return f"{', '.join(peaks[:-1])} and {peaks[-1]} peaks"
 
 
 def llm_html(s: dict[str, Any], replay: dict[str, Any] | None = None) -> str:

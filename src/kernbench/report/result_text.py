@@ -20,7 +20,8 @@ _FIELDS = {"weight": "weights", "activation": "activations", "kv": "KV cache"}
 
 
 def precision_line(p: Mapping[str, Any]) -> str:
-    """'precision (defaults): weights int8, activations int8, KV cache int8'; a class with
+    """'precision (defaults): weights int8, activations int8, KV cache int8' (a QConfig
+    file is named: 'precision (qconfig w4.yaml): ...'); a class with
     several widths lists each with its layer count and the layers off the common width."""
     parts = []
     for key, name in _FIELDS.items():
@@ -36,7 +37,8 @@ def precision_line(p: Mapping[str, Any]) -> str:
         parts.append(f"{name} {common} ({widths[common]} layers), "
                      + ", ".join(f"{w} ({n}: {shown})" if len(widths) == 2 else f"{w} ({n})"
                                  for w, n in sorted(widths.items()) if w != common))
-    return f"precision ({p['source']}): " + "; ".join(parts)
+    source = p["source"] + (f" {p['qconfig_file']}" if p.get("qconfig_file") else "")
+    return f"precision ({source}): " + "; ".join(parts)
 
 
 def summary_lines(stats: Stats, verdict: list[str] | None = None) -> list[str]:

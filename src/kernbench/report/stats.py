@@ -31,7 +31,7 @@ TOP_KEYS = ("schema_version", "topology", "total_ns", "clock_ghz", "total_cycles
             "commands_completed", "engines", "links", "memories", "bottleneck", "entries",
             "critical_path", "entry_count", "layers", "roofline_fraction", "model_bound",
             "estimate_ns", "pe_choice", "kernel", "verify", "energy", "area_mm2", "llm",
-            "replay", "generation", "moe", "precision")
+            "replay", "generation", "moe", "parallel", "precision")
 
 #: a stats document (the JSON object stats.json holds)
 Stats = dict[str, Any]
@@ -182,18 +182,23 @@ class Precision:
     """The widths a run used: for each operand class (`weight`, `activation`, `kv`) how many
     layers run at each width (int8, int4, fp16, fp32, ...), the layers whose width differs
     from their class's most common one, and where the widths came from (`qconfig`: a
-    QConfig other than the defaults; `model`: the widths a quantized model carries;
-    `defaults`: W8A8 KV8, docs/quantization.md)."""
+    QConfig file, or a QConfig other than the defaults; `model`: the widths a quantized
+    model carries; `defaults`: W8A8 KV8, docs/quantization.md) with the QConfig file's
+    name when there is one (`qconfig_file`, written only then)."""
 
     source: str
     weight: dict[str, int]
     activation: dict[str, int]
     kv: dict[str, int]
     minority_layers: dict[str, dict[str, str]]
+    qconfig_file: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "weight": self.weight, "activation": self.activation,
-                "kv": self.kv, "minority_layers": self.minority_layers}
+        out: dict[str, Any] = {"source": self.source}
+        if self.qconfig_file is not None:
+            out["qconfig_file"] = self.qconfig_file
+        return {**out, "weight": self.weight, "activation": self.activation, "kv": self.kv,
+                "minority_layers": self.minority_layers}
 
 
 def set_precision(stats: Stats, p: Precision) -> None:
@@ -202,8 +207,9 @@ def set_precision(stats: Stats, p: Precision) -> None:
 
 def set_section(stats: Stats, key: str, value: object) -> None:
     """One of the sections other parts compute whole (docs/stats.md): `llm`, `pe_choice`,
-    `replay`, `verify`, `kernel`, `generation`, `moe`."""
-    if key not in ("llm", "pe_choice", "replay", "verify", "kernel", "generation", "moe"):
+    `replay`, `verify`, `kernel`, `generation`, `moe`, `parallel`."""
+    if key not in ("llm", "pe_choice", "replay", "verify", "kernel", "generation", "moe",
+                   "parallel"):
         raise KeyError(f"stats.json has no section {key!r} (docs/stats.md)")
     stats[key] = value
 

@@ -201,7 +201,7 @@ def _probabilities(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int
     lw.op("VE_ROWSCALE_TILE", pe, n.id,
           {"length": t_len, "rows": s, "qbits_activation": 32, "bits": at.bits_a, **ve},
           reads=[("in", prob)], writes=[("out", rsc)])
-    pq = lw.buf(pe, s * t_len * (2 if at.wide else 1), f"{n.id}.pq")
+    pq = lw.buf(pe, s * t_len * at.bits_a / 8, f"{n.id}.pq")
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
           {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
            "scale": 1.0, "zero_point": 0, **ve},

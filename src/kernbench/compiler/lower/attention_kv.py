@@ -68,7 +68,7 @@ def q_rows(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int
     `ve`)."""
     q, d = at.q, at.q.shape[3]
     off = b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2]
-    bqq = lw.buf(pe, s * d * (2 if at.wide else 1), f"{n.id}.qq")
+    bqq = lw.buf(pe, s * d * at.bits_a / 8, f"{n.id}.qq")
     if q.dtype == "int8":
         lw.dma(False, pe, bqq, q, off, s, d, q.strides[2], n.id)
         return bqq
@@ -127,7 +127,7 @@ def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple
     lw.op("VE_ROWSCALE_TILE", pe, n.id,
           {"length": tb, "rows": s, "qbits_activation": 32, "bits": at.bits_a},
           reads=[("in", e)], writes=[("out", rsc)])
-    pq = lw.buf(pe, s * tb * (2 if at.wide else 1), f"{n.id}.pq")
+    pq = lw.buf(pe, s * tb * at.bits_a / 8, f"{n.id}.pq")
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
           {"length": tb, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
            "scale": 1.0, "zero_point": 0},
