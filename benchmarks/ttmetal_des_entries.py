@@ -1,13 +1,15 @@
 """One published row's tt-metal program on the DES, entry by entry (ADR-0863).
 
 Run:
-  .venv/bin/python benchmarks/ttmetal_des_entries.py [--entries 40] CARD CONFIG M K N DTYPE \\
-      FIDELITY IN0_STORAGE OUT_STORAGE GRID
+  .venv/bin/python benchmarks/ttmetal_des_entries.py [--entries 40] [--limit O,K] [--set K=V] \\
+      CARD CONFIG M K N DTYPE FIDELITY IN0_STORAGE OUT_STORAGE GRID
 
 Prints the program config, the simulated device time, the busy time of PE 0's and PE 9's
 engines and the issue / start / end of the first entries (where the time goes: DRAM
-reads, multicasts, GEMMs waiting for their command). Parameters from
-benchmarks/data/silicon_params.json.
+reads, multicasts, GEMMs waiting for their command). --limit O,K runs only the first O
+output blocks of every core with their first K K blocks (the extrapolation's prefix);
+--set KEY=VALUE (repeatable) overrides a topology key after the DES's own overrides.
+Parameters from benchmarks/data/silicon_params.json.
 """
 
 from __future__ import annotations
@@ -34,14 +36,25 @@ def main(argv: list[str] | None = None) -> int:
               "out_storage_type", "grid_size"):
         ap.add_argument(f)
     ap.add_argument("--entries", type=int, default=40)
+    ap.add_argument("--limit", help="O,K: first O output blocks of K K blocks each")
+    ap.add_argument("--set", action="append", default=[], help="topology override KEY=VALUE")
     a = ap.parse_args(argv)
-    row = {k: v for k, v in vars(a).items() if k != "entries"}
+    row = {k: v for k, v in vars(a).items() if k not in ("entries", "limit", "set")}
+    limit = None
+    if a.limit:
+        try:
+            o, k = (int(x) for x in a.limit.split(","))
+        except ValueError:
+            print(f"error: --limit {a.limit!r}: expected O,K (two integers)", file=sys.stderr)
+            return 2
+        limit = (o, k)
     row["in1_storage_type"] = "DRAM"
     params = json.loads(PARAMS.read_text())
     base = load_topology(row["card"].lower(), [])
     prog = program(row, Chip.from_topology(base))
-    topo = load_topology(row["card"].lower(), ttmetal_des.des_overrides(row, base, params, prog))
-    entries = ttmetal_des.emit(row, prog, topo)
+    over = ttmetal_des.des_overrides(row, base, params, prog) + a.set
+    topo = load_topology(row["card"].lower(), over)
+    entries = ttmetal_des.emit(row, prog, topo, limit=limit)
     st = simulate_program(parse_program({"cmdq": entries}), topo, trace=False).stats()
     print(f"{prog.label()}: {len(entries)} entries, device {st['total_ns']:.0f} ns")
     for k, v in st["engines"].items():

@@ -6,7 +6,15 @@ errors → numerics → config → topology → common → components → sim_en
 cmdq → ir → compiler → triton_emu → models → host → cli.
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# numpy's BLAS runs one thread unless the environment names a count (docs/adr/0960): the
+# compile and the data pass multiply many small matrices, where a second BLAS thread
+# busy-waits between calls and doubles the CPU they cost. It takes effect when kernbench
+# is imported before numpy (the console script, `python -m`, the benchmarks).
+_os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # Kernel front end, loaded lazily so that `import kernbench` stays light.
 _LAZY = {

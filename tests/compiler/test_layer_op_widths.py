@@ -27,11 +27,13 @@ def _layer_ops(tmp_path: Path, default: str) -> list[dict]:
 
 
 @pytest.mark.parametrize(("default", "widths"), [
-    # A4 with W16 runs whole (GEMMs; attention's "weight" is K / V); fp16 attention and
-    # A4 GEMMs with W8 are tiled (ADR-0915)
-    ("{weight: 16, activation: 4, kv: 8}", {(16, 4), (8, 4)}),
-    ("{weight: fp16, activation: 8, kv: 8}", {(16, 8)}),
-    ("{weight: 8, activation: 4, kv: 8}", {(8, 4)}),
+    # still whole: A4 GEMMs with W16, integer weights with 16-bit float activations
+    # (GEMMs, and the attention, whose "weight" is K / V at 8 bits); fp16 attention, A4
+    # GEMMs with W8 (ADR-0915), A4 attention (ADR-0947) and fp16 weights with A8
+    # (ADR-0948) are tiled
+    ("{weight: 16, activation: 4, kv: 8}", {(16, 4)}),
+    ("{weight: 8, activation: fp16, kv: 8}", {(8, 16)}),
+    ("{weight: 4, activation: bf16, kv: bf16}", {(4, 16)}),
 ])
 def test_whole_layer_te_ops_carry_their_widths(tmp_path, default, widths):
     ops = _layer_ops(tmp_path, default)

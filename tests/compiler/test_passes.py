@@ -8,6 +8,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tiny_ir import attention_graph, compile_until, gemm_graph
 
 from kernbench.cmdq.hw import limits_for
@@ -329,3 +331,48 @@ def test_tcm_alloc_dead_space_is_taken_part_by_part():
     ring.free(z)
     ring.alloc(v)
     assert v.war_after == [y, z]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["fp32", "fp16", "int8"]), st.integers(1, 3), st.integers(0, 600),
+       st.integers(0, 9), st.integers(1, 70), st.integers(0, 80))
+def test_dma_runs_are_the_parts_each_row_touches(dtype, boundary, back, rows, row_elems,
+                                                 gap):
+    """`Placement.runs` against a byte-by-byte reference: each row cut where its bytes
+    change part, consecutive whole rows in one part merged into one run. Accesses start
+    up to `back` elements before a part boundary."""
+    from kernbench.compiler.hbm import ITEMSIZE, MemoryPlan
+
+    plan = MemoryPlan(4, 1 << 20)
+    isz = ITEMSIZE[dtype]
+    a = plan.allocate("t", (int(64 * 4 / isz), 256), dtype, "intermediate", spread=True)
+    p = a.placement()
+    assert len(p.parts) == 4  # 64 KiB in four 16 KiB parts
+    stride = row_elems + gap
+    off = max(0, int((p.parts[boundary][0] - p.addr) / isz) - back)
+    if rows and (off + (rows - 1) * stride + row_elems) * isz > p.parts[-1][1] - p.addr:
+        return  # past the storage's end
+
+    def part(b: int) -> int:
+        return next(i for i, (lo, hi, _) in enumerate(p.parts) if lo <= b < hi)
+
+    want: list[tuple[int, int, int, int]] = []
+    for r in range(rows):
+        lo = p.addr + int((off + r * stride) * isz)
+        hi = p.addr + math.ceil((off + r * stride + row_elems) * isz)
+        if part(lo) == part(hi - 1):
+            if want and want[-1][2:] == (0, row_elems) and want[-1][0] + want[-1][1] == r \
+                    and part(p.addr + int((off + (r - 1) * stride) * isz)) == part(lo):
+                want[-1] = (want[-1][0], want[-1][1] + 1, 0, row_elems)
+            else:
+                want.append((r, 1, 0, row_elems))
+            continue
+        e = 0
+        while e < row_elems:
+            j = part(p.addr + int((off + r * stride + e) * isz))
+            n = next(k for k in range(1, row_elems - e + 1)
+                     if k == row_elems - e
+                     or part(p.addr + int((off + r * stride + e + k) * isz)) != j)
+            want.append((r, 1, e, n))
+            e += n
+    assert p.runs(off, rows, row_elems, stride) == want

@@ -98,6 +98,14 @@ class Placement:
         elements per row). A run of several rows covers whole rows; a row that crosses a
         part boundary becomes one run per part."""
         isz = ITEMSIZE[self.dtype]
+        if rows > 0 and row_elems > 0 and row_stride >= 0:
+            # rows in address order: when the first starts and the last ends in one part,
+            # every row lies in it and they make one run
+            first = self.part_of(self.addr + int(elem_off * isz))
+            end = self.addr + int(math.ceil((elem_off + (rows - 1) * row_stride + row_elems)
+                                            * isz))
+            if end <= self.parts[first][1]:
+                return [(0, rows, 0, row_elems)]
         out: list[tuple[int, int, int, int]] = []
         last_part = -1
         for r in range(rows):

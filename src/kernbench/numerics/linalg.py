@@ -189,8 +189,8 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stride
 
     Integer activation and weight bits (symmetric, zero points 0) multiply exactly like
     the GEMM: int32 accumulators, then ``acc · (s_x · s_w[o])`` and the bias, in that order
-    (the tiled epilogue computes the same). Other modes fake-quantize the operands and
-    convolve in fp32."""
+    (the tiled epilogue computes the same). Other modes fake-quantize the operands (an
+    fp16 / bf16 width rounds its operand to that format) and convolve in fp32."""
     xf = work(x)
     wf = work(w)
     if isinstance(a_bits, int) and (isinstance(w_bits, int) or w_quant is not None):
@@ -213,6 +213,11 @@ def conv(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stride
         if isinstance(w_bits, int):
             wq, sw, zw, axis, _ = _weight_q(wf, w_bits, 0, w_quant, per_channel)
             wf = qmath.dequantize(wq, sw, zw, axis)
+        # a 16-bit float width rounds its operand, as te_matmul does
+        if a_bits in ("fp16", "bf16"):
+            xf = qmath.round_to_float(xf, str(a_bits))
+        if w_bits in ("fp16", "bf16"):
+            wf = qmath.round_to_float(wf.astype(np.float32), str(w_bits))
     return _plus_bias(conv_nd(xf, wf, strides, pads, dilations, group), bias)
 
 

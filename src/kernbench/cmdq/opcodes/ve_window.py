@@ -109,7 +109,7 @@ class VeDwconvTile(VeWindowTile):
     """Depthwise convolution on the vector engine: in ``[rows, c, h, w]``, wgt
     ``[c·multiplier, 1, kh, kw]`` (ONNX OIHW, groups = c), out ``[rows, c·multiplier,
     h_out, w_out]`` (+ bias ``[c·multiplier]``). Integer operands accumulate exactly in
-    int32 (``out_qbits`` 32); floats in fp32."""
+    int32 (``out_qbits`` 32); floats in fp32 (16-bit ones in ``f16_format``)."""
 
     cost_op: ClassVar[str] = "mul"  # one multiply-accumulate per tap and lane
     math_op: ClassVar[str] = "conv"
@@ -148,9 +148,10 @@ class VeDwconvTile(VeWindowTile):
         """Math op ``conv`` (layout nchw, groups = c) on in, wgt (and bias)."""
         integer = self._integer()
         in_dt = "uint8" if self.in_signed is False and self.qbits_activation == 8 \
-            else dtype_of(self.qbits_activation, integer)
+            else dtype_of(self.qbits_activation, integer, self.f16_format)
         ins = [("in", [self.rows, self.c, self.h, self.w], in_dt),
-               ("wgt", [self.c_out, 1, self.kh, self.kw], dtype_of(self.qbits_weight, integer))]
+               ("wgt", [self.c_out, 1, self.kh, self.kw],
+                dtype_of(self.qbits_weight, integer, self.f16_format))]
         if self.bias_bank is not None:
             ins.append(("bias", [self.c_out], dtype_of(self.bias_qbits, integer)))
         return self._description(env, ins, {"layout": "nchw", "groups": self.c,

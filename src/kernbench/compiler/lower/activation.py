@@ -20,8 +20,10 @@ def te_mode(n: LayerIR) -> str | None:
     quantized into a packed int4 scratch), "int16" (a 16-bit integer
     operand: A16 with W16 / W8 / W4, or A8 with W16; int64 accumulators),
     "fp16", "bf16" (16-bit float operands, fp32 accumulators; a bf16 activation with
-    bfp8_b / bfp4_b weights too), "fp32" (also with block-float weights); None: the layer
-    runs whole as a layer op (e.g. A4 with W16)."""
+    bfp8_b / bfp4_b weights too), "fp32" (also with block-float weights), "dq" (an 8- or
+    16-bit integer activation with fp16 / bf16 weights: the activation quantized and
+    dequantized into an fp32 scratch, as the interpreter computes it, times the 16-bit
+    float weight); None: the layer runs whole as a layer op (e.g. A4 with W16)."""
     qa, qw = n.qbits_activation, n.qbits_weight
     if qa in (8, 4) and qw in (8, 4, None):
         return "int"
@@ -33,6 +35,8 @@ def te_mode(n: LayerIR) -> str | None:
         return qa or "fp32"  # block-float weights load decoded into bf16
     if qa is None and qw is None:
         return "fp32"
+    if qa in (8, 16) and qw in ("fp16", "bf16"):
+        return "dq"
     return None
 
 
@@ -83,8 +87,10 @@ def preparable_rows(lw: Lowering, x_tid: str, mode: str, bits: int) -> int | Non
     how = _read_as_is(lw, x_tid, mode, bits)
     if how is None or isinstance(how, PreparedX):
         return None if how is None else int(how.placement.shape[0])
-    integer = mode in ("int", "int16")
-    if integer and _static_quant(lw, x_tid, 4 if bits == 4 else None) is None:
+    integer = mode in ("int", "int16", "dq")
+    sq = _static_quant(lw, x_tid, bits if mode == "dq" or bits == 4 else None) \
+        if integer else None
+    if integer and (sq is None or mode == "dq" and sq[1]):
         return None
     xp = lw.placement(_quantize_source(lw, x_tid) if integer else x_tid)
     return int(np.prod(xp.shape[:-1]))
@@ -118,6 +124,8 @@ def _read_as_is(lw: Lowering, x_tid: str, mode: str,
         return None
     if mode == "fp32":
         return PreparedX(xp.view((m, k)), None)
+    if mode == "dq":
+        return "fp32"
     if mode == "int16":
         return "int16" if g.tensors[x_tid].quant is not None \
             and g.tensors[x_tid].quant.dtype == "int16" else "int8"
@@ -183,15 +191,15 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
     how = _read_as_is(lw, x_tid, mode, bits)
     if how is None or isinstance(how, PreparedX):
         return how
-    integer = mode in ("int", "int16")
+    integer = mode in ("int", "int16", "dq")
     xp = lw.placement(_quantize_source(lw, x_tid) if integer else x_tid)
     k = xp.shape[-1]
     m = int(np.prod(xp.shape[:-1]))
     sx, zx = None, 0
     if integer:
-        sq = _static_quant(lw, x_tid, 4 if bits == 4 else None)
-        if sq is None:
-            return None
+        sq = _static_quant(lw, x_tid, bits if mode == "dq" or bits == 4 else None)
+        if sq is None or mode == "dq" and sq[1]:
+            return None  # "dq" dequantizes a symmetric activation (the VE's scale only)
         sx, zx = sq
     out_dt = how
     out = _scratch(lw, x_tid, out_dt, xp)
@@ -201,7 +209,17 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
         bo = lw.buf(pe, r * k * ITEMSIZE[out_dt], f"{n.id}.xq")
         lw.dma(False, pe, bi, xp, r0 * k, 1, r * k, r * k, n.id)
         ve = lw.engines.ve(pe)
-        if integer:
+        if mode == "dq":
+            bq = lw.buf(pe, r * k * bits / 8, f"{n.id}.xq")
+            lw.op("VE_QUANTIZE_TILE", pe, n.id,
+                  {"length": k, "rows": r, "qbits_activation": 32, "out_qbits": bits,
+                   "scale": float(sx), "zero_point": 0, **ve},
+                  reads=[("in", bi)], writes=[("out", bq)], frees=[bi])
+            lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
+                  {"length": k, "rows": r, "qbits_activation": bits, "out_qbits": 32,
+                   "scale": float(sx), "in_dtype": f"int{bits}", **ve},
+                  reads=[("in", bq)], writes=[("out", bo)], frees=[bq])
+        elif integer:
             lw.op("VE_QUANTIZE_TILE", pe, n.id,
                   {"length": k, "rows": r, "qbits_activation": QBITS_OF[xp.dtype],
                    "out_qbits": bits, "scale": float(sx), "zero_point": zx, **ve,
@@ -214,7 +232,7 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
                   reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         lw.dma(True, pe, bo, out, r0 * k, 1, r * k, r * k, n.id, frees=[bo])
     lw.phase()
-    return PreparedX(out, sx, zx)
+    return PreparedX(out, None) if mode == "dq" else PreparedX(out, sx, zx)
 
 
 def _scratch(lw: Lowering, x_tid: str, dtype: str, xp: Placement) -> Placement:

@@ -8,7 +8,7 @@ one systolic pass per channel.
 
 Precision follows the GEMM (`gemm.te_mode`): "int" quantizes the activation with its
 calibrated static scale (in each tile, after its load) and the weight per output channel,
-and the tiles accumulate exactly in int32; "fp16" / "fp32" accumulate in fp32. A tile is a block
+and the tiles accumulate exactly in int32; "fp16" / "bf16" / "fp32" accumulate in fp32. A tile is a block
 of output channels (within one group) × a block of output rows (full width) of one image:
 its K loop walks the group's input channels (accumulating), then the epilogue —
 VE_DEQUANTIZE_TILE with a per-row (= per-channel) scale s_x·s_w and bias, and the ReLU /
@@ -26,7 +26,7 @@ import numpy as np
 from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
 from kernbench.compiler.lower.activation import prepare_x, te_mode
 from kernbench.compiler.lower.clamp import clip_fields, fusable_clamp
-from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.conv_tiles import (
     ConvJob,
     conv_weight,
@@ -49,7 +49,7 @@ def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
     w_shape = list(g.tensors[n.inputs[1]].shape)
     xp0 = lw.placement(n.inputs[0])
     yp = lw.plan.placements.get(n.outputs[0])
-    if mode not in ("int", "fp16", "fp32") or n.qbits_weight in BFP_FORMATS or yp is None \
+    if mode not in ("int", "fp16", "bf16", "fp32") or n.qbits_weight in BFP_FORMATS or yp is None \
             or not xp0.contiguous or not yp.contiguous or yp.dtype not in ("fp32", "fp16"):
         return None
     geo = geom(n, list(xp0.shape), list(yp.shape), w_shape[2:])
@@ -88,7 +88,7 @@ def _activation(lw: Lowering, n: LayerIR, mode: str) -> tuple[Placement, str, fl
     activation is quantized (int) or cast (fp16) by each tile in TCM right after its load,
     which saves the int8 / fp16 copy's HBM round trip and the phase barrier it needs."""
     g, x_tid = lw.g, n.inputs[0]
-    want = {"int": "int8", "fp16": "fp16", "fp32": "fp32"}[mode]
+    want = {"int": "int8", "fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}[mode]
     if mode == "int" and int8_dequant_source(g, x_tid) is not None:
         prep = prepare_x(lw, n, x_tid, mode, 8)
         if prep is None or prep.scale is None:
@@ -176,7 +176,8 @@ def _depthwise(lw: Lowering, job: ConvJob) -> None:
                        role="weight")
                 acc = lw.buf(pe, cb * mult * t * geo.wo * 4, f"{nid}.acc")
                 fields = {"c": cb, "multiplier": mult, **geo.window_fields(rb),
-                          "qbits_activation": qa, "qbits_weight": w.bits, "out_qbits": 32}
+                          "qbits_activation": qa, "qbits_weight": w.bits, "out_qbits": 32,
+                          **float_format(job.xt)}
                 lw.op("VE_DWCONV_TILE", pe, nid, fields, reads=[("in", bx), ("wgt", bw)],
                       writes=[("out", acc)], frees=[bx, bw])
                 _epilogue(lw, job, pe, acc, img, ci0 * mult, cb * mult, oh0, t)

@@ -18,8 +18,8 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.clamp import Bounds
-from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.te_weights import per_channel_weights
+from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
+from kernbench.compiler.lower.te_weights import STORAGE, per_channel_weights
 from kernbench.compiler.lower.values import TeWeight, WeightValues
 from kernbench.compiler.lower.window import Geom, choose, halves
 from kernbench.compiler.tilegraph import Buf
@@ -39,7 +39,7 @@ class ConvJob:
     geo: Geom
     groups: int
     x: Placement                  # NCHW activation as it lies in HBM
-    xt: str                       # the dtype the TE reads (int8 / fp16 / fp32)
+    xt: str                       # the dtype the TE reads (int8 / fp16 / bf16 / fp32)
     sx: float | None              # the activation's static scale (int mode)
     w: TeWeight
     out: Placement                # NCHW output (the fused clamp's output when fused)
@@ -103,13 +103,13 @@ def planned_conv_weight(g: Graph, n: LayerIR, w_tid: str, mode: str) -> TeWeight
         return TeWeight(None, np.ascontiguousarray(sw, np.float32), 8,
                         values=WeightValues(f"{w_tid}@conv_int8", np.asarray(wq, np.int8),
                                             "int8", shape, w_tid))
-    dt, bits = ("fp16", 16) if mode == "fp16" else ("fp32", 32)
+    dt, bits = (mode, 16) if mode in STORAGE else ("fp32", 32)
     if is_shape_only_array(w):
         return TeWeight(None, None, bits,
                         values=WeightValues(f"{w_tid}@{dt}", None, dt, shape, w_tid))
     arr = w.astype(np.float32)
-    if mode == "fp16":
-        arr = qmath.round_to_float(arr, "fp16").astype(np.float16)
+    if mode in STORAGE:
+        arr = qmath.round_to_float(arr, mode).astype(STORAGE[mode])
     return TeWeight(None, None, bits, values=WeightValues(f"{w_tid}@{dt}", arr, dt, shape, w_tid))
 
 
@@ -127,7 +127,7 @@ def load_x(lw: Lowering, job: ConvJob, pe: int, img: int, ci0: int, c: int, firs
         return bx
     bq = lw.buf(pe, count * ITEMSIZE[job.xt], f"{nid}.ifmq")
     fields = {"length": count, "rows": 1, "qbits_activation": QBITS_OF[job.x.dtype],
-              "out_qbits": QBITS_OF[job.xt]}
+              "out_qbits": QBITS_OF[job.xt], **float_format(job.x.dtype, job.xt)}
     if job.integer:
         lw.op("VE_QUANTIZE_TILE", pe, nid, dict(fields, scale=job.sx, zero_point=0),
               reads=[("in", bx)], writes=[("out", bq)], frees=[bx])
@@ -199,7 +199,8 @@ def dense_tiles(lw: Lowering, job: ConvJob, qa: int, w_bits: int, w_itemsize: fl
                         fields = {"n": 1, "c_in": c, "c_out": cob, "layout": "nchw",
                                   **geo.window_fields(rb), "qbits_weight": w_bits,
                                   "qbits_activation": qa, "ofm_qbits": 32,
-                                  "accumulate": i > 0, **(x_fields or {})}
+                                  "accumulate": i > 0, **float_format(job.xt),
+                                  **(x_fields or {})}
                         lw.op("TE_CONV_TILE", pe, nid, fields,
                               reads=[("ifm", bx), ("wgt", bw)] + extra
                               + ([("ofm", acc)] if i else []),

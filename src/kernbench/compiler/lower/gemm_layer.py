@@ -19,7 +19,7 @@ def _te_inputs(lw: Lowering, n: LayerIR, weights: list[str]) -> tuple[str, Prepa
         return None
     if any(te_weight(lw, n, w, mode) is None for w in weights):
         return None
-    bits = n.qbits_activation if mode in ("int", "int16") else 16
+    bits = n.qbits_activation if mode in ("int", "int16", "dq") else 16
     prep = prepare_x(lw, n, n.inputs[0], mode, bits)
     return None if prep is None else (mode, prep)
 

@@ -48,7 +48,7 @@ def tiled_outputs(lw: Lowering, n: LayerIR) -> tuple[str, list[TiledOutput]]:
     if mode is None or not all(lw.g.tensors[w].const for w in weights):
         return "", []
     wps = [te_weight(lw, n, w, mode) for w in weights]
-    bits = n.qbits_activation if mode in ("int", "int16") else 16  # as `gemm_layer._te_inputs`
+    bits = n.qbits_activation if mode in ("int", "int16", "dq") else 16  # as `gemm_layer._te_inputs`
     m = preparable_rows(lw, n.inputs[0], mode, bits)
     if m is None or any(wp is None for wp in wps):
         return mode, []

@@ -111,9 +111,10 @@ def planned_te_weight(g: Graph, n: LayerIR, w_tid: str, mode: str) -> TeWeight |
         return TeWeight(None, None, 16, values=values(f"{w_tid}@{n.qbits_weight}",
                                                       w.astype(np.float32), n.qbits_weight,
                                                       w_tid))
-    if mode in ("fp16", "bf16") and n.qbits_weight == mode:
-        arr = qmath.round_to_float(w.astype(np.float32), mode).astype(STORAGE[mode])
-        return TeWeight(None, None, 16, values=values(f"{w_tid}@{mode}", arr, mode, w_tid))
+    fmt = _half_format(n, mode)
+    if fmt is not None:
+        arr = qmath.round_to_float(w.astype(np.float32), fmt).astype(STORAGE[fmt])
+        return TeWeight(None, None, 16, values=values(f"{w_tid}@{fmt}", arr, fmt, w_tid))
     return TeWeight(None, None, 32,
                     values=values(f"{w_tid}@fp32", w.astype(np.float32), "fp32", w_tid))
 
@@ -135,9 +136,20 @@ def _shape_only_weight(g: Graph, n: LayerIR, w_tid: str, w: np.ndarray,
         dt = {4: "int4", 8: "int8", 16: "int16"}[bits]
         return TeWeight(None, np.ones((w.shape[1],), np.float32), bits,
                         values=WeightValues(f"{w_tid}@int{bits}", None, dt, shape, w_tid))
-    dt, bits = (mode, 16) if mode in ("fp16", "bf16") and n.qbits_weight == mode \
+    fmt = _half_format(n, mode)
+    dt, bits = (fmt, 16) if fmt is not None \
         else (n.qbits_weight, 16) if n.qbits_weight in BFP_FORMATS else ("fp32", 32)
     return TeWeight(None, None, bits, values=WeightValues(f"{w_tid}@{dt}", None, dt, shape, w_tid))
+
+
+def _half_format(n: LayerIR, mode: str) -> str | None:
+    """The 16-bit float format the weight is stored rounded to: the QConfig's fp16 / bf16
+    weight width in the mode of that format, or in "dq" (integer activations); None:
+    another storage."""
+    qw = n.qbits_weight
+    if qw in ("fp16", "bf16") and mode in (qw, "dq"):
+        return str(qw)
+    return None
 
 
 def panel_width(wp: TeWeight, tn: int) -> int:
