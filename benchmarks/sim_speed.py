@@ -15,7 +15,11 @@ by layer while it simulates, so compile time is inside the total, not a column o
 own). Columns: entries simulated, SimPy events per entry, compile CPU s, simulate CPU s
 (GPT-2: `simulate_bundle` whole, parse + validate + run + stats; Llama: the total), event
 loop CPU s (`Simulator.run`, which lowers entries as the Control FSM fetches them),
-entries per simulate CPU s, total CPU s.
+entries per simulate CPU s, total CPU s, data pass CPU s.
+`g2s-prefill-verify` is the GPT-2-small prefill compiled the same way and simulated with
+`--verify` (timing pass, data pass, verification against the interpreter and
+onnxruntime): its "data pass CPU s" is `DataExecutor.run` (pass 2, ADR-0020) alone, its
+simulate CPU s all of `simulate_bundle`.
 `stack` is benchmarks/sim_throughput.py's pair measured in one process: the full PE
 component stack against a bare 3-process SimPy Store pipeline, as stage operations per
 second and the ratio bare / stack. With `--baseline`, each case runs alternately on the
@@ -41,6 +45,9 @@ CFG = ROOT / "tests" / "hf_configs"
 GPT2 = {"g2s-prefill": {"n_layer": 12, "d": 768, "heads": 12, "seq": 128, "vocab": 2048},
         "g2s-decode": {"n_layer": 12, "d": 768, "heads": 12, "seq": 1, "kv_len": 1024,
                        "vocab": 2048}}
+#: GPT-2 cases simulated with the data pass and verification (`--verify`)
+GPT2["g2s-prefill-verify"] = GPT2["g2s-prefill"]
+VERIFY = {"g2s-prefill-verify"}
 CASES: dict[str, list[str]] = {
     "llama8b-prefill": [str(CFG / "llama-3-8b"), "-t", "large", "--seq-len", "2048"],
     "llama8b-prefill-exact": [str(CFG / "llama-3-8b"), "-t", "large", "--seq-len", "2048",
@@ -48,6 +55,7 @@ CASES: dict[str, list[str]] = {
 }
 LABELS = {"g2s-prefill": "gpt2-small prefill 128, base",
           "g2s-decode": "gpt2-small decode kv 1024, base",
+          "g2s-prefill-verify": "gpt2-small prefill 128, base, --verify",
           "llama8b-prefill": "Llama-3-8B prefill 2048, large (replayed)",
           "llama8b-prefill-exact": "Llama-3-8B prefill 2048, large, --exact",
           "stack": "component stack vs bare SimPy"}
@@ -73,9 +81,19 @@ def worker(case: str) -> dict:
         stack = max(n / dt for n, dt in (component_stack(20000, False) for _ in range(2)))
         return {"bare_ops_s": bare, "stack_ops_s": stack, "ratio": bare / stack}
     from kernbench.sim_engine.engine import Simulator
+    from kernbench.sim_engine.executor import DataExecutor
 
-    acc = {"sim_cpu": 0.0, "events": 0, "compile_cpu": 0.0}
-    run0 = Simulator.run
+    acc = {"sim_cpu": 0.0, "events": 0, "compile_cpu": 0.0, "data_cpu": 0.0}
+    run0, data0 = Simulator.run, DataExecutor.run
+
+    def data_run(self, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        c0 = time.process_time()
+        try:
+            return data0(self, *a, **kw)
+        finally:
+            acc["data_cpu"] += time.process_time() - c0
+
+    DataExecutor.run = data_run
 
     def run(self, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
         c0, e0 = time.process_time(), _events(self.env)
@@ -88,7 +106,7 @@ def worker(case: str) -> dict:
     Simulator.run = run
     with tempfile.TemporaryDirectory() as tmp:
         if case in GPT2:
-            stats, total = _compile_then_simulate(GPT2[case], Path(tmp), acc)
+            stats, total = _compile_then_simulate(GPT2[case], Path(tmp), acc, case in VERIFY)
         else:
             from kernbench.cli import main
 
@@ -101,15 +119,17 @@ def worker(case: str) -> dict:
     entries = stats.get("entry_count", len(stats.get("entries", {})))
     return {"entries": entries, "events": acc["events"], "compile_cpu": acc["compile_cpu"],
             "simulate_cpu": acc.get("simulate_cpu", total), "sim_cpu": acc["sim_cpu"],
-            "total_cpu": total, "total_ns": stats["total_ns"]}
+            "total_cpu": total, "total_ns": stats["total_ns"], "data_cpu": acc["data_cpu"]}
 
 
-def _compile_then_simulate(kw: dict, tmp: Path, acc: dict) -> tuple[dict, float]:
+def _compile_then_simulate(kw: dict, tmp: Path, acc: dict, verify: bool = False
+                           ) -> tuple[dict, float]:  # fmt: skip
     """A GPT-2 ONNX model of `kw` compiled to a bundle on `base`, then simulated (timing
-    only, no trace, no report); (stats, CPU s of both)."""
+    only, or with the data pass and verification: `verify`; no trace, no report);
+    (stats, CPU s of both)."""
     import onnx
 
-    from kernbench.host.flow import TIMING_ONLY, compile_model, simulate_bundle
+    from kernbench.host.flow import TIMING_ONLY, SimOptions, compile_model, simulate_bundle
     from kernbench.models.builders import build_gpt2
     from kernbench.topology import load_topology
 
@@ -119,7 +139,8 @@ def _compile_then_simulate(kw: dict, tmp: Path, acc: dict) -> tuple[dict, float]
     c0 = time.process_time()
     compile_model(model, topo, tmp / "bundle")
     c1 = time.process_time()
-    res = simulate_bundle(tmp / "bundle", topo, tmp / "out", TIMING_ONLY)
+    opts = SimOptions(verify=True, trace=False, report=False) if verify else TIMING_ONLY
+    res = simulate_bundle(tmp / "bundle", topo, tmp / "out", opts)
     c2 = time.process_time()
     acc["compile_cpu"] = c1 - c0
     acc["simulate_cpu"] = c2 - c1
@@ -150,7 +171,13 @@ def _line(name: str, r: dict) -> str:
     n = r["entries"] or 1
     return (f"| {name} | {r['entries']:,} | {r['events'] / n:.1f} | {r['compile_cpu']:.1f} | "
             f"{r['simulate_cpu']:.1f} | {r['sim_cpu']:.1f} | "
-            f"{r['entries'] / r['simulate_cpu']:,.0f} | {r['total_cpu']:.1f} |")
+            f"{r['entries'] / r['simulate_cpu']:,.0f} | {r['total_cpu']:.1f} | "
+            f"{_data(r)} |")
+
+
+def _data(r: dict) -> str:
+    """The data pass CPU s of a row (– for a timing-only case)."""
+    return f"{r['data_cpu']:.1f}" if r.get("data_cpu") else "–"
 
 
 def main() -> None:
@@ -164,8 +191,8 @@ def main() -> None:
         print(json.dumps(worker(a.worker)))
         return
     print("| case | entries | SimPy events / entry | compile CPU s | simulate CPU s | "
-          "event loop CPU s | entries / simulate CPU s | total CPU s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "event loop CPU s | entries / simulate CPU s | total CPU s | data pass CPU s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for case in a.cases.split(","):
         trees = [("before", a.baseline), ("now", None)] if a.baseline else [("now", None)]
         runs: dict[str, list[dict]] = {t: [] for t, _ in trees}
@@ -185,7 +212,13 @@ def main() -> None:
                   f"{o['events'] / max(1, n['events']):.2f} | {comp} | "
                   f"{o['simulate_cpu'] / n['simulate_cpu']:.2f} | "
                   f"{o['sim_cpu'] / n['sim_cpu']:.2f} | | "
-                  f"{o['total_cpu'] / n['total_cpu']:.2f} |", flush=True)
+                  f"{o['total_cpu'] / n['total_cpu']:.2f} | "
+                  f"{_ratio(o, n, 'data_cpu')} |", flush=True)
+
+
+def _ratio(o: dict, n: dict, key: str) -> str:
+    """old / new of `key`, when both rows have it."""
+    return f"{o[key] / n[key]:.2f}" if o.get(key) and n.get(key) else ""
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ def _tracked_text_files():
     ).stdout
     for name in out.decode().split("\0"):
         path = ROOT / name
-        if name and path.suffix in {".py", ".md", ".yaml", ".yml", ".json", ".toml", ".txt", ""}:
-            if path.is_file():
-                yield path
+        text_suffix = path.suffix in {".py", ".md", ".yaml", ".yml", ".json", ".toml", ".txt", ""}
+        if name and text_suffix and path.is_file():
+            yield path
 
 
 def test_no_conflict_markers_in_tracked_files():

@@ -58,3 +58,20 @@ def test_benchmark_compare_uses_the_published_fit() -> None:
     assert cmp["max_target_error"] == pytest.approx(0.12)
     assert cmp["within"] is True
     assert multichip.compare(rows + [(1 << 22, multichip.fit_us(1 << 22) * 1.2)])["within"] is False
+
+
+def test_llm_cases_compare_with_the_published_figures() -> None:
+    """A decode step of 15.55 ms is 64.3 tokens/s/user; ±25 % decides within/OUTSIDE; a
+    prefill compares TTFT; the large-x8 case checks CPU seconds and memory."""
+    r = {"reference": {"tokens_per_s_user": 64.3}, "total_ns": 1e9 / 64.3}
+    sim, against = multichip.llm_verdict(r)
+    assert sim.startswith("64.3 tokens/s/user") and "+0.0%" in against and "within" in against
+    r["total_ns"] = 1e9 / (64.3 * 1.3)
+    assert "OUTSIDE" in multichip.llm_verdict(r)[1]
+    sim, against = multichip.llm_verdict({"reference": {"ttft_ms": 164.0}, "total_ns": 123e6})
+    assert sim == "TTFT 123.0 ms" and "-25.0%" in against and "within" in against
+    lim = {"reference": {"max_cpu_s": 180.0, "max_rss_mb": 8192.0}, "total_ns": 32e6,
+           "cpu_s": 181.0, "rss_mb": 100}
+    assert "NOT met" in multichip.llm_verdict(lim)[1]
+    lim["cpu_s"] = 56.0
+    assert multichip.llm_verdict(lim)[1].endswith(": met")

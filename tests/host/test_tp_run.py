@@ -46,6 +46,9 @@ def test_tp2_verifies_and_equals_the_single_chip_run(tmp_path: Path) -> None:
     # 2 layers × 2 all-reduces + the LM head's all-gather, as DMA traffic over the chip link
     assert s["parallel"]["collectives_per_rank"] == 5
     assert s["energy"]["actions"]["chip_link_byte"] > 0
+    # ... and in the link table: both directions of the chip link carried collective bytes
+    for link in ("sip0.cube0.r0c0->sip1.cube0.r0c0", "sip1.cube0.r0c0->sip0.cube0.r0c0"):
+        assert s["links"][link]["bytes"] > 0
     cmdq = json.loads((tmp_path / "two" / "bundle" / "cmdq.json").read_text())["cmdq"]
     per_chip = len(topo.pes) // topo.chips
     chips_of = {}
@@ -115,3 +118,19 @@ def test_bad_tp_is_one_line_exit_2(args: list[str], needle: str, tmp_path: Path,
     lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert code == 2 and len(lines) == 1 and needle in lines[0], err
     assert "Traceback" not in err
+
+
+def test_tp_and_dp_combine(tmp_path: Path) -> None:
+    """--tp 2 --dp 2 on 4 chips: two replicas of two tensor-parallel chips, each replica
+    with its own all-reduces; a step takes about one replica's time."""
+    stats = {}
+    for name, extra in (("tp", ["--batch", "2"]), ("tpdp", ["--dp", "2", "--batch", "4"])):
+        out = tmp_path / name
+        assert main(["run", str(TINY), "-t", "small", "--set", "system.chips=4", "--tp", "2",
+                     "--kv-len", "16", "--no-report", "--out", str(out), "--quiet",
+                     *extra]) == 0
+        stats[name] = json.loads((out / "stats.json").read_text())
+    tp, both = stats["tp"]["parallel"], stats["tpdp"]["parallel"]
+    assert both["chips"] == [[0, 1], [2, 3]] and tp["chips"] == [[0, 1]]
+    assert both["collective_entries"] == 2 * tp["collective_entries"]
+    assert stats["tpdp"]["total_ns"] == pytest.approx(stats["tp"]["total_ns"], rel=0.05)

@@ -58,6 +58,28 @@ def test_int_matmul_exact_at_the_extremes_over_long_k(m, k, n, zero_points, seed
     assert got.dtype == np.int32
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), min_size=1,
+                max_size=24),
+       st.sampled_from([1e-30, 0.01, 0.7, 3.0]), st.sampled_from([(8, True), (4, True),
+                                                                   (8, False), (16, True)]),
+       st.sampled_from([0, 3, -5]))
+def test_quantize_saturates_every_float_the_same_way(vals, scale, bits_signed, zp):
+    """quantize against a per-element reference: rint of the float32 quotient plus the zero
+    point, NaN to the zero point, the rest saturated to the range (huge finite values and
+    infinities included), with and without a zero point."""
+    bits, signed = bits_signed
+    zp = zp if signed else abs(zp)
+    x = np.array(vals, np.float32)
+    lo, hi = qmath.qrange(bits, signed)
+    with np.errstate(all="ignore"):
+        r = np.rint(x / np.float32(scale))
+    ts = [float(zp) if v != v else v + zp for v in r.tolist()]
+    want = [hi if t >= hi else lo if t <= lo else int(t) for t in ts]
+    got = qmath.quantize(x, np.float32(scale), zp, bits, signed)
+    assert got.tolist() == want
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(-8, 7), min_size=0, max_size=33))
 def test_int4_pack_roundtrip(vals):

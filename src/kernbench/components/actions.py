@@ -77,18 +77,39 @@ class ActionLedger:
         if amount <= 0:
             return
         self.totals[action] += amount
-        seq = cmd.meta.get(self.group_by) if cmd is not None else None
-        if seq is not None:
-            row = self.by_seq.get(seq)
-            if row is None:
-                row = self.by_seq[seq] = {}
-            row[action] = row.get(action, 0) + amount
+        if cmd is not None:
+            seq = cmd.meta.get(self.group_by)
+            if seq is not None:
+                row = self.by_seq.get(seq)
+                if row is None:
+                    row = self.by_seq[seq] = {}
+                row[action] = row.get(action, 0) + amount
         if self.record_events:
             self.events.append((start, end, action, amount))
 
-    def links(self, cmd: PeCommand | None, links: Iterable[Any], nbytes: int, start: float,
+    def count(self, cmd: PeCommand | None, items: Iterable[tuple[str, int]], start: float,
               end: float) -> None:
-        """`nbytes` over each link of `links` (servers whose id is a topology link)."""
+        """`add` of each (action, amount) of `items`, in order: one call for what one
+        reservation did."""
+        totals = self.totals
+        row = None
+        seq = cmd.meta.get(self.group_by) if cmd is not None else None
+        events = self.events if self.record_events else None
+        for action, amount in items:
+            if amount <= 0:
+                continue
+            totals[action] += amount
+            if seq is not None:
+                if row is None:
+                    row = self.by_seq.get(seq)
+                    if row is None:
+                        row = self.by_seq[seq] = {}
+                row[action] = row.get(action, 0) + amount
+            if events is not None:
+                events.append((start, end, action, amount))
+
+    def _actions_of(self, links: Iterable[Any]) -> tuple[tuple[str, int], ...]:
+        """A path's (action, links of that action), action-sorted, computed once per path."""
         key = links if links.__class__ is tuple else tuple(links)
         acts = self._path_actions.get(key)
         if acts is None:
@@ -97,18 +118,40 @@ class ActionLedger:
                 a = self._link_action[s.id]
                 per[a] = per.get(a, 0) + 1
             acts = self._path_actions[key] = tuple((a, per[a]) for a in sorted(per))
-        for a, n in acts:
-            self.add(cmd, a, n * nbytes, start, end)
+        return acts
+
+    def links(self, cmd: PeCommand | None, links: Iterable[Any], nbytes: int, start: float,
+              end: float) -> None:
+        """`nbytes` over each link of `links` (servers whose id is a topology link)."""
+        acts = self._actions_of(links)
+        if nbytes <= 0 or not acts:
+            return
+        totals = self.totals
+        seq = cmd.meta.get(self.group_by) if cmd is not None else None
+        row = None
+        if seq is not None:
+            row = self.by_seq.get(seq)
+            if row is None:
+                row = self.by_seq[seq] = {}
+        events = self.events if self.record_events else None
+        for action, n in acts:
+            amount = n * nbytes
+            totals[action] += amount
+            if row is not None:
+                row[action] = row.get(action, 0) + amount
+            if events is not None:
+                events.append((start, end, action, amount))
 
     def dma(self, cmd: PeCommand | None, space: str, nbytes: int, links: Iterable[Any],
             tcm: str | None, start: float, end: float) -> None:
         """A transfer between memory `space` ("hbm" | "sram") and a PE: the memory access,
         the links between, and the TCM port (`tcm` "read" | "write", None when it bypasses
         the TCM, e.g. weights streamed into the array)."""
-        self.add(cmd, "hbm_byte" if space == "hbm" else "sram_byte", nbytes, start, end)
-        self.links(cmd, links, nbytes, start, end)
+        items = [("hbm_byte" if space == "hbm" else "sram_byte", nbytes)]
+        items += [(a, n * nbytes) for a, n in self._actions_of(links)]
         if tcm is not None:
-            self.add(cmd, f"tcm_{tcm}_byte", nbytes, start, end)
+            items.append((f"tcm_{tcm}_byte", nbytes))
+        self.count(cmd, items, start, end)
 
     def for_seqs(self, seqs: Iterable[Any]) -> dict[str, int]:
         """Summed counts of the given commands (e.g. one CMDQ entry, one layer)."""

@@ -8,7 +8,7 @@ reservations (router, HBM controller, TCM port, SRAM) needs nothing else. It rea
 simulator through the `SimContext` Protocol only (never by importing sim_engine).
 
 *PeEngineBase* is a pipeline stage: inboxes whose capacity is the hardware
-queue depth, one worker process per inbox (a "channel"), and the common loop
+queue depth, one worker per inbox (a "channel", components.channel), and the common loop
 take token → hooks → service → trace → forward to the next stage named by the token's
 plan, or complete the tile. Subclasses implement `service(token)` only: return the busy
 time in ns (a float), or a SimPy event to wait on.
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import simpy
 
+from kernbench.components.channel import Channel
 from kernbench.components.counters import MemoryCounters
 from kernbench.components.ports import Port, SimContext, declared
 from kernbench.components.queues import HwQueue
@@ -86,11 +87,11 @@ class ComponentBase:
     # op-log hooks --------------------------------------------------------
     def _on_process_start(self, env: simpy.Environment, msg: object) -> None:
         if self._op_logger is not None and getattr(msg, "data_op", False):
-            self._op_logger.record_start(env.now, self.id, msg)
+            self._op_logger.record_start(env._now, self.id, msg)
 
     def _on_process_end(self, env: simpy.Environment, msg: object) -> None:
         if self._op_logger is not None and getattr(msg, "data_op", False):
-            self._op_logger.record_end(env.now, self.id, msg)
+            self._op_logger.record_end(env._now, self.id, msg)
 
     # reporting --------------------------------------------------------------
     def stats(self) -> dict[str, int | float]:
@@ -133,70 +134,9 @@ class PeEngineBase(ComponentBase):
         return self._port_by_stage[int(stage_type)]
 
     def start(self) -> None:
+        """One worker per channel (components.channel), waiting for its first token."""
         for ch, box in self.inboxes.items():
-            self.env.process(self._worker(ch, box))
+            Channel(self, ch, box).take()
 
     def service(self, token: TileToken) -> float | simpy.Event:
         raise NotImplementedError
-
-    def _worker(self, channel: str, inbox: simpy.Store):  # noqa: ANN202 - SimPy process
-        env = self.env
-        tracer = self.sim.tracer
-        spans = tracer.spans
-        timeout = env.timeout
-        slot = self._slot
-        logger = self._op_logger
-        comp_id = self.id
-        service = self.service
-        tile_done = self.sim.tile_done
-        token = None
-        while True:
-            if token is None:
-                token = inbox.take()
-                if token is None:
-                    token = yield inbox.get()
-            req = None
-            if slot is not None:
-                req = slot.request()
-                yield req
-            start = env.now
-            cmd = token.pipeline_ctx.command
-            if cmd.start_ns is None:
-                cmd.start_ns = start
-            if logger is not None:
-                self._on_process_start(env, token)
-            d = service(token)
-            if d.__class__ is float or d.__class__ is int:
-                if d > 0:
-                    yield timeout(d)
-            else:
-                yield d
-            end = env.now
-            if logger is not None:
-                self._on_process_end(env, token)
-            if req is not None:
-                slot.release(req)
-            busy = end - start
-            self.busy_ns += busy
-            self.channel_busy_ns[channel] += busy
-            self.ops += 1
-            idx = token.stage_idx
-            stages = token.plan.stages
-            if tracer.enabled:
-                spans.append((comp_id, channel, start, end, token.label, token.tile_id,
-                              int(stages[idx].stage_type)))
-            idx += 1
-            if idx < len(stages):
-                nxt = stages[idx]
-                token.stage_idx = idx
-                token.params = nxt.params
-                if nxt.port is inbox:
-                    # the next stage is this channel's own (a split transfer's next piece):
-                    # serve it now; putting it back into a full inbox would wait on itself
-                    continue
-                ev = nxt.port.offer(token)
-                if ev is not None:
-                    yield ev
-            else:
-                tile_done(token, end)
-            token = None

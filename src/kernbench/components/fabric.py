@@ -151,8 +151,10 @@ def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
     head = now
     end = now
     lat = 0.0
+    inline = _INLINE
     for s in stages:
-        if s.__class__ not in _INLINE:
+        cls = s.__class__
+        if cls is not Server and cls not in inline:
             start, end = s.occupy(head, nbytes, end + lat, keep)
         else:
             min_end = end + lat
@@ -161,10 +163,15 @@ def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
             s.bytes += nbytes
             s.transfers += 1
             ends = s._ends
-            if ends and ends[0] <= keep:  # forget reservations that ended
-                k = bisect_right(ends, keep)
-                del s._starts[:k]
-                del ends[:k]
+            if ends:
+                last = ends[-1]
+                if last <= keep:  # every reservation has ended: forget them all
+                    ends.clear()
+                    s._starts.clear()
+                elif ends[0] <= keep:  # forget those that ended
+                    k = bisect_right(ends, keep)
+                    del s._starts[:k]
+                    del ends[:k]
             if not ends:
                 start = head
                 end = head + ser
@@ -172,12 +179,12 @@ def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
                     end = min_end
                 s._starts.append(head)
                 ends.append(end)
-            elif ends[-1] <= head:  # free from head on
+            elif last <= head:  # free from head on
                 start = head
                 end = head + ser
                 if min_end > end:
                     end = min_end
-                if ends[-1] == head:
+                if last == head:
                     ends[-1] = end  # back-to-back: extend
                 else:
                     s._starts.append(head)

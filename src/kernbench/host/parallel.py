@@ -38,12 +38,14 @@ from kernbench.compiler.state import CompileState
 from kernbench.errors import InputError, warn
 from kernbench.host.block_replay import (
     ReplayCheckFailed,
+    ReplayPlan,
     apply_replay,
     plan_replay,
     truncate_blocks,
 )
 from kernbench.host.flow import (
     CompileRequest,
+    Progress,
     SimHooks,
     SimOptions,
     SimResult,
@@ -52,6 +54,8 @@ from kernbench.host.flow import (
 )
 from kernbench.host.llm import LlmFacts, check_fit, llm_facts, llm_section
 from kernbench.host.precision import run_precision
+from kernbench.host.replay_figures import ActionsOf
+from kernbench.host.run import RunHooks, RunOptions
 from kernbench.ir.model import Graph, is_shape_only, load_weights, save_weights
 from kernbench.report.stats import Stats, set_precision, set_section
 from kernbench.topology import build_topology
@@ -136,7 +140,7 @@ def _high_water(state: CompileState) -> int:
 
 
 def _compile_ranks(graph: Graph, source: Path | None, tp: int, chip: Topology,
-                   bundle: Path, req: CompileRequest, progress: Any
+                   bundle: Path, req: CompileRequest, progress: Progress | None
                    ) -> tuple[list[list[dict[str, Any]]], list[SiteBuffers], int]:  # fmt: skip
     """Every tensor-parallel rank's entries (a shape-only model: rank 0's, shared), the
     sites' buffers (the same offsets on every rank) and the memory plans' high-water
@@ -227,10 +231,11 @@ def _facts(graph: Graph, dp: int) -> LlmFacts | None:
         return f
     return dataclasses.replace(f, batch=f.batch * dp, macs=f.macs * dp,
                                weight_bytes=f.weight_bytes * dp,
-                               kv_cache_bytes=f.kv_cache_bytes * dp)
+                               kv_cache_bytes=f.kv_cache_bytes * dp,
+                               step_read_bytes=f.step_read_bytes * dp)
 
 
-def _refuse_unverifiable(graph: Graph, opts: Any) -> None:
+def _refuse_unverifiable(graph: Graph, opts: RunOptions) -> None:
     tp, dp = opts.tp, opts.dp
     if not opts.verify and not opts.dump_intermediates:
         return
@@ -246,7 +251,8 @@ def _refuse_unverifiable(graph: Graph, opts: Any) -> None:
                          field="--tp")
 
 
-def _replay(graph: Graph, opts: Any, hooks: Any) -> tuple[Any, Graph]:
+def _replay(graph: Graph, opts: RunOptions, hooks: RunHooks
+            ) -> tuple[ReplayPlan | None, Graph]:  # fmt: skip
     """(the replay plan or None, the graph the ranks are split from)."""
     if opts.exact or opts.verify:
         return None, graph
@@ -260,7 +266,8 @@ def _replay(graph: Graph, opts: Any, hooks: Any) -> tuple[Any, Graph]:
     return plan, truncate_blocks(graph, plan.simulated)
 
 
-def run_parallel(model: Path, topo: Topology, out: Path, opts: Any, hooks: Any) -> SimResult:
+def run_parallel(model: Path, topo: Topology, out: Path, opts: RunOptions,
+                 hooks: RunHooks) -> SimResult:
     """`run_model` with `opts.tp` / `opts.dp` (see the module docstring); `opts`/`hooks`
     are host.run's RunOptions / RunHooks."""
     tp, dp = opts.tp, opts.dp
@@ -295,7 +302,7 @@ def run_parallel(model: Path, topo: Topology, out: Path, opts: Any, hooks: Any) 
                "collectives": [{"layer": s.site.node, "op": s.site.op, "count": s.count,
                                 "dtype": s.dtype} for s in sites[:4]]}
 
-    def post(stats: Stats, spans: dict, actions_of: Any) -> Stats:
+    def post(stats: Stats, spans: dict, actions_of: ActionsOf) -> Stats:
         if plan is not None:
             stats = apply_replay(stats, compiled, plan, spans, topo, actions_of)
             set_precision(stats, run_precision(graph))

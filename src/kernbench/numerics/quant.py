@@ -140,20 +140,29 @@ def quantize(x: np.ndarray, scale, zero_point=0, bits: int = 8, signed: bool = T
              axis: int | None = None, block_size: int = 0) -> np.ndarray:  # fmt: skip
     """q = saturate(rint(x / scale) + zero_point), in the container of `bits`.
 
-    NaN quantizes to the zero point and ±Inf saturates, on every CPU (a NaN or an infinity
-    cast to an integer is undefined: x86 and ARM give different values, and numpy warns).
+    NaN quantizes to the zero point and ±Inf saturates, on every CPU (a NaN, an infinity or
+    a float past int64's range cast to an integer is undefined: x86 and ARM give different
+    values, and numpy warns); so does a finite value of any size.
     Callers that take user tensors warn about NaN/Inf where they read them."""
     x = np.asarray(x, dtype=np.float32)
     s = expand_blocked(np.asarray(scale, dtype=np.float32), x.shape, axis, block_size)
-    zp = expand_blocked(np.asarray(zero_point), x.shape, axis, block_size).astype(np.int64)
     lo, hi = qrange(bits, signed)
+    if x.size and np.ndim(zero_point) == 0 and zero_point == 0:
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            r = np.divide(x, s)
+        np.rint(r, out=r)
+        m = r.max()
+        if m == m:  # no NaN: the integral floats clipped to the range, ±Inf included
+            return np.clip(r, lo, hi, out=r).astype(storage_dtype(bits, signed))
+    zp = expand_blocked(np.asarray(zero_point), x.shape, axis, block_size).astype(np.int64)
     if x.size:
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             r = np.rint(x / s)
         if not np.isfinite(r).all():
             r = np.nan_to_num(r, nan=0.0, posinf=float(hi) - float(lo),
                               neginf=float(lo) - float(hi))
-        q = r.astype(np.int64)
+        # a float past int64's range has no defined cast: saturate it first
+        q = np.clip(r, -(2.0**62), 2.0**62).astype(np.int64)
     else:
         q = np.zeros(x.shape, np.int64)
     q = np.clip(q + zp, lo, hi)
@@ -219,8 +228,15 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
     a_q, b_q = np.asarray(a_q), np.asarray(b_q)
     k = a_q.shape[-1]
     wide = accumulator_bits(a_q.dtype, b_q.dtype, k) > 32
-    a = a_q.astype(np.float64) - _zp_rows(a_zp, a_q.shape)
-    b = b_q.astype(np.float64) - _zp_cols(b_zp, b_q.shape)
+    za, zb = _zp_rows(a_zp, a_q.shape), _zp_cols(b_zp, b_q.shape)
+    if _range_bound(a_q.dtype, za) * _range_bound(b_q.dtype, zb) * k <= _F32_EXACT:
+        # bounded by the containers' ranges alone (8-bit operands, short K): float32
+        # straight from the integers, no pass over the values to bound them
+        acc = np.matmul(a_q.astype(np.float32) - za.astype(np.float32),
+                        b_q.astype(np.float32) - zb.astype(np.float32))
+        return acc.astype(np.int64) if wide else acc.astype(np.int32)
+    a = a_q.astype(np.float64) - za
+    b = b_q.astype(np.float64) - zb
     prod = float(np.max(np.abs(a), initial=0)) * float(np.max(np.abs(b), initial=0))
     if prod * k >= 2.0**53:
         acc = np.matmul(a.astype(np.int64), b.astype(np.int64))
@@ -231,6 +247,15 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
         else:
             acc = np.matmul(a, b)
     return acc.astype(np.int64) if wide else acc.astype(np.int64).astype(np.int32)
+
+
+def _range_bound(dtype: np.dtype, zp: np.ndarray) -> float:
+    """max |q - zp| over every value of the integer container `dtype` (inf for a float
+    container: its values bound nothing)."""
+    if dtype.kind not in "iu":
+        return float("inf")
+    info = np.iinfo(dtype)
+    return float(max(np.max(np.abs(info.min - zp)), np.max(np.abs(info.max - zp))))
 
 
 #: float32 holds every integer up to 2^24 exactly

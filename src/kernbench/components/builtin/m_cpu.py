@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from kernbench.components.arbiter import command_key
+from kernbench.components.arbiter import BACK_TILE, call_after
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.fabric import transfer
@@ -105,7 +105,7 @@ class MCpu(ComponentBase):
 
         def finish(e: ProgramEntry) -> None:
             run.completions += 1
-            e.end_ns = env.now
+            e.end_ns = env._now
             run.in_window -= 1
             run.outstanding -= 1
             run.resolve(e.id)
@@ -134,17 +134,17 @@ class MCpu(ComponentBase):
                 if not (all(run.complete[d] for d in e.wait_for)
                         and all(run.complete[d] for d in e.deps)):
                     break
-                e.fetch_ns = e.issue_ns = e.start_ns = e.end_ns = env.now
+                e.fetch_ns = e.issue_ns = e.start_ns = e.end_ns = env._now
                 run.resolve(e.id)
-                self.sim.tracer.event(env.now, "barrier_pass", self.id, e.label or f"#{e.id}")
+                self.sim.tracer.event(env._now, "barrier_pass", self.id, e.label or f"#{e.id}")
                 run.done(e)
                 run.fetch += 1
                 continue
             if e.kind == "end":
-                e.fetch_ns = env.now
+                e.fetch_ns = env._now
                 run.stopped = True
                 break
-            e.fetch_ns = env.now
+            e.fetch_ns = env._now
             missing = 0
             for d in e.deps:
                 if not run.complete[d]:
@@ -164,11 +164,11 @@ class MCpu(ComponentBase):
             e = run.entries[heapq.heappop(run.ready)]
             if issue_ns:
                 yield env.timeout(issue_ns)
-            e.issue_ns = env.now
+            e.issue_ns = env._now
             self.issued += 1
             run.outstanding += 1
             if e.kind == "nop" or e.command is None:
-                e.start_ns = env.now
+                e.start_ns = env._now
                 finish(e)
             else:
                 self._send(e, finish)
@@ -176,7 +176,7 @@ class MCpu(ComponentBase):
     def _ended(self, run: _Run, done: simpy.Event) -> bool:
         """With nothing outstanding: complete END (or a program without one) and fire
         `done`; False while END still waits on its deps or entries remain to fetch."""
-        now = self.env.now
+        now = self.env._now
         if run.stopped:
             end = run.entries[run.fetch]
             if all(run.complete[d] for d in end.deps):
@@ -206,33 +206,35 @@ class MCpu(ComponentBase):
         grant (components.arbiter), the completion path at the grant of the instant the
         command completes."""
         env = self.env
-        actions = self.sim.actions
-        arbiter = self.sim.arbiter
+        sim = self.sim
+        actions = sim.actions
+        arbiter = sim.arbiter
         pe, pe_cpu, path, path_back = self._route(e.pe)
         nbytes = self.spec.command_bytes
         cmd = e.command
         meta = cmd.meta
         meta["entry"] = e
         meta["pe_id"] = pe.id
+        seq = meta.get("seq", 0)
 
         def deliver(_ev) -> None:  # noqa: ANN001
-            cmd.submit_ns = env.now
+            cmd.submit_ns = env._now
             pe_cpu.submit(cmd)
 
         def send() -> None:
-            now = env.now
+            now = env._now
             arrive = transfer(now, nbytes, path)
             actions.links(cmd, path, nbytes, now, arrive)
-            env.timeout(arrive - now).callbacks.append(deliver)
+            call_after(env, arrive - now, deliver)
 
         def back() -> None:
-            now = env.now
+            now = env._now
             end = transfer(now, nbytes, path_back)
             actions.links(cmd, path_back, nbytes, now, end)
-            env.timeout(end - now).callbacks.append(lambda _e: finish(e))
+            call_after(env, end - now, lambda _e: finish(e))
 
         def completed(_ev) -> None:  # noqa: ANN001
-            arbiter.request(command_key(cmd, True), back)
+            arbiter.request((seq, BACK_TILE, 0), back)
 
         cmd.done = Signal(completed)
-        arbiter.request(command_key(cmd, False), send)
+        arbiter.request((seq, -1, 0), send)

@@ -51,7 +51,7 @@ class PeDma(PeEngineBase):
         rows = p.get("rows", 1)
         wire = self.wire_bytes(nbytes, rows)
         addr, mmu_ns = self.mmu.translate(p.get("addr", 0))
-        now = self.env.now
+        now = self.env._now
         start = now + self.spec.setup_cycles / self.spec.clock_ghz + mmu_ns
         space = p.get("space", "hbm")
         ev = pending(self.env)

@@ -37,18 +37,16 @@ class PeFetchStore(PeEngineBase):
         return ev
 
     def _reserve(self, token, nbytes: int, ev: Event) -> None:  # noqa: ANN001
-        now = self.env.now
+        now = self.env._now
         end = transfer(now, nbytes, self._stages)
         cmd = token.pipeline_ctx.command
-        acts = self.sim.actions
         if token.stage.stage_type == StageType.FETCH:  # TCM → registers
             self.bytes_fetched += nbytes
-            acts.add(cmd, "tcm_read_byte", nbytes, now, end)
-            acts.add(cmd, "rf_write_byte", nbytes, now, end)
+            items = (("tcm_read_byte", nbytes), ("rf_write_byte", nbytes))
         else:  # registers → TCM
             self.bytes_stored += nbytes
-            acts.add(cmd, "rf_read_byte", nbytes, now, end)
-            acts.add(cmd, "tcm_write_byte", nbytes, now, end)
+            items = (("rf_read_byte", nbytes), ("tcm_write_byte", nbytes))
+        self.sim.actions.count(cmd, items, now, end)
         done_at(self.env, ev, end)
 
     def stats(self) -> dict:

@@ -101,13 +101,13 @@ class PeGemm(PeEngineBase):
             self.sim.arbiter.request(token_key(token), self._stream, cmd, stream, stages,
                                      busy, macs, bits, ev)
             return ev
-        now = self.env.now
+        now = self.env._now
         self.sim.actions.add(cmd, mac_action(bits), macs, now, now + busy)
         return busy
 
     def _stream(self, cmd, stream: int, stages: list, busy: float, macs: int,  # noqa: ANN001
                 bits: int, ev: Event) -> None:
-        now = self.env.now
+        now = self.env._now
         end = transfer(now, stream, stages[:-1])  # straight to the array, not TCM
         self.sim.actions.dma(cmd, "hbm", stream, stages[1:-1], None, now, end)
         busy = max(busy, end - now)

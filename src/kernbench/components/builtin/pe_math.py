@@ -58,7 +58,7 @@ class PeMath(PeEngineBase):
         cycles = sum(self.cycles(op, length, rows) for op, length, rows in steps)
         busy = cycles / self.spec.clock_ghz
         # every lane is busy for the cycles after each step's pipeline fill
-        now = self.env.now
+        now = self.env._now
         fill = len(steps) * self.spec.pipeline_latency_cycles
         self.sim.actions.add(token.pipeline_ctx.command, "math_lane_cycle",
                              (cycles - fill) * self.spec.lanes, now, now + busy)

@@ -1,11 +1,11 @@
 """PE_SCHEDULER: the sole dispatcher inside a PE.
 
-SubmissionQueue (inbox, written by PE_CPU) → plan generation → the single feeder
-(`_feed_loop`) puts every tile of one command into its first stage's queue before it
-starts the next command (no cross-command feed interleaving). A full first-stage queue
-blocks only the feeder. Tiles self-route through the engines; the last stage reports to
-the PipelineContext; when all tiles are done the scheduler appends a completion record
-to the CompletionQueue and fires the command's `done` event.
+SubmissionQueue (inbox, written by PE_CPU) → plan generation (the dispatcher) → the
+single feeder (`_feed_tiles`) puts every tile of one command into its first stage's
+queue before it starts the next command (no cross-command feed interleaving). A full
+first-stage queue blocks only the feeder. Tiles self-route through the engines; the last
+stage reports to the PipelineContext; when all tiles are done the scheduler appends a
+completion record to the CompletionQueue and fires the command's `done` event.
 
 Composite tiles hold `staging_bytes` of SchedulerReservedTCM from feed to completion:
 the reserved region bounds how many tiles are in flight, and a tile larger than the
@@ -17,6 +17,7 @@ from __future__ import annotations
 import simpy
 
 from kernbench.common.tile_plan import PipelineContext, Stage, StageType, TilePlan, TileToken
+from kernbench.components.arbiter import call_after
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.ports import Port
@@ -98,8 +99,15 @@ class PeScheduler(ComponentBase):
                 comp._slot = slot
 
     def start(self) -> None:
-        self.env.process(self._worker())
-        self.env.process(self._feed_loop())
+        """The dispatcher and the feeder, each a state machine whose waits are the events
+        a SimPy process of the same loop would yield (components.channel's argument)."""
+        self._delay = self.spec.dispatch_latency_cycles / self.spec.clock_ghz
+        self._plans: list[TilePlan] | None = None  # the command being fed, its context,
+        self._ctx: PipelineContext | None = None   # the next tile, and whether that tile
+        self._tile = 0                              # already holds its staging bytes
+        self._granted = False
+        self._next_command()
+        self._next_feed()
 
     def plan(self, cmd) -> list[TilePlan]:  # noqa: ANN001
         """Tile plans of `cmd`: DMA stages above `max_transfer_bytes` split ("if
@@ -141,58 +149,108 @@ class PeScheduler(ComponentBase):
                 return Stage(st, eng.id, params, eng.port(st))
         return Stage(st, self._ids[st], params, self._ports[st])
 
-    def _worker(self):  # noqa: ANN202
-        env = self.env
-        tracer = self.sim.tracer
-        delay = self.spec.dispatch_latency_cycles / self.spec.clock_ghz
+    # the dispatcher: SubmissionQueue → plans → the feeder's queue --------------------
+    def _next_command(self) -> None:
         while True:
             cmd = self.inbox.take()
             if cmd is None:
-                cmd = yield self.inbox.get()
-            tracer.event(env.now, "command_submitted", self.id, cmd.label)
-            if delay:
-                yield env.timeout(delay)
-            plans = self.plan(cmd)
-            done = Signal(self._on_complete)
-            ctx = PipelineContext(f"{self.pe_id}#{self._next_ctx}", len(plans), done, cmd, self)
-            self._next_ctx += 1
-            if not plans:
-                done.succeed(ctx)
-                continue
-            self._pending_feeds.offer((plans, ctx))  # unbounded: never waits
+                self.inbox.get().callbacks.append(self._got_command)
+                return
+            if self._accept(cmd):
+                return
 
-    def _feed_loop(self):  # noqa: ANN202
-        env = self.env
+    def _got_command(self, ev) -> None:  # noqa: ANN001
+        if not self._accept(ev._value):
+            self._next_command()
+
+    def _accept(self, cmd) -> bool:  # noqa: ANN001
+        """`cmd` taken: after the dispatch latency, plan it; True when that waits."""
+        self.sim.tracer.event(self.env._now, "command_submitted", self.id, cmd.label)
+        if self._delay:
+            call_after(self.env, self._delay, lambda _ev: self._dispatch(cmd))
+            return True
+        self._plan_and_queue(cmd)
+        return False
+
+    def _dispatch(self, cmd) -> None:  # noqa: ANN001
+        self._plan_and_queue(cmd)
+        self._next_command()
+
+    def _plan_and_queue(self, cmd) -> None:  # noqa: ANN001
+        plans = self.plan(cmd)
+        done = Signal(self._on_complete)
+        ctx = PipelineContext(f"{self.pe_id}#{self._next_ctx}", len(plans), done, cmd, self)
+        self._next_ctx += 1
+        if not plans:
+            done.succeed(ctx)
+            return
+        self._pending_feeds.offer((plans, ctx))  # unbounded: never waits
+
+    # the feeder: every tile of one command into its first stage, then the next command
+    def _next_feed(self) -> None:
+        feed = self._pending_feeds.take()
+        if feed is None:
+            self._pending_feeds.get().callbacks.append(self._got_feed)
+            return
+        self._start_feed(feed)
+
+    def _got_feed(self, ev) -> None:  # noqa: ANN001
+        self._start_feed(ev._value)
+
+    def _start_feed(self, feed: tuple[list[TilePlan], PipelineContext]) -> None:
+        self._plans, self._ctx = feed
+        self._tile = 0
+        self._granted = False
+        self._feed_tiles()
+
+    def _feed_tiles(self) -> None:
+        """Feed the current command's tiles from `_tile` on; return at a wait (staging
+        bytes, a full first-stage queue), where the wait's event resumes it."""
+        plans, ctx = self._plans, self._ctx
+        cmd = ctx.command
+        while self._tile < len(plans):
+            plan = plans[self._tile]
+            need = plan.staging_bytes
+            if need and not self._granted:
+                if need > self.staging_capacity:
+                    raise CapacityError(
+                        f"{self.id}: TCM overflow: {cmd.label} tile {plan.tile_id} needs "
+                        f"{need} staging bytes, SchedulerReservedTCM has "
+                        f"{self.staging_capacity}"
+                    )
+                if need <= self.staging_free and not self._staging_waiters:
+                    self.staging_free -= need
+                else:  # release_staging grants the bytes and triggers the event
+                    ev = self.env.event()
+                    self._staging_waiters.append((need, ev))
+                    self._granted = True
+                    ev.callbacks.append(self._resume_feed)
+                    return
+            self._granted = False
+            self._tile += 1
+            first = plan.stages[0]
+            token = TileToken(plan.tile_id, ctx, plan, 0, first.params, cmd.data_op, cmd.label)
+            ev = first.port.offer(token)
+            if ev is not None:
+                ev.callbacks.append(self._tile_put)
+                return
+            self._traced(plan)
+        self._plans = self._ctx = None
+        self._next_feed()
+
+    def _resume_feed(self, _ev) -> None:  # noqa: ANN001
+        self._feed_tiles()
+
+    def _tile_put(self, _ev) -> None:  # noqa: ANN001
+        self._traced(self._plans[self._tile - 1])
+        self._feed_tiles()
+
+    def _traced(self, plan: TilePlan) -> None:
         tracer = self.sim.tracer
-        while True:
-            feed = self._pending_feeds.take()
-            if feed is None:
-                feed = yield self._pending_feeds.get()
-            plans, ctx = feed
-            cmd = ctx.command
-            for plan in plans:
-                need = plan.staging_bytes
-                if need:
-                    if need > self.staging_capacity:
-                        raise CapacityError(
-                            f"{self.id}: TCM overflow: {cmd.label} tile {plan.tile_id} needs "
-                            f"{need} staging bytes, SchedulerReservedTCM has "
-                            f"{self.staging_capacity}"
-                        )
-                    if need <= self.staging_free and not self._staging_waiters:
-                        self.staging_free -= need
-                    else:
-                        ev = env.event()
-                        self._staging_waiters.append((need, ev))
-                        yield ev
-                first = plan.stages[0]
-                token = TileToken(plan.tile_id, ctx, plan, 0, first.params, cmd.data_op, cmd.label)
-                ev = first.port.offer(token)
-                if ev is not None:
-                    yield ev
-                if tracer.enabled:
-                    tracer.events.append((env.now, "sub_command_dispatched", first.component,
-                                          cmd.label, plan.tile_id))
+        if tracer.enabled:
+            tracer.events.append((self.env._now, "sub_command_dispatched",
+                                  plan.stages[0].component, self._ctx.command.label,
+                                  plan.tile_id))
 
     def release_staging(self, plan: TilePlan) -> None:
         self.staging_free += plan.staging_bytes
@@ -205,7 +263,7 @@ class PeScheduler(ComponentBase):
     def _on_complete(self, event) -> None:  # noqa: ANN001
         ctx = event.value
         cmd = ctx.command
-        now = self.env.now
+        now = self.env._now
         tracer = self.sim.tracer
         if tracer.enabled:  # a record per command: kept only while tracing
             self.completion_queue.append((now, cmd.label))

@@ -107,7 +107,7 @@ class TileFpu(PeGemm):
 
     def _streamed(self, token, rd: int, wr: int, busy: float, macs: int,  # noqa: ANN001
                   bits: int, ev: Event) -> None:
-        now = self.env.now
+        now = self.env._now
         end = transfer(now, rd + wr, self._tcm)
         acts = self.sim.actions
         cmd = token.pipeline_ctx.command

@@ -1,0 +1,90 @@
+"""Where a compile spends its CPU: `compile_model` of the GPT-2-small prefill 128 model
+(12 layers, d 768, 12 heads, vocab 2048, as benchmarks/sim_speed.py) on `base`, per phase.
+
+    .venv/bin/python benchmarks/compile_phases.py                 # this tree
+    PYTHONPATH=/path/to/other/src .venv/bin/python benchmarks/compile_phases.py
+
+Phases: loading the ONNX model (`load_model`: parse, checker, shape inference, import and
+fusion), every compiler pass and its checks (the pass manager's timings, taken as CPU
+time here), and the bundle's parts (`write_bundle`: cmdq.json and the other JSON files,
+weights.npz, the IR and its weights, the model copy). CPU seconds (`time.process_time`,
+every thread of the process): on a shared machine compare trees in one run, not across
+runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import tempfile
+import time
+import types
+from collections import Counter
+from pathlib import Path
+
+import kernbench.cli as cli  # first: the console script's settings before numpy loads
+
+T: Counter = Counter()
+
+
+def _wrap(owner: object, name: str, label: str) -> None:
+    f = getattr(owner, name)
+
+    @functools.wraps(f)
+    def timed(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        c0 = time.process_time()
+        try:
+            return f(*a, **kw)
+        finally:
+            T[label] += time.process_time() - c0
+
+    setattr(owner, name, timed)
+
+
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    import onnx
+
+    import kernbench.compiler.manager as mgr
+    import kernbench.compiler.pipeline as pipe
+    import kernbench.host.flow as flow
+    from kernbench.ir.model import Graph
+    from kernbench.models.builders import build_gpt2
+    from kernbench.topology import load_topology
+
+    if hasattr(cli, "tune_gc"):
+        cli.tune_gc()
+    _wrap(flow, "load_model", "load_model")
+    _wrap(flow, "write_bundle", "write_bundle (all)")
+    _wrap(pipe, "write_json", "  bundle: JSON files")
+    _wrap(pipe, "save_weights", "  bundle: weights.npz")
+    _wrap(pipe, "copy_with_external_data", "  bundle: model.onnx copy")
+    _wrap(Graph, "save", "  bundle: ir.json + ir_weights.npz")
+    mgr.time = types.SimpleNamespace(perf_counter=time.process_time)  # pass timings in CPU s
+    run0 = mgr.PassManager.run
+
+    def run(self, state):  # noqa: ANN001, ANN202
+        out = run0(self, state)
+        for k, v in self.timings.items():
+            T[f"pass {k}"] += v
+        for k, v in self.check_timings.items():
+            T[f"checks {k}"] += v
+        return out
+
+    mgr.PassManager.run = run
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp) / "model.onnx"
+        onnx.save(build_gpt2(n_layer=12, d=768, heads=12, seq=128, vocab=2048), str(model))
+        c0 = time.process_time()
+        flow.compile_model(model, load_topology("base"), Path(tmp) / "bundle")
+        total = time.process_time() - c0
+    print(f"| phase | CPU s |\n| --- | ---: |\n| compile_model, whole | {total:.2f} |")
+    for k, v in sorted(T.items(), key=lambda kv: -kv[1]):
+        if v >= 0.05:
+            print(f"| {k} | {v:.2f} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
