@@ -154,3 +154,24 @@ def test_llama31_8b_weight_bytes_at_tt_metal_formats():
     assert got["bfp8.yaml"] - got["bfp4-mlp-bfp8-attn.yaml"] == mlp * (17 - 9) // 16
     te8 = (mlp + attn + lm_head) * 17 // 16
     assert got["bfp8.yaml"] - te8 == (a.vocab * d + (2 * a.n_layers + 1) * d) * 4  # fp32 rest
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_step_reads_only_the_embedding_rows_it_gathers(tied, tmp_path):
+    """The roofline's memory part: a decode step of batch 2 gathers 2 rows of the token
+    embedding, not the whole table; every other weight and the KV cache are read whole.
+    Tied to the LM head, the table is read whole (the LM head reads it)."""
+    from kernbench.host.llm import llm_facts, llm_section
+    from kernbench.topology.peaks import hbm_gbs
+
+    body = json.loads((CONFIGS / "tiny-llama.json").read_text())
+    body["tie_word_embeddings"] = tied
+    (tmp_path / "config.json").write_text(json.dumps(body))
+    a = load_hf_config(tmp_path / "config.json")
+    f = llm_facts(build_llm_graph(a, LlmShape(2, 1, 16)))
+    table = a.vocab * a.d_model * 4  # fp32: embeddings are not QConfig weights
+    assert f.step_read_bytes == f.weight_bytes + f.kv_cache_bytes - (
+        0 if tied else table - 2 * a.d_model * 4)
+    topo = load_topology("small")
+    roof = llm_section(f, {"total_ns": 1e6}, topo)["roofline"]
+    assert roof["memory_bound_ns"] == pytest.approx(f.step_read_bytes / hbm_gbs(topo), abs=1e-3)

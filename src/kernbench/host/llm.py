@@ -45,6 +45,9 @@ class LlmFacts:
     params: int           # weight parameters (tied once)
     weight_bytes: int     # at the stored bitwidth
     kv_cache_bytes: int   # the cache after the step, at the KV bitwidth
+    # what the step must read at least: every weight once, but of a table only ever looked
+    # up (EMBEDDING) just the rows gathered, plus the KV cache
+    step_read_bytes: int
     macs: int             # multiply-accumulates of the step (TE layers)
     # (operand bits, MACs at them): each layer's MACs at its widest operand's width, which
     # sets the array's peak (compiler.roofline.operand_bits); not a stats.json field
@@ -70,7 +73,8 @@ def llm_facts(g: Graph) -> LlmFacts | None:
     q0, k0 = t[atts[0].inputs[0]].shape, t[atts[0].inputs[1]].shape
     batch, seq = q0[0], q0[2]
     kv_len = max(0, k0[2] - seq)
-    tied = set((g.metadata.get("tied_weights") or {}).keys())
+    tied_map = g.metadata.get("tied_weights") or {}
+    tied = set(tied_map.keys())
     wbits: dict[str, float] = {}
     for n in g.nodes:
         for i, tid in enumerate(n.inputs):
@@ -90,12 +94,32 @@ def llm_facts(g: Graph) -> LlmFacts | None:
     for n in atts:
         kb = _bits(n.qbits_kv, t[n.inputs[1]].dtype)
         kv_bytes += sum(math.ceil(math.prod(t[i].shape) * kb / 8) for i in n.inputs[1:3])
+    lookup_rows = _lookup_rows(g, set(tied_map.values()))
+    read = sum(math.ceil(min(lookup_rows[k], t[k].shape[0]) * math.prod(t[k].shape[1:]) * b / 8)
+               if k in lookup_rows else math.ceil(math.prod(t[k].shape) * b / 8)
+               for k, b in wbits.items())
     by_bits = _macs(g)
     return LlmFacts(model=str(g.metadata.get("model_name", "model")),
                     phase="decode" if kv_len > 0 else "prefill", layers=len(atts),
                     batch=batch, seq_len=seq, kv_len=kv_len, params=params,
-                    weight_bytes=wbytes, kv_cache_bytes=kv_bytes, macs=sum(by_bits.values()),
+                    weight_bytes=wbytes, kv_cache_bytes=kv_bytes,
+                    step_read_bytes=read + kv_bytes, macs=sum(by_bits.values()),
                     macs_by_bits=tuple(sorted(by_bits.items())))
+
+
+def _lookup_rows(g: Graph, tied_targets: set[str]) -> dict[str, int]:
+    """Tables only ever looked up (every consumer an EMBEDDING, none an LM head's tied
+    weight) → the rows the step gathers (its ids' count; a row gathered twice is read once at
+    most, the table's rows bound it)."""
+    rows: dict[str, int] = {}
+    other: set[str] = set(tied_targets)
+    for n in g.nodes:
+        for i, tid in enumerate(n.inputs):
+            if n.op_type == "EMBEDDING" and i == 1:
+                rows[tid] = rows.get(tid, 0) + math.prod(g.tensors[n.inputs[0]].shape)
+            elif tid:
+                other.add(tid)
+    return {k: r for k, r in rows.items() if k not in other}
 
 
 def _macs(g: Graph) -> dict[int, int]:
@@ -147,9 +171,9 @@ def llm_section(f: LlmFacts, stats: dict[str, Any], topo: Topology) -> dict[str,
     tokens = f.batch * f.seq_len
     tps = tokens / (total * 1e-9) if total > 0 else 0.0
     # whole-step roofline: every layer's MACs at the peak of its operands' width, weights
-    # and the cache read once
+    # and the cache read once (of a lookup table, the rows gathered)
     compute_ns = sum(m / macs_per_ns(topo, bits) for bits, m in f.macs_by_bits)
-    memory_ns = (f.weight_bytes + f.kv_cache_bytes) / p.hbm_gbs
+    memory_ns = f.step_read_bytes / p.hbm_gbs
     bound = max(compute_ns, memory_ns)
     cap = topo.hbm_bytes
     need = f.weight_bytes + f.kv_cache_bytes

@@ -231,7 +231,8 @@ def _facts(graph: Graph, dp: int) -> LlmFacts | None:
         return f
     return dataclasses.replace(f, batch=f.batch * dp, macs=f.macs * dp,
                                weight_bytes=f.weight_bytes * dp,
-                               kv_cache_bytes=f.kv_cache_bytes * dp)
+                               kv_cache_bytes=f.kv_cache_bytes * dp,
+                               step_read_bytes=f.step_read_bytes * dp)
 
 
 def _refuse_unverifiable(graph: Graph, opts: RunOptions) -> None:

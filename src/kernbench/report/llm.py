@@ -25,10 +25,10 @@ def llm_lines(s: dict[str, Any]) -> list[str]:
     peak = _peaks_text(r.get("peaks") or [])
     lines.append(f"step roofline fraction {r['fraction']:.3f} (whole-step bound / step): bound "
                  f"{fmt_time(r['bound_ns'])} = max(compute {fmt_time(r['compute_bound_ns'])}: "
-                 f"MACs at the {peak}, memory {fmt_time(r['memory_bound_ns'])}: weights + "
-                 "KV cache at the peak HBM bandwidth)")
-    lines.append(f"peak HBM bandwidth fraction {r['hbm_bandwidth_fraction']:.3f} (weights + KV "
-                 f"bytes per step time / peak), peak MAC rate fraction "
+                 f"MACs at the {peak}, memory {fmt_time(r['memory_bound_ns'])}: weights, "
+                 "embedding rows gathered and KV cache at the peak HBM bandwidth)")
+    lines.append(f"peak HBM bandwidth fraction {r['hbm_bandwidth_fraction']:.3f} (bytes read "
+                 f"per step time / peak), peak MAC rate fraction "
                  f"{r['mac_rate_fraction']:.3f} (MACs per step time / {peak})")
     h = s["hbm"]
     lines.append(f"weights {s['weight_bytes'] / gib:.2f} GiB ({s['params'] / 1e9:.2f} B params) "
