@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import onnx
 import pytest
 from test_quantized_graphs import _dynamic_model
 from tiny_ir import compile_until, gemm_graph
@@ -15,8 +16,9 @@ from kernbench.compiler.checks import InvariantError, check_plan
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.plan import LoweringPlan
 from kernbench.compiler.manager import PassManager
-from kernbench.compiler.pipeline import PASS_NAMES, PASSES, load_model
+from kernbench.compiler.pipeline import PASS_NAMES, PASSES, compile_graph, load_model
 from kernbench.compiler.state import CompileOptions, CompileState
+from kernbench.models.builders import model_for
 from kernbench.topology import load_topology
 
 
@@ -162,3 +164,24 @@ def test_projections_store_kv_rows_in_decode_and_int8_kv_in_prefill(tmp_path, se
         assert all("-> kv_update_" in e and "scale" in e for e in tables[section])
     else:
         assert all(e.endswith("float not stored)") for e in tables[section])
+
+
+def test_producers_store_the_activations_the_plan_names_quantized(tmp_path):
+    """GPT-2 prefill on small (A8W8): the plan has the LayerNorm, GELU and attention
+    outputs the integer GEMMs read stored as int8 by their producers too, each float
+    store dropped (only the GEMMs read them); the tiles agree: each scratch is written,
+    and by no GEMM that reads it (none quantizes it again)."""
+    path = tmp_path / "gpt2.onnx"
+    onnx.save(model_for("gpt2", seq_len=64), str(path))
+    g, _ = load_model(path)
+    st, _ = compile_graph(g, load_topology("small"))
+    plan = st.require_lowering_plan()
+    producers = {g.node(g.tensors[t].producer).op_type for t in plan.quant_stores}
+    assert producers == {"LAYER_NORM", "GELU", "ATTENTION"}, producers
+    ops = st.require_tiles().ops
+    for tid, qs in plan.quant_stores.items():
+        assert qs.bits == 8 and qs.unread and qs.unread[0] == tid
+        assert plan.quant_stored(qs.read_as) is qs
+        key = f"{qs.read_as}@int8"
+        writers = {op.layer for op in ops for k, *_ in op.hbm_writes if k == key}
+        assert writers and not writers & set(g.tensors[qs.read_as].consumers), (tid, writers)

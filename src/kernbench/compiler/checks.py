@@ -63,6 +63,11 @@ def check_plan(state: CompileState) -> None:
                 or g.node(dq).op_type != "DYNAMIC_QUANTIZE":
             raise InvariantError(f"lowering plan: '{m}' is not a MATMUL_INTEGER on a planned "
                                  f"DYNAMIC_QUANTIZE")
+    for t, qs in plan.quant_stores.items():
+        if t not in g.tensors or g.tensors[t].producer is None \
+                or qs.read_as not in g.tensors or not g.tensors[qs.read_as].consumers:
+            raise InvariantError(f"lowering plan: '{t}' is stored quantized for its readers "
+                                 f"as '{qs.read_as}', yet no layer produces or reads it")
     for c, p in plan.fused.items():
         if c not in order or p not in order or order[p] >= order[c]:
             raise InvariantError(f"lowering plan: '{c}' is fused into '{p}', which does not "

@@ -10,7 +10,7 @@ import numpy as np
 from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.te_weights import te_weight
-from kernbench.compiler.lower.values import PreparedX
+from kernbench.compiler.lower.values import PreparedX, QuantStore
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.ir.model import LayerIR
 
@@ -66,9 +66,21 @@ def prepare_x(lw: Lowering, n: LayerIR, x_tid: str, mode: str, bits: int) -> Pre
     """The activation as the TE reads it: quantized / cast into an HBM scratch, once per
     (tensor, format) however many layers read it."""
     key = (x_tid, mode, bits)
+    stored = lw.lowering_plan.quant_stored(x_tid) if mode == "int" else None
+    if stored is not None and stored.bits == bits:
+        return _stored_by_producer(lw, x_tid, stored)
     if key not in lw.prepared:
         lw.prepared[key] = _prepare_x_once(lw, n, x_tid, mode, bits)
     return lw.prepared[key]
+
+
+def _stored_by_producer(lw: Lowering, x_tid: str, qs: QuantStore) -> PreparedX:
+    """The quantized copy the lowering plan has `x_tid`'s producer store (`xquant`)."""
+    alloc = lw.plan.allocations.get(f"{x_tid}@int{qs.bits}")
+    if alloc is None:
+        raise RuntimeError(f"{x_tid}: the lowering plan has its producer store it "
+                           "quantized, yet no tile did")
+    return PreparedX(alloc.placement(), qs.scale, qs.zero_point)
 
 
 def preparable_rows(lw: Lowering, x_tid: str, mode: str, bits: int) -> int | None:
@@ -233,19 +245,20 @@ def _scratch(lw: Lowering, x_tid: str, dtype: str, xp: Placement) -> Placement:
                             spread=bool(xp.parts)).placement()
 
 
-def quant_plan(lw: Lowering, x_tid: str,
-               bits: int = 8) -> tuple[Placement, np.ndarray, int] | None:
-    """(int8 or packed int4 scratch, scale, zero point) when an integer TE layer would
-    quantize `x_tid` at `bits` into a scratch with VE_QUANTIZE (float, contiguous, a
-    static per-tensor scale, no bypassed QDQ in front), the scratch allocated; None
-    otherwise (`xquant`)."""
-    dt = f"int{bits}"
-    if _read_as_is(lw, x_tid, "int", bits) != dt or _quantize_source(lw, x_tid) != x_tid:
+def quant_params(lw: Lowering, x_tid: str, bits: int = 8) -> tuple[np.ndarray, int] | None:
+    """(scale, zero point) when an integer TE layer would quantize `x_tid` at `bits` into
+    a scratch with VE_QUANTIZE (float, contiguous, a static per-tensor scale, no bypassed
+    QDQ in front); None otherwise. Allocates nothing (the plan pass asks: `xquant`)."""
+    if _read_as_is(lw, x_tid, "int", bits) != f"int{bits}" \
+            or _quantize_source(lw, x_tid) != x_tid:
         return None
-    sq = _static_quant(lw, x_tid, 4 if bits == 4 else None)
-    if sq is None:
-        return None
-    return _scratch(lw, x_tid, dt, lw.placement(x_tid)), sq[0], sq[1]
+    return _static_quant(lw, x_tid, 4 if bits == 4 else None)
+
+
+def quant_scratch(lw: Lowering, x_tid: str, bits: int) -> Placement:
+    """Allocate the scratch a producer stores `x_tid` quantized into: the one the GEMM's
+    own quantized copy would be (`prepare_x` finds it there)."""
+    return _scratch(lw, x_tid, f"int{bits}", lw.placement(x_tid))
 
 
 def te_ready(lw: Lowering, n: LayerIR, mode: str) -> bool:

@@ -33,7 +33,13 @@ from kernbench.compiler.lower.attention_kv import kv_te, lower_kv_blocks, q_rows
 from kernbench.compiler.lower.attention_parts import lower_kv_parts
 from kernbench.compiler.lower.attention_tiles import AttentionTiles
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
-from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, kv_scratch, quant_out
+from kernbench.compiler.lower.xquant import (
+    QuantOut,
+    drop_unwritten,
+    heads_as_rows,
+    kv_scratch,
+    quant_out,
+)
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.numerics.flash import longest_part
@@ -309,12 +315,9 @@ def _quantized_output(lw: Lowering, n: LayerIR, at: AttentionTiles) -> QuantOut 
     the output is (B, S, H, D) in memory, so that a head block's element offsets are its
     offsets in the (B·S, H·D) matrix the GEMM reads (a DMA splits at the parts of
     a spread scratch)."""
-    bsz, hq, s_len, d = at.out.shape
-    want = (s_len * hq * d, d, hq * d, 1)  # an axis of one element has any stride
-    if any(n > 1 and got != w for n, got, w in zip(at.out.shape, at.out.strides, want,
-                                                  strict=True)):
+    if not heads_as_rows(at.out):
         return None
-    return quant_out(lw, n.outputs[0], same_cols=False)
+    return quant_out(lw, n.outputs[0])
 
 
 def lower_attention(lw: Lowering, n: LayerIR) -> bool:

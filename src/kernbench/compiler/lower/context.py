@@ -8,8 +8,9 @@ the current phase), `dma` (a 1-D or 2-D strided DMA between a TCM buffer and a p
 crossing parts is split into one DMA per run). `phase()` starts a new lowering phase: the
 placement pass never moves an op across a phase boundary, so ops after it may depend on
 any op before it. The decisions that span several ops come from the lowering plan
-(`lowering_plan`, made by the plan pass); the GEMM lowering still caches prepared
-activations here, so that an activation read by several layers is converted once.
+(`lowering_plan`, made by the plan pass); the GEMM lowering still caches the activations
+it converts itself here, so that an activation read by several layers is converted once
+(an activation its producer stores quantized is the plan's `quant_stores`).
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class Lowering:
                             cube_pes=tuple(tuple(cube_pes[c]) for c in sorted(cube_pes)))
         self.pinned: set[str] = set()  # spread storages a whole-layer op touched
         self.stream = 0
+        # activations a GEMM converted itself, for the later layers that read them
         self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
         self.engines = EngineCursor.of(pt)
         # layer → the layer whose tiles computed it, decided while tiling (a norm a split-K

@@ -21,6 +21,10 @@ Fields:
 - `kv_stores`: the int8 Q / K / V copies a projection's epilogue stores for the integer
   attention that reads them (projection output → `KvStore`; `xquant`); the scratch is
   allocated by the projection's tiles and the attention finds it by key.
+- `quant_stores`: the float activations their producer (a row-wise layer, a GEMM epilogue's
+  fused consumer, a GEMM that row-reduces a norm, an integer attention) also stores
+  quantized for the integer GEMMs that read them (tensor → `QuantStore`; `xquant`); the
+  producer's tiles allocate the scratch and the GEMMs find it in the memory plan by key.
 - `kv_rows`: the projections that store their new K / V rows straight into the present
   cache (projection output → `KvRows`, naming the KV_UPDATE, which then copies only the
   past; `kv_rows`).
@@ -34,7 +38,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kernbench.compiler.lower.values import FusedStep, IntegerMatmul, KvRows, KvStore, TeWeight
+from kernbench.compiler.lower.values import (
+    FusedStep,
+    IntegerMatmul,
+    KvRows,
+    KvStore,
+    QuantStore,
+    TeWeight,
+)
 from kernbench.ir.model import QBits
 
 #: (weight tensor, TE mode, the layer's weight bits)
@@ -53,6 +64,7 @@ class LoweringPlan:
     kv_stores: Mapping[str, KvStore]
     kv_rows: Mapping[str, KvRows]
     fused: Mapping[str, str]
+    quant_stores: Mapping[str, QuantStore]
 
     def feeds_kv_update(self, node: str) -> bool:
         """Does a projection store the new rows of KV_UPDATE `node` (it copies the past)?"""
@@ -61,6 +73,11 @@ class LoweringPlan:
     def computed_elsewhere(self, node: str) -> bool:
         """Do other layers' tiles compute layer `node` (it gets no operation)?"""
         return node in self.fused or node in self.read_through
+
+    def quant_stored(self, tid: str) -> QuantStore | None:
+        """The quantized store of the activation GEMMs read as `tid`, when its producer
+        makes it (`quant_stores`), else None."""
+        return next((qs for qs in self.quant_stores.values() if qs.read_as == tid), None)
 
     def te_weight(self, key: WeightKey) -> TeWeight | None:
         """The planned TE weight of `key`; a key the plan pass did not see is a bug."""
@@ -95,6 +112,10 @@ class LoweringPlan:
         lines += [f"    {t} -> {kr.update} (rows from {kr.first_row} of {kr.present.key}"
                   + (f", scale {kr.scale:.6g})" if kr.scale is not None else ")")
                   for t, kr in sorted(self.kv_rows.items())]
+        lines.append("  quant_stores (activation -> stored quantized by its producer too):")
+        lines += [f"    {t} -> {qs.read_as}: int{qs.bits}, scale {float(qs.scale):.6g}, zero point "
+                  f"{qs.zero_point}" + (", float not stored" if qs.unread else "")
+                  for t, qs in sorted(self.quant_stores.items())]
         lines.append("  fused (layer -> the layer whose tiles compute it):")
         lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
         return "\n".join(lines)

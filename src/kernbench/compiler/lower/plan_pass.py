@@ -28,7 +28,7 @@ from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
 from kernbench.compiler.lower.qdq_layout import folded_input_transposes
 from kernbench.compiler.lower.te_weights import planned_te_weight
 from kernbench.compiler.lower.values import TeWeight
-from kernbench.compiler.lower.xquant import planned_kv_store
+from kernbench.compiler.lower.xquant import planned_kv_store, planned_quant_stores
 from kernbench.compiler.state import CompileState
 from kernbench.ir.model import Graph
 
@@ -86,8 +86,10 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
                 kv_stores[out.tid] = ks
             if kr is not None:
                 kv_rows[out.tid] = kr
+    quant_stores = planned_quant_stores(lw, epilogue)
     return dataclasses.replace(lw.lowering_plan,
                                read_through=MappingProxyType(folded_input_transposes(lw)),
+                               quant_stores=MappingProxyType(quant_stores),
                                epilogue=MappingProxyType(epilogue),
                                kv_stores=MappingProxyType(kv_stores),
                                kv_rows=MappingProxyType(kv_rows),
@@ -99,7 +101,7 @@ def make_plan(state: CompileState) -> LoweringPlan:
     state.require_memory()
     empty = MappingProxyType({})
     weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), empty, frozenset(),
-                           empty, empty, empty, empty, empty)
+                           empty, empty, empty, empty, empty, empty)
     return memory_decisions(state, weights)
 
 

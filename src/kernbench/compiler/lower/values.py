@@ -120,6 +120,22 @@ class KvRows:
 
 
 @dataclass(frozen=True)
+class QuantStore:
+    """A float activation its producer also stores quantized for the integer GEMMs that
+    read it (`xquant`): the tensor the GEMMs read (the producer's output, or a reshape
+    aliasing it), the bits, the static scale and zero point the GEMMs would quantize
+    with, and the float tensor and views nothing else reads (not stored then). The
+    scratch is allocated by the producer's tiles, under the key the GEMM's own quantized
+    copy of `read_as` would have (`<read_as>@int<bits>`), where the GEMM finds it."""
+
+    read_as: str
+    bits: int
+    scale: np.ndarray
+    zero_point: int
+    unread: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class KvStore:
     """An int8 copy of a projection's output an integer attention reads as its Q, K or V
     (`xquant.kv_quant_out`): the attention's input (`view`, the output seen through

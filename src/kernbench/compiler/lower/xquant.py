@@ -7,8 +7,10 @@ the producer is a row-wise layer (LayerNorm, ...), a GEMM epilogue whose fused c
 (GELU, ...) writes the activation, or an attention whose heads the GEMM reads as one row
 (the output projection), the producer's tile is still in TCM: it is quantized
 there and stored into the scratch beside the fp32 store, and the GEMM finds the scratch
-ready (`Lowering.prepared`; `activation.prepare_x`). That removes a load, a store and a command round trip per
-block from the chain between two layers. Likewise a QKV projection whose K or V only a
+ready. The plan pass decides which activations (`planned_quant_stores`: the lowering
+plan's `quant_stores`); the producer's tiles allocate the scratch (`quant_out`) and the
+GEMM finds it by key (`activation.prepare_x`). That removes a load, a store and a
+command round trip per block from the chain between two layers. Likewise a QKV projection whose K or V only a
 tiled integer attention reads (a prefill) stores them at 8 KV bits too (`kv_quant_out`):
 every query chunk of the attention then loads int8 K / V instead of loading and
 quantizing the float ones itself. The values are the same ones: VE_QUANTIZE with
@@ -23,18 +25,19 @@ a fused GEMM's own output.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.layout import tiled_attention
-from kernbench.compiler.lower.activation import quant_plan, te_ready
+from kernbench.compiler.layout import float_formats, tiled_attention
+from kernbench.compiler.lower.activation import quant_params, quant_scratch, te_ready
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.placement import is_view, sole_consumer
-from kernbench.compiler.lower.values import KvRows, KvStore, PreparedX
+from kernbench.compiler.lower.row_spec import ROW_OPS, row_spec
+from kernbench.compiler.lower.values import FusedStep, KvRows, KvStore, QuantStore
 from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.ir.model import LayerIR
 
@@ -53,16 +56,26 @@ class QuantOut:
     unread: tuple[str, ...] = ()
 
 
-def quant_out(lw: Lowering, tid: str, same_cols: bool = True) -> QuantOut | None:
+def quant_out(lw: Lowering, tid: str) -> QuantOut | None:
+    """The quantized store the lowering plan gives the producer of `tid`
+    (`planned_quant_store`), its scratch allocated now (the GEMMs find it by key:
+    `activation.prepare_x`), or None."""
+    qs = lw.lowering_plan.quant_stores.get(tid)
+    if qs is None:
+        return None
+    return QuantOut(quant_scratch(lw, qs.read_as, qs.bits), float(qs.scale), qs.zero_point,
+                    qs.bits, qs.unread)
+
+
+def planned_quant_store(lw: Lowering, tid: str, same_cols: bool = True) -> QuantStore | None:
     """The quantized store a producer of `tid` can add, or None. Only when `tid` (or the
     reshape that aliases it, same rows) is read as the activation of integer GEMM /
-    QKV_PROJ layers (at one bitwidth) that would quantize it into a scratch (not already
-    prepared, no bypassed QDQ on the way) and is contiguous float (fp32, or the 16-bit
-    float of an fp16 / bf16 export, quantized from its stored width as the GEMM would);
-    other consumers read the float store as before. The scratch is allocated as `prepare_x` would and recorded
-    as prepared. `same_cols` False: the caller has checked that its tiles land in the
-    scratch at their own element offsets (an attention's head blocks of a (B, S, H, D)
-    output the GEMM reads as (B·S, H·D))."""
+    QKV_PROJ layers (at one bitwidth) that would quantize it into a scratch (no bypassed
+    QDQ on the way) and is contiguous float (fp32, or the 16-bit float of an fp16 / bf16
+    export, quantized from its stored width as the GEMM would); other consumers read the
+    float store as before. `same_cols` False: the producer's tiles land in the scratch at
+    their own element offsets (an attention's head blocks of a (B, S, H, D) output the
+    GEMM reads as (B·S, H·D)). The plan pass asks; nothing is allocated here."""
     g = lw.g
     shape = lw.placement(tid).shape
     if len(shape) < 2:
@@ -86,18 +99,49 @@ def quant_out(lw: Lowering, tid: str, same_cols: bool = True) -> QuantOut | None
     if not te or not all(te_ready(lw, cn, "int") for cn in te) \
             or len({cn.qbits_activation for cn in te}) != 1:
         return None
-    bits = te[0].qbits_activation
-    if (tid, "int", bits) in lw.prepared:
+    bits = int(te[0].qbits_activation)
+    params = quant_params(lw, tid, bits)
+    if params is None:
         return None
-    plan = quant_plan(lw, tid, int(bits))
-    if plan is None:
-        return None
-    scratch, sx, zx = plan
-    lw.prepared[(tid, "int", bits)] = PreparedX(scratch, sx, zx)
     # the GEMMs read the scratch (`prepare_x` finds it); nobody else reads the float
     only_te = set(t.consumers) == {cn.id for cn in te} \
         and all(cn.inputs[1:].count(tid) == 0 for cn in te)
-    return QuantOut(scratch, float(sx), zx, int(bits), tuple(chain) if only_te else ())
+    return QuantStore(tid, bits, params[0], params[1], tuple(chain) if only_te else ())
+
+
+def heads_as_rows(out: Placement) -> bool:
+    """Does an attention output (B, S, H, D) lie so that a head block's element offsets
+    are its offsets in the (B·S, H·D) matrix a GEMM reads (an axis of one element has
+    any stride)?"""
+    bsz, hq, s_len, d = out.shape
+    want = (s_len * hq * d, d, hq * d, 1)
+    return all(n == 1 or got == w for n, got, w in zip(out.shape, out.strides, want,
+                                                      strict=True))
+
+
+def planned_quant_stores(lw: Lowering,
+                         epilogue: Mapping[str, FusedStep]) -> dict[str, QuantStore]:
+    """Every activation its producer's tiles also store quantized (`planned_quant_store`),
+    by tensor: the output of a row-wise layer the row tiles compute (`row_spec`: the
+    row-wise lowering, or the GEMM that row-reduces it), of the consumer a GEMM's
+    epilogue applies (`epilogue`, the plan's), and of an integer attention whose output
+    lies as rows of heads (`heads_as_rows`). The plan pass asks."""
+    g = lw.g
+    found: dict[str, QuantStore] = {}
+    for n in g.nodes:
+        wanted: list[tuple[str, bool]] = []
+        if n.id in epilogue:
+            wanted.append((epilogue[n.id].layer.outputs[0], True))
+        if n.op_type in ROW_OPS and row_spec(lw, n) is not None:
+            wanted.append((n.outputs[0], True))
+        if n.op_type == "ATTENTION" and float_formats(n) is None and tiled_attention(g, n) \
+                and heads_as_rows(lw.plan.placements[n.outputs[0]]):
+            wanted.append((n.outputs[0], False))
+        for tid, same_cols in wanted:
+            qs = None if tid in found else planned_quant_store(lw, tid, same_cols)
+            if qs is not None:
+                found[tid] = qs
+    return found
 
 
 def planned_kv_store(lw: Lowering, tid: str) -> KvStore | None:
