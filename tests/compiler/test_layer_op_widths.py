@@ -16,27 +16,28 @@ from kernbench.topology import load_topology
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
 
-def _layer_ops(tmp_path: Path, default: str) -> list[dict]:
+def _layer_ops(tmp_path: Path, default: str, model: str = "llama") -> list[dict]:
     q = tmp_path / "q.yaml"
     q.write_text(f"default: {default}\n")
     b = tmp_path / "b"
-    assert main(["compile", str(MODELS / "llama.onnx"), "--qconfig", str(q), "-o", str(b),
+    assert main(["compile", str(MODELS / f"{model}.onnx"), "--qconfig", str(q), "-o", str(b),
                  "--quiet"]) == 0
     cmdq = json.loads((b / "cmdq.json").read_text())["cmdq"]
     return [e for e in cmdq if e["opcode"] == "TE_LAYER_OP"]
 
 
-@pytest.mark.parametrize(("default", "widths"), [
-    # still whole: A4 GEMMs with W16, attention with 16-bit float activations and an int8
-    # KV cache (its "weight" is K / V at 8 bits); fp16 attention, A4 GEMMs with W8
-    # (ADR-0915), A4 attention (ADR-0947), fp16 weights with A8 (ADR-0948) and integer
-    # weights with float activations (ADR-0986) are tiled
-    ("{weight: 16, activation: 4, kv: 8}", {(16, 4)}),
-    ("{weight: 8, activation: fp16, kv: 8}", {(8, 16)}),
-    ("{weight: 4, activation: bf16, kv: 8}", {(8, 16)}),
+@pytest.mark.parametrize(("model", "default", "widths"), [
+    # still whole: A4 GEMMs with W16; a decode attention with 16-bit float activations
+    # reading an int8 KV cache (its "weight" is K / V at 8 bits); fp16 attention, A4
+    # GEMMs with W8 (ADR-0915), A4 attention (ADR-0947), fp16 weights with A8
+    # (ADR-0948), integer weights with float activations and a prefill attention with
+    # an integer KV width (ADR-0986) are tiled
+    ("llama", "{weight: 16, activation: 4, kv: 8}", {(16, 4)}),
+    ("llama_decode", "{weight: 8, activation: fp16, kv: 8}", {(8, 16)}),
+    ("llama_decode", "{weight: 4, activation: bf16, kv: 8}", {(8, 16)}),
 ])
-def test_whole_layer_te_ops_carry_their_widths(tmp_path, default, widths):
-    ops = _layer_ops(tmp_path, default)
+def test_whole_layer_te_ops_carry_their_widths(tmp_path, model, default, widths):
+    ops = _layer_ops(tmp_path, default, model)
     assert ops
     prog = parse_program({"cmdq": [dict(e, id=i) for i, e in enumerate(ops)]
                           + [{"opcode": "END", "id": len(ops)}]})

@@ -40,6 +40,8 @@ def float_formats(n: LayerIR) -> tuple[str | None, str | None] | None:
     Q in fp32); None when the layer is integer (both widths integers), has an integer KV
     with a float activation, or names both 16-bit formats (a TE tile reads one)."""
     qa, kv = n.qbits_activation, n.qbits_kv
+    if isinstance(kv, int) and (qa is None or qa in HALF_FLOATS):
+        kv = None  # the interpreter reads K / V as they are (KV_UPDATE stored them)
     if kv not in (None, *HALF_FLOATS) or not (qa is None or isinstance(qa, int)
                                                or qa in HALF_FLOATS):
         return None
