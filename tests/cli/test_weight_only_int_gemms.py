@@ -47,3 +47,30 @@ def test_integer_weight_float_activation_gemms_are_tiled(tmp_path, capsys, model
     assert v["ok"] and {c["reference"] for c in checks} == {"interpreter", "onnxruntime"}
     # the tiles sum K in another order than numpy: fp32 rounding, far below fp32 1e-5
     assert all(c["max_abs_err"] <= 1e-5 for c in checks if c["reference"] == "interpreter")
+
+
+@pytest.mark.parametrize(("model", "kv_len", "kv"), [
+    ("llama_decode", None, 8), ("gpt2", "4096", 8), ("llama_decode", None, 16)])
+def test_float_attention_reads_an_int_cache(tmp_path, capsys, model, kv_len, kv):
+    """Decode with fp16 activations and an int8 / int16 KV cache: the attention tiles DMA
+    the integer cache and dequantize it (VE_DEQUANTIZE_TILE, the cache's static scale)
+    into the fp32 K / V the interpreter reads; at 4096 keys along the KV-blocked path."""
+    q = tmp_path / "q.yaml"
+    q.write_text(f"default: {{weight: 8, activation: fp16, kv: {kv}}}\n")
+    out = tmp_path / "o"
+    src = [str(MODELS / f"{model}.onnx"), "--inputs", str(MODELS / f"{model}.inputs.npz")] \
+        if kv_len is None else [model, "--kv-len", kv_len]
+    code = main(["run", *src, "--qconfig", str(q), "--verify", "--quiet", "--keep-bundle",
+                 "--no-report", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err[-2000:]
+    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    assert not [e for e in cmdq if e["opcode"] in ("TE_LAYER_OP", "VE_LAYER_OP")]
+    att = [e for e in cmdq if (e.get("layer_id") or "").startswith("attention")]
+    assert [e for e in att if e["opcode"] == "VE_DEQUANTIZE_TILE"
+            and e["in_dtype"] == f"int{kv}"]
+    v = json.loads((out / "verification.json").read_text())
+    assert v["ok"] and {c["reference"] for c in v["checks"]} == {"interpreter",
+                                                                  "onnxruntime"}
+    assert all(c["max_abs_err"] <= 1e-5 for c in v["checks"]
+               if c["reference"] == "interpreter")

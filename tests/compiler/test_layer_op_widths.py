@@ -28,13 +28,13 @@ def _layer_ops(tmp_path: Path, default: str, model: str = "llama") -> list[dict]
 
 @pytest.mark.parametrize(("model", "default", "widths"), [
     # still whole: A4 GEMMs with W16; a decode attention with 16-bit float activations
-    # reading an int8 KV cache (its "weight" is K / V at 8 bits); fp16 attention, A4
+    # reading an int4 KV cache (its "weight" is K / V at 4 bits); fp16 attention, A4
     # GEMMs with W8 (ADR-0915), A4 attention (ADR-0947), fp16 weights with A8
-    # (ADR-0948), integer weights with float activations and a prefill attention with
-    # an integer KV width (ADR-0986) are tiled
+    # (ADR-0948), integer weights with float activations and float attention on an
+    # int8 / int16 KV cache (ADR-0986) are tiled
     ("llama", "{weight: 16, activation: 4, kv: 8}", {(16, 4)}),
-    ("llama_decode", "{weight: 8, activation: fp16, kv: 8}", {(8, 16)}),
-    ("llama_decode", "{weight: 4, activation: bf16, kv: 8}", {(8, 16)}),
+    ("llama_decode", "{weight: 8, activation: fp16, kv: 4}", {(4, 16)}),
+    ("llama_decode", "{weight: 4, activation: bf16, kv: 4}", {(4, 16)}),
 ])
 def test_whole_layer_te_ops_carry_their_widths(tmp_path, model, default, widths):
     ops = _layer_ops(tmp_path, default, model)

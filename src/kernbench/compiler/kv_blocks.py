@@ -15,7 +15,7 @@ cache. Each range is then blocked by `kv_block` if it does not fit a bank alone.
 
 from __future__ import annotations
 
-from kernbench.compiler.layout import tiled_attention
+from kernbench.compiler.layout import float_formats, tiled_attention
 from kernbench.compiler.state import CompileState
 from kernbench.ir.model import Graph, LayerIR
 from kernbench.numerics.flash import longest_part
@@ -82,7 +82,9 @@ def kv_block_size(g: Graph, n: LayerIR, bank: int, parts: int = 1,
     k, v = g.tensors[n.inputs[1]], g.tensors[n.inputs[2]]
     t_len = longest_part(int(k.shape[2]), parts, first)
     width = max(int(k.shape[3]), int(v.shape[3]))
-    isz = n.qbits_kv / 8 if kv_stored_int(g, k.id) and kv_stored_int(g, v.id) else 4
+    # a float attention reads an integer-stored cache dequantized to fp32 rows
+    isz = n.qbits_kv / 8 if kv_stored_int(g, k.id) and kv_stored_int(g, v.id) \
+        and float_formats(n) is None else 4
     if t_len * width * isz <= bank and t_len * 4 <= bank:
         return None
     # half a bank per K / V block leaves room for the scores, probabilities and states

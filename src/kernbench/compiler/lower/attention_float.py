@@ -42,7 +42,7 @@ def _plan(lw: Lowering, n: LayerIR) -> FloatAttention:
     shapes the tiles cannot take (its transposes are already folded into strided views)."""
     q, k, v = (lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
-    if not _stored_ok(n, q, k, v, out):
+    if not _stored_ok(lw, n, q, k, v, out):
         raise _unfit(n)
     t_len = k.shape[2]
     step = _step(n, t_len)
@@ -65,7 +65,8 @@ def _plan(lw: Lowering, n: LayerIR) -> FloatAttention:
                           float(a.get("softcap", 0.0) or 0.0),
                           int(a.get("causal_offset", 0)) if a.get("causal") else None,
                           max(1, min(q.shape[2], lw.bank // (step * 4))), q_fmt, kv_fmt,
-                          float_format(q_fmt, kv_fmt), step if step < t_len else 0)
+                          float_format(q_fmt, kv_fmt), step if step < t_len else 0,
+                          _kv_scales(lw, n))
 
 
 def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int, int, int],
@@ -117,19 +118,40 @@ def _step(n: LayerIR, t_len: int) -> int:
     return blk if 0 < blk < t_len else t_len
 
 
-def _stored_ok(n: LayerIR, q: Placement, k: Placement, v: Placement, out: Placement) -> bool:
+def _stored_ok(lw: Lowering, n: LayerIR, q: Placement, k: Placement, v: Placement,
+               out: Placement) -> bool:
     """Do the tiles read the placements: an fp32 output, Q / K / V fp32 or stored in
-    their 16-bit format (`attention_float_tiles.stored_ok`)?"""
+    their 16-bit format, K / V an int8 / int16-stored cache with its static scale
+    (`attention_float_tiles.stored_ok`)?"""
     q_fmt, kv_fmt = float_formats(n) or (None, None)
-    return stored_ok(q, q_fmt) and stored_ok(k, kv_fmt) and stored_ok(v, kv_fmt) \
-        and stored_ok(out, None)
+    int_cache = _kv_scales(lw, n) is not None
+    return stored_ok(q, q_fmt) and stored_ok(k, kv_fmt, int_cache) \
+        and stored_ok(v, kv_fmt, int_cache) and stored_ok(out, None)
+
+
+def _kv_scales(lw: Lowering, n: LayerIR) -> tuple[float, float] | None:
+    """(K, V) scales when both are a cache KV_UPDATE stored at int8 / int16 with a static
+    per-tensor scale (the one the interpreter's fake quantization uses); else None."""
+    if n.qbits_kv not in (8, 16):
+        return None
+    scales = []
+    for tid in n.inputs[1:3]:
+        t = lw.g.tensors[tid]
+        if t.quant is None or not t.quant.scale or t.quant.zero_point \
+                or lw.placement(tid).dtype != f"int{n.qbits_kv}":
+            return None
+        sc = np.asarray(lw.g.weights[t.quant.scale], np.float32)
+        if sc.size != 1:
+            return None
+        scales.append(float(sc.reshape(())))
+    return scales[0], scales[1]
 
 
 def _fits(lw: Lowering, n: LayerIR) -> bool:
     """Do the float tiles take the layer's placements (`_plan` would not refuse them)?"""
     q, k, v = (lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
-    return _stored_ok(n, q, k, v, out) \
+    return _stored_ok(lw, n, q, k, v, out) \
         and _step(n, k.shape[2]) * max(q.shape[3], v.shape[3]) * 4 <= lw.bank
 
 
@@ -150,8 +172,9 @@ def lower_float_attention(lw: Lowering, n: LayerIR) -> bool:
                 lower_float_kv_blocks(lw, n, fa, pe, b, g)
                 continue
             kv = tuple(load_rows(lw, n, pe, p, b * p.strides[0] + g * p.strides[1],
-                             p.shape[2], p.shape[3], tag, "kv", fa.kv_fmt)
-                       for p, tag in ((fa.k, "k32"), (fa.v, "v32")))
+                                 p.shape[2], p.shape[3], tag, "kv", fa.kv_fmt, sc)
+                       for p, tag, sc in zip((fa.k, fa.v), ("k32", "v32"),
+                                             fa.kv_scales or (None, None), strict=True))
             for hh in range(rep):
                 for s0 in range(0, s_len, fa.s_blk):
                     s = min(fa.s_blk, s_len - s0)

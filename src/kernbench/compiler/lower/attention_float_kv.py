@@ -117,8 +117,9 @@ def lower_float_kv_blocks(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int,
         for j0 in range(0, t_len, blk):
             tb = min(blk, t_len - j0)
             k, v = (load_rows(lw, n, pe, p, b * p.strides[0] + g * p.strides[1]
-                         + j0 * p.strides[2], tb, p.shape[3], tag, "kv", fa.kv_fmt)
-                    for p, tag in ((fa.k, "k32"), (fa.v, "v32")))
+                              + j0 * p.strides[2], tb, p.shape[3], tag, "kv", fa.kv_fmt, sc)
+                    for p, tag, sc in zip((fa.k, fa.v), ("k32", "v32"),
+                                          fa.kv_scales or (None, None), strict=True))
             ends = (j0 == 0, j0 + tb >= t_len)
             for i, h in enumerate(heads):
                 _block_step(lw, n, fa, pe, (b, h), (s0, s), (j0, tb), (qs[i], k, v, ones),
