@@ -26,6 +26,7 @@ EXPECTED = {
     "fp16.yaml": ("fp16", "fp16", "fp16"),
     "bf16.yaml": ("bf16", "bf16", "bf16"),
     "bfp8.yaml": ("bfp8_b", "bf16", "bf16"),
+    "w8-bf16.yaml": (8, "bf16", "bf16"),
 }
 #: Llama-only examples (their globs name Llama's MLP projections)
 LLAMA_EXAMPLES = ("bfp4-mlp-bfp8-attn.yaml",)
