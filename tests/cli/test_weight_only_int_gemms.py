@@ -32,6 +32,9 @@ def test_integer_weight_float_activation_gemms_are_tiled(tmp_path, capsys, model
                  "--quiet", "--keep-bundle", "--no-report", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 0, err[-2000:]
+    # the fp32-stored weights are a reported fact (their traffic is fp32's)
+    bits = default.split("weight: ")[1].split(",")[0]
+    assert f"store their {bits}-bit weights dequantized to fp32" in err
     cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
     # the prefill attention with an int8 KV width is tiled too (float Q·K and P·V on the
     # K / V as stored, as the interpreter reads them)
@@ -64,6 +67,7 @@ def test_float_attention_reads_an_int_cache(tmp_path, capsys, model, kv_len, kv)
                  "--no-report", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 0, err[-2000:]
+    assert "store their 8-bit weights dequantized to fp32" in err
     cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
     assert not [e for e in cmdq if e["opcode"] in ("TE_LAYER_OP", "VE_LAYER_OP")]
     att = [e for e in cmdq if (e.get("layer_id") or "").startswith("attention")]
@@ -74,3 +78,23 @@ def test_float_attention_reads_an_int_cache(tmp_path, capsys, model, kv_len, kv)
                                                                   "onnxruntime"}
     assert all(c["max_abs_err"] <= 1e-5 for c in v["checks"]
                if c["reference"] == "interpreter")
+
+
+@pytest.mark.parametrize(("default", "widened"), [
+    ("{weight: 8, activation: bf16, kv: bf16}", True),
+    ("{weight: 8, activation: 8, kv: 8}", False),
+    ("{weight: bf16, activation: bf16, kv: bf16}", False),
+    ("{weight: bfp8_b, activation: bf16, kv: bf16}", False),
+])
+def test_only_integer_weights_under_float_activations_are_reported(tmp_path, default,
+                                                                   widened):
+    from kernbench.compiler.lower.activation import widened_weight_layers, widened_weights_note
+    from kernbench.compiler.pipeline import load_model
+
+    q = tmp_path / "q.yaml"
+    q.write_text(f"default: {default}\n")
+    g, _ = load_model(MODELS / "gpt2.onnx", q)
+    layers = widened_weight_layers(g)
+    te = [n for n in g.nodes if n.op_type in ("GEMM", "QKV_PROJ")]
+    assert len(layers) == (len(te) if widened else 0)
+    assert (widened_weights_note(g) is not None) == widened

@@ -21,6 +21,7 @@ from kernbench.compiler.cost import estimate_program
 from kernbench.compiler.emit import cmdq_metadata
 from kernbench.compiler.inputs import default_inputs, vocab_size
 from kernbench.compiler.layer_ops import LayerOpCensus, layer_op_census
+from kernbench.compiler.lower.activation import widened_weights_note
 from kernbench.compiler.manager import PassManager
 from kernbench.compiler.pe_choice import PeChoice, compile_on_best_pes, structure_copy
 from kernbench.compiler.pipeline import compile_graph, load_model, write_bundle
@@ -160,6 +161,8 @@ def _compile_options(graph: Graph, req: CompileRequest) -> CompileOptions:
         check_graph_inputs(graph, req.qconfig_file, req.model_file, req.strict)
     calib = load_inputs(req.calib_inputs, graph, strict=req.strict) if req.calib_inputs \
         else None
+    if note := widened_weights_note(graph):  # fp32-stored integer weights: reported
+        warn(note)
     return CompileOptions(calib_inputs=calib)
 
 
@@ -227,7 +230,6 @@ def check_graph_inputs(graph: Graph, qconfig_file: str | None, model_file: str |
                        strict: bool) -> None:
     """What the user gave that is legal but almost surely a mistake: a QConfig override
     whose glob matches no layer, NaN/Inf in the weights. Warnings, errors with `strict`."""
-
     if qconfig_file is not None and graph.qconfig:
         for glob in unmatched_overrides(graph, parse_qconfig(graph.qconfig)):
             msg = (f"override match {glob!r} matches no layer (names tried: IR layer ids, "

@@ -12,7 +12,7 @@ from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, f
 from kernbench.compiler.lower.te_weights import te_weight
 from kernbench.compiler.lower.values import PreparedX, QuantStore
 from kernbench.compiler.quantize import int8_dequant_source
-from kernbench.ir.model import LayerIR
+from kernbench.ir.model import Graph, LayerIR
 
 
 def te_mode(n: LayerIR) -> str | None:
@@ -40,6 +40,38 @@ def te_mode(n: LayerIR) -> str | None:
     if qa in (8, 16) and qw in ("fp16", "bf16"):
         return "dq"
     return None
+
+
+def widened_weight_layers(g: Graph) -> list[tuple[str, int]]:
+    """(layer name, weight bits) of every GEMM / QKV_PROJ whose integer weights are stored
+    dequantized to fp32 (`te_weights._dequantized_weight`: weight-only quantization under float
+    activations), in graph order. Their HBM traffic and footprint are those of fp32 weights,
+    which a user comparing widths must be told."""
+    out: list[tuple[str, int]] = []
+    for n in g.nodes:
+        if n.op_type not in ("GEMM", "QKV_PROJ") or not isinstance(n.qbits_weight, int):
+            continue
+        if te_mode(n) not in ("fp16", "bf16", "fp32"):
+            continue
+        ws = n.inputs[1:2] if n.op_type == "GEMM" else n.inputs[1:4]
+        ts = [g.tensors.get(w) for w in ws if w]
+        if ts and all(t is not None and t.const and t.quant is None for t in ts):
+            out.append((str(n.metadata.get("layer_name") or n.id), int(n.qbits_weight)))
+    return out
+
+
+def widened_weights_note(g: Graph) -> str | None:
+    """One stderr line when `widened_weight_layers` finds any (None otherwise): the program
+    moves and holds 4 bytes a weight for them, not the QConfig's width."""
+    layers = widened_weight_layers(g)
+    if not layers:
+        return None
+    bits = "/".join(map(str, sorted({b for _, b in layers})))
+    names = ", ".join(n for n, _ in layers[:3]) + (", …" if len(layers) > 3 else "")
+    n = len(layers)
+    return (f"weight-only quantization: {n} layer{'s' if n > 1 else ''} store their "
+            f"{bits}-bit weights dequantized to fp32 ({names}): their HBM traffic and "
+            "footprint are fp32's, not the QConfig width's (docs/quantization.md)")
 
 
 def dequant_bypassed(lw: Lowering, n: LayerIR) -> bool:
