@@ -56,6 +56,9 @@ TpOpt = Annotated[int | None, typer.Option(
 DpOpt = Annotated[int | None, typer.Option(
     "--dp", help="data parallelism: N replicas (each on --tp chips), the --batch split "
                  "between them (docs/multichip.md)")]
+EpOpt = Annotated[int | None, typer.Option(
+    "--ep", help="expert parallelism: an MoE model's experts split over N chips, tokens "
+                 "sent to their experts' chips and back by all-to-all (docs/multichip.md)")]
 RoutingSameOpt = Annotated[bool, typer.Option(
     "--routing-same-layers", help="every MoE layer takes the first layer's draw (identical "
                                   "blocks: replayed, much faster to simulate)")]
@@ -181,6 +184,7 @@ def run_cmd(
     entries: EntriesOpt = False,
     tp: TpOpt = None,
     dp: DpOpt = None,
+    ep: EpOpt = None,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -197,7 +201,7 @@ def run_cmd(
     set_quiet(quiet)
     phases = Phases(err, enabled=not quiet)
     topo = load_topology(topology, set_ or [])
-    par = _parallel(tp, dp, generate, batch)
+    par = _parallel(tp, dp, generate, batch, ep, model)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         amend = None
         if generate is not None:
@@ -214,7 +218,7 @@ def run_cmd(
                           llm=llm or generate is not None, strict=strict,
                           write_cmdq=keep_bundle, all_pes=all_pes, entries=entries,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle",
-                          tp=par.tp, dp=par.dp)
+                          tp=par.tp, dp=par.dp, ep=par.ep)
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
     if not ok:
@@ -236,13 +240,20 @@ def _generation(generate: int, model: Path, kv_len: int | None, verify: bool,
 
 
 def _parallel(tp: int | None, dp: int | None, generate: int | None,
-              batch: int | None):  # noqa: ANN202
-    """--tp / --dp checked (host.parallel.Parallel: the batch each replica runs)."""
+              batch: int | None, ep: int | None = None,
+              model: Path | None = None):  # noqa: ANN202
+    """--tp / --dp / --ep checked (host.parallel.Parallel: the batch each replica or
+    expert-parallel rank runs)."""
     from kernbench.host.parallel import check_parallel
 
-    if (tp is not None or dp is not None) and generate is not None:
-        raise InputError("--generate with --tp or --dp is not built yet (docs/multichip.md)",
-                         field="--tp" if tp is not None else "--dp")
+    if (tp is not None or dp is not None or ep is not None) and generate is not None:
+        raise InputError("--generate with --tp, --dp or --ep is not built yet "
+                         "(docs/multichip.md)", field="--tp" if tp is not None else
+                         "--dp" if dp is not None else "--ep")
+    if ep is not None:
+        from kernbench.host.ep import check_ep_options
+
+        return check_ep_options(ep, tp, dp, batch, model)
     return check_parallel(tp, dp, batch)
 
 
@@ -254,7 +265,11 @@ def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa:
 
     hooks = RunHooks(note=err.print, watch=None if quiet else simulation_watch(err),
                      compile_progress=phases.update, phase=phases.phase)
-    if opts.tp != 1 or opts.dp != 1:
+    if opts.ep != 1:
+        from kernbench.host.ep import run_ep
+
+        res = run_ep(model, topo, out, opts, hooks)
+    elif opts.tp != 1 or opts.dp != 1:
         from kernbench.host.parallel import run_parallel
 
         res = run_parallel(model, topo, out, opts, hooks)

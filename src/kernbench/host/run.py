@@ -72,6 +72,7 @@ class RunOptions:
     entries: bool = False  # per-entry detail (timeline, entry rows) whatever the size
     tp: int = 1  # tensor parallelism over this many chips (host.parallel.run_parallel)
     dp: int = 1  # replicas (each on `tp` chips), the batch split between them
+    ep: int = 1  # expert parallelism over this many chips (host.ep.run_ep)
 
 
 @dataclass(frozen=True)
