@@ -21,6 +21,8 @@ How many rows go where is static (a CMDQ program is, ADR-0905):
 from __future__ import annotations
 
 import copy
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,11 @@ from kernbench.compiler.parallel.ep_graph import (
 )
 from kernbench.compiler.parallel.ep_onnx import find_gathered, split_experts
 from kernbench.compiler.parallel.ep_program import EpSiteBuffers, merge_ep_programs
+from kernbench.compiler.parallel.rank_names import rename_rank
 from kernbench.compiler.pipeline import load_model
 from kernbench.compiler.state import CompileState
 from kernbench.errors import InputError
+from kernbench.host.ep_bundle import write_ep_bundle
 from kernbench.host.ep_stats import ep_moe_section
 from kernbench.host.flow import (
     CompileRequest,
@@ -51,7 +55,7 @@ from kernbench.host.flow import (
     simulate_bundle,
 )
 from kernbench.host.llm import llm_facts, llm_section
-from kernbench.host.parallel import Parallel, _high_water, _write_tp_bundle, chip_topology
+from kernbench.host.parallel import Parallel, _high_water, chip_topology
 from kernbench.host.run import RunHooks, RunOptions
 from kernbench.ir.model import Graph, is_shape_only
 from kernbench.ir.qconfig import apply_qconfig, load_qconfig
@@ -210,51 +214,30 @@ def run_ep(model: Path, topo: Topology, out: Path, opts: RunOptions,
     ranks = ep * dp
     graph, source = load_model(Path(model), opts.qconfig)
     blocks, slice_mode = _check(graph, ep)
-    if opts.verify and (not slice_mode or dp > 1):
-        raise InputError("--verify with --ep checks an ONNX MoE model with gathered "
-                         "experts on --ep chips alone (a shape-only model has no values)",
-                         field="--ep")
-    if slice_mode and dp > 1:
-        raise InputError(f"--ep with --dp {dp}: an ONNX model's tokens are split over the "
-                         "--ep chips only", field="--dp")
+    _refuse(opts, ep, dp, slice_mode)
     counts = (data_counts(graph, blocks, ep, _inputs(graph, opts)) if slice_mode
               else drawn_counts(graph, blocks, ranks))
     bundle = opts.bundle or Path(out) / "bundle"
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
                          model_file=str(model), write_cmdq=False, all_pes=opts.all_pes)
-    chip = chip_topology(topo)
-    programs: list[list[dict[str, Any]]] = []
-    bufs: list[list[tuple[int, int, str]]] = []
-    high = 0
-    rank_graphs = []
-    eg = None
-    for r in range(ranks):
-        group, c = divmod(r, ep)
-        eg = _rank_graph(graph, ep, c, [blk[group * ep:(group + 1) * ep] for blk in counts],
-                         slice_mode, opts.qconfig)
-        rb = bundle if r == 0 else bundle.parent / f"{bundle.name}.tp{r}"
-        state, _ = compile_loaded(eg.graph, source, chip, rb, req,
-                                  hooks.compile_progress if r == 0 else None)
-        bufs.append(_site_buffers(eg, state))
-        high = max(high, _high_water(state))
-        assert state.cmdq is not None
-        programs.append(state.cmdq.entries)
-        rank_graphs.append(eg.graph)
-        state.cmdq = state.tiles = state.memory = None
-    assert eg is not None
-    sites = [EpSiteBuffers(s, tuple(b[k][0] for b in bufs), tuple(b[k][1] for b in bufs),
-                           bufs[0][k][2]) for k, s in enumerate(eg.sites)]
+    rk = _compile_ranks(graph, source, counts, ep, ranks, slice_mode, opts, bundle, req,
+                        chip_topology(topo), hooks)
+    programs, sites, rank_graphs = rk.programs, rk.sites, rk.graphs
+    high, rank_bundles, aliases = rk.high, rk.bundles, rk.aliases
     merged = merge_ep_programs(programs, sites, topo, groups, limits_for(topo),
-                               scratch_base=-(-high // 4096) * 4096)
-    del programs
+                               scratch_base=-(-high // 4096) * 4096, aliases=aliases)
+    del programs, rk
     meta = {"version": CMDQ_VERSION, "graph_name": graph.metadata.get("model_name", "model"),
             "generated_by": "kernbench.compiler.parallel", "topology": topo.name}
     hooks.note(f"--ep {ep} --dp {dp}: chips {groups}, {len(sites)} collective(s) per rank "
                f"({merged.collective_entries} of {len(merged.entries)} CMDQ entries)")
-    if opts.verify or opts.write_cmdq:
-        _write_tp_bundle(bundle, graph, ep, chips, topo,
-                         [dict(e) for e in merged.entries], meta)
+    if opts.verify:
+        write_ep_bundle(bundle, graph, rank_graphs, rank_bundles, chips, topo,
+                        [dict(e) for e in merged.entries], meta)
+    elif opts.write_cmdq:
+        (bundle / "cmdq.json").write_text(json.dumps({"cmdq": merged.entries,
+                                                      "metadata": meta}), encoding="utf-8")
     prog = parse_entries(merged.entries, meta, file=str(bundle / "cmdq.json"))
     moe = ep_moe_section(blocks, counts, ep, dp, graph, sites)
     section = {"ep": ep, "dp": dp, "chips": groups, "collectives_per_rank": len(sites),
@@ -273,6 +256,58 @@ def run_ep(model: Path, topo: Topology, out: Path, opts: RunOptions,
         verify=opts.verify, inputs=opts.inputs, trace=opts.trace, report=opts.report,
         strict=opts.strict, save_oplog=opts.save_oplog, entries=opts.entries),
         hooks.sim_hooks(post), prog)
+
+
+@dataclass
+class _Ranks:
+    """The ranks' compiled programs and what the merge and the bundle need of them."""
+
+    programs: list[list[dict[str, Any]]] = field(default_factory=list)
+    sites: list[EpSiteBuffers] = field(default_factory=list)
+    graphs: list[Graph] = field(default_factory=list)
+    bundles: list[Path] = field(default_factory=list)
+    aliases: dict[str, int] = field(default_factory=dict)
+    high: int = 0
+
+
+def _compile_ranks(graph: Graph, source: Path | None, counts: list[list[list[int]]], ep: int,
+                   ranks: int, slice_mode: bool, opts: RunOptions, bundle: Path,
+                   req: CompileRequest, chip: Topology, hooks: RunHooks) -> _Ranks:
+    """Every rank's graph compiled for one chip (rank r's bundle beside rank 0's,
+    `<bundle>.ep<r>`); with --verify the ranks' names are made unique (host.ep_bundle)."""
+    out = _Ranks()
+    bufs: list[list[tuple[int, int, str]]] = []
+    eg = None
+    for r in range(ranks):
+        group, c = divmod(r, ep)
+        eg = _rank_graph(graph, ep, c, [blk[group * ep:(group + 1) * ep] for blk in counts],
+                         slice_mode, opts.qconfig)
+        if opts.verify:
+            eg = rename_rank(eg, r)
+            out.aliases.update({s.node: k for k, s in enumerate(eg.sites)})
+        rb = bundle if r == 0 else bundle.parent / f"{bundle.name}.ep{r}"
+        out.bundles.append(rb)
+        state, _ = compile_loaded(eg.graph, source, chip, rb, req,
+                                  hooks.compile_progress if r == 0 else None)
+        bufs.append(_site_buffers(eg, state))
+        out.high = max(out.high, _high_water(state))
+        assert state.cmdq is not None
+        out.programs.append(state.cmdq.entries)
+        out.graphs.append(eg.graph)
+        state.cmdq = state.tiles = state.memory = None
+    assert eg is not None
+    out.sites = [EpSiteBuffers(s, tuple(b[k][0] for b in bufs), tuple(b[k][1] for b in bufs),
+                               bufs[0][k][2]) for k, s in enumerate(eg.sites)]
+    return out
+
+
+def _refuse(opts: RunOptions, ep: int, dp: int, slice_mode: bool) -> None:
+    if opts.verify and not slice_mode:
+        raise InputError("--verify with --ep checks an ONNX MoE model with gathered "
+                         "experts (a shape-only model has no values)", field="--ep")
+    if slice_mode and dp > 1:
+        raise InputError(f"--ep with --dp {dp}: an ONNX model's tokens are split over the "
+                         "--ep chips only", field="--dp")
 
 
 def _facts(graphs: list[Graph]):  # noqa: ANN202

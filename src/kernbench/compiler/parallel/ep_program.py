@@ -60,7 +60,8 @@ class _EpMerger(_Merger):
             r = rank_of[self.topo.chip_of(self.topo.pe(e["pe"]))]
             lo = self.bases[self.chips[r]] + s.dst[r]
             rows = sum(row[ranks.index(r)] for row in s.site.splits)
-            if e["opcode"] == "DMA_STORE_TILE" and lo <= e["dram_addr"] < lo + rows * s.site.row * eb:
+            hi = lo + rows * s.site.row * eb
+            if e["opcode"] == "DMA_STORE_TILE" and lo <= e["dram_addr"] < hi:
                 stores[r].append(e["id"])
         ids = [e["id"] for e in entries]
         for r in ranks:
@@ -71,14 +72,18 @@ class _EpMerger(_Merger):
 
 def merge_ep_programs(programs: Sequence[list[dict]], sites: Sequence[EpSiteBuffers],
                       topo: Topology, groups: Sequence[Sequence[int]], limits: CmdqLimits,
-                      scratch_base: int) -> MergedProgram:
+                      scratch_base: int, aliases: dict[str, int] | None = None
+                      ) -> MergedProgram:  # fmt: skip
     """The multi-chip program: `programs[r]` (compiled for chip 0, END last) runs on the
     r-th chip of `groups` in order (a group: one expert-parallel replica's chips, its
     ranks in order); every site is an all-to-all-v (or all-gather) within each group;
-    the barrier flags sit at `scratch_base` (an offset from each chip's HBM base)."""
+    the barrier flags sit at `scratch_base` (an offset from each chip's HBM base).
+    `aliases` names the sites by other layer ids too (the ranks' own names of a site)."""
     per_chip = topo.hbm_bytes // topo.chips
     need = scratch_base + FLAG_REGIONS * ALIGN
     if need > per_chip:
         raise InputError(f"the expert-parallel program needs {need} bytes of HBM per chip; "
                          f"'{topo.name}' has {per_chip}", field="--ep")
-    return _EpMerger(programs, sites, topo, groups, limits, scratch_base).run()  # type: ignore[arg-type]
+    merger = _EpMerger(programs, sites, topo, groups, limits, scratch_base)  # type: ignore[arg-type]
+    merger.site_of.update(aliases or {})
+    return merger.run()
