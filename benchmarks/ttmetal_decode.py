@@ -10,8 +10,8 @@ What it models (ADR-1030; docs/fidelity.md, "LLM figures"):
   the DRAM-sharded QKV / WO / FF1 / FF3 / FF2 matmuls, the head split, two rotary
   embeddings, two KV-cache updates, decode attention, the concat, the SiLU multiply, the
   residual adds and the memory-config changes between them; plus the ops of the step
-  outside the layers (`STEP_OPS`: embedding, the rotary matrices, the final norm, the LM
-  head).
+  outside the layers (`step_ops`: embedding, the rotary matrices, the final norm, the LM
+  head in as many DRAM-sharded matmuls as its column cap per core makes, their concat).
 * Each op costs the fitted per-op launch of tt-metal's trace rows (`launch_ns`, the
   GEMM_FLOPS n150 fit) plus its device time. A DRAM-sharded matmul's device time is the
   longer of its weight read and its math: the weight is width-sharded over the DRAM banks
@@ -82,16 +82,40 @@ LAYER_OPS = (
     ("add (MLP residual)", None, "hidden", 3),
 )
 
-#: the step's ops outside the layers (model.py / rope.py / lm_head.py in decode)
-STEP_OPS = (
-    ("embedding", None, "hidden", 1),
-    ("embedding (rotary cos)", None, "head", 1),
-    ("embedding (rotary sin)", None, "head", 1),
-    ("to_memory_config (norm input reshard)", None, "hidden", 2),
-    ("rms_norm (final norm)", None, "hidden", 2),
-    ("linear LM head (DRAM-sharded)", "lm_head", "vocab", 0),
-    ("sharded_to_interleaved (logits)", None, "vocab", 2),
-)
+#: columns of the LM head one DRAM-sharded matmul takes, per core of the LM head's grid
+#: (model_config.py: 128256 / 4 columns "was experimentally the maximum columns that
+#: worked per device" on 48 cores, "668 columns per core"); wider vocabularies split
+LM_HEAD_COLS_PER_CORE = 668
+
+
+def lm_head_splits(vocab: int, hidden: int, grid: tuple[int, int]) -> list[int]:
+    """Columns of each LM-head matmul: tt_transformers' LM head grid is the largest
+    rows x cols (rows counted down from the grid's, then cols) whose cores divide the
+    hidden size's tiles; each split takes at most 668 columns per core of it."""
+    rows, cols = grid
+    while hidden % (32 * rows * cols):
+        rows -= 1
+        if rows == 0:
+            rows, cols = grid[0], cols - 1
+    cap = LM_HEAD_COLS_PER_CORE * rows * cols
+    n = _cdiv(vocab, cap)
+    return [cap] * (n - 1) + [vocab - cap * (n - 1)]
+
+
+def step_ops(m: Llama, grid: tuple[int, int]) -> tuple:
+    """The step's ops outside the layers (model.py, rope.py, lm_head.py in decode): the
+    embedding, the rotary matrices' lookups, the final norm, and per LM-head split a
+    DRAM-sharded matmul and its output's memory-config change, then the logits' concat."""
+    ops = [("embedding", None, "hidden", 1),
+           ("embedding (rotary cos)", None, "head", 1),
+           ("embedding (rotary sin)", None, "head", 1),
+           ("to_memory_config (norm input reshard)", None, "hidden", 2),
+           ("rms_norm (final norm)", None, "hidden", 2)]
+    for i, n in enumerate(lm_head_splits(m.vocab, m.hidden, grid)):
+        ops += [(f"linear LM head split {i} (DRAM-sharded)", f"lm_head:{n}", n, 0),
+                (f"to_memory_config (LM head split {i})", None, n, 2)]
+    return (*ops, ("concat (logits)", None, "vocab", 2))
+
 
 #: tt_transformers' performance configuration for Llama-3.1-8B (model_config.py: "All
 #: models use bfp4 in FF1 and FF3 MLPs", LoFi for them; FF2, QKV, WO at the bfp8 default
@@ -139,14 +163,18 @@ class Llama:
                                                        c["num_attention_heads"])),
                    c["vocab_size"])
 
-    def width(self, name: str) -> int:
-        """Elements per token of the activation `name`."""
+    def width(self, name: str | int) -> int:
+        """Elements per token of the activation `name` (an int is its own width)."""
+        if isinstance(name, int):
+            return name
         return {"hidden": self.hidden, "ffn": self.ffn, "head": self.head_dim,
                 "qkv": (self.heads + 2 * self.kv_heads) * self.head_dim,
                 "kv": self.kv_heads * self.head_dim, "vocab": self.vocab}[name]
 
     def weight_kn(self, w: str) -> tuple[int, int]:
-        """(K, N) of weight `w`."""
+        """(K, N) of weight `w` ("lm_head:N" is an LM-head split of N columns)."""
+        if w.startswith("lm_head:"):
+            return self.hidden, int(w.split(":")[1])
         return {"wqkv": (self.hidden, (self.heads + 2 * self.kv_heads) * self.head_dim),
                 "wo": (self.hidden, self.hidden), "w1": (self.hidden, self.ffn),
                 "w3": (self.hidden, self.ffn), "w2": (self.ffn, self.hidden),
@@ -180,20 +208,20 @@ def op_device_ns(op: tuple, m: Llama, layer: int, kv_len: int, chip: Chip,
     if weight == "kv":  # decode attention reads every cached K and V row once
         rows = 2 * m.kv_heads * _cdiv(kv_len + 1, 32)
         return rows * _cdiv(m.head_dim, 32) * TILE_BYTES[FORMATS["kv"][0]] / dram_gbs
-    dtype, fid = FORMATS[weight]
+    dtype, fid = FORMATS[weight.split(":")[0]]
     if weight in ("w1", "w3") and layer == m.layers - 1:
         dtype, fid = LAST_LAYER_FF13
     k, n = m.weight_kn(weight)
     return dram_sharded_matmul_ns(k, n, dtype, fid, chip, banks, p, dram_gbs)
 
 
-def decode_step(m: Llama, kv_len: int, chip: Chip, banks: int, p: dict[str, float],
-                dram_gbs: float) -> dict:
+def decode_step(m: Llama, kv_len: int, chip: Chip, banks: int, grid: tuple[int, int],
+                p: dict[str, float], dram_gbs: float) -> dict:
     """The step's time (ns) and where it goes: launches, DRAM-sharded matmuls, the rest."""
     launch = mm = other = 0.0
     n_ops = 0
     ops = [(layer, op) for layer in range(m.layers) for op in LAYER_OPS]
-    ops += [(m.layers, op) for op in STEP_OPS]
+    ops += [(m.layers, op) for op in step_ops(m, grid)]
     for layer, op in ops:
         w = op[1]
         t = op_device_ns(op, m, layer, kv_len, chip, banks, p, dram_gbs)
@@ -230,19 +258,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     chip = Chip.from_topology(topo)
     banks = topo.config.cube.hbm_ctrl.channels
+    grid = (topo.config.cube.mesh.rows, topo.config.cube.mesh.cols)
     print(f"tt-metal Llama decode step on {a.topology} ({m.layers} layers, kv_len {a.kv_len}, "
           f"{banks} DRAM banks, launch {p['launch_ns']:.0f} ns per op)")
     print("| DRAM-sharded GB/s | ops | launches ms | matmuls ms | other ms | step ms | tokens/s/user |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for gbs in (*DRAM_SHARDED_GBS, sum(DRAM_SHARDED_GBS) / 2):
-        r = decode_step(m, a.kv_len, chip, banks, p, gbs)
+        r = decode_step(m, a.kv_len, chip, banks, grid, p, gbs)
         print(f"| {gbs:.1f} | {r['ops']} | {r['launch_ns'] / 1e6:.2f} | {r['matmul_ns'] / 1e6:.2f} | "
               f"{r['other_ns'] / 1e6:.2f} | {r['step_ns'] / 1e6:.2f} | {r['tokens_per_s']:.1f} |")
     if a.ops:
         gbs = sum(DRAM_SHARDED_GBS) / 2
         print(f"\n| op (layer 0, then the step's own; {gbs:.1f} GB/s) | device us | with launch us |")
         print("| --- | ---: | ---: |")
-        for layer, ops in ((0, LAYER_OPS), (m.layers, STEP_OPS)):
+        for layer, ops in ((0, LAYER_OPS), (m.layers, step_ops(m, grid))):
             for op in ops:
                 t = op_device_ns(op, m, layer, a.kv_len, chip, banks, p, gbs)
                 print(f"| {op[0]} | {t / 1e3:.1f} | {(t + p['launch_ns']) / 1e3:.1f} |")

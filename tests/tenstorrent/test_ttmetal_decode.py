@@ -44,8 +44,10 @@ def test_compute_bound_matmul_costs_the_fidelity_cycles_on_one_core_per_bank(n15
 
 
 def test_step_counts_every_published_op_and_its_launch(n150):
-    r = td.decode_step(L8B, 128, n150, 12, P, 250.0)
-    assert r["ops"] == 32 * 24 + 7
+    r = td.decode_step(L8B, 128, n150, 12, (8, 8), P, 250.0)
+    # 24 per layer; the step's own: embedding, 2 rotary lookups, reshard + final norm, 3 LM
+    # head splits (matmul + memory config each), the logits' concat
+    assert r["ops"] == 32 * 24 + 5 + 3 * 2 + 1
     assert r["launch_ns"] == pytest.approx(r["ops"] * 8000.0)
     assert r["step_ns"] == pytest.approx(r["launch_ns"] + r["matmul_ns"] + r["other_ns"])
     assert r["tokens_per_s"] == pytest.approx(1e9 / r["step_ns"])
@@ -54,15 +56,24 @@ def test_step_counts_every_published_op_and_its_launch(n150):
 def test_weight_reads_follow_the_performance_formats(n150):
     # memory-bound everywhere at 1 GB/s: the matmul time is the bytes read (ns = B / GB/s);
     # FF1 / FF3 bfp4 except in the last layer (bfp8), FF2 / QKV / WO / LM head bfp8
-    r = td.decode_step(L8B, 128, n150, 12, {**P, "launch_ns": 0.0}, 1.0)
+    r = td.decode_step(L8B, 128, n150, 12, (8, 8), {**P, "launch_ns": 0.0}, 1.0)
 
     def b(k, n, t):  # N padded to whole tiles on every one of the 12 banks
         return (k // 32) * math.ceil(math.ceil(n / 32) / 12) * 12 * t
 
     per_layer_8 = b(4096, 6144, 1088) + b(4096, 4096, 1088) + b(14336, 4096, 1088)
     expect = 32 * per_layer_8 + 31 * 2 * b(4096, 14336, 576) + 2 * b(4096, 14336, 1088) \
-        + b(4096, 128256, 1088)
+        + 3 * b(4096, 42752, 1088)
     assert r["matmul_ns"] == pytest.approx(expect)
+
+
+def test_lm_head_splits_follow_the_column_cap_per_core():
+    # 4096 / 32 = 128 tiles: the whole 8 x 8 grid divides it, 668 x 64 = 42752 columns a
+    # split, and 128256 = 3 x 42752
+    assert td.lm_head_splits(128256, 4096, (8, 8)) == [42752, 42752, 42752]
+    # 3072 / 32 = 96 tiles: 8 x 8 does not divide it, 6 x 8 = 48 cores do (32064 a split)
+    assert td.lm_head_splits(128256, 3072, (8, 8)) == [32064] * 4
+    assert td.lm_head_splits(1000, 4096, (8, 8)) == [1000]
 
 
 def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys):
@@ -78,5 +89,5 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys):
 def test_cli_prints_the_range(capsys):
     assert td.main(["--ops"]) == 0
     out = capsys.readouterr().out
-    assert "| 239.0 | 775 |" in out and "| 260.0 | 775 |" in out
+    assert "| 239.0 | 780 |" in out and "| 260.0 | 780 |" in out
     assert "scaled_dot_product_attention_decode" in out
