@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import simpy
+from simpy.events import URGENT, Event
 
 from kernbench.components.arbiter import BACK_TILE, call_after
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
-from kernbench.components.fabric import transfer
+from kernbench.components.fabric import Route
 from kernbench.components.ports import Port
 from kernbench.components.signals import Signal
 
@@ -73,6 +74,101 @@ class _Run:
                 and self.entries[self.fetch].kind != "barrier")
 
 
+class _Fsm:
+    """The Control FSM running one program, as a state machine (no SimPy process): fetch,
+    then issue every ready entry one per issue latency (a delay event each), and when
+    nothing is ready wait until a completion pokes it. Its waits are the events a process
+    would have yielded, in the same order (components.channel's argument): the issue
+    latency's delay, and a wake-up event scheduled by the first completion that finds it
+    waiting, so that it resumes after the instant's other completions, as before."""
+
+    __slots__ = ("cpu", "env", "run", "done", "issue_ns", "seen", "entry", "waiting")
+
+    def __init__(self, cpu: MCpu, entries: Sequence[ProgramEntry], done: simpy.Event) -> None:
+        self.cpu = cpu
+        self.env = cpu.env
+        self.run = _Run(entries, cpu.spec.issue_window)
+        self.done = done
+        self.issue_ns = cpu.spec.issue_latency_cycles / cpu.spec.clock_ghz
+        self.seen = 0
+        self.entry: ProgramEntry | None = None  # the entry whose issue latency runs
+        self.waiting = False
+
+    def start(self) -> None:
+        """Begin at this instant, as a started process does (an urgent event)."""
+        ev = Event(self.env)
+        ev._ok = True
+        ev._value = None
+        ev.callbacks.append(lambda _ev: self.cycle())
+        self.env.schedule(ev, URGENT)
+
+    def finish(self, e: ProgramEntry) -> None:
+        """Entry `e` completed now: retire it and resume the FSM if it waits."""
+        run = self.run
+        run.completions += 1
+        e.end_ns = self.env._now
+        run.in_window -= 1
+        run.outstanding -= 1
+        run.resolve(e.id)
+        run.done(e)
+        if self.waiting:  # wake it after this instant's other events, as a process
+            self.waiting = False
+            call_after(self.env, 0, self._woken)
+
+    def _woken(self, _ev: Event) -> None:
+        self.cycle()
+
+    def cycle(self) -> None:
+        """Fetch and issue until an issue latency or a completion is waited for, or the
+        program has ended."""
+        run = self.run
+        while True:
+            self.seen = run.completions
+            self.cpu._fetch(run)
+            if not self.issue() or self.settle():
+                return
+
+    def issue(self) -> bool:
+        """Issue ready entries, lowest id first; False while an issue latency runs."""
+        run = self.run
+        while run.ready:
+            e = run.entries[heapq.heappop(run.ready)]
+            if self.issue_ns:
+                self.entry = e
+                call_after(self.env, self.issue_ns, self._issued)
+                return False
+            self.issue_one(e)
+        return True
+
+    def _issued(self, _ev: Event) -> None:
+        e, self.entry = self.entry, None
+        self.issue_one(e)
+        if self.issue() and not self.settle():
+            self.cycle()
+
+    def issue_one(self, e: ProgramEntry) -> None:
+        cpu = self.cpu
+        e.issue_ns = self.env._now
+        cpu.issued += 1
+        self.run.outstanding += 1
+        if e.kind == "nop" or e.command is None:
+            e.start_ns = self.env._now
+            self.finish(e)
+        else:
+            cpu._send(e, self.finish)
+
+    def settle(self) -> bool:
+        """Nothing left to issue: True when the program has ended or the FSM now waits,
+        False when a completion came in while issuing (fetch and issue again)."""
+        run = self.run
+        if run.outstanding == 0 and not run.ready and self.cpu._ended(run, self.done):
+            return True
+        if run.completions != self.seen or run.can_fetch():
+            return False
+        self.waiting = True
+        return True
+
+
 @register("m_cpu", "m_cpu_v1")
 class MCpu(ComponentBase):
     PORTS = (Port("pe_cpus", "pe_cpu", many=True,
@@ -80,7 +176,6 @@ class MCpu(ComponentBase):
 
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
-        self._wake: simpy.Event | None = None
         self.issued = 0
         self._routes: dict[int, tuple] = {}
 
@@ -90,39 +185,8 @@ class MCpu(ComponentBase):
     def run_program(self, entries: list[ProgramEntry]) -> simpy.Event:
         """Start executing `entries`; the returned event fires when the program has ended."""
         done = self.env.event()
-        self.env.process(self._fsm(entries, done))
+        _Fsm(self, entries, done).start()
         return done
-
-    def _poke(self) -> None:
-        w = self._wake
-        if w is not None and not w.triggered:
-            w.succeed()
-
-    def _fsm(self, entries: list[ProgramEntry], done: simpy.Event):  # noqa: ANN202
-        env = self.env
-        run = _Run(entries, self.spec.issue_window)
-        issue_ns = self.spec.issue_latency_cycles / self.spec.clock_ghz
-
-        def finish(e: ProgramEntry) -> None:
-            run.completions += 1
-            e.end_ns = env._now
-            run.in_window -= 1
-            run.outstanding -= 1
-            run.resolve(e.id)
-            run.done(e)
-            self._poke()
-
-        while True:
-            seen = run.completions
-            self._fetch(run)
-            yield from self._issue(run, issue_ns, finish)
-            if run.outstanding == 0 and not run.ready and self._ended(run, done):
-                return
-            if run.completions != seen or run.can_fetch():
-                continue  # something completed while issuing: fetch and issue again
-            self._wake = env.event()
-            yield self._wake
-            self._wake = None
 
     def _fetch(self, run: _Run) -> None:
         """Fetch in order while the window has room; a ready BARRIER passes at once."""
@@ -157,22 +221,6 @@ class MCpu(ComponentBase):
             run.in_window += 1
             run.fetch += 1
 
-    def _issue(self, run: _Run, issue_ns: float, finish):  # noqa: ANN001, ANN202
-        """Issue every ready fetched entry, lowest id first, one per issue latency."""
-        env = self.env
-        while run.ready:
-            e = run.entries[heapq.heappop(run.ready)]
-            if issue_ns:
-                yield env.timeout(issue_ns)
-            e.issue_ns = env._now
-            self.issued += 1
-            run.outstanding += 1
-            if e.kind == "nop" or e.command is None:
-                e.start_ns = env._now
-                finish(e)
-            else:
-                self._send(e, finish)
-
     def _ended(self, run: _Run, done: simpy.Event) -> bool:
         """With nothing outstanding: complete END (or a program without one) and fire
         `done`; False while END still waits on its deps or entries remain to fetch."""
@@ -191,26 +239,30 @@ class MCpu(ComponentBase):
         return False
 
     def _route(self, pe_index: int) -> tuple:
-        """(PE, its PE_CPU, command path out, completion path back), looked up once per PE."""
+        """(PE, its PE_CPU, command route out, completion route back, the ledger's actions
+        of each), built once per PE (`fabric.Route`: a fixed path for one packet size)."""
         r = self._routes.get(pe_index)
         if r is None:
             sim = self.sim
             pe = sim.topology.pe(pe_index)
+            nbytes = self.spec.command_bytes
+            out = Route(sim.command_path(self.node.cube, pe, to_pe=True), nbytes)
+            back = Route(sim.command_path(self.node.cube, pe, to_pe=False), nbytes)
             r = self._routes[pe_index] = (
-                pe, self.pe_cpus[pe.index], sim.command_path(self.node.cube, pe, to_pe=True),
-                sim.command_path(self.node.cube, pe, to_pe=False))
+                pe, self.pe_cpus[pe.index], out, back,
+                sim.actions.path_actions(out.stages), sim.actions.path_actions(back.stages))
         return r
 
     def _send(self, e: ProgramEntry, finish) -> None:  # noqa: ANN001
-        """Send `e`'s command to its PE: the command path is reserved at this instant's
-        grant (components.arbiter), the completion path at the grant of the instant the
+        """Send `e`'s command to its PE: the command route is reserved at this instant's
+        grant (components.arbiter), the completion route at the grant of the instant the
         command completes."""
         env = self.env
         sim = self.sim
-        actions = sim.actions
+        count = sim.actions.count_path
         arbiter = sim.arbiter
-        pe, pe_cpu, path, path_back = self._route(e.pe)
-        nbytes = self.spec.command_bytes
+        pe, pe_cpu, out, back_route, acts_out, acts_back = self._route(e.pe)
+        nbytes = out.nbytes
         cmd = e.command
         meta = cmd.meta
         meta["entry"] = e
@@ -223,14 +275,14 @@ class MCpu(ComponentBase):
 
         def send() -> None:
             now = env._now
-            arrive = transfer(now, nbytes, path)
-            actions.links(cmd, path, nbytes, now, arrive)
+            arrive = out.reserve(now)
+            count(cmd, acts_out, nbytes, now, arrive)
             call_after(env, arrive - now, deliver)
 
         def back() -> None:
             now = env._now
-            end = transfer(now, nbytes, path_back)
-            actions.links(cmd, path_back, nbytes, now, end)
+            end = back_route.reserve(now)
+            count(cmd, acts_back, nbytes, now, end)
             call_after(env, end - now, lambda _e: finish(e))
 
         def completed(_ev) -> None:  # noqa: ANN001
