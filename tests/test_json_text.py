@@ -80,3 +80,21 @@ def test_large_documents_are_streamed_in_blocks():
     obj = {"cmdq": [{"id": i, "deps_before": [i - 1] if i else []} for i in range(30000)]}
     ours, ref = _both(obj)
     assert ours == ref
+
+
+def test_dicts_sharing_keys_in_any_order_and_at_any_depth():
+    # the writer keeps each key set's layout for the next dict with the same keys: the
+    # same keys in another insertion order, at another depth, or with values of other
+    # types (a bool where an int was, a str subclass, a nested dict) must still come out
+    # as json.dump writes them
+    class S(str):
+        pass
+
+    entries = [{"opcode": "DMA", "id": i, "pe": i % 3, "deps_before": [i, i + 1]}
+               for i in range(5)]
+    entries += [{"pe": True, "id": None, "deps_before": [], "opcode": S("x")},
+                {"deps_before": [{"opcode": 1, "id": 2, "pe": 3, "deps_before": 4}],
+                 "id": 1.5, "opcode": "é", "pe": -1}]
+    obj = {"cmdq": entries, "nested": {"cmdq": entries[:2], "id": 0}}
+    ours, ref = _both(obj)
+    assert ours == ref

@@ -56,6 +56,16 @@ TpOpt = Annotated[int | None, typer.Option(
 DpOpt = Annotated[int | None, typer.Option(
     "--dp", help="data parallelism: N replicas (each on --tp chips), the --batch split "
                  "between them (docs/multichip.md)")]
+PpOpt = Annotated[int | None, typer.Option(
+    "--pp", help="pipeline parallelism: the decoder layers split into N stages on N chips "
+                 "(times --tp), activations sent between them (docs/multichip.md)")]
+MicroBatchesOpt = Annotated[int | None, typer.Option(
+    "--micro-batches", help="with --pp: the batch split into M micro-batches the stages "
+                            "overlap [default: prefill the largest divisor of the batch "
+                            "<= --pp, decode 1]")]
+EpOpt = Annotated[int | None, typer.Option(
+    "--ep", help="expert parallelism: an MoE model's experts split over N chips, tokens "
+                 "sent to their experts' chips and back by all-to-all (docs/multichip.md)")]
 RoutingSameOpt = Annotated[bool, typer.Option(
     "--routing-same-layers", help="every MoE layer takes the first layer's draw (identical "
                                   "blocks: replayed, much faster to simulate)")]
@@ -181,6 +191,9 @@ def run_cmd(
     entries: EntriesOpt = False,
     tp: TpOpt = None,
     dp: DpOpt = None,
+    ep: EpOpt = None,
+    pp: PpOpt = None,
+    micro_batches: MicroBatchesOpt = None,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -197,7 +210,7 @@ def run_cmd(
     set_quiet(quiet)
     phases = Phases(err, enabled=not quiet)
     topo = load_topology(topology, set_ or [])
-    par = _parallel(tp, dp, generate, batch)
+    par, pipe = _parallelism(tp, dp, ep, pp, micro_batches, generate, batch, kv_len, model)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         amend = None
         if generate is not None:
@@ -206,7 +219,7 @@ def run_cmd(
                                  "steps of --generate", field="--generate")
             amend = _generation(generate, model, kv_len, verify, qconfig, Path(tmp),
                                 (topo, stage, batch, seq_len, exact_steps))
-        res = _named_model(model, seq_len, kv_len, Path(tmp), par.batch, qconfig, verify,
+        res = _named_model(model, seq_len, kv_len, Path(tmp), pipe.batch, qconfig, verify,
                            routing, routing_seed, routing_same)
         opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace,
@@ -214,7 +227,7 @@ def run_cmd(
                           llm=llm or generate is not None, strict=strict,
                           write_cmdq=keep_bundle, all_pes=all_pes, entries=entries,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle",
-                          tp=par.tp, dp=par.dp)
+                          tp=par.tp, dp=par.dp, ep=par.ep, **pipe.run_fields())
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
     if not ok:
@@ -236,14 +249,36 @@ def _generation(generate: int, model: Path, kv_len: int | None, verify: bool,
 
 
 def _parallel(tp: int | None, dp: int | None, generate: int | None,
-              batch: int | None):  # noqa: ANN202
-    """--tp / --dp checked (host.parallel.Parallel: the batch each replica runs)."""
+              batch: int | None, ep: int | None = None,
+              model: Path | None = None):  # noqa: ANN202
+    """--tp / --dp / --ep checked (host.parallel.Parallel: the batch each replica or
+    expert-parallel rank runs)."""
     from kernbench.host.parallel import check_parallel
 
-    if (tp is not None or dp is not None) and generate is not None:
-        raise InputError("--generate with --tp or --dp is not built yet (docs/multichip.md)",
-                         field="--tp" if tp is not None else "--dp")
+    if (tp is not None or dp is not None or ep is not None) and generate is not None:
+        raise InputError("--generate with --tp, --dp or --ep is not built yet "
+                         "(docs/multichip.md)", field="--tp" if tp is not None else
+                         "--dp" if dp is not None else "--ep")
+    if ep is not None:
+        from kernbench.host.ep import check_ep_options
+
+        return check_ep_options(ep, tp, dp, batch, model)
     return check_parallel(tp, dp, batch)
+
+
+def _parallelism(tp: int | None, dp: int | None, ep: int | None, pp: int | None,
+                 micro_batches: int | None, generate: int | None, batch: int | None,
+                 kv_len: int | None, model: Path):  # noqa: ANN202
+    """(--tp / --dp / --ep checked: `_parallel`, --pp / --micro-batches checked:
+    host.pipeline.Pipeline, whose `batch` is what a micro-batch runs)."""
+    from kernbench.host.pipeline import check_pipeline
+
+    par = _parallel(tp, dp, generate, batch, ep, model)
+    if (pp is not None or micro_batches is not None) and (generate is not None or par.ep != 1):
+        flag = "--generate" if generate is not None else "--ep"
+        raise InputError(f"{flag} with --pp is not built yet (docs/multichip.md)",
+                         field="--pp")
+    return par, check_pipeline(pp, micro_batches, par.batch, decode=bool(kv_len))
 
 
 def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa: ANN001
@@ -254,7 +289,15 @@ def _run_and_report(model: Path, topo, out: Path, opts, phases: Phases,  # noqa:
 
     hooks = RunHooks(note=err.print, watch=None if quiet else simulation_watch(err),
                      compile_progress=phases.update, phase=phases.phase)
-    if opts.tp != 1 or opts.dp != 1:
+    if opts.pp != 1:
+        from kernbench.host.pipeline import run_pipeline
+
+        res = run_pipeline(model, topo, out, opts, hooks)
+    elif opts.ep != 1:
+        from kernbench.host.ep import run_ep
+
+        res = run_ep(model, topo, out, opts, hooks)
+    elif opts.tp != 1 or opts.dp != 1:
         from kernbench.host.parallel import run_parallel
 
         res = run_parallel(model, topo, out, opts, hooks)

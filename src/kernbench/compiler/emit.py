@@ -18,12 +18,23 @@ from kernbench.compiler.tilegraph import TileOp
 
 def _operands(e: dict[str, Any], op: TileOp) -> dict[str, Any]:
     """`e` with the TCM bank and offset of every operand role of `op`."""
-    extra = op.role_offset or {}
+    extra = op.role_offset
     for role, b in op.reads + op.writes:
-        e[f"{role}_bank"] = b.bank
-        e[f"{role}_offset"] = (b.bank_offset + (op.buf_offset if role == "spm" else 0)
-                               + extra.get(role, 0))
+        keys = _ROLE_KEYS.get(role)
+        if keys is None:
+            keys = _ROLE_KEYS[role] = (f"{role}_bank", f"{role}_offset")
+        e[keys[0]] = b.bank
+        off = b.bank_offset
+        if role == "spm":
+            off += op.buf_offset
+        if extra:
+            off += extra.get(role, 0)
+        e[keys[1]] = off
     return e
+
+
+#: operand role → its entry's bank and offset field names
+_ROLE_KEYS: dict[str, tuple[str, str]] = {}
 
 
 def entry_of(op: TileOp) -> dict[str, Any]:

@@ -77,6 +77,7 @@ class Parallel:
     tp: int = 1
     dp: int = 1
     batch: int | None = None
+    ep: int = 1
 
 
 def check_parallel(tp: int | None, dp: int | None, batch: int | None) -> Parallel:

@@ -72,6 +72,9 @@ class RunOptions:
     entries: bool = False  # per-entry detail (timeline, entry rows) whatever the size
     tp: int = 1  # tensor parallelism over this many chips (host.parallel.run_parallel)
     dp: int = 1  # replicas (each on `tp` chips), the batch split between them
+    ep: int = 1  # expert parallelism over this many chips (host.ep.run_ep)
+    pp: int = 1  # pipeline stages (host.pipeline.run_pipeline)
+    micro_batches: int = 1  # a replica's batch split between the pipeline's micro-batches
 
 
 @dataclass(frozen=True)

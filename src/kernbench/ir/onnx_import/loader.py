@@ -19,11 +19,12 @@ def load_model(path: str | Path) -> onnx.ModelProto:
     path = Path(path)
     f = str(path)
     check_input_file(path, MAX_MODEL_BYTES)  # a regular file (never a FIFO), bounded
+    key = _file_key(path)  # before the read: a file changed while read gets another key
     try:
         model = onnx.load(f, load_external_data=False)
     except Exception as e:  # DecodeError, truncated protobuf, ...
         raise InputError(f"not a valid ONNX protobuf ({_one_line(e)})", file=f) from None
-    _check_external_data(model, path)
+    _remember_external(key, _check_external_data(model, path))
     try:
         external_data_helper.load_external_data_for_model(model, str(path.parent.resolve()))
     except Exception as e:
@@ -34,26 +35,57 @@ def load_model(path: str | Path) -> onnx.ModelProto:
 def copy_with_external_data(src: str | Path, dst: str | Path) -> None:
     """Copy an ONNX model file and the external data files it references (paths kept
     relative to the model, so onnxruntime finds them beside the copy). The references
-    were confined to the model's folder when the model was loaded."""
+    were confined to the model's folder when the model was loaded; a file `load_model`
+    read, unchanged since (`_file_key`), is not parsed again to find them."""
 
     src, dst = Path(src), Path(dst)
     shutil.copyfile(src, dst)
-    model = onnx.load(str(src), load_external_data=False)
+    locations = _LOADED.get(_file_key(src))
+    if locations is None:
+        model = onnx.load(str(src), load_external_data=False)
+        locations = _external_locations(model)
     base, out = src.parent.resolve(), dst.parent.resolve()
-    seen: set[str] = set()
-    for t in external_data_helper._get_all_tensors(model):
-        if not external_data_helper.uses_external_data(t):
-            continue
-        loc = external_data_helper.ExternalDataInfo(t).location or ""
+    for loc in locations:
         target = (base / loc).resolve()
-        if loc in seen or Path(loc).is_absolute() or not target.is_relative_to(base):
+        if Path(loc).is_absolute() or not target.is_relative_to(base):
             continue
-        seen.add(loc)
         (out / loc).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(target, out / loc)
 
 
-def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
+#: file key (`_file_key`) → the external data locations of the model file loaded from it,
+#: the latest `_LOADED_KEPT` files: `copy_with_external_data` of a model just loaded (a
+#: compile writing its bundle) does not parse hundreds of MB again
+_LOADED: dict[tuple, tuple[str, ...]] = {}
+_LOADED_KEPT = 8
+
+
+def _file_key(path: Path) -> tuple:
+    """The file as it is now: its resolved path, inode, size and modification and change
+    times (a rewritten or replaced file gets another key)."""
+    st = path.stat()
+    return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+            st.st_ctime_ns)
+
+
+def _remember_external(key: tuple, locations: tuple[str, ...]) -> None:
+    _LOADED.pop(key, None)
+    _LOADED[key] = locations
+    while len(_LOADED) > _LOADED_KEPT:
+        del _LOADED[next(iter(_LOADED))]
+
+
+def _external_locations(model: onnx.ModelProto) -> tuple[str, ...]:
+    """The distinct external data locations of `model`'s tensors, in tensor order."""
+    seen: dict[str, None] = {}
+    for t in external_data_helper._get_all_tensors(model):
+        if external_data_helper.uses_external_data(t):
+            seen.setdefault(external_data_helper.ExternalDataInfo(t).location or "", None)
+    return tuple(seen)
+
+
+def _check_external_data(model: onnx.ModelProto, path: Path) -> tuple[str, ...]:
+    """Refuse external data outside the model's folder or missing; the locations."""
     base = path.parent.resolve()
     for t in external_data_helper._get_all_tensors(model):
         if not external_data_helper.uses_external_data(t):
@@ -73,6 +105,7 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
             )
         check_input_file(target, MAX_MODEL_BYTES, label=f"{path}: initializer {t.name}: "
                                                         f"external data {loc!r}")
+    return _external_locations(model)
 
 
 def prepare_model(model: onnx.ModelProto, *, file: str | None = None) -> onnx.ModelProto:
