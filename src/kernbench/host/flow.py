@@ -39,6 +39,7 @@ from kernbench.errors import (
 from kernbench.host.bundle import Bundle, run_with_data
 from kernbench.host.bundle_check import check_bundle
 from kernbench.host.estimate import graph_bytes, refuse_above_limit
+from kernbench.host.gc_pause import gc_paused
 from kernbench.host.intermediates import Intermediates
 from kernbench.host.precision import add_precision
 from kernbench.host.replay_figures import ActionsOf
@@ -95,6 +96,7 @@ class CompileRequest:
     qconfig_file: str | None = None
 
 
+@gc_paused()  # a whole program's objects live until it is written (host.gc_pause)
 def compile_model(model: Path, topology: Topology, out: Path,
                   req: CompileRequest = CompileRequest(),
                   progress: Progress | None = None) -> tuple[CompileState, PassManager | None]:
@@ -106,6 +108,7 @@ def compile_model(model: Path, topology: Topology, out: Path,
         model_file=str(model)), progress)
 
 
+@gc_paused()
 def compile_loaded(graph: Graph, source: Path | None, topology: Topology, out: Path,
                    req: CompileRequest = CompileRequest(), progress: Progress | None = None
                    ) -> tuple[CompileState, PassManager | None]:  # fmt: skip
