@@ -205,7 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-doc", action="store_true", help="print only; leave the docs alone")
     ap.add_argument("--llm", nargs="+", metavar="CASE",
                     help=f"LLM cases (or all): {'; '.join(LLM_CASES)}")
+    ap.add_argument("--ep", nargs="+", metavar="CASE",
+                    help="expert-parallel MoE cases (or all): benchmarks/multichip_ep.py")
     args = ap.parse_args(argv)
+    if args.ep:
+        from multichip_ep import main_ep
+
+        return main_ep(args.ep, not args.no_doc)
     if args.llm:
         return main_llm(args.llm, not args.no_doc)
     rows = []

@@ -234,3 +234,53 @@ def test_the_per_op_lowerings_are_what_the_tiling_pass_dispatches_to():
 
     homes = {f.__module__.removeprefix(LOWER) for f in LOWERINGS.values()}
     assert homes - {"tile_pass"} == LOWER_LAYERS[PER_OP] - {"layer_op"}
+
+
+def test_only_the_tiling_pass_runs_the_vector_chain_fusion():
+    """`fuse_vector` merges the tile ops one IR node made (their buffers, PEs, vector
+    engines and rows decide it, ADR-1000): the tiling pass runs it after each node, and
+    neither the plan pass nor a lowering imports it."""
+    graph = _module_graph(SRC)
+    users = {m for m, deps in graph.items() if f"{LOWER}fuse_vector" in deps}
+    assert users == {f"{LOWER}tile_pass"}
+
+
+#: what `Lowering` (the builder) holds: the compile it builds for, the TCM and engine
+#: geometry, the TileGraph and its cursors, the plan it reads, the one cross-op fact the
+#: tiles decide (`row_reduced`) and each lowering module's own state (`_local`)
+BUILDER_STATE = {"state", "g", "topo", "plan", "lowering_plan", "gemm_spec", "math_op_cycles",
+                 "bank", "tcm_bytes", "n_pes", "dma_bytes_per_cycle", "ucie_bytes_per_cycle",
+                 "pe_macs_per_cycle", "tg", "_next_buf", "pes", "stream", "engines",
+                 "row_reduced", "_local"}
+
+
+def _self_attributes(cls: ast.ClassDef) -> set[str]:
+    return {t.attr for n in ast.walk(cls) if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+            and t.value.id == "self"}
+
+
+def test_the_builder_carries_no_cross_op_handshake():
+    """A decision one op's lowering makes for another is the lowering plan's (ADR-0920,
+    ADR-1000), not an attribute of the builder: `Lowering` holds exactly its builder state."""
+    tree = ast.parse((SRC / "compiler" / "lower" / "context.py").read_text(encoding="utf-8"))
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Lowering"]
+    assert _self_attributes(cls) == BUILDER_STATE
+
+
+def test_a_lowering_modules_local_state_is_its_own():
+    """`Lowering.local(Kind)` is asked only by the module defining `Kind`: what one module
+    remembers across layers is no handshake with another."""
+    bad, asked = [], 0
+    for f in sorted((SRC / "compiler" / "lower").glob("*.py")):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        own = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr == "local" and n.args:
+                asked += 1
+                kind = n.args[0]
+                if not (isinstance(kind, ast.Name) and kind.id in own):
+                    bad.append(f"{f.name}: local({ast.unparse(kind)})")
+    assert asked >= 2 and bad == []

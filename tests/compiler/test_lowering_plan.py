@@ -135,9 +135,51 @@ def test_the_builder_keeps_no_cross_op_table_the_plan_owns():
     the builder: a lowering cannot write a decision another op reads through them."""
     g, feeds = gemm_graph(m=16, k=32, n=24)
     lw = Lowering(compile_until(g, feeds, "plan"))
-    moved = ("weights", "stored_weights", "dynamic", "lone")
+    moved = ("weights", "stored_weights", "dynamic", "lone", "fused", "unwritten", "pinned",
+             "prepared", "gemm_producer")
     assert [a for a in moved if hasattr(lw, a)] == []
     assert lw.lowering_plan is lw.state.lowering_plan
+
+
+def test_a_fused_gemm_output_is_planned_unwritten_and_read_as_float_refused():
+    """The GEMM output its epilogue's GELU consumes is in the plan's `unwritten`; the tiles
+    drop its storage, after which a float read of it is refused, not served from a stale
+    placement."""
+    g, feeds = gemm_graph(m=16, k=32, n=24, gelu=True)
+    st = compile_until(g, feeds, "tiling")
+    plan = st.require_lowering_plan()
+    assert plan.unwritten == {"y"} and "    y" in plan.dump().split("unwritten")[1]
+    assert "y" not in st.require_memory().placements
+    with pytest.raises(RuntimeError, match="stored only quantized, yet read as float"):
+        Lowering(st).placement("y")
+
+
+def test_plan_names_the_transposes_a_qdq_writes_through(tmp_path):
+    """llama_qdq: the QDQ after P·V writes its rows through the head transpose that
+    follows it. The plan names each such transpose (checked against the graph: a
+    (0, 2, 1, 3) TRANSPOSE reading the QDQ's output); the tiles give it no operation and
+    the QDQ's stores write the transpose's output."""
+    from pathlib import Path
+
+    model = Path(__file__).resolve().parents[1] / "models" / "llama_qdq.onnx"
+    g, _ = load_model(model)
+    st, _ = compile_graph(g, load_topology("small"))
+    plan = st.require_lowering_plan()
+    assert plan.written_through
+    ops = st.require_tiles().ops
+    for t, q in plan.written_through.items():
+        tn, qn = g.node(t), g.node(q)
+        assert tn.op_type == "TRANSPOSE" and list(tn.attributes["perm"]) == [0, 2, 1, 3]
+        assert qn.op_type == "QDQ" and tn.inputs[0] == qn.outputs[0]
+        assert plan.computed_elsewhere(t) and not [op for op in ops if op.layer == t]
+        out_key = st.require_memory().placements[tn.outputs[0]].key
+        assert any(k == out_key for op in ops if op.layer == q for k, *_ in op.hbm_writes)
+        assert f"{t} -> {q}" in plan.dump()
+    check_plan(st)
+    bad = dataclasses.replace(plan, written_through={next(iter(plan.written_through)): "x"})
+    st.lowering_plan = bad
+    with pytest.raises(InvariantError, match="writes through"):
+        check_plan(st)
 
 
 @pytest.mark.parametrize(("seq", "kv", "section"), [(1, 64, "kv_rows"), (64, 0, "kv_stores")])
@@ -181,6 +223,12 @@ def test_producers_store_the_activations_the_plan_names_quantized(tmp_path):
     ops = st.require_tiles().ops
     for tid, qs in plan.quant_stores.items():
         assert qs.bits == 8 and qs.unread and qs.unread[0] == tid
+        # the float and its views are planned unwritten; the views are computed by the
+        # producer's tiles and lose their storage
+        assert set(qs.unread) <= plan.unwritten
+        for v in qs.unread[1:]:
+            assert plan.fused[g.tensors[v].producer] == g.tensors[tid].producer
+            assert v not in st.require_memory().placements
         assert plan.quant_stored(qs.read_as) is qs
         key = f"{qs.read_as}@int8"
         writers = {op.layer for op in ops for k, *_ in op.hbm_writes if k == key}

@@ -140,6 +140,16 @@ class StreamedProgram(Sequence[ProgramEntry]):
                 self._lower.program.cmdq[i] = None  # type: ignore[call-overload]
         return e
 
+    def entry_pes(self) -> list[int | str] | None:
+        """Each entry's PE index, or its control kind ("barrier", "nop", "end"), read from
+        the CMDQ entries without building them; None when the CMDQ itself streams
+        (EntryStream: it cannot be read ahead)."""
+        cmdq = self._lower.program.cmdq
+        if isinstance(cmdq, EntryStream):
+            return None
+        pe_index = self._lower.limits.pe_index
+        return [e.control if e.control is not None else pe_index(e.pe) for e in cmdq]
+
     def retire(self, e: ProgramEntry) -> None:
         """Entry `e` has completed: report it and forget it."""
         self._on_retire(e)

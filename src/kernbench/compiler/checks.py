@@ -68,6 +68,16 @@ def check_plan(state: CompileState) -> None:
                 or qs.read_as not in g.tensors or not g.tensors[qs.read_as].consumers:
             raise InvariantError(f"lowering plan: '{t}' is stored quantized for its readers "
                                  f"as '{qs.read_as}', yet no layer produces or reads it")
+    for t, q in plan.written_through.items():
+        if t not in order or q not in order or g.node(t).op_type != "TRANSPOSE" \
+                or g.node(q).op_type != "QDQ" or order[t] <= order[q] \
+                or g.node(t).inputs[0] not in g.node(q).outputs:
+            raise InvariantError(f"lowering plan: '{q}' writes through '{t}', which is not "
+                                 f"a transpose of that QDQ's output")
+    for t in plan.unwritten:
+        if t not in g.tensors or t in g.outputs or g.tensors[t].producer is None:
+            raise InvariantError(f"lowering plan: '{t}' is left unwritten, yet it is no "
+                                 f"tensor a layer produces, or it is a graph output")
     for c, p in plan.fused.items():
         if c not in order or p not in order or order[p] >= order[c]:
             raise InvariantError(f"lowering plan: '{c}' is fused into '{p}', which does not "

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from kernbench.compiler.checks import check_memory
+from kernbench.compiler.checks import check_memory, check_plan
 from kernbench.compiler.hbm import MemoryPlan
 from kernbench.compiler.layer_ops import CensusCounter, LayerOpCensus
 from kernbench.compiler.lower.context import Lowering
@@ -138,6 +138,7 @@ def compile_streamed(graph: Graph, topology: Topology, options: CompileOptions |
             progress("tiling")
         survey = _survey(state)
         check_memory(CompileState(state.graph, topology, memory=survey.memory))
+        check_plan(state)  # as the survey's pinning may have remade it (`replan`)
     except ValueError as e:
         raise InputError(f"cannot compile: {e}") from None
     return StreamedCompile(state, survey)

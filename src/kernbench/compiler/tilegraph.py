@@ -62,6 +62,9 @@ class TileGraph:
     #: view nodes (RESHAPE / TRANSPOSE / IDENTITY) of a tensor a lowering left unstored:
     #: their placements are gone, yet they moved nothing (`roofline.layer_bounds`)
     views: set[str] = field(default_factory=set)
+    #: spread storages a whole-layer op touched: the tiling pass pins them to one cube and
+    #: lowers again (`tile_pass.with_pins`)
+    pinned: set[str] = field(default_factory=set)
     #: per IR node (graph order), the lowering stream its ops start at: which node emitted
     #: an op (`region.node_of`)
     node_streams: list[int] = field(default_factory=list)

@@ -130,14 +130,69 @@ class Simulator:
     def run_program(self, entries: Sequence[ProgramEntry], cube: int = 0) -> simpy.Event:
         """Run a Control-FSM program on cube `cube`'s M_CPU; returns its end event. A
         program that builds its entries as they are fetched (it has `on_build`) has each
-        command tracked when it is built; a list has them all tracked now."""
+        command tracked when it is built; a list has them all tracked now.
+
+        A program whose commands go to PEs of several chips runs on every such chip's
+        M_CPU (the one at `cube`'s place in its chip), each fetching and issuing its own
+        chip's entries through its own window (components.builtin.m_cpu); the
+        event fires at END, once they have all finished."""
         on_build = getattr(entries, "on_build", None)
         if on_build is not None:
             on_build(self._track_entry)
         else:
             for e in entries:
                 self._track_entry(e)
-        return self._m_cpu[cube].run_program(entries)
+        split = self._chip_split(entries)
+        if split is None:
+            return self._m_cpu[cube].run_program(entries)
+        owner, orders, end = split
+        per_chip = len(self.topology.cubes) // self.topology.chips
+        m_cpus = [self._m_cpu[c * per_chip + cube % per_chip] for c in range(len(orders))]
+        board = m_cpus[0].board(entries, owner)
+        dones = [m.run_program(entries, board, order)
+                 for m, order in zip(m_cpus, orders, strict=True) if order]
+        done = self.env.event()
+
+        def finished(_ev: object) -> None:
+            now = self.env.now
+            if end is not None:
+                e = entries[end]
+                e.fetch_ns = e.issue_ns = e.start_ns = e.end_ns = now
+                board.complete[end] = 1
+                board.done(e)
+            done.succeed(now)
+
+        self.env.all_of(dones).callbacks.append(finished)
+        return done
+
+    def _chip_split(self, entries: Sequence[ProgramEntry]
+                    ) -> tuple[bytes, list[list[int]], int | None] | None:  # fmt: skip
+        """(each entry's chip, each chip's entry ids in program order, END's id or None)
+        for a program whose commands go to more than one chip; None otherwise (one chip,
+        or a program whose entries stream in and cannot be read ahead). Entries after END
+        are never fetched; control entries (BARRIER, NOP) are the first chip's."""
+        topo = self.topology
+        if topo.chips == 1:
+            return None
+        pes_of = getattr(entries, "entry_pes", None)
+        pes = pes_of() if pes_of is not None else [
+            e.pe if e.kind == "command" else e.kind for e in entries]
+        if pes is None:
+            return None
+        chip_of = [p.cube.sip for p in topo.pes]
+        owner = bytearray(len(pes))
+        orders: list[list[int]] = [[] for _ in range(topo.chips)]
+        end = None
+        for i, pe in enumerate(pes):
+            if pe == "end":
+                end = i
+                break
+            c = chip_of[pe] if isinstance(pe, int) else 0
+            owner[i] = c
+            orders[c].append(i)
+        if sum(1 for o in orders if o) < 2:
+            return None
+        return bytes(owner), orders, end
 
     def _track_entry(self, e: ProgramEntry) -> None:
         if e.command is not None:

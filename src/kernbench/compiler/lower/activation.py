@@ -5,6 +5,8 @@ because their TE consumers read around them (`gemm` tiles the layer itself)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
@@ -94,6 +96,15 @@ def dequant_bypassed(lw: Lowering, n: LayerIR) -> bool:
 # ----------------------------------------------------------------------------- activations
 
 
+@dataclass
+class Prepared:
+    """The activations TE layers converted themselves, by (tensor, mode, bits): the first
+    layer reading one converts it (its tiles make the scratch), the later ones reuse it.
+    `prepare_x`'s own memo (`Lowering.local`): no other module reads it."""
+
+    done: dict[tuple[str, str, int], PreparedX | None] = field(default_factory=dict)
+
+
 def prepare_x(lw: Lowering, n: LayerIR, x_tid: str, mode: str, bits: int) -> PreparedX | None:
     """The activation as the TE reads it: quantized / cast into an HBM scratch, once per
     (tensor, format) however many layers read it."""
@@ -101,9 +112,10 @@ def prepare_x(lw: Lowering, n: LayerIR, x_tid: str, mode: str, bits: int) -> Pre
     stored = lw.lowering_plan.quant_stored(x_tid) if mode == "int" else None
     if stored is not None and stored.bits == bits:
         return _stored_by_producer(lw, x_tid, stored)
-    if key not in lw.prepared:
-        lw.prepared[key] = _prepare_x_once(lw, n, x_tid, mode, bits)
-    return lw.prepared[key]
+    done = lw.local(Prepared).done
+    if key not in done:
+        done[key] = _prepare_x_once(lw, n, x_tid, mode, bits)
+    return done[key]
 
 
 def _stored_by_producer(lw: Lowering, x_tid: str, qs: QuantStore) -> PreparedX:

@@ -326,7 +326,7 @@ def lower_attention(lw: Lowering, n: LayerIR) -> bool:
     at = plan_attention(lw, n)
     at = replace(at, q_out=_quantized_output(lw, n, at))
     _tiles(lw, n, at)
-    drop_unwritten(lw, n, at.q_out)
+    drop_unwritten(lw, at.q_out)
     return True
 
 

@@ -8,29 +8,25 @@ the current phase), `dma` (a 1-D or 2-D strided DMA between a TCM buffer and a p
 crossing parts is split into one DMA per run). `phase()` starts a new lowering phase: the
 placement pass never moves an op across a phase boundary, so ops after it may depend on
 any op before it. The decisions that span several ops come from the lowering plan
-(`lowering_plan`, made by the plan pass); the GEMM lowering still caches the activations
-it converts itself here, so that an activation read by several layers is converted once
-(an activation its producer stores quantized is the plan's `quant_stores`).
+(`lowering_plan`, made by the plan pass). What a lowering module remembers from one layer
+to the next (the GEMM's memo of the activations it converted, the last GEMM's column
+readiness) is that module's own state (`local`), read by no other module; the one
+cross-op fact the tiles decide is `row_reduced` (a norm a split-K GEMM's tiles run).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
 from kernbench.compiler.lower.engines import EngineCursor
-from kernbench.compiler.lower.gemm_balance import Producer
 from kernbench.compiler.lower.placement import PeCursor, raw_const, real_const, tensor_placement
 from kernbench.compiler.lower.plan import LoweringPlan
-from kernbench.compiler.lower.values import (
-    HbmRange,
-    Operands,
-    PreparedX,
-)
+from kernbench.compiler.lower.values import HbmRange, Operands
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.numerics.dtypes import bits as dtype_bits
@@ -39,6 +35,8 @@ from kernbench.topology.peaks import hbm_gbs_per_cube, pe_macs_per_ns, ucie_gbs
 #: CMDQ `qbits` of an HBM dtype
 QBITS_OF = {n: dtype_bits(n) for n in ("fp32", "fp16", "bf16", "int8", "uint8", "int4", "int32",
                                        "bool", "int16")}
+
+S = TypeVar("S")
 
 #: the float HBM dtypes the vector tiles read and write (16-bit ones widen to fp32)
 FLOAT_DTYPES = ("fp32", "fp16", "bf16")
@@ -98,19 +96,21 @@ class Lowering:
             cube_pes.setdefault(pe.cube.index, []).append(i)
         self.pes = PeCursor(self.n_pes, restart_per_layer=len(self.topo.cubes) > 1,
                             cube_pes=tuple(tuple(cube_pes[c]) for c in sorted(cube_pes)))
-        self.pinned: set[str] = set()  # spread storages a whole-layer op touched
         self.stream = 0
-        # activations a GEMM converted itself, for the later layers that read them
-        self.prepared: dict[tuple[str, str, int], PreparedX | None] = {}
         self.engines = EngineCursor.of(pt)
-        # layer → the layer whose tiles computed it, decided while tiling (a norm a split-K
-        # GEMM row-reduces, a transpose a QDQ writes through, the views of a tensor no
-        # tile writes); those decided before tiling are the lowering plan's `fused`
-        self.fused: dict[str, str] = {}
-        # float tensors no tile writes: only their quantized copy is read (`xquant`)
-        self.unwritten: set[str] = set()
-        # the GEMM lowered last: when its columns are ready, per PE (`gemm_balance`)
-        self.gemm_producer: Producer | None = None
+        # norm → the split-K GEMM whose tiles reduce its row on one PE and run it
+        # (`gemm_rowreduce`): it depends on the GEMM's K parts, so the tiles decide it
+        self.row_reduced: dict[str, str] = {}
+        self._local: dict[type, object] = {}
+
+    def local(self, kind: type[S]) -> S:
+        """The state of type `kind` that one lowering module keeps from one layer to the
+        next (a memo of what its earlier tiles made), created empty on first ask. Only
+        the module defining `kind` asks for it: no other lowering reads it."""
+        held = self._local.get(kind)
+        if held is None:
+            held = self._local[kind] = kind()
+        return cast(S, held)
 
     def lone_pe(self, pe: int) -> int:
         """The PE of `pe`'s cube that a layer of one tile runs on: the next in a rotation
@@ -183,22 +183,26 @@ class Lowering:
         return self.topo.pes[pe].cube.index
 
     def placement(self, tid: str) -> Placement:
-        if tid in self.unwritten:  # a lowering broke the promise `xquant.quant_out` made
+        if tid in self.lowering_plan.unwritten and tid not in self.plan.placements:
+            # its producer's tiles dropped it (`forget`): a lowering broke the plan
             raise RuntimeError(f"{tid}: stored only quantized, yet read as float")
         return tensor_placement(self.g, self.plan, tid)
 
-    def forget(self, chain: Sequence[str], into: str) -> None:
-        """A tensor no tile writes (a fused GEMM's output, a float only read quantized) and
-        the views of it in `chain` (`placement.sole_consumer`: each tensor after the first
-        is a view node's output) leave the memory plan: no storage (unless reuse gave
-        their bytes to a later tensor) and no view in memory.json, so `--dump-
-        intermediates` does not compare them; the view nodes are lowered no further
-        (`fused`, by `into`) and stay views in the roofline (`TileGraph.views`)."""
+    def forget(self, chain: Sequence[str]) -> None:
+        """After its producer's tiles: a tensor no tile writes (the lowering plan's
+        `unwritten`: a fused GEMM's output, a float only read quantized) and the views of
+        it in `chain` (`placement.sole_consumer`: each tensor after the first is a view
+        node's output) leave the memory plan: no storage (unless reuse gave their bytes to
+        a later tensor) and no view in memory.json, so `--dump-intermediates` does not
+        compare them; the view nodes (the plan's `fused`) stay views in the roofline
+        (`TileGraph.views`)."""
+        if not set(chain) <= self.lowering_plan.unwritten:
+            raise RuntimeError(f"{chain[0]}: its tiles leave it unwritten, yet the lowering "
+                               "plan does not")
         keys = {self.plan.placements.pop(t).key for t in chain if t in self.plan.placements}
-        self.unwritten.update(chain)
         for t in chain[1:]:
             v = self.g.tensors[t].producer
-            self.fused[v] = into
+            assert v is not None
             self.tg.views.add(v)
         for key in keys:
             if not any(p.key == key for p in self.plan.placements.values()):

@@ -157,5 +157,5 @@ def drop_fused(lw: Lowering, gemm: LayerIR, out_tid: str, step: FusedStep) -> No
     """After the GEMM's tiles: its output (and the views of it on the way to the consumer)
     is never written, so it gets no storage and no view in memory.json (`--dump-
     intermediates` does not compare it), and those views are lowered no further
-    (`Lowering.forget`; the consumer is the lowering plan's `fused`)."""
-    lw.forget(step.chain, gemm.id)
+    (`Lowering.forget`; the consumer and the views are the lowering plan's `fused`)."""
+    lw.forget(step.chain)

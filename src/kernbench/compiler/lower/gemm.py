@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -77,6 +78,15 @@ class DynamicGemm(NamedTuple):
     weight: TeWeight
     corr: Placement
     scale: Placement
+
+
+@dataclass
+class LastGemm:
+    """The GEMM tiled last: when each PE has its columns (`gemm_balance.Producer`), read
+    by the next GEMM's split-K parts placed by readiness. It depends on that GEMM's tiles,
+    so `gemm` keeps it as its own state (`Lowering.local`), read by no other module."""
+
+    producer: Producer | None = None
 
 
 # ----------------------------------------------------------------------------- tiles
@@ -424,7 +434,8 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
     kv = kv_rows_out(lw, out_tid) if step is None and q is None else None
     consts = _epilogue_consts(lw, n, sx, wp.scale, b_tid, out_tid, nn, mode) \
         if dyn is None else dyn.scale
-    last = lw.gemm_producer
+    last_gemm = lw.local(LastGemm)
+    last = last_gemm.producer
     norm = gemm_rowreduce.norm_after(lw, step, op, m, nn) \
         if q is None and kv is None and dyn is None and mode != "int16" else None
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn,
@@ -432,7 +443,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
                            norm is not None)
     # what a consumer reads of this GEMM's tiles as they are stored: the quantized copy
     # its epilogue writes, else the output itself
-    lw.gemm_producer = gemm_splitk.as_producer(lw, per_pe, k, wp.bits,
+    last_gemm.producer = gemm_splitk.as_producer(lw, per_pe, k, wp.bits,
                                  {q.scratch.key} if isinstance(q, QuantOut) else {op.key})
     rr = gemm_rowreduce.plan(lw, n, step, nn, per_pe, norm) if norm is not None else None
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
@@ -449,5 +460,5 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
         gemm_rowreduce.done(lw, n, rr)
     if step is not None:
         drop_fused(lw, n, out_tid, step)
-    drop_unwritten(lw, step.layer if step is not None else n, q or kv)
+    drop_unwritten(lw, q or kv)
     return True

@@ -82,7 +82,7 @@ def norm_after(lw: Lowering, step: FusedStep | None, op: Placement, m: int,
     norms = [lw.g.node(c) for c in lw.g.tensors[y].consumers
              if lw.g.node(c).op_type in ("LAYER_NORM", "RMS_NORM")
              and lw.g.node(c).inputs[0] == y]
-    if len(norms) != 1 or norms[0].id in lw.fused:
+    if len(norms) != 1 or norms[0].id in lw.row_reduced:
         return None
     spec = row_spec(lw, norms[0])
     if spec is None or spec.x.key != step.out.key or spec.x.shape[-1] != nn:
@@ -196,5 +196,5 @@ def norm(lw: Lowering, rr: RowReduce, c: Buf, gemm_id: str, engine: dict[str, An
 def done(lw: Lowering, n: LayerIR, rr: RowReduce) -> None:
     """After the GEMM: the norm is lowered no further, and its float output loses its
     storage when only the quantized copy is read (`xquant.drop_unwritten`)."""
-    lw.fused[rr.norm.id] = n.id
-    drop_unwritten(lw, rr.norm, rr.q)
+    lw.row_reduced[rr.norm.id] = n.id
+    drop_unwritten(lw, rr.q)

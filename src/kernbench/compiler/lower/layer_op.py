@@ -135,7 +135,7 @@ def lower_layer_op(lw: Lowering, n: LayerIR) -> None:
     for tid in list(n.inputs) + list(n.outputs):
         p = lw.plan.placements.get(tid) if tid else None
         if p is not None and p.parts:
-            lw.pinned.add(p.key)
+            lw.tg.pinned.add(p.key)
     pe = lw.next_pe()
     reads, in_bytes, first = _reads(lw, n)
     writes, out_bytes, elements = _writes(lw, n)

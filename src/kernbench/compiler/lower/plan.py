@@ -28,9 +28,15 @@ Fields:
 - `kv_rows`: the projections that store their new K / V rows straight into the present
   cache (projection output → `KvRows`, naming the KV_UPDATE, which then copies only the
   past; `kv_rows`).
+- `written_through`: the head transposes a QDQ writes its output through (transpose node →
+  QDQ node): the QDQ's tiles store the transposed output, so they get no operation (`qdq`).
 - `fused`: layers computed by another layer's tiles (layer → that layer): a tiled
-  MATMUL_INTEGER's Cast and Mul, an epilogue's consumer. They get no operation of their
-  own.
+  MATMUL_INTEGER's Cast and Mul, an epilogue's consumer, and the views of a tensor no
+  tile writes (each → the producer of that tensor). They get no operation of their own.
+- `unwritten`: the float tensors no tile writes (a fused GEMM's output, an activation
+  read only as its quantized copy, a projection output stored only as int8 Q / K / V or
+  as KV rows) and the views of them on the way to their readers. Their producer's tiles
+  drop their storage (`Lowering.forget`); a float read of one after that is refused.
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ class LoweringPlan:
     kv_rows: Mapping[str, KvRows]
     fused: Mapping[str, str]
     quant_stores: Mapping[str, QuantStore]
+    written_through: Mapping[str, str]
+    unwritten: frozenset[str]
 
     def feeds_kv_update(self, node: str) -> bool:
         """Does a projection store the new rows of KV_UPDATE `node` (it copies the past)?"""
@@ -72,7 +80,8 @@ class LoweringPlan:
 
     def computed_elsewhere(self, node: str) -> bool:
         """Do other layers' tiles compute layer `node` (it gets no operation)?"""
-        return node in self.fused or node in self.read_through
+        return node in self.fused or node in self.read_through \
+            or node in self.written_through
 
     def quant_stored(self, tid: str) -> QuantStore | None:
         """The quantized store of the activation GEMMs read as `tid`, when its producer
@@ -94,6 +103,8 @@ class LoweringPlan:
             lines.append(f"    {w} {mode} w{bits}: " + _weight_line(wp))
         lines.append("  read_through (transpose -> the QDQ reading through it):")
         lines += [f"    {t} -> {q}" for t, q in sorted(self.read_through.items())]
+        lines.append("  written_through (transpose -> the QDQ writing its output through it):")
+        lines += [f"    {t} -> {q}" for t, q in sorted(self.written_through.items())]
         lines.append("  dynamic_quantize (tiled):")
         lines += [f"    {d}" for d in sorted(self.dynamic_quantize)]
         lines.append("  integer_matmuls:")
@@ -118,6 +129,8 @@ class LoweringPlan:
                   for t, qs in sorted(self.quant_stores.items())]
         lines.append("  fused (layer -> the layer whose tiles compute it):")
         lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
+        lines.append("  unwritten (float tensors no tile writes):")
+        lines += [f"    {t}" for t in sorted(self.unwritten)]
         return "\n".join(lines)
 
 

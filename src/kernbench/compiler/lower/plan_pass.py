@@ -5,7 +5,9 @@ state: the TE weights as the tiles read them (quantized or cast once per weight,
 bits; they do not depend on where tensors live) and the decisions that read the memory
 plan (`memory_decisions`: which transposes a QDQ reads through, which dynamic
 quantizations and integer GEMMs the tiles compute, which consumer a GEMM's epilogue
-applies, which projections store int8 Q / K / V or new KV rows). The tiling pass reads
+applies, which projections store int8 Q / K / V or new KV rows, which head transposes a
+QDQ writes through, which float tensors no tile writes and the views of them). The
+tiling pass reads
 the plan and makes none of these decisions itself. When the tiling pass pins storage
 and the memory is planned again, `replan` makes the memory decisions again.
 """
@@ -13,6 +15,7 @@ and the memory is planned again, `replan` makes the memory decisions again.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar
@@ -25,7 +28,7 @@ from kernbench.compiler.lower.epilogue import planned_epilogue
 from kernbench.compiler.lower.gemm_outputs import tiled_outputs
 from kernbench.compiler.lower.kv_rows import planned_kv_rows
 from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
-from kernbench.compiler.lower.qdq_layout import folded_input_transposes
+from kernbench.compiler.lower.qdq_layout import folded_input_transposes, written_through
 from kernbench.compiler.lower.te_weights import planned_te_weight
 from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.lower.xquant import planned_kv_store, planned_quant_stores
@@ -61,6 +64,8 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
     places it, and the tiling pass places constants in its own order (addresses follow
     that order), so the plan pass leaves the memory plan as it found it."""
     memory = state.require_memory()
+    # the tensors no tile writes are decided again below; none is dropped yet
+    plan = dataclasses.replace(plan, unwritten=frozenset())
     state.lowering_plan = plan
     state.memory = memory.copy()
     try:
@@ -87,13 +92,31 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
             if kr is not None:
                 kv_rows[out.tid] = kr
     quant_stores = planned_quant_stores(lw, epilogue)
+    chains = [st.chain for st in epilogue.values()] \
+        + [s.unread for s in (*quant_stores.values(), *kv_stores.values(), *kv_rows.values())]
+    fused.update(unwritten_views(state.graph, chains))
+    lw.lowering_plan = dataclasses.replace(
+        lw.lowering_plan, read_through=MappingProxyType(folded_input_transposes(lw)),
+        quant_stores=MappingProxyType(quant_stores), epilogue=MappingProxyType(epilogue),
+        kv_stores=MappingProxyType(kv_stores), kv_rows=MappingProxyType(kv_rows),
+        fused=MappingProxyType(fused))
     return dataclasses.replace(lw.lowering_plan,
-                               read_through=MappingProxyType(folded_input_transposes(lw)),
-                               quant_stores=MappingProxyType(quant_stores),
-                               epilogue=MappingProxyType(epilogue),
-                               kv_stores=MappingProxyType(kv_stores),
-                               kv_rows=MappingProxyType(kv_rows),
-                               fused=MappingProxyType(fused))
+                               written_through=MappingProxyType(written_through(lw)),
+                               unwritten=frozenset(t for c in chains for t in c))
+
+
+def unwritten_views(g: Graph, chains: Iterable[Sequence[str]]) -> dict[str, str]:
+    """The view nodes of each chain of unwritten tensors (a tensor no tile writes, then
+    the views of it on the way to its reader), each → the producer of the chain's first
+    tensor, whose tiles stand in for them."""
+    out: dict[str, str] = {}
+    for chain in chains:
+        into = g.tensors[chain[0]].producer if chain else None
+        for t in chain[1:]:
+            view = g.tensors[t].producer
+            if into is not None and view is not None:
+                out[view] = into
+    return out
 
 
 def make_plan(state: CompileState) -> LoweringPlan:
@@ -101,7 +124,7 @@ def make_plan(state: CompileState) -> LoweringPlan:
     state.require_memory()
     empty = MappingProxyType({})
     weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), empty, frozenset(),
-                           empty, empty, empty, empty, empty, empty)
+                           empty, empty, empty, empty, empty, empty, empty, frozenset())
     return memory_decisions(state, weights)
 
 
@@ -123,4 +146,4 @@ class Plan:
         return state
 
 
-__all__ = ["Plan", "make_plan", "replan", "te_weights"]
+__all__ = ["Plan", "make_plan", "replan", "te_weights", "unwritten_views"]

@@ -90,15 +90,18 @@ def _drop(lw: Lowering, tid: str) -> None:
 def lower_qdq(lw: Lowering, n: LayerIR) -> bool:
     """Tile a per-tensor QDQ (module doc); False when it must run whole."""
     lay = qdq_layout(lw, n)
+    planned = lw.lowering_plan
+    through = {t for t, q in (*planned.read_through.items(), *planned.written_through.items())
+               if q == n.id}
+    if through != ({lay.transpose.id} if lay is not None else set()):
+        raise RuntimeError(f"{n.id}: the lowering plan folds transposes {sorted(through)} "
+                           "into this QDQ, yet its tiles fold "
+                           f"{lay.transpose.id if lay is not None else 'none'}")
     if lay is not None:
         qp = qdq_params(lw, n)
         assert qp is not None
         _lower_with_layout(lw, n, lay, qp)
-        if lay.input_side:
-            _drop(lw, lay.transpose.outputs[0])
-        else:
-            lw.fused[lay.transpose.id] = n.id
-            _drop(lw, n.outputs[0])
+        _drop(lw, lay.transpose.outputs[0] if lay.input_side else n.outputs[0])
         return True
     qp = qdq_params(lw, n)
     x = lw.placement(n.inputs[0])

@@ -1,7 +1,8 @@
 """Which head transpose a QDQ folds into its DMAs (`qdq_layout`), and the QDQ's int8
 parameters (`qdq_params`): read by the QDQ lowering (`qdq`) and by the plan pass, which
-gives a transpose a later QDQ reads through no operation of its own
-(`folded_input_transposes`; the layouts themselves: `qdq`'s module docstring).
+gives a transpose a QDQ reads through (`folded_input_transposes`) or writes its output
+through (`written_through`) no operation of its own (the layouts themselves: `qdq`'s
+module docstring).
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def _output_transpose(lw: Lowering, n: LayerIR) -> QdqLayout | None:
         return None
     t = g.node(out.consumers[0])
     if t.op_type != "TRANSPOSE" or list(t.attributes.get("perm", [])) != HEAD_SWAP \
-            or t.attributes.get("view") or lw.state.folded.get(t.id) or t.id in lw.fused \
+            or t.attributes.get("view") or lw.state.folded.get(t.id) \
+            or t.id in lw.lowering_plan.fused \
             or t.id in lw.lowering_plan.read_through:
         return None  # (a transpose a later QDQ already reads through stays that QDQ's)
     x = lw.placement(n.inputs[0])
@@ -98,5 +100,16 @@ def folded_input_transposes(lw: Lowering) -> dict[str, str]:
     for n in lw.g.nodes:
         lay = qdq_layout(lw, n) if n.op_type == "QDQ" else None
         if lay is not None and lay.input_side:
+            out[lay.transpose.id] = n.id
+    return out
+
+
+def written_through(lw: Lowering) -> dict[str, str]:
+    """Transposes a QDQ writes its output through (transpose id → QDQ id): they get no
+    op. Decided with the input-side ones already in the lowering plan (`read_through`)."""
+    out = {}
+    for n in lw.g.nodes:
+        lay = qdq_layout(lw, n) if n.op_type == "QDQ" else None
+        if lay is not None and not lay.input_side:
             out[lay.transpose.id] = n.id
     return out

@@ -70,5 +70,5 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
               frees=frees)
         # with the consuming GEMMs' int8 activation first (their chain)
         store_tile(lw, q, pe, bo, y, n.id, r0 * cols, 1, r * cols, r * cols, ve, [bo])
-    drop_unwritten(lw, n, q)
+    drop_unwritten(lw, q)
     return True

@@ -110,12 +110,12 @@ def with_pins(state: CompileState, lower_all: Callable[[CompileState], tuple[Low
     the cubes that one touches is pinned to one cube: the memory is planned again with it
     pinned, the plan's memory decisions made again, and the graph lowered again (at most a
     few rounds: pinning only removes spread storage). `lower_all` returns its Lowering
-    (whose `pinned` it reads) and its result."""
+    (whose `tg.pinned` it reads) and its result."""
     for _ in range(MAX_PIN_ROUNDS):
         lw, result = lower_all(state)
-        if not lw.pinned:
+        if not lw.tg.pinned:
             return result
-        state.pinned |= lw.pinned
+        state.pinned |= lw.tg.pinned
         PlanMemory().apply(state)
         replan(state)
     raise RuntimeError("tiling: pinning spread storage did not converge")
@@ -147,7 +147,7 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
     if is_view(lw.plan, n):
         return
     if lw.state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n) \
-            or n.id in lw.fused or lw.lowering_plan.computed_elsewhere(n.id):
+            or n.id in lw.row_reduced or lw.lowering_plan.computed_elsewhere(n.id):
         return  # no op of its own (a fused consumer runs in its GEMM's epilogue)
     lowering = LOWERINGS.get(n.op_type)
     first = len(lw.tg.ops)
@@ -174,11 +174,12 @@ def lower_alone(lw: Lowering, n: LayerIR) -> list[TileOp]:
 
 @dataclass(frozen=True)
 class Tile:
-    """Lower every layer to tile ops (state.tiles); places constants (state.memory)."""
+    """Lower every layer to tile ops (state.tiles); places constants (state.memory); after
+    pinning storage it remakes the plan's memory decisions (state.lowering_plan)."""
 
     name: str = "tiling"
     changes_ir: ClassVar[bool] = False
-    produces: ClassVar[tuple[str, ...]] = ("tiles", "memory")
+    produces: ClassVar[tuple[str, ...]] = ("tiles", "memory", "plan")
 
     def apply(self, state: CompileState) -> CompileState:
         state.tiles = lower_graph(state)

@@ -266,9 +266,10 @@ def store_tile(lw: Lowering, q: QuantOut | None, pe: int, src: Buf, dst: Placeme
                          frees=frees)]
 
 
-def drop_unwritten(lw: Lowering, producer: LayerIR, q: QuantOut | KvRows | None) -> None:
+def drop_unwritten(lw: Lowering, q: QuantOut | KvRows | None) -> None:
     """After the producer's tiles: the float tensor no tile wrote (`unread` of a
     `QuantOut` or of a `kv_rows.KvRows`) and the views of it lose their storage and view
-    in memory.json; the views get no lowering (`Lowering.forget`, as a fused epilogue's)."""
+    in memory.json (`Lowering.forget`, as a fused epilogue's; the plan gives the views no
+    lowering)."""
     if q is not None and q.unread:
-        lw.forget(q.unread, producer.id)
+        lw.forget(q.unread)

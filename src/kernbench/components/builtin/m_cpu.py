@@ -7,6 +7,14 @@ one per `issue_latency_cycles`. A command travels over the mesh to its PE's PE_C
 the FSM counts it as complete. BARRIER stops fetching until its `wait_for` (and deps)
 have completed; NOP completes when issued; END stops fetching, and the program is done
 when every issued entry has completed.
+
+A program whose commands go to PEs of several chips is run by every chip's M_CPU at once
+(`Simulator.run_program`): each fetches, in program order and through its own window, the
+entries of its chip's PEs (pe-less BARRIER / NOP: the first chip's) and issues them one per
+`issue_latency_cycles`. They share one `Board` of completion flags, so an entry waiting on
+another chip's entry becomes ready when that one completes (the cross-chip signal itself
+is not modelled here; collectives model theirs as DMAs). The program ends (END) when every
+chip's FSM has fetched and completed all its entries.
 """
 
 from __future__ import annotations
@@ -28,49 +36,90 @@ if TYPE_CHECKING:
     from kernbench.common.program import ProgramEntry
 
 
-class _Run:
-    """The FSM's book-keeping for one program: completion flags, unresolved deps of each
-    fetched entry, the ready heap, and the window / fetch / issue counters."""
+class Board:
+    """Completion state one program's FSMs share: completion flags, the unresolved deps of
+    each fetched entry and who waits on whom. `owner`: for a program split over chips,
+    each entry's FSM (an index into `runs`); None: one FSM runs everything."""
 
-    __slots__ = ("entries", "window", "complete", "missing", "dependents", "ready",
-                 "in_window", "fetch", "stopped", "outstanding", "completions", "retire")
+    __slots__ = ("complete", "missing", "dependents", "retire", "owner", "runs", "held")
 
-    def __init__(self, entries: Sequence[ProgramEntry], window: int) -> None:
-        n = len(entries)
-        self.entries = entries
-        self.window = window
-        self.complete = bytearray(n)
+    def __init__(self, entries: Sequence[ProgramEntry], owner: bytes | None = None) -> None:
+        self.complete = bytearray(len(entries))
         self.missing: dict[int, int] = {}            # unresolved deps of fetched entries
+        self.dependents: dict[int, list[int]] = {}   # incomplete id → entries waiting on it
         # a program that streams its entries (cmdq.hw.StreamedProgram) is told when one has
         # completed, so that it can forget it; a list keeps them all
         self.retire = getattr(entries, "retire", None)
-        self.dependents: dict[int, list[int]] = {}   # incomplete id → entries waiting on it
-        self.ready: list[int] = []                   # heap of fetched, ready, unissued ids
-        self.in_window = 0
-        self.fetch = 0
-        self.stopped = False
-        self.outstanding = 0
-        self.completions = 0
+        self.owner = owner
+        self.runs: dict[int, _Run] = {}              # chip (`owner` value) → its FSM
+        self.held: list[_Run] = []                   # FSMs stopped at a BARRIER
 
-    def resolve(self, eid: int) -> None:
-        """Entry `eid` completed: entries whose last dependency it was become ready."""
+    def resolve(self, eid: int, run: _Run) -> None:
+        """Entry `eid` completed (on `run`'s FSM): entries whose last dependency it was
+        become ready on their FSM, which is woken when it is another one."""
         self.complete[eid] = 1
         for w in self.dependents.pop(eid, ()):
             self.missing[w] -= 1
             if self.missing[w] == 0:
                 del self.missing[w]
-                heapq.heappush(self.ready, w)
+                if self.owner is None:
+                    heapq.heappush(run.ready, w)
+                    continue
+                other = self.runs[self.owner[w]]
+                heapq.heappush(other.ready, w)
+                if other is not run:
+                    other.poke()
+        for other in self.held:  # a BARRIER may wait on another chip's entries
+            if other is not run:
+                other.poke()
 
     def done(self, e: ProgramEntry) -> None:
         """Entry `e` completed and its times are final: a streaming program may drop it."""
         if self.retire is not None:
             self.retire(e)
 
+
+class _Run:
+    """One FSM's book-keeping for one program: its entries (`order`: their ids, in program
+    order; None: all of them), the ready heap, and the window / fetch / issue counters.
+    `split`: one of several chips' FSMs (it ends when its entries have all completed; END
+    is the Simulator's)."""
+
+    __slots__ = ("entries", "order", "n", "window", "board", "ready", "in_window", "fetch",
+                 "stopped", "outstanding", "completions", "poke", "split")
+
+    def __init__(self, entries: Sequence[ProgramEntry], window: int, board: Board,
+                 order: Sequence[int] | None = None) -> None:
+        self.entries = entries
+        self.order = order
+        self.n = len(entries) if order is None else len(order)
+        self.window = window
+        self.board = board
+        self.ready: list[int] = []                   # heap of fetched, ready, unissued ids
+        self.in_window = 0
+        self.fetch = 0
+        self.stopped = False
+        self.outstanding = 0
+        self.completions = 0
+        self.poke = _no_poke
+        self.split = order is not None
+        owner = board.owner
+        board.runs[owner[order[0]] if owner is not None and order else 0] = self
+
+    def next_entry(self) -> ProgramEntry:
+        """The entry to fetch next (`fetch` < `n`)."""
+        order = self.order
+        return self.entries[self.fetch if order is None else order[self.fetch]]
+
     def can_fetch(self) -> bool:
         """The window has room and the next entry is not a barrier."""
-        return (not self.stopped and self.fetch < len(self.entries)
+        return (not self.stopped and self.fetch < self.n
                 and self.in_window < self.window
-                and self.entries[self.fetch].kind != "barrier")
+                and self.next_entry().kind != "barrier")
+
+
+def _no_poke() -> None:
+    return None
 
 
 @register("m_cpu", "m_cpu_v1")
@@ -87,20 +136,32 @@ class MCpu(ComponentBase):
     def connect(self) -> None:
         self.pe_cpus = self.peers_of("pe_cpus")
 
-    def run_program(self, entries: list[ProgramEntry]) -> simpy.Event:
-        """Start executing `entries`; the returned event fires when the program has ended."""
+    def run_program(self, entries: Sequence[ProgramEntry], board: Board | None = None,
+                    order: Sequence[int] | None = None) -> simpy.Event:
+        """Start executing `entries`; the returned event fires when the program has ended.
+        With `board` and `order` (a program split over chips, module docstring): run the
+        entries `order` lists, sharing `board`; the event fires when they have all
+        completed."""
         done = self.env.event()
-        self.env.process(self._fsm(entries, done))
+        self.env.process(self._fsm(entries, done, board, order))
         return done
+
+    def board(self, entries: Sequence[ProgramEntry], owner: bytes) -> Board:
+        """The completion board the chips' FSMs of a split program share (`owner`: each
+        entry's chip, the index of its FSM)."""
+        return Board(entries, owner)
 
     def _poke(self) -> None:
         w = self._wake
         if w is not None and not w.triggered:
             w.succeed()
 
-    def _fsm(self, entries: list[ProgramEntry], done: simpy.Event):  # noqa: ANN202
+    def _fsm(self, entries: Sequence[ProgramEntry], done: simpy.Event,  # noqa: ANN202
+             board: Board | None, order: Sequence[int] | None):
         env = self.env
-        run = _Run(entries, self.spec.issue_window)
+        board = board if board is not None else Board(entries)
+        run = _Run(entries, self.spec.issue_window, board, order)
+        run.poke = self._poke
         issue_ns = self.spec.issue_latency_cycles / self.spec.clock_ghz
 
         def finish(e: ProgramEntry) -> None:
@@ -108,8 +169,8 @@ class MCpu(ComponentBase):
             e.end_ns = env._now
             run.in_window -= 1
             run.outstanding -= 1
-            run.resolve(e.id)
-            run.done(e)
+            board.resolve(e.id, run)
+            board.done(e)
             self._poke()
 
         while True:
@@ -127,17 +188,22 @@ class MCpu(ComponentBase):
     def _fetch(self, run: _Run) -> None:
         """Fetch in order while the window has room; a ready BARRIER passes at once."""
         env = self.env
-        entries = run.entries
-        while not run.stopped and run.fetch < len(entries) and run.in_window < run.window:
-            e = entries[run.fetch]
+        board = run.board
+        complete = board.complete
+        while not run.stopped and run.fetch < run.n and run.in_window < run.window:
+            e = run.next_entry()
             if e.kind == "barrier":
-                if not (all(run.complete[d] for d in e.wait_for)
-                        and all(run.complete[d] for d in e.deps)):
+                if not (all(complete[d] for d in e.wait_for)
+                        and all(complete[d] for d in e.deps)):
+                    if run.split and run not in board.held:
+                        board.held.append(run)
                     break
+                if run in board.held:
+                    board.held.remove(run)
                 e.fetch_ns = e.issue_ns = e.start_ns = e.end_ns = env._now
-                run.resolve(e.id)
+                board.resolve(e.id, run)
                 self.sim.tracer.event(env._now, "barrier_pass", self.id, e.label or f"#{e.id}")
-                run.done(e)
+                board.done(e)
                 run.fetch += 1
                 continue
             if e.kind == "end":
@@ -147,11 +213,11 @@ class MCpu(ComponentBase):
             e.fetch_ns = env._now
             missing = 0
             for d in e.deps:
-                if not run.complete[d]:
+                if not complete[d]:
                     missing += 1
-                    run.dependents.setdefault(d, []).append(e.id)
+                    board.dependents.setdefault(d, []).append(e.id)
             if missing:
-                run.missing[e.id] = missing
+                board.missing[e.id] = missing
             else:
                 heapq.heappush(run.ready, e.id)
             run.in_window += 1
@@ -175,17 +241,24 @@ class MCpu(ComponentBase):
 
     def _ended(self, run: _Run, done: simpy.Event) -> bool:
         """With nothing outstanding: complete END (or a program without one) and fire
-        `done`; False while END still waits on its deps or entries remain to fetch."""
+        `done`; False while END still waits on its deps or entries remain to fetch. One of
+        several chips' FSMs ends when all its entries have completed."""
         now = self.env._now
-        if run.stopped:
-            end = run.entries[run.fetch]
-            if all(run.complete[d] for d in end.deps):
-                end.issue_ns = end.start_ns = end.end_ns = now
-                run.complete[end.id] = 1
-                run.done(end)
+        board = run.board
+        if run.split:
+            if run.fetch >= run.n and run.in_window == 0:
                 done.succeed(now)
                 return True
-        elif run.fetch >= len(run.entries):
+            return False
+        if run.stopped:
+            end = run.entries[run.fetch]
+            if all(board.complete[d] for d in end.deps):
+                end.issue_ns = end.start_ns = end.end_ns = now
+                board.complete[end.id] = 1
+                board.done(end)
+                done.succeed(now)
+                return True
+        elif run.fetch >= run.n:
             done.succeed(now)  # no END: validated programs always have one
             return True
         return False
