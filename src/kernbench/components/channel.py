@@ -2,7 +2,7 @@
 a SimPy process.
 
 A channel takes a token from its inbox (waiting with `HwQueue.wait` when it is empty: the
-token is handed over as it arrives, ADR-1010), acquires the shared compute slot when its
+token is handed over as it arrives), acquires the shared compute slot when its
 engine has one, asks the engine's `service` for the busy time (a number) or the event
 that ends it, then forwards the token to its next stage (or completes the tile) and takes
 the next one. Every other wait is the event a SimPy process would have yielded (the

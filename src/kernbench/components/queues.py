@@ -17,7 +17,7 @@ the caller waits, on `get` or with `wait`. They move the same items at the same 
 `put` and `get`, minus the events that only said so. `wait(taker)` is the consumer's wait
 without a get event: the arriving item is handed to `taker` at once, at the same instant
 a get event would have delivered it (the simulator's engines, dispatcher and feeder wait
-this way; ADR-1010).
+this way).
 """
 
 from __future__ import annotations

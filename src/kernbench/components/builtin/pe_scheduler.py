@@ -102,7 +102,7 @@ class PeScheduler(ComponentBase):
         """The dispatcher and the feeder, each a state machine whose waits are the events
         a SimPy process of the same loop would yield (components.channel's argument),
         except the wait on an empty queue: the item is handed over as it arrives
-        (`HwQueue.wait`, ADR-1010)."""
+        (`HwQueue.wait`)."""
         self._delay = self.spec.dispatch_latency_cycles / self.spec.clock_ghz
         self._plans: list[TilePlan] | None = None  # the command being fed, its context,
         self._ctx: PipelineContext | None = None   # the next tile, and whether that tile
