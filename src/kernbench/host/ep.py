@@ -16,6 +16,10 @@ How many rows go where is static (a CMDQ program is, ADR-0905):
   the reference interpreter. Every chip reads all the tokens, computes the router for all
   of them and the MoE for its T / N; the outputs are all-gathered, so chip 0's outputs
   are the whole model's (--verify checks them).
+
+Block replay works as on one chip when the layers' routings are identical
+(`--routing-same-layers`): the model is truncated to the simulated blocks before the
+ranks' graphs are built.
 """
 
 from __future__ import annotations
