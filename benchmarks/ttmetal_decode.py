@@ -48,8 +48,9 @@ CONFIG = ROOT / "tests" / "hf_configs" / "llama-3.1-8b"
 
 #: achieved DRAM bandwidth of tt-metal's DRAM-sharded matmuls in a Llama decode on Wormhole
 #: with GDDR6 at 12 GT/s (tech_reports/Saturating_DRAM_bandwidth, table row "Llama3-70
-#: decode": 239-260 GB/s of 288); the n150's banks run at that speed
-DRAM_SHARDED_GBS = (239.0, 260.0)
+#: decode": 239-260 GB/s of 288); the n150's banks run at that speed. Per preset: no
+#: other card's DRAM-sharded matmul bandwidth was read.
+DRAM_SHARDED_GBS = {"n150": (239.0, 260.0)}
 
 #: per decoder layer, tt_transformers' decode ops in issue order (decoder.py forward,
 #: distributed_norm.py, attention.py forward_decode, mlp.py forward; one chip, so the
@@ -200,13 +201,14 @@ def dram_sharded_matmul_ns(k: int, n: int, dtype: str, fidelity: str, chip: Chip
 
 
 def op_device_ns(op: tuple, m: Llama, layer: int, kv_len: int, chip: Chip,
-                 banks: int, p: dict[str, float], dram_gbs: float) -> float:
-    """Device time (ns) of one op of the step (module docstring)."""
+                 banks: int, p: dict[str, float], dram_gbs: float, batch: int = 1) -> float:
+    """Device time (ns) of one op of the step (module docstring); `batch` users (at most
+    32: their activations fill one tile row) each with `kv_len` cached tokens."""
     _name, weight, width, tensors = op
     if weight is None:  # one token's bf16 activations, padded to a 32-row tile
         return tensors * 32 * m.width(width) * 2 / dram_gbs
     if weight == "kv":  # decode attention reads every cached K and V row once
-        rows = 2 * m.kv_heads * _cdiv(kv_len + 1, 32)
+        rows = batch * 2 * m.kv_heads * _cdiv(kv_len + 1, 32)
         return rows * _cdiv(m.head_dim, 32) * TILE_BYTES[FORMATS["kv"][0]] / dram_gbs
     dtype, fid = FORMATS[weight.split(":")[0]]
     if weight in ("w1", "w3") and layer == m.layers - 1:
@@ -216,7 +218,7 @@ def op_device_ns(op: tuple, m: Llama, layer: int, kv_len: int, chip: Chip,
 
 
 def decode_step(m: Llama, kv_len: int, chip: Chip, banks: int, grid: tuple[int, int],
-                p: dict[str, float], dram_gbs: float) -> dict:
+                p: dict[str, float], dram_gbs: float, batch: int = 1) -> dict:
     """The step's time (ns) and where it goes: launches, DRAM-sharded matmuls, the rest."""
     launch = mm = other = 0.0
     n_ops = 0
@@ -224,7 +226,7 @@ def decode_step(m: Llama, kv_len: int, chip: Chip, banks: int, grid: tuple[int, 
     ops += [(m.layers, op) for op in step_ops(m, grid)]
     for layer, op in ops:
         w = op[1]
-        t = op_device_ns(op, m, layer, kv_len, chip, banks, p, dram_gbs)
+        t = op_device_ns(op, m, layer, kv_len, chip, banks, p, dram_gbs, batch)
         launch += p["launch_ns"]
         n_ops += 1
         if w is None or w == "kv":
@@ -241,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("config", nargs="?", type=Path, default=CONFIG,
                     help="Llama config.json or its folder")
     ap.add_argument("--kv-len", type=int, default=128, help="cached tokens (the prompt)")
+    ap.add_argument("--batch", type=int, default=1, help="users, 1..32 (one tile row)")
     ap.add_argument("--topology", default="n150", help="preset")
     ap.add_argument("--params", type=Path, default=PARAMS,
                     help="the n150 fit (launch_ns, tile_overhead_cycles, unpack_words)")
@@ -250,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.kv_len < 0:
             raise ValueError(f"--kv-len {a.kv_len}: not a non-negative integer")
+        if not 1 <= a.batch <= 32:
+            raise ValueError(f"--batch {a.batch}: not in 1..32 (one tile row of users)")
+        if a.topology not in DRAM_SHARDED_GBS:
+            raise ValueError(f"--topology {a.topology}: no published DRAM-sharded matmul "
+                             f"bandwidth for it (known: {', '.join(DRAM_SHARDED_GBS)})")
         m = Llama.from_config(a.config)
         p = json.loads(a.params.read_text(encoding="utf-8"))
         topo = load_topology(a.topology, [])
@@ -259,21 +267,24 @@ def main(argv: list[str] | None = None) -> int:
     chip = Chip.from_topology(topo)
     banks = topo.config.cube.hbm_ctrl.channels
     grid = (topo.config.cube.mesh.rows, topo.config.cube.mesh.cols)
-    print(f"tt-metal Llama decode step on {a.topology} ({m.layers} layers, kv_len {a.kv_len}, "
+    print(f"tt-metal Llama decode step on {a.topology} ({m.layers} layers, batch {a.batch}, "
+          f"kv_len {a.kv_len}, "
           f"{banks} DRAM banks, launch {p['launch_ns']:.0f} ns per op)")
-    print("| DRAM-sharded GB/s | ops | launches ms | matmuls ms | other ms | step ms | tokens/s/user |")
+    print("| DRAM-sharded GB/s | ops | launches ms | matmuls ms | other ms | step ms | "
+          "tokens/s/user |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for gbs in (*DRAM_SHARDED_GBS, sum(DRAM_SHARDED_GBS) / 2):
-        r = decode_step(m, a.kv_len, chip, banks, grid, p, gbs)
+    band = DRAM_SHARDED_GBS[a.topology]
+    for gbs in (*band, sum(band) / 2):
+        r = decode_step(m, a.kv_len, chip, banks, grid, p, gbs, a.batch)
         print(f"| {gbs:.1f} | {r['ops']} | {r['launch_ns'] / 1e6:.2f} | {r['matmul_ns'] / 1e6:.2f} | "
               f"{r['other_ns'] / 1e6:.2f} | {r['step_ns'] / 1e6:.2f} | {r['tokens_per_s']:.1f} |")
     if a.ops:
-        gbs = sum(DRAM_SHARDED_GBS) / 2
+        gbs = sum(band) / 2
         print(f"\n| op (layer 0, then the step's own; {gbs:.1f} GB/s) | device us | with launch us |")
         print("| --- | ---: | ---: |")
         for layer, ops in ((0, LAYER_OPS), (m.layers, step_ops(m, grid))):
             for op in ops:
-                t = op_device_ns(op, m, layer, a.kv_len, chip, banks, p, gbs)
+                t = op_device_ns(op, m, layer, a.kv_len, chip, banks, p, gbs, a.batch)
                 print(f"| {op[0]} | {t / 1e3:.1f} | {(t + p['launch_ns']) / 1e3:.1f} |")
     return 0
 

@@ -67,6 +67,17 @@ def test_weight_reads_follow_the_performance_formats(n150):
     assert r["matmul_ns"] == pytest.approx(expect)
 
 
+def test_batch_adds_only_the_other_users_cached_rows(n150):
+    # the users share one tile row of activations and every weight read; decode attention
+    # reads each user's K and V: 2 x 8 heads x ceil(713 / 32) = 23 tile rows x 4 tiles of
+    # head_dim x 1088 B (bfp8) per user and layer, at 250 GB/s
+    one = td.decode_step(L8B, 712, n150, 12, (8, 8), P, 250.0, batch=1)
+    many = td.decode_step(L8B, 712, n150, 12, (8, 8), P, 250.0, batch=32)
+    assert many["ops"] == one["ops"] and many["matmul_ns"] == one["matmul_ns"]
+    assert many["step_ns"] - one["step_ns"] == pytest.approx(
+        32 * 31 * 2 * 8 * 23 * 4 * 1088 / 250.0)
+
+
 def test_lm_head_splits_follow_the_column_cap_per_core():
     # 4096 / 32 = 128 tiles: the whole 8 x 8 grid divides it, 668 x 64 = 42752 columns a
     # split, and 128256 = 3 x 42752
@@ -84,6 +95,10 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys):
     assert len(err) == 1 and "intermediate_size" in err[0] and str(bad) in err[0]
     assert td.main([str(tmp_path / "missing.json")]) == 2
     assert td.main(["--kv-len", "-1"]) == 2
+    assert td.main(["--batch", "33"]) == 2
+    capsys.readouterr()
+    assert td.main(["--topology", "p150"]) == 2  # no published DRAM-sharded rate read
+    assert "p150" in capsys.readouterr().err
 
 
 def test_cli_prints_the_range(capsys):

@@ -14,7 +14,7 @@ entries of its chip's PEs (pe-less BARRIER / NOP: the first chip's) and issues t
 `issue_latency_cycles`. They share one `Board` of completion flags, so an entry waiting on
 another chip's entry becomes ready when that one completes (the cross-chip signal itself
 is not modelled here; collectives model theirs as DMAs). The program ends (END) when every
-chip's FSM has fetched and completed all its entries (ADR-1060).
+chip's FSM has fetched and completed all its entries.
 """
 
 from __future__ import annotations
