@@ -1,4 +1,4 @@
-"""The multi-chip program of an expert-parallel run (ADR-1050): every rank's compiled
+"""The multi-chip program of an expert-parallel run (docs/multichip.md): every rank's compiled
 program, with the all-to-all-v dispatch and combine (and, in slice mode, the output
 all-gather) in place of their placeholder nodes.
 
