@@ -169,6 +169,9 @@ def llm_section(results: dict) -> list[str]:
         if r is None:
             rows.append(f"| {name} | not run | – | – | – | – | – |")
             continue
+        if "refused" in r:  # the run ended without a figure: why (docs/fidelity.md)
+            rows.append(f"| {name} | no figure: {r['refused']} | – | – | – | – | – |")
+            continue
         sim, against = llm_verdict(r)
         rows.append(f"| {name} | {sim} | {against} | {r['wall_s']} | {r['cpu_s']} | "
                     f"{r['rss_mb']} | {r['entries']} ({r['collective_entries']}) |")
@@ -205,7 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-doc", action="store_true", help="print only; leave the docs alone")
     ap.add_argument("--llm", nargs="+", metavar="CASE",
                     help=f"LLM cases (or all): {'; '.join(LLM_CASES)}")
+    ap.add_argument("--ep", nargs="+", metavar="CASE",
+                    help="expert-parallel MoE cases (or all): benchmarks/multichip_ep.py")
     args = ap.parse_args(argv)
+    if args.ep:
+        from multichip_ep import main_ep
+
+        return main_ep(args.ep, not args.no_doc)
     if args.llm:
         return main_llm(args.llm, not args.no_doc)
     rows = []

@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/serve_speed.py [--requests 10000] [--cache FILE]
 
-Three runs, each `kernbench serve` in its own process (CPU time and peak RSS from
-os.wait4), sharing one step cache (--step-cache):
+Three runs, each `kernbench serve --workers 2` (--workers) in its own process (CPU time
+and peak RSS from os.wait4: the serve process and its workers, CPU summed, RSS the
+largest of them), sharing one step cache (--step-cache):
 1. saturation: 1000 requests arriving within a millisecond; its requests/s is the
    capacity of the policy on this workload;
 2. the load run: --requests at 80 % of that capacity, cold for the programs the
@@ -18,6 +19,21 @@ come from Llama-3-8B on `large`, but each program's time is a roofline stand-in 
 and cached KV bytes over the HBM bandwidth, MACs over the int8 peak) instead of a
 simulation, so the figure is what the loop, the statistics and the files cost once every
 program is in the step cache (in-process: CPU s and peak RSS of this process).
+
+    .venv/bin/python benchmarks/serve_speed.py --estimate [--samples FILE]
+
+estimates a cold run without running it. Real programs are simulated for a sample of
+shapes (decode at batch 1, 2, 4, 8, 16, 24, 32 with 512 past tokens and at batch 16 with
+1024, the prefill of the prompt), each in this process, its CPU s measured. Then the loop
+runs (saturation, then 80 % of its capacity) twice: with the roofline stand-in times and
+with a surrogate of the sampled programs (decode: linear in batch between the samples,
+plus the batch-16 slope in past tokens scaled by batch/16; prefill: the sampled prefill
+scaled by tokens), listing the load run's program shapes under serve's bucket rule. Each
+shape is charged the sampled CPU s of its batch (linear between samples; a prefill the
+prefill's): one process, and `--workers 2` on two idle cores (the programs serve
+simulates side by side, longest first onto the less loaded worker). The shapes of a real
+run differ from both lists (the simulator's times bend elsewhere), so the figures are an
+extrapolation, stated as one. `--samples FILE` keeps the samples (JSON) across runs.
 """
 
 from __future__ import annotations
@@ -49,7 +65,13 @@ def serve(args: list[str], out: Path) -> dict:
             "rss_mb": ru.ru_maxrss / 1024, "stats": stats}
 
 
-def loop_only(requests: int, prompt: str, output: str, max_batch: int) -> None:
+def loop_only(requests: int, prompt: str, output: str, max_batch: int,
+              quiet: bool = False, order: list | None = None,
+              time_of: object = None) -> tuple[set[tuple[int, int, int]], float]:
+    """The loop with stand-in times (see the module docstring); returns the program shapes
+    of the load run and its rate. `order`: when given, gets the load run's simulations in
+    the order serve --workers N runs them (a list of shapes simulated together, one list
+    each time); `time_of(shape)`: program times instead of the roofline stand-in."""
     import resource
 
     from kernbench.host.serve.engine import serve_requests
@@ -75,11 +97,24 @@ def loop_only(requests: int, prompt: str, output: str, max_batch: int) -> None:
             read = m.weight_bytes + b * (k + s) * m.kv_bytes_per_token
             return max(read / peaks.hbm_gbs, b * s * params / peaks.macs_per_ns[8])
 
+        program = time_of or stand_in
+
         p, o = LengthSpec.parse(prompt, "p"), LengthSpec.parse(output, "o")
 
         def run(n: int, rate: float) -> tuple:
             reqs = poisson_requests(n, rate, p, o, 0)
-            timer = StepTimer(stand_in)
+            if order is None or n != requests:
+                timer = StepTimer(program)
+            else:
+                def one(shape: tuple[int, int, int]) -> float:
+                    order.append([shape])
+                    return program(shape)
+
+                def many(shapes: list) -> list:
+                    order.append(list(shapes))
+                    return [(program(x), 0.0) for x in shapes]
+
+                timer = StepTimer(one, simulate_many=many)
             res = serve_requests(reqs, policy_for("continuous", Limits(max_batch, 8192)),
                                  PagedKvCache(blocks, 16), timer)
             return res, timer
@@ -98,9 +133,77 @@ def loop_only(requests: int, prompt: str, output: str, max_batch: int) -> None:
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     r = stats["serve"]["results"]
+    if quiet:
+        return set(timer.programs), 0.8 * cap
     print(f"loop only: {requests} requests at {0.8 * cap:.3f}/s (80 % of {cap:.3f}), "
           f"{timer.steps:,} steps, {len(timer.programs)} program shapes: wall {wall:.1f} s, "
           f"CPU {cpu:.1f} s, peak RSS {rss:.0f} MB; TTFT p99 {1e3 * r['ttft_s']['p99']:.1f} ms")
+    return set(timer.programs), 0.8 * cap
+
+
+SAMPLE_BATCHES = (1, 2, 4, 8, 16, 24, 32)
+
+
+def estimate(requests: int, prompt: str, output: str, max_batch: int,
+             samples: Path | None) -> None:
+    from kernbench.host.serve.model import ServedModel
+    from kernbench.topology import load_topology
+
+    got: dict[str, dict[str, float]] = {}
+    if samples is not None and samples.is_file():
+        got = json.loads(samples.read_text())
+    p = int(prompt)
+    want = [(b, 1, 512) for b in SAMPLE_BATCHES] + [(16, 1, 1024), (1, p, 0)]
+    topo = load_topology("large")
+    with tempfile.TemporaryDirectory() as d:
+        m = ServedModel.open(MODEL, None, Path(d))
+        for shape in want:
+            key = ",".join(map(str, shape))
+            if key not in got:
+                c0 = time.process_time()
+                ns = m.simulate(shape, topo)
+                got[key] = {"ns": ns, "cpu_s": round(time.process_time() - c0, 2)}
+                if samples is not None:
+                    samples.write_text(json.dumps(got, indent=1) + "\n")
+    print("| sampled program (batch, new, past) | simulated ms | CPU s |\n| --- | ---: | ---: |")
+    for shape in want:
+        g = got[",".join(map(str, shape))]
+        print(f"| {shape} | {g['ns'] / 1e6:.3f} | {g['cpu_s']:.1f} |")
+    by_batch = sorted((b, got[f"{b},1,512"]) for b in SAMPLE_BATCHES)
+
+    def between(b: int, key: str) -> float:
+        lo = max((x for x in by_batch if x[0] <= b), default=by_batch[0])
+        hi = min((x for x in by_batch if x[0] >= b), default=by_batch[-1])
+        if hi[0] == lo[0]:
+            return lo[1][key]
+        return lo[1][key] + (hi[1][key] - lo[1][key]) * (b - lo[0]) / (hi[0] - lo[0])
+
+    pre = got[f"1,{p},0"]
+    slope16 = (got["16,1,1024"]["ns"] - got["16,1,512"]["ns"]) / 512
+
+    def surrogate(shape: tuple[int, int, int]) -> float:
+        b, s, k = shape
+        if s > 1:
+            return pre["ns"] * b * s / p
+        return between(b, "ns") + (k - 512) * slope16 * b / 16
+
+    def cpu(shape: tuple[int, int, int]) -> float:
+        return pre["cpu_s"] if shape[1] > 1 else between(shape[0], "cpu_s")
+
+    print("\n| program times of the loop | load run's rate /s | program shapes | "
+          "programs' CPU s (one process) | wall on two idle cores with --workers 2 |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, fn in (("roofline stand-in", None), ("surrogate of the samples", surrogate)):
+        order: list[list[tuple[int, int, int]]] = []
+        shapes, rate = loop_only(requests, prompt, output, max_batch, True, order, fn)
+        wall2 = 0.0
+        for batch in order:
+            loads = [0.0, 0.0]
+            for c in sorted(map(cpu, batch), reverse=True):
+                loads[loads.index(min(loads))] += c
+            wall2 += max(loads)
+        print(f"| {name} | {rate:.2f} | {len(shapes)} | {sum(map(cpu, shapes)):.0f} | "
+              f"{wall2:.0f} s ({len(order)} rounds) |")
 
 
 def main() -> None:
@@ -110,13 +213,20 @@ def main() -> None:
     ap.add_argument("--output-len", default="128")
     ap.add_argument("--max-batch", default="32")
     ap.add_argument("--cache", type=Path, default=None, help="step cache file to keep")
+    ap.add_argument("--workers", default="2", help="serve --workers (programs side by side)")
     ap.add_argument("--loop-only", action="store_true", help="the loop alone (see above)")
+    ap.add_argument("--estimate", action="store_true", help="extrapolate a cold run (above)")
+    ap.add_argument("--samples", type=Path, default=None, help="--estimate: sampled costs")
     a = ap.parse_args()
+    if a.estimate:
+        estimate(a.requests, a.prompt_len, a.output_len, int(a.max_batch), a.samples)
+        return
     if a.loop_only:
         loop_only(a.requests, a.prompt_len, a.output_len, int(a.max_batch))
         return
     work = ["--prompt-len", a.prompt_len, "--output-len", a.output_len,
-            "--max-batch", a.max_batch, "--policy", "continuous", "--seed", "0"]
+            "--max-batch", a.max_batch, "--policy", "continuous", "--seed", "0",
+            "--workers", a.workers]
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cache = a.cache or tmp / "steps.json"

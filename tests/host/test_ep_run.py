@@ -32,12 +32,12 @@ def ep4(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads((out / "stats.json").read_text())
 
 
-def _one_chip_counts() -> list[np.ndarray]:
+def _one_chip_counts(routing: str = "zipf:1.5") -> list[np.ndarray]:
     """Per layer, the tokens of every expert in the one-chip model at the full batch."""
     from kernbench.models.moe_routing import parse_routing
 
     g = build_llm_graph(load_hf_config(MIXTRAL), LlmShape(8, 1, 16), None,
-                        parse_routing("zipf:1.5"))
+                        parse_routing(routing))
     return [np.asarray(ly["tokens_per_expert"]) for ly in g.metadata["llm"]["moe"]["layers"]]
 
 
@@ -181,3 +181,39 @@ def test_ep_onnx_bf16_outputs_do_not_depend_on_the_chip_count(tmp_path: Path) ->
     v4, four = _onnx_run(tmp_path, "four", BF16, 4)
     assert v2["ok"] and v4["ok"]
     np.testing.assert_array_equal(two, four)
+
+
+def test_ep_replays_identical_blocks_within_1_percent_of_exact(tmp_path: Path) -> None:
+    """--routing-same-layers makes the layers' routings, so the ranks' blocks, identical:
+    4 of 6 blocks simulated and the rest replayed, within 1 % of simulating all 6; the
+    moe section still covers all 6 layers."""
+    cfg = json.loads(MIXTRAL.read_text())
+    cfg["num_hidden_layers"] = 6
+    model = tmp_path / "mixtral6.json"
+    model.write_text(json.dumps(cfg))
+    got = {}
+    for name, extra in (("replay", []), ("exact", ["--exact"])):
+        rc = main(["run", str(model), "-t", "small", *RING4, "--ep", "4", "--batch", "8",
+                   "--kv-len", "16", "--routing-same-layers", "-q", str(BF16), *extra,
+                   "-o", str(tmp_path / name), "--no-report", "--quiet"])
+        assert rc == 0
+        got[name] = json.loads((tmp_path / name / "stats.json").read_text())
+    assert got["replay"]["replay"]["simulated_blocks"] == 4
+    assert "replay" not in got["exact"]
+    assert got["replay"]["total_ns"] == pytest.approx(got["exact"]["total_ns"], rel=0.01)
+    assert got["replay"]["moe"]["moe_layers"] == 6
+
+
+def test_ep2_dp2_runs_two_groups_of_two_chips(tmp_path: Path) -> None:
+    """--ep 2 --dp 2 on 4 chips: two expert-parallel groups, 2 sequences per chip; the
+    per-chip loads cover all 4 chips and add up to the whole batch's pairs."""
+    rc = main(["run", str(MIXTRAL), "-t", "small", *RING4, "--ep", "2", "--dp", "2",
+               "--batch", "8", "--kv-len", "16", "-q", str(BF16), "-o", str(tmp_path / "o"),
+               "--no-report", "--quiet"])
+    assert rc == 0
+    st = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert (st["parallel"]["ep"], st["parallel"]["dp"]) == (2, 2)
+    assert [len(g) for g in st["parallel"]["chips"]] == [2, 2]
+    for ly, want in zip(st["moe"]["layers"], _one_chip_counts("uniform"), strict=True):
+        assert len(ly["per_chip"]) == 4 and sum(ly["per_chip"]) == 8 * 2
+        assert ly["tokens_per_expert"] == want.tolist()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from kernbench.host.serve.buckets import LINEAR_TOL, edges, interpolate
+from kernbench.host.serve.buckets import LINEAR_TOL, edges, first_asked, interpolate
+from kernbench.host.serve.state import Seq, Step
 from kernbench.host.serve.steps import StepTimer
+from kernbench.host.serve.workload import Request
 
 
 def test_edges_are_at_most_a_sixteenth_octave_apart():
@@ -86,3 +88,45 @@ def test_refinement_is_independent_of_query_order():
     va = [a.program_ns(s) for s in shapes]
     vb = [b.program_ns(s) for s in reversed(shapes)][::-1]
     assert va == vb
+
+
+def test_first_asked_programs_are_asked_whatever_the_times():
+    # a smooth cost and one with steps everywhere: interpolate asks for every program
+    # first_asked lists (so simulating them ahead changes nothing), and more only when
+    # a midpoint is off the chord
+    def smooth(shape):
+        return 1e5 + 3.0 * shape[0] * shape[2] + 50.0 * shape[1]
+
+    def steps(shape):
+        return 1e5 + 3.0 * shape[0] * shape[2] + (4e3 if shape[2] % 7 < 3 else 0.0)
+
+    for f in (smooth, steps):
+        for shape in itertools.product((3, 21, 45), (1, 150), (7, 600, 1061)):
+            asked: set[tuple[int, ...]] = set()
+            interpolate(shape, lambda c, asked=asked, f=f: asked.add(c) or f(c))
+            assert set(first_asked(shape)) <= asked, shape
+            assert len(first_asked(shape)) == len(set(first_asked(shape)))
+
+
+def test_prefetched_programs_give_the_same_times_and_programs():
+    def f(shape):
+        b, s, k = shape
+        return 1e4 + 40 * b * s + (500.0 if s >= 150 else 0.0) + (900.0 if k % 64 > 40 else 0.0)
+
+    batches: list[list[tuple[int, int, int]]] = []
+
+    def many(shapes):
+        batches.append(list(shapes))
+        return [(f(s), 0.0) for s in shapes]
+
+    def step(prompt, computed):  # one decode sequence and one prefill chunk
+        d = Seq(Request(0, 0, prompt, 8))
+        d.computed = computed
+        p = Seq(Request(1, 0, prompt, 8))
+        return Step(decode=[d], prefill=[(p, prompt)])
+
+    plain, ahead = StepTimer(f), StepTimer(f, simulate_many=many)
+    for prompt, computed in ((131, 1030), (149, 1200), (170, 3000), (150, 1031)):
+        assert plain.ns(step(prompt, computed)) == ahead.ns(step(prompt, computed))
+    assert plain.programs == ahead.programs
+    assert batches and all(len(b) >= 2 for b in batches)

@@ -67,6 +67,22 @@ def test_same_seed_same_bytes(tmp_path):
     assert len(tracks) == 12  # one track per request
 
 
+def test_programs_simulated_side_by_side_give_the_same_bytes(tmp_path):
+    # --workers 2 simulates the programs each new shape needs in two processes: the
+    # same programs, the same times, the same files (the step caches too)
+    args = ("--requests", "10", "--rate", "100000", "--prompt-len", "20:60",
+            "--output-len", "3:8", "--seed", "3", "--policy", "chunked",
+            "--max-batch-tokens", "48")
+    assert _serve(tmp_path, "one", *args, "--step-cache", str(tmp_path / "c1.json")) == 0
+    assert _serve(tmp_path, "two", *args, "--step-cache", str(tmp_path / "c2.json"),
+                  "--workers", "2") == 0
+    for f in sorted(p.name for p in (tmp_path / "one").iterdir()):
+        assert (tmp_path / "one" / f).read_bytes() == (tmp_path / "two" / f).read_bytes(), f
+    assert (tmp_path / "c1.json").read_bytes() == (tmp_path / "c2.json").read_bytes()
+    steps = json.loads((tmp_path / "two" / "stats.json").read_text())["serve"]["steps"]
+    assert steps["programs_simulated"] == steps["programs"] > 1
+
+
 @pytest.mark.parametrize(("content", "args", "needle"), [
     ("arrival_s,prompt_tokens,output_tokens\n-1,8,2\n", (), "line 2: field 'arrival_s'"),
     ("arrival_s,prompt_tokens,output_tokens\n1,8,2\n0.5,8,2\n", (), "earlier than"),
@@ -75,6 +91,7 @@ def test_same_seed_same_bytes(tmp_path):
      "too small for one request"),
     ("arrival,prompt,output\n0,8,2\n", (), "header"),
     ("arrival_s,prompt_tokens,output_tokens\n0,8,2\n", ("--rate", "5"), "--rate"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,8,2\n", ("--workers", "0"), "--workers"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, args, needle):
     trace = tmp_path / "t.csv"

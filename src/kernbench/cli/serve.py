@@ -59,6 +59,8 @@ def serve_cmd(
     step_cache: Annotated[Path | None, typer.Option(
         "--step-cache", help="JSON file keeping simulated programs across runs (same model, "
                              "qconfig, topology and version)")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", "-j", help="processes simulating step programs side by side")] = 1,
     quiet: QuietOpt = False,
     json_: JsonOpt = False,
 ) -> None:
@@ -81,7 +83,7 @@ def serve_cmd(
                         max_batch=max_batch, max_batch_tokens=max_batch_tokens,
                         block_tokens=block_tokens, kv_fraction=kv_fraction,
                         kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig,
-                        step_cache=step_cache, prefill_chips=prefill_chips)
+                        step_cache=step_cache, prefill_chips=prefill_chips, workers=workers)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         stats = serve(model, topo, stage, opts, Path(tmp), note=err.print)
     r = stats["serve"]["results"]

@@ -170,7 +170,8 @@ def _check_live_overlap(tg: TileGraph) -> None:
 def check_deps(state: CompileState) -> None:
     last_writer: dict[int, int] = {}
     for op in state.require_tiles().ops:
-        if op.deps != sorted(set(op.deps)) or any(not 0 <= d < op.index for d in op.deps):
+        deps = op.deps  # strictly increasing, so within [0, index) when its ends are
+        if deps != sorted(set(deps)) or (deps and (deps[0] < 0 or deps[-1] >= op.index)):
             raise InvariantError(f"schedule: op {op.index} has dependencies {op.deps[:8]} "
                                  "that are not earlier ops in order")
         for role, b in op.reads:

@@ -1,4 +1,4 @@
-"""`kernbench run --ep N [--dp M]`: expert-parallel runs of an MoE model (ADR-1050).
+"""`kernbench run --ep N [--dp M]`: expert-parallel runs of an MoE model (docs/multichip.md).
 
 The routed experts are split over N chips (contiguous blocks); each chip runs the
 attention and the router of its own tokens, sends every (token, expert) pair's row to the
@@ -7,7 +7,7 @@ received and sends the outputs back (all-to-all-v combine), where they are weigh
 summed (`compiler.parallel.ep_graph`). Each rank's graph is compiled for one chip and the
 programs are joined with the collectives (`compiler.parallel.ep_program`).
 
-How many rows go where is static (a CMDQ program is, ADR-0905):
+How many rows go where is static (a CMDQ program is):
 - a shape-only model (config.json, built by the CLI at batch / (N·M)): the routing the
   model was drawn with, drawn for the whole batch and cut into the ranks' token slices, so
   the experts' loads are the one-chip model's at the full batch;
@@ -16,6 +16,10 @@ How many rows go where is static (a CMDQ program is, ADR-0905):
   the reference interpreter. Every chip reads all the tokens, computes the router for all
   of them and the MoE for its T / N; the outputs are all-gathered, so chip 0's outputs
   are the whole model's (--verify checks them).
+
+Block replay works as on one chip when the layers' routings are identical
+(`--routing-same-layers`): the model is truncated to the simulated blocks before the
+ranks' graphs are built.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from kernbench.compiler.parallel.rank_names import rename_rank
 from kernbench.compiler.pipeline import load_model
 from kernbench.compiler.state import CompileState
 from kernbench.errors import InputError
+from kernbench.host.block_replay import ReplayCheckFailed, apply_replay
 from kernbench.host.ep_bundle import write_ep_bundle
 from kernbench.host.ep_stats import ep_moe_section
 from kernbench.host.flow import (
@@ -55,12 +60,13 @@ from kernbench.host.flow import (
     simulate_bundle,
 )
 from kernbench.host.llm import llm_facts, llm_section
-from kernbench.host.parallel import Parallel, _high_water, chip_topology
+from kernbench.host.parallel import Parallel, _high_water, _replay, chip_topology
+from kernbench.host.precision import run_precision
 from kernbench.host.run import RunHooks, RunOptions
 from kernbench.ir.model import Graph, is_shape_only
 from kernbench.ir.qconfig import apply_qconfig, load_qconfig
 from kernbench.models.moe_routing import Routing, expert_choice
-from kernbench.report.stats import Stats, set_section
+from kernbench.report.stats import Stats, set_precision, set_section
 from kernbench.topology.chips import ring_order
 from kernbench.topology.model import Topology
 
@@ -217,12 +223,16 @@ def run_ep(model: Path, topo: Topology, out: Path, opts: RunOptions,
     _refuse(opts, ep, dp, slice_mode)
     counts = (data_counts(graph, blocks, ep, _inputs(graph, opts)) if slice_mode
               else drawn_counts(graph, blocks, ranks))
+    plan, small = (None, graph) if slice_mode else _replay(graph, opts, hooks)
+    if plan is not None:
+        _keep_experts(small, graph)
     bundle = opts.bundle or Path(out) / "bundle"
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
                          model_file=str(model), write_cmdq=False, all_pes=opts.all_pes)
-    rk = _compile_ranks(graph, source, counts, ep, ranks, slice_mode, opts, bundle, req,
-                        chip_topology(topo), hooks)
+    rk = _compile_ranks(small, source, counts if plan is None else
+                        drawn_counts(small, find_blocks(small), ranks), ep, ranks, slice_mode,
+                        opts, bundle, req, chip_topology(topo), hooks)
     programs, sites, rank_graphs = rk.programs, rk.sites, rk.graphs
     high, rank_bundles, aliases = rk.high, rk.bundles, rk.aliases
     merged = merge_ep_programs(programs, sites, topo, groups, limits_for(topo),
@@ -243,19 +253,41 @@ def run_ep(model: Path, topo: Topology, out: Path, opts: RunOptions,
     section = {"ep": ep, "dp": dp, "chips": groups, "collectives_per_rank": len(sites),
                "collective_entries": merged.collective_entries,
                "token_slices": slice_mode}
-    facts = _facts(rank_graphs)
+    facts = _facts(rank_graphs if plan is None else
+                   [_rank_graph(graph, ep, r % ep, [b[r // ep * ep:(r // ep + 1) * ep]
+                                                    for b in counts], False, opts.qconfig).graph
+                    for r in range(ranks)])
 
     def post(stats: Stats, spans: dict, actions_of: Any) -> Stats:
+        if plan is not None:
+            stats = apply_replay(stats, rank_graphs[0], plan, spans, topo, actions_of)
+            set_precision(stats, run_precision(graph))
         if facts is not None and (opts.llm or is_shape_only(graph)):
             set_section(stats, "llm", llm_section(facts, stats, topo))
         set_section(stats, "parallel", section)
         set_section(stats, "moe", moe)
         return stats
 
-    return simulate_bundle(bundle, topo, Path(out), SimOptions(
-        verify=opts.verify, inputs=opts.inputs, trace=opts.trace, report=opts.report,
-        strict=opts.strict, save_oplog=opts.save_oplog, entries=opts.entries),
-        hooks.sim_hooks(post), prog)
+    try:
+        return simulate_bundle(bundle, topo, Path(out), SimOptions(
+            verify=opts.verify, inputs=opts.inputs, trace=opts.trace, report=opts.report,
+            strict=opts.strict, save_oplog=opts.save_oplog, entries=opts.entries),
+            hooks.sim_hooks(post), prog)
+    except ReplayCheckFailed as e:
+        raise InputError(f"the replay check failed ({e}); run with --exact",
+                         field="--ep") from None
+
+
+def _keep_experts(small: Graph, graph: Graph) -> None:
+    """The experts' weights a truncated graph dropped (no local token chose them; another
+    chip's may): back from the whole graph."""
+    for b in find_blocks(small):
+        for e in range(b.n_experts):
+            for part in ("gate", "up", "down"):
+                tid = b.weight(e, part)
+                if tid not in small.tensors:
+                    small.tensors[tid] = graph.tensors[tid].model_copy(deep=True)
+                    small.weights[tid] = graph.weights[tid]
 
 
 @dataclass

@@ -43,7 +43,13 @@ from kernbench.compiler.pipeline import load_model
 from kernbench.compiler.state import CompileState
 from kernbench.errors import InputError, warn
 from kernbench.host.block_detect import mark_blocks
-from kernbench.host.block_replay import TOLERANCE, ReplayCheckFailed, plan_replay, truncate_blocks
+from kernbench.host.block_replay import (
+    TOLERANCE,
+    ReplayCheckFailed,
+    _anchored_periods,
+    plan_replay,
+    truncate_blocks,
+)
 from kernbench.host.flow import (
     CompileRequest,
     SimHooks,
@@ -337,11 +343,16 @@ def _replay_pipeline(stats: Stats, stage0: Graph, keep: int, per: int, pp: int, 
         if lid in spans:
             ends[b] = max(ends[b], spans[lid].end_ns)
     periods = [b - a for a, b in zip(ends, ends[1:], strict=False)]
-    middle = periods[:-1] if len(periods) > 1 else periods
+    middle = periods[:-1]  # without the block before the send (or the epilogue)
+    # and the layer-wise periods q_2.. (host.block_replay): like with like
+    anchored = _anchored_periods(stage0, keep, {lid.removesuffix(sfx): sp for lid, sp
+                                                in spans.items() if lid.endswith(sfx)})
+    compared = middle + anchored
     d = sum(middle) / len(middle)
-    dev = max(abs(p - d) for p in middle) / d if d > 0 else 1.0
+    mean = sum(compared) / len(compared)
+    dev = max(abs(p - mean) for p in compared) / mean if mean > 0 else 1.0
     if d <= 0 or dev > TOLERANCE:
-        raise ReplayCheckFailed("block periods " + ", ".join(f"{p:.1f}" for p in middle)
+        raise ReplayCheckFailed("block periods " + ", ".join(f"{p:.1f}" for p in compared)
                                 + f" ns spread ±{100 * dev:.2f}% (> {100 * TOLERANCE:g}%)")
     cells = pp + mb - 1
     sim_total = float(stats["total_ns"])
@@ -349,7 +360,9 @@ def _replay_pipeline(stats: Stats, stage0: Graph, keep: int, per: int, pp: int, 
     set_section(stats, "replay", {
         "blocks": per * pp, "simulated_blocks": keep * pp, "blocks_per_stage": per,
         "simulated_blocks_per_stage": keep, "block_period_ns": round(d, 3),
-        "periods_ns": [round(p, 3) for p in periods], "period_deviation": round(dev, 6),
+        "periods_ns": [round(p, 3) for p in periods],
+        "anchored_periods_ns": [round(p, 3) for p in anchored],
+        "period_deviation": round(dev, 6),
         "tolerance": TOLERANCE, "critical_path_cells": cells,
         "simulated_total_ns": round(sim_total, 3),
         "note": "entries, engines, links, memories and layers describe the simulated "

@@ -134,7 +134,7 @@ class Simulator:
 
         A program whose commands go to PEs of several chips runs on every such chip's
         M_CPU (the one at `cube`'s place in its chip), each fetching and issuing its own
-        chip's entries through its own window (components.builtin.m_cpu, ADR-1060); the
+        chip's entries through its own window (components.builtin.m_cpu); the
         event fires at END, once they have all finished."""
         on_build = getattr(entries, "on_build", None)
         if on_build is not None:

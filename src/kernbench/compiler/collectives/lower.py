@@ -138,9 +138,9 @@ def lower_collective(c: Collective, topo: Topology, limits: CmdqLimits, *,
 
 def issue_order(moves: list[Move]) -> list[Move]:
     """The moves in the order their entries are emitted: by dependency depth, and within a
-    depth one move of each chip in turn. The one Control FSM fetches in this order, so each
-    chip's moves of a step enter its issue window together instead of one chip's filling
-    it (each chip's command processor runs its own entries)."""
+    depth one move of each chip in turn: each chip's command processor fetches its own
+    chip's entries in this order, so a step's moves enter its issue window
+    together."""
     depth: dict[int, int] = {}
     for m in moves:  # deps always have smaller ids
         depth[m.id] = 1 + max((depth[d] for d in m.deps), default=0)

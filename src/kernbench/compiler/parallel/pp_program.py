@@ -13,9 +13,9 @@ for chip 0, run once per micro-batch (a segment). Its markers are:
 A marker's collective is lowered (`compiler.collectives.lower_collective`) when every
 chip it involves has reached it; until then the chips that wait emit nothing and the
 others go on. The chips' entries are interleaved one by one in the order they become
-ready, so a stage that waits for its first micro-batch has no entry in the Control FSM's
-window until the data is on its way: in the simulation it sits idle (the pipeline
-bubble) while the stages before it work.
+ready (each chip's command processor issues its own); a stage's layers depend on the
+received activations, so in the simulation it sits idle until its first micro-batch
+arrives (the pipeline bubble) while the stages before it work.
 
 A send/recv has no entry barrier: its moves run on the receiving chip and already wait
 for the sender's producers and the receiver's earlier entries (a receiver-driven pull:

@@ -4,8 +4,8 @@ them (docs/multichip.md).
 Each rank's program was compiled for one chip (PE indices and HBM addresses of chip 0).
 Rank r runs on chip `chips[r]`: its entries move to that chip (PE index + chip × PEs per
 chip, `dram_addr` + the chip's HBM base) and take new ids. The ranks' entries are
-interleaved one by one in program order, so every chip's entries of a layer reach the one
-Control FSM's window together (each chip's command processor runs its own).
+interleaved one by one in program order (each chip's command processor fetches its own
+chip's entries).
 
 A collective site (`ParallelSite`) was compiled as a copy layer; its entries are dropped
 and the collective's (`compiler.collectives.lower_collective`) take their place when

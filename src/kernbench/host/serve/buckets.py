@@ -19,6 +19,7 @@ so the rule is deterministic.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 EXACT_BELOW = 16
@@ -69,3 +70,16 @@ def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0) -
         return t_hi
     f = (x - lo) / (hi - lo)
     return t_lo * (1 - f) + t_hi * f
+
+
+def first_asked(shape: Shape) -> list[Shape]:
+    """The programs `interpolate(shape, …)` asks for whatever their times, in a fixed
+    order: per number the value itself (exact or on an edge), or the two edges around it
+    and, when they are not adjacent, their midpoint (the first midpoint is always
+    simulated; deeper ones depend on the times); every combination of them."""
+    per_dim = []
+    for x in shape:
+        lo, hi = edges(x)
+        per_dim.append((x,) if lo == hi else (lo, hi, (lo + hi) // 2) if hi - lo > 1
+                       else (lo, hi))
+    return list(itertools.product(*per_dim))

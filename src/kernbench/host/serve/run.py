@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from kernbench.host.serve.engine import ServeRun, serve_requests
 from kernbench.host.serve.kv_cache import PagedKvCache, blocks_for, capacity_blocks
 from kernbench.host.serve.model import ServedModel
 from kernbench.host.serve.policies import DISAGGREGATED, Limits, Policy, policy_for
+from kernbench.host.serve.pool import ProgramPool
 from kernbench.host.serve.results import (
     occupancy_csv,
     requests_csv,
@@ -58,6 +60,7 @@ class ServeOptions:
     qconfig: Path | None = None
     step_cache: Path | None = None    # simulated programs kept across runs (step_cache.py)
     prefill_chips: int | None = None  # disaggregated: chips that prefill (default half)
+    workers: int = 1                  # processes simulating step programs side by side
 
 
 def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
@@ -106,6 +109,8 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     slo = parse_slo(opts.slo)
     policy = policy_for(opts.policy, Limits(opts.max_batch, opts.max_batch_tokens))
     reqs, describe = make_requests(opts)
+    if opts.workers < 1:
+        raise InputError(f"must be >= 1, got {opts.workers}", field="--workers")
     if not (0 < opts.kv_fraction <= 1):
         raise InputError(f"must be in (0, 1], got {opts.kv_fraction}", field="--kv-fraction")
     disagg = opts.policy == DISAGGREGATED
@@ -141,20 +146,21 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
             fresh.append(shape)
         return ns
 
-    timer = StepTimer(simulate, exact=opts.exact_steps)
     t0 = time.process_time()
-    extra: dict[str, Any] = {}
-    if pools is not None:
-        xfer = KvTransfer(topo, pools, m.kv_bytes_per_token, exact=opts.exact_steps)
-        run = serve_disaggregated(reqs, policy.limits, blocks, blocks, opts.block_tokens,
-                                  pools.prefill, pools.decode, timer, xfer.ns)
-        total_blocks = blocks * (pools.prefill + pools.decode)
-        extra = {"chips": {"prefill": pools.prefill, "decode": pools.decode,
-                           "kv_transfer": xfer.describe()}}
-    else:
-        run = serve_requests(reqs, policy, kv, timer)
-        total_blocks = blocks
-    loop_s = time.process_time() - t0 - timer.sim_seconds
+    with ProgramPool(m, chip, opts.workers) if opts.workers > 1 else nullcontext() as pool:
+
+        def simulate_many(shapes: list[tuple[int, int, int]]) -> list[tuple[float, float]]:
+            todo = [s for s in shapes if cache.get(s) is None]
+            done = dict(zip(todo, pool.simulate_many(todo), strict=True)) if todo else {}
+            for s in todo:  # in the order asked: the cache file and `fresh` alike
+                cache.put(s, done[s][0])
+                fresh.append(s)
+            return [done[s] if s in done else (cache.programs[s], 0.0) for s in shapes]
+
+        timer = StepTimer(simulate, exact=opts.exact_steps,
+                          simulate_many=simulate_many if pool is not None else None)
+        run, total_blocks, extra = _loop(reqs, policy, kv, pools, topo, m, timer, opts)
+    loop_s = time.process_time() - t0 - timer.local_seconds
     stats = {"serve": {
         "model": m.name, "topology": topo.name, "policy": opts.policy,
         "limits": asdict(policy.limits),
@@ -175,6 +181,19 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
          f"({len(timer.programs) - len(fresh)} from the step cache) "
          f"({timer.sim_seconds:.1f} CPU s simulating, {loop_s:.1f} CPU s in the loop)")
     return stats
+
+
+def _loop(reqs: list[Request], policy: Policy, kv: PagedKvCache, pools: ChipPools | None,
+          topo: Topology, m: ServedModel, timer: StepTimer, opts: ServeOptions,
+          ) -> tuple[ServeRun, int, dict[str, Any]]:
+    """The serving loop: (its run, the KV blocks of every chip, the stats it adds)."""
+    if pools is None:
+        return serve_requests(reqs, policy, kv, timer), kv.blocks, {}
+    xfer = KvTransfer(topo, pools, m.kv_bytes_per_token, exact=opts.exact_steps)
+    run = serve_disaggregated(reqs, policy.limits, kv.blocks, kv.blocks, opts.block_tokens,
+                              pools.prefill, pools.decode, timer, xfer.ns)
+    return run, kv.blocks * (pools.prefill + pools.decode), {"chips": {
+        "prefill": pools.prefill, "decode": pools.decode, "kv_transfer": xfer.describe()}}
 
 
 def write_outputs(out: Path, run: ServeRun, stats: dict[str, Any]) -> None:

@@ -15,7 +15,11 @@ credit the weight reads a fused mixed step would share.
 `StepTimer` turns a step into integer nanoseconds through a `ProgramTimer`: `exact`
 simulates every distinct shape; otherwise the bucket rule (`buckets.interpolate`) takes a
 shape's time from simulated edges (and midpoints) around it. Simulated programs are memoized by shape, so a
-run simulates each shape at most once.
+run simulates each shape at most once. With `simulate_many` (a pool of processes,
+`pool.ProgramPool`), the programs a new shape needs whatever their times
+(`buckets.first_asked`: the edges around it and their first midpoints) are simulated
+side by side before interpolating; the same programs are simulated either way, so the
+times do not depend on it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kernbench.host.serve.buckets import interpolate
+from kernbench.host.serve.buckets import first_asked, interpolate
 from kernbench.host.serve.state import Step
 
 Shape = tuple[int, int, int]  # (batch, new tokens, past tokens)
@@ -47,14 +51,17 @@ def step_programs(step: Step) -> list[Shape]:
 
 @dataclass
 class StepTimer:
-    """`ns(step)`: the step's time; `simulate(shape)` gives a program's simulated ns."""
+    """`ns(step)`: the step's time; `simulate(shape)` gives a program's simulated ns,
+    `simulate_many(shapes)` (optional) several at once as (ns, CPU s) pairs."""
 
     simulate: Callable[[Shape], float]
     exact: bool = False
+    simulate_many: Callable[[list[Shape]], list[tuple[float, float]]] | None = None
     programs: dict[Shape, float] = field(default_factory=dict)   # simulated, by shape
     shapes: dict[Shape, int] = field(default_factory=dict)       # each shape's ns (memo)
     steps: int = 0
-    sim_seconds: float = 0.0
+    sim_seconds: float = 0.0      # CPU s of every simulation, in this process or not
+    local_seconds: float = 0.0    # CPU s of the simulations in this process
 
     def program_ns(self, shape: Shape) -> int:
         ns = self.shapes.get(shape)
@@ -68,13 +75,27 @@ class StepTimer:
 
     def ns(self, step: Step) -> int:
         self.steps += 1
-        return sum(self.program_ns(p) for p in step_programs(step))
+        programs = step_programs(step)
+        if self.simulate_many is not None and not self.exact:
+            self._prefetch([c for p in programs if p not in self.shapes
+                            for c in first_asked(p)])
+        return sum(self.program_ns(p) for p in programs)
 
     def _simulated(self, shape: Shape) -> float:
         t = self.programs.get(shape)
         if t is None:
             t0 = time.process_time()
             t = float(self.simulate(shape))
-            self.sim_seconds += time.process_time() - t0
+            dt = time.process_time() - t0
+            self.sim_seconds += dt
+            self.local_seconds += dt
             self.programs[shape] = t
         return t
+
+    def _prefetch(self, shapes: list[Shape]) -> None:
+        missing = sorted({s for s in shapes if s not in self.programs})
+        if self.simulate_many is None or len(missing) < 2:
+            return
+        for shape, (t, cpu) in zip(missing, self.simulate_many(missing), strict=True):
+            self.programs[shape] = float(t)
+            self.sim_seconds += cpu
