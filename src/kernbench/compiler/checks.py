@@ -112,6 +112,12 @@ def check_tiles(state: CompileState) -> None:
         written.update(b.id for _, b in op.writes)
     if sum(tg.layer_tiles.values()) != len(tg.ops):
         raise InvariantError("TileGraph: layer_tiles does not count every op")
+    plan, memory = state.lowering_plan, state.memory
+    if plan is not None and memory is not None:
+        kept = sorted(t for t in plan.unwritten if t in memory.placements)
+        if kept:  # the tiles and the plan disagree: some producer's tiles wrote it
+            raise InvariantError(f"TileGraph: the lowering plan leaves {kept[0]} unwritten, "
+                                 "yet it kept its storage")
 
 
 def check_order(state: CompileState) -> None:
