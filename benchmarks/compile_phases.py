@@ -3,13 +3,16 @@
 
     .venv/bin/python benchmarks/compile_phases.py                 # this tree
     PYTHONPATH=/path/to/other/src .venv/bin/python benchmarks/compile_phases.py
+    .venv/bin/python benchmarks/compile_phases.py --scratch-bundle  # as a timing-only run
 
 Phases: loading the ONNX model (`load_model`: parse, checker, shape inference, import and
 fusion), every compiler pass and its checks (the pass manager's timings, taken as CPU
 time here), and the bundle's parts (`write_bundle`: cmdq.json and the other JSON files,
 weights.npz, the IR and its weights, the model copy). CPU seconds (`time.process_time`,
 every thread of the process): on a shared machine compare trees in one run, not across
-runs.
+runs. `--scratch-bundle` writes the bundle a timing-only `kernbench run` writes (no
+cmdq.json, no weights: `CompileRequest.write_weights`); a tree without that option writes
+the whole bundle and says so on stderr.
 """
 
 from __future__ import annotations
@@ -43,7 +46,10 @@ def _wrap(owner: object, name: str, label: str) -> None:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scratch-bundle", action="store_true",
+                    help="the bundle of a timing-only run (no cmdq.json, no weights)")
+    args = ap.parse_args()
     import onnx
 
     import kernbench.compiler.manager as mgr
@@ -77,7 +83,14 @@ def main() -> None:
         model = Path(tmp) / "model.onnx"
         onnx.save(build_gpt2(n_layer=12, d=768, heads=12, seq=128, vocab=2048), str(model))
         c0 = time.process_time()
-        flow.compile_model(model, load_topology("base"), Path(tmp) / "bundle")
+        req = flow.CompileRequest()
+        if args.scratch_bundle:
+            if "write_weights" in flow.CompileRequest.__dataclass_fields__:
+                req = flow.CompileRequest(write_cmdq=False, write_weights=False)
+            else:
+                print("this tree has no write_weights: the whole bundle is written",
+                      file=sys.stderr)
+        flow.compile_model(model, load_topology("base"), Path(tmp) / "bundle", req)
         total = time.process_time() - c0
     print(f"| phase | CPU s |\n| --- | ---: |\n| compile_model, whole | {total:.2f} |")
     for k, v in sorted(T.items(), key=lambda kv: -kv[1]):

@@ -169,6 +169,9 @@ def llm_section(results: dict) -> list[str]:
         if r is None:
             rows.append(f"| {name} | not run | – | – | – | – | – |")
             continue
+        if "refused" in r:  # the run ended without a figure: why (docs/fidelity.md)
+            rows.append(f"| {name} | no figure: {r['refused']} | – | – | – | – | – |")
+            continue
         sim, against = llm_verdict(r)
         rows.append(f"| {name} | {sim} | {against} | {r['wall_s']} | {r['cpu_s']} | "
                     f"{r['rss_mb']} | {r['entries']} ({r['collective_entries']}) |")

@@ -12,7 +12,7 @@ from test_quantized_graphs import _dynamic_model
 from tiny_ir import compile_until, gemm_graph
 
 from kernbench.cli import main
-from kernbench.compiler.checks import InvariantError, check_plan
+from kernbench.compiler.checks import InvariantError, check_plan, check_tiles
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.plan import LoweringPlan
 from kernbench.compiler.manager import PassManager
@@ -152,6 +152,11 @@ def test_a_fused_gemm_output_is_planned_unwritten_and_read_as_float_refused():
     assert "y" not in st.require_memory().placements
     with pytest.raises(RuntimeError, match="stored only quantized, yet read as float"):
         Lowering(st).placement("y")
+    check_tiles(st)
+    # tiles that kept the storage the plan leaves unwritten disagree with it
+    st.require_memory().placements["y"] = st.require_memory().placements["z"]
+    with pytest.raises(InvariantError, match="leaves y unwritten, yet it kept its storage"):
+        check_tiles(st)
 
 
 def test_plan_names_the_transposes_a_qdq_writes_through(tmp_path):

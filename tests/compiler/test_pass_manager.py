@@ -11,7 +11,7 @@ import pytest
 from tiny_ir import compile_until, gemm_graph
 
 from kernbench.cli import main
-from kernbench.compiler.checks import InvariantError
+from kernbench.compiler.checks import InvariantError, check_deps
 from kernbench.compiler.manager import PassManager
 from kernbench.compiler.pipeline import PASS_NAMES, PASSES
 from kernbench.compiler.state import CompileOptions, CompileState
@@ -124,3 +124,15 @@ def test_cli_prints_pass_times_only_when_asked(tmp_path, capsys):
     rows = [ln.split() for ln in err.splitlines() if ln.split()[:1] in ([n] for n in PASS_NAMES)]
     assert [r[0] for r in rows] == list(PASS_NAMES)
     assert all(float(r[1]) >= 0 and float(r[2]) >= 0 for r in rows)
+
+
+@pytest.mark.parametrize("bad", ["self", "later", "negative", "unsorted", "repeated"])
+def test_deps_check_refuses_dependencies_that_are_not_earlier_ops_in_order(bad):
+    state = compile_until(*gemm_graph(gelu=True), "schedule")
+    ops = state.require_tiles().ops
+    op = next(o for o in ops[2:] if o.deps)
+    check_deps(state)  # as scheduled: fine
+    op.deps = {"self": [op.index], "later": [0, op.index + 1], "negative": [-1, 0],
+               "unsorted": [1, 0], "repeated": [0, 0]}[bad]
+    with pytest.raises(InvariantError, match="that are not earlier ops in order"):
+        check_deps(state)

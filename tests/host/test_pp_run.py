@@ -163,3 +163,27 @@ def test_verify_refuses_micro_batches(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="--verify with --pp needs one replica and one "
                                          "micro-batch"):
         run_pipeline(GPT2, topo, tmp_path / "o", opts, _quiet())
+
+
+def test_tp_pp_dp_combine(tmp_path: Path) -> None:
+    """--tp 2 --pp 2 --dp 2 on 8 chips: two replicas of two stages of two tensor-parallel
+    chips; each stage's all-reduces stay on its chips, each rank sends to its peer."""
+    out = tmp_path / "o"
+    assert main(["run", str(TINY), "-t", "small", "--set", "system.chips=8", "--tp", "2",
+                 "--pp", "2", "--dp", "2", "--batch", "4", "--seq-len", "16", "--no-report",
+                 "--keep-bundle", "--out", str(out), "--quiet"]) == 0
+    s = json.loads((out / "stats.json").read_text())
+    p = s["parallel"]
+    assert p["chips"] == [[[0, 1], [2, 3]], [[4, 5], [6, 7]]] and p["micro_batches"] == 2
+    assert s["llm"]["batch"] == 4
+    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    per_chip = 4  # small: 4 PEs per chip
+    chips_of: dict[str, set[int]] = {}
+    for e in cmdq:
+        if e["opcode"] != "END":
+            chips_of.setdefault(e["layer_id"], set()).add(e["pe"] // per_chip)
+    recv = {c for lid, cs in chips_of.items() if lid.startswith("pp.recv.") for c in cs}
+    assert recv == {2, 3, 6, 7}  # every chip of the second stages receives
+    # an all-reduce runs on one stage's chips (the replicas share its layer id)
+    ars = [cs for lid, cs in chips_of.items() if ".allreduce" in lid]
+    assert ars and all(cs in ({0, 1, 4, 5}, {2, 3, 6, 7}) for cs in ars)

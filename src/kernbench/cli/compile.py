@@ -224,8 +224,8 @@ def run_cmd(
         opts = RunOptions(qconfig=qconfig, verify=verify, inputs=inputs,
                           dump_intermediates=dump_intermediates, trace=trace,
                           report=not no_report, exact=exact, save_oplog=save_oplog,
-                          llm=llm or generate is not None, strict=strict,
-                          write_cmdq=keep_bundle, all_pes=all_pes, entries=entries,
+                          llm=llm or generate is not None, strict=strict, all_pes=all_pes,
+                          write_cmdq=keep_bundle, write_weights=keep_bundle, entries=entries,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle",
                           tp=par.tp, dp=par.dp, ep=par.ep, **pipe.run_fields())
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)

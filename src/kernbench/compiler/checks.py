@@ -112,6 +112,12 @@ def check_tiles(state: CompileState) -> None:
         written.update(b.id for _, b in op.writes)
     if sum(tg.layer_tiles.values()) != len(tg.ops):
         raise InvariantError("TileGraph: layer_tiles does not count every op")
+    plan, memory = state.lowering_plan, state.memory
+    if plan is not None and memory is not None:
+        kept = sorted(t for t in plan.unwritten if t in memory.placements)
+        if kept:  # the tiles and the plan disagree: some producer's tiles wrote it
+            raise InvariantError(f"TileGraph: the lowering plan leaves {kept[0]} unwritten, "
+                                 "yet it kept its storage")
 
 
 def check_order(state: CompileState) -> None:
@@ -164,7 +170,8 @@ def _check_live_overlap(tg: TileGraph) -> None:
 def check_deps(state: CompileState) -> None:
     last_writer: dict[int, int] = {}
     for op in state.require_tiles().ops:
-        if op.deps != sorted(set(op.deps)) or any(not 0 <= d < op.index for d in op.deps):
+        deps = op.deps  # strictly increasing, so within [0, index) when its ends are
+        if deps != sorted(set(deps)) or (deps and (deps[0] < 0 or deps[-1] >= op.index)):
             raise InvariantError(f"schedule: op {op.index} has dependencies {op.deps[:8]} "
                                  "that are not earlier ops in order")
         for role, b in op.reads:

@@ -74,11 +74,15 @@ def load_model(path: Path, qconfig: Path | None = None) -> tuple[Graph, Path | N
 
 
 def write_bundle(state: CompileState, out: Path, source_model: Path | None = None, *,
-                 cmdq: bool = True, entries: int | None = None) -> list[Path]:
+                 cmdq: bool = True, entries: int | None = None,
+                 weights: bool = True) -> list[Path]:
     """Write the bundle folder atomically (a temp folder renamed into place). `cmdq` False
     leaves cmdq.json out (a run that simulates the program from memory and keeps no
     bundle: a real-size program's file is hundreds of MB); `entries` then counts the
-    program's entries when the state holds none (a streamed compile, `compiler.stream`)."""
+    program's entries when the state holds none (a streamed compile, `compiler.stream`).
+    `weights` False leaves out what only the data pass and the verification read
+    (weights.npz, ir_weights.npz, the model copy; ir.json stays): a timing-only run's
+    bundle that nobody keeps, whose weights are as large as the model."""
     if state.memory is None or (state.cmdq is None and (cmdq or entries is None)):
         raise RuntimeError("write_bundle: the state has not been through every pass")
     out = Path(out)
@@ -89,15 +93,10 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     if cmdq and state.cmdq is not None:
         write_json(state.cmdq.to_json(), tmp / "cmdq.json")
     write_json(state.memory.to_json(), tmp / "memory.json")
-    arrays = {}
-    shape_only = is_shape_only(state.graph)  # no weight values: weights.npz stays empty
-    for key, a in sorted(state.memory.allocations.items()):
-        if a.data is not None and not shape_only:
-            arrays[key] = np.ascontiguousarray(a.data)
-    save_weights(arrays, tmp / "weights.npz")
-    state.graph.save(tmp / "ir.json", tmp / "ir_weights.npz")
-    if source_model is not None and Path(source_model).suffix == ".onnx":
-        copy_with_external_data(source_model, tmp / "model.onnx")  # + its external data
+    if weights:
+        _write_weights(state, tmp, source_model)
+    else:
+        (tmp / "ir.json").write_text(state.graph.to_json())  # as Graph.save writes it
     (tmp / "topology.yaml").write_text(
         yaml.safe_dump(state.topology.config.model_dump(mode="json"), sort_keys=True),
         encoding="utf-8")
@@ -111,6 +110,19 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
         shutil.rmtree(out)
     tmp.rename(out)
     return sorted(out.iterdir())
+
+
+def _write_weights(state: CompileState, tmp: Path, source_model: Path | None) -> None:
+    """The bundle's weights.npz, ir.json with ir_weights.npz, and the model copy."""
+    arrays = {}
+    shape_only = is_shape_only(state.graph)  # no weight values: weights.npz stays empty
+    for key, a in sorted(state.memory.allocations.items()):
+        if a.data is not None and not shape_only:
+            arrays[key] = np.ascontiguousarray(a.data)
+    save_weights(arrays, tmp / "weights.npz")
+    state.graph.save(tmp / "ir.json", tmp / "ir_weights.npz")
+    if source_model is not None and Path(source_model).suffix == ".onnx":
+        copy_with_external_data(source_model, tmp / "model.onnx")  # + its external data
 
 
 __all__ = ["PASSES", "PASS_NAMES", "compile_graph", "load_model", "write_bundle"]

@@ -15,6 +15,7 @@ IR node's ops at a time (`compiler.stream`).
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -27,6 +28,14 @@ from kernbench.topology.model import Topology
 TCM_ALIGN = 64
 
 
+def _start(part: tuple[int, int, Buf]) -> int:
+    return part[0]
+
+
+def _end(part: tuple[int, int, Buf]) -> int:
+    return part[1]
+
+
 class _Ring:
     """The free space of one PE's AllocatableTCM, handed out oldest-free-first."""
 
@@ -37,7 +46,8 @@ class _Ring:
         self.cursor = 0
         self.live: list[Buf] = []
         # bank → the parts of freed buffers not overwritten since: (first byte, end, buffer),
-        # disjoint (a part leaves as soon as a new buffer takes its bytes)
+        # disjoint (a part leaves as soon as a new buffer takes its bytes), in address
+        # order: the parts a new buffer meets are one run of the list
         self.dead: dict[int, list[tuple[int, int, Buf]]] = {}
         self._parts: dict[int, int] = {}  # buffer id → its parts in `dead`
         self.retired: list[Buf] = []  # dead buffers wholly overwritten since last asked
@@ -75,13 +85,13 @@ class _Ring:
         bank_dead = self.dead.get(lo // self.bank)
         if not bank_dead:
             return []
+        # disjoint parts in address order: their ends are in order too
+        first = bisect_right(bank_dead, lo, key=_end)
+        last = bisect_left(bank_dead, hi, lo=first, key=_start)
         reused: dict[int, Buf] = {}
         keep = []
-        for p in bank_dead:
+        for p in bank_dead[first:last]:
             a, e, x = p
-            if not (a < hi and lo < e):
-                keep.append(p)
-                continue
             reused[x.id] = x
             rest = [(a, lo, x)] * (a < lo) + [(hi, e, x)] * (hi < e)
             keep += rest
@@ -89,14 +99,14 @@ class _Ring:
             if not self._parts[x.id]:
                 del self._parts[x.id]
                 self.retired.append(x)
-        self.dead[lo // self.bank] = keep
+        bank_dead[first:last] = keep
         return list(reused.values())
 
     def free(self, b: Buf) -> None:
         if b in self.live:
             self.live.remove(b)
-            self.dead.setdefault(b.offset // self.bank, []).append(
-                (b.offset, b.offset + b.nbytes, b))
+            insort(self.dead.setdefault(b.offset // self.bank, []),
+                   (b.offset, b.offset + b.nbytes, b), key=_start)
             self._parts[b.id] = 1
 
 

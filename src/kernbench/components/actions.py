@@ -120,10 +120,19 @@ class ActionLedger:
             acts = self._path_actions[key] = tuple((a, per[a]) for a in sorted(per))
         return acts
 
+    def path_actions(self, links: Iterable[Any]) -> tuple[tuple[str, int], ...]:
+        """A path's (action, links of that action), action-sorted: what `links` counts,
+        for a caller that counts the same path many times (`count_path`)."""
+        return self._actions_of(links)
+
     def links(self, cmd: PeCommand | None, links: Iterable[Any], nbytes: int, start: float,
               end: float) -> None:
         """`nbytes` over each link of `links` (servers whose id is a topology link)."""
-        acts = self._actions_of(links)
+        self.count_path(cmd, self._actions_of(links), nbytes, start, end)
+
+    def count_path(self, cmd: PeCommand | None, acts: tuple[tuple[str, int], ...],
+                   nbytes: int, start: float, end: float) -> None:
+        """`links` of a path whose `path_actions` are `acts`."""
         if nbytes <= 0 or not acts:
             return
         totals = self.totals

@@ -1,14 +1,14 @@
 """One channel of a pipeline stage as a state machine: the engine's worker loop without
 a SimPy process.
 
-A channel takes a token from its inbox (waiting on a `get` when it is empty), acquires the
-shared compute slot when its engine has one, asks the engine's `service` for the busy
-time (a number) or the event that ends it, then forwards the token to its next stage (or
-completes the tile) and takes the next one. Every wait is the event a SimPy process
-would have yielded (the inbox's get, the slot's request, the busy time's timeout, the
-service's event, a put into a full next queue), and the continuation is registered on it
-at the moment the process would have registered its resumption, so the run's events and
-their order are a process's; only the generator and its resumptions are gone.
+A channel takes a token from its inbox (waiting with `HwQueue.wait` when it is empty: the
+token is handed over as it arrives), acquires the shared compute slot when its
+engine has one, asks the engine's `service` for the busy time (a number) or the event
+that ends it, then forwards the token to its next stage (or completes the tile) and takes
+the next one. Every other wait is the event a SimPy process would have yielded (the
+slot's request, the busy time's timeout, the service's event, a put into a full next
+queue), and the continuation is registered on it at the moment the process would have
+registered its resumption; only the generator and its resumptions are gone.
 """
 
 from __future__ import annotations
@@ -63,12 +63,9 @@ class Channel:
         """Idle: serve the oldest token of the inbox, or wait for one."""
         token = self.inbox.take()
         if token is None:
-            self.inbox.get().callbacks.append(self._got)
+            self.inbox.wait(self._acquire)
         else:
             self._acquire(token)
-
-    def _got(self, ev: simpy.Event) -> None:
-        self._acquire(ev._value)
 
     def _acquire(self, token: TileToken) -> None:
         self.token = token

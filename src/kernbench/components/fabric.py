@@ -197,3 +197,67 @@ def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
 
 
 _INLINE.add(Server)
+
+
+class Route:
+    """A fixed path for transfers of one size (M_CPU's command and completion packets):
+    each stage's serialisation time is computed once. `reserve(now)` is
+    `transfer(now, nbytes, stages)`: the same arithmetic on the same values in the same
+    order, so the same reservations and end; only the per-hop look-ups are gone."""
+
+    __slots__ = ("stages", "nbytes", "_hops")
+
+    def __init__(self, stages: tuple[Stage, ...] | list[Stage], nbytes: int) -> None:
+        self.stages = tuple(stages)
+        self.nbytes = nbytes
+        # (stage, its serialisation ns if `transfer` reserves it inline else None, latency)
+        self._hops = tuple(
+            (s, nbytes / s.bw_gbs if s.__class__ in _INLINE else None, s.latency_ns)
+            for s in self.stages)
+
+    def reserve(self, now: float) -> float:
+        """Reserve the route for one transfer starting at `now`; return its end."""
+        nbytes = self.nbytes
+        head = now
+        end = now
+        lat = 0.0
+        for s, ser, s_lat in self._hops:
+            min_end = end + lat
+            if ser is None:
+                start, end = s.occupy(head, nbytes, min_end, now)
+            else:
+                s.busy_ns += ser
+                s.bytes += nbytes
+                s.transfers += 1
+                ends = s._ends
+                if ends:
+                    last = ends[-1]
+                    if last <= now:
+                        ends.clear()
+                        s._starts.clear()
+                    elif ends[0] <= now:
+                        k = bisect_right(ends, now)
+                        del s._starts[:k]
+                        del ends[:k]
+                if not ends:
+                    start = head
+                    end = head + ser
+                    if min_end > end:
+                        end = min_end
+                    s._starts.append(head)
+                    ends.append(end)
+                elif last <= head:
+                    start = head
+                    end = head + ser
+                    if min_end > end:
+                        end = min_end
+                    if last == head:
+                        ends[-1] = end
+                    else:
+                        s._starts.append(head)
+                        ends.append(end)
+                else:
+                    start, end = s._fit(head, ser, min_end)
+            lat = s_lat
+            head = start + lat
+        return end + lat

@@ -13,12 +13,16 @@ classes, request-queue scans that stop after the first element anyway). `items`,
 at once: `offer` appends an item if there is room and nobody waits to put (returning None;
 a waiting get is served now), else it is `put`; `take` hands over the oldest item if one
 is there and nobody waits to get (a waiting put is admitted now), else it returns None and
-the caller waits on `get`. They move the same items at the same times as `put` and `get`,
-minus the events that only said so.
+the caller waits, on `get` or with `wait`. They move the same items at the same times as
+`put` and `get`, minus the events that only said so. `wait(taker)` is the consumer's wait
+without a get event: the arriving item is handed to `taker` at once, at the same instant
+a get event would have delivered it (the simulator's engines, dispatcher and feeder wait
+this way).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import simpy
@@ -36,6 +40,7 @@ class HwQueue(simpy.Store):
         super().__init__(env, capacity)
         self._on_put_done = self._serve_get
         self._on_get_done = self._admit_put
+        self._taker: Any = None
 
     def put(self, item: object) -> Event:  # type: ignore[override]
         """Request to append `item`; the event is triggered once it is in the queue."""
@@ -75,7 +80,13 @@ class HwQueue(simpy.Store):
         return ev
 
     def _serve_get(self, _put: Event) -> None:
-        """A put was processed: the oldest waiting get takes the oldest item, if any."""
+        """A put was processed: the oldest waiting get (or the taker) takes the oldest
+        item, if any."""
+        taker = self._taker
+        if taker is not None and self.items:
+            self._taker = None
+            taker(self.items.pop(0))
+            return
         gq = self.get_queue
         if gq and self.items:
             head = gq[0]
@@ -96,9 +107,15 @@ class HwQueue(simpy.Store):
             del pq[0]
 
     def offer(self, item: object) -> Event | None:
-        """Append `item` now if there is room (None), else `put(item)` (its event)."""
+        """Append `item` now if there is room (None), else `put(item)` (its event). A
+        waiting taker (`wait`) is handed the item now."""
         if self.put_queue or len(self.items) >= self._capacity:
             return self.put(item)
+        taker = self._taker
+        if taker is not None:
+            self._taker = None
+            taker(item)
+            return None
         self.items.append(item)
         gq = self.get_queue
         if gq:
@@ -108,6 +125,14 @@ class HwQueue(simpy.Store):
             self._env.schedule(head)
             del gq[0]
         return None
+
+    def wait(self, taker: Callable[[Any], None]) -> None:
+        """The queue's one consumer waits: `taker(item)` is called with the next item, at
+        the moment it arrives (within the `offer` that brings it, or the processing of the
+        put event that admits it), instead of by a get event later in the same instant.
+        Only while the queue is empty; one taker at a time; a waiting `get` and a taker
+        are not mixed on one queue."""
+        self._taker = taker
 
     def take(self) -> Any:
         """The oldest item, now, if there is one and no get waits; else None (wait on

@@ -53,6 +53,7 @@ def simulate_on(model: Path, topology: str, shapes: ShapeOptions, qconfig: Path 
         tmp = Path(d)
         res = resolve_model(model, shapes, tmp / "model", qconfig)
         opts = RunOptions(qconfig=qconfig, trace=False, report=False, write_cmdq=False,
+                          write_weights=False,
                           llm=True, bundle=tmp / "bundle")
         return run_model(res.path, topo, tmp / "out", opts, RunHooks(note=note)).stats
 

@@ -1,4 +1,4 @@
-"""`kernbench run --ep N [--dp M]`: expert-parallel runs of an MoE model (ADR-1050).
+"""`kernbench run --ep N [--dp M]`: expert-parallel runs of an MoE model (docs/multichip.md).
 
 The routed experts are split over N chips (contiguous blocks); each chip runs the
 attention and the router of its own tokens, sends every (token, expert) pair's row to the
@@ -7,7 +7,7 @@ received and sends the outputs back (all-to-all-v combine), where they are weigh
 summed (`compiler.parallel.ep_graph`). Each rank's graph is compiled for one chip and the
 programs are joined with the collectives (`compiler.parallel.ep_program`).
 
-How many rows go where is static (a CMDQ program is, ADR-0905):
+How many rows go where is static (a CMDQ program is):
 - a shape-only model (config.json, built by the CLI at batch / (N·M)): the routing the
   model was drawn with, drawn for the whole batch and cut into the ranks' token slices, so
   the experts' loads are the one-chip model's at the full batch;
@@ -16,6 +16,10 @@ How many rows go where is static (a CMDQ program is, ADR-0905):
   the reference interpreter. Every chip reads all the tokens, computes the router for all
   of them and the MoE for its T / N; the outputs are all-gathered, so chip 0's outputs
   are the whole model's (--verify checks them).
+
+Block replay works as on one chip when the layers' routings are identical
+(`--routing-same-layers`): the model is truncated to the simulated blocks before the
+ranks' graphs are built.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The bundle of an expert-parallel `--verify` run (ADR-1050): the ranks' graphs side by
+"""The bundle of an expert-parallel `--verify` run (docs/multichip.md): the ranks' graphs side by
 side with the model they were split from.
 
 The ranks' graphs carry rank-unique names (`compiler.parallel.rank_names`), so one

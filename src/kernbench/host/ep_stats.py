@@ -1,4 +1,4 @@
-"""stats.json's `moe` section of an expert-parallel run (ADR-1050; schema in
+"""stats.json's `moe` section of an expert-parallel run (schema in
 docs/stats.md): the one-chip section's per-expert load over the whole batch, and how it
 falls on the chips: `per_chip` (rows each chip's experts computed per layer) with the
 imbalance max / mean across the chips, and the rows the all-to-alls carry between chips.

@@ -39,6 +39,7 @@ from kernbench.errors import (
 from kernbench.host.bundle import Bundle, run_with_data
 from kernbench.host.bundle_check import check_bundle
 from kernbench.host.estimate import graph_bytes, refuse_above_limit
+from kernbench.host.gc_pause import gc_paused
 from kernbench.host.intermediates import Intermediates
 from kernbench.host.precision import add_precision
 from kernbench.host.replay_figures import ActionsOf
@@ -81,7 +82,8 @@ class CompileRequest:
     `dump_after` (pass names whose state is written), activation scales calibrated on
     `calib_inputs` (an .npz keyed by input name; default seeded random inputs), `strict`
     (suspicious input refused instead of warned), `all_pes` (spread over every PE),
-    `write_cmdq` (cmdq.json in the bundle) and `model_file` (the name in diagnostics)."""
+    `write_cmdq` (cmdq.json in the bundle), `write_weights` (its weights and model copy:
+    `pipeline.write_bundle`) and `model_file` (the name in diagnostics)."""
 
     qconfig: Path | None = None
     dump_after: tuple[str, ...] = ()
@@ -89,22 +91,24 @@ class CompileRequest:
     strict: bool = False
     all_pes: bool = False
     write_cmdq: bool = True
+    write_weights: bool = True
     model_file: str | None = None
     qconfig_file: str | None = None
 
 
+@gc_paused()  # a whole program's objects live until it is written (host.gc_pause)
 def compile_model(model: Path, topology: Topology, out: Path,
                   req: CompileRequest = CompileRequest(),
                   progress: Progress | None = None) -> tuple[CompileState, PassManager | None]:
     """Compile; suspicious input (a QConfig glob that matches no layer, NaN/Inf weights)
     warns, or with `req.strict` is refused."""
-
     graph, source = load_model(Path(model), req.qconfig)
     return compile_loaded(graph, source, topology, out, replace(
         req, qconfig_file=str(req.qconfig) if req.qconfig else None,
         model_file=str(model)), progress)
 
 
+@gc_paused()
 def compile_loaded(graph: Graph, source: Path | None, topology: Topology, out: Path,
                    req: CompileRequest = CompileRequest(), progress: Progress | None = None
                    ) -> tuple[CompileState, PassManager | None]:  # fmt: skip
@@ -112,14 +116,13 @@ def compile_loaded(graph: Graph, source: Path | None, topology: Topology, out: P
     `write_cmdq` False leaves cmdq.json out of the bundle (see `program_of`). A small
     model may be compiled for fewer PEs than the topology has (`compiler.pe_choice`,
     the choice in `state.pe_choice`); `all_pes` spreads it over all of them."""
-
     opts = _compile_options(graph, req)
     state, pm = _compile_whole(graph, topology, opts, progress=progress, all_pes=req.all_pes,
                                dump_after=req.dump_after,
                                dump_dir=Path(out).parent if req.dump_after else None)
     _report_layer_ops(layer_op_census(state), req.strict,
                       req.model_file or graph.metadata.get("model_name"))
-    write_bundle(state, Path(out), source, cmdq=req.write_cmdq)
+    write_bundle(state, Path(out), source, cmdq=req.write_cmdq, weights=req.write_weights)
     if req.write_cmdq:
         warn_unreadable_cmdq(Path(out) / "cmdq.json")
     return state, pm
@@ -133,7 +136,6 @@ def compile_for_run(graph: Graph, source: Path | None, topology: Topology, out: 
     runs (`compiler.stream`), so host memory does not grow with layers × tiles;
     a program small enough for the cost model's PE choice is compiled whole,
     from the passes the stream already ran. Writes the bundle without cmdq.json."""
-
     opts = _compile_options(graph, req)
     sc = compile_streamed(structure_copy(graph), topology, opts, progress=progress)
     name = req.model_file or graph.metadata.get("model_name")
@@ -143,10 +145,11 @@ def compile_for_run(graph: Graph, source: Path | None, topology: Topology, out: 
             and sc.entries <= pe_choice.MAX_ENTRIES:
         state, _ = _compile_whole(graph, topology, opts, whole=sc.finish()[0])
         _report_layer_ops(layer_op_census(state), req.strict, name)
-        write_bundle(state, Path(out), source, cmdq=False)
+        write_bundle(state, Path(out), source, cmdq=False, weights=req.write_weights)
         return program_of(state, file), state.pe_choice
     _report_layer_ops(sc.survey.census, req.strict, name)
-    write_bundle(sc.bundle_state(), Path(out), source, cmdq=False, entries=sc.entries)
+    write_bundle(sc.bundle_state(), Path(out), source, cmdq=False, entries=sc.entries,
+                 weights=req.write_weights)
     stream = EntryStream(sc.chunks(), sc.entries, sc.survey.layer_entries,
                          limits_for(topology), file)
     return streamed_program(stream, asdict(cmdq_metadata(sc.state))), None
@@ -369,7 +372,6 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
     `trace`, `verify`, `entries`, or the report of a program of at most
     MAX_DETAIL_ENTRIES entries; otherwise `entry_count` (docs/stats.md).
     `prog`: the program in memory (`program_of`; cmdq.json unread)."""
-
     verify, trace, report = opts.verify, opts.trace, opts.report
     phase, watch, post_stats = hooks.phase, hooks.watch, hooks.post_stats
 
@@ -387,7 +389,6 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
         run, outputs, verdict = _run_verified(bundle_dir, prog, topology, opts, record,
                                               phase)
     else:
-
         if opts.save_oplog is not None:
             raise InputError("--save-oplog saves the data pass: it needs --verify",
                              field="--save-oplog")
@@ -461,7 +462,6 @@ def add_roofline(stats: dict[str, Any], roof: Path, spans: dict[str, LayerSpan])
     """Per-layer roofline bounds (a bundle's roofline.json, if any) and the simulated
     layer `spans` into `stats`."""
     if roof.exists():
-
         try:
             bounds = json.loads(read_input_text(roof, MAX_JSON_BYTES))
         except ValueError as e:

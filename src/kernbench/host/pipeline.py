@@ -1,5 +1,5 @@
 """`kernbench run --pp N` (with `--tp`, `--dp`, `--micro-batches`): pipeline-parallel
-runs over the chips of a multi-chip topology (docs/multichip.md, ADR-1040).
+runs over the chips of a multi-chip topology (docs/multichip.md).
 
 The model's decoder layers are split into N stages of L / N consecutive layers
 (`compiler.parallel.pp_graph`); each stage is split by `--tp` (`shard_graph`) and

@@ -9,7 +9,9 @@ compiled and simulated.
 The compiled program goes to the simulator in memory (`host.flow.program_of`): the bundle's
 cmdq.json is written only when asked (`RunOptions.write_cmdq`, `--keep-bundle`; always with
 `verify`) and never read back, so a real-size program's file neither costs the time to
-write and parse it nor meets the CMDQ file-size limit.
+write and parse it nor meets the CMDQ file-size limit. The same holds for the bundle's
+weights, IR weights and model copy (`RunOptions.write_weights`): a timing-only simulation
+reads none of them, and they are as large as the model.
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ class RunOptions:
     # only for a bundle someone keeps (with `verify` it is always written: the data pass
     # loads the whole bundle)
     write_cmdq: bool = True
+    # weights.npz, ir_weights.npz and the model copy in the bundle: read by the data pass
+    # and the verification only, so only for a bundle someone keeps (always with `verify`)
+    write_weights: bool = True
     all_pes: bool = False  # spread over every PE, even a model the cost model keeps on fewer
     entries: bool = False  # per-entry detail (timeline, entry rows) whatever the size
     tp: int = 1  # tensor parallelism over this many chips (host.parallel.run_parallel)
@@ -117,6 +122,7 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
             hooks.note(f"simulating every layer: {why}")
     bundle = opts.bundle or Path(out) / "bundle"
     write_cmdq = opts.write_cmdq or opts.verify
+    write_weights = opts.write_weights or opts.verify
 
     def finish(small: Graph, stats: Stats, spans: dict[str, LayerSpan],
                actions_of: ActionsOf | None = None) -> Stats:
@@ -138,7 +144,7 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
                    "and replaying the rest (--exact simulates all)")
         state, _ = compile_loaded(small, None, topo, bundle, CompileRequest(
             calib_inputs=opts.inputs, strict=opts.strict, model_file=str(model),
-            write_cmdq=write_cmdq), hooks.compile_progress)
+            write_cmdq=write_cmdq, write_weights=write_weights), hooks.compile_progress)
         prog = program_of(state, str(bundle / "cmdq.json"))
         del state  # the tile graph and memory plan are not needed to simulate
         try:
@@ -149,7 +155,8 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
             plan = None
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
-                         model_file=str(model), write_cmdq=write_cmdq, all_pes=opts.all_pes)
+                         model_file=str(model), write_cmdq=write_cmdq,
+                         write_weights=write_weights, all_pes=opts.all_pes)
     if not (opts.trace or opts.report or opts.verify or write_cmdq or opts.entries):
         # nothing per entry is kept: compiled layer by layer while it runs
         prog, choice = compile_for_run(graph, source, topo, bundle, req,

@@ -1,5 +1,5 @@
 """All-to-all with per-pair sizes (all-to-all-v), as used by expert parallelism's
-dispatch and combine (ADR-1050).
+dispatch and combine (docs/multichip.md).
 
 Rank s sends `splits[s][d]` elements to rank d. Rank s's send buffer holds its blocks for
 d = 0, 1, … back to back; rank d's receive buffer holds the blocks from s = 0, 1, … back to

@@ -1,4 +1,4 @@
-"""Expert parallelism on the IR: the MoE layers of one rank of `n` (ADR-1050).
+"""Expert parallelism on the IR: the MoE layers of one rank of `n` (docs/multichip.md).
 
 Routed expert e lives on rank ⌊e / (E / n)⌋ (contiguous blocks). An MoE layer is a
 `MoeBlock`: the token rows `x` [T, d], the router's top-k indices `idx` and weights `w`
@@ -340,7 +340,7 @@ def ep_graph(graph: Graph, blocks_of: list[MoeBlock], n: int, rank: int,
 
 
 def _idle_weights(g: Graph) -> None:
-    """A shape-only model's `idle_weights` (experts no node reads, ADR-0905): of the
+    """A shape-only model's `idle_weights` (experts no node reads): of the
     rank's own experts only."""
     for ly in ((g.metadata.get("llm") or {}).get("moe") or {}).get("layers", []):
         head = f"l{ly['layer']}.experts."

@@ -1,5 +1,5 @@
 """The MoE layers of an imported ONNX model with gathered experts, as `MoeBlock`s for
-expert parallelism (ADR-1050).
+expert parallelism (docs/multichip.md).
 
 An export of gpt-fast's `ConditionalFeedForward` (scripts/export_moe_onnx.py) computes
 every (token, slot) pair with the weights of its expert gathered by the router's top-k

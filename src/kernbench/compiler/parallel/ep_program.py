@@ -1,4 +1,4 @@
-"""The multi-chip program of an expert-parallel run (ADR-1050): every rank's compiled
+"""The multi-chip program of an expert-parallel run (docs/multichip.md): every rank's compiled
 program, with the all-to-all-v dispatch and combine (and, in slice mode, the output
 all-gather) in place of their placeholder nodes.
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.compiler.collectives.alltoallv import lower_all_to_all_v
+from kernbench.compiler.collectives.plan import DTYPE_BYTES
 from kernbench.compiler.parallel.ep_graph import EpSite
 from kernbench.compiler.parallel.tp_program import ALIGN, MergedProgram, _Merger
 from kernbench.errors import InputError
@@ -54,7 +55,7 @@ class _EpMerger(_Merger):
             flags=flags, dtype=s.dtype, first_id=len(self.out), after=after,
             broadcast=s.site.op == "all_gather")
         rank_of = {c: r for c, r in zip(chips, ranks, strict=True)}
-        eb = 2 if s.dtype in ("bf16", "fp16") else 4
+        eb = DTYPE_BYTES[s.dtype]
         for e in entries:
             e["layer_id"] = s.site.node
             r = rank_of[self.topo.chip_of(self.topo.pe(e["pe"]))]

@@ -1,5 +1,4 @@
-"""Pipeline parallelism on the IR: the graph one stage of `n` runs (docs/multichip.md,
-ADR-1040).
+"""Pipeline parallelism on the IR: the graph one stage of `n` runs (docs/multichip.md).
 
 A decoder is a prologue (embedding), L marked blocks (`LayerIR.metadata["block"]`) and an
 epilogue (final norm, LM head). Stage s of n holds the contiguous blocks

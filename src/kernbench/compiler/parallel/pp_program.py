@@ -1,6 +1,6 @@
 """One multi-chip program for a pipeline-parallel run (`--pp`, with `--tp` and `--dp`):
 every stage's compiled program on its chips, once per micro-batch, joined by send/recv
-between stages and the stages' own all-reduces (docs/multichip.md, ADR-1040).
+between stages and the stages' own all-reduces (docs/multichip.md).
 
 A `Lane` is one chip's work: the program of its (stage, tensor-parallel rank), compiled
 for chip 0, run once per micro-batch (a segment). Its markers are:

@@ -1,4 +1,4 @@
-"""Rank-unique names for a rank's graph (ADR-1050): every node and tensor but the graph
+"""Rank-unique names for a rank's graph (docs/multichip.md): every node and tensor but the graph
 inputs takes the suffix `@ep<r>`, so that the ranks' graphs can sit side by side in one
 ir.json and one memory map — the bundle a multi-chip `--verify` runs, whose whole-layer
 ops (TOPK, MOE_ROUTE) on chip r find rank r's layer and tensors there."""

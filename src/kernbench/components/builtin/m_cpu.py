@@ -28,7 +28,7 @@ import simpy
 from kernbench.components.arbiter import BACK_TILE, call_after
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
-from kernbench.components.fabric import transfer
+from kernbench.components.fabric import Route
 from kernbench.components.ports import Port
 from kernbench.components.signals import Signal
 
@@ -264,26 +264,30 @@ class MCpu(ComponentBase):
         return False
 
     def _route(self, pe_index: int) -> tuple:
-        """(PE, its PE_CPU, command path out, completion path back), looked up once per PE."""
+        """(PE, its PE_CPU, command route out, completion route back, the ledger's actions
+        of each), built once per PE (`fabric.Route`: a fixed path for one packet size)."""
         r = self._routes.get(pe_index)
         if r is None:
             sim = self.sim
             pe = sim.topology.pe(pe_index)
+            nbytes = self.spec.command_bytes
+            out = Route(sim.command_path(self.node.cube, pe, to_pe=True), nbytes)
+            back = Route(sim.command_path(self.node.cube, pe, to_pe=False), nbytes)
             r = self._routes[pe_index] = (
-                pe, self.pe_cpus[pe.index], sim.command_path(self.node.cube, pe, to_pe=True),
-                sim.command_path(self.node.cube, pe, to_pe=False))
+                pe, self.pe_cpus[pe.index], out, back,
+                sim.actions.path_actions(out.stages), sim.actions.path_actions(back.stages))
         return r
 
     def _send(self, e: ProgramEntry, finish) -> None:  # noqa: ANN001
-        """Send `e`'s command to its PE: the command path is reserved at this instant's
-        grant (components.arbiter), the completion path at the grant of the instant the
+        """Send `e`'s command to its PE: the command route is reserved at this instant's
+        grant (components.arbiter), the completion route at the grant of the instant the
         command completes."""
         env = self.env
         sim = self.sim
-        actions = sim.actions
+        count = sim.actions.count_path
         arbiter = sim.arbiter
-        pe, pe_cpu, path, path_back = self._route(e.pe)
-        nbytes = self.spec.command_bytes
+        pe, pe_cpu, out, back_route, acts_out, acts_back = self._route(e.pe)
+        nbytes = out.nbytes
         cmd = e.command
         meta = cmd.meta
         meta["entry"] = e
@@ -296,14 +300,14 @@ class MCpu(ComponentBase):
 
         def send() -> None:
             now = env._now
-            arrive = transfer(now, nbytes, path)
-            actions.links(cmd, path, nbytes, now, arrive)
+            arrive = out.reserve(now)
+            count(cmd, acts_out, nbytes, now, arrive)
             call_after(env, arrive - now, deliver)
 
         def back() -> None:
             now = env._now
-            end = transfer(now, nbytes, path_back)
-            actions.links(cmd, path_back, nbytes, now, end)
+            end = back_route.reserve(now)
+            count(cmd, acts_back, nbytes, now, end)
             call_after(env, end - now, lambda _e: finish(e))
 
         def completed(_ev) -> None:  # noqa: ANN001

@@ -100,7 +100,9 @@ class PeScheduler(ComponentBase):
 
     def start(self) -> None:
         """The dispatcher and the feeder, each a state machine whose waits are the events
-        a SimPy process of the same loop would yield (components.channel's argument)."""
+        a SimPy process of the same loop would yield (components.channel's argument),
+        except the wait on an empty queue: the item is handed over as it arrives
+        (`HwQueue.wait`)."""
         self._delay = self.spec.dispatch_latency_cycles / self.spec.clock_ghz
         self._plans: list[TilePlan] | None = None  # the command being fed, its context,
         self._ctx: PipelineContext | None = None   # the next tile, and whether that tile
@@ -154,13 +156,13 @@ class PeScheduler(ComponentBase):
         while True:
             cmd = self.inbox.take()
             if cmd is None:
-                self.inbox.get().callbacks.append(self._got_command)
+                self.inbox.wait(self._took_command)
                 return
             if self._accept(cmd):
                 return
 
-    def _got_command(self, ev) -> None:  # noqa: ANN001
-        if not self._accept(ev._value):
+    def _took_command(self, cmd) -> None:  # noqa: ANN001
+        if not self._accept(cmd):
             self._next_command()
 
     def _accept(self, cmd) -> bool:  # noqa: ANN001
@@ -190,12 +192,9 @@ class PeScheduler(ComponentBase):
     def _next_feed(self) -> None:
         feed = self._pending_feeds.take()
         if feed is None:
-            self._pending_feeds.get().callbacks.append(self._got_feed)
+            self._pending_feeds.wait(self._start_feed)
             return
         self._start_feed(feed)
-
-    def _got_feed(self, ev) -> None:  # noqa: ANN001
-        self._start_feed(ev._value)
 
     def _start_feed(self, feed: tuple[list[TilePlan], PipelineContext]) -> None:
         self._plans, self._ctx = feed

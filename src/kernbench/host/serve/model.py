@@ -76,7 +76,7 @@ class ServedModel:
             tmp = Path(d)
             res = resolve_model(self.model, ShapeOptions(b, s, k), tmp / "model", self.qconfig)
             opts = RunOptions(qconfig=self.qconfig, trace=False, report=False,
-                              write_cmdq=False, bundle=tmp / "bundle")
+                              write_cmdq=False, write_weights=False, bundle=tmp / "bundle")
             return run_model(res.path, topo, tmp / "out", opts, RunHooks(note=_quiet)).stats
 
 

@@ -26,7 +26,13 @@ import onnx
 
 from kernbench.config import TopologyConfig
 from kernbench.errors import InputError, KernbenchError
-from kernbench.host.flow import TIMING_ONLY, CompileRequest, compile_model, simulate_bundle
+from kernbench.host.flow import (
+    TIMING_ONLY,
+    CompileRequest,
+    compile_model,
+    program_of,
+    simulate_bundle,
+)
 from kernbench.host.sweep.points import Point
 from kernbench.models.builders import model_for
 from kernbench.topology import build_topology
@@ -77,9 +83,13 @@ def run_point(point: Point) -> Outcome:
             topo = build_topology(TopologyConfig.model_validate(point.topology))
             if point.serve is not None:
                 return Outcome(point.id, "ok", stats=_serve_point(point, topo, tmp))
-            compile_model(_model_file(point, tmp), topo, tmp / "bundle",
-                          CompileRequest(qconfig=_qconfig_file(point, tmp)))
-            simulate_bundle(tmp / "bundle", topo, tmp / "sim", TIMING_ONLY)
+            # timing only: the program goes to the simulator in memory, as in `kernbench
+            # run`, and the scratch bundle holds neither cmdq.json nor the weights
+            state, _ = compile_model(_model_file(point, tmp), topo, tmp / "bundle",
+                                     CompileRequest(qconfig=_qconfig_file(point, tmp),
+                                                    write_cmdq=False, write_weights=False))
+            simulate_bundle(tmp / "bundle", topo, tmp / "sim", TIMING_ONLY,
+                            prog=program_of(state, str(tmp / "bundle" / "cmdq.json")))
             return Outcome(point.id, "ok", stats=(tmp / "sim" / "stats.json").read_text(
                 encoding="utf-8"))
     except KernbenchError as e:
