@@ -79,11 +79,11 @@ def test_weight_tiles_move_only_their_bytes_and_the_program_stays_exact(tmp_path
         assert "stride_bytes" not in e and wire_bytes(64, nbytes, 1) - nbytes < 64
 
 
-@pytest.mark.parametrize(("m", "chunked"), [(1, True), (40, False)])
+@pytest.mark.parametrize(("m", "chunked"), [(1, True), (8, True), (40, False)])
 def test_one_row_tiles_load_their_weights_in_chunks(tmp_path, m, chunked):
-    """(ADR-0731) A one-row tile's weight moves in DMAs of at most WEIGHT_CHUNK_BYTES, each
-    one contiguous run into its rows of the tile's buffer; tiles of several rows keep one
-    DMA. Exact either way."""
+    """(ADR-0731, ADR-1080) A decode GEMM's weight (at most CHUNKED_MAX_ROWS rows) moves
+    in DMAs of WEIGHT_CHUNK_BYTES here, each one contiguous run into its rows of the
+    tile's buffer; tiles of more rows keep one DMA. Exact either way."""
     from kernbench.compiler.lower.te_weights import WEIGHT_CHUNK_BYTES
     # 768 × 32 int8 = 24 KiB a tile
     cmdq = _run(tmp_path, single_gemm(m, 64, 768, seed=5), "weight: 8")

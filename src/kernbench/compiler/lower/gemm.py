@@ -36,7 +36,12 @@ from kernbench.compiler.lower.gemm_balance import (
 from kernbench.compiler.lower.gemm_cubes import gemm_ranges, spread_scratch
 from kernbench.compiler.lower.gemm_rowreduce import RowReduce
 from kernbench.compiler.lower.kv_rows import KvRows, kv_rows_out, store_kv_rows
-from kernbench.compiler.lower.te_weights import panel_width, te_weight, weight_tile
+from kernbench.compiler.lower.te_weights import (
+    CHUNKED_MAX_ROWS,
+    panel_width,
+    te_weight,
+    weight_tile,
+)
 from kernbench.compiler.lower.values import FusedStep, PreparedX, TeWeight
 from kernbench.compiler.lower.xquant import (
     QuantOut,
@@ -199,7 +204,8 @@ def _k_loops(lw: Lowering, n: LayerIR, pe: int, group: list[OutTile], accs: list
                 ba = a_res[i]
                 a_frees = [ba] if free_a and j == len(group) - 1 else []
             bw = lw.buf(pe, tk * tn * wb, f"{n.id}.w")
-            weight_tile(lw, pe, bw, wp, n.id, (k0, tk), (n0, tn), panel, chunked=tm == 1)
+            weight_tile(lw, pe, bw, wp, n.id, (k0, tk), (n0, tn), panel,
+                        chunked=xq.shape[0] <= CHUNKED_MAX_ROWS)
             reads = [("ifm", ba), ("wgt", bw)] + ([("ofm", c)] if i else [])
             frees = a_frees + [bw]
             if corr is not None and k0 == 0:

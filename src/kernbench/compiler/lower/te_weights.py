@@ -207,7 +207,7 @@ def _stored(lw: Lowering, v: WeightValues, panel: int) -> Placement:
     return lw.const(key, data, v.dtype, source=v.source, shape=shape)
 
 
-#: a one-row tile's weight moves in DMAs of at least this many bytes: a PE's
+#: a decode GEMM's weight tile (`CHUNKED_MAX_ROWS`) moves in DMAs of at least this many bytes: a PE's
 #: read channel serves one transfer at a time, first come first served, and a decode
 #: step's critical loads (a few hundred bytes of activation) queued behind a whole
 #: 16-24 KiB weight tile being prefetched. The chunk is the fastest on the gpt2-small
@@ -218,6 +218,9 @@ WEIGHT_CHUNK_BYTES = 8192
 #: step's hundreds of KiB) cut into 8 KiB chunks streams its weight at a fraction of the
 #: DMA's rate, and the weight stream is what bounds a decode GEMM
 MAX_WEIGHT_CHUNKS = 4
+#: the tiles of a GEMM of at most this many rows (a decode step's sequences) move their
+#: weight in chunks: their A is small beside their weight, so their critical loads are too
+CHUNKED_MAX_ROWS = 32
 
 
 def chunk_rows(tk: int, row_bytes: int) -> int:
