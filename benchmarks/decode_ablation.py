@@ -28,8 +28,8 @@ from kernbench.cli import main as cli_main  # noqa: E402
 from kernbench.compiler import kv_blocks  # noqa: E402
 from kernbench.compiler.lower import (  # noqa: E402
     fuse_vector,
-    gemm,
     gemm_balance,
+    gemm_cubes,
     gemm_rowreduce,
     kv_rows,
     kv_update,
@@ -46,7 +46,7 @@ ROWS: dict[str, dict[tuple[object, str], object]] = {
     "chunk 8 KiB": {(kv_update, "CHUNK_BYTES"): 8192},
     "chunk 32 KiB": {(kv_update, "CHUNK_BYTES"): 32768},
     "whole past-copy blocks (chunk 1 MiB)": {(kv_update, "CHUNK_BYTES"): 1 << 20},
-    "remote start 1000 cycles": {(gemm, "REMOTE_START_CYCLES"): 1000},
+    "remote start 1000 cycles": {(gemm_cubes, "REMOTE_START_CYCLES"): 1000},
     "equal key ranges (kv_blocks.OWNER_EXTRA_FOLDS = 0, before ADR-0726)":
         {(kv_blocks, "OWNER_EXTRA_FOLDS"): 0},
     "attention steps not fused (fuse_vector.STEPS without them, before ADR-0727)":

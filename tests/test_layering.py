@@ -202,7 +202,7 @@ LOWER_LAYERS = {
     2: {"context"},
     3: {"blocks"},
     4: {"te_weights", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
-        "gemm_outputs", "gemm_splitk", "row_spec", "gemm_rowreduce", "gemm", "attention_kv",
+        "gemm_outputs", "gemm_splitk", "gemm_cubes", "row_spec", "gemm_rowreduce", "gemm", "attention_kv",
         "attention_parts", "attention", "clamp", "conv_tiles", "qlinear",
         "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout"},
     5: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",

@@ -33,6 +33,7 @@ from kernbench.compiler.lower.gemm_balance import (
     OutTile,
     Producer,
 )
+from kernbench.compiler.lower.gemm_cubes import gemm_ranges, spread_scratch
 from kernbench.compiler.lower.gemm_rowreduce import RowReduce
 from kernbench.compiler.lower.kv_rows import KvRows, kv_rows_out, store_kv_rows
 from kernbench.compiler.lower.te_weights import panel_width, te_weight, weight_tile
@@ -46,7 +47,6 @@ from kernbench.compiler.lower.xquant import (
 )
 from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
-from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
 
 #: the accumulator an epilogue reads, by TE mode: int32, or int64 for a 16-bit integer
@@ -110,46 +110,11 @@ def _epilogue_consts(lw: Lowering, n: LayerIR, sx: np.ndarray | None, sw: np.nda
     return lw.const(f"{n.id}:{out_tid}@scale", scale, "fp32")
 
 
-#: cycles a GEMM spread over every cube pays for reaching remote cubes, in the choice of
-#: `wide`: each op of a tile's chain (scale, A and W loads, TE, epilogue, store) waits
-#: longer for its command and completion trips to a remote cube than in cube 0, and the
-#: first A load crosses the UCIe. A larger value keeps a decode output projection in one
-#: cube where spreading it runs faster
-REMOTE_START_CYCLES = 500
-
-
-def _te_cycles(lw: Lowering, m: int, nn: int, k: int, pes: int, bits: int) -> float:
-    """Tensor-engine cycles of an (m, nn, k) GEMM on `pes` PEs: array-sized output tiles
-    in waves over the PEs' engines, each tile at its systolic cycles (so a GEMM of one
-    row costs what its array folds cost, not its MACs at the peak rate)."""
-    spec = lw.gemm_spec
-    tm, tn = min(m, spec.rows), min(nn, spec.cols)
-    tiles = math.ceil(m / tm) * math.ceil(nn / tn)
-    waves = math.ceil(tiles / (pes * lw.engines.te_count))
-    return waves * gemm_cycles(spec, tm, tn, k, bits)
-
-
-def wide(lw: Lowering, a_dtype: str, w_dtype: str, m: int, nn: int, k: int) -> bool:
-    """Should a GEMM whose output lives in one cube spread over every cube? Yes when the
-    estimated time on all PEs (tensor-engine cycles, the weight read from every cube's
-    copy, A and the output crossing the UCIe links) beats the time on the home cube's PEs
-    alone. `nn`: all the layer's output columns (a QKV_PROJ's three projections)."""
-    cubes = len(lw.topo.cubes)
-    bits = {"int8": 8, "int4": 8, "fp16": 16, "bf16": 16}.get(a_dtype, 32)
-    w_bytes = k * nn * ITEMSIZE[w_dtype]
-    cube_bpc = lw.dma_bytes_per_cycle * lw.pes_of(0)
-    t_cube = max(_te_cycles(lw, m, nn, k, lw.pes_of(0), bits), w_bytes / cube_bpc)
-    remote = (m * k * ITEMSIZE[a_dtype] + m * nn * 4) * (cubes - 1) / cubes
-    t_all = max(_te_cycles(lw, m, nn, k, lw.n_pes, bits), w_bytes / (cube_bpc * cubes),
-                remote / lw.ucie_bytes_per_cycle) + REMOTE_START_CYCLES
-    return t_all < t_cube
-
-
 def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: int, nn: int,
                   k: int, nn_layer: int, producer: Producer | None = None,
                   row_reduce: bool = False) -> dict[int, tuple[GemmTiles, list[KPart]]]:
     """Output tiles round-robin over PEs: over all PEs, or, for a spread output, each part's
-    rows over the PEs of its cube (tiles chosen per part). `nn_layer`: the layer's output
+    rows over the PEs of its cube (tiles chosen per part; `gemm_ranges`). `nn_layer`: the layer's output
     columns (`wide` decides for the whole layer). With split K every part of a tile takes
     the next PE of the same cube range; the first part owns the tile. `producer`: the GEMM
     that just computed this one's K columns; a split-K layer of one row tile over every
@@ -158,10 +123,7 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
     up (`gemm_rowreduce`), so an unsplit one-row tiling may be split for it."""
     g = lw.gemm_spec
     per_pe: dict[int, tuple[GemmTiles, list[KPart]]] = {}
-    ranges = lw.part_rows(op, m, nn)
-    if len(ranges) == 1 and ranges[0][2] is not None \
-            and wide(lw, xq.dtype, wp.dtype, m, nn_layer, k):
-        ranges = [(0, m, None)]
+    ranges = gemm_ranges(lw, xq, wp, op, m, nn, k, nn_layer)
     # an integer accumulator: partial sums add up to the same int32
     integer = xq.dtype in ("int8", "uint8") and wp.dtype in ("int8", "int4")
     for r_lo, r_hi, cube in ranges:
@@ -450,7 +412,8 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
                lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step,
                                              q or kv, runtime_scale=dyn is not None,
                                              residual=residual),
-               spread=bool(op.parts), reducer=rr)
+               spread=spread_scratch(gemm_ranges(lw, xq, wp, op, m, nn, k, nn_layer or nn)),
+               reducer=rr)
     if rr is not None:  # one PE adds the row up, runs the epilogue and the norm
         engine = lw.engines.ve(rr.pe)
         c = gemm_rowreduce.sum_row(lw, n, rr, nn, engine)

@@ -24,6 +24,7 @@ import numpy as np
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.gemm import OutTile, _tiles_per_pe, gemm_tiles
+from kernbench.compiler.lower.gemm_cubes import gemm_ranges, spread_scratch
 from kernbench.compiler.lower.te_weights import values
 from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.tilegraph import Buf
@@ -133,7 +134,8 @@ def lower_qlinear_matmul(lw: Lowering, n: LayerIR) -> bool:
     rq = requant(lw, n, sa, sb, sy, zy, nn)
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn)
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
-               lambda pe, tile, c: _store(lw, n, pe, c, rq, op, tile, nn), spread=bool(op.parts))
+               lambda pe, tile, c: _store(lw, n, pe, c, rq, op, tile, nn),
+               spread=spread_scratch(gemm_ranges(lw, xq, wp, op, m, nn, k, nn)))
     return True
 
 

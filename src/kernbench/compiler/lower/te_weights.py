@@ -207,20 +207,32 @@ def _stored(lw: Lowering, v: WeightValues, panel: int) -> Placement:
     return lw.const(key, data, v.dtype, source=v.source, shape=shape)
 
 
-#: a one-row tile's weight moves in DMAs of at most this many bytes: a PE's
+#: a one-row tile's weight moves in DMAs of at least this many bytes: a PE's
 #: read channel serves one transfer at a time, first come first served, and a decode
 #: step's critical loads (a few hundred bytes of activation) queued behind a whole
 #: 16-24 KiB weight tile being prefetched. The chunk is the fastest on the gpt2-small
 #: decode step; prefill tiles keep whole DMAs (chunks gain nothing there)
 WEIGHT_CHUNK_BYTES = 8192
+#: ... and in at most this many DMAs a tile: each chunk pays a transfer's fixed cost and
+#: waits for the previous chunk's completion trip, so a large tile (a Llama-size decode
+#: step's hundreds of KiB) cut into 8 KiB chunks streams its weight at a fraction of the
+#: DMA's rate, and the weight stream is what bounds a decode GEMM
+MAX_WEIGHT_CHUNKS = 4
+
+
+def chunk_rows(tk: int, row_bytes: int) -> int:
+    """Rows of a `tk`-row weight tile of `row_bytes` a row per chunk DMA: at least
+    `WEIGHT_CHUNK_BYTES` (at least one row), and no more than `MAX_WEIGHT_CHUNKS` chunks."""
+    per = max(1, WEIGHT_CHUNK_BYTES // row_bytes)
+    return max(per, -(-tk // MAX_WEIGHT_CHUNKS))
 
 
 def weight_tile(lw: Lowering, pe: int, bw: Buf, wp: TeWeight, layer: str, rows: tuple[int, int],
                 cols: tuple[int, int], panel: int, chunked: bool = False) -> None:
     """DMA rows [k0, k0 + tk) × columns [n0, n0 + tn) of the weight into `bw` (tk × tn,
     row-major): from its panel when `panel` (`panel_width`) is not 0, one contiguous run
-    (`chunked`: in runs of at most `WEIGHT_CHUNK_BYTES`, each a DMA into its rows of
-    `bw`), else from the row-major weight, one run a row."""
+    (`chunked`: in runs of `chunk_rows` rows, each a DMA into its rows of `bw`), else
+    from the row-major weight, one run a row."""
     (k0, tk), (n0, tn) = rows, cols
     k, nn = wp.shape
     if wp.dtype in BFP_FORMATS and (n0 % BLOCK or tn % BLOCK):
@@ -236,7 +248,7 @@ def weight_tile(lw: Lowering, pe: int, bw: Buf, wp: TeWeight, layer: str, rows: 
                          f"{panel}-column panel")
     p = _stored(lw, wp.values, panel)
     row_bytes = width * wp.bits // 8
-    per = max(1, WEIGHT_CHUNK_BYTES // row_bytes) if chunked and row_bytes else tk
+    per = chunk_rows(tk, row_bytes) if chunked and row_bytes else tk
     for r0 in range(0, tk, per):
         nr = min(per, tk - r0)
         lw.dma(False, pe, bw, p, n0 * k + (k0 + r0) * width, nr, width, width, layer,
