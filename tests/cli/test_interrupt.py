@@ -150,3 +150,28 @@ def test_kernel_refuses_a_pe_count_the_npu_does_not_have(tmp_path, capsys, pes):
     assert code == 2
     assert err == [f"error: field '--pes': want 1..4 (the PEs of 'small'), got {pes}"]
     assert not (tmp_path / "o").exists()
+
+
+class _RaisesOnDel:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def __del__(self) -> None:
+        raise self.exc
+
+
+def test_a_lost_ctrl_c_prints_no_traceback_but_other_lost_errors_still_do(default_sigint,
+                                                                          monkeypatch):
+    """A KeyboardInterrupt Python cannot raise (here: in a finalizer) is not reported as
+    "Exception ignored"; the watchdog ends the command instead. Other unraisable errors
+    still reach the hook that was there before."""
+    from kernbench.cli.interrupt import Watchdog
+
+    seen: list[type] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))
+    with Watchdog():
+        _RaisesOnDel(KeyboardInterrupt())  # dropped at once: __del__ raises
+        _RaisesOnDel(ValueError("boom"))
+    assert seen == [ValueError]
+    _RaisesOnDel(KeyboardInterrupt())  # outside the command: the old hook again
+    assert seen == [ValueError, KeyboardInterrupt]

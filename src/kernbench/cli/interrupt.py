@@ -10,6 +10,10 @@ handler, whatever the main thread does) and, if the command has not ended `GRACE
 seconds later, removes the registered staging folders, prints "interrupted" and ends the
 process with `os._exit(130)`.
 
+A Ctrl-C that lands where Python cannot raise it (a finalizer, a callback inside an import)
+is dropped without the "Exception ignored ... Traceback" report: the watchdog ends the
+command all the same, and the user sees one "interrupted" line.
+
 `deferred_interrupt()` holds Ctrl-C back over a short critical section (moving a finished
 run into --out): the interrupt takes effect right after it, so --out is never half moved.
 """
@@ -53,6 +57,18 @@ def _force_exit() -> None:
     os._exit(INTERRUPTED)
 
 
+def _quiet_interrupts(hook):  # noqa: ANN001, ANN202
+    """`hook` for every unraisable exception but KeyboardInterrupt.
+
+    A Ctrl-C that lands where Python cannot raise it (a finalizer, a callback during an
+    import) would print "Exception ignored ... Traceback" and be lost; the watchdog still
+    ends the command, so the message is noise, not a diagnostic."""
+    def quiet(unraisable) -> None:  # noqa: ANN001
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            hook(unraisable)
+    return quiet
+
+
 class Watchdog:
     """Context manager around one command (see the module docstring); a no-op outside
     the main thread or where SIGINT is not Python's KeyboardInterrupt handler."""
@@ -61,6 +77,7 @@ class Watchdog:
         self.grace_s = grace_s
         self.done = threading.Event()
         self.old_fd: int | None = None
+        self.old_hook = sys.unraisablehook
         self.pipe: tuple[int, int] | None = None
 
     def __enter__(self) -> Watchdog:
@@ -76,6 +93,8 @@ class Watchdog:
             os.close(w)
             return self
         self.pipe = (r, w)
+        self.old_hook = sys.unraisablehook
+        sys.unraisablehook = _quiet_interrupts(self.old_hook)
         threading.Thread(target=self._watch, args=(r,), daemon=True,
                          name="kernbench-sigint-watchdog").start()
         return self
@@ -100,6 +119,7 @@ class Watchdog:
             return
         with contextlib.suppress(ValueError, OSError):
             signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
+        sys.unraisablehook = self.old_hook
         os.close(self.pipe[1])  # the watchdog reads EOF and ends; it closes nothing else
         self.pipe = None
 
