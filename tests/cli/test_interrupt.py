@@ -160,18 +160,22 @@ class _RaisesOnDel:
         raise self.exc
 
 
-def test_a_lost_ctrl_c_prints_no_traceback_but_other_lost_errors_still_do(default_sigint,
-                                                                          monkeypatch):
-    """A KeyboardInterrupt Python cannot raise (here: in a finalizer) is not reported as
-    "Exception ignored"; the watchdog ends the command instead. Other unraisable errors
-    still reach the hook that was there before."""
+def test_a_ctrl_c_python_cannot_raise_is_raised_again_not_lost(default_sigint, monkeypatch):
+    """A KeyboardInterrupt Python cannot raise (here: in a finalizer) is neither reported
+    as "Exception ignored" nor lost: it is raised again in the main thread, so the command
+    unwinds. Other unraisable errors still reach the hook that was there before."""
     from kernbench.cli.interrupt import Watchdog
 
     seen: list[type] = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))
+    after: list[str] = []
     with Watchdog():
-        _RaisesOnDel(KeyboardInterrupt())  # dropped at once: __del__ raises
         _RaisesOnDel(ValueError("boom"))
-    assert seen == [ValueError]
-    _RaisesOnDel(KeyboardInterrupt())  # outside the command: the old hook again
+        with pytest.raises(KeyboardInterrupt):
+            _RaisesOnDel(KeyboardInterrupt())  # dropped at once: __del__ raises
+            for _ in range(100):  # the interrupt lands here, long before the loop ends
+                time.sleep(0.1)
+            after.append("ran on")
+    assert seen == [ValueError] and after == []
+    _RaisesOnDel(KeyboardInterrupt())  # outside a command: the old hook again
     assert seen == [ValueError, KeyboardInterrupt]

@@ -11,8 +11,8 @@ seconds later, removes the registered staging folders, prints "interrupted" and 
 process with `os._exit(130)`.
 
 A Ctrl-C that lands where Python cannot raise it (a finalizer, a callback inside an import)
-is dropped without the "Exception ignored ... Traceback" report: the watchdog ends the
-command all the same, and the user sees one "interrupted" line.
+is not reported as "Exception ignored ... Traceback" and lost: it is delivered to the main
+thread again and raised at its next bytecode, so the command unwinds as for any Ctrl-C.
 
 `deferred_interrupt()` holds Ctrl-C back over a short critical section (moving a finished
 run into --out): the interrupt takes effect right after it, so --out is never half moved.
@@ -20,6 +20,7 @@ run into --out): the interrupt takes effect right after it, so --out is never ha
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import shutil
@@ -58,13 +59,18 @@ def _force_exit() -> None:
 
 
 def _quiet_interrupts(hook):  # noqa: ANN001, ANN202
-    """`hook` for every unraisable exception but KeyboardInterrupt.
+    """`hook` for every unraisable exception but KeyboardInterrupt, which is delivered again.
 
     A Ctrl-C that lands where Python cannot raise it (a finalizer, a callback during an
-    import) would print "Exception ignored ... Traceback" and be lost; the watchdog still
-    ends the command, so the message is noise, not a diagnostic."""
+    import) would print "Exception ignored ... Traceback" and be lost: the command would
+    run on and finish. Instead it is re-delivered to the main thread (`interrupt_main`)
+    from a helper thread, so that it is raised after this hook has returned (raised inside
+    the hook it would be unraisable again), where the command unwinds as usual."""
     def quiet(unraisable) -> None:  # noqa: ANN001
-        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            threading.Thread(target=_thread.interrupt_main, args=(signal.SIGINT,),
+                             daemon=True, name="kernbench-sigint-again").start()
+        else:
             hook(unraisable)
     return quiet
 
