@@ -11,8 +11,9 @@ seconds later, removes the registered staging folders, prints "interrupted" and 
 process with `os._exit(130)`.
 
 A Ctrl-C that lands where Python cannot raise it (a finalizer, a callback inside an import)
-is not reported as "Exception ignored ... Traceback" and lost: it is delivered to the main
-thread again and raised at its next bytecode, so the command unwinds as for any Ctrl-C.
+is not reported as "Exception ignored ... Traceback" and lost: the watchdog ends the command
+at once, as it would after the grace period (it cannot be raised again safely: raised from
+another thread it can land inside the same hook and be lost again).
 
 `deferred_interrupt()` holds Ctrl-C back over a short critical section (moving a finished
 run into --out): the interrupt takes effect right after it, so --out is never half moved.
@@ -20,7 +21,6 @@ run into --out): the interrupt takes effect right after it, so --out is never ha
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import os
 import shutil
@@ -58,23 +58,6 @@ def _force_exit() -> None:
     os._exit(INTERRUPTED)
 
 
-def _quiet_interrupts(hook):  # noqa: ANN001, ANN202
-    """`hook` for every unraisable exception but KeyboardInterrupt, which is delivered again.
-
-    A Ctrl-C that lands where Python cannot raise it (a finalizer, a callback during an
-    import) would print "Exception ignored ... Traceback" and be lost: the command would
-    run on and finish. Instead it is re-delivered to the main thread (`interrupt_main`)
-    from a helper thread, so that it is raised after this hook has returned (raised inside
-    the hook it would be unraisable again), where the command unwinds as usual."""
-    def quiet(unraisable) -> None:  # noqa: ANN001
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            threading.Thread(target=_thread.interrupt_main, args=(signal.SIGINT,),
-                             daemon=True, name="kernbench-sigint-again").start()
-        else:
-            hook(unraisable)
-    return quiet
-
-
 class Watchdog:
     """Context manager around one command (see the module docstring); a no-op outside
     the main thread or where SIGINT is not Python's KeyboardInterrupt handler."""
@@ -84,6 +67,7 @@ class Watchdog:
         self.done = threading.Event()
         self.old_fd: int | None = None
         self.old_hook = sys.unraisablehook
+        self.lost = threading.Event()
         self.pipe: tuple[int, int] | None = None
 
     def __enter__(self) -> Watchdog:
@@ -100,7 +84,7 @@ class Watchdog:
             return self
         self.pipe = (r, w)
         self.old_hook = sys.unraisablehook
-        sys.unraisablehook = _quiet_interrupts(self.old_hook)
+        sys.unraisablehook = self._unraisable
         threading.Thread(target=self._watch, args=(r,), daemon=True,
                          name="kernbench-sigint-watchdog").start()
         return self
@@ -111,13 +95,24 @@ class Watchdog:
                 data = os.read(r, 64)
                 if not data:  # the command ended: the write end is closed
                     return
-                if signal.SIGINT in data and not self.done.wait(self.grace_s):
+                if self.lost.is_set() or (signal.SIGINT in data
+                                          and not self.done.wait(self.grace_s)):
                     _force_exit()
         except OSError:
             return
         finally:
             with contextlib.suppress(OSError):
                 os.close(r)
+
+    def _unraisable(self, unraisable) -> None:  # noqa: ANN001
+        """A KeyboardInterrupt Python could not raise ends the command at once (see the
+        module docstring); any other unraisable error goes to the hook there was."""
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.pipe is not None:
+            self.lost.set()
+            with contextlib.suppress(OSError):
+                os.write(self.pipe[1], b"\0")  # wakes the watchdog; 0 is no signal number
+        else:
+            self.old_hook(unraisable)
 
     def __exit__(self, *exc: object) -> None:
         self.done.set()
