@@ -48,19 +48,23 @@ from kernbench.compiler.parallel.rank_names import rename_rank
 from kernbench.compiler.pipeline import load_model
 from kernbench.compiler.state import CompileState
 from kernbench.errors import InputError
-from kernbench.host.block_replay import ReplayCheckFailed, apply_replay
+from kernbench.host.block_replay import apply_replay
 from kernbench.host.ep_bundle import write_ep_bundle
 from kernbench.host.ep_stats import ep_moe_section
 from kernbench.host.flow import (
     CompileRequest,
-    SimOptions,
     SimResult,
     compile_loaded,
     load_inputs,
-    simulate_bundle,
 )
 from kernbench.host.llm import llm_facts, llm_section
-from kernbench.host.parallel import Parallel, _high_water, _replay, chip_topology
+from kernbench.host.parallel import (
+    Parallel,
+    _high_water,
+    _replay,
+    chip_topology,
+    simulate_merged,
+)
 from kernbench.host.precision import run_precision
 from kernbench.host.run import RunHooks, RunOptions
 from kernbench.ir.model import Graph, is_shape_only
@@ -268,14 +272,7 @@ def run_ep(model: Path, topo: Topology, out: Path, opts: RunOptions,
         set_section(stats, "moe", moe)
         return stats
 
-    try:
-        return simulate_bundle(bundle, topo, Path(out), SimOptions(
-            verify=opts.verify, inputs=opts.inputs, trace=opts.trace, report=opts.report,
-            strict=opts.strict, save_oplog=opts.save_oplog, entries=opts.entries),
-            hooks.sim_hooks(post), prog)
-    except ReplayCheckFailed as e:
-        raise InputError(f"the replay check failed ({e}); run with --exact",
-                         field="--ep") from None
+    return simulate_merged(bundle, topo, out, opts, hooks, post, prog, "--ep")
 
 
 def _keep_experts(small: Graph, graph: Graph) -> None:

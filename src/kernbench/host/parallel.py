@@ -30,7 +30,7 @@ from typing import Any
 
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.io import parse_entries
-from kernbench.cmdq.schema import CMDQ_VERSION
+from kernbench.cmdq.schema import CMDQ_VERSION, CmdqProgram
 from kernbench.compiler.parallel import TpGraph, shard_graph
 from kernbench.compiler.parallel.tp_program import SiteBuffers, merge_programs
 from kernbench.compiler.pipeline import load_model
@@ -45,8 +45,8 @@ from kernbench.host.block_replay import (
 )
 from kernbench.host.flow import (
     CompileRequest,
+    PostStats,
     Progress,
-    SimHooks,
     SimOptions,
     SimResult,
     compile_loaded,
@@ -312,11 +312,18 @@ def run_parallel(model: Path, topo: Topology, out: Path, opts: RunOptions,
         set_section(stats, "parallel", section)
         return stats
 
+    return simulate_merged(bundle, topo, out, opts, hooks, post, prog, "--tp")
+
+
+def simulate_merged(bundle: Path, topo: Topology, out: Path, opts: RunOptions,
+                    hooks: RunHooks, post: PostStats, prog: CmdqProgram, flag: str) -> SimResult:
+    """Simulate a multi-chip run's merged program `prog` the way `run` simulates one chip's,
+    `post` adding the run's sections; a failed replay check is bad input naming `flag`."""
     try:
         return simulate_bundle(bundle, topo, Path(out), SimOptions(
             verify=opts.verify, inputs=opts.inputs, trace=opts.trace, report=opts.report,
             strict=opts.strict, save_oplog=opts.save_oplog, entries=opts.entries),
-            SimHooks(phase=hooks.phase, watch=hooks.watch, post_stats=post), prog)
+            hooks.sim_hooks(post), prog)
     except ReplayCheckFailed as e:
         raise InputError(f"the replay check failed ({e}); run with --exact",
-                         field="--tp") from None
+                         field=flag) from None

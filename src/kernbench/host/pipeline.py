@@ -52,14 +52,11 @@ from kernbench.host.block_replay import (
 )
 from kernbench.host.flow import (
     CompileRequest,
-    SimHooks,
-    SimOptions,
     SimResult,
     compile_loaded,
-    simulate_bundle,
 )
 from kernbench.host.llm import LlmFacts, check_fit, llm_facts, llm_section
-from kernbench.host.parallel import _high_water, _site_buffers, chip_topology
+from kernbench.host.parallel import _high_water, _site_buffers, chip_topology, simulate_merged
 from kernbench.host.replay_figures import ActionsOf, whole_model_figures
 from kernbench.host.run import RunHooks, RunOptions
 from kernbench.ir.model import Graph, is_shape_only, load_weights, save_weights
@@ -292,14 +289,7 @@ def run_pipeline(model: Path, topo: Topology, out: Path, opts: RunOptions,
         set_section(stats, "parallel", section)
         return stats
 
-    try:
-        return simulate_bundle(bundle, topo, Path(out), SimOptions(
-            verify=opts.verify, inputs=opts.inputs, trace=opts.trace, report=opts.report,
-            strict=opts.strict, save_oplog=opts.save_oplog, entries=opts.entries),
-            SimHooks(phase=hooks.phase, watch=hooks.watch, post_stats=post), prog)
-    except ReplayCheckFailed as e:
-        raise InputError(f"the replay check failed ({e}); run with --exact",
-                         field="--pp") from None
+    return simulate_merged(bundle, topo, out, opts, hooks, post, prog, "--pp")
 
 
 def _transfers(stages: dict[tuple[int, int], _Stage], pp: int, ranks: int) -> list[Transfer]:
