@@ -169,21 +169,7 @@ def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
     ReplayCheckFailed when the period is not steady."""
     layer_block = {n.id: n.metadata["block"] for n in small.nodes
                    if isinstance(n.metadata.get("block"), int)}
-    ends = [0.0] * plan.simulated
-    for lid, span in spans.items():
-        b = layer_block.get(lid)
-        if b is not None:
-            ends[b] = max(ends[b], span.end_ns)
-    periods = [b - a for a, b in zip(ends, ends[1:], strict=False)]  # p_1 .. p_{k-1}
-    middle = periods[:-1]  # without the epilogue-adjacent block
-    anchored = _anchored_periods(small, plan.simulated, spans)  # q_2 .. q_{k-1}
-    compared = middle + anchored
-    d = sum(middle) / len(middle)
-    mean = sum(compared) / len(compared)
-    dev = max(abs(p - mean) for p in compared) / mean if mean > 0 else 1.0
-    if d <= 0 or dev > TOLERANCE:
-        raise ReplayCheckFailed("block periods " + ", ".join(f"{p:.1f}" for p in compared)
-                                + f" ns spread ±{100 * dev:.2f}% (> {100 * TOLERANCE:g}%)")
+    d, periods, anchored, dev = steady_period(small, plan.simulated, spans)
     extra = plan.blocks - plan.simulated
     sim_total = float(stats["total_ns"])
     total = sim_total + extra * d
@@ -198,7 +184,7 @@ def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
         set_model_bounds(stats, ModelBounds(**all_bound, total_ns=total))
         if "estimate_ns" in stats:  # the replayed blocks cost the estimated block period
             set_estimate_total(stats, stats["estimate_ns"] + extra * _estimated_period(
-                spans, layer_block, plan.simulated, len(middle)))
+                spans, layer_block, plan.simulated, len(periods) - 1))
     set_section(stats, "replay", {
         "blocks": plan.blocks, "simulated_blocks": plan.simulated,
         "block_period_ns": round(d, 3),
@@ -212,6 +198,30 @@ def apply_replay(stats: dict[str, Any], small: Graph, plan: ReplayPlan,
     whole_model_figures(stats, layer_block, plan.simulated, extra, spans, topology,
                         actions_of if topology is not None else None)
     return stats
+
+
+def steady_period(small: Graph, keep: int, spans: dict[str, LayerSpan]
+                  ) -> tuple[float, list[float], list[float], float]:  # fmt: skip
+    """The block period of the `keep` simulated blocks of `small` (`spans` by its layer
+    ids): (period, block-end periods p_1.., layer-wise periods q_2.., their spread);
+    raise ReplayCheckFailed when the spread exceeds TOLERANCE (the module docstring)."""
+    layer_block = {n.id: n.metadata["block"] for n in small.nodes
+                   if isinstance(n.metadata.get("block"), int)}
+    ends = [0.0] * keep
+    for lid, b in layer_block.items():
+        if lid in spans:
+            ends[b] = max(ends[b], spans[lid].end_ns)
+    periods = [b - a for a, b in zip(ends, ends[1:], strict=False)]  # p_1 .. p_{k-1}
+    middle = periods[:-1]  # without the epilogue-adjacent block
+    anchored = _anchored_periods(small, keep, spans)  # q_2 .. q_{k-1}
+    compared = middle + anchored
+    d = sum(middle) / len(middle)
+    mean = sum(compared) / len(compared)
+    dev = max(abs(p - mean) for p in compared) / mean if mean > 0 else 1.0
+    if d <= 0 or dev > TOLERANCE:
+        raise ReplayCheckFailed("block periods " + ", ".join(f"{p:.1f}" for p in compared)
+                                + f" ns spread ±{100 * dev:.2f}% (> {100 * TOLERANCE:g}%)")
+    return d, periods, anchored, dev
 
 
 def _anchored_periods(small: Graph, keep: int, spans: dict[str, LayerSpan]) -> list[float]:

@@ -45,9 +45,8 @@ from kernbench.errors import InputError, warn
 from kernbench.host.block_detect import mark_blocks
 from kernbench.host.block_replay import (
     TOLERANCE,
-    ReplayCheckFailed,
-    _anchored_periods,
     plan_replay,
+    steady_period,
     truncate_blocks,
 )
 from kernbench.host.flow import (
@@ -328,22 +327,10 @@ def _replay_pipeline(stats: Stats, stage0: Graph, keep: int, per: int, pp: int, 
     sfx = "@mb0" if mb > 1 else ""
     layer_block = {n.id + sfx: n.metadata["block"] for n in stage0.nodes
                    if isinstance(n.metadata.get("block"), int)}
-    ends = [0.0] * keep
-    for lid, b in layer_block.items():
-        if lid in spans:
-            ends[b] = max(ends[b], spans[lid].end_ns)
-    periods = [b - a for a, b in zip(ends, ends[1:], strict=False)]
-    middle = periods[:-1]  # without the block before the send (or the epilogue)
-    # and the layer-wise periods q_2.. (host.block_replay): like with like
-    anchored = _anchored_periods(stage0, keep, {lid.removesuffix(sfx): sp for lid, sp
-                                                in spans.items() if lid.endswith(sfx)})
-    compared = middle + anchored
-    d = sum(middle) / len(middle)
-    mean = sum(compared) / len(compared)
-    dev = max(abs(p - mean) for p in compared) / mean if mean > 0 else 1.0
-    if d <= 0 or dev > TOLERANCE:
-        raise ReplayCheckFailed("block periods " + ", ".join(f"{p:.1f}" for p in compared)
-                                + f" ns spread ±{100 * dev:.2f}% (> {100 * TOLERANCE:g}%)")
+    # stage 0's first micro-batch, by the stage graph's own layer ids
+    d, periods, anchored, dev = steady_period(
+        stage0, keep, {lid.removesuffix(sfx): sp for lid, sp in spans.items()
+                       if lid.endswith(sfx)})
     cells = pp + mb - 1
     sim_total = float(stats["total_ns"])
     set_whole_time(stats, sim_total + cells * (per - keep) * d)
