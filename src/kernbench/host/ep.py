@@ -62,6 +62,7 @@ from kernbench.host.parallel import (
     Parallel,
     _high_water,
     _replay,
+    buffer_addr,
     chip_topology,
     simulate_merged,
 )
@@ -188,13 +189,7 @@ def _site_buffers(eg: EpGraph, state: CompileState) -> list[tuple[int, int, str]
     assert plan is not None
     out = []
     for s in eg.sites:
-        addrs = []
-        for tid in (s.src, s.dst):
-            p = plan.placements.get(tid)
-            if p is None or p.parts or not p.contiguous:
-                raise ValueError(f"collective buffer '{tid}' of '{s.node}' is not one "
-                                 "contiguous storage")
-            addrs.append(p.addr)
+        addrs = [buffer_addr(plan, tid, s.node) for tid in (s.src, s.dst)]
         dtype = plan.placements[s.dst].dtype
         if dtype not in ("bf16", "fp16", "fp32"):
             raise InputError(f"--ep: the all-to-all of '{s.node}' moves {dtype} tensors; "

@@ -31,6 +31,7 @@ from typing import Any
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.io import parse_entries
 from kernbench.cmdq.schema import CMDQ_VERSION, CmdqProgram
+from kernbench.compiler.hbm import MemoryPlan
 from kernbench.compiler.parallel import TpGraph, shard_graph
 from kernbench.compiler.parallel.tp_program import SiteBuffers, merge_programs
 from kernbench.compiler.pipeline import load_model
@@ -113,18 +114,20 @@ def parallel_chips(topo: Topology, tp: int, dp: int = 1) -> list[list[int]]:
     return [order[d * tp:(d + 1) * tp] for d in range(dp)]
 
 
+def buffer_addr(plan: MemoryPlan, tid: str, node: str) -> int:
+    """The HBM address of collective buffer `tid` of node `node`: one contiguous storage."""
+    p = plan.placements.get(tid)
+    if p is None or p.parts or not p.contiguous:
+        raise ValueError(f"collective buffer '{tid}' of '{node}' is not one contiguous storage")
+    return p.addr
+
+
 def _site_buffers(tg: TpGraph, state: CompileState) -> list[SiteBuffers]:
     plan = state.memory
     assert plan is not None
     out = []
     for s in tg.sites:
-        bufs = []
-        for tid in (s.src, s.dst):
-            p = plan.placements.get(tid)
-            if p is None or p.parts or not p.contiguous:
-                raise ValueError(f"collective buffer '{tid}' of '{s.node}' is not one "
-                                 "contiguous storage")
-            bufs.append(p.addr)
+        bufs = [buffer_addr(plan, tid, s.node) for tid in (s.src, s.dst)]
         t = tg.graph.tensors[s.dst]
         dtype = plan.placements[s.dst].dtype
         if dtype not in ("bf16", "fp16", "fp32"):
