@@ -85,11 +85,38 @@ def test_sigint_ends_a_kernel_that_swallows_keyboardinterrupt(tmp_path):
     assert not out.exists() and _stages(tmp_path) == []
 
 
+# `run` whose simulation holds until Ctrl-C: the signal lands mid-run on any machine (a real
+# gpt2 run can end before a busy test worker sends it).
+HELD_RUN = """
+import sys, time
+from pathlib import Path
+import kernbench.host.run as host_run
+from kernbench.cli import run
+
+real = host_run.simulate_bundle
+
+def held(*a, **k):
+    Path("simulating").write_text("")
+    time.sleep(%d)
+    return real(*a, **k)
+
+host_run.simulate_bundle = held
+sys.argv[0] = "kernbench"
+run()
+"""
+
+
 def test_sigint_during_a_run_leaves_no_out_and_no_stage(tmp_path):
     out = tmp_path / "out"
-    p = _start(["run", "gpt2", "--seq-len", "8", "--out", str(out)], tmp_path)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    p = subprocess.Popen(
+        [sys.executable, "-c", HELD_RUN % HANG, "run", "gpt2", "--seq-len", "8",
+         "--out", str(out)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
     try:
-        _wait_for(lambda: _stages(tmp_path), "the staging folder")
+        _wait_for(lambda: (tmp_path / "simulating").exists(), "the simulation to start")
+        assert _stages(tmp_path), "the run stages its output while it runs"
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=HANG)
     finally:
