@@ -38,6 +38,7 @@ from kernbench.compiler.lower.window import geom
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 
 def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
@@ -53,7 +54,7 @@ def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
             or not xp0.contiguous or not yp.contiguous or yp.dtype not in ("fp32", "fp16"):
         return None
     geo = geom(n, list(xp0.shape), list(yp.shape), w_shape[2:])
-    groups = int(n.attributes.get("group", 1))
+    groups = int(node_attrs(n).group)
     if geo is None or geo.c % groups or w_shape[0] % groups or w_shape[1] * groups != geo.c:
         return None
     wt = conv_weight(lw, n, n.inputs[1], mode)

@@ -223,6 +223,11 @@ def op_class(op_type: str) -> type[IrOp] | None:
     return OPS.get(op_type)
 
 
+def node_attrs(node: LayerIR) -> Any:
+    """`node`'s attributes typed by its op class (`IrOp.attrs`), defaults applied."""
+    return OPS[node.op_type].attrs(node)
+
+
 def ops_where(pred: Callable[[type[IrOp]], bool]) -> tuple[str, ...]:
     """The op types whose class satisfies `pred`, sorted."""
     return tuple(sorted(k for k, c in OPS.items() if pred(c)))
