@@ -184,7 +184,8 @@ class Elementwise(IrOp):
         # one it leaves out is the kernel's own default
         a = cls.attrs(node)
         params: dict[str, Any] = {"op": a.op}
-        params.update({k: getattr(a, k) for k in node.attributes if k != "op"})
+        params.update({k: getattr(a, k) for k in node.attributes
+                       if k != "op" and k in cls.attr_defs})
         return LayerCall("elementwise", params)
 
 
