@@ -204,7 +204,7 @@ LOWER_LAYERS = {
     4: {"te_weights", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
         "gemm_outputs", "gemm_splitk", "gemm_cubes", "row_spec", "gemm_rowreduce", "gemm", "attention_kv",
         "attention_parts", "attention", "clamp", "conv_tiles", "qlinear",
-        "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout"},
+        "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout", "conv_plan"},
     5: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",
         "qlinear_bmm", "qlinear_conv", "quant_rows", "attention_float", "gemm_layer", "conv",
         "bmm", "rowwise"},
@@ -284,3 +284,27 @@ def test_a_lowering_modules_local_state_is_its_own():
                 if not (isinstance(kind, ast.Name) and kind.id in own):
                     bad.append(f"{f.name}: local({ast.unparse(kind)})")
     assert asked >= 2 and bad == []
+
+
+def _importers(name: str) -> set[str]:
+    """The modules of compiler/lower/ that import `name` from another module."""
+    out = set()
+    for f in sorted((SRC / "compiler" / "lower").glob("*.py")):
+        if any(name in names for _, names in _imports(f)):
+            out.add(f.stem)
+    return out
+
+
+#: the cross-op decisions the plan pass makes: (the function deciding one, the emitter-layer
+#: module defining it, and the one module that asks it: the plan pass)
+PLANNED_DECISIONS = [
+    ("fusable_clamp", {"conv_plan"}),    # which ReLU / Clip a conv's epilogue applies
+    ("planned_clamp", {"plan_pass"}),
+]
+
+
+def test_the_tiles_only_carry_out_the_planned_decisions():
+    """A decision the lowering plan records is asked by the plan pass only: no tile
+    emitter, per-op lowering or the tiling pass imports its decider (ADR-1160), they read
+    the plan's answer."""
+    assert [(name, _importers(name)) for name, _ in PLANNED_DECISIONS] == PLANNED_DECISIONS

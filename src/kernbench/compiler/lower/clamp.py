@@ -2,9 +2,10 @@
 VE_CLIP_TILE fields, and whether a producer's epilogue computes them.
 
 A clamp whose input is a tiled convolution's output, read by nothing else, is computed in
-that convolution's epilogue (`fusable_clamp`; the TCM tile is clamped before its store,
-so the conv's own output is never written) and takes no operation of its own. Any other
-clamp is tiled by the ELEMENTWISE lowering (`elementwise.lower_clamp`).
+that convolution's epilogue (`fusable_clamp`; the TCM tile is clamped before its store):
+the plan pass decides it (`conv_plan.planned_clamp`, the lowering plan's `clamps`) and the
+clamp takes no operation of its own. Any other clamp is tiled by the ELEMENTWISE lowering
+(`elementwise.lower_clamp`).
 """
 
 from __future__ import annotations

@@ -179,9 +179,8 @@ def lower_cumsum(lw: Lowering, n: LayerIR) -> bool:
 
 
 def lower_clamp(lw: Lowering, n: LayerIR) -> bool:
-    """A clamp: nothing when fused into its producer, else flat blocks (False: untileable)."""
-    if n.id in lw.tg.fused_into:
-        return True
+    """A clamp as flat blocks (False: untileable). One a conv's epilogue computes (the
+    lowering plan's `clamps`) is not lowered at all."""
     b = clamp_bounds(lw, n)
     if b is None:
         return False

@@ -5,8 +5,9 @@ state: the TE weights as the tiles read them (quantized or cast once per weight,
 bits; they do not depend on where tensors live) and the decisions that read the memory
 plan (`memory_decisions`: which transposes a QDQ reads through, which dynamic
 quantizations and integer GEMMs the tiles compute, which consumer a GEMM's epilogue
-applies, which projections store int8 Q / K / V or new KV rows, which head transposes a
-QDQ writes through, which float tensors no tile writes and the views of them). The
+applies, which projections store int8 Q / K / V or new KV rows, which ReLU / Clip a
+conv's epilogue applies, which head transposes a QDQ writes through, which float tensors
+no tile writes and the views of them). The
 tiling pass reads
 the plan and makes none of these decisions itself. When the tiling pass pins storage
 and the memory is planned again, `replan` makes the memory decisions again.
@@ -22,6 +23,7 @@ from typing import ClassVar
 
 from kernbench.compiler.lower.activation import te_mode
 from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.conv_plan import planned_clamp
 from kernbench.compiler.lower.conv_tiles import planned_conv_weight
 from kernbench.compiler.lower.dynq_plan import plan_dynamic
 from kernbench.compiler.lower.epilogue import planned_epilogue
@@ -92,6 +94,10 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
             if kr is not None:
                 kv_rows[out.tid] = kr
     quant_stores = planned_quant_stores(lw, epilogue)
+    lw.lowering_plan = dataclasses.replace(lw.lowering_plan,
+                                           quant_stores=MappingProxyType(quant_stores))
+    clamps = {n.id: c for n in state.graph.nodes if (c := planned_clamp(lw, n)) is not None}
+    fused.update((c, conv) for conv, c in clamps.items())
     chains = [st.chain for st in epilogue.values()] \
         + [s.unread for s in (*quant_stores.values(), *kv_stores.values(), *kv_rows.values())]
     fused.update(unwritten_views(state.graph, chains))
@@ -99,7 +105,7 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
         lw.lowering_plan, read_through=MappingProxyType(folded_input_transposes(lw)),
         quant_stores=MappingProxyType(quant_stores), epilogue=MappingProxyType(epilogue),
         kv_stores=MappingProxyType(kv_stores), kv_rows=MappingProxyType(kv_rows),
-        fused=MappingProxyType(fused))
+        clamps=MappingProxyType(clamps), fused=MappingProxyType(fused))
     return dataclasses.replace(lw.lowering_plan,
                                written_through=MappingProxyType(written_through(lw)),
                                unwritten=frozenset(t for c in chains for t in c))
@@ -124,7 +130,7 @@ def make_plan(state: CompileState) -> LoweringPlan:
     state.require_memory()
     empty = MappingProxyType({})
     weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), empty, frozenset(),
-                           empty, empty, empty, empty, empty, empty, empty, frozenset())
+                           empty, empty, empty, empty, empty, empty, empty, frozenset(), empty)
     return memory_decisions(state, weights)
 
 
