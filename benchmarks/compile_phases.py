@@ -61,6 +61,8 @@ def main() -> None:
 
     if hasattr(cli, "tune_gc"):
         cli.tune_gc()
+    if hasattr(cli, "tune_heap"):
+        cli.tune_heap()
     _wrap(flow, "load_model", "load_model")
     _wrap(flow, "write_bundle", "write_bundle (all)")
     _wrap(pipe, "write_json", "  bundle: JSON files")

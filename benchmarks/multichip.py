@@ -75,15 +75,22 @@ def simulate_all_reduce(nbytes: int, algorithm: str = "ring") -> tuple[float, in
     return run.total_ns / 1e3, len(prog.doc["cmdq"])
 
 
+def busbw_gbs(nbytes: int, us: float, n: int = 8) -> float:
+    """nccl-tests' bus bandwidth of an all-reduce: 2(N−1)/N · bytes over the time."""
+    return 2 * (n - 1) / n * nbytes / (us * 1e3)
+
+
 def _table(rows: list[tuple[int, float, int]]) -> list[str]:
     cmp = compare([(b, t) for b, t, _ in rows])
     out = ["| bytes per chip | simulated (µs) | published fit (µs) | sim / fit − 1 | "
-           "measured (µs) | sim / measured − 1 | CMDQ entries |",
-           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "measured (µs) | sim / measured − 1 | busbw sim / measured (GB/s) | CMDQ entries |",
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for b, t, n in rows:
         m = MEASURED_US.get(b)
         mcol = f"{m:.2f} | {t / m - 1:+.1%}" if m else "– | –"
-        out.append(f"| {b} | {t:.2f} | {fit_us(b):.2f} | {cmp['errors'][b]:+.1%} | {mcol} | {n} |")
+        bw = f"{busbw_gbs(b, t):.2f} / " + (f"{busbw_gbs(b, m):.2f}" if m else "–")
+        out.append(f"| {b} | {t:.2f} | {fit_us(b):.2f} | {cmp['errors'][b]:+.1%} | {mcol} | "
+                   f"{bw} | {n} |")
     return out
 
 
@@ -233,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
              f"Command: `.venv/bin/python benchmarks/multichip.py` ({time.perf_counter() - t0:.0f} s "
              "here). bf16 ring all-reduce over the 8 chips of `t3k`, bidirectional, one link "
              "per neighbour pair; no fitted parameter (the lowering's tile rule was revised once "
-             "after a first comparison: docs/fidelity.md). Fit: tt-metal "
+             "after a first comparison, and its tile order once after finding why the time "
+             "per byte grew above 16 MiB: docs/fidelity.md, ADR-1140). Line rate: 2 × 12.5 "
+             "GB/s of bus bandwidth (both directions of one link). Fit: tt-metal "
              "`tech_reports/CCLs/results/SUMMARY_wormhole_b0_bfloat16_6144.md`, all_reduce "
              f"ring: {FIT_START_US} us + {FIT_PER_HOP_US} us · N/2 + 2(N−1)/N · bytes / "
              f"{FIT_BUSBW_GBS} GB/s; measured: the same table's n = 8 ring rows.", "",

@@ -73,6 +73,8 @@ def worker(case: str) -> dict:
 
     if hasattr(cli, "tune_gc"):
         cli.tune_gc()
+    if hasattr(cli, "tune_heap"):
+        cli.tune_heap()
     if case == "stack":
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from sim_throughput import bare_pipeline, component_stack

@@ -132,13 +132,10 @@ def test_ctrl_c_in_a_kernel_exits_130(tmp_path):
             line = p.stderr.readline()
             assert line, "the kernel did not start"
         time.sleep(1.0)
-        t0 = time.monotonic()
         p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=60)
-        waited = time.monotonic() - t0
+        _, err = p.communicate(timeout=60)  # only against a hang: no wall-clock assertion
     finally:
         p.kill()
     assert p.returncode == 130, err
     assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err
-    assert waited < 5.0  # a second on an idle machine; slack for a shared CI box
     assert not (tmp_path / "o").exists()

@@ -22,10 +22,13 @@ def _phases(monkeypatch, tty: bool, enabled: bool = True) -> tuple[progress.Phas
 def test_bar_appears_for_a_long_phase_on_a_tty(monkeypatch):
     ph, buf = _phases(monkeypatch, tty=True)
     done = [0]
+    deadline = time.monotonic() + 60  # only against a hang: a busy machine may be slow
     with ph.phase("simulate", total=10, poll=lambda: done[0]):
         for i in range(10):
             done[0] = i + 1
             time.sleep(0.03)
+        while "simulate" not in buf.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.03)  # the phase outlives DELAY_S until the bar is drawn
     assert "simulate" in buf.getvalue()
 
 

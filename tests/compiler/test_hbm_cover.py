@@ -109,4 +109,4 @@ def test_scheduler_waits_through_the_covering_writes():
     s.feed(ops + [later])
     assert [o.deps for o in ops[1:]] == [[0], [0], [0], [0]]
     assert later.deps == [1]  # the write of row 0, which waited for the read
-    assert s.hbm_reads["k"] == []
+    assert not s.hbm_reads["k"]

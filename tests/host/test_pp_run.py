@@ -100,6 +100,45 @@ def test_micro_batches_overlap_and_stage_1_waits_for_the_first(tmp_path: Path) -
     assert s["llm"]["batch"] == 2
 
 
+def test_the_trace_shows_the_micro_batches_and_the_bubble(tmp_path: Path) -> None:
+    """trace.json of a --pp 2 --batch 2 prefill: a `pipeline` process with a track per
+    stage and a span per micro-batch, consistent with the PEs' own command events in the
+    same trace: chip 1 issues nothing before stage 0's first micro-batch has ended (the
+    bubble), and chip 0 works on micro-batch 1 while chip 1 works on micro-batch 0."""
+    out = tmp_path / "t"
+    assert main(["run", str(TINY), "-t", "small", "--set", "system.chips=2", "--pp", "2",
+                 "--seq-len", "16", "--batch", "2", "--no-report", "--trace", "--out",
+                 str(out), "--quiet"]) == 0
+    ev = json.loads((out / "trace.json").read_text())["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in ev
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    (pid,) = [p for p, n in procs.items() if n == "pipeline"]
+    threads = {e["tid"]: e["args"]["name"] for e in ev
+               if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == pid}
+    assert sorted(threads.values()) == ["stage 0", "stage 1"]
+    cell = {(e["args"]["stage"], e["args"]["micro_batch"]): (e["ts"], e["ts"] + e["dur"])
+            for e in ev if e["ph"] == "X" and e["pid"] == pid}
+    assert sorted(cell) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    # the PEs' command events, per chip, from the same trace
+    cmds: dict[int, list[tuple[float, float]]] = {0: [], 1: []}
+    for e in ev:
+        if e["ph"] == "X" and e.get("cat") == "command":
+            chip = int(procs[e["pid"]].split(".")[0][3:])
+            cmds[chip].append((e["args"]["start_ns"] / 1e3, e["args"]["end_ns"] / 1e3))
+    first1 = min(s for s, _ in cmds[1])
+    # the bubble: chip 1 starts when stage 0's first micro-batch is done, not before
+    assert first1 >= cell[(0, 0)][1] - 1e-6
+    assert cell[(1, 0)][0] >= cell[(0, 0)][1] - 1e-6
+    # the overlap: stage 0's micro-batch 1 runs while stage 1's micro-batch 0 does
+    assert cell[(0, 1)][0] < cell[(1, 0)][1] and cell[(1, 0)][0] < cell[(0, 1)][1]
+    # each stage's spans cover its chip's commands
+    for chip in (0, 1):
+        lo = min(cell[(chip, m)][0] for m in (0, 1))
+        hi = max(cell[(chip, m)][1] for m in (0, 1))
+        assert lo - 1e-3 <= min(s for s, _ in cmds[chip])
+        assert max(e for _, e in cmds[chip]) <= hi + 1e-3
+
+
 def test_decode_runs_the_stages_one_after_another(tmp_path: Path) -> None:
     out = tmp_path / "d"
     assert main(["run", str(TINY), "-t", "small", "--set", "system.chips=2", "--pp", "2",

@@ -145,3 +145,28 @@ def test_int2_pack_roundtrip_four_per_byte(vals):
     if len(vals) >= 4:  # lowest bits first, two's complement
         want = sum((int(v) & 3) << (2 * i) for i, v in enumerate(vals[:4]))
         assert int(packed[0]) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.sampled_from([None, 0, 1, -1]),
+       st.integers(0, 2**31 - 1), st.sampled_from(["normal", "zeros", "nan", "inf"]))
+def test_symmetric_scale_is_max_abs_over_qmax(m, n, axis, seed, kind):
+    """The scale is max|x| / 127 per tensor or per slice (from the two ends of the range,
+    not an array of absolute values): checked against np.abs, with signed zeros, NaN and
+    infinities, which give 1 (zero range), NaN and inf as before."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(m, n)).astype(np.float32)
+    if kind == "zeros":
+        x = np.where(rng.random((m, n)) < 0.5, np.float32(-0.0), np.float32(0.0))
+    elif kind != "normal":
+        x.flat[rng.integers(x.size)] = np.nan if kind == "nan" else -np.inf
+    if axis is None:
+        amax = np.max(np.abs(x))
+    else:
+        amax = np.max(np.abs(x), axis=tuple(i for i in range(2) if i != axis % 2))
+    want = (np.asarray(amax, np.float32) / np.float32(127)).astype(np.float32)
+    want = np.where(want > 0, want, np.float32(1.0))
+    with np.errstate(invalid="ignore"):
+        got = qmath.symmetric_scale(x, 8, axis)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.float32

@@ -16,6 +16,7 @@ import sys
 
 import typer
 
+from kernbench.cli.heap import tune_heap
 from kernbench.errors import KernbenchError
 
 app = typer.Typer(
@@ -121,4 +122,5 @@ def tune_gc() -> None:
 def run() -> None:
     """Console-script entry point."""
     tune_gc()
+    tune_heap()
     sys.exit(main())

@@ -119,7 +119,9 @@ def _brief(name: str, spec) -> str:  # noqa: ANN001
         return (f"{spec.capacity_kib} KiB / {spec.banks} banks, {spec.bw_gbs:g} GB/s, "
                 f"reserved {spec.reserved_kib} KiB")
     if name == "pe_dma":
-        return f"burst {spec.burst_bytes} B, 1 read + 1 write channel"
+        cap = spec.hbm_read_bytes_per_cycle
+        return (f"burst {spec.burst_bytes} B, 1 read + 1 write channel"
+                + ("" if cap is None else f", DRAM read ≤ {cap:g} B/cyc"))
     return ""
 
 

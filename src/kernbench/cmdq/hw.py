@@ -85,7 +85,9 @@ class _Lowerer:
 
     def __call__(self, i: int) -> ProgramEntry:
         e = self.program.cmdq[i]
-        deps = tuple(sorted(set(entry_wait_ids(e)) | self.after.get(i, set())))
+        after = self.after.get(i)
+        ids = set(entry_wait_ids(e))
+        deps = tuple(sorted(ids if after is None else ids | after))
         label = f"#{e.id} {e.opcode}"
         control = e.control_entry(deps, label)
         if control is not None:

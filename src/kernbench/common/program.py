@@ -79,6 +79,20 @@ class LayerSpan:
 
 def merge_interval(ivs: list[list[float]], start: float, end: float) -> None:
     """Insert [start, end] into the sorted disjoint intervals `ivs`, merging what touches."""
+    if ivs:
+        last = ivs[-1]
+        s0 = last[0]
+        if s0 < start and s0 <= end:  # after the last interval's start (entries retire
+            # mostly in time order): the general case below with i at the end
+            e0 = last[1]
+            if e0 >= start:
+                ivs[-1] = [s0, max(end, e0)]
+            else:
+                ivs.append([start, end])
+            return
+    else:
+        ivs.append([start, end])
+        return
     i = bisect_left(ivs, [start, start])
     if i > 0 and ivs[i - 1][1] >= start:
         i -= 1

@@ -52,6 +52,36 @@ def overlaps(a: tuple, b: tuple) -> bool:
     return True
 
 
+#: an HBM storage's kept accesses by column class (`_column_class`) → accesses
+Classes = dict
+
+
+def _column_class(rng: tuple) -> tuple | None:
+    """A strided range's (row stride, first byte modulo the stride, row bytes): two
+    ranges of one class start their rows at the same column, so one test of the columns
+    decides `overlaps` for the whole class but for the hulls. None for a dense range
+    (row bytes >= stride), whose overlap is its hull's."""
+    _, _, st, rb = rng
+    return (st, rng[0] % st, rb) if rb < st else None
+
+
+def _columns_meet(rng: tuple, cls: tuple | None) -> bool:
+    """Can `rng` share a byte with a range of class `cls`, hulls aside? (`overlaps` with
+    the hull test left out: the same decision for every range of the class.)"""
+    if cls is None:
+        return True
+    lo, _, st, rb = rng
+    cst, phase, crb = cls
+    if st != cst or rb >= st:
+        return True
+    d = (phase - lo) % st
+    return d < rb or d + crb > st
+
+
+def _size(table: dict[str, Classes]) -> int:
+    return sum(len(a) for classes in table.values() for a in classes.values())
+
+
 class Scheduler:
     """The schedule pass's state, fed ops in program order (`feed`): the whole program at
     once (the `Schedule` pass) or one layer at a time (`compiler.stream`).
@@ -77,8 +107,9 @@ class Scheduler:
         self.last_writer: dict[int, int] = {}
         self.readers: dict[int, list[int]] = {}
         self.accessed: dict[int, list[int]] = {}
-        self.hbm_writes: dict[str, list[Access]] = {}
-        self.hbm_reads: dict[str, list[Access]] = {}
+        # storage key → its kept accesses by column class (`_column_class`)
+        self.hbm_writes: dict[str, Classes] = {}
+        self.hbm_reads: dict[str, Classes] = {}
         self.use = use
         self._node = -1               # the IR node whose ops are being scheduled
         self._by_last: dict[int, list[str]] = {}
@@ -89,7 +120,7 @@ class Scheduler:
     def kept(self) -> tuple[int, int]:
         """What the scheduler remembers (what its memory follows): (HBM accesses, TCM
         buffer users and writers)."""
-        hbm = sum(map(len, self.hbm_writes.values())) + sum(map(len, self.hbm_reads.values()))
+        hbm = _size(self.hbm_writes) + _size(self.hbm_reads)
         tcm = (sum(map(len, self.accessed.values())) + sum(map(len, self.readers.values()))
                + len(self.last_writer))
         return hbm, tcm
@@ -135,14 +166,11 @@ class Scheduler:
             deps.update(readers.get(b.id, ()))
         for key, *rng in op.hbm_reads:
             self._check_live(key, op)
-            for a in self.hbm_writes.get(key, ()):
-                if overlaps(rng, a.rng):
-                    deps.add(a.idx)
+            _overlapping(deps, rng, self.hbm_writes.get(key))
         for key, *rng in op.hbm_writes:  # WAW and WAR on HBM bytes
             self._check_live(key, op)
-            for a in self.hbm_writes.get(key, []) + self.hbm_reads.get(key, []):
-                if overlaps(rng, a.rng):
-                    deps.add(a.idx)
+            _overlapping(deps, rng, self.hbm_writes.get(key))
+            _overlapping(deps, rng, self.hbm_reads.get(key))
         # a later chunk of a weight tile waits only for the chunk before it (the same
         # buffer): still a prefetch, not a data load
         chunk = bool(deps) and op.opcode == "DMA_LOAD_TILE" \
@@ -206,13 +234,13 @@ class Scheduler:
         for key, *rng in op.hbm_writes:
             w = tuple(rng)
             for table in (self.hbm_writes, self.hbm_reads):
-                old = table.get(key)
-                if old:  # accesses all of whose bytes writes since have covered (hbm_cover)
-                    table[key] = [a for a in old if not (overlaps(w, a.rng) and a.cover(w))]
-            self.hbm_writes.setdefault(key, []).append(Access(w, op.index))
+                classes = table.get(key)
+                if classes:  # accesses all of whose bytes writes since have covered
+                    _drop_covered(classes, w)
+            _add(self.hbm_writes.setdefault(key, {}), Access(w, op.index))
         for key, *rng in op.hbm_reads:
             if self.use is None or key in self.use.written:  # else nothing writes it: no WAR
-                self.hbm_reads.setdefault(key, []).append(Access(tuple(rng), op.index))
+                _add(self.hbm_reads.setdefault(key, {}), Access(tuple(rng), op.index))
         if not op.opcode.startswith("DMA"):
             hist = self.last_compute.setdefault(op.pe, [])
             layer = op.fused_into or op.layer  # a fused epilogue op is its GEMM's
@@ -221,6 +249,38 @@ class Scheduler:
             else:
                 hist.append((layer, op.index))
                 del hist[:-PREFETCH_LAYERS - 1]
+
+
+def _overlapping(deps: set[int], rng: list, classes: Classes | None) -> None:
+    """Add to `deps` the op of every access in `classes` that `rng` overlaps (`overlaps`,
+    decided per column class for the columns and per access for the hulls)."""
+    if not classes:
+        return
+    lo, hi = rng[0], rng[1]
+    for cls, accesses in classes.items():
+        if _columns_meet(rng, cls):
+            for a in accesses:
+                r = a.rng
+                if lo < r[1] and r[0] < hi:
+                    deps.add(a.idx)
+
+
+def _drop_covered(classes: Classes, w: tuple) -> None:
+    """Drop the accesses all of whose bytes write `w` and the writes before it have covered
+    (`hbm_cover`; `w` overlaps each access it covers part of)."""
+    lo, hi = w[0], w[1]
+    for cls in [c for c in classes if _columns_meet(w, c)]:
+        old = classes[cls]
+        kept = [a for a in old if not (lo < a.rng[1] and a.rng[0] < hi and a.cover(w))]
+        if len(kept) != len(old):
+            if kept:
+                classes[cls] = kept
+            else:
+                del classes[cls]
+
+
+def _add(classes: Classes, a: Access) -> None:
+    classes.setdefault(_column_class(a.rng), []).append(a)
 
 
 def scheduler_for(tiles: TileGraph) -> Scheduler:

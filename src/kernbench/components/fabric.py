@@ -40,7 +40,8 @@ class Server:
     """One contended resource: a link direction, a memory port, a TCM port.
 
     Reservations are disjoint intervals kept as two sorted lists (starts, ends), so finding
-    the first gap is a bisection, not a scan."""
+    the first gap is a bisection, not a scan. The two lists are changed in place, never
+    replaced: a `Route` holds them."""
 
     __slots__ = ("id", "latency_ns", "bw_gbs", "busy_ns", "bytes", "transfers", "_starts",
                  "_ends")
@@ -210,9 +211,12 @@ class Route:
     def __init__(self, stages: tuple[Stage, ...] | list[Stage], nbytes: int) -> None:
         self.stages = tuple(stages)
         self.nbytes = nbytes
-        # (stage, its serialisation ns if `transfer` reserves it inline else None, latency)
+        # (stage, its serialisation ns if `transfer` reserves it inline else None, latency,
+        # and an inline stage's reservation lists: a Server keeps the same two list
+        # objects for its lifetime)
         self._hops = tuple(
-            (s, nbytes / s.bw_gbs if s.__class__ in _INLINE else None, s.latency_ns)
+            (s, nbytes / s.bw_gbs, s.latency_ns, s._starts, s._ends)
+            if s.__class__ in _INLINE else (s, None, s.latency_ns, None, None)
             for s in self.stages)
 
     def reserve(self, now: float) -> float:
@@ -221,7 +225,7 @@ class Route:
         head = now
         end = now
         lat = 0.0
-        for s, ser, s_lat in self._hops:
+        for s, ser, s_lat, starts, ends in self._hops:
             min_end = end + lat
             if ser is None:
                 start, end = s.occupy(head, nbytes, min_end, now)
@@ -229,22 +233,21 @@ class Route:
                 s.busy_ns += ser
                 s.bytes += nbytes
                 s.transfers += 1
-                ends = s._ends
                 if ends:
                     last = ends[-1]
                     if last <= now:
                         ends.clear()
-                        s._starts.clear()
+                        starts.clear()
                     elif ends[0] <= now:
                         k = bisect_right(ends, now)
-                        del s._starts[:k]
+                        del starts[:k]
                         del ends[:k]
                 if not ends:
                     start = head
                     end = head + ser
                     if min_end > end:
                         end = min_end
-                    s._starts.append(head)
+                    starts.append(head)
                     ends.append(end)
                 elif last <= head:
                     start = head
@@ -254,7 +257,7 @@ class Route:
                     if last == head:
                         ends[-1] = end
                     else:
-                        s._starts.append(head)
+                        starts.append(head)
                         ends.append(end)
                 else:
                     start, end = s._fit(head, ser, min_end)

@@ -92,6 +92,11 @@ class PeDmaSpec(PeDmaEnergy, ComponentSpec):
     impl: str = "pe_dma_v1"
     burst_bytes: int = Field(64, ge=1, description="transfer granularity (bytes); sizes round up")
     setup_cycles: int = Field(8, ge=0, description="descriptor setup per transfer (cycles)")
+    hbm_read_bytes_per_cycle: float | None = Field(
+        None, gt=0, description="a core's own ceiling on reading HBM / DRAM (bytes per DMA "
+                                "clock cycle): the rate its reader reaches issuing tile-sized "
+                                "reads and waiting for each block; null: only the links, "
+                                "ports and channels on the path limit a read")
 
 
 class PeFetchStoreSpec(PeFetchStoreEnergy, ComponentSpec):

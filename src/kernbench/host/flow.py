@@ -414,7 +414,7 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "stats.json"]
     write_json(stats, out / "stats.json")
-    trace_obj = run.trace() if record else None
+    trace_obj = run.trace(stats) if record else None
     if trace:
         write_json(trace_obj, out / "trace.json")
         written.append(out / "trace.json")

@@ -19,7 +19,7 @@ from kernbench.cmdq.validate import check_program
 from kernbench.common.program import LayerSpan, ProgramEntry, add_span
 from kernbench.errors import DeadlockError
 from kernbench.report.energy import group_energy
-from kernbench.report.perfetto import build_trace
+from kernbench.report.perfetto import build_trace, with_pipeline_track
 from kernbench.report.stats import collect_stats, round_ns
 from kernbench.sim_engine.engine import Simulator
 from kernbench.sim_engine.op_log import OpLogger
@@ -183,10 +183,12 @@ class CmdqRun:
             e.command.meta["seq"] for src, e in zip(self.program.cmdq, self.entries, strict=True)
             if src.layer_id in want and e.command is not None)
 
-    def trace(self) -> dict[str, Any]:
+    def trace(self, stats: dict[str, Any] | None = None) -> dict[str, Any]:
+        """trace.json; with `stats` of a pipeline run, also its stages' micro-batches."""
         if self.tally is not None:
             raise RuntimeError("trace(): this run kept no per-entry record (trace=False)")
-        return build_trace(self.sim, [e.command for e in self.entries if e.command is not None])
+        tr = build_trace(self.sim, [e.command for e in self.entries if e.command is not None])
+        return with_pipeline_track(tr, stats or {})
 
 
 def critical_path(entries: list[ProgramEntry]) -> list[int]:

@@ -79,11 +79,13 @@ def symmetric_scale(x: np.ndarray, bits: int, axis: int | None = None) -> np.nda
     along `axis` (returns shape [x.shape[axis]]). Zero ranges get scale 1."""
     x = np.asarray(x, dtype=np.float32)
     if axis is None:
-        amax = np.float32(np.max(np.abs(x))) if x.size else np.float32(0)
+        amax = np.float32(_abs_max(x))
     else:
         axis = axis % x.ndim
         red = tuple(i for i in range(x.ndim) if i != axis)
-        amax = np.max(np.abs(x), axis=red) if red else np.abs(x)
+        # max|x| from the two ends (no array of absolute values): the same value, NaN
+        # included
+        amax = np.maximum(-np.min(x, axis=red), np.max(x, axis=red)) if red else np.abs(x)
     amax = np.asarray(amax, dtype=np.float32)
     scale = (amax / np.float32(_qmax_sym(bits))).astype(np.float32)
     return np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
@@ -235,18 +237,36 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
         acc = np.matmul(a_q.astype(np.float32) - za.astype(np.float32),
                         b_q.astype(np.float32) - zb.astype(np.float32))
         return acc.astype(np.int64) if wide else acc.astype(np.int32)
-    a = a_q.astype(np.float64) - za
-    b = b_q.astype(np.float64) - zb
-    prod = float(np.max(np.abs(a), initial=0)) * float(np.max(np.abs(b), initial=0))
+    if _f32_holds(a_q.dtype, za) and _f32_holds(b_q.dtype, zb):
+        # integers below 2^24 after their zero points: float32 holds them exactly
+        a = a_q.astype(np.float32) - za.astype(np.float32)
+        b = b_q.astype(np.float32) - zb.astype(np.float32)
+    else:
+        a = a_q.astype(np.float64) - za
+        b = b_q.astype(np.float64) - zb
+    prod = _abs_max(a) * _abs_max(b)
     if prod * k >= 2.0**53:
         acc = np.matmul(a.astype(np.int64), b.astype(np.int64))
     else:
         step = int(_F32_EXACT // prod) if prod else k
         if step >= k or (step >= _F32_MIN_SLICE and b.ndim >= 2):
-            acc = _f32_slices(a.astype(np.float32), b.astype(np.float32), k, step)
+            acc = _f32_slices(a.astype(np.float32, copy=False),
+                              b.astype(np.float32, copy=False), k, step)
         else:
-            acc = np.matmul(a, b)
+            acc = np.matmul(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False))
     return acc.astype(np.int64) if wide else acc.astype(np.int64).astype(np.int32)
+
+
+def _abs_max(a: np.ndarray) -> float:
+    """max |a| (0 when empty), from the two ends: no array of absolute values."""
+    if not a.size:
+        return 0.0
+    return float(max(-np.min(a), np.max(a)))
+
+
+def _f32_holds(dtype: np.dtype, zp: np.ndarray) -> bool:
+    """Does float32 hold every q - zp of the integer container `dtype` exactly?"""
+    return _range_bound(dtype, zp) < _F32_EXACT and not np.any(zp % 1)
 
 
 def _range_bound(dtype: np.dtype, zp: np.ndarray) -> float:

@@ -109,3 +109,29 @@ def _span_order(span: tuple) -> tuple:
     """(start, end, component, channel, label, tile, stage) of a tracer span."""
     comp, ch, s, e, label, tile, stage = span
     return s, e, comp, ch, label, tile, stage
+
+
+def with_pipeline_track(trace: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+    """`trace` (a `build_trace` result) with, when `stats` has `parallel.stage_times` (a
+    pipeline run: stage, micro_batch, start_ns, end_ns rows), a `pipeline` process: one
+    thread per stage (`stage s`), one complete event `mb m` per (stage, micro-batch). A
+    stage's idle time before its first and after its last micro-batch (the bubble) and
+    the stages' overlap show on one track beside the PEs' commands."""
+    stage_times = (stats.get("parallel") or {}).get("stage_times")
+    if not stage_times:
+        return trace
+    events = trace["traceEvents"]
+    pid = 1 + max((e.get("pid", 0) for e in events), default=0)
+    meta = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+             "args": {"name": "pipeline"}}]
+    for s in sorted({r["stage"] for r in stage_times}):
+        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": s + 1,
+                     "args": {"name": f"stage {s}"}})
+    spans = [{"ph": "X", "name": f"mb{r['micro_batch']}", "cat": "pipeline", "pid": pid,
+              "tid": r["stage"] + 1, "ts": round(r["start_ns"] / 1000.0, 6),
+              "dur": round((r["end_ns"] - r["start_ns"]) / 1000.0, 6),
+              "args": {"stage": r["stage"], "micro_batch": r["micro_batch"],
+                       "start_ns": r["start_ns"], "end_ns": r["end_ns"]}}
+             for r in sorted(stage_times, key=lambda r: (r["stage"], r["micro_batch"]))]
+    trace["traceEvents"] = [*meta, *events, *spans]
+    return trace

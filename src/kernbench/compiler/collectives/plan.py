@@ -15,7 +15,9 @@ same offsets in each chip's HBM (`Buffers`): `in` (the input), `out` (the result
 Algorithms:
 - ring: reduce-scatter then all-gather around the group in order (each step a rank pulls
   one chunk from its predecessor); `bidirectional` splits every chunk in two halves that go
-  round in opposite directions (both directions of every link carry half the bytes);
+  round in opposite directions (both directions of every link carry half the bytes), and a
+  step's two halves are tiled together, their tiles taken in turn, so the workers that
+  take tiles in turn pull over both inbound links at once whatever the size;
 - direct: every rank pulls what it needs straight from its owner (multi-hop routes);
 - 2d: on a rows × cols chip grid, ring reduce-scatter along each row, ring all-reduce of
   the owned row chunk along each column, ring all-gather along each row.
@@ -114,19 +116,35 @@ class _Planner:
     def move(self, chip: int, kind: str, src: int, dst: int, n: int,
              src2: int | None = None) -> None:
         """One transfer of `n` elements, cut into tiles of at most `tile` elements."""
+        self.moves_together([(chip, kind, src, dst, n, src2)])
+
+    def moves_together(self, transfers: list[tuple[int, str, int, int, int, int | None]]
+                       ) -> None:
+        """Transfers (chip, kind, src, dst, n, src2) that run at the same time, each cut
+        into tiles as `move` does, their tiles taken in turn (the first tile of each, then
+        the second of each, ...): the two halves of a bidirectional ring step then share
+        every worker's turns, so both of a chip's inbound links carry tiles together."""
         eb = self.c.elem_bytes
-        for t0 in range(0, n, self.tile):
-            k = min(self.tile, n - t0)
-            s, d = src + t0 * eb, dst + t0 * eb
-            s2 = None if src2 is None else src2 + t0 * eb
-            deps = self._writers(s, s + k * eb)
-            if chip in self.gate:
-                deps.append(self.gate[chip])
-            if s2 is not None:
-                deps += self._writers(s2, s2 + k * eb)
-            m = Move(len(self.moves), chip, kind, s, d, k, s2, sorted(set(deps)))
-            self.moves.append(m)
-            self._record(d, d + k * eb, m.id)
+        longest = max((t[4] for t in transfers), default=0)
+        for t0 in range(0, longest, self.tile):
+            for chip, kind, src, dst, n, src2 in transfers:
+                if t0 < n:
+                    self._tile_move(chip, kind, src + t0 * eb, dst + t0 * eb,
+                                    min(self.tile, n - t0),
+                                    None if src2 is None else src2 + t0 * eb)
+
+    def _tile_move(self, chip: int, kind: str, s: int, d: int, k: int,
+                   s2: int | None) -> None:
+        """One tile move, after the moves that last wrote what it reads."""
+        eb = self.c.elem_bytes
+        deps = self._writers(s, s + k * eb)
+        if chip in self.gate:
+            deps.append(self.gate[chip])
+        if s2 is not None:
+            deps += self._writers(s2, s2 + k * eb)
+        m = Move(len(self.moves), chip, kind, s, d, k, s2, sorted(set(deps)))
+        self.moves.append(m)
+        self._record(d, d + k * eb, m.id)
 
     def _record(self, a: int, b: int, mid: int) -> None:
         """Move `mid` is now the last writer of [a, b): earlier writes keep only their
@@ -184,6 +202,7 @@ def _ring_rs(p: _Planner, ranks: list[int], region: tuple[int, int], src: str, d
     for s in range(n - 1):
         last = s == n - 2
         for r in range(n):
+            step = []
             for k_dir in (1, -1) if two else (1,):
                 k = (r - k_dir * (s + 2)) % n
                 c0, cn = chunks[k]
@@ -199,7 +218,8 @@ def _ring_rs(p: _Planner, ranks: list[int], region: tuple[int, int], src: str, d
                         out = p.addr(me, dst, at)
                     else:
                         out = p.addr(me, "scratch", h0)
-                    p.move(me, "reduce", own, out, hn, src2=other)
+                    step.append((me, "reduce", own, out, hn, other))
+            p.moves_together(step)
 
 
 def _ring_ag(p: _Planner, ranks: list[int], region: tuple[int, int], src: str,
@@ -224,6 +244,7 @@ def _ring_ag(p: _Planner, ranks: list[int], region: tuple[int, int], src: str,
                    p.addr(ranks[r], dst, start + c0), cn)
     for s in range(n - 1):
         for r in range(n):
+            step = []
             for k_dir in (1, -1) if two else (1,):
                 k = (r - k_dir * (s + 1)) % n
                 c0, cn = chunks[k]
@@ -231,8 +252,9 @@ def _ring_ag(p: _Planner, ranks: list[int], region: tuple[int, int], src: str,
                     if d != k_dir or hn == 0:
                         continue
                     prev = ranks[(r - d) % n]
-                    p.move(ranks[r], "copy", p.addr(prev, dst, h0), p.addr(ranks[r], dst, h0),
-                           hn)
+                    step.append((ranks[r], "copy", p.addr(prev, dst, h0),
+                                 p.addr(ranks[r], dst, h0), hn, None))
+            p.moves_together(step)
 
 
 def _direct_rs(p: _Planner, ranks: list[int], count: int, dst_off: bool) -> None:

@@ -127,6 +127,15 @@ def _stored_by_producer(lw: Lowering, x_tid: str, qs: QuantStore) -> PreparedX:
     return PreparedX(alloc.placement(), qs.scale, qs.zero_point)
 
 
+def preparable(lw: Lowering, x_tid: str, mode: str, bits: int) -> bool:
+    """Does `prepare_x` give activation `x_tid` for `mode` at `bits` (its producer's
+    quantized copy, or one it can read or convert)? Allocates and emits nothing (the plan
+    pass asks)."""
+    stored = lw.lowering_plan.quant_stored(x_tid) if mode == "int" else None
+    return stored is not None and stored.bits == bits \
+        or preparable_rows(lw, x_tid, mode, bits) is not None
+
+
 def preparable_rows(lw: Lowering, x_tid: str, mode: str, bits: int) -> int | None:
     """The rows (M) of activation `x_tid` as `prepare_x` prepares it for `mode` at `bits`,
     or None when it cannot; allocates and emits nothing (the plan pass asks)."""

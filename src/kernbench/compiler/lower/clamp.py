@@ -2,9 +2,10 @@
 VE_CLIP_TILE fields, and whether a producer's epilogue computes them.
 
 A clamp whose input is a tiled convolution's output, read by nothing else, is computed in
-that convolution's epilogue (`fusable_clamp`; the TCM tile is clamped before its store,
-so the conv's own output is never written) and takes no operation of its own. Any other
-clamp is tiled by the ELEMENTWISE lowering (`elementwise.lower_clamp`).
+that convolution's epilogue (`fusable_clamp`; the TCM tile is clamped before its store):
+the plan pass decides it (`conv_plan.planned_clamp`, the lowering plan's `clamps`) and the
+clamp takes no operation of its own. Any other clamp is tiled by the ELEMENTWISE lowering
+(`elementwise.lower_clamp`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from kernbench.compiler.lower.context import Lowering
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 #: the ELEMENTWISE kinds that are clamps
 CLAMP_OPS = ("relu", "clip")
@@ -25,9 +27,9 @@ Bounds = tuple[float | None, float | None]
 
 def clamp_bounds(lw: Lowering, n: LayerIR) -> Bounds | None:
     """The bounds of a ReLU / Clip layer (None: not a clamp with constant scalar bounds)."""
-    if n.op_type != "ELEMENTWISE" or n.attributes.get("op") not in CLAMP_OPS:
+    if n.op_type != "ELEMENTWISE" or node_attrs(n).op not in CLAMP_OPS:
         return None
-    if n.attributes["op"] == "relu":
+    if node_attrs(n).op == "relu":
         return (0.0, None)
     if len(n.inputs) != 3:
         return None

@@ -12,7 +12,7 @@ and the tiles accumulate exactly in int32; "fp16" / "bf16" / "fp32" accumulate i
 of output channels (within one group) × a block of output rows (full width) of one image:
 its K loop walks the group's input channels (accumulating), then the epilogue —
 VE_DEQUANTIZE_TILE with a per-row (= per-channel) scale s_x·s_w and bias, and the ReLU /
-Clip that follows when the conv is its only producer (`clamp.fusable_clamp`) — runs in
+Clip the lowering plan has it apply (`conv_plan.planned_clamp`) — runs in
 place in TCM and one 2-D DMA stores the block. Tiles go round-robin over the PEs; block
 sizes minimise the busiest PE's estimated time (`conv_tiles`).
 """
@@ -23,10 +23,15 @@ import math
 
 import numpy as np
 
-from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
-from kernbench.compiler.lower.activation import prepare_x, te_mode
-from kernbench.compiler.lower.clamp import clip_fields, fusable_clamp
+from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.activation import prepare_x
+from kernbench.compiler.lower.clamp import clamp_bounds, clip_fields
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
+from kernbench.compiler.lower.conv_plan import (
+    conv_shape,
+    dequantized_int8,
+    float_activation,
+)
 from kernbench.compiler.lower.conv_tiles import (
     ConvJob,
     conv_weight,
@@ -34,28 +39,17 @@ from kernbench.compiler.lower.conv_tiles import (
     dw_blocks,
     load_x,
 )
-from kernbench.compiler.lower.window import geom
-from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 
 
 def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
-    """The layer's tiling inputs, or None when it must run whole."""
-    g = lw.g
-    if len(n.inputs) < 2 or not g.tensors[n.inputs[1]].const or g.tensors[n.inputs[0]].const:
+    """The layer's tiling inputs, or None when it must run whole (`conv_plan`)."""
+    shape = conv_shape(lw, n)
+    if shape is None:
         return None
-    mode = te_mode(n)
-    w_shape = list(g.tensors[n.inputs[1]].shape)
-    xp0 = lw.placement(n.inputs[0])
-    yp = lw.plan.placements.get(n.outputs[0])
-    if mode not in ("int", "fp16", "bf16", "fp32") or n.qbits_weight in BFP_FORMATS or yp is None \
-            or not xp0.contiguous or not yp.contiguous or yp.dtype not in ("fp32", "fp16"):
-        return None
-    geo = geom(n, list(xp0.shape), list(yp.shape), w_shape[2:])
-    groups = int(n.attributes.get("group", 1))
-    if geo is None or geo.c % groups or w_shape[0] % groups or w_shape[1] * groups != geo.c:
-        return None
+    mode, geo, groups, xp0, yp = shape
+    w_shape = list(lw.g.tensors[n.inputs[1]].shape)
     wt = conv_weight(lw, n, n.inputs[1], mode)
     if wt is None:
         return None
@@ -65,8 +59,9 @@ def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
     px, xt, sx = xin
     shape4 = (geo.n, geo.c, geo.h, geo.w)
     x = px.view(shape4)
-    fused = fusable_clamp(lw, n.outputs[0])
-    out = lw.plan.placements[fused[0].outputs[0]] if fused else yp
+    clamp = lw.lowering_plan.clamps.get(n.id)
+    bounds = clamp_bounds(lw, lw.g.node(clamp)) if clamp is not None else None
+    out = lw.plan.placements[lw.g.node(clamp).outputs[0]] if clamp is not None else yp
     out = out.view((geo.n, w_shape[0], geo.ho, geo.wo))
     scale = None
     if mode == "int":
@@ -74,36 +69,26 @@ def _job(lw: Lowering, n: LayerIR) -> ConvJob | None:
         scale = lw.const(f"{n.inputs[1]}@conv_scale", wt.scale, "fp32")
     bias = None
     if len(n.inputs) > 2 and n.inputs[2]:
-        b = np.asarray(g.weights[n.inputs[2]], np.float32).reshape(-1)
+        b = np.asarray(lw.g.weights[n.inputs[2]], np.float32).reshape(-1)
         bias = lw.const(f"{n.inputs[2]}@fp32", b, "fp32", source=n.inputs[2])
-    if fused:
-        lw.tg.fused_into[fused[0].id] = n.id
-    return ConvJob(n, geo, groups, x, xt, sx, wt, out, scale, bias,
-                   fused[1] if fused else None)
+    if clamp is not None:
+        lw.tg.fused_into[clamp] = n.id
+    return ConvJob(n, geo, groups, x, xt, sx, wt, out, scale, bias, bounds)
 
 
 def _activation(lw: Lowering, n: LayerIR, mode: str) -> tuple[Placement, str, float | None] | None:
     """(HBM placement, dtype the TE reads, static scale) of the input. Int8 data behind a
     per-tensor DEQUANTIZE is read as it is (`gemm.prepare_x`, no operation); an fp32
-    activation is quantized (int) or cast (fp16) by each tile in TCM right after its load,
-    which saves the int8 / fp16 copy's HBM round trip and the phase barrier it needs."""
-    g, x_tid = lw.g, n.inputs[0]
-    want = {"int": "int8", "fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}[mode]
-    if mode == "int" and int8_dequant_source(g, x_tid) is not None:
+    activation is quantized (int) or cast (fp16) by each tile in TCM right after its load
+    (`conv_plan.float_activation`), which saves the int8 / fp16 copy's HBM round trip and
+    the phase barrier it needs."""
+    x_tid = n.inputs[0]
+    if dequantized_int8(lw, x_tid, mode):
         prep = prepare_x(lw, n, x_tid, mode, 8)
         if prep is None or prep.scale is None:
             return None
         return prep.placement, "int8", float(np.asarray(prep.scale).reshape(()))
-    xp = lw.placement(x_tid)
-    if mode != "int" and xp.dtype in (want, "fp32"):
-        return xp, want, None
-    if xp.dtype != "fp32":
-        return None
-    t = g.tensors[x_tid]
-    if t.quant is None or t.quant.dtype != "int8" or (
-            t.quant.zero_point and np.any(np.asarray(g.weights[t.quant.zero_point]) != 0)):
-        return None  # the quantize pass gives a conv input a symmetric static scale
-    return xp, want, float(np.asarray(g.weights[t.quant.scale], np.float32).reshape(()))
+    return float_activation(lw, x_tid, mode)
 
 
 def lower_conv(lw: Lowering, n: LayerIR) -> bool:

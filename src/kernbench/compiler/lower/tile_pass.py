@@ -14,11 +14,11 @@ Split by job (data semantics per tile: docs/compiler.md):
 - `attention_kv`: the KV-block loop of an attention blocked along the KV sequence;
 - `attention_parts`: an attention split along the keys over PEs, combined (decode);
 - `conv`: CONV as TE_CONV_TILE implicit GEMMs (dense, grouped) or VE_DWCONV_TILE
-  (depthwise), with a fused ReLU / Clip epilogue (`clamp`); `conv_tiles`, `window`:
-  what they share, their geometry;
+  (depthwise), with the ReLU / Clip epilogue the plan names (`clamp`, `conv_plan`);
+  `conv_tiles`, `window`: what they share, their geometry;
 - `pool`: POOL as VE_POOL_TILE blocks, REDUCE over trailing axes as VE_REDUCE_TILE;
-- `elementwise`: ReLU / Clip as VE_CLIP_TILE blocks (or nothing, when a conv computed
-  it), other ELEMENTWISE kinds, and ADD / MUL with broadcasting or integer
+- `elementwise`: ReLU / Clip as VE_CLIP_TILE blocks (none when a conv computes it),
+  other ELEMENTWISE kinds, and ADD / MUL with broadcasting or integer
   data, as VE_ELEMENTWISE_TILE blocks; CUMSUM as VE_CUMSUM_TILE row blocks;
 - `gather`: EMBEDDING and data-index gathers as DMA_GATHER_TILE row lookups, GATHER /
   GATHER_ND / GATHER_ELEMENTS with constant indices as DMAs (layout moves);
@@ -147,17 +147,17 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
     if is_view(lw.plan, n):
         return
     if lw.state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n) \
-            or n.id in lw.row_reduced or lw.lowering_plan.computed_elsewhere(n.id):
+            or lw.lowering_plan.computed_elsewhere(n.id):
         return  # no op of its own (a fused consumer runs in its GEMM's epilogue)
     lowering = LOWERINGS.get(n.op_type)
     first = len(lw.tg.ops)
     if lowering is None or not lowering(lw, n):
         planned = lw.lowering_plan
-        if n.id in planned.epilogue or any(t in planned.kv_stores or t in planned.kv_rows
-                                           for t in n.outputs):
+        if n.id in planned.epilogue or n.id in planned.clamps \
+                or any(t in planned.kv_stores or t in planned.kv_rows for t in n.outputs):
             raise RuntimeError(f"{n.id}: the lowering plan gives its epilogue more to do "
-                               "(a fused consumer, an int8 copy, KV rows), yet the layer "
-                               "was not tiled")
+                               "(a fused consumer or clamp, an int8 copy, KV rows), yet the "
+                               "layer was not tiled")
         lower_layer_op(lw, n)
     fuse_chains(lw.tg, first)
 

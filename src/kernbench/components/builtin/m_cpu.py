@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import simpy
+from simpy.events import URGENT
 
 from kernbench.components.arbiter import BACK_TILE, call_after
 from kernbench.components.base import ComponentBase
@@ -122,6 +123,89 @@ def _no_poke() -> None:
     return None
 
 
+class _Fsm:
+    """One program's Control FSM on one M_CPU: the loop a SimPy process of it would run
+    (fetch, issue the ready entries one per issue latency, wait for a completion), as a
+    state machine resumed by the events that process would wait on: the urgent start
+    event, each issue latency (`call_after`) and the wake-up event (`MCpu._wake`), created
+    and triggered when the process would create and trigger them. It resumes in the
+    callback of an event, never inside the completion that wakes it: the completions of
+    one instant are all seen before it picks the lowest ready entry."""
+
+    __slots__ = ("mcpu", "entries", "done", "board", "order", "run", "issue_ns", "seen")
+
+    def __init__(self, mcpu: MCpu, entries: Sequence[ProgramEntry], done: simpy.Event,
+                 board: Board | None, order: Sequence[int] | None) -> None:
+        self.mcpu = mcpu
+        self.entries = entries
+        self.done = done
+        self.board = board
+        self.order = order
+        self.seen = 0
+
+    def start(self, _ev: object) -> None:
+        mcpu = self.mcpu
+        spec = mcpu.spec
+        board = self.board if self.board is not None else Board(self.entries)
+        self.board = board
+        self.run = _Run(self.entries, spec.issue_window, board, self.order)
+        self.run.poke = mcpu._poke
+        self.issue_ns = spec.issue_latency_cycles / spec.clock_ghz
+        self._go(None)
+
+    def finish(self, e: ProgramEntry) -> None:
+        """`e`'s completion packet has arrived."""
+        run = self.run
+        run.completions += 1
+        e.end_ns = self.mcpu.env._now
+        run.in_window -= 1
+        run.outstanding -= 1
+        self.board.resolve(e.id, run)
+        self.board.done(e)
+        self.mcpu._poke()
+
+    def _go(self, issued: ProgramEntry | None) -> None:
+        """Run the loop until it waits: from its top (`issued` None), or inside the issue
+        loop once `issued`'s issue latency has passed."""
+        mcpu, run = self.mcpu, self.run
+        env = mcpu.env
+        while True:
+            if issued is None:
+                self.seen = run.completions
+                mcpu._fetch(run)
+            else:
+                self._issue(issued)
+                issued = None
+            while run.ready:  # lowest id first, one per issue latency
+                e = run.entries[heapq.heappop(run.ready)]
+                if self.issue_ns:
+                    call_after(env, self.issue_ns, lambda _ev, e=e: self._go(e))
+                    return
+                self._issue(e)
+            if run.outstanding == 0 and not run.ready and mcpu._ended(run, self.done):
+                return
+            if run.completions != self.seen or run.can_fetch():
+                continue  # something completed while issuing: fetch and issue again
+            wake = mcpu._wake = env.event()
+            wake.callbacks.append(self._woken)
+            return
+
+    def _woken(self, _ev: object) -> None:
+        self.mcpu._wake = None
+        self._go(None)
+
+    def _issue(self, e: ProgramEntry) -> None:
+        mcpu, run = self.mcpu, self.run
+        e.issue_ns = mcpu.env._now
+        mcpu.issued += 1
+        run.outstanding += 1
+        if e.kind == "nop" or e.command is None:
+            e.start_ns = e.issue_ns
+            self.finish(e)
+        else:
+            mcpu._send(e, self.finish)
+
+
 @register("m_cpu", "m_cpu_v1")
 class MCpu(ComponentBase):
     PORTS = (Port("pe_cpus", "pe_cpu", many=True,
@@ -142,8 +226,14 @@ class MCpu(ComponentBase):
         With `board` and `order` (a program split over chips, module docstring): run the
         entries `order` lists, sharing `board`; the event fires when they have all
         completed."""
-        done = self.env.event()
-        self.env.process(self._fsm(entries, done, board, order))
+        env = self.env
+        done = env.event()
+        fsm = _Fsm(self, entries, done, board, order)
+        start = env.event()  # SimPy's process start: an urgent event at this instant
+        start._ok = True
+        start._value = None
+        start.callbacks.append(fsm.start)
+        env.schedule(start, URGENT)
         return done
 
     def board(self, entries: Sequence[ProgramEntry], owner: bytes) -> Board:
@@ -155,35 +245,6 @@ class MCpu(ComponentBase):
         w = self._wake
         if w is not None and not w.triggered:
             w.succeed()
-
-    def _fsm(self, entries: Sequence[ProgramEntry], done: simpy.Event,  # noqa: ANN202
-             board: Board | None, order: Sequence[int] | None):
-        env = self.env
-        board = board if board is not None else Board(entries)
-        run = _Run(entries, self.spec.issue_window, board, order)
-        run.poke = self._poke
-        issue_ns = self.spec.issue_latency_cycles / self.spec.clock_ghz
-
-        def finish(e: ProgramEntry) -> None:
-            run.completions += 1
-            e.end_ns = env._now
-            run.in_window -= 1
-            run.outstanding -= 1
-            board.resolve(e.id, run)
-            board.done(e)
-            self._poke()
-
-        while True:
-            seen = run.completions
-            self._fetch(run)
-            yield from self._issue(run, issue_ns, finish)
-            if run.outstanding == 0 and not run.ready and self._ended(run, done):
-                return
-            if run.completions != seen or run.can_fetch():
-                continue  # something completed while issuing: fetch and issue again
-            self._wake = env.event()
-            yield self._wake
-            self._wake = None
 
     def _fetch(self, run: _Run) -> None:
         """Fetch in order while the window has room; a ready BARRIER passes at once."""
@@ -222,22 +283,6 @@ class MCpu(ComponentBase):
                 heapq.heappush(run.ready, e.id)
             run.in_window += 1
             run.fetch += 1
-
-    def _issue(self, run: _Run, issue_ns: float, finish):  # noqa: ANN001, ANN202
-        """Issue every ready fetched entry, lowest id first, one per issue latency."""
-        env = self.env
-        while run.ready:
-            e = run.entries[heapq.heappop(run.ready)]
-            if issue_ns:
-                yield env.timeout(issue_ns)
-            e.issue_ns = env._now
-            self.issued += 1
-            run.outstanding += 1
-            if e.kind == "nop" or e.command is None:
-                e.start_ns = env._now
-                finish(e)
-            else:
-                self._send(e, finish)
 
     def _ended(self, run: _Run, done: simpy.Event) -> bool:
         """With nothing outstanding: complete END (or a program without one) and fire

@@ -6,6 +6,11 @@ whole bursts; then setup cycles, then the fabric path PE ↔ router ↔ mesh ↔
 memory and the TCM port, each a contended server (components.fabric).
 Stage params: nbytes, space ("hbm" | "sram" | "tcm"), addr, rows (default 1); a "tcm"
 write is a copy into the TCMs of the PEs ``dst_pes`` (a multicast, `mcast_stages`).
+With ``hbm_read_bytes_per_cycle`` set, a read of HBM also passes the PE's own reader (one
+server of that rate, just before the TCM port): a core that issues tile-sized reads and
+waits for each block pulls DRAM no faster than that on average over a read, its DRAM trip
+included, however idle the links and banks are; the links and channels upstream are held
+only at their own rates.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from kernbench.common.tile_plan import StageType
 from kernbench.components.arbiter import done_at, pending, token_key
 from kernbench.components.base import PeEngineBase
 from kernbench.components.catalog import register
-from kernbench.components.fabric import transfer
+from kernbench.components.fabric import Server, transfer
 from kernbench.components.ports import Port
 
 
@@ -39,6 +44,9 @@ class PeDma(PeEngineBase):
         self.mmu = self.peer("mmu")
         self.bytes_read = 0
         self.bytes_written = 0
+        rate = self.spec.hbm_read_bytes_per_cycle
+        self.reader = (None if rate is None else
+                       Server(f"{self.node.id}.reader", 0.0, rate * self.spec.clock_ghz))
 
     def wire_bytes(self, nbytes: int, rows: int) -> int:
         return wire_bytes(self.spec.burst_bytes, nbytes, rows)
@@ -71,7 +79,10 @@ class PeDma(PeEngineBase):
 
     def _reserve(self, token, space: str, wire: int, write: bool, start: float,  # noqa: ANN001
                  stages: list, ev: Event) -> None:
-        end = transfer(start, wire, stages)
+        timed = stages
+        if self.reader is not None and space == "hbm" and not write:
+            timed = [*stages[:-1], self.reader, stages[-1]]
+        end = transfer(start, wire, timed)
         # stages are memory, links, TCM port (reads) or TCM port, links, memory (writes)
         cmd = token.pipeline_ctx.command
         self.sim.actions.dma(cmd, space, wire, stages[1:-1], "read" if write else "write",

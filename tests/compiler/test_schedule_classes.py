@@ -1,0 +1,34 @@
+"""The schedule's HBM dependency search by column class finds exactly the accesses that
+`schedule.overlaps`, the byte-level definition, says a range shares a byte with."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernbench.compiler.hbm_cover import Access
+from kernbench.compiler.schedule import _add, _overlapping, overlaps
+
+
+@st.composite
+def ranges(draw):  # noqa: ANN001, ANN201
+    """(first byte, hull end, row stride, row bytes): dense or strided, a few pitches."""
+    lo = draw(st.integers(0, 4096))
+    if draw(st.booleans()):
+        n = draw(st.integers(1, 512))
+        return (lo, lo + n, n, n)
+    stride = draw(st.sampled_from([64, 96, 128, 256]))
+    rb = draw(st.integers(1, stride - 1))
+    rows = draw(st.integers(2, 8))
+    return (lo, lo + (rows - 1) * stride + rb, stride, rb)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ranges(), min_size=1, max_size=30), ranges())
+def test_class_search_matches_overlaps(kept, q):
+    classes: dict = {}
+    for i, r in enumerate(kept):
+        _add(classes, Access(r, i))
+    deps: set[int] = set()
+    _overlapping(deps, list(q), classes)
+    assert deps == {i for i, r in enumerate(kept) if overlaps(q, r)}
