@@ -45,6 +45,33 @@ def test_replay_within_one_percent_of_exact(tmp_path, shapes):
     assert on_disk["total_ns"] == t_rep
 
 
+def test_fewer_simulated_blocks_within_one_percent_of_exact(tmp_path):
+    """`RunOptions.replay_blocks` (serve's step programs simulate 3): an 8-block model
+    simulates that many blocks, proven by the same check, within 1 % of --exact."""
+    cfg = json.loads((CONFIGS / "tiny-llama-4l.json").read_text())
+    cfg["num_hidden_layers"] = 8
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    res = resolve_model(path, ShapeOptions(2, 1, 48), tmp_path / "m")
+    topo = load_topology("small")
+
+    def run(name: str, **opts: object) -> dict:
+        return run_model(res.path, topo, tmp_path / name, RunOptions(
+            trace=False, report=False, **opts), RunHooks(note=lambda _m: None)).stats
+
+    ex = run("e", exact=True)
+    for keep in (3, 4):
+        rep = run(f"r{keep}", replay_blocks=keep)
+        assert rep["replay"]["blocks"] == 8 and rep["replay"]["simulated_blocks"] == keep
+        assert abs(rep["total_ns"] - ex["total_ns"]) <= 0.01 * ex["total_ns"]
+    assert run("d")["replay"]["simulated_blocks"] == 4  # the default
+    g = build_llm_graph(load_hf_config(path), LlmShape(2, 1, 8))
+    assert plan_replay(g, 3)[0].simulated == 3
+    assert plan_replay(g, 7)[0].simulated == 6  # one block before and after the middle
+    with pytest.raises(ValueError, match="at least 3"):
+        plan_replay(g, 2)
+
+
 def test_truncated_graph_is_valid_and_keeps_the_epilogue():
     g = build_llm_graph(load_hf_config(CONFIGS / "tiny-llama-4l.json"), LlmShape(2, 1, 8))
     plan, why = plan_replay(g)

@@ -95,9 +95,13 @@ def _signature(g: Graph, nodes: list[Any]) -> str:
     return json.dumps(sig, sort_keys=True, default=str)
 
 
-def plan_replay(g: Graph) -> tuple[ReplayPlan | None, str]:
+def plan_replay(g: Graph, simulated: int = SIMULATED_BLOCKS) -> tuple[ReplayPlan | None, str]:
     """(plan, why): a plan when the graph has ≥ 4 marked, identical blocks; else None and
-    the reason the whole model is simulated."""
+    the reason the whole model is simulated. `simulated` (≥ 3): the blocks to simulate,
+    fewer when the model has fewer than `simulated` + 2 (never fewer than 3: the check
+    needs a middle block's period and a layer-wise one)."""
+    if simulated < 3:
+        raise ValueError(f"replay simulates at least 3 blocks, not {simulated}")
     blocks = _blocks(g)
     if not blocks:
         return None, "the graph marks no repeated blocks"
@@ -110,7 +114,7 @@ def plan_replay(g: Graph) -> tuple[ReplayPlan | None, str]:
     for b in ids[1:]:
         if _signature(g, blocks[b]) != first:
             return None, f"block {b} differs from block 0"
-    keep = SIMULATED_BLOCKS if len(ids) >= SIMULATED_BLOCKS + 2 else 3
+    keep = max(3, min(simulated, len(ids) - 2))
     return ReplayPlan(blocks=len(ids), simulated=keep), "identical blocks"
 
 
