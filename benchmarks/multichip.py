@@ -138,7 +138,10 @@ def run_llm_case(name: str) -> dict:
             "cpu_s": round(m["cpu_s"], 1), "rss_mb": round(m["rss_mb"]),
             "total_ns": m["stats"]["total_ns"], "phase": llm.get("phase"),
             "entries": m["stats"].get("entry_count"),
-            "collective_entries": m["stats"]["parallel"]["collective_entries"]}
+            "collective_entries": m["stats"]["parallel"]["collective_entries"],
+            "replay": {k: v for k, v in (m["stats"].get("replay") or {}).items()
+                       if k in ("block_period_ns", "periods_ns", "anchored_periods_ns",
+                                "period_deviation", "period_cycle_blocks")}}
 
 
 def llm_verdict(r: dict) -> tuple[str, str]:
