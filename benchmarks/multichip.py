@@ -245,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
              "per neighbour pair; no fitted parameter (the lowering's tile rule was revised once "
              "after a first comparison, and its tile order once after finding why the time "
              "per byte grew above 16 MiB: docs/fidelity.md, ADR-1140). Line rate: 2 × 12.5 "
-             "GB/s of bus bandwidth (both directions of one link). Fit: tt-metal "
+             "GB/s of bus bandwidth (both directions of one link); the links frame tt-metal's "
+             "fabric packets (4352 B payload, 48 B header, 1500 B Ethernet frames adding 50 B "
+             "each: 95.6 % payload efficiency, 2 × 11.96 GB/s of payload; docs/topologies.md, "
+             "ADR-1145). Fit: tt-metal "
              "`tech_reports/CCLs/results/SUMMARY_wormhole_b0_bfloat16_6144.md`, all_reduce "
              f"ring: {FIT_START_US} us + {FIT_PER_HOP_US} us · N/2 + 2(N−1)/N · bytes / "
              f"{FIT_BUSBW_GBS} GB/s; measured: the same table's n = 8 ring rows.", "",
