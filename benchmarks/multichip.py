@@ -138,7 +138,10 @@ def run_llm_case(name: str) -> dict:
             "cpu_s": round(m["cpu_s"], 1), "rss_mb": round(m["rss_mb"]),
             "total_ns": m["stats"]["total_ns"], "phase": llm.get("phase"),
             "entries": m["stats"].get("entry_count"),
-            "collective_entries": m["stats"]["parallel"]["collective_entries"]}
+            "collective_entries": m["stats"]["parallel"]["collective_entries"],
+            "replay": {k: v for k, v in (m["stats"].get("replay") or {}).items()
+                       if k in ("block_period_ns", "periods_ns", "anchored_periods_ns",
+                                "period_deviation", "period_cycle_blocks")}}
 
 
 def llm_verdict(r: dict) -> tuple[str, str]:
@@ -242,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
              "per neighbour pair; no fitted parameter (the lowering's tile rule was revised once "
              "after a first comparison, and its tile order once after finding why the time "
              "per byte grew above 16 MiB: docs/fidelity.md, ADR-1140). Line rate: 2 × 12.5 "
-             "GB/s of bus bandwidth (both directions of one link). Fit: tt-metal "
+             "GB/s of bus bandwidth (both directions of one link); the links frame tt-metal's "
+             "fabric packets (4352 B payload, 48 B header, 1500 B Ethernet frames adding 50 B "
+             "each: 95.6 % payload efficiency, 2 × 11.96 GB/s of payload; docs/topologies.md, "
+             "ADR-1145). Fit: tt-metal "
              "`tech_reports/CCLs/results/SUMMARY_wormhole_b0_bfloat16_6144.md`, all_reduce "
              f"ring: {FIT_START_US} us + {FIT_PER_HOP_US} us · N/2 + 2(N−1)/N · bytes / "
              f"{FIT_BUSBW_GBS} GB/s; measured: the same table's n = 8 ring rows.", "",

@@ -7,7 +7,8 @@ tiny-llama.json, `small`; prompt 16:400, output 2:64, 40 000 requests/s, seed 1 
 max-batch 16, max-batch-tokens 512) with every policy, once with the bucket rule and
 once with every program shape simulated, and prints the relative error of the TTFT, TPOT
 and end-to-end percentiles (markdown, docs/serving.md). Programs are simulated once and
-shared by both modes (a step cache).
+shared by both modes (a step cache). `--per-octave B,S,K` measures another grid of
+edges for batch, new and past tokens instead of the rule's 16 each (ADR-1150).
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None, help="step cache file to keep")
     ap.add_argument("--requests", type=int, default=60, help="requests in the trace")
     ap.add_argument("--seed", type=int, default=1, help="the trace's seed")
+    ap.add_argument("--per-octave", default=None,
+                    help="B,S,K: edges an octave of batch, new and past tokens instead of "
+                         "serve's rule (16 each; ADR-1150)")
     a = ap.parse_args()
+    rule = tuple(int(x) for x in a.per_octave.split(",")) if a.per_octave else None
     topo = load_topology("small")
     with tempfile.TemporaryDirectory() as d:
         m = ServedModel.open(MODEL, None, Path(d))
@@ -57,7 +62,7 @@ def main() -> None:
         for name in sorted(POLICIES):
             res = {}
             for exact in (False, True):
-                t = StepTimer(sim, exact=exact)
+                t = StepTimer(sim, exact=exact, per_octave=rule)
                 run = serve_requests(reqs, policy_for(name, Limits(16, 512)),
                                      PagedKvCache(10**6, 16), t)
                 res[exact] = (serve_stats(run, {}, 10**6), len(t.programs))

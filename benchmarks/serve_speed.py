@@ -34,6 +34,8 @@ prefill's): one process, and `--workers 2` on two idle cores (the programs serve
 simulates side by side, longest first onto the less loaded worker). The shapes of a real
 run differ from both lists (the simulator's times bend elsewhere), so the figures are an
 extrapolation, stated as one. `--samples FILE` keeps the samples (JSON) across runs.
+`--replay-blocks N` samples programs simulating N decoder blocks before block replay
+instead of 4, `--per-octave B,S,K` lists shapes under another grid of edges (ADR-1150).
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def serve(args: list[str], out: Path) -> dict:
 
 def loop_only(requests: int, prompt: str, output: str, max_batch: int,
               quiet: bool = False, order: list | None = None,
-              time_of: object = None) -> tuple[set[tuple[int, int, int]], float]:
+              time_of: object = None, per_octave: tuple[int, int, int] | None = None
+              ) -> tuple[set[tuple[int, int, int]], float]:
     """The loop with stand-in times (see the module docstring); returns the program shapes
     of the load run and its rate. `order`: when given, gets the load run's simulations in
     the order serve --workers N runs them (a list of shapes simulated together, one list
@@ -104,7 +107,7 @@ def loop_only(requests: int, prompt: str, output: str, max_batch: int,
         def run(n: int, rate: float) -> tuple:
             reqs = poisson_requests(n, rate, p, o, 0)
             if order is None or n != requests:
-                timer = StepTimer(program)
+                timer = StepTimer(program, per_octave=per_octave)
             else:
                 def one(shape: tuple[int, int, int]) -> float:
                     order.append([shape])
@@ -114,7 +117,7 @@ def loop_only(requests: int, prompt: str, output: str, max_batch: int,
                     order.append(list(shapes))
                     return [(program(x), 0.0) for x in shapes]
 
-                timer = StepTimer(one, simulate_many=many)
+                timer = StepTimer(one, simulate_many=many, per_octave=per_octave)
             res = serve_requests(reqs, policy_for("continuous", Limits(max_batch, 8192)),
                                  PagedKvCache(blocks, 16), timer)
             return res, timer
@@ -145,7 +148,9 @@ SAMPLE_BATCHES = (1, 2, 4, 8, 16, 24, 32)
 
 
 def estimate(requests: int, prompt: str, output: str, max_batch: int,
-             samples: Path | None) -> None:
+             samples: Path | None, replay_blocks: int | None = None,
+             per_octave: tuple[int, int, int] | None = None) -> None:
+    from kernbench.host.block_replay import SIMULATED_BLOCKS
     from kernbench.host.serve.model import ServedModel
     from kernbench.topology import load_topology
 
@@ -156,7 +161,7 @@ def estimate(requests: int, prompt: str, output: str, max_batch: int,
     want = [(b, 1, 512) for b in SAMPLE_BATCHES] + [(16, 1, 1024), (1, p, 0)]
     topo = load_topology("large")
     with tempfile.TemporaryDirectory() as d:
-        m = ServedModel.open(MODEL, None, Path(d))
+        m = ServedModel.open(MODEL, None, Path(d), replay_blocks or SIMULATED_BLOCKS)
         for shape in want:
             key = ",".join(map(str, shape))
             if key not in got:
@@ -195,7 +200,8 @@ def estimate(requests: int, prompt: str, output: str, max_batch: int,
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, fn in (("roofline stand-in", None), ("surrogate of the samples", surrogate)):
         order: list[list[tuple[int, int, int]]] = []
-        shapes, rate = loop_only(requests, prompt, output, max_batch, True, order, fn)
+        shapes, rate = loop_only(requests, prompt, output, max_batch, True, order, fn,
+                                 per_octave)
         wall2 = 0.0
         for batch in order:
             loads = [0.0, 0.0]
@@ -217,9 +223,17 @@ def main() -> None:
     ap.add_argument("--loop-only", action="store_true", help="the loop alone (see above)")
     ap.add_argument("--estimate", action="store_true", help="extrapolate a cold run (above)")
     ap.add_argument("--samples", type=Path, default=None, help="--estimate: sampled costs")
+    ap.add_argument("--replay-blocks", type=int, default=None,
+                    help="--estimate: decoder blocks each sampled program simulates "
+                         "before block replay (default: run's and serve's, 4)")
+    ap.add_argument("--per-octave", default=None,
+                    help="--estimate: B,S,K edges an octave of batch, new and past tokens "
+                         "instead of serve's rule (ADR-1150)")
     a = ap.parse_args()
     if a.estimate:
-        estimate(a.requests, a.prompt_len, a.output_len, int(a.max_batch), a.samples)
+        rule = tuple(int(x) for x in a.per_octave.split(",")) if a.per_octave else None
+        estimate(a.requests, a.prompt_len, a.output_len, int(a.max_batch), a.samples,
+                 a.replay_blocks, rule)  # type: ignore[arg-type]
         return
     if a.loop_only:
         loop_only(a.requests, a.prompt_len, a.output_len, int(a.max_batch))

@@ -202,7 +202,7 @@ LOWER_LAYERS = {
     2: {"context"},
     3: {"blocks"},
     4: {"te_weights", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
-        "gemm_outputs", "gemm_splitk", "gemm_cubes", "row_spec", "gemm_rowreduce", "gemm", "attention_kv",
+        "gemm_outputs", "gemm_splitk", "gemm_cubes", "gemm_parts", "row_spec", "gemm_rowreduce", "gemm", "attention_kv",
         "attention_parts", "attention", "clamp", "conv_tiles", "qlinear",
         "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout", "conv_plan"},
     5: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",
@@ -246,12 +246,12 @@ def test_only_the_tiling_pass_runs_the_vector_chain_fusion():
 
 
 #: what `Lowering` (the builder) holds: the compile it builds for, the TCM and engine
-#: geometry, the TileGraph and its cursors, the plan it reads, the one cross-op fact the
-#: tiles decide (`row_reduced`) and each lowering module's own state (`_local`)
+#: geometry, the TileGraph and its cursors, the plan it reads, and each lowering module's
+#: own state (`_local`)
 BUILDER_STATE = {"state", "g", "topo", "plan", "lowering_plan", "gemm_spec", "math_op_cycles",
                  "bank", "tcm_bytes", "n_pes", "dma_bytes_per_cycle", "ucie_bytes_per_cycle",
                  "pe_macs_per_cycle", "tg", "_next_buf", "pes", "stream", "engines",
-                 "row_reduced", "_local"}
+                 "_local"}
 
 
 def _self_attributes(cls: ast.ClassDef) -> set[str]:
@@ -286,20 +286,27 @@ def test_a_lowering_modules_local_state_is_its_own():
     assert asked >= 2 and bad == []
 
 
-def _importers(name: str) -> set[str]:
-    """The modules of compiler/lower/ that import `name` from another module."""
+def _users(name: str) -> set[str]:
+    """The modules of compiler/lower/ that use function `name` of another module: import
+    it, or call it through its module (`module.name`)."""
     out = set()
     for f in sorted((SRC / "compiler" / "lower").glob("*.py")):
-        if any(name in names for _, names in _imports(f)):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.FunctionDef) and n.name == name for n in tree.body):
+            continue  # its own module
+        if any(name in names for _, names in _imports(f)) or any(
+                isinstance(n, ast.Attribute) and n.attr == name for n in ast.walk(tree)):
             out.add(f.stem)
     return out
 
 
-#: the cross-op decisions the plan pass makes: (the function deciding one, the emitter-layer
-#: module defining it, and the one module that asks it: the plan pass)
+#: the cross-op decisions the plan pass makes: (a function deciding one, the modules using
+#: it: the plan pass, or the plan-side module of the emitter layer that asks it)
 PLANNED_DECISIONS = [
     ("fusable_clamp", {"conv_plan"}),    # which ReLU / Clip a conv's epilogue applies
     ("planned_clamp", {"plan_pass"}),
+    ("norm_after", set()),               # which norm a one-row GEMM adds up and runs
+    ("planned_norm", {"plan_pass"}),
 ]
 
 
@@ -307,4 +314,4 @@ def test_the_tiles_only_carry_out_the_planned_decisions():
     """A decision the lowering plan records is asked by the plan pass only: no tile
     emitter, per-op lowering or the tiling pass imports its decider (ADR-1160), they read
     the plan's answer."""
-    assert [(name, _importers(name)) for name, _ in PLANNED_DECISIONS] == PLANNED_DECISIONS
+    assert [(name, _users(name)) for name, _ in PLANNED_DECISIONS] == PLANNED_DECISIONS

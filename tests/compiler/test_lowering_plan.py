@@ -136,7 +136,7 @@ def test_the_builder_keeps_no_cross_op_table_the_plan_owns():
     g, feeds = gemm_graph(m=16, k=32, n=24)
     lw = Lowering(compile_until(g, feeds, "plan"))
     moved = ("weights", "stored_weights", "dynamic", "lone", "fused", "unwritten", "pinned",
-             "prepared", "gemm_producer")
+             "prepared", "gemm_producer", "row_reduced")
     assert [a for a in moved if hasattr(lw, a)] == []
     assert lw.lowering_plan is lw.state.lowering_plan
 

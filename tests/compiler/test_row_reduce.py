@@ -20,7 +20,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from kernbench.cmdq.io import unfused
-from kernbench.compiler.lower import gemm_rowreduce
+from kernbench.compiler.lower import gemm_parts, gemm_rowreduce
 from kernbench.compiler.tiling import GemmTiles
 from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.config.load import load_topology_config
@@ -162,9 +162,9 @@ def _est(tiles: int, parts: int, tk: int, pes: int, engines: int = 1) -> int:
                                                  (6, 3072, 64, 1), (512, 1024, 64, 1)])
 def test_split_takes_the_fastest_estimate(tiles, k, pes, engines):
     t = GemmTiles(1, 32, k, 1)
-    got = gemm_rowreduce.split(_lw(engines), t, tiles, k, 8, pes)
+    got = gemm_parts.split(_lw(engines), t, tiles, k, 8, pes)
     cands = {1: _est(tiles, 1, k, pes, engines)}
-    for ks in range(2, gemm_rowreduce.MAX_PARTS + 1):
+    for ks in range(2, gemm_parts.MAX_PARTS + 1):
         tk = -(-k // (ks * 32)) * 32  # K / ks rounded up to whole 32-row steps
         if ks * tiles * 32 * 4 > 256 * 1024:
             break  # every slot of the row in one TCM bank

@@ -45,6 +45,33 @@ def test_replay_within_one_percent_of_exact(tmp_path, shapes):
     assert on_disk["total_ns"] == t_rep
 
 
+def test_fewer_simulated_blocks_within_one_percent_of_exact(tmp_path):
+    """`RunOptions.replay_blocks` (serve's step programs simulate 3): an 8-block model
+    simulates that many blocks, proven by the same check, within 1 % of --exact."""
+    cfg = json.loads((CONFIGS / "tiny-llama-4l.json").read_text())
+    cfg["num_hidden_layers"] = 8
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    res = resolve_model(path, ShapeOptions(2, 1, 48), tmp_path / "m")
+    topo = load_topology("small")
+
+    def run(name: str, **opts: object) -> dict:
+        return run_model(res.path, topo, tmp_path / name, RunOptions(
+            trace=False, report=False, **opts), RunHooks(note=lambda _m: None)).stats
+
+    ex = run("e", exact=True)
+    for keep in (3, 4):
+        rep = run(f"r{keep}", replay_blocks=keep)
+        assert rep["replay"]["blocks"] == 8 and rep["replay"]["simulated_blocks"] == keep
+        assert abs(rep["total_ns"] - ex["total_ns"]) <= 0.01 * ex["total_ns"]
+    assert run("d")["replay"]["simulated_blocks"] == 4  # the default
+    g = build_llm_graph(load_hf_config(path), LlmShape(2, 1, 8))
+    assert plan_replay(g, 3)[0].simulated == 3
+    assert plan_replay(g, 7)[0].simulated == 6  # one block before and after the middle
+    with pytest.raises(ValueError, match="at least 3"):
+        plan_replay(g, 2)
+
+
 def test_truncated_graph_is_valid_and_keeps_the_epilogue():
     g = build_llm_graph(load_hf_config(CONFIGS / "tiny-llama-4l.json"), LlmShape(2, 1, 8))
     plan, why = plan_replay(g)
@@ -186,3 +213,78 @@ def test_check_compares_like_with_like():
     with pytest.raises(ReplayCheckFailed):
         apply_replay({"total_ns": 5000.0, "clock_ghz": 1.0}, small, plan,
                      _spans(small, unsteady))
+
+
+def _six_block_graph(tmp_path: Path):  # noqa: ANN202
+    cfg = json.loads((CONFIGS / "tiny-llama-4l.json").read_text())
+    cfg["num_hidden_layers"] = 6
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return build_llm_graph(load_hf_config(tmp_path / "config.json"), LlmShape(1, 1, 8))
+
+
+def _cycle_ends(periods: list[float]):  # noqa: ANN202
+    """end_of(block, position) of blocks whose block b − 1 → b period is periods[b − 1]."""
+    ends = [0.0]
+    for p in periods:
+        ends.append(ends[-1] + p)
+    return lambda b, j: 100.0 + ends[b] + 10.0 * j
+
+
+def test_two_block_cycle_replays_its_whole_cycle_mean(tmp_path):
+    """Periods that alternate ±2 % (a two-block cycle) are refused by the per-period check
+    but accepted on their two-block means, and the replayed blocks cost the cycle's mean:
+    the whole model's time equals that of blocks that keep alternating (closed form)."""
+    from kernbench.host.block_replay import apply_replay
+
+    g = _six_block_graph(tmp_path)
+    plan, _ = plan_replay(g)
+    assert plan is not None and (plan.blocks, plan.simulated) == (6, 4)
+    small = truncate_blocks(g, plan.simulated)
+    cycle = [1020.0, 980.0] * 3  # p_1 .. p_5 of all six blocks
+    stats = apply_replay({"total_ns": 5000.0, "clock_ghz": 1.0}, small, plan,
+                         _spans(small, _cycle_ends(cycle[:3])))
+    r = stats["replay"]
+    assert r["periods_ns"] == [1020.0, 980.0, 1020.0]
+    assert r["anchored_periods_ns"] == [980.0, 1020.0]
+    assert r["period_cycle_blocks"] == 2 and r["period_deviation"] == 0.0
+    assert stats["total_ns"] == 5000.0 + sum(cycle[3:5])  # blocks 4 and 5 of the cycle
+
+
+def test_drift_is_refused_on_its_two_block_means_too(tmp_path):
+    """Periods that grow 4 % a block are no cycle: their two-block means differ by about
+    4 % too, and the check refuses."""
+    from kernbench.host.block_replay import ReplayCheckFailed, apply_replay
+
+    g = _six_block_graph(tmp_path)
+    plan, _ = plan_replay(g)
+    small = truncate_blocks(g, plan.simulated)
+    with pytest.raises(ReplayCheckFailed, match="two-block means"):
+        apply_replay({"total_ns": 5000.0, "clock_ghz": 1.0}, small, plan,
+                     _spans(small, _cycle_ends([1000.0, 1040.0, 1080.0])))
+
+
+def test_steady_periods_carry_no_cycle_mark(tmp_path):
+    """Periods within the per-period check are not marked as a cycle (stats unchanged)."""
+    from kernbench.host.block_replay import apply_replay
+
+    g = _six_block_graph(tmp_path)
+    plan, _ = plan_replay(g)
+    small = truncate_blocks(g, plan.simulated)
+    stats = apply_replay({"total_ns": 5000.0, "clock_ghz": 1.0}, small, plan,
+                         _spans(small, _cycle_ends([1000.0, 1004.0, 1000.0])))
+    assert "period_cycle_blocks" not in stats["replay"]
+    assert stats["total_ns"] == 5000.0 + 2 * 1002.0
+
+
+def test_three_simulated_blocks_have_no_whole_cycle(tmp_path):
+    """With 3 simulated blocks (a 4-block model) one period of each kind is compared: no
+    whole two-block cycle, so alternating periods are refused."""
+    from kernbench.host.block_replay import ReplayCheckFailed, apply_replay
+
+    g = build_llm_graph(load_hf_config(CONFIGS / "tiny-llama-4l.json"), LlmShape(1, 1, 8))
+    plan, _ = plan_replay(g)
+    assert plan is not None and plan.simulated == 3
+    small = truncate_blocks(g, plan.simulated)
+    with pytest.raises(ReplayCheckFailed):
+        apply_replay({"total_ns": 5000.0, "clock_ghz": 1.0}, small, plan,
+                     _spans(small, _cycle_ends([1020.0, 980.0])))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from kernbench.host.serve.buckets import LINEAR_TOL, edges, first_asked, interpolate
 from kernbench.host.serve.state import Seq, Step
 from kernbench.host.serve.steps import StepTimer
@@ -19,6 +21,19 @@ def test_edges_are_at_most_a_sixteenth_octave_apart():
         elif lo != hi:
             assert (hi - lo) * 16 <= lo  # ≤ 6.25 % apart
             assert edges(lo) == (lo, lo) and edges(hi) == (hi, hi)
+
+
+@pytest.mark.parametrize("per_octave", [1, 2, 4, 8])
+def test_coarser_edges_are_edges_of_the_rule(per_octave):
+    # a grid measured against the rule (StepTimer's per_octave): its edges and first
+    # midpoints are the rule's edges, so a step cache of the rule's programs holds them
+    for x in range(1, 5000):
+        lo, hi = edges(x, per_octave)
+        assert lo <= x <= hi
+        if lo != hi:
+            assert (hi - lo) * per_octave <= lo
+            assert edges(lo) == (lo, lo) and edges(hi) == (hi, hi)
+            assert hi - lo < 2 or edges((lo + hi) // 2) == ((lo + hi) // 2,) * 2
 
 
 def test_multilinear_costs_interpolate_exactly_from_the_edges():
@@ -90,7 +105,8 @@ def test_refinement_is_independent_of_query_order():
     assert va == vb
 
 
-def test_first_asked_programs_are_asked_whatever_the_times():
+@pytest.mark.parametrize("rule", [None, (16, 16, 4)])
+def test_first_asked_programs_are_asked_whatever_the_times(rule):
     # a smooth cost and one with steps everywhere: interpolate asks for every program
     # first_asked lists (so simulating them ahead changes nothing), and more only when
     # a midpoint is off the chord
@@ -103,9 +119,10 @@ def test_first_asked_programs_are_asked_whatever_the_times():
     for f in (smooth, steps):
         for shape in itertools.product((3, 21, 45), (1, 150), (7, 600, 1061)):
             asked: set[tuple[int, ...]] = set()
-            interpolate(shape, lambda c, asked=asked, f=f: asked.add(c) or f(c))
-            assert set(first_asked(shape)) <= asked, shape
-            assert len(first_asked(shape)) == len(set(first_asked(shape)))
+            interpolate(shape, lambda c, asked=asked, f=f: asked.add(c) or f(c),
+                        per_octave=rule)
+            assert set(first_asked(shape, rule)) <= asked, shape
+            assert len(first_asked(shape, rule)) == len(set(first_asked(shape, rule)))
 
 
 def test_prefetched_programs_give_the_same_times_and_programs():
@@ -130,3 +147,18 @@ def test_prefetched_programs_give_the_same_times_and_programs():
         assert plain.ns(step(prompt, computed)) == ahead.ns(step(prompt, computed))
     assert plain.programs == ahead.programs
     assert batches and all(len(b) >= 2 for b in batches)
+
+
+def test_a_timer_with_another_grid_asks_for_its_edges():
+    calls = []
+
+    def sim(shape):
+        calls.append(shape)
+        return 100.0 * shape[0] + shape[2]
+
+    t = StepTimer(sim, per_octave=(16, 16, 4))
+    for k in range(1024, 1280):
+        t.program_ns((8, 1, k))
+    # past tokens on a quarter octave: the edges 1024 and 1280 and the midpoint 1152
+    assert sorted(calls) == [(8, 1, 1024), (8, 1, 1152), (8, 1, 1280)]
+    assert t.program_ns((8, 1, 1100)) == 800 + 1100

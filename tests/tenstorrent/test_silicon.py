@@ -115,3 +115,21 @@ def test_bad_rows_are_one_line_exit_2(tmp_path, capsys, field, value, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_kernbench_column_compiles_the_rows_own_formats(tmp_path):
+    """kernbench's own compiler on the card: the weight in the row's format (a BFP4_B
+    weight moves about a quarter of bf16's bytes, and this shape reads its weights from
+    DRAM), the math fidelity from the row (HiFi4 takes twice HiFi2's tile cycles)."""
+    shape = {"card": "N150", "m": "32", "k": "1024", "n": "1024"}
+    bf16 = silicon.kernbench_ns(_row(**shape, dtype="BFLOAT16", math_fidelity="HiFi2"),
+                                tmp_path)
+    bfp4 = silicon.kernbench_ns(_row(**shape, dtype="BFLOAT4_B", math_fidelity="HiFi2"),
+                                tmp_path)
+    assert 0 < bfp4 < bf16
+    q = (tmp_path / "N150-32-1024-1024-bfp4_b-HiFi2" / "q.yaml").read_text()
+    assert "bfp4_b" in q and "activation: bf16" in q
+    big = {"card": "N150", "m": "512", "k": "512", "n": "512", "dtype": "BFLOAT16"}
+    hifi2 = silicon.kernbench_ns(_row(**big, math_fidelity="HiFi2"), tmp_path)
+    hifi4 = silicon.kernbench_ns(_row(**big, math_fidelity="HiFi4"), tmp_path)
+    assert hifi4 > hifi2

@@ -8,8 +8,8 @@ invariant does not hold; none changes anything.
 | -------- | ----------- | --------- |
 | `ir`     | quantize    | `kernbench.ir.verify` accepts the graph |
 | `memory` | memory, tiling | no two HBM allocations overlap; every graph input and output is placed |
-| `plan`   | plan        | the lowering plan names existing nodes and tensors: TE weights are constants, a read-through transpose is a TRANSPOSE read by a later QDQ, a planned integer GEMM is a MATMUL_INTEGER reading a planned DYNAMIC_QUANTIZE, a conv's clamp is a ReLU / Clip of its output, a fused layer comes after the layer computing it |
-| `tiles`  | tiling      | every op's buffers are on its PE and fit one TCM bank; a buffer is written before it is read; `layer_tiles` counts every op |
+| `plan`   | plan        | the lowering plan names existing nodes and tensors: TE weights are constants, a read-through transpose is a TRANSPOSE read by a later QDQ, a planned integer GEMM is a MATMUL_INTEGER reading a planned DYNAMIC_QUANTIZE, a conv's clamp is a ReLU / Clip of its output, a norm after a GEMM's epilogue is fused into it exactly when row-reduced (two K parts or more), a fused layer comes after the layer computing it |
+| `tiles`  | tiling      | every op's buffers are on its PE and fit one TCM bank; a buffer is written before it is read; `layer_tiles` counts every op; a VE_FUSED_TILE chains one layer's steps and those of the layers the lowering plan fuses into it; no tensor the plan leaves unwritten kept its storage |
 | `order`  | placement   | op indices are the program positions; lowering phases stay in order |
 | `tcm`    | tcm_alloc   | every buffer has an offset, ends inside the AllocatableTCM, stays in one bank; buffers live at the same time on one PE never overlap |
 | `deps`   | schedule    | dependencies point backwards; every read waits for the last writer of its buffer |
@@ -21,7 +21,7 @@ A broken invariant is a compiler bug (`InvariantError`), except TCM capacity, wh
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph
@@ -87,6 +87,16 @@ def check_plan(state: CompileState) -> None:
             raise InvariantError(f"lowering plan: '{conv}' applies '{c}' in its epilogue, "
                                  f"which is not a ReLU / Clip of that conv's output fused "
                                  f"into it")
+    for m, na in plan.norms.items():
+        if m not in order or na.norm not in order or g.node(m).op_type != "GEMM" \
+                or g.node(na.norm).op_type not in ("LAYER_NORM", "RMS_NORM") \
+                or order[na.norm] <= order[m] or m not in plan.epilogue:
+            raise InvariantError(f"lowering plan: '{na.norm}' follows the epilogue of "
+                                 f"'{m}', which is not a norm after that GEMM's fused step")
+        if na.reduced != (plan.fused.get(na.norm) == m) or na.reduced and na.parts < 2:
+            raise InvariantError(f"lowering plan: '{na.norm}' is row-reduced by '{m}' "
+                                 f"({na.parts} K parts) only if it is fused into it, "
+                                 f"with two parts or more")
     for c, p in plan.fused.items():
         if c not in order or p not in order or order[p] >= order[c]:
             raise InvariantError(f"lowering plan: '{c}' is fused into '{p}', which does not "
@@ -122,11 +132,26 @@ def check_tiles(state: CompileState) -> None:
     if sum(tg.layer_tiles.values()) != len(tg.ops):
         raise InvariantError("TileGraph: layer_tiles does not count every op")
     plan, memory = state.lowering_plan, state.memory
+    if plan is not None:
+        _check_chains(tg, plan.fused)
     if plan is not None and memory is not None:
         kept = sorted(t for t in plan.unwritten if t in memory.placements)
         if kept:  # the tiles and the plan disagree: some producer's tiles wrote it
             raise InvariantError(f"TileGraph: the lowering plan leaves {kept[0]} unwritten, "
                                  "yet it kept its storage")
+
+
+def _check_chains(tg: TileGraph, fused: Mapping[str, str]) -> None:
+    """Every VE_FUSED_TILE chains the vector steps of one layer and of the layers the
+    lowering plan has that layer's tiles compute (`fused`): which IR nodes form one chain
+    is the plan's; the tiles only choose which of their ops merge."""
+    for i, op in enumerate(tg.ops):
+        host = op.fused_into or op.layer
+        stray = [s.layer for s in op.steps or () if s.layer != host and fused.get(s.layer) != host]
+        if stray:
+            raise InvariantError(f"TileGraph: op {i} ({op.opcode} of {host}) chains a step of "
+                                 f"{stray[0]}, which the lowering plan does not compute in "
+                                 f"{host}'s tiles")
 
 
 def check_order(state: CompileState) -> None:

@@ -33,6 +33,7 @@ from kernbench.ir import import_onnx
 from kernbench.ir.model import Graph, is_shape_only, save_weights
 from kernbench.ir.onnx_import.loader import copy_with_external_data
 from kernbench.ir.qconfig import apply_qconfig, load_qconfig
+from kernbench.ir.verify import verify
 from kernbench.report.stats import write_json
 from kernbench.topology.model import Topology
 
@@ -60,12 +61,12 @@ def compile_graph(graph: Graph, topology: Topology, options: CompileOptions | No
 
 
 def load_model(path: Path, qconfig: Path | None = None) -> tuple[Graph, Path | None]:
-    """An ONNX model or an ir.json (with weights.npz beside it) → IR graph."""
+    """An ONNX model or an ir.json (with weights.npz beside it, verified) → IR graph."""
     path = Path(path)
     if path.is_dir():
         path = path / "ir.json"
     if path.suffix == ".json":
-        g = Graph.load(path)
+        g = verify(Graph.load(path), file=str(path))  # a bad node names the file
         if qconfig is not None:
             apply_qconfig(g, load_qconfig(qconfig))
         src = path.parent / "model.onnx"

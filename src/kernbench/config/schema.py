@@ -375,6 +375,19 @@ class ChipLinkSpec(ChipLinkEnergy, ComponentSpec):
     cube: int = Field(0, ge=0, description="cube (index inside its chip) whose router the "
                                            "chip's links attach to")
     router: str = Field("r0c0", description="router of that cube the chip's links attach to")
+    packet_payload_bytes: int = Field(
+        0, ge=0, description="payload of one fabric packet (bytes): a transfer crosses the "
+                             "link as packets of at most this many bytes, each framed as the "
+                             "next three keys say; 0: no framing, the link carries raw bytes "
+                             "(the three keys are then unused)")
+    packet_header_bytes: int = Field(0, ge=0, description="fabric header in front of each "
+                                                          "packet's payload (bytes)")
+    frame_max_bytes: int = Field(1500, ge=1, description="largest link-layer frame (bytes): a "
+                                                         "packet with its header is cut into "
+                                                         "frames of at most this size")
+    frame_overhead_bytes: int = Field(0, ge=0, description="link-layer bytes each frame adds "
+                                                           "on the wire: headers, FEC, CRC "
+                                                           "(bytes)")
 
 
 class SystemSpec(_Strict):

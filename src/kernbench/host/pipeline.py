@@ -45,6 +45,7 @@ from kernbench.errors import InputError, warn
 from kernbench.host.block_detect import mark_blocks
 from kernbench.host.block_replay import (
     TOLERANCE,
+    cycle_mark,
     plan_replay,
     steady_period,
     truncate_blocks,
@@ -343,7 +344,8 @@ def _replay_pipeline(stats: Stats, stage0: Graph, keep: int, per: int, pp: int, 
         "tolerance": TOLERANCE, "critical_path_cells": cells,
         "simulated_total_ns": round(sim_total, 3),
         "note": "entries, engines, links, memories and layers describe the simulated "
-                "blocks; stage 0's first micro-batch gives the block period"})
+                "blocks; stage 0's first micro-batch gives the block period"}
+        | cycle_mark(periods, anchored))
     whole_model_figures(stats, layer_block, keep, mb * pp * (per - keep), spans, topo,
                         actions_of)
 

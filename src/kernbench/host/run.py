@@ -26,6 +26,7 @@ from kernbench.compiler.pipeline import load_model
 from kernbench.errors import warn
 from kernbench.host.block_detect import mark_blocks
 from kernbench.host.block_replay import (
+    SIMULATED_BLOCKS,
     ReplayCheckFailed,
     apply_replay,
     plan_replay,
@@ -80,6 +81,7 @@ class RunOptions:
     ep: int = 1  # expert parallelism over this many chips (host.ep.run_ep)
     pp: int = 1  # pipeline stages (host.pipeline.run_pipeline)
     micro_batches: int = 1  # a replica's batch split between the pipeline's micro-batches
+    replay_blocks: int = SIMULATED_BLOCKS  # blocks a replayed run simulates (≥ 3)
 
 
 @dataclass(frozen=True)
@@ -109,13 +111,13 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
     plan = None
     marked = graph  # the graph whose block marks the replay uses
     if not (opts.exact or opts.verify):
-        plan, why = plan_replay(graph)
+        plan, why = plan_replay(graph, opts.replay_blocks)
         if plan is None and not any("block" in n.metadata for n in graph.nodes):
             # an ONNX import marks no blocks: find them, proven identical (host.block_detect)
             found, why_not = mark_blocks(graph)
             if found is not None:
                 marked = found
-                plan, why = plan_replay(found)
+                plan, why = plan_replay(found, opts.replay_blocks)
             else:
                 why = why_not
         if plan is None and graph.metadata.get("llm"):

@@ -75,7 +75,9 @@ class Simulator:
             elif link.kind == "chip_link":
                 cl = topology.config.system.link  # type: ignore[union-attr]
                 cls = lookup(cl.kind, cl.impl, "system.link")
-                self.servers[lid] = cls(lid, link.latency_ns, link.bw_gbs)
+                make = getattr(cls, "from_spec", None)
+                self.servers[lid] = (cls(lid, link.latency_ns, link.bw_gbs) if make is None
+                                     else make(lid, link.latency_ns, link.bw_gbs, cl))
             else:
                 self.servers[lid] = Server(lid, link.latency_ns, link.bw_gbs)
         for nid, node in topology.nodes.items():

@@ -42,6 +42,7 @@ from kernbench.compiler.lower.xquant import (
 )
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 from kernbench.numerics.flash import longest_part
 
 #: (te_id field, ve_id field) of one query block's ops (empty with one engine)
@@ -102,23 +103,23 @@ def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
     d, t_len, dv = q.shape[3], k.shape[2], v.shape[3]
     if mask is not None and mask.shape[-1] < t_len:
         raise _unfit(n)
-    a = n.attributes
-    blk = int(a.get("kv_block") or 0)
-    parts = max(1, int(a.get("kv_parts") or 1))
-    first = int(a.get("kv_first") or 0)
-    if parts > 1 and (n.qbits_activation is None or a.get("softcap")):
+    a = node_attrs(n)
+    blk = int(a.kv_block or 0)
+    parts = max(1, int(a.kv_parts or 1))
+    first = int(a.kv_first or 0)
+    if parts > 1 and (n.qbits_activation is None or a.softcap):
         raise _unfit(n)
     acc = 8 if n.qbits_activation == 16 else 4  # int64 accumulators at A16
     part_len = longest_part(t_len, parts, first)
     step = blk if 0 < blk < part_len else part_len
     at = AttentionTiles(
         q, k, v, out, mask, (sq, sk, sv),
-        score_scale=float(np.float32(sq) * np.float32(sk) * np.float32(a["scale"])),
-        bits_a=n.qbits_activation, bits_kv=n.qbits_kv, causal=bool(a.get("causal")),
-        causal_offset=int(a.get("causal_offset", 0)) if a.get("causal") else 0,
+        score_scale=float(np.float32(sq) * np.float32(sk) * np.float32(a.scale)),
+        bits_a=n.qbits_activation, bits_kv=n.qbits_kv, causal=bool(a.causal),
+        causal_offset=int(a.causal_offset) if a.causal else 0,
         s_blk=max(1, min(q.shape[2], lw.bank // (step * acc))),
         kv_block=blk if step < part_len else 0, kv_parts=parts, kv_first=first,
-        softcap=float(a.get("softcap", 0.0) or 0.0))
+        softcap=float(a.softcap or 0.0))
     kv_isz = ITEMSIZE[k.dtype] if k.dtype == v.dtype == _kv_dtype(n) else 4  # fp32 staged?
     if step * d * kv_isz > lw.bank or step * dv * kv_isz > lw.bank or step * acc > lw.bank:
         raise _unfit(n)

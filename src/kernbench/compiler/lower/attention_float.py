@@ -31,6 +31,7 @@ from kernbench.compiler.lower.attention_float_tiles import FloatAttention, load_
 from kernbench.compiler.lower.context import Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 
 def _unfit(n: LayerIR) -> ValueError:
@@ -59,11 +60,11 @@ def _plan(lw: Lowering, n: LayerIR) -> FloatAttention:
             mask = lw.placement(n.inputs[3])
         if mask.strides[3] != 1:
             raise _unfit(n)
-    a = n.attributes
+    a = node_attrs(n)
     q_fmt, kv_fmt = float_formats(n) or (None, None)
-    return FloatAttention(q, k, v, out, mask, float(a["scale"]),
-                          float(a.get("softcap", 0.0) or 0.0),
-                          int(a.get("causal_offset", 0)) if a.get("causal") else None,
+    return FloatAttention(q, k, v, out, mask, float(a.scale),
+                          float(a.softcap or 0.0),
+                          int(a.causal_offset) if a.causal else None,
                           max(1, min(q.shape[2], lw.bank // (step * 4))), q_fmt, kv_fmt,
                           float_format(q_fmt, kv_fmt), step if step < t_len else 0,
                           _kv_scales(lw, n))
@@ -114,7 +115,7 @@ def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int
 def _step(n: LayerIR, t_len: int) -> int:
     """Keys the tiles hold at once: the layer's `kv_block` when it blocks the KV sequence
     (`compiler.kv_blocks`), else all of them."""
-    blk = int(n.attributes.get("kv_block") or 0)
+    blk = int(node_attrs(n).kv_block or 0)
     return blk if 0 < blk < t_len else t_len
 
 

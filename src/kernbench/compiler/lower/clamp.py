@@ -16,6 +16,7 @@ import numpy as np
 
 from kernbench.compiler.lower.context import Lowering
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 #: the ELEMENTWISE kinds that are clamps
 CLAMP_OPS = ("relu", "clip")
@@ -26,9 +27,9 @@ Bounds = tuple[float | None, float | None]
 
 def clamp_bounds(lw: Lowering, n: LayerIR) -> Bounds | None:
     """The bounds of a ReLU / Clip layer (None: not a clamp with constant scalar bounds)."""
-    if n.op_type != "ELEMENTWISE" or n.attributes.get("op") not in CLAMP_OPS:
+    if n.op_type != "ELEMENTWISE" or node_attrs(n).op not in CLAMP_OPS:
         return None
-    if n.attributes["op"] == "relu":
+    if node_attrs(n).op == "relu":
         return (0.0, None)
     if len(n.inputs) != 3:
         return None

@@ -10,8 +10,7 @@ placement pass never moves an op across a phase boundary, so ops after it may de
 any op before it. The decisions that span several ops come from the lowering plan
 (`lowering_plan`, made by the plan pass). What a lowering module remembers from one layer
 to the next (the GEMM's memo of the activations it converted, the last GEMM's column
-readiness) is that module's own state (`local`), read by no other module; the one
-cross-op fact the tiles decide is `row_reduced` (a norm a split-K GEMM's tiles run).
+readiness) is that module's own state (`local`), read by no other module.
 """
 
 from __future__ import annotations
@@ -98,9 +97,6 @@ class Lowering:
                             cube_pes=tuple(tuple(cube_pes[c]) for c in sorted(cube_pes)))
         self.stream = 0
         self.engines = EngineCursor.of(pt)
-        # norm → the split-K GEMM whose tiles reduce its row on one PE and run it
-        # (`gemm_rowreduce`): it depends on the GEMM's K parts, so the tiles decide it
-        self.row_reduced: dict[str, str] = {}
         self._local: dict[type, object] = {}
 
     def local(self, kind: type[S]) -> S:

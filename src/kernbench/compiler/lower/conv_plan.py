@@ -23,6 +23,7 @@ from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.window import Geom, geom
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 #: the dtype the tensor engine reads, by TE mode
 TE_DTYPE = {"int": "int8", "fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}
@@ -54,7 +55,7 @@ def conv_shape(lw: Lowering, n: LayerIR) -> ConvShape | None:
             or not xp.contiguous or not yp.contiguous or yp.dtype not in ("fp32", "fp16"):
         return None
     geo = geom(n, list(xp.shape), list(yp.shape), w_shape[2:])
-    groups = int(n.attributes.get("group", 1))
+    groups = int(node_attrs(n).group)
     if geo is None or geo.c % groups or w_shape[0] % groups or w_shape[1] * groups != geo.c:
         return None
     return ConvShape(mode, geo, groups, xp, yp)

@@ -34,6 +34,7 @@ from kernbench.compiler.layout import copyable
 from kernbench.compiler.lower.blocks import MIN_TILE_BYTES
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 
 class View(NamedTuple):
@@ -161,14 +162,14 @@ def _transposing(lw: Lowering, layer: str, src: View, dst: View, sh: list[int],
 
 def _views(lw: Lowering, n: LayerIR) -> list[tuple[View, View]] | None:
     """(source view, destination view) pairs of a copy layer; None if one is unplaced."""
-    a = n.attributes
+    a = node_attrs(n)
     ins = [lw.placement(t) for t in n.inputs[:1]]
     outs = [lw.plan.placements.get(t) if t else None for t in n.outputs]
     if n.op_type == "CONCAT":
         y = outs[0]
         if y is None:
             return None
-        axis = int(a["axis"]) % len(y.shape)
+        axis = int(a.axis) % len(y.shape)
         pairs, o = [], 0
         for t in n.inputs:
             if not t:
@@ -179,7 +180,7 @@ def _views(lw: Lowering, n: LayerIR) -> list[tuple[View, View]] | None:
         return pairs
     x = view_of(ins[0])
     if n.op_type == "TRANSPOSE":
-        perm = [int(p) for p in a["perm"]]
+        perm = [int(p) for p in a.perm]
         y = outs[0]
         if y is None:
             return None
@@ -189,11 +190,11 @@ def _views(lw: Lowering, n: LayerIR) -> list[tuple[View, View]] | None:
         if y is None:
             return None
         v = x
-        for ax, (s, st) in enumerate(zip(a["starts"], a["steps"], strict=True)):
+        for ax, (s, st) in enumerate(zip(a.starts, a.steps, strict=True)):
             s = int(s) + (x.shape[ax] if int(s) < 0 else 0)
             v = sub_view(v, ax, s, y.shape[ax], int(st))
         return [(v, view_of(y))]
-    axis = int(a["axis"]) % len(x.shape)  # SPLIT
+    axis = int(a.axis) % len(x.shape)  # SPLIT
     pairs, o = [], 0
     for t, y in zip(n.outputs, outs, strict=True):
         size = lw.g.tensors[t].shape[axis] if t else 0

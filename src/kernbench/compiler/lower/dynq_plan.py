@@ -15,6 +15,7 @@ from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.te_weights import recentered
 from kernbench.compiler.lower.values import IntegerMatmul
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 
 def _only_consumer(lw: Lowering, tid: str) -> LayerIR | None:
@@ -40,7 +41,7 @@ def integer_matmul(lw: Lowering, n: LayerIR) -> IntegerMatmul | None:
     rc = recentered(w, zw, 8)
     cast = _only_consumer(lw, n.outputs[0])
     if rc is None or cast is None or cast.op_type != "ELEMENTWISE" \
-            or cast.attributes.get("op") != "cast" or cast.attributes.get("to") != "fp32":
+            or node_attrs(cast).op != "cast" or node_attrs(cast).to != "fp32":
         return None
     mul = _only_consumer(lw, cast.outputs[0])
     if mul is None or mul.op_type != "MUL" or len(mul.inputs) != 2:

@@ -26,7 +26,7 @@ from kernbench.compiler.lower.clamp import clamp_bounds, clip_fields
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import EW_ATTRS, EW_KINDS
+from kernbench.ir.ops import EW_ATTRS, EW_KINDS, node_attrs
 from kernbench.numerics.dtypes import canon
 
 #: element types VE_ELEMENTWISE_TILE / VE_CUMSUM_TILE name
@@ -158,7 +158,8 @@ def lower_cumsum(lw: Lowering, n: LayerIR) -> bool:
             or x.shape != y.shape or x.dtype != y.dtype or y.dtype not in ELEM_TYPES \
             or lw.g.tensors[n.inputs[0]].const:
         return False
-    if int(n.attributes.get("axis", 0)) % len(x.shape) != len(x.shape) - 1:
+    a = node_attrs(n)
+    if int(a.axis) % len(x.shape) != len(x.shape) - 1:
         return False
     cols = x.shape[-1]
     rows = int(np.prod(x.shape[:-1])) if len(x.shape) > 1 else 1
@@ -166,8 +167,7 @@ def lower_cumsum(lw: Lowering, n: LayerIR) -> bool:
     if cols * isz > lw.bank:
         return False
     fields = {"length": cols, "out_dtype": y.dtype,
-              "exclusive": bool(n.attributes.get("exclusive", False)),
-              "reverse": bool(n.attributes.get("reverse", False))}
+              "exclusive": bool(a.exclusive), "reverse": bool(a.reverse)}
     for r0, r, pe in one_tile_spread(lw, lw.row_blocks(y, rows, cols, lw.bank // (cols * isz))):
         bi = lw.buf(pe, r * cols * isz, f"{n.id}.in")
         lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)

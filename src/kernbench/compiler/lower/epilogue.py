@@ -38,7 +38,7 @@ from kernbench.compiler.lower.placement import sole_consumer
 from kernbench.compiler.lower.values import FusedStep
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import OPS, ops_where
+from kernbench.ir.ops import OPS, node_attrs, ops_where
 
 #: consumer op types the epilogue can apply (`IrOp.epilogue`)
 FUSABLE = ops_where(lambda c: c.epilogue)
@@ -94,7 +94,7 @@ def fusable_step(lw: Lowering, gemm: LayerIR, out_tid: str, op: Placement,
         if c.inputs[0] != x_tid:
             return None
         if c.op_type == "GELU":
-            fields["approximate"] = c.attributes.get("approximate", "none")
+            fields["approximate"] = node_attrs(c).approximate
         return FusedStep(c, fields, y, chain=chain)
     res = _residual(lw, gemm, c, x_tid, nn)
     if res is None:

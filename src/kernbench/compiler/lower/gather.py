@@ -27,6 +27,7 @@ from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.values import HbmRange
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 from kernbench.numerics.shape import gather, gather_elements, gather_nd
 
 #: contiguous runs per block that still pay as separate DMAs (more: an indexed gather)
@@ -45,10 +46,10 @@ def _lookup_shape(lw: Lowering, n: LayerIR) -> tuple[int, int] | None:
     if not data:
         return None
     if n.op_type == "EMBEDDING" or (n.op_type == "GATHER"
-                                    and int(n.attributes.get("axis", 0)) % len(data) == 0):
+                                    and int(node_attrs(n).axis) % len(data) == 0):
         return data[0], math.prod(data[1:])
     if n.op_type == "GATHER_ELEMENTS":
-        ax = int(n.attributes.get("axis", 0)) % len(data)
+        ax = int(node_attrs(n).axis) % len(data)
         idx = lw.g.tensors[n.inputs[1]].shape
         if len(idx) == len(data) and all(d == 1 for i, d in enumerate(data) if i != ax) \
                 and all(d == 1 for i, d in enumerate(idx) if i != ax):
@@ -93,10 +94,10 @@ def source_map(n: LayerIR, shape: tuple[int, ...], idx: np.ndarray) -> np.ndarra
     """The flat input element each output element of a constant-index gather copies."""
     src = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
     if n.op_type == "GATHER":
-        return gather(src, idx, axis=int(n.attributes.get("axis", 0)))
+        return gather(src, idx, axis=int(node_attrs(n).axis))
     if n.op_type == "GATHER_ELEMENTS":
-        return gather_elements(src, idx, axis=int(n.attributes.get("axis", 0)))
-    return gather_nd(src, idx, batch_dims=int(n.attributes.get("batch_dims", 0)))
+        return gather_elements(src, idx, axis=int(node_attrs(n).axis))
+    return gather_nd(src, idx, batch_dims=int(node_attrs(n).batch_dims))
 
 
 def _runs(flat: np.ndarray) -> list[tuple[int, int, int]]:

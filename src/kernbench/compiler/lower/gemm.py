@@ -17,14 +17,13 @@ owner adds them (VE_ELEMENTWISE_TILE add, exact in int32) before its epilogue.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE, Placement
+from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower import gemm_balance, gemm_rowreduce, gemm_splitk
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.epilogue import apply_step, drop_fused, residual_of
@@ -34,6 +33,12 @@ from kernbench.compiler.lower.gemm_balance import (
     Producer,
 )
 from kernbench.compiler.lower.gemm_cubes import gemm_ranges, spread_scratch
+from kernbench.compiler.lower.gemm_parts import (
+    acc_itemsize,
+    range_tiles,
+    tcm_dtype,
+    tcm_itemsize,
+)
 from kernbench.compiler.lower.gemm_rowreduce import RowReduce
 from kernbench.compiler.lower.kv_rows import KvRows, kv_rows_out, store_kv_rows
 from kernbench.compiler.lower.te_weights import (
@@ -51,28 +56,12 @@ from kernbench.compiler.lower.xquant import (
     store_tile,
 )
 from kernbench.compiler.tilegraph import Buf
-from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
+from kernbench.compiler.tiling import GemmTiles
 from kernbench.ir.model import LayerIR
 
 #: the accumulator an epilogue reads, by TE mode: int32, or int64 for a 16-bit integer
 #: operand; float modes accumulate in fp32
 ACC_DTYPE = {"int": "int32", "int16": "int64"}
-
-
-def tcm_dtype(dtype: str) -> str:
-    """The dtype a weight of `dtype` has in TCM: a block float is loaded decoded into
-    bf16 (DMA_LOAD_TILE `block_float`)."""
-    return "bf16" if dtype in BFP_FORMATS else dtype
-
-
-def tcm_itemsize(dtype: str) -> float:
-    """Bytes of one weight element in TCM (`tcm_dtype`)."""
-    return ITEMSIZE[tcm_dtype(dtype)]
-
-
-def acc_bytes(xq: Placement, wp: TeWeight) -> int:
-    """Bytes of one accumulator element: 8 (int64) with a 16-bit integer operand, else 4."""
-    return 8 if "int16" in (xq.dtype, wp.dtype) else 4
 
 
 class DynamicGemm(NamedTuple):
@@ -124,24 +113,13 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
     the next PE of the same cube range; the first part owns the tile. `producer`: the GEMM
     that just computed this one's K columns; a split-K layer of one row tile over every
     PE then sizes its parts by when PEs and K steps are ready, when that is estimated to
-    end sooner (`gemm_balance`). `row_reduce`: one PE will add the partial sums
-    up (`gemm_rowreduce`), so an unsplit one-row tiling may be split for it."""
-    g = lw.gemm_spec
+    end sooner (`gemm_balance`) and, with `row_reduce`, keeps the reduction possible.
+    `row_reduce`: one PE will add the partial sums up (the lowering plan's `norms`), so an
+    unsplit one-row tiling may be split for it (`gemm_parts.range_tiles`)."""
     per_pe: dict[int, tuple[GemmTiles, list[KPart]]] = {}
-    ranges = gemm_ranges(lw, xq, wp, op, m, nn, k, nn_layer)
-    # an integer accumulator: partial sums add up to the same int32
-    integer = xq.dtype in ("int8", "uint8") and wp.dtype in ("int8", "int4")
+    ranges = gemm_ranges(lw, xq.dtype, wp, op, m, nn, k, nn_layer)
     for r_lo, r_hi, cube in ranges:
-        n_pes = lw.pes_of(cube)
-        t = choose_gemm_tiles(r_hi - r_lo, nn, k, a_bytes=ITEMSIZE[xq.dtype],
-                              w_bytes=tcm_itemsize(wp.dtype), bank_bytes=lw.bank,
-                              tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
-                              dataflow=g.dataflow, n_pes=n_pes, engines=lw.engines.te_count,
-                              dma_bytes_per_cycle=lw.dma_bytes_per_cycle,
-                              dma_fixed_cycles=_dma_fixed_ns(lw) * g.clock_ghz,
-                              split_k=integer, acc_bytes=acc_bytes(xq, wp))
-        if row_reduce and integer and t.ks == 1 and r_hi - r_lo <= t.tm:
-            t = gemm_rowreduce.split(lw, t, math.ceil(nn / t.tn), k, wp.bits, n_pes)
+        t = range_tiles(lw, xq.dtype, wp.dtype, wp.bits, r_hi - r_lo, nn, k, cube, row_reduce)
         parts = t.k_parts(k)
         mine: dict[int, tuple[GemmTiles, list[KPart]]] = {}
         for m0 in range(r_lo, r_hi, t.tm):
@@ -152,7 +130,8 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
                         KPart(tile, k0, k1, i - 1))
         if producer is not None and gemm_balance.BALANCE and t.ks > 1 and cube is None \
                 and r_hi - r_lo <= t.tm:
-            mine = gemm_splitk.balanced(lw, t, mine, k, wp.bits, producer)
+            mine = gemm_splitk.balanced(lw, t, mine, k, wp.bits, producer,
+                                        reduce_cols=nn if row_reduce else 0)
         for pe, (tt, parts) in mine.items():
             per_pe.setdefault(pe, (tt, []))[1].extend(parts)
     return per_pe
@@ -296,7 +275,8 @@ def _row_parts(lw: Lowering, n: LayerIR, pe: int, t: GemmTiles, row_parts: list[
                         k_range)
     for g0 in range(0, len(row_parts), width):
         group = row_parts[g0:g0 + width]
-        accs = [lw.buf(pe, p.tile[2] * p.tile[3] * acc_bytes(xq, wp), f"{n.id}.acc")
+        accs = [lw.buf(pe, p.tile[2] * p.tile[3] * acc_itemsize(xq.dtype, wp.dtype),
+                       f"{n.id}.acc")
                 for p in group]
         _k_loops(lw, n, pe, [p.tile for p in group], accs, xq, wp, t, k, nn, a_res,
                  free_a=g0 + width >= len(row_parts), corr=corr, te_base=started,
@@ -368,13 +348,6 @@ def _epilogue(lw: Lowering, n: LayerIR, pe: int, c: Buf, sp: Placement,
         o.fused_into = n.id
 
 
-def _dma_fixed_ns(lw: Lowering) -> float:
-    """The fixed cost of one HBM transfer of a PE's DMA: setup and the HBM latency."""
-    cube = lw.topo.config.cube
-    dma = cube.pe_template.pe_dma
-    return dma.setup_cycles / dma.clock_ghz + cube.hbm_ctrl.latency_ns
-
-
 def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
          out_tid: str, mode: str, nn_layer: int | None = None,
          dyn: DynamicGemm | None = None) -> bool:
@@ -404,21 +377,25 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
         if dyn is None else dyn.scale
     last_gemm = lw.local(LastGemm)
     last = last_gemm.producer
-    norm = gemm_rowreduce.norm_after(lw, step, op, m, nn) \
-        if q is None and kv is None and dyn is None and mode != "int16" else None
+    # the norm after the epilogue and whether this GEMM's tiles run it (the plan's `norms`)
+    after = lw.lowering_plan.norms.get(n.id)
+    norm = gemm_rowreduce.norm_of(lw, after) if after is not None else None
+    reduced = after is not None and after.reduced
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn_layer or nn,
                            last if last is not None and xq.key in last.tensors else None,
-                           norm is not None)
+                           reduced)
     # what a consumer reads of this GEMM's tiles as they are stored: the quantized copy
     # its epilogue writes, else the output itself
     last_gemm.producer = gemm_splitk.as_producer(lw, per_pe, k, wp.bits,
                                  {q.scratch.key} if isinstance(q, QuantOut) else {op.key})
-    rr = gemm_rowreduce.plan(lw, n, step, nn, per_pe, norm) if norm is not None else None
+    rr = gemm_rowreduce.plan(lw, n, step, nn, per_pe, norm) \
+        if reduced and step is not None and norm is not None else None
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
                lambda pe, tile, c: _epilogue(lw, n, pe, c, consts, op, tile, nn, mode, step,
                                              q or kv, runtime_scale=dyn is not None,
                                              residual=residual),
-               spread=spread_scratch(gemm_ranges(lw, xq, wp, op, m, nn, k, nn_layer or nn)),
+               spread=spread_scratch(gemm_ranges(lw, xq.dtype, wp, op, m, nn, k,
+                                                 nn_layer or nn)),
                reducer=rr)
     if rr is not None:  # one PE adds the row up, runs the epilogue and the norm
         engine = lw.engines.ve(rr.pe)
@@ -426,7 +403,7 @@ def gemm(lw: Lowering, n: LayerIR, x: PreparedX, w_tid: str, b_tid: str | None,
         _epilogue(lw, n, rr.pe, c, consts, op, (0, 0, 1, nn), nn, mode, step,
                   then=lambda c, eng: gemm_rowreduce.norm(lw, rr, c, n.id, eng), engine=engine,
                   residual=residual)
-        gemm_rowreduce.done(lw, n, rr)
+        gemm_rowreduce.done(lw, rr)
     if step is not None:
         drop_fused(lw, n, out_tid, step)
     drop_unwritten(lw, q or kv)

@@ -86,16 +86,16 @@ def by_rows(lw: Lowering, a_dtype: str, w_dtype: str,
                                                            nn, k)
 
 
-def gemm_ranges(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: int, nn: int,
+def gemm_ranges(lw: Lowering, a_dtype: str, wp: TeWeight, op: Placement, m: int, nn: int,
                 k: int, nn_layer: int) -> list[tuple[int, int, int | None]]:
     """(first row, end row, cube) of the row ranges whose tiles go to one cube's PEs (cube
     None: over every PE): the output's parts (`Lowering.part_rows`) unless every PE is
-    estimated faster (`wide`, `by_rows`)."""
+    estimated faster (`wide`, `by_rows`). `a_dtype`: the activation as the TE reads it."""
     ranges = lw.part_rows(op, m, nn)
     if len(ranges) == 1 and ranges[0][2] is not None:
-        if wide(lw, xq.dtype, wp.dtype, m, nn_layer, k):
+        if wide(lw, a_dtype, wp.dtype, m, nn_layer, k):
             return [(0, m, None)]
-    elif len(ranges) > 1 and not by_rows(lw, xq.dtype, wp.dtype, ranges, nn_layer, k):
+    elif len(ranges) > 1 and not by_rows(lw, a_dtype, wp.dtype, ranges, nn_layer, k):
         return [(0, m, None)]
     return ranges
 

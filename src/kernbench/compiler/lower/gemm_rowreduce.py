@@ -19,38 +19,39 @@ sum (addition is exact, in any order), then the same vector ops on the same valu
 
 Used when the GEMM's output is one row, its tiles are split, its epilogue fuses a step
 whose output a tileable LAYER_NORM / RMS_NORM reads directly, and the output is not
-spread over cubes.
+spread over cubes. The plan pass decides it (`planned_norm`, the lowering plan's `norms`)
+from the K parts `gemm_parts.range_tiles` cuts; the GEMM's tiles carry it out, and a
+readiness placement of the parts (`gemm_splitk.balanced`) is taken only when it keeps at
+least two parts a tile and every slot in one bank.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.lower.activation import te_mode
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.gemm_balance import STEP_TRIP_CYCLES, KPart
+from kernbench.compiler.lower.gemm_balance import KPart
+from kernbench.compiler.lower.gemm_cubes import gemm_ranges
+from kernbench.compiler.lower.gemm_outputs import tiled_outputs
+from kernbench.compiler.lower.gemm_parts import range_tiles
 from kernbench.compiler.lower.gemm_splitk import PerPe, most_parts
 from kernbench.compiler.lower.row_spec import RowSpec, row_spec
-from kernbench.compiler.lower.values import FusedStep
+from kernbench.compiler.lower.te_weights import te_weight
+from kernbench.compiler.lower.values import FusedStep, NormAfter
 from kernbench.compiler.lower.xquant import QuantOut, drop_unwritten, quant_out, store_tile
 from kernbench.compiler.tilegraph import Buf
 from kernbench.compiler.tiling import GemmTiles
-from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import EW_KINDS
 
 #: reduce one-row split-K GEMMs on one PE with the norm after them (False: an owner per
 #: tile; `benchmarks/decode_ablation.py` measures both)
 ROW_REDUCE = True
-
-#: most K parts per output tile `split` tries, and the K granularity of a part
-MAX_PARTS = 8
-K_ALIGN = 32
-
 
 @dataclass(frozen=True)
 class RowReduce:
@@ -82,7 +83,7 @@ def norm_after(lw: Lowering, step: FusedStep | None, op: Placement, m: int,
     norms = [lw.g.node(c) for c in lw.g.tensors[y].consumers
              if lw.g.node(c).op_type in ("LAYER_NORM", "RMS_NORM")
              and lw.g.node(c).inputs[0] == y]
-    if len(norms) != 1 or norms[0].id in lw.row_reduced:
+    if len(norms) != 1:
         return None
     spec = row_spec(lw, norms[0])
     if spec is None or spec.x.key != step.out.key or spec.x.shape[-1] != nn:
@@ -90,42 +91,56 @@ def norm_after(lw: Lowering, step: FusedStep | None, op: Placement, m: int,
     return norms[0], spec
 
 
-def split(lw: Lowering, t: GemmTiles, tiles: int, k: int, bits: int, n_pes: int) -> GemmTiles:
-    """The K parts per tile of a one-row GEMM that will be reduced on one PE: the
-    reduction is paid anyway (it replaces the norm's gather), so the parts are chosen by
-    the tensor engines' estimated time alone: waves of parts over the PEs' engines, each
-    part one K step of its array cycles plus a command round trip. `t` (as the tiler
-    chose it) stands unless a split is estimated faster."""
-    engines = n_pes * lw.engines.te_count
-    spec = lw.gemm_spec
+def planned_norm(lw: Lowering, n: LayerIR) -> NormAfter | None:
+    """The norm after the epilogue of GEMM `n` (`norm_after`) and whether one PE adds the
+    row up and runs it: the GEMM's K parts, as `gemm_parts.range_tiles` cuts them for a
+    reduction, are at least two and every slot of the row fits one TCM bank. None: no
+    norm can follow (no fused step, an integer store of the step's output for the next
+    GEMM, a 16-bit integer operand, more than one row). The plan pass asks; it reads the
+    graph and the plans (the norm's row spec places its parameters on a copy)."""
+    step = lw.lowering_plan.epilogue.get(n.id)
+    mode = te_mode(n)
+    if n.op_type != "GEMM" or step is None or mode is None or mode == "int16" \
+            or step.layer.outputs[0] in lw.lowering_plan.quant_stores:
+        return None
+    _, outs = tiled_outputs(lw, n)
+    if not outs:
+        return None
+    out = outs[0]
+    found = norm_after(lw, step, out.placement, out.m, out.nn)
+    wp = te_weight(lw, n, n.inputs[1], mode)
+    if found is None or wp is None:
+        return None
+    k, nn = wp.shape
+    # the activation as the TE reads it: only int8 against int8 / int4 splits K
+    a_dtype = "int8" if mode == "int" and n.qbits_activation == 8 else "fp32"
+    parts = max(range_tiles(lw, a_dtype, wp.dtype, wp.bits, hi - lo, nn, k, cube,
+                            row_reduce=True).ks
+                for lo, hi, cube in gemm_ranges(lw, a_dtype, wp, out.placement, out.m, nn,
+                                                k, nn))
+    return NormAfter(found[0].id, parts, parts >= 2 and parts * nn * 4 <= lw.bank)
 
-    def est(tk: int, parts: int) -> int:
-        steps = math.ceil(k / tk) // parts  # K steps per part
-        waves = math.ceil(tiles * parts / engines)
-        return waves * steps * (gemm_cycles(spec, t.tm, t.tn, tk, bits) + STEP_TRIP_CYCLES)
 
-    best, out = est(t.tk, t.ks), t
-    for ks in range(2, MAX_PARTS + 1):
-        if ks * tiles * t.tn * 4 > lw.bank:
-            break  # the reducer loads every slot of the row into one TCM bank (`plan`)
-        tk = math.ceil(k / ks / K_ALIGN) * K_ALIGN
-        if tk >= k or math.ceil(k / tk) != ks:
-            continue
-        e = est(tk, ks)
-        if e < best:
-            best, out = e, GemmTiles(t.tm, t.tn, tk, ks)
-    return out
+def norm_of(lw: Lowering, after: NormAfter) -> Norm:
+    """The norm the lowering plan names after a GEMM's epilogue, and how it tiles (its
+    row spec places its parameters now: the reducer loads them)."""
+    norm = lw.g.node(after.norm)
+    spec = row_spec(lw, norm)
+    if spec is None:
+        raise RuntimeError(f"{norm.id}: the lowering plan runs it after a GEMM's epilogue, "
+                           "yet it is no row op")
+    return norm, spec
 
 
 def plan(lw: Lowering, n: LayerIR, step: FusedStep, nn: int, per_pe: PerPe,
-         found: Norm) -> RowReduce | None:
-    """The row reduction of GEMM `n` into the norm `found` (`norm_after`), its parts
-    placed, or None when its tiles are not split (or all slots of the row would not fit
-    one TCM bank). Picks the reducer, allocates the scratch and the norm's quantized
+         found: Norm) -> RowReduce:
+    """The row reduction of GEMM `n` into the norm `found` the lowering plan names, its
+    parts placed. Picks the reducer, allocates the scratch and the norm's quantized
     copy."""
     slots = most_parts(per_pe)
     if slots < 2 or slots * nn * 4 > lw.bank:
-        return None
+        raise RuntimeError(f"{n.id}: the lowering plan has one PE add its row up, yet its "
+                           f"tiles have {slots} part(s) a tile")
     norm, spec = found
     # in the cube holding the output row (its residual operand and the norm's readers'
     # copy are there too), the PE with the fewest K columns of its own: it is free
@@ -193,8 +208,8 @@ def norm(lw: Lowering, rr: RowReduce, c: Buf, gemm_id: str, engine: dict[str, An
         o.fused_into = gemm_id
 
 
-def done(lw: Lowering, n: LayerIR, rr: RowReduce) -> None:
-    """After the GEMM: the norm is lowered no further, and its float output loses its
-    storage when only the quantized copy is read (`xquant.drop_unwritten`)."""
-    lw.row_reduced[rr.norm.id] = n.id
+def done(lw: Lowering, rr: RowReduce) -> None:
+    """After the GEMM: the norm's float output loses its storage when only the quantized
+    copy is read (`xquant.drop_unwritten`); the norm itself is the plan's `fused`, so the
+    tiling pass lowers it no further."""
     drop_unwritten(lw, rr.q)

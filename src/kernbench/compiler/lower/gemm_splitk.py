@@ -53,9 +53,12 @@ def as_producer(lw: Lowering, per_pe: PerPe, k: int, bits: int,
 
 
 def balanced(lw: Lowering, t: GemmTiles, per_pe: PerPe, k: int, bits: int,
-             producer: Producer) -> PerPe:
+             producer: Producer, reduce_cols: int = 0) -> PerPe:
     """`per_pe`'s tiles with their K steps placed by `gemm_balance.balanced_parts` over
-    every PE, when its estimate ends sooner than the equal parts'; else `per_pe`."""
+    every PE, when its estimate ends sooner than the equal parts'; else `per_pe`.
+    `reduce_cols`: the row's columns when the lowering plan has one PE add the row up
+    (`gemm_rowreduce`): a placement is then taken only when it keeps the reduction
+    possible (at least two parts to a tile, every slot of the row in one TCM bank)."""
     tiles = sorted({p.tile for _, parts in per_pe.values() for p in parts})
     tm, tn = tiles[0][2], max(tile[3] for tile in tiles)
     cost = gemm_cycles(lw.gemm_spec, tm, tn, t.tk, bits) + STEP_TRIP_CYCLES
@@ -64,6 +67,10 @@ def balanced(lw: Lowering, t: GemmTiles, per_pe: PerPe, k: int, bits: int,
                             producer, cost)
     if end >= equal:
         return per_pe
+    if reduce_cols:
+        slots = max((p.count(t.ks) for parts in placed.values() for p in parts), default=1)
+        if slots < 2 or slots * reduce_cols * 4 > lw.bank:
+            return per_pe
     return {pe: (t, parts) for pe, parts in placed.items()}
 
 

@@ -25,6 +25,7 @@ from kernbench.compiler.lower.placement import sole_consumer
 from kernbench.compiler.lower.values import KvRows
 from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 #: a tile with more rows than this keeps the KV_UPDATE's own copy of the new rows: the
 #: epilogue would need a DMA per row (the cache's rows of one head are a block apart)
@@ -38,7 +39,7 @@ def tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
     t_out = lw.g.tensors[n.outputs[0]]
     if isinstance(n.qbits_kv, int) and t_out.quant is not None and out.dtype == "fp32":
         return False  # fake-quantized at other than 8 bits: the layer runs whole
-    if n.attributes.get("axis", 2) != 2 or len(out.shape) != 4 or not out.contiguous \
+    if node_attrs(n).axis != 2 or len(out.shape) != 4 or not out.contiguous \
             or not past.contiguous or new.strides[3] != 1:
         return False
     if out.dtype == "int4" and out.shape[3] % 2:
@@ -85,7 +86,7 @@ def planned_kv_rows(lw: Lowering, tid: str, rows: int) -> KvRows | None:
     c, chain = found
     vid = chain[-1]
     if c.op_type != "KV_UPDATE" or c.inputs[1] != vid or c.inputs[0] == vid \
-            or c.attributes.get("in_place"):
+            or node_attrs(c).in_place:
         return None
     past, new = lw.placement(c.inputs[0]), lw.placement(vid)
     present = lw.plan.placements[c.outputs[0]]

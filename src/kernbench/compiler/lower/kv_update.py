@@ -21,6 +21,7 @@ from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.kv_rows import tileable
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 #: a KV_UPDATE block has at least this many rows (when the cache has them): smaller
 #: blocks pay a DMA latency and a command round trip each for little data
@@ -169,7 +170,7 @@ def lower_kv_update(lw: Lowering, n: LayerIR) -> bool:
         return False
     isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype] if new is not None else 0)
     # in place (a paged / ring cache) the past rows are already where they belong
-    if not n.attributes.get("in_place") and p_len:
+    if not node_attrs(n).in_place and p_len:
         _copy_past(lw, n, past, out, d, isz, scale)
     if new is None:
         return True

@@ -22,7 +22,7 @@ from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.values import HbmRange
 from kernbench.ir.model import Graph, LayerIR
-from kernbench.ir.ops import OPS, ops_where
+from kernbench.ir.ops import OPS, node_attrs, ops_where
 
 #: the ops a whole layer runs on the tensor engine (`IrOp.vector` False)
 TE_LAYER_OPS = ops_where(lambda c: not c.vector)
@@ -98,7 +98,7 @@ def _reads(lw: Lowering, n: LayerIR) -> tuple[list[HbmRange], int, Placement | N
             continue
         p = lw.placement(tid)
         nb = int(math.ceil(int(np.prod(p.shape)) * ITEMSIZE[p.dtype])) if p.shape else 8
-        if n.attributes.get("gather_rows") and tid == n.inputs[1]:
+        if n.op_type == "EMBEDDING" and node_attrs(n).gather_rows and tid == n.inputs[1]:
             # a row gather reads the rows it gathers, not the table
             ids = int(np.prod(lw.g.tensors[n.inputs[0]].shape))
             nb = int(math.ceil(ids * p.shape[-1] * ITEMSIZE[p.dtype]))

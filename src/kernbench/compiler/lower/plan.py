@@ -33,10 +33,14 @@ Fields:
 - `clamps`: the ReLU / Clip a tiled conv's epilogue applies (conv node → clamp node;
   `conv_plan.planned_clamp`): the conv's tiles store the clamped block into the clamp's
   output.
+- `norms`: the norm after a one-row GEMM's fused epilogue step (GEMM node → `NormAfter`;
+  `gemm_rowreduce.planned_norm`): the GEMM's K parts a tile, cut from the shapes
+  (`gemm_parts.range_tiles`), and whether one PE adds the row up and runs the norm
+  (`reduced`). The GEMM's tiles read the norm's row spec either way.
 - `fused`: layers computed by another layer's tiles (layer → that layer): a tiled
-  MATMUL_INTEGER's Cast and Mul, an epilogue's consumer, a conv's clamp, and the views of
-  a tensor no tile writes (each → the producer of that tensor). They get no operation of
-  their own.
+  MATMUL_INTEGER's Cast and Mul, an epilogue's consumer, a conv's clamp, a row-reduced
+  norm, and the views of a tensor no tile writes (each → the producer of that tensor).
+  They get no operation of their own.
 - `unwritten`: the float tensors no tile writes (a fused GEMM's output, an activation
   read only as its quantized copy, a projection output stored only as int8 Q / K / V or
   as KV rows) and the views of them on the way to their readers. Their producer's tiles
@@ -53,6 +57,7 @@ from kernbench.compiler.lower.values import (
     IntegerMatmul,
     KvRows,
     KvStore,
+    NormAfter,
     QuantStore,
     TeWeight,
 )
@@ -78,6 +83,7 @@ class LoweringPlan:
     written_through: Mapping[str, str]
     unwritten: frozenset[str]
     clamps: Mapping[str, str]
+    norms: Mapping[str, NormAfter]
 
     def feeds_kv_update(self, node: str) -> bool:
         """Does a projection store the new rows of KV_UPDATE `node` (it copies the past)?"""
@@ -134,6 +140,11 @@ class LoweringPlan:
                   for t, qs in sorted(self.quant_stores.items())]
         lines.append("  clamps (conv -> the ReLU / Clip its epilogue applies):")
         lines += [f"    {c} -> {r}" for c, r in sorted(self.clamps.items())]
+        lines.append("  norms (one-row GEMM -> the norm after its epilogue; row-reduced: one PE "
+                     "adds the row up and runs it):")
+        lines += [f"    {m} -> {na.norm}, {na.parts} K part(s) a tile, "
+                  + ("row-reduced" if na.reduced else "not row-reduced")
+                  for m, na in sorted(self.norms.items())]
         lines.append("  fused (layer -> the layer whose tiles compute it):")
         lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
         lines.append("  unwritten (float tensors no tile writes):")

@@ -6,7 +6,7 @@ bits; they do not depend on where tensors live) and the decisions that read the 
 plan (`memory_decisions`: which transposes a QDQ reads through, which dynamic
 quantizations and integer GEMMs the tiles compute, which consumer a GEMM's epilogue
 applies, which projections store int8 Q / K / V or new KV rows, which ReLU / Clip a
-conv's epilogue applies, which head transposes a QDQ writes through, which float tensors
+conv's epilogue applies, which norm one PE runs after adding a one-row GEMM up, which head transposes a QDQ writes through, which float tensors
 no tile writes and the views of them). The
 tiling pass reads
 the plan and makes none of these decisions itself. When the tiling pass pins storage
@@ -28,6 +28,7 @@ from kernbench.compiler.lower.conv_tiles import planned_conv_weight
 from kernbench.compiler.lower.dynq_plan import plan_dynamic
 from kernbench.compiler.lower.epilogue import planned_epilogue
 from kernbench.compiler.lower.gemm_outputs import tiled_outputs
+from kernbench.compiler.lower.gemm_rowreduce import planned_norm
 from kernbench.compiler.lower.kv_rows import planned_kv_rows
 from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
 from kernbench.compiler.lower.qdq_layout import folded_input_transposes, written_through
@@ -95,9 +96,12 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
                 kv_rows[out.tid] = kr
     quant_stores = planned_quant_stores(lw, epilogue)
     lw.lowering_plan = dataclasses.replace(lw.lowering_plan,
-                                           quant_stores=MappingProxyType(quant_stores))
+                                           quant_stores=MappingProxyType(quant_stores),
+                                           epilogue=MappingProxyType(epilogue))
     clamps = {n.id: c for n in state.graph.nodes if (c := planned_clamp(lw, n)) is not None}
     fused.update((c, conv) for conv, c in clamps.items())
+    norms = {n.id: na for n in state.graph.nodes if (na := planned_norm(lw, n)) is not None}
+    fused.update((na.norm, m) for m, na in norms.items() if na.reduced)
     chains = [st.chain for st in epilogue.values()] \
         + [s.unread for s in (*quant_stores.values(), *kv_stores.values(), *kv_rows.values())]
     fused.update(unwritten_views(state.graph, chains))
@@ -105,7 +109,8 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
         lw.lowering_plan, read_through=MappingProxyType(folded_input_transposes(lw)),
         quant_stores=MappingProxyType(quant_stores), epilogue=MappingProxyType(epilogue),
         kv_stores=MappingProxyType(kv_stores), kv_rows=MappingProxyType(kv_rows),
-        clamps=MappingProxyType(clamps), fused=MappingProxyType(fused))
+        clamps=MappingProxyType(clamps), norms=MappingProxyType(norms),
+        fused=MappingProxyType(fused))
     return dataclasses.replace(lw.lowering_plan,
                                written_through=MappingProxyType(written_through(lw)),
                                unwritten=frozenset(t for c in chains for t in c))
@@ -130,7 +135,8 @@ def make_plan(state: CompileState) -> LoweringPlan:
     state.require_memory()
     empty = MappingProxyType({})
     weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), empty, frozenset(),
-                           empty, empty, empty, empty, empty, empty, empty, frozenset(), empty)
+                           empty, empty, empty, empty, empty, empty, empty, frozenset(), empty,
+                           empty)
     return memory_decisions(state, weights)
 
 

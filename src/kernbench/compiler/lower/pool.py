@@ -21,6 +21,7 @@ from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS, Geom, choose, geom, halves
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 #: cycles charged per tile when comparing block sizes (DMA and command round trips)
 TILE_OVERHEAD_CYCLES = 600
@@ -47,14 +48,14 @@ def _pool_blocks(lw: Lowering, geo: Geom, in_b: float, out_b: float) -> tuple[in
 
 def lower_pool(lw: Lowering, n: LayerIR) -> bool:
     """MaxPool / AveragePool as VE_POOL_TILE blocks (False: it runs whole)."""
-    a = n.attributes
+    a = node_attrs(n)
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(n.outputs[0])
-    if y is None or a.get("mode") not in ("max", "avg") or x.dtype not in ("fp32", "fp16") \
+    if y is None or a.mode not in ("max", "avg") or x.dtype not in ("fp32", "fp16") \
             or y.dtype != x.dtype or not x.contiguous or not y.contiguous \
             or lw.g.tensors[n.inputs[0]].const:
         return False
-    geo = geom(n, list(x.shape), list(y.shape), list(a["kernel_shape"]))
+    geo = geom(n, list(x.shape), list(y.shape), list(a.kernel_shape))
     if geo is None:
         return False
     isz = ITEMSIZE[x.dtype]
@@ -74,9 +75,9 @@ def lower_pool(lw: Lowering, n: LayerIR) -> bool:
                 bo = lw.buf(pe, cb * t * geo.wo * isz, f"{n.id}.out")
                 lw.dma(False, pe, bi, x, (img * geo.c + c0) * hw_in + rb.first * geo.w, cb,
                        rb.rows * geo.w, hw_in, n.id)
-                fields = {"c": cb, **geo.window_fields(rb), "mode": a["mode"],
-                          "count_include_pad": bool(a.get("count_include_pad", False)),
-                          "ceil_mode": bool(a.get("ceil_mode", False)),
+                fields = {"c": cb, **geo.window_fields(rb), "mode": a.mode,
+                          "count_include_pad": bool(a.count_include_pad),
+                          "ceil_mode": bool(a.ceil_mode),
                           "qbits_activation": q, "out_qbits": q}
                 lw.op("VE_POOL_TILE", pe, n.id, fields, reads=[("in", bi)],
                       writes=[("out", bo)], frees=[bi])
@@ -87,12 +88,12 @@ def lower_pool(lw: Lowering, n: LayerIR) -> bool:
 
 def lower_reduce(lw: Lowering, n: LayerIR) -> bool:
     """REDUCE over trailing axes as VE_REDUCE_TILE row blocks (False: it runs whole)."""
-    a = n.attributes
+    a = node_attrs(n)
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(n.outputs[0])
     rank = len(x.shape)
-    axes = sorted(int(v) % rank for v in (a.get("axes") or range(rank))) if rank else []
-    if y is None or a.get("op") not in REDUCE_OPS or not axes \
+    axes = sorted(int(v) % rank for v in (a.axes or range(rank))) if rank else []
+    if y is None or a.op not in REDUCE_OPS or not axes \
             or axes != list(range(rank - len(axes), rank)) or x.dtype not in ("fp32", "fp16") \
             or y.dtype not in ("fp32", "fp16") or not x.contiguous or not y.contiguous \
             or lw.g.tensors[n.inputs[0]].const:
@@ -111,7 +112,7 @@ def lower_reduce(lw: Lowering, n: LayerIR) -> bool:
         bo = lw.buf(pe, r * osz, f"{n.id}.out")
         lw.dma(False, pe, bi, x, r0 * length, 1, r * length, r * length, n.id)
         lw.op("VE_REDUCE_TILE", pe, n.id,
-              {"length": length, "rows": r, "op": a["op"], "qbits_activation": QBITS_OF[x.dtype],
+              {"length": length, "rows": r, "op": a.op, "qbits_activation": QBITS_OF[x.dtype],
                "out_qbits": QBITS_OF[y.dtype]},
               reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
         lw.dma(True, pe, bo, y, r0, 1, r, r, n.id, frees=[bo])

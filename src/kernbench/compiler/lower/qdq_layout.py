@@ -16,6 +16,7 @@ from kernbench.compiler.lower.activation import qdq_bypassed
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.quantize import qdq_source
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 HEAD_SWAP = [0, 2, 1, 3]
 
@@ -30,7 +31,7 @@ def qdq_params(lw: Lowering, n: LayerIR) -> tuple[float, int] | None:
     scale = float(np.asarray(lw.g.weights[n.inputs[1]], np.float32).reshape(()))
     zp = (int(np.asarray(lw.g.weights[n.inputs[2]]).reshape(()))
           if len(n.inputs) > 2 and n.inputs[2] else 0)
-    if n.attributes.get("dtype") == "uint8":
+    if node_attrs(n).dtype == "uint8":
         zp -= 128
     return scale, zp
 
@@ -57,8 +58,10 @@ def _input_transpose(lw: Lowering, n: LayerIR) -> QdqLayout | None:
     if src.producer is None or src.id in g.outputs or len(src.consumers) != 1:
         return None
     t = g.node(src.producer)
-    perm = list(t.attributes.get("perm", []))
-    if t.op_type != "TRANSPOSE" or perm not in (HEAD_SWAP, KEY_T) or t.attributes.get("view") \
+    if t.op_type != "TRANSPOSE":
+        return None
+    perm = list(node_attrs(t).perm)
+    if perm not in (HEAD_SWAP, KEY_T) or node_attrs(t).view \
             or lw.state.folded.get(t.id) or g.tensors[t.inputs[0]].const:
         return None
     x = lw.placement(t.inputs[0])
@@ -74,8 +77,8 @@ def _output_transpose(lw: Lowering, n: LayerIR) -> QdqLayout | None:
     if out.id in g.outputs or len(out.consumers) != 1:
         return None
     t = g.node(out.consumers[0])
-    if t.op_type != "TRANSPOSE" or list(t.attributes.get("perm", [])) != HEAD_SWAP \
-            or t.attributes.get("view") or lw.state.folded.get(t.id) \
+    if t.op_type != "TRANSPOSE" or list(node_attrs(t).perm) != HEAD_SWAP \
+            or node_attrs(t).view or lw.state.folded.get(t.id) \
             or t.id in lw.lowering_plan.fused \
             or t.id in lw.lowering_plan.read_through:
         return None  # (a transpose a later QDQ already reads through stays that QDQ's)

@@ -135,7 +135,7 @@ def lower_qlinear_matmul(lw: Lowering, n: LayerIR) -> bool:
     per_pe = _tiles_per_pe(lw, xq, wp, op, m, nn, k, nn)
     gemm_tiles(lw, n, per_pe, xq, wp, k, nn, corr,
                lambda pe, tile, c: _store(lw, n, pe, c, rq, op, tile, nn),
-               spread=spread_scratch(gemm_ranges(lw, xq, wp, op, m, nn, k, nn)))
+               spread=spread_scratch(gemm_ranges(lw, xq.dtype, wp, op, m, nn, k, nn)))
     return True
 
 

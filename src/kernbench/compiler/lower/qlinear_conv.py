@@ -27,6 +27,7 @@ from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.lower.window import geom
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 INT32 = (-(2**31), 2**31 - 1)
 
@@ -53,7 +54,7 @@ def _job(lw: Lowering, n: LayerIR) -> tuple[ConvJob, Requant, int, Placement | N
             or xp.dtype not in ("int8", "uint8") or yp.dtype not in ("int8", "uint8"):
         return None
     geo = geom(n, list(xp.shape), list(yp.shape), list(wq.shape[2:]))
-    groups = int(n.attributes.get("group", 1))
+    groups = int(node_attrs(n).group)
     if geo is None or geo.c % groups or cout % groups or wq.shape[1] * groups != geo.c:
         return None
     term = -int(zx) * wc.reshape(cout, -1).astype(np.int64).sum(axis=1)

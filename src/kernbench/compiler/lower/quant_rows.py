@@ -19,6 +19,7 @@ from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.qlinear import scalar
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 INT8 = ("int8", "uint8")
 #: smallest block worth its own commands. Measured on the QOperator zoo CNNs: 1024
@@ -29,8 +30,8 @@ QMIN_ELEMS = 1024
 
 def _per_tensor(lw: Lowering, n: LayerIR) -> tuple[float, int] | None:
     """(scale, zero point) of a per-tensor quantization with constant parameters."""
-    if len(n.inputs) < 2 or n.attributes.get("axis") is not None \
-            or n.attributes.get("block_size"):
+    a = node_attrs(n)
+    if len(n.inputs) < 2 or a.axis is not None or a.block_size:
         return None
     s = scalar(lw, n.inputs[1])
     z = scalar(lw, n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else 0

@@ -22,7 +22,7 @@ from kernbench.compiler.lower.context import (
     mixed_halves,
 )
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import OPS
+from kernbench.ir.ops import OPS, node_attrs
 
 #: the layers tiled here, by their vector opcode (`IrOp.row_wise`, `IrOp.vector_opcode`)
 ROW_OPS = {op: opcode_of(c.vector_opcode) for op, c in OPS.items() if c.row_wise}
@@ -35,12 +35,12 @@ Extra = tuple[str, Placement, int]
 
 
 def _last_axis(n: LayerIR, x: Placement) -> bool:
-    return n.attributes.get("axis", -1) % len(x.shape) == len(x.shape) - 1
+    return node_attrs(n).axis % len(x.shape) == len(x.shape) - 1
 
 
 def _norm_params(lw: Lowering, n: LayerIR, cols: int, fields: dict[str, Any],
                  extra: list[Extra]) -> bool:
-    fields["eps"] = float(n.attributes["eps"])
+    fields["eps"] = float(node_attrs(n).eps)
     names = ("gamma", "beta") if n.op_type == "LAYER_NORM" else ("gamma",)
     for role, tid in zip(names, n.inputs[1:], strict=False):
         if not tid:
@@ -104,7 +104,7 @@ def _op_fields(lw: Lowering, n: LayerIR, x: Placement, y: Placement,
     elif n.op_type == "SOFTMAX":
         ok = _last_axis(n, x)
     elif n.op_type == "GELU":
-        fields["approximate"] = n.attributes.get("approximate", "none")
+        fields["approximate"] = node_attrs(n).approximate
     elif n.op_type in ("ADD", "MUL"):
         ok = _binary_operand(lw, n, x, cols, fields, extra)
     dts = [x.dtype, y.dtype] + [p.dtype for _, p, _ in extra]

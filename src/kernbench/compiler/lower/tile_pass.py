@@ -147,7 +147,7 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
     if is_view(lw.plan, n):
         return
     if lw.state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n) \
-            or n.id in lw.row_reduced or lw.lowering_plan.computed_elsewhere(n.id):
+            or lw.lowering_plan.computed_elsewhere(n.id):
         return  # no op of its own (a fused consumer runs in its GEMM's epilogue)
     lowering = LOWERINGS.get(n.op_type)
     first = len(lw.tg.ops)

@@ -93,6 +93,17 @@ class FusedStep:
     chain: tuple[str, ...] = ()
 
 
+class NormAfter(NamedTuple):
+    """The LAYER_NORM / RMS_NORM reading a one-row GEMM's fused epilogue step
+    (`gemm_rowreduce.planned_norm`): the GEMM's K parts a tile, and whether one PE adds
+    the row up and runs the norm (`reduced`: at least two parts, every slot in one TCM
+    bank)."""
+
+    norm: str
+    parts: int
+    reduced: bool
+
+
 @dataclass(frozen=True)
 class IntegerMatmul:
     """A MATMUL_INTEGER the tiles compute: its weight (re-centered int8), the Cast and

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,13 @@ class RowBlock(NamedTuple):
 def geom(n: LayerIR, x_shape: list[int] | tuple[int, ...], y_shape: list[int] | tuple[int, ...],
          kernel: list[int]) -> Geom | None:
     """The 2-D geometry of a 1-D or 2-D window layer (None for other ranks)."""
-    a = n.attributes
+    a = node_attrs(n)
     nsp = len(x_shape) - 2
     if nsp not in (1, 2) or len(y_shape) != len(x_shape) or len(kernel) != nsp:
         return None
-    strides = list(a.get("strides") or [1] * nsp)
-    pads = list(a.get("pads") or [0] * (2 * nsp))
-    dils = list(a.get("dilations") or [1] * nsp)
+    strides = list(a.strides or [1] * nsp)
+    pads = list(a.pads or [0] * (2 * nsp))
+    dils = list(a.dilations or [1] * nsp)
     if nsp == 1:  # (L) → (1, L)
         strides, dils, kernel = [1, strides[0]], [1, dils[0]], [1, kernel[0]]
         pads = [0, pads[0], 0, pads[1]]

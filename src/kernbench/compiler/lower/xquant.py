@@ -40,6 +40,7 @@ from kernbench.compiler.lower.row_spec import ROW_OPS, row_spec
 from kernbench.compiler.lower.values import FusedStep, KvRows, KvStore, QuantStore
 from kernbench.compiler.tilegraph import Buf, TileOp
 from kernbench.ir.model import LayerIR
+from kernbench.ir.ops import node_attrs
 
 
 @dataclass(frozen=True)
@@ -164,12 +165,12 @@ def planned_kv_store(lw: Lowering, tid: str) -> KvStore | None:
     t = g.tensors[vid]
     if c.op_type != "ATTENTION" or vid not in c.inputs[:3] or c.inputs[:3].count(vid) != 1 \
             or (vid != c.inputs[0] and c.qbits_kv != 8) or c.qbits_activation != 8 \
-            or c.attributes.get("softcap"):
+            or node_attrs(c).softcap:
         return None
     # Q only when the attention splits its keys over PEs (`kv_parts`): each range's PE
     # would quantize the same query rows again. Unsplit, a query chunk quantizes its rows
     # once anyway, and moving that into the projection is no faster there
-    if vid == c.inputs[0] and int(c.attributes.get("kv_parts") or 1) < 2:
+    if vid == c.inputs[0] and int(node_attrs(c).kv_parts or 1) < 2:
         return None
     quant = t.quant
     view = lw.placement(vid)

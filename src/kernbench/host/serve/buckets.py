@@ -29,26 +29,31 @@ LINEAR_TOL = 0.005
 Shape = tuple[int, ...]
 
 
-def edges(x: int) -> tuple[int, int]:
-    """(lo, hi) edges around x (lo == hi == x when x is exact or on an edge)."""
+def edges(x: int, per_octave: int = PER_OCTAVE) -> tuple[int, int]:
+    """(lo, hi) edges around x (lo == hi == x when x is exact or on an edge); the edges
+    are 2^n / `per_octave` apart between 2^n and 2^(n+1) (a power of two ≤ 16)."""
     if x <= EXACT_BELOW:
         return x, x
-    width = (1 << (x.bit_length() - 1)) // PER_OCTAVE
+    width = (1 << (x.bit_length() - 1)) // per_octave
     lo = x // width * width
     return (x, x) if lo == x else (lo, lo + width)
 
 
-def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0) -> float:
+def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0,
+                per_octave: tuple[int, ...] | None = None) -> float:
     """`shape`'s time from simulated programs (`program(shape)` simulates one, memoized by
-    the caller): exact on edges, else linear between the edges, refined by midpoints."""
+    the caller): exact on edges, else linear between the edges, refined by midpoints.
+    `per_octave`: the edges an octave of each number (default `PER_OCTAVE` for all;
+    another grid is for measuring the rule, benchmarks/serve_memo_error.py)."""
     if dim == len(shape):
         return program(shape)
     x = shape[dim]
 
     def at(v: int) -> float:
-        return interpolate((*shape[:dim], v, *shape[dim + 1:]), program, dim + 1)
+        return interpolate((*shape[:dim], v, *shape[dim + 1:]), program, dim + 1,
+                           per_octave)
 
-    lo, hi = edges(x)
+    lo, hi = edges(x, per_octave[dim] if per_octave else PER_OCTAVE)
     if lo == hi:
         return at(x)
     t_lo, t_hi = at(lo), at(hi)
@@ -72,14 +77,14 @@ def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0) -
     return t_lo * (1 - f) + t_hi * f
 
 
-def first_asked(shape: Shape) -> list[Shape]:
+def first_asked(shape: Shape, per_octave: tuple[int, ...] | None = None) -> list[Shape]:
     """The programs `interpolate(shape, …)` asks for whatever their times, in a fixed
     order: per number the value itself (exact or on an edge), or the two edges around it
     and, when they are not adjacent, their midpoint (the first midpoint is always
     simulated; deeper ones depend on the times); every combination of them."""
     per_dim = []
-    for x in shape:
-        lo, hi = edges(x)
+    for d, x in enumerate(shape):
+        lo, hi = edges(x, per_octave[d] if per_octave else PER_OCTAVE)
         per_dim.append((x,) if lo == hi else (lo, hi, (lo + hi) // 2) if hi - lo > 1
                        else (lo, hi))
     return list(itertools.product(*per_dim))

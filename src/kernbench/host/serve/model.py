@@ -6,7 +6,8 @@ with symbolic dims) and reads what the KV cache needs: the weight bytes, the KV 
 cached token (every layer, K and V, at the KV bitwidth) and the model's context (a
 config.json's `max_position_embeddings` / `n_positions`; None when the model does not
 say). `simulate(shape, topo)` compiles and simulates one program through `host.run` (the
-path `kernbench run --batch B --seq-len S --kv-len K` takes) and returns its ns.
+path `kernbench run --batch B --seq-len S --kv-len K` takes, block replay simulating
+`replay_blocks` decoder blocks) and returns its ns.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from kernbench.compiler.pipeline import load_model
 from kernbench.errors import InputError
+from kernbench.host.block_replay import SIMULATED_BLOCKS
 from kernbench.host.llm import llm_facts
 from kernbench.host.models import ShapeOptions, resolve_model
 from kernbench.host.run import RunHooks, RunOptions, run_model
@@ -42,9 +44,13 @@ class ServedModel:
     weight_bytes: int
     kv_bytes_per_token: int
     context: int | None
+    replay_blocks: int = SIMULATED_BLOCKS  # decoder blocks a step program simulates
 
     @staticmethod
-    def open(model: Path, qconfig: Path | None, workdir: Path) -> ServedModel:
+    def open(model: Path, qconfig: Path | None, workdir: Path,
+             replay_blocks: int = SIMULATED_BLOCKS) -> ServedModel:
+        """`replay_blocks`: the decoder blocks each program simulates before block replay
+        (`run`'s default; another count is for measuring the replay)."""
         model = Path(model)
         try:
             res = resolve_model(model, ShapeOptions(1, 1, 1), workdir / "facts", qconfig)
@@ -62,7 +68,7 @@ class ServedModel:
                              file=str(model))
         per_token = -(-facts.kv_cache_bytes // (facts.batch * (facts.seq_len + facts.kv_len)))
         return ServedModel(model, qconfig, workdir, facts.model, facts.weight_bytes,
-                           per_token, _context(model))
+                           per_token, _context(model), replay_blocks)
 
     def simulate(self, shape: tuple[int, int, int], topo: Topology) -> float:
         """Simulated ns of one program (batch, new tokens, past tokens) on `topo`."""
@@ -76,7 +82,8 @@ class ServedModel:
             tmp = Path(d)
             res = resolve_model(self.model, ShapeOptions(b, s, k), tmp / "model", self.qconfig)
             opts = RunOptions(qconfig=self.qconfig, trace=False, report=False,
-                              write_cmdq=False, write_weights=False, bundle=tmp / "bundle")
+                              write_cmdq=False, write_weights=False, bundle=tmp / "bundle",
+                              replay_blocks=self.replay_blocks)
             return run_model(res.path, topo, tmp / "out", opts, RunHooks(note=_quiet)).stats
 
 

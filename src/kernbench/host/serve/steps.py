@@ -57,6 +57,7 @@ class StepTimer:
     simulate: Callable[[Shape], float]
     exact: bool = False
     simulate_many: Callable[[list[Shape]], list[tuple[float, float]]] | None = None
+    per_octave: tuple[int, int, int] | None = None  # edges an octave (None: the rule's)
     programs: dict[Shape, float] = field(default_factory=dict)   # simulated, by shape
     shapes: dict[Shape, int] = field(default_factory=dict)       # each shape's ns (memo)
     steps: int = 0
@@ -69,7 +70,7 @@ class StepTimer:
             if self.exact:
                 ns = round(self._simulated(shape))
             else:
-                ns = round(interpolate(shape, self._simulated))
+                ns = round(interpolate(shape, self._simulated, per_octave=self.per_octave))
             self.shapes[shape] = ns
         return ns
 
@@ -78,7 +79,7 @@ class StepTimer:
         programs = step_programs(step)
         if self.simulate_many is not None and not self.exact:
             self._prefetch([c for p in programs if p not in self.shapes
-                            for c in first_asked(p)])
+                            for c in first_asked(p, self.per_octave)])
         return sum(self.program_ns(p) for p in programs)
 
     def _simulated(self, shape: Shape) -> float:

@@ -26,7 +26,7 @@ def _elementwise(lw: Lowering, node: onnx.NodeProto) -> None:
     attrs: dict[str, Any] = {}
     if kind.ir_op == "ELEMENTWISE":
         at = _attrs(node)
-        attrs = {"op": kind.kind, **{k: at[k] for k in kind.onnx_attrs if k in at}}
+        attrs = {"op": kind.kind, **{a.name: at[a.name] for a in kind.onnx_attrs if a.name in at}}
     lw.emit(kind.ir_op, [i for i in node.input if i], [node.output[0]], attrs)
 
 

@@ -11,6 +11,7 @@ from kernbench.ir.ops.base import (
            LayerCall,
            OpRuleError,
            ShapeMismatch,
+           node_attrs,
            op_class,
            ops_where,
 )
@@ -18,4 +19,4 @@ from kernbench.ir.ops.ew_kind import BY_ONNX, EW_KINDS, EwKind
 from kernbench.ir.ops.vector import EW_ATTRS
 
 __all__ = ["OPS", "BY_ONNX", "EW_ATTRS", "EW_KINDS", "EwKind", "IrOp", "LayerCall",
-           "OpRuleError", "ShapeMismatch", "op_class", "ops_where"]
+           "OpRuleError", "ShapeMismatch", "node_attrs", "op_class", "ops_where"]

@@ -3,11 +3,17 @@ know about it, in one place.
 
 An op class sets class-level facts and overrides what differs:
 * ``op_type``       the IR `op_type` it is (the registry key);
+* ``operands`` / ``results`` / ``attributes``  what a node of it carries (`defs`: names
+  and arities of its inputs and outputs; each attribute's type, allowed values, default
+  or required, help line). Every registered op declares all three (a family may declare
+  them for its members). The verifier refuses a node that breaks them (`check_node`);
+  ``attrs(node)`` is the node's attributes as a frozen dataclass (``Attrs``), defaults
+  applied;
 * ``check_shapes``  the verifier's shape rule (``shape = "same"`` / ``"broadcast"`` for the
   common ones), raising `ShapeMismatch` with the reason;
 * ``prepare``       the interpreter's kernel: the node → a `LayerCall` (a
-  `kernbench.numerics.layers` kernel and its plain params); ``kernel`` / ``kernel_attrs`` /
-  ``kernel_defaults`` build it for an op whose params are its attributes;
+  `kernbench.numerics.layers` kernel and its plain params); ``kernel`` / ``kernel_attrs``
+  (declared attribute names) build it for an op whose params are its attributes;
 * ``vector_opcode`` the vector opcode class (cmdq) its tiles become, if one;
   ``row_wise``: the row-wise lowering (`compiler.lower.rowwise`) tiles it with that opcode;
 * ``layer_cost``    the pe_math cost-table entry that prices it when it runs whole on the
@@ -30,6 +36,7 @@ import numpy as np
 from kernbench.cmdq.opcodes.base import Opcode
 from kernbench.config.schema import DEFAULT_MATH_OP_CYCLES
 from kernbench.ir.model import Graph, LayerIR, QBits
+from kernbench.ir.ops.defs import Attr, Operand, attr_problem, attrs_class, count_problem
 
 Shape = list[int] | None
 
@@ -46,6 +53,11 @@ class OpRuleError(ValueError):
     """A node breaks its op's rule: the verifier reports `field` and the reason."""
 
     field = "attributes"
+
+    def __init__(self, reason: str, field: str | None = None) -> None:
+        super().__init__(reason)
+        if field is not None:
+            self.field = field
 
 
 class QuantState(Protocol):
@@ -71,13 +83,6 @@ class ShapeMismatch(OpRuleError):
     """An op's shape rule does not hold."""
 
     field = "shape"
-
-
-def attrs_of(node: LayerIR, names: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any]:
-    """The attributes `names` (required) and `defaults` (optional) of `node`."""
-    out = {k: node.attributes[k] for k in names}
-    out.update({k: node.attributes.get(k, v) for k, v in defaults.items()})
-    return out
 
 
 def bcast(*shapes: list[int]) -> list[int] | None:
@@ -109,9 +114,14 @@ class IrOp:
     #: "same": the output has the first input's shape; "broadcast": the inputs broadcast
     #: to the output; None: `check_shapes` says (nothing by default)
     shape: ClassVar[str | None] = None
+    operands: ClassVar[tuple[Operand, ...]]
+    results: ClassVar[tuple[Operand, ...]]
+    attributes: ClassVar[tuple[Attr, ...]]
+    #: the declared attributes by name, and their frozen dataclass (set per op class)
+    attr_defs: ClassVar[dict[str, Attr]]
+    Attrs: ClassVar[type]
     kernel: ClassVar[str | None] = None
     kernel_attrs: ClassVar[tuple[str, ...]] = ()
-    kernel_defaults: ClassVar[dict[str, Any]] = {}
     vector_opcode: ClassVar[type[Opcode] | None] = None
     row_wise: ClassVar[bool] = False
     #: runs whole on the vector engine when not tiled (False: on the tensor engine)
@@ -131,6 +141,44 @@ class IrOp:
                                 "name its `layer_cost` or its `vector_opcode`")
         if cls.row_wise and cls.vector_opcode is None:
             raise TypeError(f"IR op {cls.op_type}: row-wise without a vector opcode")
+        declared = getattr(cls, "attributes", ())
+        cls.attr_defs = {a.name: a for a in declared}
+        if len(cls.attr_defs) != len(declared):
+            raise TypeError(f"IR op {cls.op_type}: an attribute is declared twice")
+        if any(k not in cls.attr_defs for k in cls.kernel_attrs):
+            raise TypeError(f"IR op {cls.op_type}: a kernel attribute is not declared")
+        cls.Attrs = attrs_class(cls.__name__, declared)
+
+    @classmethod
+    def attrs(cls, node: LayerIR) -> Any:
+        """`node`'s declared attributes as `cls.Attrs` (frozen), each default applied to
+        an attribute the node leaves out; a missing required one is an `OpRuleError`."""
+        a = node.attributes
+        try:
+            return cls.Attrs(**{k: a[k] for k in cls.attr_defs if k in a})
+        except TypeError:
+            missing = [k for k, d in cls.attr_defs.items() if d.required and k not in a]
+            raise OpRuleError(f"{cls.op_type} node {node.id}: required attribute(s) "
+                              f"{', '.join(missing)} missing") from None
+
+    @classmethod
+    def node_attr_defs(cls, node: LayerIR) -> dict[str, Attr]:
+        """The attributes `node` may carry (`attr_defs`; an op whose attributes depend on
+        another attribute says so here)."""
+        return cls.attr_defs
+
+    @classmethod
+    def check_node(cls, node: LayerIR) -> None:
+        """Raise `OpRuleError` (its `field`: `inputs`, `outputs` or
+        `attributes.<name>`) when `node` breaks the op's declarations."""
+        for ids, decls, what in ((node.inputs, cls.operands, "inputs"),
+                                 (node.outputs, cls.results, "outputs")):
+            why = count_problem(decls, ids, what)
+            if why is not None:
+                raise OpRuleError(f"{cls.op_type} {why}", field=what)
+        bad = attr_problem(cls.node_attr_defs(node), node.attributes)
+        if bad is not None:
+            raise OpRuleError(bad[1], field=f"attributes.{bad[0]}")
 
     @classmethod
     def cost_of(cls, node: LayerIR) -> str:
@@ -152,14 +200,19 @@ class IrOp:
         """The interpreter's call for `node` (`it`: the Interpreter's quantization state,
         None for ops that need none)."""
         assert cls.kernel is not None, cls.op_type
-        return LayerCall(cls.kernel, attrs_of(node, cls.kernel_attrs, cls.kernel_defaults))
+        a = cls.attrs(node)
+        return LayerCall(cls.kernel, {k: getattr(a, k) for k in cls.kernel_attrs})
 
 
 OPS: dict[str, type[IrOp]] = {}
 
 
 def register(cls: type[IrOp]) -> type[IrOp]:
-    """Add `cls` to `OPS` (a class decorator); an op type is registered once."""
+    """Add `cls` to `OPS` (a class decorator); an op type is registered once, and only
+    when it declares its operands, results and attributes."""
+    for what in ("operands", "results", "attributes"):
+        if not hasattr(cls, what):
+            raise TypeError(f"IR op {cls.op_type}: declares no {what}")
     if cls.op_type in OPS:
         raise TypeError(f"IR op {cls.op_type} registered twice")
     OPS[cls.op_type] = cls
@@ -168,6 +221,11 @@ def register(cls: type[IrOp]) -> type[IrOp]:
 
 def op_class(op_type: str) -> type[IrOp] | None:
     return OPS.get(op_type)
+
+
+def node_attrs(node: LayerIR) -> Any:
+    """`node`'s attributes typed by its op class (`IrOp.attrs`), defaults applied."""
+    return OPS[node.op_type].attrs(node)
 
 
 def ops_where(pred: Callable[[type[IrOp]], bool]) -> tuple[str, ...]:

@@ -4,7 +4,9 @@ class each (`ew_kind.EwKind`)."""
 
 from __future__ import annotations
 
-from kernbench.ir.ops.ew_kind import EwKind, register_kind
+from kernbench.ir.ops.ew_kind import EwKind, onnx_attr, register_kind
+
+_ALPHA = onnx_attr("alpha", float)
 
 
 @register_kind
@@ -102,7 +104,7 @@ class Softsign(EwKind):
 class HardSigmoid(EwKind):
     kind = "hard_sigmoid"
     onnx = ("HardSigmoid",)
-    onnx_attrs = ('alpha', 'beta')
+    onnx_attrs = (_ALPHA, onnx_attr("beta", float))
     cost = "copy"
 
 
@@ -124,7 +126,7 @@ class Mish(EwKind):
 class Selu(EwKind):
     kind = "selu"
     onnx = ("Selu",)
-    onnx_attrs = ('alpha', 'gamma')
+    onnx_attrs = (_ALPHA, onnx_attr("gamma", float))
     cost = "copy"
 
 
@@ -132,7 +134,7 @@ class Selu(EwKind):
 class Elu(EwKind):
     kind = "elu"
     onnx = ("Elu",)
-    onnx_attrs = ('alpha',)
+    onnx_attrs = (_ALPHA,)
     cost = "copy"
 
 
@@ -140,7 +142,7 @@ class Elu(EwKind):
 class Celu(EwKind):
     kind = "celu"
     onnx = ("Celu",)
-    onnx_attrs = ('alpha',)
+    onnx_attrs = (_ALPHA,)
     cost = "copy"
 
 
@@ -148,7 +150,7 @@ class Celu(EwKind):
 class LeakyRelu(EwKind):
     kind = "leaky_relu"
     onnx = ("LeakyRelu",)
-    onnx_attrs = ('alpha',)
+    onnx_attrs = (_ALPHA,)
     cost = "copy"
 
 
@@ -156,7 +158,7 @@ class LeakyRelu(EwKind):
 class ThresholdedRelu(EwKind):
     kind = "thresholded_relu"
     onnx = ("ThresholdedRelu",)
-    onnx_attrs = ('alpha',)
+    onnx_attrs = (_ALPHA,)
     cost = "copy"
 
 
@@ -171,7 +173,7 @@ class Prelu(EwKind):
 class Shrink(EwKind):
     kind = "shrink"
     onnx = ("Shrink",)
-    onnx_attrs = ('lambd', 'bias')
+    onnx_attrs = (onnx_attr("lambd", float), onnx_attr("bias", float))
     cost = "copy"
 
 
@@ -179,7 +181,7 @@ class Shrink(EwKind):
 class Mod(EwKind):
     kind = "mod"
     onnx = ("Mod",)
-    onnx_attrs = ('fmod',)
+    onnx_attrs = (onnx_attr("fmod", int),)
     cost = "copy"
 
 
@@ -187,7 +189,7 @@ class Mod(EwKind):
 class Isinf(EwKind):
     kind = "isinf"
     onnx = ("IsInf",)
-    onnx_attrs = ('detect_negative', 'detect_positive')
+    onnx_attrs = (onnx_attr("detect_negative", int), onnx_attr("detect_positive", int))
     cost = "copy"
 
 
@@ -216,7 +218,7 @@ class Mean(EwKind):
 class Bitshift(EwKind):
     kind = "bitshift"
     onnx = ("BitShift",)
-    onnx_attrs = ('direction',)
+    onnx_attrs = (onnx_attr("direction", str),)
     cost = "copy"
 
 

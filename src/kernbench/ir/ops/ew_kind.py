@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from kernbench.config.schema import DEFAULT_MATH_OP_CYCLES
+from kernbench.ir.ops.defs import Attr, attr
 
 
 class EwKind:
@@ -23,8 +24,9 @@ class EwKind:
     kind: ClassVar[str]
     #: the ONNX op types the importer turns into this kind
     onnx: ClassVar[tuple[str, ...]] = ()
-    #: the ONNX attributes the numerics kernel takes (kept as layer attributes)
-    onnx_attrs: ClassVar[tuple[str, ...]] = ()
+    #: the ONNX attributes the numerics kernel takes (kept as layer attributes when the
+    #: ONNX node sets them; `onnx_attr`)
+    onnx_attrs: ClassVar[tuple[Attr, ...]] = ()
     #: the IR op an ONNX node of this kind becomes (ADD and MUL have their own)
     ir_op: ClassVar[str] = "ELEMENTWISE"
     cost: ClassVar[str]
@@ -50,6 +52,24 @@ def register_kind(cls: type[EwKind]) -> type[EwKind]:
     return cls
 
 
+def onnx_attr(name: str, type_: object) -> Attr:
+    """An ONNX attribute of a kind: of `type_` when the node carries it; left out, the
+    numerics kernel takes the ONNX default."""
+    return attr(name, type_ | None, None, f"the ONNX attribute {name} (left out: its "
+                "ONNX default)")
+
+
+def onnx_attr_defs() -> tuple[Attr, ...]:
+    """Every ONNX attribute a registered kind's kernel takes, in first-declared order; a
+    name two kinds declare has one type."""
+    out: dict[str, Attr] = {}
+    for k in EW_KINDS.values():
+        for a in k.onnx_attrs:
+            if out.setdefault(a.name, a).type != a.type:
+                raise TypeError(f"ELEMENTWISE attribute {a.name}: two types")
+    return tuple(out.values())
+
+
 def onnx_attr_names() -> tuple[str, ...]:
-    """Every ONNX attribute a registered kind's kernel takes, in first-declared order."""
-    return tuple(dict.fromkeys(a for k in EW_KINDS.values() for a in k.onnx_attrs))
+    """The names of `onnx_attr_defs`."""
+    return tuple(a.name for a in onnx_attr_defs())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops.base import IrOp, OpRuleError, Shape, ShapeMismatch, register
+from kernbench.ir.ops.defs import attr, operand, var_result
 
 
 @register
@@ -20,12 +21,16 @@ class MoeRoute(IrOp):
     kernel = "moe_route"
     kernel_attrs = ("n_experts", "counts")
     layer_cost = "copy"
+    operands = (operand("indices"),)
+    results = (var_result("rows"),)
+    attributes = (attr("n_experts", int, help="the experts"),
+                  attr("counts", list[int], help="the token rows of every expert"))
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
         idx = ins[0]
-        counts = node.attributes.get("counts")
-        n = node.attributes.get("n_experts")
+        a = cls.attrs(node)
+        counts, n = a.counts, a.n_experts
         if not isinstance(counts, list) or not isinstance(n, int) or len(counts) != n \
                 or any(not isinstance(c, int) or c < 0 for c in counts):  # fmt: skip
             raise OpRuleError(f"counts must be {n} non-negative integers (n_experts)")

@@ -4,19 +4,27 @@ the vector engine, each moves every element once: priced as a copy."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from kernbench.cmdq.opcodes.ve import VeCopyTile, VeTransposeTile
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops.base import IrOp, LayerCall, QuantState, Shape, ShapeMismatch, bcast, register
+from kernbench.ir.ops.defs import attr, operand, opt_operand, result, var_operand, var_result
+
+_X = (operand("x"),)
+_Y = (result("y"),)
+_LOOKUP = (operand("data"), operand("indices"))
+_VIEW = attr("view", bool, False, "the output is the input's memory read another way (no "
+             "copy)")
 
 
 class DataMovement(IrOp):
     """An op that moves elements without arithmetic."""
 
     layer_cost: ClassVar[str | None] = "copy"
+    operands, results, attributes = _X, _Y, ()
 
 
 @register
@@ -30,19 +38,21 @@ class Identity(DataMovement):
 @register
 class Reshape(DataMovement):
     op_type = "RESHAPE"
+    attributes = (attr("shape", list[int], help="the output shape"), _VIEW)
     kernel = "reshape"
     kernel_attrs = ("shape",)
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
-        a = node.attributes
-        if int(np.prod(ins[0])) != int(np.prod(outs[0])) or a.get("shape") != outs[0]:
-            raise ShapeMismatch(f"{ins[0]} -> {outs[0]} (attribute shape {a.get('shape')})")
+        shape = cls.attrs(node).shape
+        if int(np.prod(ins[0])) != int(np.prod(outs[0])) or shape != outs[0]:
+            raise ShapeMismatch(f"{ins[0]} -> {outs[0]} (attribute shape {shape})")
 
 
 @register
 class Transpose(DataMovement):
     op_type = "TRANSPOSE"
+    attributes = (attr("perm", list[int], help="output axis i is input axis perm[i]"), _VIEW)
     kernel = "transpose"
     kernel_attrs = ("perm",)
     vector_opcode = VeTransposeTile
@@ -50,7 +60,7 @@ class Transpose(DataMovement):
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
-        perm = node.attributes.get("perm", [])
+        perm = cls.attrs(node).perm
         if sorted(perm) != list(range(len(ins[0]))) or [ins[0][p] for p in perm] != outs[0]:
             raise ShapeMismatch(f"{ins[0]} permuted by {perm} is not {outs[0]}")
 
@@ -58,12 +68,14 @@ class Transpose(DataMovement):
 @register
 class Concat(DataMovement):
     op_type = "CONCAT"
+    operands = (operand("x"), var_operand("more"))
+    attributes = (attr("axis", int, help="the joined axis"),)
     kernel = "concat"
     kernel_attrs = ("axis",)
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
-        ax = node.attributes.get("axis", 0)
+        ax = cls.attrs(node).axis
         want = list(ins[0])
         want[ax] = sum(s[ax] for s in ins)
         if outs[0] != want or any(len(s) != len(want) for s in ins):
@@ -73,20 +85,26 @@ class Concat(DataMovement):
 @register
 class Split(DataMovement):
     op_type = "SPLIT"
+    results = (result("y"), var_result("more"))
+    attributes = (attr("axis", int, help="the split axis"),
+                  attr("sizes", list[int], help="each output's size along it"))
     kernel = "split"
     kernel_attrs = ("axis", "sizes")
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
-        a = node.attributes
-        ax = a.get("axis", 0)
-        if sum(a.get("sizes", [])) != ins[0][ax] or [o[ax] for o in outs] != a.get("sizes"):
-            raise ShapeMismatch(f"split sizes {a.get('sizes')} of {ins[0]} on axis {ax}")
+        a = cls.attrs(node)
+        ax = a.axis
+        if sum(a.sizes) != ins[0][ax] or [o[ax] for o in outs] != a.sizes:
+            raise ShapeMismatch(f"split sizes {a.sizes} of {ins[0]} on axis {ax}")
 
 
 @register
 class Slice(DataMovement):
     op_type = "SLICE"
+    attributes = (attr("starts", list[int], help="the first index per axis"),
+                  attr("ends", list[int], help="the end index per axis (exclusive)"),
+                  attr("steps", list[int], help="the step per axis"))
     kernel = "slice"
     kernel_attrs = ("starts", "ends", "steps")
 
@@ -94,6 +112,7 @@ class Slice(DataMovement):
 @register
 class Expand(DataMovement):
     op_type = "EXPAND"
+    attributes = (attr("shape", list[int], help="the output shape"),)
     kernel = "expand"
     kernel_attrs = ("shape",)
 
@@ -106,6 +125,9 @@ class Expand(DataMovement):
 @register
 class Embedding(DataMovement):
     op_type = "EMBEDDING"
+    operands = (operand("ids"), operand("table"))
+    attributes = (attr("gather_rows", bool, False, "the table is read row by row where it "
+                       "is (the compiler's row gather)"),)
     kernel = "embedding"
 
     @classmethod
@@ -117,6 +139,8 @@ class Embedding(DataMovement):
 @register
 class Gather(DataMovement):
     op_type = "GATHER"
+    operands = _LOOKUP
+    attributes = (attr("axis", int, help="the indexed axis"),)
     kernel = "gather"
     kernel_attrs = ("axis",)
 
@@ -124,6 +148,8 @@ class Gather(DataMovement):
 @register
 class GatherElements(DataMovement):
     op_type = "GATHER_ELEMENTS"
+    operands = _LOOKUP
+    attributes = (attr("axis", int, help="the indexed axis"),)
     kernel = "gather_elements"
     kernel_attrs = ("axis",)
 
@@ -131,13 +157,16 @@ class GatherElements(DataMovement):
 @register
 class GatherNd(DataMovement):
     op_type = "GATHER_ND"
+    operands = _LOOKUP
+    attributes = (attr("batch_dims", int, 0, "the leading batch axes"),)
     kernel = "gather_nd"
-    kernel_defaults: ClassVar[dict[str, Any]] = {"batch_dims": 0}
+    kernel_attrs = ("batch_dims",)
 
 
 @register
 class Tile(DataMovement):
     op_type = "TILE"
+    attributes = (attr("repeats", list[int], help="the copies per axis"),)
     kernel = "tile"
     kernel_attrs = ("repeats",)
 
@@ -145,31 +174,46 @@ class Tile(DataMovement):
 @register
 class Pad(DataMovement):
     op_type = "PAD"
+    operands = (operand("x"), opt_operand("value"))
+    attributes = (
+        attr("pads", list[int], help="every axis's begin then every axis's end"),
+        attr("mode", str, help="what fills the border", values=("constant", "reflect", "edge",
+                                                                 "wrap")),
+        attr("value", float, help="constant mode's fill (unless the value input is given)"),
+    )
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
-        a = node.attributes
-        return LayerCall("pad", {"pads": a["pads"], "mode": a["mode"], "value_attr": a["value"]})
+        a = cls.attrs(node)
+        return LayerCall("pad", {"pads": a.pads, "mode": a.mode, "value_attr": a.value})
 
 
 @register
 class ScatterElements(DataMovement):
     op_type = "SCATTER_ELEMENTS"
+    operands = (operand("data"), operand("indices"), operand("updates"))
+    attributes = (attr("axis", int, help="the indexed axis"),
+                  attr("reduction", str, "none", "how an update meets the value there",
+                       values=("none", "add", "mul", "max", "min")))
     kernel = "scatter_elements"
-    kernel_attrs = ("axis",)
-    kernel_defaults: ClassVar[dict[str, Any]] = {"reduction": "none"}
+    kernel_attrs = ("axis", "reduction")
 
 
 @register
 class ScatterNd(DataMovement):
     op_type = "SCATTER_ND"
+    operands = (operand("data"), operand("indices"), operand("updates"))
+    attributes = (attr("reduction", str, "none", "how an update meets the value there",
+                       values=("none", "add", "mul", "max", "min")),)
     kernel = "scatter_nd"
-    kernel_defaults: ClassVar[dict[str, Any]] = {"reduction": "none"}
+    kernel_attrs = ("reduction",)
 
 
 @register
 class Trilu(DataMovement):
     op_type = "TRILU"
+    operands = (operand("x"), opt_operand("k"))
+    attributes = (attr("upper", bool, help="keep the upper triangle (else the lower)"),)
     kernel = "trilu"
     kernel_attrs = ("upper",)
 
@@ -177,6 +221,8 @@ class Trilu(DataMovement):
 @register
 class OneHot(DataMovement):
     op_type = "ONE_HOT"
+    operands = (operand("indices"), operand("depth"), operand("values"))
+    attributes = (attr("axis", int, help="the new axis"),)
     kernel = "one_hot"
     kernel_attrs = ("axis",)
 
@@ -184,6 +230,8 @@ class OneHot(DataMovement):
 @register
 class DepthToSpace(DataMovement):
     op_type = "DEPTH_TO_SPACE"
+    attributes = (attr("blocksize", int, help="the block edge"),
+                  attr("mode", str, help="the channel order", values=("DCR", "CRD")))
     kernel = "depth_to_space"
     kernel_attrs = ("blocksize", "mode")
 
@@ -191,5 +239,7 @@ class DepthToSpace(DataMovement):
 @register
 class SpaceToDepth(DataMovement):
     op_type = "SPACE_TO_DEPTH"
+    attributes = (attr("blocksize", int, help="the block edge"),
+                  attr("mode", str, help="the channel order", values=("DCR", "CRD")))
     kernel = "space_to_depth"
     kernel_attrs = ("blocksize", "mode")

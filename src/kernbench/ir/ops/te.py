@@ -13,10 +13,10 @@ from kernbench.ir.ops.base import (
     QuantState,
     Shape,
     ShapeMismatch,
-    attrs_of,
     bcast,
     register,
 )
+from kernbench.ir.ops.defs import attr, operand, opt_operand, result
 
 
 def _te_prec(it: QuantState, n: LayerIR) -> dict[str, Any]:
@@ -34,6 +34,19 @@ class TensorEngineOp(IrOp):
     """An op that runs on the tensor engine when it runs whole."""
 
     vector: ClassVar[bool] = False
+    results = (result("y"),)
+    attributes = ()
+
+
+#: a convolution's window (ONNX Conv's, auto_pad resolved into `pads` by the importer)
+CONV_ATTRS = (
+    attr("strides", list[int], help="the step per spatial axis"),
+    attr("pads", list[int], help="the padding, every axis's begin then every axis's end"),
+    attr("dilations", list[int], help="the kernel dilation per spatial axis"),
+    attr("group", int, help="the channel groups"),
+    attr("kernel_shape", list[int] | None, None, "the kernel's spatial shape (the weight "
+         "says it too)"),
+)
 
 
 @register
@@ -41,6 +54,7 @@ class Gemm(TensorEngineOp):
     """x [.., K] @ w [K, N] (+ bias [N]) → [.., N]."""
 
     op_type = "GEMM"
+    operands = (operand("x"), operand("w"), opt_operand("bias"))
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
@@ -63,17 +77,25 @@ class QkvProj(TensorEngineOp):
     """x @ (w_q, w_k, w_v) (+ biases) → (q, k, v)."""
 
     op_type = "QKV_PROJ"
+    operands = (operand("x"), operand("w_q"), operand("w_k"), operand("w_v"),
+                opt_operand("b_q"), opt_operand("b_k"), opt_operand("b_v"))
+    results = (result("q"), result("k"), result("v"))
+    attributes = (
+        attr("num_heads", int | None, None, "query heads (the shape rule checks w_q's N)"),
+        attr("num_kv_heads", int | None, None, "key / value heads"),
+        attr("head_dim", int | None, None, "the size of one head"),
+    )
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
-        x, a = ins[0], node.attributes
-        if len(ins) not in (4, 7) or len(outs) != 3:
+        x, a = ins[0], cls.attrs(node)
+        if len(ins) not in (4, 7):
             raise ShapeMismatch("QKV_PROJ takes [x, w_q, w_k, w_v (, b_q, b_k, b_v)] -> [q, k, v]")
         for j in range(3):
             w = ins[1 + j]
             if len(w) != 2 or w[0] != x[-1] or outs[j] != x[:-1] + [w[1]]:
                 raise ShapeMismatch(f"projection {j}: x {x} @ w {w} -> {outs[j]}")
-        hq, hkv, d = a.get("num_heads"), a.get("num_kv_heads"), a.get("head_dim")
+        hq, hkv, d = a.num_heads, a.num_kv_heads, a.head_dim
         if hq and d and (ins[1][1] != hq * d or ins[2][1] != hkv * d):
             raise ShapeMismatch(f"heads {hq}/{hkv} x head_dim {d} do not match N of w_q / w_k")
 
@@ -88,11 +110,15 @@ class Conv(TensorEngineOp):
     """ONNX Conv (NCHW), quantized per the layer's bits."""
 
     op_type = "CONV"
+    operands = (operand("x"), operand("w"), opt_operand("bias"))
+    attributes = CONV_ATTRS
+    kernel_attrs = ("strides", "pads", "dilations", "group")
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
+        a = cls.attrs(node)
         return LayerCall("conv", {**_te_prec(it, node), "w_quant": it.weight_quant(node.inputs[1]),
-                                  **attrs_of(node, ("strides", "pads", "dilations", "group"), {})})
+                                  **{k: getattr(a, k) for k in cls.kernel_attrs}})
 
 
 @register
@@ -100,6 +126,7 @@ class Matmul(TensorEngineOp):
     """A @ B of two activations (batched)."""
 
     op_type = "MATMUL"
+    operands = (operand("a"), operand("b"))
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
@@ -113,12 +140,29 @@ class Attention(TensorEngineOp):
     """softmax(Q·Kᵀ·scale + mask)·V over (B, H, S, D) with grouped KV heads."""
 
     op_type = "ATTENTION"
+    operands = (operand("q"), operand("k"), operand("v"), opt_operand("mask"))
+    attributes = (
+        attr("num_heads", int, help="query heads"),
+        attr("num_kv_heads", int, help="key / value heads (a divisor of num_heads)"),
+        attr("head_dim", int, help="the size of one head"),
+        attr("scale", float, help="the factor of Q·Kᵀ"),
+        attr("causal", bool, False, "a query sees the keys up to its own position"),
+        attr("causal_offset", int, 0, "the keys before the first query (the past length)"),
+        attr("softcap", float, 0.0, "tanh soft-capping of the scores (0: none)"),
+        attr("mask", str, "none", "what the mask input holds", values=("none", "additive",
+                                                                          "bool")),
+        attr("sliding_window", int, 0, "a query sees this many keys back (0: all)"),
+        attr("kv_block", int | None, None, "compiler: the key rows per block when K / V do "
+             "not fit in a PE's memory"),
+        attr("kv_parts", int | None, None, "compiler: the key ranges split over PEs"),
+        attr("kv_first", int | None, None, "compiler: the key rows of the first range"),
+    )
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
         q, k, v = ins[:3]
-        a = node.attributes
-        hq, hkv, d = a.get("num_heads"), a.get("num_kv_heads"), a.get("head_dim")
+        a = cls.attrs(node)
+        hq, hkv, d = a.num_heads, a.num_kv_heads, a.head_dim
         if len(q) != 4 or len(k) != 4 or len(v) != 4:
             raise ShapeMismatch("q, k, v must be rank 4 (B, H, S, D)")
         if q[1] != hq or k[1] != hkv or v[1] != hkv or not hkv or hq % hkv:
@@ -134,16 +178,16 @@ class Attention(TensorEngineOp):
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
-        a = node.attributes
+        a = cls.attrs(node)
         qa, kvb = it.qa(node), it.qkv(node)
         return LayerCall("attention", {
-            "num_heads": a["num_heads"], "num_kv_heads": a["num_kv_heads"], "scale": a["scale"],
-            "softcap": a.get("softcap", 0.0),
-            "causal_offset": int(a.get("causal_offset", 0)) if a.get("causal") else None,
+            "num_heads": a.num_heads, "num_kv_heads": a.num_kv_heads, "scale": a.scale,
+            "softcap": a.softcap,
+            "causal_offset": int(a.causal_offset) if a.causal else None,
             "a_bits": qa, "kv_bits": kvb, "q_static": it.static_act(node.inputs[0], qa),
             "k_static": it.static_act(node.inputs[1], kvb),
-            "v_static": it.static_act(node.inputs[2], kvb), "kv_block": a.get("kv_block"),
-            "kv_parts": a.get("kv_parts"), "kv_first": a.get("kv_first")})
+            "v_static": it.static_act(node.inputs[2], kvb), "kv_block": a.kv_block,
+            "kv_parts": a.kv_parts, "kv_first": a.kv_first})
 
 
 @register
@@ -153,11 +197,18 @@ class KvUpdate(IrOp):
 
     op_type = "KV_UPDATE"
     layer_cost = "copy"
+    operands = (operand("past"), operand("new"))
+    results = (result("present"),)
+    attributes = (
+        attr("axis", int, 2, "the sequence axis the new rows append along"),
+        attr("in_place", bool, False, "the cache is written where it is (the past rows are "
+             "not copied)"),
+    )
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
         past, new = ins[0], ins[1]
-        ax = node.attributes.get("axis", 2)
+        ax = cls.attrs(node).axis
         want = list(new)
         if len(past) != len(new):
             raise ShapeMismatch(f"past {past} and new {new} ranks differ")
@@ -172,5 +223,5 @@ class KvUpdate(IrOp):
         if out is not None and out.quant is not None:
             # a statically calibrated cache (compiler): stored at kv bits with that scale
             static = it.g.weights[out.quant.scale]
-        return LayerCall("kv_update", {"axis": node.attributes.get("axis", 2),
+        return LayerCall("kv_update", {"axis": cls.attrs(node).axis,
                                        "kv_bits": it.qkv(node), "static_scale": static})

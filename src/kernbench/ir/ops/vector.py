@@ -4,7 +4,7 @@ cost is that opcode's `cost_op` unless it names one."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from kernbench.cmdq.opcodes.ve import (
     VeAddTile,
@@ -30,16 +30,34 @@ from kernbench.ir.ops.base import (
     check_same,
     register,
 )
-from kernbench.ir.ops.ew_kind import EW_KINDS, onnx_attr_names
+from kernbench.ir.ops.defs import (
+    Attr,
+    attr,
+    operand,
+    opt_operand,
+    opt_result,
+    result,
+    var_operand,
+)
+from kernbench.ir.ops.ew_kind import EW_KINDS, onnx_attr_defs, onnx_attr_names
 
 #: every ONNX attribute an ELEMENTWISE kind's kernel takes (the layer attributes that
 #: are kernel params)
 EW_ATTRS = onnx_attr_names()
 
+_X = (operand("x"),)
+_Y = (result("y"),)
+_AXIS = attr("axis", int, help="the axis it runs along")
+_NORM = (attr("axis", int, help="the normalized axis (the last, as the compiler tiles it)"),
+         attr("eps", float, help="added to the variance"))
+
 
 @register
 class LayerNorm(IrOp):
     op_type = "LAYER_NORM"
+    operands = (operand("x"), opt_operand("scale"), opt_operand("bias"))
+    results = (result("y"), opt_result("mean"), opt_result("inv_std_dev"))
+    attributes = _NORM
     shape = "same"
     kernel = "layernorm"
     kernel_attrs = ("axis", "eps")
@@ -50,6 +68,9 @@ class LayerNorm(IrOp):
 @register
 class RmsNorm(IrOp):
     op_type = "RMS_NORM"
+    operands = (operand("x"), opt_operand("scale"))
+    results = _Y
+    attributes = _NORM
     shape = "same"
     kernel = "rmsnorm"
     kernel_attrs = ("axis", "eps")
@@ -60,6 +81,7 @@ class RmsNorm(IrOp):
 @register
 class Softmax(IrOp):
     op_type = "SOFTMAX"
+    operands, results, attributes = _X, _Y, (_AXIS,)
     shape = "same"
     kernel = "softmax"
     kernel_attrs = ("axis",)
@@ -70,9 +92,12 @@ class Softmax(IrOp):
 @register
 class Gelu(IrOp):
     op_type = "GELU"
+    operands, results = _X, _Y
+    attributes = (attr("approximate", str, "none", "the erf form or the tanh approximation",
+                       values=("none", "tanh")),)
     shape = "same"
     kernel = "gelu"
-    kernel_defaults: ClassVar[dict[str, Any]] = {"approximate": "none"}
+    kernel_attrs = ("approximate",)
     vector_opcode = VeGeluTile
     row_wise = True
     epilogue = True
@@ -81,6 +106,7 @@ class Gelu(IrOp):
 @register
 class Silu(IrOp):
     op_type = "SILU"
+    operands, results, attributes = _X, _Y, ()
     shape = "same"
     kernel = "silu"
     vector_opcode = VeSiluTile
@@ -91,6 +117,8 @@ class Silu(IrOp):
 class _Binary(IrOp):
     shape = "broadcast"
     row_wise = True
+    operands = (operand("a"), operand("b"))
+    results, attributes = _Y, ()
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
@@ -115,11 +143,26 @@ class Elementwise(IrOp):
     """`op` (an `elementwise.EwKind`) on one to three inputs, broadcast; `cast` to `to`."""
 
     op_type = "ELEMENTWISE"
+    operands = (operand("x"), var_operand("more"))  # sum / mean take any number
+    results = _Y
+    #: `op` and `to`, then every kind's ONNX attributes (`node_attr_defs`: a node's own
+    #: kind's only); left out, a kind's kernel takes its ONNX default
+    attributes = (attr("op", str, help="the kind (`ew_kind.EW_KINDS`)"),
+                  attr("to", str | None, None, "cast: the element type cast to"),
+                  *onnx_attr_defs())
     vector_opcode = VeElementwiseTile
 
     @classmethod
     def kind(cls, node: LayerIR) -> str:
-        return node.attributes.get("op")
+        return cls.attrs(node).op
+
+    @classmethod
+    def node_attr_defs(cls, node: LayerIR) -> dict[str, Attr]:
+        """`op`, `to` for a cast, and the ONNX attributes of the node's kind."""
+        kind = EW_KINDS.get(node.attributes.get("op"))
+        own = {"op", "to"} if node.attributes.get("op") == "cast" else {"op"}
+        own.update(a.name for a in (kind.onnx_attrs if kind else ()))
+        return {k: d for k, d in cls.attr_defs.items() if k in own}
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
@@ -137,16 +180,24 @@ class Elementwise(IrOp):
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
-        # the ONNX attributes the importer keeps (cast's `to`, alpha, fmod, ...) are kernel
-        # params; other keys (passes' annotations) are not
-        params: dict[str, Any] = {"op": cls.kind(node)}
-        params.update({k: v for k, v in node.attributes.items() if k == "to" or k in EW_ATTRS})
+        # the attributes the node carries (cast's `to`, alpha, fmod, ...) are kernel params;
+        # one it leaves out is the kernel's own default
+        a = cls.attrs(node)
+        params: dict[str, Any] = {"op": a.op}
+        params.update({k: getattr(a, k) for k in node.attributes
+                       if k != "op" and k in cls.attr_defs})
         return LayerCall("elementwise", params)
 
 
 @register
 class Rope(IrOp):
     op_type = "ROPE"
+    operands = (operand("x"), operand("cos"), operand("sin"))
+    results = _Y
+    attributes = (
+        attr("interleaved", bool, False, "rotate pairs (2i, 2i+1) instead of halves"),
+        attr("rotary_dim", int | None, None, "the leading dims rotated (None: all)"),
+    )
     shape = "same"
     kernel = "rope"
     vector_opcode = VeRopeTile
@@ -155,15 +206,25 @@ class Rope(IrOp):
 @register
 class Reduce(IrOp):
     op_type = "REDUCE"
+    operands, results = _X, _Y
+    attributes = (
+        attr("op", str, help="sum, mean, max, min, prod, argmax, ... (`numerics` reduce)"),
+        attr("axes", list[int], help="the reduced axes"),
+        attr("keepdims", bool, help="the reduced axes stay, of size 1"),
+        attr("select_last_index", bool, False, "argmax / argmin: the last of equal values"),
+    )
     kernel = "reduce"
-    kernel_attrs = ("op", "axes", "keepdims")
-    kernel_defaults: ClassVar[dict[str, Any]] = {"select_last_index": False}
+    kernel_attrs = ("op", "axes", "keepdims", "select_last_index")
     vector_opcode = VeReduceTile
 
 
 @register
 class Cumsum(IrOp):
     op_type = "CUMSUM"
+    operands, results = _X, _Y
+    attributes = (_AXIS,
+                  attr("exclusive", bool, False, "each sum leaves out its own element"),
+                  attr("reverse", bool, False, "sum from the end"))
     shape = "same"
     kernel = "cumsum"
     kernel_attrs = ("axis", "exclusive", "reverse")
@@ -176,6 +237,16 @@ class Pool(IrOp):
     VE_POOL_TILE, by the window maximum)."""
 
     op_type = "POOL"
+    operands, results = _X, _Y
+    attributes = (
+        attr("mode", str, help="the window's maximum or mean", values=("max", "avg")),
+        attr("kernel_shape", list[int], help="the window's spatial shape"),
+        attr("strides", list[int], help="the step per spatial axis"),
+        attr("pads", list[int], help="the padding, every axis's begin then every axis's end"),
+        attr("dilations", list[int], help="the window dilation per spatial axis"),
+        attr("ceil_mode", bool, help="the output size rounds up"),
+        attr("count_include_pad", bool, help="avg: padded elements count in the mean"),
+    )
     kernel = "pool"
     kernel_attrs = ("mode", "kernel_shape", "strides", "pads", "dilations", "ceil_mode",
                     "count_include_pad")
@@ -186,6 +257,12 @@ class Pool(IrOp):
 @register
 class GroupNorm(IrOp):
     op_type = "GROUP_NORM"
+    operands = (operand("x"), operand("scale"), operand("bias"))
+    results = _Y
+    attributes = (attr("groups", int, help="the channel groups normalized together"),
+                  attr("eps", float, help="added to the variance"),
+                  attr("per_channel_affine", bool, help="scale / bias per channel (else per "
+                       "group)"))
     kernel = "group_norm"
     kernel_attrs = ("groups", "eps", "per_channel_affine")
     layer_cost = "copy"
@@ -194,6 +271,7 @@ class GroupNorm(IrOp):
 @register
 class LogSoftmax(IrOp):
     op_type = "LOG_SOFTMAX"
+    operands, results, attributes = _X, _Y, (_AXIS,)
     kernel = "log_softmax"
     kernel_attrs = ("axis",)
     layer_cost = "copy"
@@ -202,6 +280,7 @@ class LogSoftmax(IrOp):
 @register
 class Hardmax(IrOp):
     op_type = "HARDMAX"
+    operands, results, attributes = _X, _Y, (_AXIS,)
     kernel = "hardmax"
     kernel_attrs = ("axis",)
     layer_cost = "copy"
@@ -210,6 +289,11 @@ class Hardmax(IrOp):
 @register
 class TopK(IrOp):
     op_type = "TOPK"
+    operands = _X
+    results = (result("values"), result("indices"))
+    attributes = (attr("k", int, help="how many"), _AXIS,
+                  attr("largest", bool, help="the largest (else the smallest)"),
+                  attr("sorted", bool, help="in order"))
     kernel = "topk"
     kernel_attrs = ("k", "axis", "largest", "sorted")
     layer_cost = "copy"
@@ -218,6 +302,8 @@ class TopK(IrOp):
 @register
 class Einsum(IrOp):
     op_type = "EINSUM"
+    operands, results = (var_operand("x"),), _Y
+    attributes = (attr("equation", str, help="the einsum equation, no spaces"),)
     kernel = "einsum"
     kernel_attrs = ("equation",)
     layer_cost = "copy"

@@ -1,0 +1,100 @@
+"""How a GEMM's rows are cut into output tiles and each tile's K into parts, from the
+shapes and the topology alone.
+
+`range_tiles` is the tiling of one row range of a GEMM on the PEs of one cube (or all
+PEs): the tiler's choice (`tiling.choose_gemm_tiles`), split further along K when one PE
+will add the row up (`split`, for `gemm_rowreduce`). The GEMM's tiles (`gemm._tiles_per_pe`)
+and the plan pass's row-reduce decision (`gemm_rowreduce.planned_norm`) both call it, so
+they agree on the K parts; it reads no tile and no PE cursor.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kernbench.compiler.hbm import BFP_FORMATS, ITEMSIZE
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.gemm_balance import STEP_TRIP_CYCLES
+from kernbench.compiler.tiling import GemmTiles, choose_gemm_tiles
+from kernbench.components.builtin.pe_gemm import gemm_cycles
+
+#: most K parts per output tile `split` tries, and the K granularity of a part
+MAX_PARTS = 8
+K_ALIGN = 32
+
+
+def tcm_dtype(dtype: str) -> str:
+    """The dtype a weight of `dtype` has in TCM: a block float is loaded decoded into
+    bf16 (DMA_LOAD_TILE `block_float`)."""
+    return "bf16" if dtype in BFP_FORMATS else dtype
+
+
+def tcm_itemsize(dtype: str) -> float:
+    """Bytes of one weight element in TCM (`tcm_dtype`)."""
+    return ITEMSIZE[tcm_dtype(dtype)]
+
+
+def acc_itemsize(a_dtype: str, w_dtype: str) -> int:
+    """Bytes of one accumulator element: 8 (int64) with a 16-bit integer operand, else 4."""
+    return 8 if "int16" in (a_dtype, w_dtype) else 4
+
+
+def integer_operands(a_dtype: str, w_dtype: str) -> bool:
+    """An integer accumulator, whose partial sums add up to the same int32 in any order:
+    split K is a candidate."""
+    return a_dtype in ("int8", "uint8") and w_dtype in ("int8", "int4")
+
+
+def dma_fixed_ns(lw: Lowering) -> float:
+    """The fixed cost of one HBM transfer of a PE's DMA: setup and the HBM latency."""
+    cube = lw.topo.config.cube
+    dma = cube.pe_template.pe_dma
+    return dma.setup_cycles / dma.clock_ghz + cube.hbm_ctrl.latency_ns
+
+
+def range_tiles(lw: Lowering, a_dtype: str, w_dtype: str, w_bits: int, rows: int, nn: int,
+                k: int, cube: int | None, row_reduce: bool = False) -> GemmTiles:
+    """The tiles of `rows` rows of a GEMM with `nn` columns and `k` K on the PEs of `cube`
+    (None: every PE), activation `a_dtype` and weight `w_dtype` of `w_bits` bits.
+    `row_reduce`: one PE will add the partial sums up (`gemm_rowreduce`), so an unsplit
+    one-row tiling may be split for it (`split`)."""
+    g = lw.gemm_spec
+    n_pes = lw.pes_of(cube)
+    integer = integer_operands(a_dtype, w_dtype)
+    t = choose_gemm_tiles(rows, nn, k, a_bytes=ITEMSIZE[a_dtype],
+                          w_bytes=tcm_itemsize(w_dtype), bank_bytes=lw.bank,
+                          tcm_bytes=lw.tcm_bytes, rows=g.rows, cols=g.cols,
+                          dataflow=g.dataflow, n_pes=n_pes, engines=lw.engines.te_count,
+                          dma_bytes_per_cycle=lw.dma_bytes_per_cycle,
+                          dma_fixed_cycles=dma_fixed_ns(lw) * g.clock_ghz,
+                          split_k=integer, acc_bytes=acc_itemsize(a_dtype, w_dtype))
+    if row_reduce and integer and t.ks == 1 and rows <= t.tm:
+        t = split(lw, t, math.ceil(nn / t.tn), k, w_bits, n_pes)
+    return t
+
+
+def split(lw: Lowering, t: GemmTiles, tiles: int, k: int, bits: int, n_pes: int) -> GemmTiles:
+    """The K parts per tile of a one-row GEMM that will be reduced on one PE: the
+    reduction is paid anyway (it replaces the norm's gather), so the parts are chosen by
+    the tensor engines' estimated time alone: waves of parts over the PEs' engines, each
+    part one K step of its array cycles plus a command round trip. `t` (as the tiler
+    chose it) stands unless a split is estimated faster."""
+    engines = n_pes * lw.engines.te_count
+    spec = lw.gemm_spec
+
+    def est(tk: int, parts: int) -> int:
+        steps = math.ceil(k / tk) // parts  # K steps per part
+        waves = math.ceil(tiles * parts / engines)
+        return waves * steps * (gemm_cycles(spec, t.tm, t.tn, tk, bits) + STEP_TRIP_CYCLES)
+
+    best, out = est(t.tk, t.ks), t
+    for ks in range(2, MAX_PARTS + 1):
+        if ks * tiles * t.tn * 4 > lw.bank:
+            break  # the reducer loads every slot of the row into one TCM bank
+        tk = math.ceil(k / ks / K_ALIGN) * K_ALIGN
+        if tk >= k or math.ceil(k / tk) != ks:
+            continue
+        e = est(tk, ks)
+        if e < best:
+            best, out = e, GemmTiles(t.tm, t.tn, tk, ks)
+    return out
