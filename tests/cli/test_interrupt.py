@@ -161,6 +161,41 @@ def test_sigint_while_moving_into_out_takes_effect_after_the_move(tmp_path, monk
     assert _stages(tmp_path) == []
 
 
+def test_sigint_while_the_stage_is_made_leaves_no_stage(tmp_path, monkeypatch, default_sigint):
+    """A Ctrl-C that lands while OutDir makes its stage is held until the stage is
+    registered, then raised inside __enter__, where `with` calls no __exit__: the stage
+    is removed there, and nothing is left registered."""
+    import kernbench.cli.interrupt as intr
+    import kernbench.cli.outdir as od
+
+    real = od._fresh_dir
+
+    def made_then_hit(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        stage = real(*a, **k)
+        os.kill(os.getpid(), signal.SIGINT)
+        return stage
+
+    monkeypatch.setattr(od, "_fresh_dir", made_then_hit)
+    with pytest.raises(KeyboardInterrupt), OutDir(tmp_path / "out"):
+        raise AssertionError("the body must not run")
+    assert _stages(tmp_path) == [] and not (tmp_path / "out").exists()
+    assert intr._stages == set()
+
+
+def test_an_interrupted_command_removes_the_stages_still_registered(tmp_path):
+    """Wherever the interrupt landed, the command's exit path (`_interrupted`) removes
+    every staging folder still registered."""
+    import kernbench.cli as cli
+    from kernbench.cli.interrupt import register_stage
+
+    stage = tmp_path / ".out.kernbench-tmp-0"
+    (stage / "sub").mkdir(parents=True)
+    (stage / "sub" / "f.txt").write_text("half")
+    register_stage(stage)
+    assert cli._interrupted() == 130
+    assert not stage.exists()
+
+
 def test_deferred_interrupt_holds_sigint_until_the_block_ends(default_sigint):
     seen = []
     with pytest.raises(KeyboardInterrupt), deferred_interrupt():

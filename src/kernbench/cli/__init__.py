@@ -103,6 +103,9 @@ INTERRUPTED = 130
 
 
 def _interrupted() -> int:
+    from kernbench.cli.interrupt import discard_stages
+
+    discard_stages()
     print("interrupted", file=sys.stderr)
     return INTERRUPTED
 

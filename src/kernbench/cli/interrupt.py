@@ -48,11 +48,23 @@ def unregister_stage(path: Path) -> None:
         _stages.discard(Path(path))
 
 
-def _force_exit() -> None:
+def discard_stage(path: Path) -> None:
+    """Remove a staging folder and forget it."""
+    shutil.rmtree(path, ignore_errors=True)
+    unregister_stage(path)
+
+
+def discard_stages() -> None:
+    """Remove every staging folder still registered: an interrupted command ends with
+    none left, wherever the interrupt landed."""
     with _lock:
         stages = list(_stages)
     for p in stages:
-        shutil.rmtree(p, ignore_errors=True)
+        discard_stage(p)
+
+
+def _force_exit() -> None:
+    discard_stages()
     with contextlib.suppress(OSError):
         os.write(2, b"\ninterrupted\n")
     os._exit(INTERRUPTED)

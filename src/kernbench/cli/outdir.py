@@ -19,11 +19,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from kernbench.cli.interrupt import deferred_interrupt, register_stage, unregister_stage
+from kernbench.cli.interrupt import deferred_interrupt, discard_stage, register_stage
 from kernbench.errors import InputError
 
 MARKER = ".kernbench-out"
@@ -83,14 +82,20 @@ class OutDir:
 
     def __enter__(self) -> Path:
         parent = self.out.resolve().parent
-        with deferred_interrupt():  # a stage is never made without being registered
-            try:
-                parent.mkdir(parents=True, exist_ok=True)
-                self.stage = _fresh_dir(parent, f".{self.out.name}.kernbench-tmp-")
-            except OSError as e:
-                raise InputError(f"cannot write here: {e.strerror}", file=str(self.out),
-                                 field="--out") from None
-            register_stage(self.stage)
+        try:
+            with deferred_interrupt():  # a stage is never made without being registered
+                try:
+                    parent.mkdir(parents=True, exist_ok=True)
+                    self.stage = _fresh_dir(parent, f".{self.out.name}.kernbench-tmp-")
+                except OSError as e:
+                    raise InputError(f"cannot write here: {e.strerror}",
+                                     file=str(self.out), field="--out") from None
+                register_stage(self.stage)
+        except KeyboardInterrupt:
+            # a Ctrl-C held back above lands here, before `with` can call __exit__
+            if self.stage is not None:
+                discard_stage(self.stage)
+            raise
         return self.stage
 
     def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
@@ -100,8 +105,7 @@ class OutDir:
                 if exc_type is None:
                     self._commit()
             finally:
-                shutil.rmtree(self.stage, ignore_errors=True)
-                unregister_stage(self.stage)
+                discard_stage(self.stage)
 
     def _commit(self) -> None:
         assert self.stage is not None
