@@ -12,6 +12,7 @@ against hand counts.
 from __future__ import annotations
 
 import pytest
+from hw_helpers import hbm_read_fixed_ns
 
 from kernbench.cmdq.io import parse_program
 from kernbench.common.pe_commands import DmaRead
@@ -31,17 +32,6 @@ BANKED = ("cube.hbm_ctrl.channels=4", f"cube.hbm_ctrl.interleave_bytes={IL}",
 PORTS = "cube.hbm_ctrl.channel_routers=[r0c0, r0c1, r1c0, r1c1]"
 
 
-def _fixed_ns(cfg) -> float:
-    """Dispatch + DMA setup + every stage latency of a read from the PE's own router."""
-    pt, hbm = cfg.cube.pe_template, cfg.cube.hbm_ctrl
-    return (pt.pe_cpu.dispatch_latency_cycles / pt.pe_cpu.clock_ghz
-            + pt.pe_scheduler.dispatch_latency_cycles / pt.pe_scheduler.clock_ghz
-            + pt.pe_dma.setup_cycles / pt.pe_dma.clock_ghz
-            + pt.pe_mmu.translation_latency_ns
-            + hbm.latency_ns + hbm.port_latency_ns
-            + cfg.cube.links.pe_router_latency_ns + pt.pe_tcm.latency_ns)
-
-
 def _channel_of_pe(topo, pe: int) -> int:
     """The channel whose port is on PE `pe`'s router."""
     name = topo.pes[pe].router.rsplit(".", 1)[1]
@@ -56,7 +46,7 @@ def test_n_readers_on_n_banks_get_n_times_one_bank(make_sim, readers):
     done = [sim.submit(pe, DmaRead(label=f"r{pe}", params={
         "nbytes": IL, "addr": _channel_of_pe(topo, pe) * IL})) for pe in range(readers)]
     sim.run()
-    one = _fixed_ns(cfg) + IL / cfg.cube.hbm_ctrl.channel_bw_gbs
+    one = hbm_read_fixed_ns(cfg) + IL / cfg.cube.hbm_ctrl.channel_bw_gbs
     assert [d.value for d in done] == pytest.approx([one] * readers, abs=1e-9)
 
 
@@ -70,7 +60,7 @@ def test_nearest_port_model_queues_the_same_reads(make_sim):
             for pe in range(4)]
     sim.run()
     ends = sorted(d.value for d in done)
-    assert ends[-1] >= _fixed_ns(sim.topology.config) + 4 * IL / 16
+    assert ends[-1] >= hbm_read_fixed_ns(sim.topology.config) + 4 * IL / 16
     assert ends[-1] - ends[0] >= 3 * IL / 16
 
 

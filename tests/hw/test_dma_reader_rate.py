@@ -12,6 +12,7 @@ form of a cut-through transfer: fixed latencies + bytes / the slowest stage's ra
 from __future__ import annotations
 
 import pytest
+from hw_helpers import hbm_read_fixed_ns
 
 from kernbench.common.pe_commands import DmaRead, DmaWrite
 
@@ -25,17 +26,6 @@ BANKED = ("cube.hbm_ctrl.channels=4", f"cube.hbm_ctrl.interleave_bytes={IL}",
 CLOCK = 2.0  # GHz of the DMA engine: the ceiling counts its cycles
 
 
-def _fixed_ns(cfg) -> float:
-    """Dispatch + DMA setup + every stage latency of a read from the PE's own router."""
-    pt, hbm = cfg.cube.pe_template, cfg.cube.hbm_ctrl
-    return (pt.pe_cpu.dispatch_latency_cycles / pt.pe_cpu.clock_ghz
-            + pt.pe_scheduler.dispatch_latency_cycles / pt.pe_scheduler.clock_ghz
-            + pt.pe_dma.setup_cycles / pt.pe_dma.clock_ghz
-            + pt.pe_mmu.translation_latency_ns
-            + hbm.latency_ns + hbm.port_latency_ns
-            + cfg.cube.links.pe_router_latency_ns + pt.pe_tcm.latency_ns)
-
-
 def _trip_ns(cfg) -> float:
     """The latencies inside the banked memory stage of a read from the PE's own router:
     channel, its port, the PE's link (no mesh hop)."""
@@ -45,7 +35,7 @@ def _trip_ns(cfg) -> float:
 
 def _capped_ns(cfg, nbytes: int, rate: float) -> float:
     trip = _trip_ns(cfg)
-    return _fixed_ns(cfg) - trip + max(trip + nbytes / CH_BW, nbytes / (rate * CLOCK))
+    return hbm_read_fixed_ns(cfg) - trip + max(trip + nbytes / CH_BW, nbytes / (rate * CLOCK))
 
 
 def _channel_of_pe(topo, pe: int) -> int:
@@ -77,7 +67,7 @@ def test_a_ceiling_above_the_path_changes_nothing(make_sim, rate):
     done = sim.submit(0, DmaRead(label="r", params={
         "nbytes": IL, "addr": _channel_of_pe(sim.topology, 0) * IL}))
     sim.run()
-    assert done.value == pytest.approx(_fixed_ns(sim.topology.config) + IL / CH_BW, abs=1e-9)
+    assert done.value == pytest.approx(hbm_read_fixed_ns(sim.topology.config) + IL / CH_BW, abs=1e-9)
 
 
 def test_the_ceiling_is_per_core(make_sim):
