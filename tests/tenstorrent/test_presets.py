@@ -63,3 +63,28 @@ def test_every_preset_field_is_cited(name):
                  for j in range(i + 1, len(parts) + 1)}
         short |= {"cube." + ".".join(parts[:j]) for j in range(1, len(parts) + 1)}
         assert short & cited, f"{name}: {leaf} has no citation row in docs/topologies.md"
+
+
+@pytest.mark.parametrize("preset", ["n150", "p150"])
+def test_run_with_block_float_weights_verifies_on_the_preset(tmp_path, capsys, preset):
+    """`kernbench run` on the card presets like on any other: an ONNX model with the BFP8
+    QConfig example, tiled over the card's cores (no whole-layer GEMM), and --verify
+    passes against the interpreter and onnxruntime."""
+    import json
+
+    from kernbench.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "out"
+    code = main(["run", str(root / "tests" / "models" / "llama.onnx"), "-t", preset,
+                 "--qconfig", str(root / "examples" / "qconfig" / "bfp8.yaml"), "--verify",
+                 "--quiet", "--no-trace", "--no-report", "--keep-bundle", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    checks = {c["reference"]: c for c in
+              json.loads((out / "verification.json").read_text())["checks"]}
+    assert checks["interpreter"]["ok"] and checks["onnxruntime"]["ok"]
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["topology"] == preset
+    cmdq = json.loads((out / "bundle" / "cmdq.json").read_text())["cmdq"]
+    assert not [e for e in cmdq if e["opcode"] == "TE_LAYER_OP"]
+    assert {e["block_float"] for e in cmdq if e.get("block_float")} == {"bfp8_b"}
