@@ -15,7 +15,6 @@ On a C library without `mallopt` (not glibc) it does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "tune_heap"]
 
@@ -31,11 +30,9 @@ _M_MMAP_THRESHOLD = -3
 def tune_heap() -> bool:
     """Set `MMAP_THRESHOLD` and `TRIM_THRESHOLD` for the process (the console script
     does; benchmarks call it to match). True when the C library took both."""
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError, TypeError):
+    try:  # the process's own symbols: the C library it runs on, no library search
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
