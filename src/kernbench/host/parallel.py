@@ -8,7 +8,10 @@ identical: same shapes, no values, so their programs are too) and that program p
 every chip. `compiler.parallel.merge_programs` makes the one multi-chip program with the
 all-reduces (and the LM head's all-gather) between them, which is simulated on the whole
 topology; with `--verify` the data pass runs it on every chip's weights and the outputs
-(chip 0's logits) are checked against the unsplit model.
+(chip 0's logits) are checked against the unsplit model. A shape-only model's run that
+keeps nothing per entry does not hold that program: rank 0's program is compiled layer by
+layer and merged for every chip as it is read (`compiler.parallel.lockstep`), the same
+entries.
 
 With `--dp M` there are M replicas of those N chips, each running the model on batch / M
 sequences (the CLI builds or binds the model at that batch); the replicas share no
