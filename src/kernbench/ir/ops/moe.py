@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops.base import IrOp, OpRuleError, Shape, ShapeMismatch, register
-from kernbench.ir.ops.defs import attr, operand, var_result
+from kernbench.ir.ops.defs import INT, attr, one_of, operand, var_result
 
 
 @register
@@ -21,8 +21,8 @@ class MoeRoute(IrOp):
     kernel = "moe_route"
     kernel_attrs = ("n_experts", "counts")
     layer_cost = "copy"
-    operands = (operand("indices"),)
-    results = (var_result("rows"),)
+    operands = (operand("indices", INT, rank=2),)
+    results = (var_result("rows", one_of("int64"), rank=1),)
     attributes = (attr("n_experts", int, help="the experts"),
                   attr("counts", list[int], help="the token rows of every expert"))
 

@@ -11,11 +11,22 @@ import numpy as np
 from kernbench.cmdq.opcodes.ve import VeCopyTile, VeTransposeTile
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops.base import IrOp, LayerCall, QuantState, Shape, ShapeMismatch, bcast, register
-from kernbench.ir.ops.defs import attr, operand, opt_operand, result, var_operand, var_result
+from kernbench.ir.ops.defs import (
+    INT,
+    NUMBER,
+    attr,
+    operand,
+    opt_operand,
+    result,
+    var_operand,
+    var_result,
+)
 
 _X = (operand("x"),)
-_Y = (result("y"),)
-_LOOKUP = (operand("data"), operand("indices"))
+_Y = (result("y", like="x"),)
+#: a lookup: any data, integer indices; the output has the data's element type
+_LOOKUP = (operand("data"), operand("indices", INT))
+_LOOKED_UP = (result("y", like="data"),)
 _VIEW = attr("view", bool, False, "the output is the input's memory read another way (no "
              "copy)")
 
@@ -68,7 +79,7 @@ class Transpose(DataMovement):
 @register
 class Concat(DataMovement):
     op_type = "CONCAT"
-    operands = (operand("x"), var_operand("more"))
+    operands = (operand("x"), var_operand("more", like="x"))
     attributes = (attr("axis", int, help="the joined axis"),)
     kernel = "concat"
     kernel_attrs = ("axis",)
@@ -85,7 +96,7 @@ class Concat(DataMovement):
 @register
 class Split(DataMovement):
     op_type = "SPLIT"
-    results = (result("y"), var_result("more"))
+    results = (result("y", like="x"), var_result("more", like="x"))
     attributes = (attr("axis", int, help="the split axis"),
                   attr("sizes", list[int], help="each output's size along it"))
     kernel = "split"
@@ -125,7 +136,8 @@ class Expand(DataMovement):
 @register
 class Embedding(DataMovement):
     op_type = "EMBEDDING"
-    operands = (operand("ids"), operand("table"))
+    operands = (operand("ids", INT), operand("table", rank=2))
+    results = (result("y", like="table"),)
     attributes = (attr("gather_rows", bool, False, "the table is read row by row where it "
                        "is (the compiler's row gather)"),)
     kernel = "embedding"
@@ -139,7 +151,7 @@ class Embedding(DataMovement):
 @register
 class Gather(DataMovement):
     op_type = "GATHER"
-    operands = _LOOKUP
+    operands, results = _LOOKUP, _LOOKED_UP
     attributes = (attr("axis", int, help="the indexed axis"),)
     kernel = "gather"
     kernel_attrs = ("axis",)
@@ -148,7 +160,7 @@ class Gather(DataMovement):
 @register
 class GatherElements(DataMovement):
     op_type = "GATHER_ELEMENTS"
-    operands = _LOOKUP
+    operands, results = _LOOKUP, _LOOKED_UP
     attributes = (attr("axis", int, help="the indexed axis"),)
     kernel = "gather_elements"
     kernel_attrs = ("axis",)
@@ -157,7 +169,7 @@ class GatherElements(DataMovement):
 @register
 class GatherNd(DataMovement):
     op_type = "GATHER_ND"
-    operands = _LOOKUP
+    operands, results = _LOOKUP, _LOOKED_UP
     attributes = (attr("batch_dims", int, 0, "the leading batch axes"),)
     kernel = "gather_nd"
     kernel_attrs = ("batch_dims",)
@@ -174,7 +186,7 @@ class Tile(DataMovement):
 @register
 class Pad(DataMovement):
     op_type = "PAD"
-    operands = (operand("x"), opt_operand("value"))
+    operands = (operand("x"), opt_operand("value", like="x", rank=(0, 1)))
     attributes = (
         attr("pads", list[int], help="every axis's begin then every axis's end"),
         attr("mode", str, help="what fills the border", values=("constant", "reflect", "edge",
@@ -191,7 +203,8 @@ class Pad(DataMovement):
 @register
 class ScatterElements(DataMovement):
     op_type = "SCATTER_ELEMENTS"
-    operands = (operand("data"), operand("indices"), operand("updates"))
+    operands = (*_LOOKUP, operand("updates", like="data"))
+    results = _LOOKED_UP
     attributes = (attr("axis", int, help="the indexed axis"),
                   attr("reduction", str, "none", "how an update meets the value there",
                        values=("none", "add", "mul", "max", "min")))
@@ -202,7 +215,8 @@ class ScatterElements(DataMovement):
 @register
 class ScatterNd(DataMovement):
     op_type = "SCATTER_ND"
-    operands = (operand("data"), operand("indices"), operand("updates"))
+    operands = (*_LOOKUP, operand("updates", like="data"))
+    results = _LOOKED_UP
     attributes = (attr("reduction", str, "none", "how an update meets the value there",
                        values=("none", "add", "mul", "max", "min")),)
     kernel = "scatter_nd"
@@ -212,7 +226,7 @@ class ScatterNd(DataMovement):
 @register
 class Trilu(DataMovement):
     op_type = "TRILU"
-    operands = (operand("x"), opt_operand("k"))
+    operands = (operand("x", rank=(2, None)), opt_operand("k", INT, rank=0))
     attributes = (attr("upper", bool, help="keep the upper triangle (else the lower)"),)
     kernel = "trilu"
     kernel_attrs = ("upper",)
@@ -221,7 +235,9 @@ class Trilu(DataMovement):
 @register
 class OneHot(DataMovement):
     op_type = "ONE_HOT"
-    operands = (operand("indices"), operand("depth"), operand("values"))
+    operands = (operand("indices", NUMBER), operand("depth", NUMBER, rank=(0, 1)),
+                operand("values", rank=1))
+    results = (result("y", like="values"),)
     attributes = (attr("axis", int, help="the new axis"),)
     kernel = "one_hot"
     kernel_attrs = ("axis",)
@@ -230,6 +246,7 @@ class OneHot(DataMovement):
 @register
 class DepthToSpace(DataMovement):
     op_type = "DEPTH_TO_SPACE"
+    operands = (operand("x", rank=4),)
     attributes = (attr("blocksize", int, help="the block edge"),
                   attr("mode", str, help="the channel order", values=("DCR", "CRD")))
     kernel = "depth_to_space"
@@ -239,6 +256,7 @@ class DepthToSpace(DataMovement):
 @register
 class SpaceToDepth(DataMovement):
     op_type = "SPACE_TO_DEPTH"
+    operands = (operand("x", rank=4),)
     attributes = (attr("blocksize", int, help="the block edge"),
                   attr("mode", str, help="the channel order", values=("DCR", "CRD")))
     kernel = "space_to_depth"

@@ -16,7 +16,7 @@ from kernbench.ir.ops.base import (
     bcast,
     register,
 )
-from kernbench.ir.ops.defs import attr, operand, opt_operand, result
+from kernbench.ir.ops.defs import BOOL, FLOAT, INT, attr, operand, opt_operand, result
 
 
 def _te_prec(it: QuantState, n: LayerIR) -> dict[str, Any]:
@@ -34,7 +34,7 @@ class TensorEngineOp(IrOp):
     """An op that runs on the tensor engine when it runs whole."""
 
     vector: ClassVar[bool] = False
-    results = (result("y"),)
+    results = (result("y", like="x"),)
     attributes = ()
 
 
@@ -54,7 +54,9 @@ class Gemm(TensorEngineOp):
     """x [.., K] @ w [K, N] (+ bias [N]) → [.., N]."""
 
     op_type = "GEMM"
-    operands = (operand("x"), operand("w"), opt_operand("bias"))
+    #: an integer w is an imported quantized weight (its `quant` gives the scale)
+    operands = (operand("x", FLOAT, rank=(1, None)), operand("w", FLOAT | INT, rank=2),
+                opt_operand("bias", like="x"))
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
@@ -77,9 +79,11 @@ class QkvProj(TensorEngineOp):
     """x @ (w_q, w_k, w_v) (+ biases) → (q, k, v)."""
 
     op_type = "QKV_PROJ"
-    operands = (operand("x"), operand("w_q"), operand("w_k"), operand("w_v"),
-                opt_operand("b_q"), opt_operand("b_k"), opt_operand("b_v"))
-    results = (result("q"), result("k"), result("v"))
+    operands = (operand("x", FLOAT, rank=(1, None)), operand("w_q", FLOAT | INT, rank=2),
+                operand("w_k", like="w_q", rank=2), operand("w_v", like="w_q", rank=2),
+                opt_operand("b_q", like="x"), opt_operand("b_k", like="x"),
+                opt_operand("b_v", like="x"))
+    results = (result("q", like="x"), result("k", like="x"), result("v", like="x"))
     attributes = (
         attr("num_heads", int | None, None, "query heads (the shape rule checks w_q's N)"),
         attr("num_kv_heads", int | None, None, "key / value heads"),
@@ -110,7 +114,8 @@ class Conv(TensorEngineOp):
     """ONNX Conv (NCHW), quantized per the layer's bits."""
 
     op_type = "CONV"
-    operands = (operand("x"), operand("w"), opt_operand("bias"))
+    operands = (operand("x", FLOAT, rank=(3, None)), operand("w", FLOAT | INT, rank=(3, None)),
+                opt_operand("bias", like="x", rank=1))
     attributes = CONV_ATTRS
     kernel_attrs = ("strides", "pads", "dilations", "group")
 
@@ -126,7 +131,8 @@ class Matmul(TensorEngineOp):
     """A @ B of two activations (batched)."""
 
     op_type = "MATMUL"
-    operands = (operand("a"), operand("b"))
+    operands = (operand("a", FLOAT, rank=(1, None)), operand("b", like="a", rank=(1, None)))
+    results = (result("y", like="a"),)
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
@@ -140,7 +146,9 @@ class Attention(TensorEngineOp):
     """softmax(Q·Kᵀ·scale + mask)·V over (B, H, S, D) with grouped KV heads."""
 
     op_type = "ATTENTION"
-    operands = (operand("q"), operand("k"), operand("v"), opt_operand("mask"))
+    operands = (operand("q", FLOAT, rank=4), operand("k", like="q", rank=4),
+                operand("v", like="q", rank=4), opt_operand("mask", BOOL | FLOAT))
+    results = (result("y", like="q", rank=4),)
     attributes = (
         attr("num_heads", int, help="query heads"),
         attr("num_kv_heads", int, help="key / value heads (a divisor of num_heads)"),
@@ -197,8 +205,8 @@ class KvUpdate(IrOp):
 
     op_type = "KV_UPDATE"
     layer_cost = "copy"
-    operands = (operand("past"), operand("new"))
-    results = (result("present"),)
+    operands = (operand("past", FLOAT, rank=4), operand("new", like="past", rank=4))
+    results = (result("present", like="past", rank=4),)
     attributes = (
         attr("axis", int, 2, "the sequence axis the new rows append along"),
         attr("in_place", bool, False, "the cache is written where it is (the past rows are "

@@ -31,8 +31,13 @@ from kernbench.ir.ops.base import (
     register,
 )
 from kernbench.ir.ops.defs import (
+    BOOL,
+    FLOAT,
+    NUMBER,
     Attr,
+    Operand,
     attr,
+    one_of,
     operand,
     opt_operand,
     opt_result,
@@ -45,8 +50,9 @@ from kernbench.ir.ops.ew_kind import EW_KINDS, onnx_attr_defs, onnx_attr_names
 #: are kernel params)
 EW_ATTRS = onnx_attr_names()
 
-_X = (operand("x"),)
-_Y = (result("y"),)
+#: a float activation in, the same type out
+_X = (operand("x", FLOAT, rank=(1, None)),)
+_Y = (result("y", like="x"),)
 _AXIS = attr("axis", int, help="the axis it runs along")
 _NORM = (attr("axis", int, help="the normalized axis (the last, as the compiler tiles it)"),
          attr("eps", float, help="added to the variance"))
@@ -55,8 +61,8 @@ _NORM = (attr("axis", int, help="the normalized axis (the last, as the compiler 
 @register
 class LayerNorm(IrOp):
     op_type = "LAYER_NORM"
-    operands = (operand("x"), opt_operand("scale"), opt_operand("bias"))
-    results = (result("y"), opt_result("mean"), opt_result("inv_std_dev"))
+    operands = (*_X, opt_operand("scale", like="x"), opt_operand("bias", like="x"))
+    results = (*_Y, opt_result("mean", FLOAT), opt_result("inv_std_dev", FLOAT))
     attributes = _NORM
     shape = "same"
     kernel = "layernorm"
@@ -68,7 +74,7 @@ class LayerNorm(IrOp):
 @register
 class RmsNorm(IrOp):
     op_type = "RMS_NORM"
-    operands = (operand("x"), opt_operand("scale"))
+    operands = (*_X, opt_operand("scale", like="x"))
     results = _Y
     attributes = _NORM
     shape = "same"
@@ -117,8 +123,8 @@ class Silu(IrOp):
 class _Binary(IrOp):
     shape = "broadcast"
     row_wise = True
-    operands = (operand("a"), operand("b"))
-    results, attributes = _Y, ()
+    operands = (operand("a", NUMBER), operand("b", like="a"))
+    results, attributes = (result("y", like="a"),), ()
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
@@ -143,8 +149,9 @@ class Elementwise(IrOp):
     """`op` (an `elementwise.EwKind`) on one to three inputs, broadcast; `cast` to `to`."""
 
     op_type = "ELEMENTWISE"
-    operands = (operand("x"), var_operand("more"))  # sum / mean take any number
-    results = _Y
+    #: any kind's most general signature; a node is held to its kind's (`node_signature`)
+    operands = (operand("x"), var_operand("more"))
+    results = (result("y"),)
     #: `op` and `to`, then every kind's ONNX attributes (`node_attr_defs`: a node's own
     #: kind's only); left out, a kind's kernel takes its ONNX default
     attributes = (attr("op", str, help="the kind (`ew_kind.EW_KINDS`)"),
@@ -163,6 +170,13 @@ class Elementwise(IrOp):
         own = {"op", "to"} if node.attributes.get("op") == "cast" else {"op"}
         own.update(a.name for a in (kind.onnx_attrs if kind else ()))
         return {k: d for k, d in cls.attr_defs.items() if k in own}
+
+    @classmethod
+    def node_signature(cls, node: LayerIR) -> tuple[tuple[Operand, ...], tuple[Operand, ...]]:
+        """The signature of the node's kind (`EwKind.signature`); an unknown kind is held
+        to the general one (the shape rule refuses it)."""
+        kind = EW_KINDS.get(node.attributes.get("op"))
+        return kind.signature() if kind else (cls.operands, cls.results)
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
@@ -192,7 +206,7 @@ class Elementwise(IrOp):
 @register
 class Rope(IrOp):
     op_type = "ROPE"
-    operands = (operand("x"), operand("cos"), operand("sin"))
+    operands = (*_X, operand("cos", like="x"), operand("sin", like="x"))
     results = _Y
     attributes = (
         attr("interleaved", bool, False, "rotate pairs (2i, 2i+1) instead of halves"),
@@ -206,7 +220,7 @@ class Rope(IrOp):
 @register
 class Reduce(IrOp):
     op_type = "REDUCE"
-    operands, results = _X, _Y
+    operands, results = (operand("x", NUMBER | BOOL),), (result("y", like="x"),)
     attributes = (
         attr("op", str, help="sum, mean, max, min, prod, argmax, ... (`numerics` reduce)"),
         attr("axes", list[int], help="the reduced axes"),
@@ -216,12 +230,20 @@ class Reduce(IrOp):
     kernel = "reduce"
     kernel_attrs = ("op", "axes", "keepdims", "select_last_index")
     vector_opcode = VeReduceTile
+    #: argmax / argmin give int64 indices; the other reductions the input's type
+    _INDICES = (result("y", one_of("int64")),)
+
+    @classmethod
+    def node_signature(cls, node: LayerIR) -> tuple[tuple[Operand, ...], tuple[Operand, ...]]:
+        arg = node.attributes.get("op") in ("argmax", "argmin")
+        return cls.operands, cls._INDICES if arg else cls.results
 
 
 @register
 class Cumsum(IrOp):
     op_type = "CUMSUM"
-    operands, results = _X, _Y
+    operands = (operand("x", NUMBER, rank=(1, None)),)
+    results = _Y
     attributes = (_AXIS,
                   attr("exclusive", bool, False, "each sum leaves out its own element"),
                   attr("reverse", bool, False, "sum from the end"))
@@ -237,7 +259,7 @@ class Pool(IrOp):
     VE_POOL_TILE, by the window maximum)."""
 
     op_type = "POOL"
-    operands, results = _X, _Y
+    operands, results = (operand("x", NUMBER, rank=(3, None)),), _Y
     attributes = (
         attr("mode", str, help="the window's maximum or mean", values=("max", "avg")),
         attr("kernel_shape", list[int], help="the window's spatial shape"),
@@ -257,7 +279,8 @@ class Pool(IrOp):
 @register
 class GroupNorm(IrOp):
     op_type = "GROUP_NORM"
-    operands = (operand("x"), operand("scale"), operand("bias"))
+    operands = (operand("x", FLOAT, rank=(2, None)), operand("scale", like="x", rank=1),
+                operand("bias", like="x", rank=1))
     results = _Y
     attributes = (attr("groups", int, help="the channel groups normalized together"),
                   attr("eps", float, help="added to the variance"),
@@ -289,8 +312,8 @@ class Hardmax(IrOp):
 @register
 class TopK(IrOp):
     op_type = "TOPK"
-    operands = _X
-    results = (result("values"), result("indices"))
+    operands = (operand("x", NUMBER, rank=(1, None)),)
+    results = (result("values", like="x"), result("indices", one_of("int64")))
     attributes = (attr("k", int, help="how many"), _AXIS,
                   attr("largest", bool, help="the largest (else the smallest)"),
                   attr("sorted", bool, help="in order"))
@@ -302,7 +325,7 @@ class TopK(IrOp):
 @register
 class Einsum(IrOp):
     op_type = "EINSUM"
-    operands, results = (var_operand("x"),), _Y
+    operands, results = (var_operand("x", NUMBER, like="x"),), _Y
     attributes = (attr("equation", str, help="the einsum equation, no spaces"),)
     kernel = "einsum"
     kernel_attrs = ("equation",)
