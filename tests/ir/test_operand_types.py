@@ -188,7 +188,11 @@ def _refuses_a_wrong_type(g: Graph) -> None:
         ops, res = OPS[node.op_type].node_signature(node)
         for d, tid in bind(ops, node.inputs) + bind(res, node.outputs):
             outside = sorted(set(DTYPES) - d.types.names)
-            if not outside or g.tensors[tid].const:
+            t = g.tensors[tid]
+            # this node's output, or a graph input it reads first: no earlier node sees it
+            first = t.producer == node.id or t.producer is None and not t.const \
+                and t.consumers[:1] == [node.id]
+            if not outside or not first:
                 continue
             done.add(node.op_type)
             old = g.tensors[tid].dtype
@@ -197,7 +201,8 @@ def _refuses_a_wrong_type(g: Graph) -> None:
                 e = _refusal(g)
             finally:
                 g.tensors[tid].dtype = old
-            assert e.field.startswith(("inputs.", "outputs.")), str(e)
+            assert e.where == f"node {node.id}", str(e)
+            assert e.field in (f"inputs.{d.name}", f"outputs.{d.name}"), str(e)
             break
 
 

@@ -2,7 +2,8 @@
 constant; a known dtype), each node against its op class's declarations (inputs and
 outputs counted, each of an element type and rank its declaration allows, every
 attribute present when required, of its type and allowed values, none the op does not
-declare), shapes consistent with each op's semantics, legal qbits,
+declare; the attributes agreeing with each other and the tensors' ranks), shapes
+consistent with each op's semantics, legal qbits,
 layouts per spec §8.
 
 `verify(graph)` raises InputError naming the node / tensor, field and reason.
@@ -170,12 +171,15 @@ def _check_declared(g: Graph, n: LayerIR, err: ErrFn) -> None:
 
 
 def _check_shapes(g: Graph, n: LayerIR, err: ErrFn) -> None:
-    """The op's own rule (`IrOp.check_shapes`) on the node's tensor shapes."""
+    """The op's attributes against each other and its tensors (`IrOp.constraints`), then
+    its own rule (`IrOp.check_shapes`) on the node's tensor shapes."""
     t = g.tensors
-    ins = [t[i].shape if i else None for i in n.inputs]
-    outs = [t[o].shape if o else None for o in n.outputs]
+    op = OPS[n.op_type]
     try:
-        OPS[n.op_type].check_shapes(n, ins, outs)
+        op.constraints(op.attrs(n), [t[i] if i else None for i in n.inputs],
+                       [t[o] if o else None for o in n.outputs])
+        op.check_shapes(n, [t[i].shape if i else None for i in n.inputs],
+                        [t[o].shape if o else None for o in n.outputs])
     except ShapeMismatch as e:
         raise err(f"shape mismatch: {e}", f"node {n.id}", "shape") from None
     except OpRuleError as e:

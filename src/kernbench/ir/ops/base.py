@@ -11,6 +11,8 @@ An op class sets class-level facts and overrides what differs:
   breaks them (`check_node`, `check_types`);
   ``attrs(node)`` is the node's attributes as a frozen dataclass (``Attrs``), defaults
   applied;
+* ``constraints``   the attributes checked against each other and the tensors' ranks
+  (`rules`: an axis within the rank, a permutation, window lengths that agree, ...);
 * ``check_shapes``  the verifier's shape rule (``shape = "same"`` / ``"broadcast"`` for the
   common ones), raising `ShapeMismatch` with the reason;
 * ``prepare``       the interpreter's kernel: the node → a `LayerCall` (a
@@ -212,6 +214,14 @@ class IrOp:
             (d, tid), what = (ins + outs)[k], "inputs" if k < len(ins) else "outputs"
             raise OpRuleError(f"{cls.op_type} {what[:-1]} {d.name} (tensor {tid!r}): {why}",
                               field=f"{what}.{d.name}")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """Raise `OpRuleError` (field `attributes.<name>`) when the node's attributes `a`
+        (its `Attrs`) disagree with each other or with its tensors `ins` / `outs` (None:
+        a left-out optional one; counts, element types and ranks already checked), e.g.
+        an axis outside the rank. Nothing by default; `rules` has the common checks."""
 
     @classmethod
     def cost_of(cls, node: LayerIR) -> str:

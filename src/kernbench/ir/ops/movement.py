@@ -4,12 +4,13 @@ the vector engine, each moves every element once: priced as a copy."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from kernbench.cmdq.opcodes.ve import VeCopyTile, VeTransposeTile
-from kernbench.ir.model import LayerIR
+from kernbench.ir.model import LayerIR, TensorIR
+from kernbench.ir.ops import rules
 from kernbench.ir.ops.base import IrOp, LayerCall, QuantState, Shape, ShapeMismatch, bcast, register
 from kernbench.ir.ops.defs import (
     INT,
@@ -70,6 +71,11 @@ class Transpose(DataMovement):
     layer_cost = None  # the vector opcode's
 
     @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.permutation("perm", a.perm, rules.rank(ins[0]))
+
+    @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
         perm = cls.attrs(node).perm
         if sorted(perm) != list(range(len(ins[0]))) or [ins[0][p] for p in perm] != outs[0]:
@@ -83,6 +89,11 @@ class Concat(DataMovement):
     attributes = (attr("axis", int, help="the joined axis"),)
     kernel = "concat"
     kernel_attrs = ("axis",)
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axis_in("axis", a.axis, rules.rank(ins[0]))
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
@@ -103,6 +114,13 @@ class Split(DataMovement):
     kernel_attrs = ("axis", "sizes")
 
     @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axis_in("axis", a.axis, rules.rank(ins[0]))
+        rules.length("sizes", a.sizes, len(outs), "one per output")
+        rules.at_least("sizes", a.sizes, 0)
+
+    @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
         a = cls.attrs(node)
         ax = a.axis
@@ -118,6 +136,18 @@ class Slice(DataMovement):
                   attr("steps", list[int], help="the step per axis"))
     kernel = "slice"
     kernel_attrs = ("starts", "ends", "steps")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """One start, end and step per leading axis; no step of 0."""
+        if len(a.starts) > rules.rank(ins[0]):
+            rules.fail("starts", f"has {len(a.starts)} entries for a rank-"
+                       f"{rules.rank(ins[0])} input")
+        rules.length("ends", a.ends, len(a.starts), "one per start")
+        rules.length("steps", a.steps, len(a.starts), "one per start")
+        if 0 in a.steps:
+            rules.fail("steps", f"{a.steps} has a step of 0")
 
 
 @register
@@ -156,6 +186,11 @@ class Gather(DataMovement):
     kernel = "gather"
     kernel_attrs = ("axis",)
 
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axis_in("axis", a.axis, rules.rank(ins[0]))
+
 
 @register
 class GatherElements(DataMovement):
@@ -164,6 +199,11 @@ class GatherElements(DataMovement):
     attributes = (attr("axis", int, help="the indexed axis"),)
     kernel = "gather_elements"
     kernel_attrs = ("axis",)
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axis_in("axis", a.axis, rules.rank(ins[0]))
 
 
 @register
@@ -174,6 +214,14 @@ class GatherNd(DataMovement):
     kernel = "gather_nd"
     kernel_attrs = ("batch_dims",)
 
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        r = min(rules.rank(ins[0]), rules.rank(ins[1]))
+        if not 0 <= a.batch_dims < r:
+            rules.fail("batch_dims", f"{a.batch_dims} is not below the smaller rank of data "
+                       f"and indices ({r})")
+
 
 @register
 class Tile(DataMovement):
@@ -181,6 +229,12 @@ class Tile(DataMovement):
     attributes = (attr("repeats", list[int], help="the copies per axis"),)
     kernel = "tile"
     kernel_attrs = ("repeats",)
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.length("repeats", a.repeats, rules.rank(ins[0]), "one per input axis")
+        rules.at_least("repeats", a.repeats, 0)
 
 
 @register
@@ -193,6 +247,12 @@ class Pad(DataMovement):
                                                                  "wrap")),
         attr("value", float, help="constant mode's fill (unless the value input is given)"),
     )
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        r = rules.rank(ins[0])
+        rules.length("pads", a.pads, 2 * r, f"a begin and an end per axis of a rank-{r} input")
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
@@ -210,6 +270,11 @@ class ScatterElements(DataMovement):
                        values=("none", "add", "mul", "max", "min")))
     kernel = "scatter_elements"
     kernel_attrs = ("axis", "reduction")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axis_in("axis", a.axis, rules.rank(ins[0]))
 
 
 @register
@@ -242,6 +307,12 @@ class OneHot(DataMovement):
     kernel = "one_hot"
     kernel_attrs = ("axis",)
 
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """`axis` names an axis of the output (one more than the indices have)."""
+        rules.axis_in("axis", a.axis, rules.rank(ins[0]) + 1)
+
 
 @register
 class DepthToSpace(DataMovement):
@@ -252,6 +323,14 @@ class DepthToSpace(DataMovement):
     kernel = "depth_to_space"
     kernel_attrs = ("blocksize", "mode")
 
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.at_least("blocksize", a.blocksize, 1)
+        if ins[0].shape[1] % a.blocksize ** 2:
+            rules.fail("blocksize", f"{a.blocksize}: its square does not divide the channels "
+                       f"({ins[0].shape[1]})")
+
 
 @register
 class SpaceToDepth(DataMovement):
@@ -261,3 +340,9 @@ class SpaceToDepth(DataMovement):
                   attr("mode", str, help="the channel order", values=("DCR", "CRD")))
     kernel = "space_to_depth"
     kernel_attrs = ("blocksize", "mode")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        for ax in (2, 3):
+            rules.divides("blocksize", a.blocksize, ins[0].shape[ax], f"axis {ax}")

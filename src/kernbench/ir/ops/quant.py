@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from kernbench.cmdq.opcodes.ve_quant import VeDequantizeTile, VeQuantizeTile
-from kernbench.ir.model import LayerIR
+from kernbench.ir.model import LayerIR, TensorIR
+from kernbench.ir.ops import rules
 from kernbench.ir.ops.base import IrOp, LayerCall, QuantState, register
 from kernbench.ir.ops.defs import FLOAT, INT, INT8, attr, one_of, operand, opt_operand, result
-from kernbench.ir.ops.te import CONV_ATTRS, TensorEngineOp
+from kernbench.ir.ops.te import CONV_ATTRS, TensorEngineOp, conv_constraints
+from kernbench.numerics.dtypes import dtype
 
 #: the integer element types a QUANTIZE / QDQ stores
 QDTYPES = ("int2", "int4", "int8", "int16", "uint2", "uint4", "uint8", "uint16")
@@ -28,6 +30,19 @@ class _Linear(IrOp):
     operands = (operand("x", FLOAT), operand("scale", FLOAT), opt_operand("zero_point", INT))
     results = (result("y", INT, like="zero_point"),)
     attributes = (_DTYPE, *_QPARAMS)
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """`axis` within the rank, and set when blocked; a QUANTIZE stores its `dtype`."""
+        if a.axis is not None:
+            rules.axis_in("axis", a.axis, rules.rank(ins[0]))
+        rules.at_least("block_size", a.block_size, 0)
+        if a.block_size and a.axis is None:
+            rules.fail("block_size", f"{a.block_size} without an axis to block along")
+        stored = outs[0] if cls.op_type == "QUANTIZE" else None
+        if stored is not None and dtype(stored.dtype).name != dtype(a.dtype).name:
+            rules.fail("dtype", f"{a.dtype} but the output is {stored.dtype}")
 
 
 def _qparams(a: object) -> dict[str, Any]:
@@ -124,6 +139,11 @@ class QlinearConv(TensorEngineOp):
     kernel = "qlinear_conv"
     kernel_attrs = ("strides", "pads", "dilations", "group")
 
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        conv_constraints(a, ins[0], ins[3])
+
 
 @register
 class ConvInteger(TensorEngineOp):
@@ -134,3 +154,8 @@ class ConvInteger(TensorEngineOp):
     attributes = CONV_ATTRS
     kernel = "conv_integer"
     kernel_attrs = ("strides", "pads", "dilations", "group")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        conv_constraints(a, ins[0], ins[1])

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from kernbench.ir.model import LayerIR
+from kernbench.ir.model import LayerIR, TensorIR
+from kernbench.ir.ops import rules
 from kernbench.ir.ops.base import (
     IrOp,
     LayerCall,
@@ -47,6 +48,24 @@ CONV_ATTRS = (
     attr("kernel_shape", list[int] | None, None, "the kernel's spatial shape (the weight "
          "says it too)"),
 )
+
+
+def conv_constraints(a: Any, x: TensorIR, w: TensorIR) -> None:
+    """`CONV_ATTRS` against input `x` [N, C, ...] and weight `w` [O, C/group, ...]: one
+    stride / dilation / kernel size per spatial axis, two pads; `group` divides C and O,
+    and C / group is the weight's second axis; `kernel_shape` is the weight's."""
+    r = rules.rank(x)
+    rules.window(a, r, kernel=a.kernel_shape)
+    if rules.rank(w) != r:
+        rules.fail("group", f"cannot apply: weight rank {rules.rank(w)} != input rank {r}")
+    c, o = x.shape[1], w.shape[0]
+    rules.divides("group", a.group, c, "the input channels")
+    rules.divides("group", a.group, o, "the output channels")
+    if w.shape[1] * a.group != c:
+        rules.fail("group", f"{a.group} x the weight's {w.shape[1]} channels per group is not "
+                   f"the input's {c} channels")
+    if a.kernel_shape is not None and list(a.kernel_shape) != w.shape[2:]:
+        rules.fail("kernel_shape", f"{a.kernel_shape} is not the weight's {w.shape[2:]}")
 
 
 @register
@@ -91,6 +110,15 @@ class QkvProj(TensorEngineOp):
     )
 
     @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """The head counts and size come together or not at all."""
+        given = [k for k in ("num_heads", "num_kv_heads", "head_dim") if getattr(a, k)]
+        if given and len(given) < 3:
+            missing = ({"num_heads", "num_kv_heads", "head_dim"} - set(given)).pop()
+            rules.fail(missing, f"is missing: {', '.join(given)} given without it")
+
+    @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
         x, a = ins[0], cls.attrs(node)
         if len(ins) not in (4, 7):
@@ -118,6 +146,11 @@ class Conv(TensorEngineOp):
                 opt_operand("bias", like="x", rank=1))
     attributes = CONV_ATTRS
     kernel_attrs = ("strides", "pads", "dilations", "group")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        conv_constraints(a, ins[0], ins[1])
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
@@ -167,6 +200,25 @@ class Attention(TensorEngineOp):
     )
 
     @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """Query heads in whole groups of the KV heads; `mask` says what the mask input
+        holds (none when there is none); window, offset and KV blocking not negative."""
+        rules.divides("num_kv_heads", a.num_kv_heads, a.num_heads, "num_heads")
+        mask = ins[3] if len(ins) > 3 else None
+        if (mask is None) != (a.mask == "none"):
+            rules.fail("mask", f"{a.mask!r} with {'no' if mask is None else 'a'} mask input")
+        if mask is not None and (mask.dtype == "bool") != (a.mask == "bool"):
+            rules.fail("mask", f"{a.mask!r} with a {mask.dtype} mask input")
+        rules.at_least("sliding_window", a.sliding_window, 0)
+        rules.at_least("causal_offset", a.causal_offset, 0)
+        for k in ("kv_block", "kv_parts", "kv_first"):
+            if getattr(a, k) is not None:
+                rules.at_least(k, getattr(a, k), 1)
+        if a.kv_first is not None and a.kv_parts is None:
+            rules.fail("kv_first", "is set without kv_parts")
+
+    @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
         q, k, v = ins[:3]
         a = cls.attrs(node)
@@ -212,6 +264,11 @@ class KvUpdate(IrOp):
         attr("in_place", bool, False, "the cache is written where it is (the past rows are "
              "not copied)"),
     )
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axis_in("axis", a.axis, rules.rank(ins[0]))
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:

@@ -18,8 +18,8 @@ from kernbench.cmdq.opcodes.ve import (
 )
 from kernbench.cmdq.opcodes.ve_elementwise import VeCumsumTile, VeElementwiseTile
 from kernbench.cmdq.opcodes.ve_window import VePoolTile, VeReduceTile
-from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import elementwise, elementwise_extra  # noqa: F401  (register the kinds)
+from kernbench.ir.model import LayerIR, TensorIR
+from kernbench.ir.ops import elementwise, elementwise_extra, rules  # noqa: F401  (register the kinds)
 from kernbench.ir.ops.base import (
     IrOp,
     LayerCall,
@@ -45,6 +45,7 @@ from kernbench.ir.ops.defs import (
     var_operand,
 )
 from kernbench.ir.ops.ew_kind import EW_KINDS, onnx_attr_defs, onnx_attr_names
+from kernbench.numerics.dtypes import dtype
 
 #: every ONNX attribute an ELEMENTWISE kind's kernel takes (the layer attributes that
 #: are kernel params)
@@ -67,6 +68,7 @@ class LayerNorm(IrOp):
     shape = "same"
     kernel = "layernorm"
     kernel_attrs = ("axis", "eps")
+    constraints = classmethod(rules.axis_of_input)
     vector_opcode = VeLayernormTile
     row_wise = True
 
@@ -80,6 +82,7 @@ class RmsNorm(IrOp):
     shape = "same"
     kernel = "rmsnorm"
     kernel_attrs = ("axis", "eps")
+    constraints = classmethod(rules.axis_of_input)
     vector_opcode = VeRmsnormTile
     row_wise = True
 
@@ -91,6 +94,7 @@ class Softmax(IrOp):
     shape = "same"
     kernel = "softmax"
     kernel_attrs = ("axis",)
+    constraints = classmethod(rules.axis_of_input)
     vector_opcode = VeSoftmaxTile
     row_wise = True
 
@@ -179,6 +183,19 @@ class Elementwise(IrOp):
         return kind.signature() if kind else (cls.operands, cls.results)
 
     @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """A cast names the element type it casts to: its output's."""
+        if a.op != "cast":
+            return
+        try:
+            same = a.to is not None and dtype(a.to).name == dtype(outs[0].dtype).name
+        except (TypeError, ValueError):
+            rules.fail("to", f"{a.to!r} is not an element type")
+        if not same:
+            rules.fail("to", f"{a.to!r} but the output is {outs[0].dtype}")
+
+    @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
         kind = cls.kind(node)
         if kind not in EW_KINDS:
@@ -214,6 +231,15 @@ class Rope(IrOp):
     )
     shape = "same"
     kernel = "rope"
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """`rotary_dim`: an even number of the last axis's dims."""
+        d = ins[0].shape[-1]
+        if a.rotary_dim is not None and not (0 < a.rotary_dim <= d and a.rotary_dim % 2 == 0):
+            rules.fail("rotary_dim", f"{a.rotary_dim} is not an even size of 2 to {d} (the "
+                       "last axis)")
     vector_opcode = VeRopeTile
 
 
@@ -229,6 +255,11 @@ class Reduce(IrOp):
     )
     kernel = "reduce"
     kernel_attrs = ("op", "axes", "keepdims", "select_last_index")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axes_in("axes", a.axes, rules.rank(ins[0]))
     vector_opcode = VeReduceTile
     #: argmax / argmin give int64 indices; the other reductions the input's type
     _INDICES = (result("y", one_of("int64")),)
@@ -250,6 +281,7 @@ class Cumsum(IrOp):
     shape = "same"
     kernel = "cumsum"
     kernel_attrs = ("axis", "exclusive", "reverse")
+    constraints = classmethod(rules.axis_of_input)
     vector_opcode = VeCumsumTile
 
 
@@ -272,6 +304,11 @@ class Pool(IrOp):
     kernel = "pool"
     kernel_attrs = ("mode", "kernel_shape", "strides", "pads", "dilations", "ceil_mode",
                     "count_include_pad")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.window(a, rules.rank(ins[0]), kernel=a.kernel_shape)
     vector_opcode = VePoolTile
     layer_cost = "sum"
 
@@ -288,6 +325,11 @@ class GroupNorm(IrOp):
                        "group)"))
     kernel = "group_norm"
     kernel_attrs = ("groups", "eps", "per_channel_affine")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.divides("groups", a.groups, ins[0].shape[1], "the channels")
     layer_cost = "copy"
 
 
@@ -297,6 +339,7 @@ class LogSoftmax(IrOp):
     operands, results, attributes = _X, _Y, (_AXIS,)
     kernel = "log_softmax"
     kernel_attrs = ("axis",)
+    constraints = classmethod(rules.axis_of_input)
     layer_cost = "copy"
 
 
@@ -306,6 +349,7 @@ class Hardmax(IrOp):
     operands, results, attributes = _X, _Y, (_AXIS,)
     kernel = "hardmax"
     kernel_attrs = ("axis",)
+    constraints = classmethod(rules.axis_of_input)
     layer_cost = "copy"
 
 
@@ -319,6 +363,12 @@ class TopK(IrOp):
                   attr("sorted", bool, help="in order"))
     kernel = "topk"
     kernel_attrs = ("k", "axis", "largest", "sorted")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axis_in("axis", a.axis, rules.rank(ins[0]))
+        rules.at_least("k", a.k, 0)
     layer_cost = "copy"
 
 
@@ -329,4 +379,11 @@ class Einsum(IrOp):
     attributes = (attr("equation", str, help="the einsum equation, no spaces"),)
     kernel = "einsum"
     kernel_attrs = ("equation",)
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """One term of the equation per input."""
+        terms = a.equation.split("->")[0].split(",")
+        rules.length("equation", terms, len(ins), "one term per input")
     layer_cost = "copy"
