@@ -57,6 +57,7 @@ from kernbench.host.llm import LlmFacts, check_fit, llm_facts, llm_section
 from kernbench.host.precision import run_precision
 from kernbench.host.replay_figures import ActionsOf
 from kernbench.host.run import RunHooks, RunOptions
+from kernbench.ir.bundle_ir import save_bundle_ir
 from kernbench.ir.model import Graph, is_shape_only, load_weights, save_weights
 from kernbench.report.stats import Stats, set_precision, set_section
 from kernbench.topology import build_topology
@@ -222,7 +223,7 @@ def _write_tp_bundle(bundle: Path, graph: Graph, tp: int, chips: list[int], topo
     (bundle / "memory.json").write_text(json.dumps(mem, indent=1, sort_keys=True),
                                         encoding="utf-8")
     save_weights(weights, bundle / "weights.npz")
-    graph.save(bundle / "ir.json", bundle / "ir_weights.npz")
+    save_bundle_ir(graph, bundle)  # every weight (no listing)
     doc = {"cmdq": entries, "metadata": meta}
     (bundle / "cmdq.json").write_text(json.dumps(doc), encoding="utf-8")
 

@@ -422,7 +422,7 @@ def shard_graph(graph: Graph, n: int, rank: int) -> TpGraph:
         return TpGraph(g)
     if any(node.op_type in ("MOE_ROUTE", "TOPK") for node in g.nodes):
         raise InputError(f"--tp {n}: mixture-of-experts models are not split by --tp "
-                         "(expert parallelism, --ep, is not built yet)", field="--tp")
+                         "(split its experts with --ep)", field="--tp")
     out = _Sharder(g, n, rank).run()
     if not out.sites:
         raise InputError(f"--tp {n}: the model has no attention or MLP block to split",
