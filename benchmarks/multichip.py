@@ -170,7 +170,8 @@ def llm_section(results: dict) -> list[str]:
             "Command: `.venv/bin/python benchmarks/multichip.py --llm all` (each case in a "
             "process of its own; `--llm NAME` reruns one). `kernbench run --tp 8` (ADR-0970; "
             "`--pp 2`: ADR-1040), "
-            "shape-only models from tests/hf_configs, block replay; wall time on a shared "
+            "shape-only models from tests/hf_configs, block replay; `--tp` alone merges the "
+            "ranks' program as it streams (ADR-1190); wall time on a shared "
             "machine, CPU seconds are the comparable figure.", "",
             "| case | simulated | against | wall s | CPU s | peak RSS MB | CMDQ entries "
             "(collectives) |", "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
@@ -181,6 +182,11 @@ def llm_section(results: dict) -> list[str]:
             continue
         if "refused" in r:  # the run ended without a figure: why (docs/fidelity.md)
             rows.append(f"| {name} | no figure: {r['refused']} | – | – | – | – | – |")
+            continue
+        if "unfinished" in r:  # stopped before its end: what was measured until then
+            rows.append(f"| {name} | not finished: {r['unfinished']} | – | – | "
+                        f"{r['cpu_s']} so far | {r['rss_mb']} so far | {r['entries']} "
+                        f"({r['collective_entries']}) |")
             continue
         sim, against = llm_verdict(r)
         rows.append(f"| {name} | {sim} | {against} | {r['wall_s']} | {r['cpu_s']} | "

@@ -117,3 +117,24 @@ def test_run_case_reports_a_failed_run(tmp_path):
     row = model_roofline.run_case(model_roofline.Case("bad", str(bad)), "small", tmp_path / "o")
     assert not row.ok
     assert row.error.startswith("exit 2")
+
+
+def test_multichip_llm_table_rows() -> None:
+    """benchmarks/multichip.py --llm: a kept result gives its figure against the published
+    one (1e3 / ms a token; sim / published − 1), an unfinished run what was measured up to
+    its end, a case without a result 'not run'."""
+    import multichip
+
+    name = "llama-3.1-70b t3k tp8 decode"
+    done = {"reference": {"tokens_per_s_user": 16.6}, "total_ns": 40e6, "wall_s": 1.0,
+            "cpu_s": 2.0, "rss_mb": 3, "entries": 10, "collective_entries": 4}
+    rows = multichip.llm_section({name: done})
+    # 40 ms a token: 25.0 tokens/s/user, 25 / 16.6 − 1 = +50.6 %
+    assert f"| {name} | 25.0 tokens/s/user (40.00 ms a token) | 16.6 published: +50.6% " \
+           "(OUTSIDE 25 %) | 1.0 | 2.0 | 3 | 10 (4) |" in rows
+    part = {"unfinished": "stopped", "cpu_s": 5.0, "rss_mb": 6, "entries": 7,
+            "collective_entries": 1}
+    rows = multichip.llm_section({name: part})
+    assert f"| {name} | not finished: stopped | – | – | 5.0 so far | 6 so far | 7 (1) |" \
+        in rows
+    assert "| llama-3.1-8b t3k tp8 decode | not run | – | – | – | – | – |" in rows
