@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from kernbench.compiler.lower.lone_plan import ONE_TILE_OPS
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph
 from kernbench.errors import CapacityError
@@ -104,10 +105,6 @@ def check_plan(state: CompileState) -> None:
     _check_lone(state, order)
 
 
-#: the op types a layer of one tile on the lone rotation has (`lone_plan.ONE_TILE_OPS`)
-_ONE_TILE_OPS = ("ELEMENTWISE", "ADD", "MUL", "CUMSUM", "EMBEDDING", "GATHER", "GATHER_ND",
-                 "GATHER_ELEMENTS")
-
 
 def _check_lone(state: CompileState, order: Mapping[str, int]) -> None:
     """Each layer of one tile is an element-wise layer or a gather with an op of its own,
@@ -119,7 +116,7 @@ def _check_lone(state: CompileState, order: Mapping[str, int]) -> None:
     taken: dict[int, int] = {}
     for layer in sorted(plan.lone, key=lambda x: order.get(x, -1)):
         pe = plan.lone[layer]
-        if layer not in order or g.node(layer).op_type not in _ONE_TILE_OPS \
+        if layer not in order or g.node(layer).op_type not in ONE_TILE_OPS \
                 or plan.computed_elsewhere(layer) or not 0 <= pe < len(state.topology.pes):
             raise InvariantError(f"lowering plan: '{layer}' runs as one tile on PE {pe}, yet "
                                  "it is no element-wise layer or gather with an op of its own "
