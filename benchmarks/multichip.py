@@ -141,7 +141,7 @@ def run_llm_case(name: str) -> dict:
             "collective_entries": m["stats"]["parallel"]["collective_entries"],
             "replay": {k: v for k, v in (m["stats"].get("replay") or {}).items()
                        if k in ("block_period_ns", "periods_ns", "anchored_periods_ns",
-                                "period_deviation", "period_cycle_blocks")}}
+                                "period_deviation", "period_cycle_blocks", "warmup_blocks")}}
 
 
 def llm_verdict(r: dict) -> tuple[str, str]:
