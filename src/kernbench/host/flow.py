@@ -444,7 +444,7 @@ def _run_verified(bundle_dir: Path, prog: CmdqProgram, topology: Topology, opts:
     if is_shape_only(bundle.graph):
         raise InputError("--verify needs weight values; this bundle is of a shape-only "
                          "model (timing only)", file=str(bundle_dir))
-    problems = check_bundle(bundle_dir, topology, max_errors=1, cmdq=False)
+    problems = check_bundle(bundle_dir, topology, max_errors=1, cmdq=False, ir=bundle.graph)
     if problems:  # a tampered bundle: refused before anything is deployed
         raise problems[0]
     feeds = load_inputs(opts.inputs, bundle.graph, strict=opts.strict)
