@@ -291,7 +291,7 @@ def _replay(graph: Graph, opts: RunOptions, hooks: RunHooks
     """(the replay plan or None, the graph the ranks are split from)."""
     if opts.exact or opts.verify:
         return None, graph
-    plan, why = plan_replay(graph)
+    plan, why = plan_replay(graph, opts.replay_blocks)
     if plan is None:
         if graph.metadata.get("llm"):
             hooks.note(f"simulating every layer: {why}")
