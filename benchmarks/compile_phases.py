@@ -66,6 +66,7 @@ def main() -> None:
     _wrap(flow, "load_model", "load_model")
     _wrap(flow, "write_bundle", "write_bundle (all)")
     _wrap(pipe, "write_json", "  bundle: JSON files")
+    _wrap(pipe, "_write_weights", "  bundle: weight files and the model copy")
     _wrap(pipe, "save_weights", "  bundle: weights.npz")
     _wrap(pipe, "copy_with_external_data", "  bundle: model.onnx copy")
     _wrap(Graph, "save", "  bundle: ir.json + ir_weights.npz")

@@ -38,6 +38,10 @@ def test_verified_all_reduce_writes_its_program_and_stats(tmp_path, capsys) -> N
     (["broadcast"], "unknown collective"),
     (["all_reduce", "--algorithm", "tree"], "unknown algorithm"),
     (["all_reduce", "-t", "small"], "is one chip"),
+    (["all_reduce", "--bytes", "1TiB"], "1099511627776 bytes per chip needs"),
+    (["all_reduce", "--links", "3"], "links 3: 't3k' joins each neighbour pair with 2 link(s)"),
+    (["all_reduce", "--workers", "0"], "--workers 0 must be at least 1"),
+    (["all_reduce", "--workers", "33"], "--workers 33: a chip of 't3k' has 32 PE(s) on the 1"),
 ])
 def test_bad_collective_input_is_one_line_exit_2(args: list[str], needle: str, capsys) -> None:  # noqa: ANN001
     code = main(["collective", *args])

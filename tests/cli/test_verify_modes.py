@@ -11,6 +11,7 @@ import pytest
 
 from kernbench.cli import main
 from kernbench.host.verify import ORT_TOLERANCE, ort_tolerance
+from kernbench.ir import import_onnx
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "models"
@@ -44,12 +45,26 @@ def test_unlisted_combination_takes_its_narrowest_width():
 
 
 def test_verify_without_model_onnx_says_it_skipped_onnxruntime(tmp_path, capsys):
+    # a bundle compiled from an ir.json has no model.onnx
+    import_onnx(MODELS / "gpt2.onnx").save(tmp_path / "ir" / "ir.json")
     b = tmp_path / "b"
-    assert main(["compile", str(MODELS / "gpt2.onnx"), "--out", str(b), "--quiet"]) == 0
-    (b / "model.onnx").unlink()
+    assert main(["compile", str(tmp_path / "ir" / "ir.json"), "--out", str(b), "--quiet"]) == 0
+    assert not (b / "model.onnx").exists()
     assert main(["simulate", str(b), "--verify", "--out", str(tmp_path / "o"), "--quiet"]) == 0
     assert "onnxruntime skipped" in capsys.readouterr().err
     assert set(_checks(tmp_path / "o")) == {"interpreter"}
+
+
+def test_verify_of_a_bundle_whose_model_copy_was_deleted_is_one_line(tmp_path, capsys):
+    # the IR weights that are the model's initializers are read from the copy (ADR-1185)
+    b = tmp_path / "b"
+    assert main(["compile", str(MODELS / "gpt2.onnx"), "--out", str(b), "--quiet"]) == 0
+    (b / "model.onnx").unlink()
+    assert main(["simulate", str(b), "--verify", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("ir_weights_model.json: lists weights of model.onnx, which is "
+                            "missing"), err
+    assert "Traceback" not in "\n".join(err)
 
 
 def _external(tmp_path: Path, location: str = "weights.data") -> Path:

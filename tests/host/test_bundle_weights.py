@@ -10,7 +10,7 @@ from kernbench.host.flow import TIMING_ONLY, CompileRequest, compile_model, simu
 from kernbench.topology import load_topology
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
-WEIGHTS = {"weights.npz", "ir_weights.npz", "model.onnx"}
+WEIGHTS = {"weights.npz", "ir_weights.npz", "ir_weights_model.json", "model.onnx"}
 
 
 def test_bundle_without_weights_is_the_rest_of_the_full_bundle(tmp_path):

@@ -108,6 +108,8 @@ def test_dp_runs_replicas_on_their_own_chips(tmp_path: Path) -> None:
     (["--tp", "4", "--set", "system.chips=4"], "--tp 4: KV heads 2 does not split into 4"),
     (["--tp", "2"], "--tp 2: the topology 'small' has 1 chip(s)"),
     (["--tp", "0"], "--tp 0 must be at least 1"),
+    (["--tp", "2", "--replay-blocks", "2", "--set", "system.chips=2"],
+     "--replay-blocks 2: the replay check needs at least 3 simulated blocks"),
 ])
 def test_bad_tp_is_one_line_exit_2(args: list[str], needle: str, tmp_path: Path,
                                    capsys) -> None:  # noqa: ANN001
@@ -118,6 +120,25 @@ def test_bad_tp_is_one_line_exit_2(args: list[str], needle: str, tmp_path: Path,
     lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert code == 2 and len(lines) == 1 and needle in lines[0], err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["tests/hf_configs/tiny-mixtral.json", "--tp", "2"],
+     "--tp 2: mixture-of-experts models are not split by --tp (split its experts with --ep)"),
+    (["tests/hf_configs/tiny-llama-4l.json", "--tp", "2", "--batch", "4096", "--seq-len", "4096"],
+     "model does not fit in cube 0's HBM (17179869184 B): tensor 'l0.ln_attn.y' of "
+     "8589934592 B would end at byte"),
+])
+def test_a_tp_model_that_cannot_be_split_or_held_is_one_line(
+        args: list[str], needle: str, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """The line names the value: the flag for a model --tp does not split, the tensor and
+    its bytes for one that does not fit; nothing is left in --out."""
+    code = main(["run", str(ROOT / args[0]), *args[1:], "-t", "small", "--set",
+                 "system.chips=2", "--out", str(tmp_path / "o"), "--quiet"])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert code == 2 and len(lines) == 1 and needle in lines[0], err
+    assert "Traceback" not in err and not (tmp_path / "o").exists()
 
 
 def test_tp_and_dp_combine(tmp_path: Path) -> None:

@@ -13,8 +13,11 @@ import typer
 from kernbench.cli import app
 from kernbench.cli.common import SetOpt, TopologyOpt, err
 
-_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000,
-          "mb": 1000 ** 2, "gb": 1000 ** 3}
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+          "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "tb": 1000 ** 4}
+
+#: worker PEs per chip when --workers is not given (fewer on a chip with fewer PEs)
+DEFAULT_WORKERS = 8
 
 
 def parse_bytes(text: str) -> int:
@@ -51,6 +54,23 @@ def _chips(text: str | None, topo, algorithm: str) -> tuple[int, ...]:  # noqa: 
     return tuple(int(p) for p in parts)
 
 
+def _worker_count(given: int | None, topo, links: int) -> int:  # noqa: ANN001
+    """`--workers`, checked against the PEs of a chip on the `links` lanes used; without
+    it, DEFAULT_WORKERS or all of those PEs when the chip has fewer."""
+    from kernbench.errors import InputError
+
+    per_chip = len(topo.pes) // topo.chips
+    have = sum(1 for p in topo.pes[:per_chip] if topo.lane_of(p) < max(1, links))
+    if given is None:
+        return min(DEFAULT_WORKERS, have)
+    if given < 1:
+        raise InputError(f"--workers {given} must be at least 1", field="--workers")
+    if given > have:
+        raise InputError(f"--workers {given}: a chip of '{topo.name}' has {have} PE(s) on "
+                         f"the {links} link(s) used", field="--workers")
+    return given
+
+
 @app.command("collective")
 def collective(
     op: Annotated[str, typer.Argument(help="all_reduce, all_gather, reduce_scatter, "
@@ -69,7 +89,9 @@ def collective(
         "--unidirectional", help="ring: one direction only (default: both)")] = False,
     links: Annotated[int, typer.Option("--links", help="parallel links of a neighbour pair "
                                                        "to use")] = 1,
-    workers: Annotated[int, typer.Option("--workers", help="worker PEs per chip")] = 8,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", help="worker PEs per chip (default: 8, or every PE of a chip with "
+                          "fewer)")] = None,
     verify: Annotated[bool, typer.Option("--verify", help="run the data pass and compare "
                                                           "every rank with numpy")] = False,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="write cmdq.json, "
@@ -111,7 +133,7 @@ def collective(
     err.print(f"{op} ({algorithm}) of {size} bytes per chip over {len(ranks)} chips of "
               f"'{topo.name}'")
     res = run_collective(topo, c, verify=verify, trace=trace and out is not None,
-                         links=links, workers=workers)
+                         links=links, workers=_worker_count(workers, topo, links))
     summary = res.summary(c)
     if out is not None:
         _write(out, res, summary, trace)

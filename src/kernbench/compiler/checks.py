@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph
 from kernbench.errors import CapacityError
+from kernbench.ir.ops import node_attrs
 from kernbench.ir.verify import verify as verify_ir
 
 
@@ -81,7 +82,7 @@ def check_plan(state: CompileState) -> None:
     for conv, c in plan.clamps.items():
         if conv not in order or c not in order or g.node(conv).op_type != "CONV" \
                 or g.node(c).op_type != "ELEMENTWISE" \
-                or g.node(c).attributes.get("op") not in ("relu", "clip") \
+                or node_attrs(g.node(c)).op not in ("relu", "clip") \
                 or g.node(c).inputs[0] not in g.node(conv).outputs \
                 or plan.fused.get(c) != conv:
             raise InvariantError(f"lowering plan: '{conv}' applies '{c}' in its epilogue, "

@@ -177,11 +177,13 @@ class MemoryPlan:
         # HBM reuse by liveness: storage key → last layer position a tensor in it is read
         self._busy_until: dict[str, int] = {}
 
-    def _bump(self, cube: int, nbytes: int) -> int:
+    def _bump(self, cube: int, nbytes: int, key: str) -> int:
         a = self._next[cube]
         self._next[cube] = a + -(-max(nbytes, 1) // ALIGN) * ALIGN
         if self._next[cube] > (cube + 1) * self.cube_bytes:
-            raise InputError(f"model does not fit in cube {cube}'s HBM ({self.cube_bytes} B)")
+            raise InputError(f"model does not fit in cube {cube}'s HBM ({self.cube_bytes} B): "
+                             f"tensor '{key}' of {nbytes} B would end at byte "
+                             f"{self._next[cube] - cube * self.cube_bytes}")
         return a
 
     def allocate(self, key: str, shape, dtype: str, role: str, *, replicate: bool = False,
@@ -207,12 +209,12 @@ class MemoryPlan:
         if cuts:
             ends = [0, *(e for e, _ in cuts)]
             assert ends[-1] == nb and all(a < b for a, b in zip(ends, ends[1:], strict=False))
-            parts = tuple((a, b - a, self._bump(c, b - a))
+            parts = tuple((a, b - a, self._bump(c, b - a, key))
                           for a, b, (_, c) in zip(ends, ends[1:], cuts, strict=False))
             addrs = (parts[0][2],)
             live = None
         elif spread and self.spread_rows(shape, dtype):
-            parts = self._spread(shape, dtype)
+            parts = self._spread(shape, dtype, key)
             addrs = (parts[0][2],)
             live = None  # spread storage neither gives nor takes space
         elif live is not None and not replicate and cube == 0:
@@ -223,7 +225,7 @@ class MemoryPlan:
                     return Allocation(rkey, role, dtype, tuple(shape), nb, r.addrs, source)
         if not parts:
             cubes = range(self.n_cubes) if replicate else (cube,)
-            addrs = tuple(self._bump(c, nb) for c in cubes)
+            addrs = tuple(self._bump(c, nb, key) for c in cubes)
         a = Allocation(key, role, dtype, tuple(shape), nb, addrs, source, data, parts)
         self.allocations[key] = a
         if live is not None and not replicate:
@@ -237,7 +239,7 @@ class MemoryPlan:
         return self.n_cubes > 1 and rows >= self.n_cubes * MIN_ROWS_PER_CUBE \
             and nbytes_of(shape, dtype) >= self.n_cubes * MIN_PART_BYTES
 
-    def _spread(self, shape, dtype: str) -> tuple[tuple[int, int, int], ...]:
+    def _spread(self, shape, dtype: str, key: str) -> tuple[tuple[int, int, int], ...]:
         rows, cols = int(np.prod(shape[:-1])), int(shape[-1])
         per = -(-rows // self.n_cubes)
         parts = []
@@ -248,7 +250,7 @@ class MemoryPlan:
                 break
             off = nbytes_of((r0, cols), dtype) if r0 else 0
             nb = nbytes_of((r, cols), dtype)
-            parts.append((off, nb, self._bump(c, nb)))
+            parts.append((off, nb, self._bump(c, nb, key)))
         return tuple(parts)
 
     def place(self, tid: str, alloc: Allocation, shape=None, strides=None) -> Placement:

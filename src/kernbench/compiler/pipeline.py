@@ -30,7 +30,9 @@ from kernbench.compiler.state import CompileOptions, CompileState
 from kernbench.compiler.tcm_alloc import AllocateTcm
 from kernbench.errors import InputError
 from kernbench.ir import import_onnx
+from kernbench.ir.bundle_ir import save_bundle_ir
 from kernbench.ir.model import Graph, is_shape_only, save_weights
+from kernbench.ir.onnx_import.initializers import file_key, initializer_of
 from kernbench.ir.onnx_import.loader import copy_with_external_data
 from kernbench.ir.qconfig import apply_qconfig, load_qconfig
 from kernbench.ir.verify import verify
@@ -82,8 +84,8 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
     bundle: a real-size program's file is hundreds of MB); `entries` then counts the
     program's entries when the state holds none (a streamed compile, `compiler.stream`).
     `weights` False leaves out what only the data pass and the verification read
-    (weights.npz, ir_weights.npz, the model copy; ir.json stays): a timing-only run's
-    bundle that nobody keeps, whose weights are as large as the model."""
+    (weights.npz, ir_weights.npz and its listing, the model copy; ir.json stays): a
+    timing-only run's bundle that nobody keeps, whose weights are as large as the model."""
     if state.memory is None or (state.cmdq is None and (cmdq or entries is None)):
         raise RuntimeError("write_bundle: the state has not been through every pass")
     out = Path(out)
@@ -114,16 +116,26 @@ def write_bundle(state: CompileState, out: Path, source_model: Path | None = Non
 
 
 def _write_weights(state: CompileState, tmp: Path, source_model: Path | None) -> None:
-    """The bundle's weights.npz, ir.json with ir_weights.npz, and the model copy."""
+    """The bundle's weights.npz, ir.json with ir_weights.npz, and the model copy. An IR
+    weight that is an initializer of the copied model, unchanged (`initializers`), is not
+    written again: `ir.bundle_ir` lists it and reads it back from the copy."""
     arrays = {}
     shape_only = is_shape_only(state.graph)  # no weight values: weights.npz stays empty
     for key, a in sorted(state.memory.allocations.items()):
         if a.data is not None and not shape_only:
             arrays[key] = np.ascontiguousarray(a.data)
     save_weights(arrays, tmp / "weights.npz")
-    state.graph.save(tmp / "ir.json", tmp / "ir_weights.npz")
+    graph = state.graph
+    in_model: dict[str, str] = {}
     if source_model is not None and Path(source_model).suffix == ".onnx":
+        key = file_key(source_model)
+        for tid, a in sorted(graph.weights.items()):
+            if (name := initializer_of(a, key)) is not None:
+                in_model[tid] = name
         copy_with_external_data(source_model, tmp / "model.onnx")  # + its external data
+        if in_model and file_key(source_model) != key:  # rewritten while copied
+            in_model = {}
+    save_bundle_ir(graph, tmp, in_model)
 
 
 __all__ = ["PASSES", "PASS_NAMES", "compile_graph", "load_model", "write_bundle"]

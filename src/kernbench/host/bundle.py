@@ -4,6 +4,7 @@
       cmdq.json      the program           memory.json   tensor → HBM address, dtype, shape
       weights.npz    constants to deploy   ir.json (+ ir_weights.npz)  the compiled IR
       model.onnx     the source model      topology.yaml the NPU it was compiled for
+      ir_weights_model.json  the IR weights read from model.onnx (`ir.bundle_ir`)
 
 `run_with_data` deploys weights and inputs into a MemoryStore (every replica), runs the
 timing pass with the op logger on, runs the DataExecutor, and reads the graph outputs
@@ -29,6 +30,7 @@ from kernbench.common.tile_plan import StageType
 from kernbench.compiler.hbm import PACKED_BYTES
 from kernbench.errors import AddressError, InputError
 from kernbench.host.simulate import CmdqRun, PhaseHook, no_phase, simulate_program
+from kernbench.ir.bundle_ir import load_bundle_ir
 from kernbench.ir.interpreter import Interpreter, prepare
 from kernbench.ir.model import Graph, LayerIR, load_weights, save_weights
 from kernbench.numerics import quant as qmath
@@ -64,7 +66,7 @@ class Bundle:
                 raise ValueError("expected 'tensors' and 'views'")
         except (OSError, ValueError) as e:
             raise InputError(f"unreadable: {e}", file=str(path / "memory.json")) from None
-        graph = Graph.load(path / "ir.json", path / "ir_weights.npz")
+        graph = load_bundle_ir(path)
         return cls(path, memory, graph, load_weights(path / "weights.npz"))
 
     def check_fits(self, topology: Topology) -> None:

@@ -20,8 +20,9 @@ from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.validate import validate_file
 from kernbench.compiler.hbm import ITEMSIZE, PACKED_BYTES, nbytes_of
 from kernbench.errors import MAX_JSON_BYTES, InputError, KernbenchError, read_input_text
-from kernbench.ir import validate_ir_file
-from kernbench.ir.model import load_weights
+from kernbench.ir import validate_ir_file, verify
+from kernbench.ir.bundle_ir import load_bundle_ir
+from kernbench.ir.model import Graph, load_weights
 from kernbench.topology.model import Topology
 
 FILES = ("cmdq.json", "memory.json", "weights.npz", "ir.json")
@@ -29,9 +30,10 @@ ALIGN = 256  # the compiler's HBM allocation granule (compiler/memory_plan.py)
 
 
 def check_bundle(path: Path, topology: Topology, max_errors: int = 50, *,
-                 cmdq: bool = True) -> list[InputError]:
+                 cmdq: bool = True, ir: Graph | None = None) -> list[InputError]:
     """Every problem of the bundle folder `path` on `topology` (empty: the bundle is
-    consistent and fits). `cmdq=False` skips cmdq.json (the caller validates it anyway)."""
+    consistent and fits). `cmdq=False` skips cmdq.json (the caller validates it anyway);
+    `ir`: the bundle's IR as `ir.bundle_ir.load_bundle_ir` read it (not read again)."""
 
     path = Path(path)
     missing = [n for n in FILES if not (path / n).is_file()]
@@ -42,9 +44,10 @@ def check_bundle(path: Path, topology: Topology, max_errors: int = 50, *,
         problems += validate_file(path / "cmdq.json", limits_for(topology),
                                   max_errors=max_errors)
     try:
-
-        iw = path / "ir_weights.npz"  # the IR's own constants; weights.npz is the device's
-        validate_ir_file(path / "ir.json", iw if iw.is_file() else None)
+        if ir is not None or (path / "ir_weights.npz").is_file():  # the IR's own constants
+            verify(ir if ir is not None else load_bundle_ir(path), file=str(path / "ir.json"))
+        else:  # weights.npz is the device's
+            validate_ir_file(path / "ir.json")
     except KernbenchError as e:
         problems.append(e if isinstance(e, InputError) else InputError(str(e)))
     mem_file = str(path / "memory.json")

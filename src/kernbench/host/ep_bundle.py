@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kernbench.ir.bundle_ir import save_bundle_ir
 from kernbench.ir.model import Graph, load_weights, save_weights
 from kernbench.topology.model import Topology
 
@@ -75,6 +76,6 @@ def write_ep_bundle(bundle: Path, model: Graph, ranks: Sequence[Graph],
     union.weights = {**model.weights, **{k: w for g in ranks for k, w in g.weights.items()}}
     union.metadata = dict(model.metadata)
     union.rebuild_links()
-    union.save(bundle / "ir.json", bundle / "ir_weights.npz")
+    save_bundle_ir(union, bundle)  # every weight (no listing)
     (bundle / "cmdq.json").write_text(json.dumps({"cmdq": entries, "metadata": meta}),
                                       encoding="utf-8")

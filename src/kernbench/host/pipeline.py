@@ -59,6 +59,7 @@ from kernbench.host.llm import LlmFacts, check_fit, llm_facts, llm_section
 from kernbench.host.parallel import _high_water, _site_buffers, chip_topology, simulate_merged
 from kernbench.host.replay_figures import ActionsOf, whole_model_figures
 from kernbench.host.run import RunHooks, RunOptions
+from kernbench.ir.bundle_ir import save_bundle_ir
 from kernbench.ir.model import Graph, is_shape_only, load_weights, save_weights
 from kernbench.report.stats import Stats, set_section, set_whole_time
 from kernbench.topology.chips import ring_order
@@ -427,6 +428,6 @@ def _write_bundle(bundle: Path, graph: Graph, chips: dict[tuple[int, int, int], 
     (bundle / "memory.json").write_text(json.dumps(mem0, indent=1, sort_keys=True),
                                         encoding="utf-8")
     save_weights(weights, bundle / "weights.npz")
-    graph.save(bundle / "ir.json", bundle / "ir_weights.npz")
+    save_bundle_ir(graph, bundle)  # every weight (no listing)
     (bundle / "cmdq.json").write_text(json.dumps({"cmdq": entries, "metadata": meta}),
                                       encoding="utf-8")

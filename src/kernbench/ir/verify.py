@@ -1,7 +1,9 @@
 """IR verifier: structure (ids, links, DAG), tensors (producer or graph input or
 constant; a known dtype), each node against its op class's declarations (inputs and
-outputs counted, every attribute present when required, of its type and allowed values,
-none the op does not declare), shapes consistent with each op's semantics, legal qbits,
+outputs counted, each of an element type and rank its declaration allows, every
+attribute present when required, of its type and allowed values, none the op does not
+declare; the attributes agreeing with each other and the tensors' ranks), shapes
+consistent with each op's semantics, legal qbits,
 layouts per spec §8.
 
 `verify(graph)` raises InputError naming the node / tensor, field and reason.
@@ -110,7 +112,7 @@ def _check_nodes(g: Graph, err: ErrFn) -> dict[str, str]:
                 raise err(f"tensor {tid!r} is written twice (or is an input / constant)",
                           where, "outputs")  # fmt: skip
             produced[tid] = n.id
-        _check_declared(n, err)
+        _check_declared(g, n, err)
         _check_shapes(g, n, err)
         _check_layouts(g, n, err)
     return produced
@@ -157,22 +159,27 @@ def _check_qbits(v, err, where: str, field: str) -> None:
               "bfp8_b / bfp4_b for weights)", where, field)
 
 
-def _check_declared(n: LayerIR, err: ErrFn) -> None:
+def _check_declared(g: Graph, n: LayerIR, err: ErrFn) -> None:
     """The node's inputs, outputs and attributes against its op class's declarations
-    (`IrOp.check_node`): the field is `inputs`, `outputs` or `attributes.<name>`."""
+    (`IrOp.check_node`, then `check_types`): the field is `inputs`, `outputs`,
+    `inputs.<name>`, `outputs.<name>` or `attributes.<name>`."""
     try:
         OPS[n.op_type].check_node(n)
+        OPS[n.op_type].check_types(n, g.tensors)
     except OpRuleError as e:
         raise err(str(e), f"node {n.id}", e.field) from None
 
 
 def _check_shapes(g: Graph, n: LayerIR, err: ErrFn) -> None:
-    """The op's own rule (`IrOp.check_shapes`) on the node's tensor shapes."""
+    """The op's attributes against each other and its tensors (`IrOp.constraints`), then
+    its own rule (`IrOp.check_shapes`) on the node's tensor shapes."""
     t = g.tensors
-    ins = [t[i].shape if i else None for i in n.inputs]
-    outs = [t[o].shape if o else None for o in n.outputs]
+    op = OPS[n.op_type]
     try:
-        OPS[n.op_type].check_shapes(n, ins, outs)
+        op.constraints(op.attrs(n), [t[i] if i else None for i in n.inputs],
+                       [t[o] if o else None for o in n.outputs])
+        op.check_shapes(n, [t[i].shape if i else None for i in n.inputs],
+                        [t[o].shape if o else None for o in n.outputs])
     except ShapeMismatch as e:
         raise err(f"shape mismatch: {e}", f"node {n.id}", "shape") from None
     except OpRuleError as e:

@@ -76,11 +76,16 @@ def _check(c: Collective, topo: Topology, buf: Buffers, links: int) -> None:
     end = max(buf.inp, buf.out) + c.count * c.elem_bytes
     end = max(end, buf.scratch + 2 * c.count * c.elem_bytes, buf.flags + 4096)
     if end > per_chip_hbm:
-        raise InputError(f"a {c.op} of {c.count * c.elem_bytes} bytes per chip needs "
+        raise InputError(f"{c.op} of {c.count * c.elem_bytes} bytes per chip needs "
                          f"{end} bytes of HBM per chip (input, output, 2 × scratch, flags); "
                          f"'{topo.name}' has {per_chip_hbm}", field="bytes")
     if links < 1:
         raise InputError(f"links {links} must be at least 1", field="links")
+    system = topo.config.system
+    have = system.link.links_per_pair if system is not None else 1
+    if links > have:
+        raise InputError(f"links {links}: '{topo.name}' joins each neighbour pair with "
+                         f"{have} link(s)", field="links")
 
 
 def default_buffers(c: Collective) -> Buffers:

@@ -91,16 +91,18 @@ def _operands(lw: Lowering, n: LayerIR,
 
 def _spec(n: LayerIR) -> dict[str, Any] | None:
     """The tile's op fields, or None for an op it does not compute."""
-    op = {"ADD": "add", "MUL": "mul"}.get(n.op_type) or n.attributes.get("op")
+    op = {"ADD": "add", "MUL": "mul"}.get(n.op_type) or node_attrs(n).op
     if op not in ARITY or not ARITY[op][0] <= len(n.inputs) <= ARITY[op][1]:
         return None
     f: dict[str, Any] = {"op": op}
     if op == "cast":
-        to = n.attributes.get("to")
+        to = node_attrs(n).to
         if to not in ELEM_TYPES:
             return None
         f["to"] = to
-    attrs = {k: n.attributes[k] for k in EW_ATTRS if k in n.attributes}
+    # the ONNX attributes the node sets (one it leaves out is the kernel's default)
+    a = node_attrs(n) if n.op_type == "ELEMENTWISE" else None
+    attrs = {k: getattr(a, k) for k in EW_ATTRS if k in n.attributes}
     if attrs:
         f["attrs"] = attrs
     return f

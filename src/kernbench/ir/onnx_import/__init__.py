@@ -12,7 +12,8 @@ from kernbench.ir.model import Graph
 from kernbench.ir.onnx_import.finalize import finalize
 from kernbench.ir.onnx_import.fuse import run_fusions
 from kernbench.ir.onnx_import.handlers import HANDLERS, SUPPORTED_OPS
-from kernbench.ir.onnx_import.loader import load_model, prepare_model
+from kernbench.ir.onnx_import.initializers import remember
+from kernbench.ir.onnx_import.loader import load_model_keyed, prepare_model
 from kernbench.ir.onnx_import.lower import Lowering
 from kernbench.ir.qconfig import QConfig, apply_qconfig
 from kernbench.ir.verify import verify
@@ -21,9 +22,10 @@ __all__ = ["import_onnx", "import_model_proto", "SUPPORTED_OPS"]
 
 
 def import_onnx(path: str | Path, qconfig: QConfig | None = None, *, fuse: bool = True) -> Graph:
-    """Import the ONNX file at `path` into a verified IR Graph."""
-    model = load_model(path)
-    return _import(model, qconfig, fuse=fuse, file=str(path), name=Path(path).stem)
+    """Import the ONNX file at `path` into a verified IR Graph. The initializer arrays it
+    reads are remembered with the file's key (`initializers`)."""
+    model, key = load_model_keyed(path)
+    return _import(model, qconfig, fuse=fuse, file=str(path), name=Path(path).stem, key=key)
 
 
 def import_model_proto(model: onnx.ModelProto, qconfig: QConfig | None = None, *,
@@ -34,9 +36,14 @@ def import_model_proto(model: onnx.ModelProto, qconfig: QConfig | None = None, *
 
 
 def _import(model: onnx.ModelProto, qconfig: QConfig | None, *, fuse: bool,
-            file: str | None, name: str) -> Graph:  # fmt: skip
+            file: str | None, name: str, key: tuple | None = None) -> Graph:  # fmt: skip
 
     lw = Lowering(model, HANDLERS, file=file)
+    if key is not None:
+        for init in model.graph.initializer:
+            a = lw.consts.get(init.name)
+            if a is not None:
+                remember(a, key, init.name)
     g = lw.run()
     g.metadata["model_name"] = name
     if fuse:

@@ -6,41 +6,85 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import onnx
 from onnx import external_data_helper
 
 from kernbench.errors import MAX_MODEL_BYTES, InputError, check_input_file
+from kernbench.ir.onnx_import.initializers import file_key
 from kernbench.ir.onnx_import.light import inferred_shapes, light_model
+from kernbench.ir.onnx_import.onnx_util import to_array
 from kernbench.ir.onnx_import.opset import MAX_OPSET, MIN_OPSET, default_opset, normalize_opset
 
 
 def load_model(path: str | Path) -> onnx.ModelProto:
     """Read, check and shape-infer `path`; returns the inferred ModelProto."""
+    return load_model_keyed(path)[0]
+
+
+def load_model_keyed(path: str | Path) -> tuple[onnx.ModelProto, tuple]:
+    """`load_model`, and the key (`initializers.file_key`) of the file as it was read."""
     path = Path(path)
     f = str(path)
     check_input_file(path, MAX_MODEL_BYTES)  # a regular file (never a FIFO), bounded
-    key = _file_key(path)  # before the read: a file changed while read gets another key
-    try:
-        model = onnx.load(f, load_external_data=False)
-    except Exception as e:  # DecodeError, truncated protobuf, ...
-        raise InputError(f"not a valid ONNX protobuf ({_one_line(e)})", file=f) from None
+    key = file_key(path)  # before the read: a file changed while read gets another key
+    model = _read(path)
     _remember_external(key, _check_external_data(model, path))
+    _load_external(model, path)
+    return prepare_model(model, file=f), key
+
+
+def read_initializers(path: Path, names: dict[str, str], *,
+                      listing: str) -> dict[str, np.ndarray]:
+    """{IR tensor id: the array of initializer `names[id]`} of the model file `path`, as
+    the import makes it (`to_array`), with `load_model`'s checks but no checker or shape
+    inference. `listing`: the file that asked (diagnostics). A missing model or
+    initializer is an InputError."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"lists weights of {path.name}, which is missing", file=listing)
+    check_input_file(path, MAX_MODEL_BYTES)
+    model = _read(path)
+    _check_external_data(model, path)
+    _load_external(model, path)
+    inits = {t.name: t for t in model.graph.initializer}
+    out = {}
+    for tid, name in sorted(names.items()):
+        t = inits.get(name)
+        if t is None:
+            raise InputError(f"initializer {name!r} is not in {path.name}", file=listing,
+                             where=f"tensor {tid}")
+        try:
+            out[tid] = to_array(t)
+        except ValueError as e:
+            raise InputError(str(e), file=str(path), where=f"initializer {name}") from None
+    return out
+
+
+def _read(path: Path) -> onnx.ModelProto:
+    """The ModelProto of `path` without its external data."""
+    try:
+        return onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # DecodeError, truncated protobuf, ...
+        raise InputError(f"not a valid ONNX protobuf ({_one_line(e)})", file=str(path)) from None
+
+
+def _load_external(model: onnx.ModelProto, path: Path) -> None:
     try:
         external_data_helper.load_external_data_for_model(model, str(path.parent.resolve()))
     except Exception as e:
-        raise InputError(f"cannot load external data ({_one_line(e)})", file=f) from None
-    return prepare_model(model, file=f)
+        raise InputError(f"cannot load external data ({_one_line(e)})", file=str(path)) from None
 
 
 def copy_with_external_data(src: str | Path, dst: str | Path) -> None:
     """Copy an ONNX model file and the external data files it references (paths kept
     relative to the model, so onnxruntime finds them beside the copy). The references
     were confined to the model's folder when the model was loaded; a file `load_model`
-    read, unchanged since (`_file_key`), is not parsed again to find them."""
+    read, unchanged since (`file_key`), is not parsed again to find them."""
 
     src, dst = Path(src), Path(dst)
     shutil.copyfile(src, dst)
-    locations = _LOADED.get(_file_key(src))
+    locations = _LOADED.get(file_key(src))
     if locations is None:
         model = onnx.load(str(src), load_external_data=False)
         locations = _external_locations(model)
@@ -53,19 +97,11 @@ def copy_with_external_data(src: str | Path, dst: str | Path) -> None:
         shutil.copyfile(target, out / loc)
 
 
-#: file key (`_file_key`) → the external data locations of the model file loaded from it,
+#: file key (`file_key`) → the external data locations of the model file loaded from it,
 #: the latest `_LOADED_KEPT` files: `copy_with_external_data` of a model just loaded (a
 #: compile writing its bundle) does not parse hundreds of MB again
 _LOADED: dict[tuple, tuple[str, ...]] = {}
 _LOADED_KEPT = 8
-
-
-def _file_key(path: Path) -> tuple:
-    """The file as it is now: its resolved path, inode, size and modification and change
-    times (a rewritten or replaced file gets another key)."""
-    st = path.stat()
-    return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
-            st.st_ctime_ns)
 
 
 def _remember_external(key: tuple, locations: tuple[str, ...]) -> None:

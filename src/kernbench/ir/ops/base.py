@@ -3,12 +3,16 @@ know about it, in one place.
 
 An op class sets class-level facts and overrides what differs:
 * ``op_type``       the IR `op_type` it is (the registry key);
-* ``operands`` / ``results`` / ``attributes``  what a node of it carries (`defs`: names
-  and arities of its inputs and outputs; each attribute's type, allowed values, default
-  or required, help line). Every registered op declares all three (a family may declare
-  them for its members). The verifier refuses a node that breaks them (`check_node`);
+* ``operands`` / ``results`` / ``attributes``  what a node of it carries (`defs`: names,
+  arities, element types and ranks of its inputs and outputs, and which share an element
+  type; each attribute's type, allowed values, default or required, help line). Every
+  registered op declares all three (a family may declare them for its members;
+  ``node_signature`` when they depend on an attribute). The verifier refuses a node that
+  breaks them (`check_node`, `check_types`);
   ``attrs(node)`` is the node's attributes as a frozen dataclass (``Attrs``), defaults
   applied;
+* ``constraints``   the attributes checked against each other and the tensors' ranks
+  (`rules`: an axis within the rank, a permutation, window lengths that agree, ...);
 * ``check_shapes``  the verifier's shape rule (``shape = "same"`` / ``"broadcast"`` for the
   common ones), raising `ShapeMismatch` with the reason;
 * ``prepare``       the interpreter's kernel: the node → a `LayerCall` (a
@@ -35,8 +39,16 @@ import numpy as np
 
 from kernbench.cmdq.opcodes.base import Opcode
 from kernbench.config.schema import DEFAULT_MATH_OP_CYCLES
-from kernbench.ir.model import Graph, LayerIR, QBits
-from kernbench.ir.ops.defs import Attr, Operand, attr_problem, attrs_class, count_problem
+from kernbench.ir.model import Graph, LayerIR, QBits, TensorIR
+from kernbench.ir.ops.defs import (
+    Attr,
+    Operand,
+    attr_problem,
+    attrs_class,
+    bind,
+    count_problem,
+    type_problem,
+)
 
 Shape = list[int] | None
 
@@ -168,17 +180,48 @@ class IrOp:
         return cls.attr_defs
 
     @classmethod
+    def node_signature(cls, node: LayerIR) -> tuple[tuple[Operand, ...], tuple[Operand, ...]]:
+        """The operands and results `node` is held to (`operands`, `results`; an op whose
+        signature depends on an attribute says so here)."""
+        return cls.operands, cls.results
+
+    @classmethod
     def check_node(cls, node: LayerIR) -> None:
         """Raise `OpRuleError` (its `field`: `inputs`, `outputs` or
         `attributes.<name>`) when `node` breaks the op's declarations."""
-        for ids, decls, what in ((node.inputs, cls.operands, "inputs"),
-                                 (node.outputs, cls.results, "outputs")):
+        operands, results = cls.node_signature(node)
+        for ids, decls, what in ((node.inputs, operands, "inputs"),
+                                 (node.outputs, results, "outputs")):
             why = count_problem(decls, ids, what)
             if why is not None:
                 raise OpRuleError(f"{cls.op_type} {why}", field=what)
         bad = attr_problem(cls.node_attr_defs(node), node.attributes)
         if bad is not None:
             raise OpRuleError(bad[1], field=f"attributes.{bad[0]}")
+
+    @classmethod
+    def check_types(cls, node: LayerIR, tensors: dict[str, TensorIR]) -> None:
+        """Raise `OpRuleError` (field `inputs.<name>` or `outputs.<name>`) when a tensor of
+        `node` (its counts already checked) has an element type or rank its declaration
+        does not allow, or not the element type of the operand it is declared `like`."""
+        operands, results = cls.node_signature(node)
+        ins, outs = bind(operands, node.inputs), bind(results, node.outputs)
+        tids = [t for _, t in ins + outs]
+        bad = type_problem(ins + outs, {t: tensors[t].dtype for t in tids},
+                           {t: len(tensors[t].shape) for t in tids})
+        if bad is not None:
+            k, why = bad
+            (d, tid), what = (ins + outs)[k], "inputs" if k < len(ins) else "outputs"
+            raise OpRuleError(f"{cls.op_type} {what[:-1]} {d.name} (tensor {tid!r}): {why}",
+                              field=f"{what}.{d.name}")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """Raise `OpRuleError` (field `attributes.<name>`) when the node's attributes `a`
+        (its `Attrs`) disagree with each other or with its tensors `ins` / `outs` (None:
+        a left-out optional one; counts, element types and ranks already checked), e.g.
+        an axis outside the rank. Nothing by default; `rules` has the common checks."""
 
     @classmethod
     def cost_of(cls, node: LayerIR) -> str:
@@ -213,6 +256,11 @@ def register(cls: type[IrOp]) -> type[IrOp]:
     for what in ("operands", "results", "attributes"):
         if not hasattr(cls, what):
             raise TypeError(f"IR op {cls.op_type}: declares no {what}")
+    names = {d.name for d in cls.operands + cls.results}
+    for d in cls.operands + cls.results:
+        if d.like is not None and d.like not in names:
+            raise TypeError(f"IR op {cls.op_type}: {d.name} is like {d.like!r}, which it "
+                            "does not declare")
     if cls.op_type in OPS:
         raise TypeError(f"IR op {cls.op_type} registered twice")
     OPS[cls.op_type] = cls

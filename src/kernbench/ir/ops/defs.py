@@ -1,10 +1,16 @@
 """What an IR op declares about a node, in the manner of xDSL's IRDL (`operand_def`,
-`attr_def`): its operands and results (a name and an arity each) and its attributes (a
-name, a Python type, the allowed values, required or a default, a help line).
+`attr_def`): its operands and results (a name, an arity, the element types and ranks
+its tensors may have) and its attributes (a name, a Python type, the allowed values,
+required or a default, a help line).
 
-* `operand(name)` / `opt_operand(name)` / `var_operand(name)`: one input that is always
-  there, one that may be left out (only at the end of the list, or as an empty id), any
-  number of them. `result` / `var_result` declare the outputs the same way.
+* `operand(name, types, rank=, like=)` / `opt_operand` / `var_operand`: one input that
+  is always there, one that may be left out (only at the end of the list, or as an empty
+  id), any number of them. `result` / `var_result` declare the outputs the same way.
+  `types` is a `Types` (`FLOAT`, `INT`, `BOOL`, `NUMBER`, `ANY`, `one_of("int8", ...)`,
+  unions with `|`): the element types the tensor may have, by the numerics table (any
+  spelling of one). `rank` is an exact rank or `(fewest, most)` (`None`: no most).
+  `like` names another operand or result whose element type this one must have (IRDL's
+  constraint variable: `b` of a MATMUL is `like="a"`).
 * `attr(name, type, default, help, values=...)`: `type` is `int`, `float`, `bool`, `str`,
   `list[int]`, `list[float]`, `list[str]`, a union with `None` (`int | None`), or `Any`;
   an `int` is never a `bool`, a `float` may be written as an `int` (JSON drops the `.0`).
@@ -23,7 +29,43 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kernbench.numerics.dtypes import DTYPES, dtype
+
 Arity = Literal["fixed", "optional", "variadic"]
+#: an exact rank, or (fewest, most) with None for no most
+Rank = int | tuple[int, int | None] | None
+
+
+@dataclass(frozen=True)
+class Types:
+    """A set of element types (canonical numerics names) and how a message names it."""
+
+    label: str
+    names: frozenset[str]
+
+    def __or__(self, other: Types) -> Types:
+        return Types(f"{self.label} or {other.label}", self.names | other.names)
+
+    def admits(self, name: str) -> bool:
+        return dtype(name).name in self.names
+
+
+def one_of(*names: str) -> Types:
+    """The element types `names` (IR spellings), named by them."""
+    return Types(" or ".join(names), frozenset(dtype(n).name for n in names))
+
+
+def _where(label: str, pred: Any) -> Types:
+    return Types(label, frozenset(n for n, d in DTYPES.items() if pred(d)))
+
+
+FLOAT = _where("a float type", lambda d: d.is_float)
+INT = _where("an integer type", lambda d: d.is_int)
+BOOL = one_of("bool")
+NUMBER = FLOAT | INT
+ANY = _where("any type", lambda d: True)
+#: the 8-bit integer types of ONNX's integer and QLinear ops
+INT8 = one_of("int8", "uint8")
 
 
 class _Required:
@@ -37,22 +79,39 @@ REQUIRED: Any = _Required()
 
 @dataclass(frozen=True)
 class Operand:
-    """One declared input or output of an op: its name and arity."""
+    """One declared input or output of an op: its name, arity, element types, rank and
+    the operand whose element type it shares (see the module docstring)."""
 
     name: str
     arity: Arity = "fixed"
+    types: Types = ANY
+    rank: Rank = None
+    like: str | None = None
+
+    def rank_problem(self, r: int) -> str | None:
+        """Why rank `r` is not this operand's, or None."""
+        if self.rank is None:
+            return None
+        lo, hi = (self.rank, self.rank) if isinstance(self.rank, int) else self.rank
+        if r >= lo and (hi is None or r <= hi):
+            return None
+        want = f"{lo}" if lo == hi else f"{lo} or more" if hi is None else f"{lo} to {hi}"
+        return f"rank {r}, expected rank {want}"
 
 
-def operand(name: str) -> Operand:
-    return Operand(name)
+def operand(name: str, types: Types = ANY, *, rank: Rank = None,
+            like: str | None = None) -> Operand:
+    return Operand(name, "fixed", types, rank, like)
 
 
-def opt_operand(name: str) -> Operand:
-    return Operand(name, "optional")
+def opt_operand(name: str, types: Types = ANY, *, rank: Rank = None,
+                like: str | None = None) -> Operand:
+    return Operand(name, "optional", types, rank, like)
 
 
-def var_operand(name: str) -> Operand:
-    return Operand(name, "variadic")
+def var_operand(name: str, types: Types = ANY, *, rank: Rank = None,
+                like: str | None = None) -> Operand:
+    return Operand(name, "variadic", types, rank, like)
 
 
 result, opt_result, var_result = operand, opt_operand, var_operand
@@ -136,6 +195,43 @@ def count_problem(decls: tuple[Operand, ...], ids: list[str], what: str) -> str 
                       for d in decls)  # fmt: skip
     want = f"{lo}" if hi == lo else f"{lo} or more" if hi is None else f"{lo} to {hi}"
     return f"takes {want} {what} ({names}), got {len(ids)}"
+
+
+def bind(decls: tuple[Operand, ...], ids: list[str]) -> list[tuple[Operand, str]]:
+    """Each id of `ids` (a node's inputs or outputs, counted by `count_problem`) with the
+    declaration it fills: fixed and optional ones in order, a variadic one takes the
+    rest; an empty id (a left-out optional) is skipped."""
+    out: list[tuple[Operand, str]] = []
+    k = 0
+    for j, d in enumerate(decls):
+        after = sum(1 for e in decls[j + 1:] if e.arity == "fixed")
+        take = len(ids) - k - after if d.arity == "variadic" else 1
+        for tid in ids[k:k + take]:
+            if tid:
+                out.append((d, tid))
+        k += take
+    return out
+
+
+def type_problem(bound: list[tuple[Operand, str]], dtype_of: dict[str, str],
+                 rank_of: dict[str, int]) -> tuple[int, str] | None:
+    """The first (index into `bound`, reason) whose tensor's element type or rank breaks
+    its declaration, or None. `bound` is `bind` of the inputs then the outputs; `like`
+    refers to the first tensor of the operand or result it names."""
+    first: dict[str, str] = {}
+    for d, tid in bound:
+        first.setdefault(d.name, tid)
+    for k, (d, tid) in enumerate(bound):
+        dt = dtype_of[tid]
+        if not d.types.admits(dt):
+            return k, f"element type {dt}, expected {d.types.label}"
+        why = d.rank_problem(rank_of[tid])
+        if why is not None:
+            return k, why
+        ref = first.get(d.like) if d.like else None
+        if ref is not None and dtype(dtype_of[ref]).name != dtype(dt).name:
+            return k, f"element type {dt}, expected {d.like}'s ({dtype_of[ref]})"
+    return None
 
 
 def attr_problem(decls: dict[str, Attr], attributes: dict[str, object]) -> tuple[str, str] | None:

@@ -4,7 +4,11 @@ one class each (`ew_kind.EwKind`)."""
 
 from __future__ import annotations
 
+from kernbench.ir.ops.defs import BOOL, NUMBER, Operand, operand, result
 from kernbench.ir.ops.ew_kind import EwKind, register_kind
+
+#: the inputs of a two-input kind (both of one element type)
+_BINARY = ("a", "b")
 
 
 @register_kind
@@ -26,6 +30,7 @@ class Neg(EwKind):
     kind = "neg"
     onnx = ("Neg",)
     cost = "copy"
+    takes = NUMBER
 
 
 @register_kind
@@ -68,6 +73,7 @@ class Abs(EwKind):
     kind = "abs"
     onnx = ("Abs",)
     cost = "copy"
+    takes = NUMBER
 
 
 @register_kind
@@ -75,6 +81,7 @@ class Relu(EwKind):
     kind = "relu"
     onnx = ("Relu",)
     cost = "copy"
+    takes = NUMBER
 
 
 @register_kind
@@ -82,6 +89,7 @@ class Isnan(EwKind):
     kind = "isnan"
     onnx = ("IsNaN",)
     cost = "copy"
+    gives = BOOL
 
 
 @register_kind
@@ -89,6 +97,7 @@ class Not(EwKind):
     kind = "not"
     onnx = ("Not",)
     cost = "copy"
+    takes = BOOL
 
 
 @register_kind
@@ -125,6 +134,8 @@ class Add(EwKind):
     onnx = ("Add",)
     ir_op = "ADD"
     cost = "add"
+    inputs = _BINARY
+    takes = NUMBER
 
 
 @register_kind
@@ -132,6 +143,8 @@ class Sub(EwKind):
     kind = "sub"
     onnx = ("Sub",)
     cost = "sub"
+    inputs = _BINARY
+    takes = NUMBER
 
 
 @register_kind
@@ -140,6 +153,8 @@ class Mul(EwKind):
     onnx = ("Mul",)
     ir_op = "MUL"
     cost = "mul"
+    inputs = _BINARY
+    takes = NUMBER
 
 
 @register_kind
@@ -147,6 +162,8 @@ class Div(EwKind):
     kind = "div"
     onnx = ("Div",)
     cost = "div"
+    inputs = _BINARY
+    takes = NUMBER
 
 
 @register_kind
@@ -154,6 +171,13 @@ class Pow(EwKind):
     kind = "pow"
     onnx = ("Pow",)
     cost = "exp"
+    inputs = ("x", "exponent")
+    takes = NUMBER
+
+    @classmethod
+    def signature(cls) -> tuple[tuple[Operand, ...], tuple[Operand, ...]]:
+        """The exponent's type is its own (an integer power of a float)."""
+        return (operand("x", NUMBER), operand("exponent", NUMBER)), (result("y", like="x"),)
 
 
 @register_kind
@@ -161,6 +185,9 @@ class Equal(EwKind):
     kind = "equal"
     onnx = ("Equal",)
     cost = "copy"
+    inputs = _BINARY
+    takes = NUMBER | BOOL
+    gives = BOOL
 
 
 @register_kind
@@ -168,6 +195,9 @@ class Less(EwKind):
     kind = "less"
     onnx = ("Less",)
     cost = "copy"
+    inputs = _BINARY
+    takes = NUMBER
+    gives = BOOL
 
 
 @register_kind
@@ -175,6 +205,9 @@ class Greater(EwKind):
     kind = "greater"
     onnx = ("Greater",)
     cost = "copy"
+    inputs = _BINARY
+    takes = NUMBER
+    gives = BOOL
 
 
 @register_kind
@@ -182,6 +215,8 @@ class And(EwKind):
     kind = "and"
     onnx = ("And",)
     cost = "copy"
+    inputs = _BINARY
+    takes = BOOL
 
 
 @register_kind
@@ -189,6 +224,8 @@ class Or(EwKind):
     kind = "or"
     onnx = ("Or",)
     cost = "copy"
+    inputs = _BINARY
+    takes = BOOL
 
 
 @register_kind
@@ -196,6 +233,9 @@ class LessEqual(EwKind):
     kind = "less_equal"
     onnx = ("LessOrEqual",)
     cost = "copy"
+    inputs = _BINARY
+    takes = NUMBER
+    gives = BOOL
 
 
 @register_kind
@@ -203,6 +243,9 @@ class GreaterEqual(EwKind):
     kind = "greater_equal"
     onnx = ("GreaterOrEqual",)
     cost = "copy"
+    inputs = _BINARY
+    takes = NUMBER
+    gives = BOOL
 
 
 @register_kind
@@ -211,12 +254,20 @@ class Where(EwKind):
     onnx = ("Where",)
     cost = "where"
 
+    @classmethod
+    def signature(cls) -> tuple[tuple[Operand, ...], tuple[Operand, ...]]:
+        """A bool condition chooses between two tensors of one (any) type."""
+        return (operand("cond", BOOL), operand("a"), operand("b", like="a")), \
+            (result("y", like="a"),)
+
 
 @register_kind
 class Max(EwKind):
     kind = "max"
     onnx = ("Max",)
     cost = "max"
+    takes = NUMBER
+    variadic = True
 
 
 @register_kind
@@ -224,15 +275,24 @@ class Min(EwKind):
     kind = "min"
     onnx = ("Min",)
     cost = "min"
+    takes = NUMBER
+    variadic = True
 
 
 @register_kind
 class Clip(EwKind):
     kind = "clip"
     cost = "copy"
+    inputs = ("x", "lo", "hi")
+    takes = NUMBER
 
 
 @register_kind
 class Cast(EwKind):
     kind = "cast"
     cost = "cast"
+
+    @classmethod
+    def signature(cls) -> tuple[tuple[Operand, ...], tuple[Operand, ...]]:
+        """Any type to any type (the node's `to`)."""
+        return (operand("x"),), (result("y"),)

@@ -4,7 +4,11 @@ class each (`ew_kind.EwKind`)."""
 
 from __future__ import annotations
 
+from kernbench.ir.ops.defs import BOOL, INT, NUMBER
 from kernbench.ir.ops.ew_kind import EwKind, onnx_attr, register_kind
+
+#: the inputs of a two-input kind (both of one element type)
+_BINARY = ("a", "b")
 
 _ALPHA = onnx_attr("alpha", float)
 
@@ -21,6 +25,7 @@ class Sign(EwKind):
     kind = "sign"
     onnx = ("Sign",)
     cost = "copy"
+    takes = NUMBER
 
 
 @register_kind
@@ -167,6 +172,8 @@ class Prelu(EwKind):
     kind = "prelu"
     onnx = ("PRelu",)
     cost = "copy"
+    inputs = ("x", "slope")
+    takes = NUMBER
 
 
 @register_kind
@@ -175,6 +182,7 @@ class Shrink(EwKind):
     onnx = ("Shrink",)
     onnx_attrs = (onnx_attr("lambd", float), onnx_attr("bias", float))
     cost = "copy"
+    takes = NUMBER
 
 
 @register_kind
@@ -183,6 +191,8 @@ class Mod(EwKind):
     onnx = ("Mod",)
     onnx_attrs = (onnx_attr("fmod", int),)
     cost = "copy"
+    inputs = _BINARY
+    takes = NUMBER
 
 
 @register_kind
@@ -191,6 +201,7 @@ class Isinf(EwKind):
     onnx = ("IsInf",)
     onnx_attrs = (onnx_attr("detect_negative", int), onnx_attr("detect_positive", int))
     cost = "copy"
+    gives = BOOL
 
 
 @register_kind
@@ -198,6 +209,8 @@ class Xor(EwKind):
     kind = "xor"
     onnx = ("Xor",)
     cost = "copy"
+    inputs = _BINARY
+    takes = BOOL
 
 
 @register_kind
@@ -205,6 +218,7 @@ class Sum(EwKind):
     kind = "sum"
     onnx = ("Sum",)
     cost = "copy"
+    variadic = True
 
 
 @register_kind
@@ -212,6 +226,7 @@ class Mean(EwKind):
     kind = "mean"
     onnx = ("Mean",)
     cost = "copy"
+    variadic = True
 
 
 @register_kind
@@ -220,6 +235,8 @@ class Bitshift(EwKind):
     onnx = ("BitShift",)
     onnx_attrs = (onnx_attr("direction", str),)
     cost = "copy"
+    inputs = _BINARY
+    takes = INT
 
 
 @register_kind
@@ -227,6 +244,8 @@ class BitwiseAnd(EwKind):
     kind = "bitwise_and"
     onnx = ("BitwiseAnd",)
     cost = "copy"
+    inputs = _BINARY
+    takes = INT
 
 
 @register_kind
@@ -234,6 +253,8 @@ class BitwiseOr(EwKind):
     kind = "bitwise_or"
     onnx = ("BitwiseOr",)
     cost = "copy"
+    inputs = _BINARY
+    takes = INT
 
 
 @register_kind
@@ -241,6 +262,8 @@ class BitwiseXor(EwKind):
     kind = "bitwise_xor"
     onnx = ("BitwiseXor",)
     cost = "copy"
+    inputs = _BINARY
+    takes = INT
 
 
 @register_kind
@@ -248,4 +271,5 @@ class BitwiseNot(EwKind):
     kind = "bitwise_not"
     onnx = ("BitwiseNot",)
     cost = "copy"
+    takes = INT
 

@@ -1,6 +1,8 @@
 """The kinds of the IR's ELEMENTWISE op (its `op` attribute), one class each: the ONNX op
-types imported as it, the ONNX attributes its numerics kernel takes, and the pe_math
-cost-table entry that prices one output element of it on the vector engine.
+types imported as it, the ONNX attributes its numerics kernel takes, its inputs and their
+element types (`signature`: the node's operands and result, which the verifier holds it
+to), and the pe_math cost-table entry that prices one output element of it on the vector
+engine.
 
 The numerics function of a kind is `kernbench.numerics.elementwise.elementwise(op=kind)`
 (`UNARY_FNS`, `BINARY_FNS`, `unary_extra.EXTRA_FNS`). A kind is refused when its class is
@@ -15,7 +17,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 from kernbench.config.schema import DEFAULT_MATH_OP_CYCLES
-from kernbench.ir.ops.defs import Attr, attr
+from kernbench.ir.ops.defs import (
+    FLOAT,
+    Attr,
+    Operand,
+    Types,
+    attr,
+    operand,
+    result,
+    var_operand,
+)
 
 
 class EwKind:
@@ -30,12 +41,32 @@ class EwKind:
     #: the IR op an ONNX node of this kind becomes (ADD and MUL have their own)
     ir_op: ClassVar[str] = "ELEMENTWISE"
     cost: ClassVar[str]
+    #: the names of its inputs; every one has the first's element type, one of `takes`
+    inputs: ClassVar[tuple[str, ...]] = ("x",)
+    takes: ClassVar[Types] = FLOAT
+    #: any number of further inputs of the first's type follow (sum, mean, max, min)
+    variadic: ClassVar[bool] = False
+    #: the output's element types (None: the first input's)
+    gives: ClassVar[Types | None] = None
+    #: `signature()`, computed once per kind
+    declared: ClassVar[tuple[tuple[Operand, ...], tuple[Operand, ...]]]
 
     def __init_subclass__(cls, **kw: object) -> None:
         super().__init_subclass__(**kw)
         if getattr(cls, "cost", None) not in DEFAULT_MATH_OP_CYCLES:
             raise TypeError(f"ELEMENTWISE kind {cls.__name__}: no pe_math cost "
                             f"({getattr(cls, 'cost', None)!r})")
+        cls.declared = cls.signature()
+
+    @classmethod
+    def signature(cls) -> tuple[tuple[Operand, ...], tuple[Operand, ...]]:
+        """The operands and result of a node of this kind (`defs` declarations)."""
+        first, *rest = cls.inputs
+        ops = (operand(first, cls.takes), *(operand(n, like=first) for n in rest))
+        if cls.variadic:
+            ops = (*ops, var_operand("more", like=first))
+        y = result("y", cls.gives) if cls.gives is not None else result("y", like=first)
+        return ops, (y,)
 
 
 EW_KINDS: dict[str, type[EwKind]] = {}

@@ -10,9 +10,12 @@ pass over them).
 
 from __future__ import annotations
 
-from kernbench.ir.model import LayerIR
-from kernbench.ir.ops.base import IrOp, OpRuleError, Shape, ShapeMismatch, register
-from kernbench.ir.ops.defs import attr, operand, var_result
+from typing import Any
+
+from kernbench.ir.model import LayerIR, TensorIR
+from kernbench.ir.ops import rules
+from kernbench.ir.ops.base import IrOp, Shape, ShapeMismatch, register
+from kernbench.ir.ops.defs import INT, attr, one_of, operand, var_result
 
 
 @register
@@ -21,21 +24,22 @@ class MoeRoute(IrOp):
     kernel = "moe_route"
     kernel_attrs = ("n_experts", "counts")
     layer_cost = "copy"
-    operands = (operand("indices"),)
-    results = (var_result("rows"),)
+    operands = (operand("indices", INT, rank=2),)
+    results = (var_result("rows", one_of("int64"), rank=1),)
     attributes = (attr("n_experts", int, help="the experts"),
                   attr("counts", list[int], help="the token rows of every expert"))
 
     @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """One row count per expert, none negative."""
+        rules.length("counts", a.counts, a.n_experts, "one per expert, n_experts")
+        rules.at_least("counts", a.counts, 0)
+
+    @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
         idx = ins[0]
-        a = cls.attrs(node)
-        counts, n = a.counts, a.n_experts
-        if not isinstance(counts, list) or not isinstance(n, int) or len(counts) != n \
-                or any(not isinstance(c, int) or c < 0 for c in counts):  # fmt: skip
-            raise OpRuleError(f"counts must be {n} non-negative integers (n_experts)")
-        if idx is None or len(idx) != 2:
-            raise ShapeMismatch(f"indices must be [tokens, k], got {idx}")
+        counts = cls.attrs(node).counts
         t, k = idx
         if sum(counts) != t * k:
             raise ShapeMismatch(f"counts sum to {sum(counts)}, the indices hold {t * k} pairs")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from kernbench.ir.model import LayerIR
+from kernbench.ir.model import LayerIR, TensorIR
+from kernbench.ir.ops import rules
 from kernbench.ir.ops.base import (
     IrOp,
     LayerCall,
@@ -16,7 +17,7 @@ from kernbench.ir.ops.base import (
     bcast,
     register,
 )
-from kernbench.ir.ops.defs import attr, operand, opt_operand, result
+from kernbench.ir.ops.defs import BOOL, FLOAT, INT, attr, operand, opt_operand, result
 
 
 def _te_prec(it: QuantState, n: LayerIR) -> dict[str, Any]:
@@ -34,7 +35,7 @@ class TensorEngineOp(IrOp):
     """An op that runs on the tensor engine when it runs whole."""
 
     vector: ClassVar[bool] = False
-    results = (result("y"),)
+    results = (result("y", like="x"),)
     attributes = ()
 
 
@@ -49,12 +50,32 @@ CONV_ATTRS = (
 )
 
 
+def conv_constraints(a: Any, x: TensorIR, w: TensorIR) -> None:
+    """`CONV_ATTRS` against input `x` [N, C, ...] and weight `w` [O, C/group, ...]: one
+    stride / dilation / kernel size per spatial axis, two pads; `group` divides C and O,
+    and C / group is the weight's second axis; `kernel_shape` is the weight's."""
+    r = rules.rank(x)
+    rules.window(a, r, kernel=a.kernel_shape)
+    if rules.rank(w) != r:
+        rules.fail("group", f"cannot apply: weight rank {rules.rank(w)} != input rank {r}")
+    c, o = x.shape[1], w.shape[0]
+    rules.divides("group", a.group, c, "the input channels")
+    rules.divides("group", a.group, o, "the output channels")
+    if w.shape[1] * a.group != c:
+        rules.fail("group", f"{a.group} x the weight's {w.shape[1]} channels per group is not "
+                   f"the input's {c} channels")
+    if a.kernel_shape is not None and list(a.kernel_shape) != w.shape[2:]:
+        rules.fail("kernel_shape", f"{a.kernel_shape} is not the weight's {w.shape[2:]}")
+
+
 @register
 class Gemm(TensorEngineOp):
     """x [.., K] @ w [K, N] (+ bias [N]) → [.., N]."""
 
     op_type = "GEMM"
-    operands = (operand("x"), operand("w"), opt_operand("bias"))
+    #: an integer w is an imported quantized weight (its `quant` gives the scale)
+    operands = (operand("x", FLOAT, rank=(1, None)), operand("w", FLOAT | INT, rank=2),
+                opt_operand("bias", like="x"))
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
@@ -77,14 +98,25 @@ class QkvProj(TensorEngineOp):
     """x @ (w_q, w_k, w_v) (+ biases) → (q, k, v)."""
 
     op_type = "QKV_PROJ"
-    operands = (operand("x"), operand("w_q"), operand("w_k"), operand("w_v"),
-                opt_operand("b_q"), opt_operand("b_k"), opt_operand("b_v"))
-    results = (result("q"), result("k"), result("v"))
+    operands = (operand("x", FLOAT, rank=(1, None)), operand("w_q", FLOAT | INT, rank=2),
+                operand("w_k", like="w_q", rank=2), operand("w_v", like="w_q", rank=2),
+                opt_operand("b_q", like="x"), opt_operand("b_k", like="x"),
+                opt_operand("b_v", like="x"))
+    results = (result("q", like="x"), result("k", like="x"), result("v", like="x"))
     attributes = (
         attr("num_heads", int | None, None, "query heads (the shape rule checks w_q's N)"),
         attr("num_kv_heads", int | None, None, "key / value heads"),
         attr("head_dim", int | None, None, "the size of one head"),
     )
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """The head counts and size come together or not at all."""
+        given = [k for k in ("num_heads", "num_kv_heads", "head_dim") if getattr(a, k)]
+        if given and len(given) < 3:
+            missing = ({"num_heads", "num_kv_heads", "head_dim"} - set(given)).pop()
+            rules.fail(missing, f"is missing: {', '.join(given)} given without it")
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
@@ -110,9 +142,15 @@ class Conv(TensorEngineOp):
     """ONNX Conv (NCHW), quantized per the layer's bits."""
 
     op_type = "CONV"
-    operands = (operand("x"), operand("w"), opt_operand("bias"))
+    operands = (operand("x", FLOAT, rank=(3, None)), operand("w", FLOAT | INT, rank=(3, None)),
+                opt_operand("bias", like="x", rank=1))
     attributes = CONV_ATTRS
     kernel_attrs = ("strides", "pads", "dilations", "group")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        conv_constraints(a, ins[0], ins[1])
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
@@ -126,7 +164,8 @@ class Matmul(TensorEngineOp):
     """A @ B of two activations (batched)."""
 
     op_type = "MATMUL"
-    operands = (operand("a"), operand("b"))
+    operands = (operand("a", FLOAT, rank=(1, None)), operand("b", like="a", rank=(1, None)))
+    results = (result("y", like="a"),)
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
@@ -140,7 +179,9 @@ class Attention(TensorEngineOp):
     """softmax(Q·Kᵀ·scale + mask)·V over (B, H, S, D) with grouped KV heads."""
 
     op_type = "ATTENTION"
-    operands = (operand("q"), operand("k"), operand("v"), opt_operand("mask"))
+    operands = (operand("q", FLOAT, rank=4), operand("k", like="q", rank=4),
+                operand("v", like="q", rank=4), opt_operand("mask", BOOL | FLOAT))
+    results = (result("y", like="q", rank=4),)
     attributes = (
         attr("num_heads", int, help="query heads"),
         attr("num_kv_heads", int, help="key / value heads (a divisor of num_heads)"),
@@ -157,6 +198,25 @@ class Attention(TensorEngineOp):
         attr("kv_parts", int | None, None, "compiler: the key ranges split over PEs"),
         attr("kv_first", int | None, None, "compiler: the key rows of the first range"),
     )
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """Query heads in whole groups of the KV heads; `mask` says what the mask input
+        holds (none when there is none); window, offset and KV blocking not negative."""
+        rules.divides("num_kv_heads", a.num_kv_heads, a.num_heads, "num_heads")
+        mask = ins[3] if len(ins) > 3 else None
+        if (mask is None) != (a.mask == "none"):
+            rules.fail("mask", f"{a.mask!r} with {'no' if mask is None else 'a'} mask input")
+        if mask is not None and (mask.dtype == "bool") != (a.mask == "bool"):
+            rules.fail("mask", f"{a.mask!r} with a {mask.dtype} mask input")
+        rules.at_least("sliding_window", a.sliding_window, 0)
+        rules.at_least("causal_offset", a.causal_offset, 0)
+        for k in ("kv_block", "kv_parts", "kv_first"):
+            if getattr(a, k) is not None:
+                rules.at_least(k, getattr(a, k), 1)
+        if a.kv_first is not None and a.kv_parts is None:
+            rules.fail("kv_first", "is set without kv_parts")
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
@@ -197,13 +257,18 @@ class KvUpdate(IrOp):
 
     op_type = "KV_UPDATE"
     layer_cost = "copy"
-    operands = (operand("past"), operand("new"))
-    results = (result("present"),)
+    operands = (operand("past", FLOAT, rank=4), operand("new", like="past", rank=4))
+    results = (result("present", like="past", rank=4),)
     attributes = (
         attr("axis", int, 2, "the sequence axis the new rows append along"),
         attr("in_place", bool, False, "the cache is written where it is (the past rows are "
              "not copied)"),
     )
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axis_in("axis", a.axis, rules.rank(ins[0]))
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:

@@ -18,8 +18,8 @@ from kernbench.cmdq.opcodes.ve import (
 )
 from kernbench.cmdq.opcodes.ve_elementwise import VeCumsumTile, VeElementwiseTile
 from kernbench.cmdq.opcodes.ve_window import VePoolTile, VeReduceTile
-from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import elementwise, elementwise_extra  # noqa: F401  (register the kinds)
+from kernbench.ir.model import LayerIR, TensorIR
+from kernbench.ir.ops import elementwise, elementwise_extra, rules  # noqa: F401  (register the kinds)
 from kernbench.ir.ops.base import (
     IrOp,
     LayerCall,
@@ -31,8 +31,13 @@ from kernbench.ir.ops.base import (
     register,
 )
 from kernbench.ir.ops.defs import (
+    BOOL,
+    FLOAT,
+    NUMBER,
     Attr,
+    Operand,
     attr,
+    one_of,
     operand,
     opt_operand,
     opt_result,
@@ -40,13 +45,15 @@ from kernbench.ir.ops.defs import (
     var_operand,
 )
 from kernbench.ir.ops.ew_kind import EW_KINDS, onnx_attr_defs, onnx_attr_names
+from kernbench.numerics.dtypes import dtype
 
 #: every ONNX attribute an ELEMENTWISE kind's kernel takes (the layer attributes that
 #: are kernel params)
 EW_ATTRS = onnx_attr_names()
 
-_X = (operand("x"),)
-_Y = (result("y"),)
+#: a float activation in, the same type out
+_X = (operand("x", FLOAT, rank=(1, None)),)
+_Y = (result("y", like="x"),)
 _AXIS = attr("axis", int, help="the axis it runs along")
 _NORM = (attr("axis", int, help="the normalized axis (the last, as the compiler tiles it)"),
          attr("eps", float, help="added to the variance"))
@@ -55,12 +62,13 @@ _NORM = (attr("axis", int, help="the normalized axis (the last, as the compiler 
 @register
 class LayerNorm(IrOp):
     op_type = "LAYER_NORM"
-    operands = (operand("x"), opt_operand("scale"), opt_operand("bias"))
-    results = (result("y"), opt_result("mean"), opt_result("inv_std_dev"))
+    operands = (*_X, opt_operand("scale", like="x"), opt_operand("bias", like="x"))
+    results = (*_Y, opt_result("mean", FLOAT), opt_result("inv_std_dev", FLOAT))
     attributes = _NORM
     shape = "same"
     kernel = "layernorm"
     kernel_attrs = ("axis", "eps")
+    constraints = classmethod(rules.axis_of_input)
     vector_opcode = VeLayernormTile
     row_wise = True
 
@@ -68,12 +76,13 @@ class LayerNorm(IrOp):
 @register
 class RmsNorm(IrOp):
     op_type = "RMS_NORM"
-    operands = (operand("x"), opt_operand("scale"))
+    operands = (*_X, opt_operand("scale", like="x"))
     results = _Y
     attributes = _NORM
     shape = "same"
     kernel = "rmsnorm"
     kernel_attrs = ("axis", "eps")
+    constraints = classmethod(rules.axis_of_input)
     vector_opcode = VeRmsnormTile
     row_wise = True
 
@@ -85,6 +94,7 @@ class Softmax(IrOp):
     shape = "same"
     kernel = "softmax"
     kernel_attrs = ("axis",)
+    constraints = classmethod(rules.axis_of_input)
     vector_opcode = VeSoftmaxTile
     row_wise = True
 
@@ -117,8 +127,8 @@ class Silu(IrOp):
 class _Binary(IrOp):
     shape = "broadcast"
     row_wise = True
-    operands = (operand("a"), operand("b"))
-    results, attributes = _Y, ()
+    operands = (operand("a", NUMBER), operand("b", like="a"))
+    results, attributes = (result("y", like="a"),), ()
 
     @classmethod
     def prepare(cls, it: QuantState | None, node: LayerIR) -> LayerCall:
@@ -143,8 +153,9 @@ class Elementwise(IrOp):
     """`op` (an `elementwise.EwKind`) on one to three inputs, broadcast; `cast` to `to`."""
 
     op_type = "ELEMENTWISE"
-    operands = (operand("x"), var_operand("more"))  # sum / mean take any number
-    results = _Y
+    #: any kind's most general signature; a node is held to its kind's (`node_signature`)
+    operands = (operand("x"), var_operand("more"))
+    results = (result("y"),)
     #: `op` and `to`, then every kind's ONNX attributes (`node_attr_defs`: a node's own
     #: kind's only); left out, a kind's kernel takes its ONNX default
     attributes = (attr("op", str, help="the kind (`ew_kind.EW_KINDS`)"),
@@ -163,6 +174,26 @@ class Elementwise(IrOp):
         own = {"op", "to"} if node.attributes.get("op") == "cast" else {"op"}
         own.update(a.name for a in (kind.onnx_attrs if kind else ()))
         return {k: d for k, d in cls.attr_defs.items() if k in own}
+
+    @classmethod
+    def node_signature(cls, node: LayerIR) -> tuple[tuple[Operand, ...], tuple[Operand, ...]]:
+        """The signature of the node's kind (`EwKind.signature`); an unknown kind is held
+        to the general one (the shape rule refuses it)."""
+        kind = EW_KINDS.get(node.attributes.get("op"))
+        return kind.signature() if kind else (cls.operands, cls.results)
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """A cast names the element type it casts to: its output's."""
+        if a.op != "cast":
+            return
+        try:
+            same = a.to is not None and dtype(a.to).name == dtype(outs[0].dtype).name
+        except (TypeError, ValueError):
+            rules.fail("to", f"{a.to!r} is not an element type")
+        if not same:
+            rules.fail("to", f"{a.to!r} but the output is {outs[0].dtype}")
 
     @classmethod
     def check_shapes(cls, node: LayerIR, ins: list[Shape], outs: list[Shape]) -> None:
@@ -192,7 +223,7 @@ class Elementwise(IrOp):
 @register
 class Rope(IrOp):
     op_type = "ROPE"
-    operands = (operand("x"), operand("cos"), operand("sin"))
+    operands = (*_X, operand("cos", like="x"), operand("sin", like="x"))
     results = _Y
     attributes = (
         attr("interleaved", bool, False, "rotate pairs (2i, 2i+1) instead of halves"),
@@ -200,13 +231,22 @@ class Rope(IrOp):
     )
     shape = "same"
     kernel = "rope"
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """`rotary_dim`: an even number of the last axis's dims."""
+        d = ins[0].shape[-1]
+        if a.rotary_dim is not None and not (0 < a.rotary_dim <= d and a.rotary_dim % 2 == 0):
+            rules.fail("rotary_dim", f"{a.rotary_dim} is not an even size of 2 to {d} (the "
+                       "last axis)")
     vector_opcode = VeRopeTile
 
 
 @register
 class Reduce(IrOp):
     op_type = "REDUCE"
-    operands, results = _X, _Y
+    operands, results = (operand("x", NUMBER | BOOL),), (result("y", like="x"),)
     attributes = (
         attr("op", str, help="sum, mean, max, min, prod, argmax, ... (`numerics` reduce)"),
         attr("axes", list[int], help="the reduced axes"),
@@ -215,19 +255,33 @@ class Reduce(IrOp):
     )
     kernel = "reduce"
     kernel_attrs = ("op", "axes", "keepdims", "select_last_index")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axes_in("axes", a.axes, rules.rank(ins[0]))
     vector_opcode = VeReduceTile
+    #: argmax / argmin give int64 indices; the other reductions the input's type
+    _INDICES = (result("y", one_of("int64")),)
+
+    @classmethod
+    def node_signature(cls, node: LayerIR) -> tuple[tuple[Operand, ...], tuple[Operand, ...]]:
+        arg = node.attributes.get("op") in ("argmax", "argmin")
+        return cls.operands, cls._INDICES if arg else cls.results
 
 
 @register
 class Cumsum(IrOp):
     op_type = "CUMSUM"
-    operands, results = _X, _Y
+    operands = (operand("x", NUMBER, rank=(1, None)),)
+    results = _Y
     attributes = (_AXIS,
                   attr("exclusive", bool, False, "each sum leaves out its own element"),
                   attr("reverse", bool, False, "sum from the end"))
     shape = "same"
     kernel = "cumsum"
     kernel_attrs = ("axis", "exclusive", "reverse")
+    constraints = classmethod(rules.axis_of_input)
     vector_opcode = VeCumsumTile
 
 
@@ -237,7 +291,7 @@ class Pool(IrOp):
     VE_POOL_TILE, by the window maximum)."""
 
     op_type = "POOL"
-    operands, results = _X, _Y
+    operands, results = (operand("x", NUMBER, rank=(3, None)),), _Y
     attributes = (
         attr("mode", str, help="the window's maximum or mean", values=("max", "avg")),
         attr("kernel_shape", list[int], help="the window's spatial shape"),
@@ -250,6 +304,11 @@ class Pool(IrOp):
     kernel = "pool"
     kernel_attrs = ("mode", "kernel_shape", "strides", "pads", "dilations", "ceil_mode",
                     "count_include_pad")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.window(a, rules.rank(ins[0]), kernel=a.kernel_shape)
     vector_opcode = VePoolTile
     layer_cost = "sum"
 
@@ -257,7 +316,8 @@ class Pool(IrOp):
 @register
 class GroupNorm(IrOp):
     op_type = "GROUP_NORM"
-    operands = (operand("x"), operand("scale"), operand("bias"))
+    operands = (operand("x", FLOAT, rank=(2, None)), operand("scale", like="x", rank=1),
+                operand("bias", like="x", rank=1))
     results = _Y
     attributes = (attr("groups", int, help="the channel groups normalized together"),
                   attr("eps", float, help="added to the variance"),
@@ -265,6 +325,11 @@ class GroupNorm(IrOp):
                        "group)"))
     kernel = "group_norm"
     kernel_attrs = ("groups", "eps", "per_channel_affine")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.divides("groups", a.groups, ins[0].shape[1], "the channels")
     layer_cost = "copy"
 
 
@@ -274,6 +339,7 @@ class LogSoftmax(IrOp):
     operands, results, attributes = _X, _Y, (_AXIS,)
     kernel = "log_softmax"
     kernel_attrs = ("axis",)
+    constraints = classmethod(rules.axis_of_input)
     layer_cost = "copy"
 
 
@@ -283,27 +349,41 @@ class Hardmax(IrOp):
     operands, results, attributes = _X, _Y, (_AXIS,)
     kernel = "hardmax"
     kernel_attrs = ("axis",)
+    constraints = classmethod(rules.axis_of_input)
     layer_cost = "copy"
 
 
 @register
 class TopK(IrOp):
     op_type = "TOPK"
-    operands = _X
-    results = (result("values"), result("indices"))
+    operands = (operand("x", NUMBER, rank=(1, None)),)
+    results = (result("values", like="x"), result("indices", one_of("int64")))
     attributes = (attr("k", int, help="how many"), _AXIS,
                   attr("largest", bool, help="the largest (else the smallest)"),
                   attr("sorted", bool, help="in order"))
     kernel = "topk"
     kernel_attrs = ("k", "axis", "largest", "sorted")
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        rules.axis_in("axis", a.axis, rules.rank(ins[0]))
+        rules.at_least("k", a.k, 0)
     layer_cost = "copy"
 
 
 @register
 class Einsum(IrOp):
     op_type = "EINSUM"
-    operands, results = (var_operand("x"),), _Y
+    operands, results = (var_operand("x", NUMBER, like="x"),), _Y
     attributes = (attr("equation", str, help="the einsum equation, no spaces"),)
     kernel = "einsum"
     kernel_attrs = ("equation",)
+
+    @classmethod
+    def constraints(cls, a: Any, ins: list[TensorIR | None],
+                    outs: list[TensorIR | None]) -> None:
+        """One term of the equation per input."""
+        terms = a.equation.split("->")[0].split(",")
+        rules.length("equation", terms, len(ins), "one term per input")
     layer_cost = "copy"
