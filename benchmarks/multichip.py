@@ -115,7 +115,7 @@ LLM_CASES: dict[str, tuple[list[str], dict]] = {
         {"ttft_ms": 164.0}),
     "llama-3-70b large-x8 tp8 decode b32 kv4096": (
         ["tests/hf_configs/llama-3-70b", "-t", "large-x8", "--tp", "8", "--batch", "32",
-         "--kv-len", "4096", "--no-report"],
+         "--kv-len", "4096", "--replay-blocks", "6", "--no-report"],
         {"max_cpu_s": 180.0, "max_rss_mb": 8192.0}),
     "llama-3.1-405b large-x8 x 2 (16 chips) tp8 pp2 prefill 2048": (
         ["tests/hf_configs/llama-3.1-405b", "-t", "large-x8", "--set", "system.chips=16",
@@ -141,7 +141,7 @@ def run_llm_case(name: str) -> dict:
             "collective_entries": m["stats"]["parallel"]["collective_entries"],
             "replay": {k: v for k, v in (m["stats"].get("replay") or {}).items()
                        if k in ("block_period_ns", "periods_ns", "anchored_periods_ns",
-                                "period_deviation", "period_cycle_blocks")}}
+                                "period_deviation", "period_cycle_blocks", "warmup_blocks")}}
 
 
 def llm_verdict(r: dict) -> tuple[str, str]:

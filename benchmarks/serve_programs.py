@@ -11,7 +11,15 @@ the bucket rule's edges.
 
 simulates each shape with 3 and 4 decoder blocks before block replay and with every
 block (`--exact`), and prints the replayed totals' error against the exact one and each
-program's CPU s. Every program runs in this process (CPU s by time.process_time);
+program's CPU s.
+
+    .venv/bin/python benchmarks/serve_programs.py --batch 512 [--samples FILE]
+
+simulates decode at every batch 1..32 with 512 past tokens (the batches of the issue's
+workload at `--max-batch 32`) and prints their simulated ms and CPU s, then the programs
+the bucket rule asks for each batch 1..32 with 16 (the rule), 8, 4 and 2 edges an octave
+for the batch (exact up to that many), on that profile, and the worst error of the
+interpolated times against the simulated ones (ADR-1200). Every program runs in this process (CPU s by time.process_time);
 `--samples FILE` keeps them (JSON) across runs.
 """
 
@@ -67,10 +75,28 @@ def rule_on_profile(batch: int, ns: dict[int, float]) -> None:
               f"({', '.join(str(c[2]) for c in sorted(asked))}); worst {100 * worst:.2f} %")
 
 
+def batch_rule_on_profile(past: int, ns: dict[int, float]) -> None:
+    """The programs the bucket rule asks for every batch in the profile, for several
+    grids of the batch dimension (past tokens on an edge, so exact), and the worst error
+    of the interpolated time against the simulated one."""
+    from kernbench.host.serve.buckets import interpolate
+
+    print("\n| batch edges an octave | programs for batch 1..32 | batches simulated | "
+          "worst error |\n| ---: | ---: | --- | ---: |")
+    for per in (16, 8, 4, 2):
+        asked: set[tuple[int, ...]] = set()
+        worst = max(abs(interpolate((b, 1, past), lambda c, asked=asked: asked.add(c)
+                                    or ns[c[0]], per_octave=(per, 16, 16)) / ns[b] - 1)
+                    for b in sorted(ns))
+        print(f"| {per} | {len(asked)} | {', '.join(str(c[0]) for c in sorted(asked))} | "
+              f"{100 * worst:.2f} % |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--past", type=int, default=None, help="decode batch: past 512..640")
     ap.add_argument("--blocks", nargs="*", default=None, help="shapes B,S,K: 3 / 4 / all")
+    ap.add_argument("--batch", type=int, default=None, help="decode at this past: batch 1..32")
     ap.add_argument("--replay-blocks", type=int, default=None, help="--past: simulated blocks")
     ap.add_argument("--samples", type=Path, default=None, help="keep programs (JSON)")
     a = ap.parse_args()
@@ -98,6 +124,13 @@ def main() -> None:
             print(f"| batch {a.past}, {past_blocks} blocks, ms | "
                   + " | ".join(f"{r['ns'] / 1e6:.3f}" for r in rows) + " |")
             rule_on_profile(a.past, dict(zip(ks, (r["ns"] for r in rows), strict=True)))
+        if a.batch is not None:
+            bs = range(1, 33)
+            rows = [get((b, 1, a.batch), past_blocks, Path(d)) for b in bs]
+            print(f"| batch (past {a.batch}) | ms | CPU s |\n| ---: | ---: | ---: |")
+            for b, r in zip(bs, rows, strict=True):
+                print(f"| {b} | {r['ns'] / 1e6:.3f} | {r['cpu_s']:.1f} |")
+            batch_rule_on_profile(a.batch, dict(zip(bs, (r["ns"] for r in rows), strict=True)))
         if a.blocks:
             print("| program (batch, new, past) | every block ms | 4 blocks | 3 blocks | "
                   "CPU s: every block / 4 / 3 |\n| --- | ---: | ---: | ---: | ---: |")

@@ -33,7 +33,10 @@ shape is charged the sampled CPU s of its batch (linear between samples; a prefi
 prefill's): one process, and `--workers 2` on two idle cores (the programs serve
 simulates side by side, longest first onto the less loaded worker). The shapes of a real
 run differ from both lists (the simulator's times bend elsewhere), so the figures are an
-extrapolation, stated as one. `--samples FILE` keeps the samples (JSON) across runs.
+extrapolation, stated as one. `--samples FILE` keeps the samples (JSON) across runs;
+decode samples at 512 past tokens of other batches found in it (`--batch-profile FILE`:
+the samples of `serve_programs.py --batch 512`) join the surrogate, which then follows the
+simulator's times at every batch sampled.
 `--replay-blocks N` samples programs simulating N decoder blocks before block replay
 instead of 4, `--per-octave B,S,K` lists shapes under another grid of edges (ADR-1150).
 """
@@ -149,7 +152,8 @@ SAMPLE_BATCHES = (1, 2, 4, 8, 16, 24, 32)
 
 def estimate(requests: int, prompt: str, output: str, max_batch: int,
              samples: Path | None, replay_blocks: int | None = None,
-             per_octave: tuple[int, int, int] | None = None) -> None:
+             per_octave: tuple[int, int, int] | None = None,
+             batch_profile: Path | None = None) -> None:
     from kernbench.host.block_replay import SIMULATED_BLOCKS
     from kernbench.host.serve.model import ServedModel
     from kernbench.topology import load_topology
@@ -157,6 +161,12 @@ def estimate(requests: int, prompt: str, output: str, max_batch: int,
     got: dict[str, dict[str, float]] = {}
     if samples is not None and samples.is_file():
         got = json.loads(samples.read_text())
+    if batch_profile is not None:
+        blocks = replay_blocks or SIMULATED_BLOCKS
+        for key, v in json.loads(batch_profile.read_text()).items():
+            shape, _, n = key.partition("@")
+            if int(n) == blocks and shape.endswith(",1,512"):
+                got.setdefault(shape, {"ns": v["ns"], "cpu_s": v["cpu_s"]})
     p = int(prompt)
     want = [(b, 1, 512) for b in SAMPLE_BATCHES] + [(16, 1, 1024), (1, p, 0)]
     topo = load_topology("large")
@@ -174,7 +184,10 @@ def estimate(requests: int, prompt: str, output: str, max_batch: int,
     for shape in want:
         g = got[",".join(map(str, shape))]
         print(f"| {shape} | {g['ns'] / 1e6:.3f} | {g['cpu_s']:.1f} |")
-    by_batch = sorted((b, got[f"{b},1,512"]) for b in SAMPLE_BATCHES)
+    # every decode sample at 512 past tokens in the file counts (serve_programs.py --batch
+    # simulates each batch 1..32: the surrogate then follows the simulator's bends in batch)
+    by_batch = sorted((int(k.split(",")[0]), v) for k, v in got.items()
+                      if k.endswith(",1,512") and k.count(",") == 2)
 
     def between(b: int, key: str) -> float:
         lo = max((x for x in by_batch if x[0] <= b), default=by_batch[0])
@@ -223,6 +236,8 @@ def main() -> None:
     ap.add_argument("--loop-only", action="store_true", help="the loop alone (see above)")
     ap.add_argument("--estimate", action="store_true", help="extrapolate a cold run (above)")
     ap.add_argument("--samples", type=Path, default=None, help="--estimate: sampled costs")
+    ap.add_argument("--batch-profile", type=Path, default=None,
+                    help="--estimate: samples of serve_programs.py --batch 512 to add")
     ap.add_argument("--replay-blocks", type=int, default=None,
                     help="--estimate: decoder blocks each sampled program simulates "
                          "before block replay (default: run's and serve's, 4)")
@@ -233,7 +248,7 @@ def main() -> None:
     if a.estimate:
         rule = tuple(int(x) for x in a.per_octave.split(",")) if a.per_octave else None
         estimate(a.requests, a.prompt_len, a.output_len, int(a.max_batch), a.samples,
-                 a.replay_blocks, rule)  # type: ignore[arg-type]
+                 a.replay_blocks, rule, a.batch_profile)  # type: ignore[arg-type]
         return
     if a.loop_only:
         loop_only(a.requests, a.prompt_len, a.output_len, int(a.max_batch))

@@ -204,7 +204,8 @@ LOWER_LAYERS = {
     4: {"te_weights", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
         "gemm_outputs", "gemm_splitk", "gemm_cubes", "gemm_parts", "row_spec", "gemm_rowreduce", "gemm", "attention_kv",
         "attention_parts", "attention", "clamp", "conv_tiles", "qlinear",
-        "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout", "conv_plan"},
+        "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout", "conv_plan",
+        "ew_tiling", "gather_tiling", "lone_plan"},
     5: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",
         "qlinear_bmm", "qlinear_conv", "quant_rows", "attention_float", "gemm_layer", "conv",
         "bmm", "rowwise"},
@@ -307,6 +308,8 @@ PLANNED_DECISIONS = [
     ("planned_clamp", {"plan_pass"}),
     ("norm_after", set()),               # which norm a one-row GEMM adds up and runs
     ("planned_norm", {"plan_pass"}),
+    ("one_tile_cube", set()),            # which layers run as one tile, on which PE
+    ("planned_lone", {"plan_pass"}),
 ]
 
 

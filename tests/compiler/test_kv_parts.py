@@ -118,7 +118,8 @@ def _attention_graph(b: int, hq: int, hkv: int, s: int, t: int) -> tuple[Graph, 
                        ("o", [b, hq, s, 64])):
         g.tensors[tid] = TensorIR(id=tid, shape=shape, dtype="fp32", role="activation")
     n = LayerIR(id="attention_0", op_type="ATTENTION", inputs=["q", "k", "v"], outputs=["o"],
-                attributes={"num_heads": hq, "num_kv_heads": hkv, "scale": 0.125},
+                attributes={"num_heads": hq, "num_kv_heads": hkv, "head_dim": 64,
+                            "scale": 0.125},
                 qbits_activation=8, qbits_kv=8)
     g.nodes.append(n)
     return g, n

@@ -108,6 +108,8 @@ def test_dp_runs_replicas_on_their_own_chips(tmp_path: Path) -> None:
     (["--tp", "4", "--set", "system.chips=4"], "--tp 4: KV heads 2 does not split into 4"),
     (["--tp", "2"], "--tp 2: the topology 'small' has 1 chip(s)"),
     (["--tp", "0"], "--tp 0 must be at least 1"),
+    (["--tp", "2", "--replay-blocks", "2", "--set", "system.chips=2"],
+     "--replay-blocks 2: the replay check needs at least 3 simulated blocks"),
 ])
 def test_bad_tp_is_one_line_exit_2(args: list[str], needle: str, tmp_path: Path,
                                    capsys) -> None:  # noqa: ANN001

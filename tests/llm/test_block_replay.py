@@ -288,3 +288,53 @@ def test_three_simulated_blocks_have_no_whole_cycle(tmp_path):
     with pytest.raises(ReplayCheckFailed):
         apply_replay({"total_ns": 5000.0, "clock_ghz": 1.0}, small, plan,
                      _spans(small, _cycle_ends([1020.0, 980.0])))
+
+
+def _blocks_graph(tmp_path: Path, layers: int):  # noqa: ANN202
+    cfg = json.loads((CONFIGS / "tiny-llama-4l.json").read_text())
+    cfg["num_hidden_layers"] = layers
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return build_llm_graph(load_hf_config(tmp_path / "config.json"), LlmShape(1, 1, 8))
+
+
+def test_more_simulated_blocks_may_leave_out_a_warm_up(tmp_path):
+    """Six simulated blocks whose first two periods are 5 % and 4 % long (a warm-up) and
+    the rest steady: the check leaves blocks 1 and 2 out, the replayed blocks cost the
+    steady period, and the warm-up counts at its simulated time (closed form)."""
+    from kernbench.host.block_replay import apply_replay
+
+    g = _blocks_graph(tmp_path, 10)
+    plan, _ = plan_replay(g, 6)
+    assert plan is not None and (plan.blocks, plan.simulated) == (10, 6)
+    small = truncate_blocks(g, plan.simulated)
+    stats = apply_replay({"total_ns": 9000.0, "clock_ghz": 1.0}, small, plan,
+                         _spans(small, _cycle_ends([1050.0, 1040.0, 1000.0, 1000.0, 1000.0])))
+    r = stats["replay"]
+    assert r["warmup_blocks"] == 2 and "period_cycle_blocks" not in r
+    assert r["block_period_ns"] == 1000.0 and r["period_deviation"] == 0.0
+    assert stats["total_ns"] == 9000.0 + 4 * 1000.0
+
+
+def test_a_warm_up_is_not_left_out_of_four_simulated_blocks(tmp_path):
+    """With the default 4 blocks the two middle periods are all there is: a long first
+    period is refused, as before."""
+    from kernbench.host.block_replay import ReplayCheckFailed, apply_replay
+
+    g = _blocks_graph(tmp_path, 10)
+    plan, _ = plan_replay(g)
+    small = truncate_blocks(g, plan.simulated)
+    with pytest.raises(ReplayCheckFailed, match="two-block means too\\)"):
+        apply_replay({"total_ns": 9000.0, "clock_ghz": 1.0}, small, plan,
+                     _spans(small, _cycle_ends([1050.0, 1000.0, 1000.0])))
+
+
+def test_drift_is_refused_after_any_warm_up(tmp_path):
+    """Periods that grow 2 % a block never settle: no warm-up leaves them within 1 %."""
+    from kernbench.host.block_replay import ReplayCheckFailed, apply_replay
+
+    g = _blocks_graph(tmp_path, 10)
+    plan, _ = plan_replay(g, 6)
+    small = truncate_blocks(g, plan.simulated)
+    with pytest.raises(ReplayCheckFailed, match="after a warm-up"):
+        apply_replay({"total_ns": 9000.0, "clock_ghz": 1.0}, small, plan,
+                     _spans(small, _cycle_ends([1000.0 * 1.02 ** i for i in range(5)])))

@@ -30,6 +30,9 @@ def test_coarser_edges_are_edges_of_the_rule(per_octave):
     for x in range(1, 5000):
         lo, hi = edges(x, per_octave)
         assert lo <= x <= hi
+        # exact exactly where the grid's edges would be less than 1 apart
+        assert (lo == hi == x) == (x <= per_octave or x % ((1 << x.bit_length() - 1)
+                                                          // per_octave) == 0)
         if lo != hi:
             assert (hi - lo) * per_octave <= lo
             assert edges(lo) == (lo, lo) and edges(hi) == (hi, hi)

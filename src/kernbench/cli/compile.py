@@ -69,6 +69,14 @@ EpOpt = Annotated[int | None, typer.Option(
 RoutingSameOpt = Annotated[bool, typer.Option(
     "--routing-same-layers", help="every MoE layer takes the first layer's draw (identical "
                                   "blocks: replayed, much faster to simulate)")]
+ExactOpt = Annotated[bool, typer.Option(
+    "--exact", help="simulate every layer (no replay of identical blocks)")]
+ReplayBlocksOpt = Annotated[int, typer.Option(
+    "--replay-blocks", help="identical blocks to simulate before replaying the rest (at "
+                            "least 3; above 4 the replay check may leave out a warm-up)")]
+LlmOpt = Annotated[bool, typer.Option(
+    "--llm", help="LLM figures (TTFT / TPOT, tokens/s, KV bytes, HBM fit) for any model "
+                  "with attention; config.json models always get them")]
 MODEL_HELP = ("MODEL.onnx, ir.json, a Hugging Face config.json (or its folder), or "
               "gpt2 | llama | gpt2-small")
 
@@ -176,11 +184,9 @@ def run_cmd(
     quiet: QuietOpt = False,
     json_: JsonOpt = False,
     batch: BatchOpt = None,
-    exact: Annotated[bool, typer.Option(
-        "--exact", help="simulate every layer (no replay of identical blocks)")] = False,
-    llm: Annotated[bool, typer.Option(
-        "--llm", help="LLM figures (TTFT / TPOT, tokens/s, KV bytes, HBM fit) for any model "
-                      "with attention; config.json models always get them")] = False,
+    exact: ExactOpt = False,
+    replay_blocks: ReplayBlocksOpt = 4,
+    llm: LlmOpt = False,
     save_oplog: SaveOplogOpt = None,
     all_pes: AllPesOpt = False,
     generate: Annotated[int | None, typer.Option(
@@ -227,11 +233,20 @@ def run_cmd(
                           llm=llm or generate is not None, strict=strict, all_pes=all_pes,
                           write_cmdq=keep_bundle, write_weights=keep_bundle, entries=entries,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle",
-                          tp=par.tp, dp=par.dp, ep=par.ep, **pipe.run_fields())
+                          tp=par.tp, dp=par.dp, ep=par.ep,
+                          replay_blocks=_replay_blocks(replay_blocks), **pipe.run_fields())
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
     if not ok:
         raise typer.Exit(1)
+
+
+def _replay_blocks(n: int) -> int:
+    """`--replay-blocks`, checked: the replay check needs at least 3 simulated blocks."""
+    if n < 3:
+        raise InputError(f"--replay-blocks {n}: the replay check needs at least 3 simulated "
+                         "blocks", field="--replay-blocks")
+    return n
 
 
 def _generation(generate: int, model: Path, kv_len: int | None, verify: bool,

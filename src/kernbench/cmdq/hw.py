@@ -144,11 +144,12 @@ class StreamedProgram(Sequence[ProgramEntry]):
 
     def entry_pes(self) -> list[int | str] | None:
         """Each entry's PE index, or its control kind ("barrier", "nop", "end"), read from
-        the CMDQ entries without building them; None when the CMDQ itself streams
-        (EntryStream: it cannot be read ahead)."""
+        the CMDQ entries without building them; when the CMDQ itself streams, what the
+        EntryStream knows in advance (`EntryStream.entry_pes`: None, or a PE of each
+        entry's chip)."""
         cmdq = self._lower.program.cmdq
         if isinstance(cmdq, EntryStream):
-            return None
+            return cmdq.entry_pes()
         pe_index = self._lower.limits.pe_index
         return [e.control if e.control is not None else pe_index(e.pe) for e in cmdq]
 

@@ -8,11 +8,15 @@ entry i forgets it (what `StreamedProgram` does with `consume` once an entry is 
 Control FSM reads entries in order within its window, so host memory holds the window and
 the chunk being read, not the program. A source that ends early or runs on is a compiler
 bug (RuntimeError).
+
+A stream that knows in advance which chip each entry runs on (`pes`: a merged
+multi-chip program whose layout is fixed, `compiler.parallel.lockstep`) says so through
+`entry_pes`, so that the simulator splits it over the chips' command processors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from kernbench.cmdq.io import parse_chunk
@@ -23,12 +27,15 @@ from kernbench.cmdq.validate import EntryChecker
 
 class EntryStream(Sequence[EntryBase]):
     """The entries of a streamed program (module docstring). `layer_entries`: entries per
-    layer id, known in advance (progress, per-layer spans)."""
+    layer id, known in advance (progress, per-layer spans). `pes` (optional) gives every
+    entry's PE for the chip split before the entries exist (`entry_pes`)."""
 
     def __init__(self, chunks: Iterator[list[dict[str, Any]]], n: int,
                  layer_entries: Mapping[str, int], limits: CmdqLimits,
-                 file: str | None = None) -> None:
+                 file: str | None = None,
+                 pes: Callable[[], list[int | str]] | None = None) -> None:
         self._chunks = chunks
+        self._pes = pes
         self._n = n
         self.layer_entries = dict(layer_entries)
         self._file = file
@@ -60,6 +67,12 @@ class EntryStream(Sequence[EntryBase]):
         if value is not None:
             raise TypeError("a streamed program's entries can only be forgotten (None)")
         self._models.pop(i, None)
+
+    def entry_pes(self) -> list[int | str] | None:
+        """Each entry's PE index as far as the chip split reads it (an index of a PE of
+        the entry's chip; "barrier", "nop", "end" for control entries), from the `pes`
+        the stream was given; None without it (the entries cannot be read ahead)."""
+        return self._pes() if self._pes is not None else None
 
     def __iter__(self) -> Iterator[EntryBase]:
         raise TypeError("a streamed program is read by index, in order (it is produced as "

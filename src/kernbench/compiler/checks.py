@@ -8,8 +8,8 @@ invariant does not hold; none changes anything.
 | -------- | ----------- | --------- |
 | `ir`     | quantize    | `kernbench.ir.verify` accepts the graph |
 | `memory` | memory, tiling | no two HBM allocations overlap; every graph input and output is placed |
-| `plan`   | plan        | the lowering plan names existing nodes and tensors: TE weights are constants, a read-through transpose is a TRANSPOSE read by a later QDQ, a planned integer GEMM is a MATMUL_INTEGER reading a planned DYNAMIC_QUANTIZE, a conv's clamp is a ReLU / Clip of its output, a norm after a GEMM's epilogue is fused into it exactly when row-reduced (two K parts or more), a fused layer comes after the layer computing it |
-| `tiles`  | tiling      | every op's buffers are on its PE and fit one TCM bank; a buffer is written before it is read; `layer_tiles` counts every op; a VE_FUSED_TILE chains one layer's steps and those of the layers the lowering plan fuses into it; no tensor the plan leaves unwritten kept its storage |
+| `plan`   | plan        | the lowering plan names existing nodes and tensors: TE weights are constants, a read-through transpose is a TRANSPOSE read by a later QDQ, a planned integer GEMM is a MATMUL_INTEGER reading a planned DYNAMIC_QUANTIZE, a conv's clamp is a ReLU / Clip of its output, a norm after a GEMM's epilogue is fused into it exactly when row-reduced (two K parts or more), a fused layer comes after the layer computing it, a layer of one tile is an element-wise layer or gather on the next PE of its cube's rotation |
+| `tiles`  | tiling      | every op's buffers are on its PE and fit one TCM bank; a buffer is written before it is read; `layer_tiles` counts every op; a VE_FUSED_TILE chains one layer's steps and those of the layers the lowering plan fuses into it; no tensor the plan leaves unwritten kept its storage; exactly the layers the plan runs as one tile did, on its PE |
 | `order`  | placement   | op indices are the program positions; lowering phases stay in order |
 | `tcm`    | tcm_alloc   | every buffer has an offset, ends inside the AllocatableTCM, stays in one bank; buffers live at the same time on one PE never overlap |
 | `deps`   | schedule    | dependencies point backwards; every read waits for the last writer of its buffer |
@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from kernbench.compiler.lower.lone_plan import ONE_TILE_OPS
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph
 from kernbench.errors import CapacityError
+from kernbench.ir.ops import node_attrs
 from kernbench.ir.verify import verify as verify_ir
 
 
@@ -81,7 +83,7 @@ def check_plan(state: CompileState) -> None:
     for conv, c in plan.clamps.items():
         if conv not in order or c not in order or g.node(conv).op_type != "CONV" \
                 or g.node(c).op_type != "ELEMENTWISE" \
-                or g.node(c).attributes.get("op") not in ("relu", "clip") \
+                or node_attrs(g.node(c)).op not in ("relu", "clip") \
                 or g.node(c).inputs[0] not in g.node(conv).outputs \
                 or plan.fused.get(c) != conv:
             raise InvariantError(f"lowering plan: '{conv}' applies '{c}' in its epilogue, "
@@ -101,6 +103,32 @@ def check_plan(state: CompileState) -> None:
         if c not in order or p not in order or order[p] >= order[c]:
             raise InvariantError(f"lowering plan: '{c}' is fused into '{p}', which does not "
                                  f"come before it")
+    _check_lone(state, order)
+
+
+
+def _check_lone(state: CompileState, order: Mapping[str, int]) -> None:
+    """Each layer of one tile is an element-wise layer or a gather with an op of its own,
+    and takes the next PE of its cube's rotation in graph order."""
+    plan, g = state.require_lowering_plan(), state.graph
+    cube_pes: dict[int, list[int]] = {}
+    for i, pe in enumerate(state.topology.pes):
+        cube_pes.setdefault(pe.cube.index, []).append(i)
+    taken: dict[int, int] = {}
+    for layer in sorted(plan.lone, key=lambda x: order.get(x, -1)):
+        pe = plan.lone[layer]
+        if layer not in order or g.node(layer).op_type not in ONE_TILE_OPS \
+                or plan.computed_elsewhere(layer) or not 0 <= pe < len(state.topology.pes):
+            raise InvariantError(f"lowering plan: '{layer}' runs as one tile on PE {pe}, yet "
+                                 "it is no element-wise layer or gather with an op of its own "
+                                 "on an existing PE")
+        pes = cube_pes[state.topology.pes[pe].cube.index]
+        i = taken.get(pes[0], 0)
+        taken[pes[0]] = i + 1
+        if pes[i % len(pes)] != pe:
+            raise InvariantError(f"lowering plan: '{layer}' runs as one tile on PE {pe}, "
+                                 f"not on PE {pes[i % len(pes)]}, the next of its cube's "
+                                 "rotation")
 
 
 def _bank_bytes(state: CompileState) -> int:
@@ -134,6 +162,12 @@ def check_tiles(state: CompileState) -> None:
     plan, memory = state.lowering_plan, state.memory
     if plan is not None:
         _check_chains(tg, plan.fused)
+        if tg.lone != plan.lone:
+            layer = min(set(tg.lone) ^ set(plan.lone)
+                        or {t for t in tg.lone if tg.lone[t] != plan.lone[t]})
+            raise InvariantError(f"TileGraph: layer {layer} runs as one tile on PE "
+                                 f"{tg.lone.get(layer)}, the lowering plan says "
+                                 f"{plan.lone.get(layer)}")
     if plan is not None and memory is not None:
         kept = sorted(t for t in plan.unwritten if t in memory.placements)
         if kept:  # the tiles and the plan disagree: some producer's tiles wrote it

@@ -18,6 +18,7 @@ from __future__ import annotations
 from kernbench.compiler.layout import float_formats, tiled_attention
 from kernbench.compiler.state import CompileState
 from kernbench.ir.model import Graph, LayerIR
+from kernbench.ir.ops import node_attrs
 from kernbench.numerics.flash import longest_part
 
 
@@ -43,7 +44,7 @@ def kv_parts_for(g: Graph, n: LayerIR, n_pes: int, array_rows: int) -> int:
     (`array_rows`) and each range keeps at least MIN_PART_KEYS keys; 1: no split."""
     q, k = g.tensors[n.inputs[0]], g.tensors[n.inputs[1]]
     if n.qbits_activation != 8 or not isinstance(n.qbits_kv, int) \
-            or n.attributes.get("softcap"):
+            or node_attrs(n).softcap:
         return 1  # the key ranges' combine is 8-bit only
     bsz, hq, s_len = (int(x) for x in q.shape[:3])
     hkv, t_len = int(k.shape[1]), int(k.shape[2])

@@ -18,6 +18,7 @@ import numpy as np
 from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.state import CompileState, FoldKind
 from kernbench.ir.model import Graph, LayerIR, is_shape_only
+from kernbench.ir.ops import node_attrs
 from kernbench.numerics.dtypes import bits as dtype_bits
 
 #: op types lower/copy.py tiles as strided DMA copies
@@ -31,7 +32,7 @@ HALF_FLOATS = ("fp16", "bf16")
 
 def is_head_swap(n: LayerIR) -> bool:
     """A TRANSPOSE with perm (0, 2, 1, 3): (B, S, H, D) ↔ (B, H, S, D)."""
-    return n.op_type == "TRANSPOSE" and list(n.attributes.get("perm", [])) == [0, 2, 1, 3]
+    return n.op_type == "TRANSPOSE" and list(node_attrs(n).perm) == [0, 2, 1, 3]
 
 
 def float_formats(n: LayerIR) -> tuple[str | None, str | None] | None:
@@ -58,18 +59,20 @@ def tiled_attention(g: Graph, n: LayerIR) -> bool:
     (`float_formats`) from fp32 Q, K, V; an additive float mask or a constant boolean one,
     an optional soft-cap, except together with KV blocking); the others run whole as a
     layer op."""
+    if n.op_type != "ATTENTION":
+        return False
+    a = node_attrs(n)
     qa, kv = n.qbits_activation, n.qbits_kv
     fp32 = float_formats(n) is not None  # lower/attention_float.py
-    softcap = n.attributes.get("softcap", 0.0) or 0.0
-    if not (n.op_type == "ATTENTION" and (qa in (4, 8, 16) and kv in (4, 8, 16) or fp32)
-            and softcap >= 0
-            and not (softcap and n.attributes.get("kv_block"))):
+    softcap = a.softcap or 0.0
+    if not ((qa in (4, 8, 16) and kv in (4, 8, 16) or fp32) and softcap >= 0
+            and not (softcap and a.kv_block)):
         return False
     # Q, K, V of one float type: fp32, or (integer tiles only) an fp16 / bf16 export's
     dts = {g.tensors[t].dtype for t in n.inputs[:3]}
     if not (dts == {"fp32"} or not fp32 and len(dts) == 1 and dts <= set(HALF_FLOATS)):
         return False
-    if fp32 and not n.attributes.get("scale", 0.0) > 0:
+    if fp32 and not a.scale > 0:
         return False
     if len(n.inputs) > 3 and n.inputs[3]:
         m = g.tensors[n.inputs[3]]
@@ -96,11 +99,12 @@ def _halves_equal(g: Graph, tid: str) -> bool:
 def rope_tileable(g: Graph, n: LayerIR) -> bool:
     """Static conditions under which `lower_rope` tiles the layer (the layout pass folds
     the head transpose into its x load only then)."""
-    if n.op_type != "ROPE" or n.attributes.get("interleaved") or len(n.inputs) < 3:
+    if n.op_type != "ROPE" or node_attrs(n).interleaved or len(n.inputs) < 3:
         return False
     x, y = g.tensors[n.inputs[0]], g.tensors[n.outputs[0]]
     d = x.shape[-1] if x.shape else 0
-    if len(x.shape) < 2 or d % 2 or n.attributes.get("rotary_dim", d) != d \
+    rotary = node_attrs(n).rotary_dim
+    if len(x.shape) < 2 or d % 2 or (d if rotary is None else rotary) != d \
             or x.dtype not in FLOATS or y.dtype not in FLOATS or x.shape != y.shape \
             or x.const:
         return False
@@ -133,7 +137,7 @@ def copyable(g: Graph, n: LayerIR) -> bool:
     if dt not in DMA_DTYPES or dtype_bits(dt) % 8 or dt not in ITEMSIZE:
         return False
     if n.op_type == "SLICE":
-        return all(int(s) >= 1 for s in n.attributes.get("steps", [1]))
+        return all(int(s) >= 1 for s in node_attrs(n).steps)
     return True
 
 
@@ -143,7 +147,7 @@ def reads_strided(g: Graph, c: LayerIR, tid: str) -> bool:
     KV_UPDATE's new rows, a tiled ROPE's x, and the tiled copies (lower/copy.py) do."""
     if tiled_attention(g, c) and tid in c.inputs[:3]:
         return True
-    if c.op_type == "KV_UPDATE" and c.inputs[1] == tid and c.attributes.get("axis", 2) == 2:
+    if c.op_type == "KV_UPDATE" and c.inputs[1] == tid and node_attrs(c).axis == 2:
         return True
     if rope_tileable(g, c) and c.inputs[0] == tid:
         return True
@@ -165,12 +169,12 @@ def rope_output_perm(g: Graph, n: LayerIR,
         return None
     if not all(reads_strided(g, g.node(c), y) for c in t.consumers):
         return None
-    return tuple(int(p) for p in g.node(src).attributes["perm"])
+    return tuple(int(p) for p in node_attrs(g.node(src)).perm)
 
 
 def fold_kind(g: Graph, n: LayerIR) -> FoldKind | None:
     """How a head transpose folds into its neighbours' DMAs, or None if it stays a layer."""
-    if not is_head_swap(n) or n.attributes.get("view"):
+    if not is_head_swap(n) or node_attrs(n).view:
         return None
     out = g.tensors[n.outputs[0]]
     src = g.tensors[n.inputs[0]]

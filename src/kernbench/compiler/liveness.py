@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kernbench.ir.model import Graph
+from kernbench.ir.ops import node_attrs
 
 
 def _is_view(n) -> bool:  # noqa: ANN001 - an IR LayerIR
-    return (n.op_type in ("RESHAPE", "TRANSPOSE") and bool(n.attributes.get("view"))
+    return (n.op_type in ("RESHAPE", "TRANSPOSE") and bool(node_attrs(n).view)
             or n.op_type == "IDENTITY")
 
 

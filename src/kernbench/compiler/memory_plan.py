@@ -34,6 +34,7 @@ from kernbench.compiler.liveness import live_ranges
 from kernbench.compiler.state import CompileState
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph, LayerIR, is_shape_only
+from kernbench.ir.ops import node_attrs
 
 
 def tensor_roles(g: Graph) -> dict[str, str]:
@@ -75,7 +76,7 @@ def _place_folded_read(plan: MemoryPlan, g: Graph, n: LayerIR,
                        live: dict[str, tuple[int, int]]) -> None:
     """A folded transpose's output is its source seen through permuted strides."""
     src = _source(plan, g, n.inputs[0], live)
-    perm = n.attributes["perm"]
+    perm = node_attrs(n).perm
     t = g.tensors[n.outputs[0]]
     plan.placements[n.outputs[0]] = src.view(tuple(t.shape),
                                              tuple(src.strides[p] for p in perm))
@@ -108,7 +109,7 @@ def _place_folded_write(state: CompileState, plan: MemoryPlan, tid: str, tn: Lay
                        spread=_spreads(state, out.id, role))
     del plan.allocations[tid]
     p_out = plan.place(out.id, a2)
-    perm = tn.attributes["perm"]
+    perm = node_attrs(tn).perm
     inv = [perm.index(i) for i in range(len(perm))]
     plan.placements[tid] = p_out.view(tuple(t.shape), tuple(p_out.strides[i] for i in inv))
 
@@ -122,7 +123,7 @@ def _spreads(state: CompileState, key: str, role: str, n: LayerIR | None = None)
     if key in state.pinned or key in state.graph.metadata.get("collective_buffers", ()):
         return False
     if n is not None and n.op_type == "KV_UPDATE" and key == n.outputs[0]:
-        return not n.attributes.get("in_place")  # a graph output or a "kv" intermediate
+        return not node_attrs(n).in_place  # a graph output or a "kv" intermediate
     return role == "intermediate"
 
 
@@ -178,7 +179,7 @@ class PlanMemory:
             plan.place(tid, a)
         for n in g.nodes:
             fold = state.folded.get(n.id)
-            view = (n.op_type in ("RESHAPE", "TRANSPOSE") and n.attributes.get("view")
+            view = (n.op_type in ("RESHAPE", "TRANSPOSE") and node_attrs(n).view
                     or n.op_type == "IDENTITY")
             if view and _place_view(plan, g, n):
                 continue

@@ -28,6 +28,7 @@ from kernbench.compiler.kv_blocks import block_attention
 from kernbench.compiler.state import CompileState
 from kernbench.ir.interpreter import Interpreter
 from kernbench.ir.model import Graph, LayerIR, QBits, QuantParams, TensorIR, is_shape_only
+from kernbench.ir.ops import node_attrs
 from kernbench.numerics import quant as qmath
 from kernbench.numerics.wide import wide_floats
 
@@ -101,9 +102,10 @@ def qdq_source(g: Graph, tid: str) -> LayerIR | None:
     if t.producer is None:
         return None
     n = g.node(t.producer)
-    if n.op_type != "QDQ" or len(n.inputs) < 2 or n.attributes.get("axis") is not None \
-            or n.attributes.get("block_size") or n.attributes.get("dtype") not in ("int8",
-                                                                               "uint8"):
+    if n.op_type != "QDQ" or len(n.inputs) < 2:
+        return None
+    a = node_attrs(n)
+    if a.axis is not None or a.block_size or a.dtype not in ("int8", "uint8"):
         return None
     consts = [x for x in n.inputs[1:3] if x]
     if not all(g.tensors[x].const and np.asarray(g.weights[x]).size == 1 for x in consts):
@@ -128,7 +130,7 @@ def adopt_qdq_activations(g: Graph) -> int:
         if q is None or t.quant is not None and t.quant.scale != q.inputs[1]:
             continue
         zp = q.inputs[2] if len(q.inputs) > 2 and q.inputs[2] else None
-        t.quant = QuantParams(scale=q.inputs[1], zero_point=zp, dtype=q.attributes["dtype"])
+        t.quant = QuantParams(scale=q.inputs[1], zero_point=zp, dtype=node_attrs(q).dtype)
         n.qbits_activation = 8
         count += 1
     return count
@@ -188,7 +190,7 @@ class QuantizeActivations:
         for tid in sorted(kv_out):
             # the cache is stored at kv bits: calibrate on the value before quantization
             bits, past, new = kv_out[tid]
-            axis = g.node(g.tensors[tid].producer).attributes.get("axis", 2)
+            axis = node_attrs(g.node(g.tensors[tid].producer)).axis
             x = np.concatenate([np.asarray(values[past], np.float64),
                                 np.asarray(values[new], np.float64)], axis=axis)
             _set_scale(g, tid, f"{tid}::kv_scale", qmath.calibrated_scale(x, bits), bits)

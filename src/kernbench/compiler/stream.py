@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from kernbench.compiler.checks import check_memory, check_plan
+from kernbench.compiler.checks import CHECKS
 from kernbench.compiler.hbm import MemoryPlan
 from kernbench.compiler.layer_ops import CensusCounter, LayerOpCensus
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.tile_pass import TileRegions, start_lowering, with_pins
+from kernbench.compiler.lower.tile_pass import Tile, with_pins
 from kernbench.compiler.manager import PassManager
 from kernbench.compiler.pipeline import PASSES
 from kernbench.compiler.region import Region, RegionPass, StorageUse
@@ -49,6 +49,8 @@ BEFORE_TILING = tuple(PASSES[:[p.name for p in PASSES].index("tiling")])
 #: the rest: run region by region (`StreamedCompile.chunks`), or on a program compiled
 #: whole after all (`StreamedCompile.finish`)
 FROM_TILING: tuple[RegionPass, ...] = PASSES[len(BEFORE_TILING):]
+#: the tiling pass, which the survey runs region by region (with its pinning rounds)
+TILING = next(p for p in PASSES if isinstance(p, Tile))
 
 
 class Survey(NamedTuple):
@@ -137,17 +139,22 @@ def compile_streamed(graph: Graph, topology: Topology, options: CompileOptions |
         if progress is not None:
             progress("tiling")
         survey = _survey(state)
-        check_memory(CompileState(state.graph, topology, memory=survey.memory))
-        check_plan(state)  # as the survey's pinning may have remade it (`replan`)
+        # what the pass manager checks after the tiling pass, but its ops: the survey
+        # keeps none (the memory as the lowering completed it, the plan as pinning left it)
+        checked = dataclasses.replace(state, memory=survey.memory)
+        for product in TILING.produces:
+            if product != "tiles":
+                CHECKS[product](checked)
     except ValueError as e:
         raise InputError(f"cannot compile: {e}") from None
     return StreamedCompile(state, survey)
 
 
 def _survey(state: CompileState) -> Survey:
-    """Lower every node once (the tiling pass region by region, `TileRegions`), on a copy
-    of the memory plan, keeping counts and storage use only; storages a whole-layer op touches are pinned and the memory planned again
-    (`tile_pass.with_pins`, as the tiling pass does)."""
+    """Lower every node once (the tiling pass region by region, `Tile.on_regions`), on a
+    copy of the memory plan, keeping counts and storage use only; storages a whole-layer
+    op touches are pinned and the memory planned again (`tile_pass.with_pins`, the
+    rounds the tiling pass's `apply` runs)."""
     return with_pins(state, _survey_once)
 
 
@@ -155,10 +162,11 @@ def _survey_once(state: CompileState) -> tuple[Lowering, Survey]:
     pristine = state.memory
     assert pristine is not None
     state.memory = pristine.copy()
-    tiling = TileRegions(start_lowering(state))
+    use = StorageUse([])
+    tiling = TILING.on_regions(state, use)  # the tiling pass, region by region
     memory, state.memory = state.memory, pristine
     lw = tiling.lowering
-    use = StorageUse(lw.tg.node_streams)
+    use.node_streams = lw.tg.node_streams  # filled as the regions are lowered
     census = CensusCounter({n.id: n.op_type for n in state.graph.nodes})
     per_layer: dict[str, int] = {}
     count = 0

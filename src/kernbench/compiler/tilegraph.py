@@ -65,6 +65,9 @@ class TileGraph:
     #: spread storages a whole-layer op touched: the tiling pass pins them to one cube and
     #: lowers again (`tile_pass.with_pins`)
     pinned: set[str] = field(default_factory=set)
+    #: layers of one tile → the PE it runs on, as the lowering plan's `lone` gave it
+    #: (`Lowering.lone_pe`; `checks.check_tiles` compares the two)
+    lone: dict[str, int] = field(default_factory=dict)
     #: per IR node (graph order), the lowering stream its ops start at: which node emitted
     #: an op (`region.node_of`)
     node_streams: list[int] = field(default_factory=list)

@@ -32,7 +32,11 @@ over a whole cycle is steady; when the check fails and both the middle and the l
 periods come in whole pairs, it compares their two-block means instead (p_1 + p_2) / 2, …
 and (q_2 + q_3) / 2, …, within the same ±`TOLERANCE`; P, the mean of the middle periods,
 is then the mean over whole cycles (`replay.period_cycle_blocks` = 2 in stats.json). When
-the blocks differ or the check fails, the whole model is simulated (as with `--exact`). tests/llm/test_block_replay.py shows replay within
+the blocks differ or the check fails, the whole model is simulated (as with `--exact`).
+A run that simulates more than 4 blocks (`--replay-blocks N`) may have the check leave out
+leading warm-up blocks: the fewest w (keeping at least two middle periods) for which the
+periods of blocks w + 1.. pass it; P is then their mean (`replay.warmup_blocks` = w). The
+warm-up blocks are simulated, so they count at their own time. tests/llm/test_block_replay.py shows replay within
 1 % of `--exact` on 4-layer models; docs/performance.md compares both on real-size models.
 
 stats.json of a replayed run: `total_ns`, `total_cycles`, `roofline_fraction`, `estimate_ns`,
@@ -214,7 +218,9 @@ def steady_period(small: Graph, keep: int, spans: dict[str, LayerSpan]
                   ) -> tuple[float, list[float], list[float], float]:  # fmt: skip
     """The block period of the `keep` simulated blocks of `small` (`spans` by its layer
     ids): (period, block-end periods p_1.., layer-wise periods q_2.., their spread);
-    raise ReplayCheckFailed when the spread exceeds TOLERANCE (the module docstring)."""
+    raise ReplayCheckFailed when the spread exceeds TOLERANCE (the module docstring).
+    With more than 4 simulated blocks, leading warm-up blocks may be left out of the
+    check and of the period (`warmup_blocks`)."""
     layer_block = {n.id: n.metadata["block"] for n in small.nodes
                    if isinstance(n.metadata.get("block"), int)}
     ends = [0.0] * keep
@@ -222,25 +228,55 @@ def steady_period(small: Graph, keep: int, spans: dict[str, LayerSpan]
         if lid in spans:
             ends[b] = max(ends[b], spans[lid].end_ns)
     periods = [b - a for a, b in zip(ends, ends[1:], strict=False)]  # p_1 .. p_{k-1}
-    middle = periods[:-1]  # without the epilogue-adjacent block
     anchored = _anchored_periods(small, keep, spans)  # q_2 .. q_{k-1}
-    compared = middle + anchored
-    d = sum(middle) / len(middle)
-    dev = _spread(compared)
-    if dev > TOLERANCE and _pairs(middle) and _pairs(anchored):
-        # a two-block cycle: its two estimates of the two-block mean are compared
-        dev = _spread(_pairs(middle) + _pairs(anchored))
-    if d <= 0 or dev > TOLERANCE:
+    found = _steady(periods, anchored)
+    if found is None:
+        compared = periods[:-1] + anchored
         raise ReplayCheckFailed("block periods " + ", ".join(f"{p:.1f}" for p in compared)
                                 + f" ns spread ±{100 * _spread(compared):.2f}% "
-                                f"(> {100 * TOLERANCE:g}%; their two-block means too)")
-    return d, periods, anchored, dev
+                                f"(> {100 * TOLERANCE:g}%; their two-block means too"
+                                + (", and after a warm-up" if _max_warmup(periods) else "")
+                                + ")")
+    w, dev = found
+    middle = periods[:-1][w:]
+    return sum(middle) / len(middle), periods, anchored, dev
+
+
+def _max_warmup(periods: list[float]) -> int:
+    """The most leading blocks the check may leave out: two middle periods must remain."""
+    return max(0, len(periods) - 1 - 2)
+
+
+def _steady(periods: list[float], anchored: list[float]) -> tuple[int, float] | None:
+    """(warm-up blocks w, spread) for the fewest leading blocks w whose removal leaves the
+    periods of blocks w + 1.. (middle p_b and layer-wise q_b) within TOLERANCE, per period
+    or, for a two-block cycle, on their two-block means; None when no w does."""
+    for w in range(_max_warmup(periods) + 1):
+        middle = periods[:-1][w:]
+        later = anchored[max(0, w - 1):]  # q_b of blocks b > w (anchored[0] is q_2)
+        if sum(middle) <= 0:
+            continue
+        dev = _spread(middle + later)
+        if dev > TOLERANCE and _pairs(middle) and _pairs(later):
+            dev = _spread(_pairs(middle) + _pairs(later))
+        if dev <= TOLERANCE:
+            return w, dev
+    return None
 
 
 def cycle_mark(periods: list[float], anchored: list[float]) -> dict[str, int]:
-    """`{"period_cycle_blocks": 2}` when `steady_period` accepted these periods as a
-    two-block cycle (the per-period check alone refuses them), else {}."""
-    return {"period_cycle_blocks": 2} if _spread(periods[:-1] + anchored) > TOLERANCE else {}
+    """The marks of how `steady_period` accepted these periods: `warmup_blocks` when it
+    left leading blocks out, `period_cycle_blocks` = 2 when it took two-block means (the
+    per-period check alone refuses them); {} for steady periods from the first block."""
+    found = _steady(periods, anchored)
+    if found is None:
+        return {}
+    w = found[0]
+    middle, later = periods[:-1][w:], anchored[max(0, w - 1):]
+    marks = {"warmup_blocks": w} if w else {}
+    if _spread(middle + later) > TOLERANCE:
+        marks["period_cycle_blocks"] = 2
+    return marks
 
 
 def _spread(xs: list[float]) -> float:

@@ -337,6 +337,7 @@ class SimOptions:
     strict: bool = False            # NaN/Inf inputs are errors
     save_oplog: Path | None = None  # with `verify`: the op log for `replay`
     entries: bool = False           # per-entry detail whatever the program's size
+    check_prog: bool = True         # False: an in-memory `prog` is not validated again
 
 
 #: a program of at most this many CMDQ entries keeps its per-entry detail with the report
@@ -371,7 +372,7 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
     Per-entry records (entry rows, critical path, estimate, the report's timeline) with
     `trace`, `verify`, `entries`, or the report of a program of at most
     MAX_DETAIL_ENTRIES entries; otherwise `entry_count` (docs/stats.md).
-    `prog`: the program in memory (`program_of`; cmdq.json unread)."""
+    `prog`: the program in memory (`program_of`; cmdq.json unread; see `check_prog`)."""
     verify, trace, report = opts.verify, opts.trace, opts.report
     phase, watch, post_stats = hooks.phase, hooks.watch, hooks.post_stats
 
@@ -380,14 +381,13 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
     cmdq_path = program / "cmdq.json" if program.is_dir() else program
     if prog is None:
         check_input_file(cmdq_path, MAX_JSON_BYTES)  # never block on a FIFO, /dev/zero
-        prog = load_program(cmdq_path)
+        prog, opts = load_program(cmdq_path), replace(opts, check_prog=True)  # a file's is
     # the report's timeline needs the trace (the file may not be written); per-entry
     # detail costs host time and memory that grow with the commands
     record = trace or opts.entries or (report and len(prog.cmdq) <= MAX_DETAIL_ENTRIES)
     verdict, outputs = None, None
     if verify:
-        run, outputs, verdict = _run_verified(bundle_dir, prog, topology, opts, record,
-                                              phase)
+        run, outputs, verdict = _run_verified(bundle_dir, prog, topology, opts, record, phase)
     else:
         if opts.save_oplog is not None:
             raise InputError("--save-oplog saves the data pass: it needs --verify",
@@ -395,7 +395,7 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
         # without a trace or the report nothing needs per-entry records: the program is
         # streamed and summarized per layer (host memory does not grow with commands)
         run = simulate_program(prog, topology, file=str(cmdq_path), trace=record, phase=phase,
-                               watch=watch, per_entry=record, consume=True)
+                               watch=watch, per_entry=record, consume=True, check=opts.check_prog)
         del prog
     stats = run.stats()
     spans = run.layer_spans(stats)

@@ -8,7 +8,10 @@ identical: same shapes, no values, so their programs are too) and that program p
 every chip. `compiler.parallel.merge_programs` makes the one multi-chip program with the
 all-reduces (and the LM head's all-gather) between them, which is simulated on the whole
 topology; with `--verify` the data pass runs it on every chip's weights and the outputs
-(chip 0's logits) are checked against the unsplit model.
+(chip 0's logits) are checked against the unsplit model. A shape-only model's run that
+keeps nothing per entry does not hold that program: rank 0's program is compiled layer by
+layer and merged for every chip as it is read (`compiler.parallel.lockstep`), the same
+entries.
 
 With `--dp M` there are M replicas of those N chips, each running the model on batch / M
 sequences (the CLI builds or binds the model at that batch); the replicas share no
@@ -31,8 +34,10 @@ from typing import Any
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.io import parse_entries
 from kernbench.cmdq.schema import CMDQ_VERSION, CmdqProgram
+from kernbench.cmdq.stream import EntryStream, streamed_program
 from kernbench.compiler.hbm import MemoryPlan
 from kernbench.compiler.parallel import TpGraph, shard_graph
+from kernbench.compiler.parallel.lockstep import LockstepMerge, RankShape
 from kernbench.compiler.parallel.tp_program import SiteBuffers, merge_programs
 from kernbench.compiler.pipeline import load_model
 from kernbench.compiler.state import CompileState
@@ -44,6 +49,7 @@ from kernbench.host.block_replay import (
     plan_replay,
     truncate_blocks,
 )
+from kernbench.host.chunked_compile import compile_chunks
 from kernbench.host.flow import (
     CompileRequest,
     PostStats,
@@ -172,6 +178,30 @@ def _compile_ranks(graph: Graph, source: Path | None, tp: int, chip: Topology,
     return programs * (tp // ranks), sites, high
 
 
+def _scratch_base(high: int) -> int:
+    """Where the collectives' scratch starts: above the memory plans' high-water mark."""
+    return -(-high // 4096) * 4096
+
+
+def _lockstep(graph: Graph, source: Path | None, topo: Topology, groups: list[list[int]],
+              bundle: Path, req: CompileRequest, hooks: RunHooks, meta: dict[str, Any]
+              ) -> tuple[CmdqProgram, list[SiteBuffers], int]:  # fmt: skip
+    """A shape-only model's merged program as it streams (`compiler.parallel.lockstep`):
+    rank 0's program, compiled layer by layer, merged for every chip of `groups` while
+    the chips' command processors read it. (the program, the sites, collective entries)"""
+    tp = len(groups[0])
+    tg = shard_graph(graph, tp, 0)
+    rank = compile_chunks(tg.graph, source, chip_topology(topo), bundle, req,
+                          hooks.compile_progress)
+    sites = _site_buffers(tg, rank.state)
+    limits = limits_for(topo)
+    merge = LockstepMerge(RankShape(rank.entries, rank.layer_order, rank.layer_entries),
+                          sites, topo, groups, limits, _scratch_base(_high_water(rank.state)))
+    stream = EntryStream(merge.chunks(rank.chunks), merge.entries, merge.layer_entries,
+                         limits, str(bundle / "cmdq.json"), pes=merge.entry_pes)
+    return streamed_program(stream, meta), sites, merge.collective_entries
+
+
 def _write_tp_bundle(bundle: Path, graph: Graph, tp: int, chips: list[int], topo: Topology,
                      entries: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     """The bundle of a parallel run (`--verify`, `--keep-bundle`): the merged cmdq.json,
@@ -261,7 +291,7 @@ def _replay(graph: Graph, opts: RunOptions, hooks: RunHooks
     """(the replay plan or None, the graph the ranks are split from)."""
     if opts.exact or opts.verify:
         return None, graph
-    plan, why = plan_replay(graph)
+    plan, why = plan_replay(graph, opts.replay_blocks)
     if plan is None:
         if graph.metadata.get("llm"):
             hooks.note(f"simulating every layer: {why}")
@@ -289,21 +319,28 @@ def run_parallel(model: Path, topo: Topology, out: Path, opts: RunOptions,
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
                          model_file=str(model), write_cmdq=False, all_pes=opts.all_pes)
-    programs, sites, high = _compile_ranks(compiled, source, tp, chip_topology(topo),
-                                           bundle, req, hooks.compile_progress)
-    merged = merge_programs(programs * dp, sites, topo, groups, limits_for(topo),
-                            scratch_base=-(-high // 4096) * 4096)
-    del programs
     meta = {"version": CMDQ_VERSION, "graph_name": graph.metadata.get("model_name", "model"),
             "generated_by": "kernbench.compiler.parallel", "topology": topo.name}
+    if is_shape_only(compiled) and not (opts.trace or opts.report or opts.verify
+                                        or opts.write_cmdq or opts.entries):
+        # nothing per entry is kept and every rank runs one program: merged as it streams
+        prog, sites, collective_entries = _lockstep(compiled, source, topo, groups, bundle,
+                                                    req, hooks, meta)
+    else:
+        programs, sites, high = _compile_ranks(compiled, source, tp, chip_topology(topo),
+                                               bundle, req, hooks.compile_progress)
+        merged = merge_programs(programs * dp, sites, topo, groups, limits_for(topo),
+                                scratch_base=_scratch_base(high))
+        del programs
+        collective_entries = merged.collective_entries
+        if opts.verify or opts.write_cmdq:
+            _write_tp_bundle(bundle, graph, tp, chips, topo,
+                             [dict(e) for e in merged.entries], meta)
+        prog = parse_entries(merged.entries, meta, file=str(bundle / "cmdq.json"))
     hooks.note(f"--tp {tp} --dp {dp}: chips {groups}, {len(sites)} collective(s) per rank "
-               f"({merged.collective_entries} of {len(merged.entries)} CMDQ entries)")
-    if opts.verify or opts.write_cmdq:
-        _write_tp_bundle(bundle, graph, tp, chips, topo,
-                         [dict(e) for e in merged.entries], meta)
-    prog = parse_entries(merged.entries, meta, file=str(bundle / "cmdq.json"))
+               f"({collective_entries} of {len(prog.cmdq)} CMDQ entries)")
     section = {"tp": tp, "dp": dp, "chips": groups, "collectives_per_rank": len(sites),
-               "collective_entries": merged.collective_entries,
+               "collective_entries": collective_entries,
                "collectives": [{"layer": s.site.node, "op": s.site.op, "count": s.count,
                                 "dtype": s.dtype} for s in sites[:4]]}
 

@@ -82,6 +82,9 @@ class RunOptions:
     pp: int = 1  # pipeline stages (host.pipeline.run_pipeline)
     micro_batches: int = 1  # a replica's batch split between the pipeline's micro-batches
     replay_blocks: int = SIMULATED_BLOCKS  # blocks a replayed run simulates (≥ 3)
+    # the program compiled by this run is validated against the topology's limits before
+    # it is simulated (False: trusted, as a serving run's many step programs are)
+    check_compiled: bool = True
 
 
 @dataclass(frozen=True)
@@ -185,4 +188,5 @@ def _simulate(bundle: Path, topo: Topology, out: Path, opts: RunOptions, hooks: 
     return simulate_bundle(bundle, topo, Path(out), SimOptions(
         verify=opts.verify, inputs=opts.inputs, dump_intermediates=opts.dump_intermediates,
         trace=opts.trace, report=opts.report, save_oplog=opts.save_oplog,
-        strict=opts.strict, entries=opts.entries), hooks.sim_hooks(post), prog)
+        strict=opts.strict, entries=opts.entries, check_prog=opts.check_compiled),
+        hooks.sim_hooks(post), prog)

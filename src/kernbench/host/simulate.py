@@ -219,7 +219,8 @@ def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | No
                      op_logger: OpLogger | None = None, trace: bool = True,
                      data: DataAttacher | None = None, phase: PhaseHook | None = None,
                      watch: WatchHook | None = None,
-                     per_entry: bool = True, consume: bool = False) -> CmdqRun:
+                     per_entry: bool = True, consume: bool = False,
+                     check: bool = True) -> CmdqRun:
     """Validate `program` against `topology`, run it to the end, return the run.
     `phase(name, total, poll)`: a context manager around the run (progress display).
     `watch(SimWatch)` (optional) starts an observer of the run (a progress bar of commands
@@ -228,10 +229,14 @@ def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | No
     `per_entry` False (timing only: no `trace`, `op_logger` or `data`): entries are built as
     the Control FSM fetches them and folded into per-layer spans when they complete, so
     host memory follows the issue window and the layers, not the commands; `consume` also
-    drops each CMDQ entry of `program` once lowered (the caller gives the program up)."""
+    drops each CMDQ entry of `program` once lowered (the caller gives the program up).
+
+    `check` False skips the validation against the topology's limits for a program this
+    process compiled a moment ago (its entries came through the compiler's invariant
+    checks and the CMDQ models; a file or a foreign program is always checked)."""
     limits = limits_for(topology)
     streamed = isinstance(program.cmdq, EntryStream)  # checked entry by entry as it comes
-    if not streamed:
+    if check and not streamed:
         check_program(program, limits, file)
     compact = not (per_entry or trace or op_logger is not None or data is not None)
     if streamed and not compact:

@@ -23,10 +23,11 @@ def rows_cols(p: Placement) -> tuple[int, int]:
     return int(np.prod(p.shape[:-1])) if len(p.shape) > 1 else 1, cols
 
 
-def one_tile_spread(lw: Lowering,
+def one_tile_spread(lw: Lowering, layer: str,
                     bl: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Row blocks as given, but a single block goes to `Lowering.lone_pe`."""
-    return [(bl[0][0], bl[0][1], lw.lone_pe(bl[0][2]))] if len(bl) == 1 else bl
+    """Row blocks of `layer` as given, but a single block goes to the PE the lowering plan
+    gives a layer of one tile (`Lowering.lone_pe`)."""
+    return [(bl[0][0], bl[0][1], lw.lone_pe(layer, bl[0][2]))] if len(bl) == 1 else bl
 
 
 def batch_offset(p: Placement, idx: tuple[int, ...]) -> int:

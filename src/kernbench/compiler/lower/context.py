@@ -108,12 +108,17 @@ class Lowering:
             held = self._local[kind] = kind()
         return cast(S, held)
 
-    def lone_pe(self, pe: int) -> int:
-        """The PE of `pe`'s cube that a layer of one tile runs on: the next in a rotation
-        that persists across layers. On a multi-cube NPU every layer restarts at the
-        cube's first PE, so a chain of independent tiny layers (mask, position ids) would
-        otherwise queue on one PE, each load waiting for the PE's previous compute."""
-        return self.pes.lone(self.cube(pe))
+    def lone_pe(self, layer: str, pe: int) -> int:
+        """The PE layer `layer`, made of one tile, runs on: the lowering plan's (`lone`,
+        `lone_plan`), which must lie in the cube of `pe`, the PE the round-robin gave."""
+        planned = self.lowering_plan.lone.get(layer)
+        if planned is None or self.cube(planned) != self.cube(pe):
+            raise RuntimeError(f"{layer}: its tiles make one tile in cube {self.cube(pe)}, "
+                               "yet the lowering plan gives it "
+                               + ("no PE of one tile" if planned is None
+                                  else f"PE {planned} of cube {self.cube(planned)}"))
+        self.tg.lone[layer] = planned
+        return planned
 
     def next_pe(self) -> int:
         return self.pes.next()
@@ -158,19 +163,37 @@ class Lowering:
         """How many PEs tiles sent to `cube` (None: any cube) spread over."""
         return self.n_pes if cube is None else len(self.pes.cube_pes[cube])
 
-    def row_blocks(self, p: Placement, rows: int, cols: int, max_rows: int,
-                   split: int = 1) -> list[tuple[int, int, int]]:
-        """(first row, rows, PE) blocks of a rows × cols contiguous tensor: at most
-        `max_rows` rows, spread over the PEs of its home cube (all PEs when replicated or
-        on one cube); over a spread placement, blocks stay inside one part and go to that
-        part's cube."""
-        out = []
+    def row_spans(self, p: Placement, rows: int, cols: int, max_rows: int,
+                  split: int = 1) -> list[tuple[int, int, int | None]]:
+        """(first row, rows, cube) blocks of a rows × cols contiguous tensor: at most
+        `max_rows` rows, as many as the PEs of its home cube (of all PEs when replicated
+        or on one cube) take; over a spread placement, blocks stay inside one part and
+        name that part's cube. A function of the placement and the shapes (the plan asks
+        it too); `row_blocks` gives them their PEs."""
+        out: list[tuple[int, int, int | None]] = []
         for r_lo, r_hi, cube in self.part_rows(p, rows, cols):
             n_split = self.pes_of(cube) * split  # `split` blocks per PE (its VEs)
             per = max(1, min(r_hi - r_lo, max_rows, math.ceil((r_hi - r_lo) / n_split)))
             for r0 in range(r_lo, r_hi, per):
-                out.append((r0, min(per, r_hi - r0), self.pes.next(cube)))
+                out.append((r0, min(per, r_hi - r0), cube))
         return out
+
+    def row_blocks(self, p: Placement, rows: int, cols: int, max_rows: int,
+                   split: int = 1) -> list[tuple[int, int, int]]:
+        """(first row, rows, PE) blocks of `row_spans`: round-robin over the PEs of each
+        block's cube (any PE when it names none)."""
+        return self.spans_on_pes(self.row_spans(p, rows, cols, max_rows, split))
+
+    def spans_on_pes(self, spans: Sequence[tuple[int, int, int | None]]
+                     ) -> list[tuple[int, int, int]]:
+        """`row_spans` blocks, each on the next PE of its cube."""
+        return [(r0, r, self.pes.next(cube)) for r0, r, cube in spans]
+
+    def lone_cube(self, cube: int | None) -> int:
+        """The cube a layer's one tile runs in when its block names `cube`: that cube, or,
+        for a block any PE may take, the cube of the PE the round-robin gives a layer's
+        first tile (one cube; several cubes restart every layer at PE 0)."""
+        return cube if cube is not None else self.cube(0)
     def phase(self) -> None:
         """Ops after this point may depend on any op before it (placement keeps order)."""
         self.stream += 1

@@ -11,8 +11,10 @@
   sources are evenly strided rows, else one DMA per contiguous run (up to `MAX_RUNS`), else
   a DMA_GATHER_TILE of single elements with the block's source offsets as a constant
   index table; then the block is stored.
-A layer whose tensors are strided, packed (int4) or whose table is spread over cubes
-returns False and runs whole.
+The blocks, and whether the layer runs whole (strided or packed (int4) tensors, a table
+spread over cubes), are `gather_tiling`'s, a function of the graph and the memory plan that
+the plan pass asks too; a layer of one block runs on the PE the lowering plan gives it
+(`lone`).
 """
 
 from __future__ import annotations
@@ -24,15 +26,18 @@ import numpy as np
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.blocks import one_tile_spread
 from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.gather_tiling import (
+    ConstGatherTiling,
+    LookupTiling,
+    gather_tiling,
+    strided,
+)
 from kernbench.compiler.lower.values import HbmRange
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import node_attrs
-from kernbench.numerics.shape import gather, gather_elements, gather_nd
 
 #: contiguous runs per block that still pay as separate DMAs (more: an indexed gather)
 MAX_RUNS = 8
-INDEX_TYPES = ("int32", "int64")
 
 
 def _whole(p: Placement) -> HbmRange:
@@ -40,44 +45,13 @@ def _whole(p: Placement) -> HbmRange:
     return (p.key, p.addr, p.addr + nb, nb, nb)
 
 
-def _lookup_shape(lw: Lowering, n: LayerIR) -> tuple[int, int] | None:
-    """(table rows, elements per row) of a gather whose indices are data, or None."""
-    data = lw.g.tensors[n.inputs[1 if n.op_type == "EMBEDDING" else 0]].shape
-    if not data:
-        return None
-    if n.op_type == "EMBEDDING" or (n.op_type == "GATHER"
-                                    and int(node_attrs(n).axis) % len(data) == 0):
-        return data[0], math.prod(data[1:])
-    if n.op_type == "GATHER_ELEMENTS":
-        ax = int(node_attrs(n).axis) % len(data)
-        idx = lw.g.tensors[n.inputs[1]].shape
-        if len(idx) == len(data) and all(d == 1 for i, d in enumerate(data) if i != ax) \
-                and all(d == 1 for i, d in enumerate(idx) if i != ax):
-            return data[ax], 1
-    return None
-
-
-def lower_lookup(lw: Lowering, n: LayerIR) -> bool:
-    """Rows of a table picked by data indices, as DMA_GATHER_TILE blocks (False: not a
-    lookup these tiles take)."""
-    ids_tid, tab_tid = ((n.inputs[0], n.inputs[1]) if n.op_type == "EMBEDDING"
-                        else (n.inputs[1], n.inputs[0]))
-    dims = _lookup_shape(lw, n)
-    y = lw.plan.placements.get(n.outputs[0])
-    if dims is None or y is None:
-        return False
-    x, t = lw.placement(ids_tid), lw.placement(tab_tid)
-    if x.dtype not in INDEX_TYPES or not x.contiguous or not t.contiguous or t.parts \
-            or not y.contiguous or y.dtype != t.dtype or ITEMSIZE[t.dtype] % 1:
-        return False
-    table_rows, cols = dims
+def lower_lookup(lw: Lowering, n: LayerIR, tl: LookupTiling) -> None:
+    """Rows of a table picked by data indices, as DMA_GATHER_TILE blocks."""
+    x, t, y, table_rows, cols = tl.ids, tl.table, tl.y, tl.table_rows, tl.cols
     row_bytes = int(cols * ITEMSIZE[t.dtype])
-    rows = math.prod(x.shape) if x.shape else 1
-    if rows * cols != math.prod(y.shape) or row_bytes > lw.bank:
-        return False
-    max_rows = max(1, lw.bank // max(row_bytes, ITEMSIZE[x.dtype]))
+    tab_tid = n.inputs[1] if n.op_type == "EMBEDDING" else n.inputs[0]
     role = "weight" if lw.g.tensors[tab_tid].const else "activation"
-    for r0, r, pe in one_tile_spread(lw, lw.row_blocks(y, rows, cols, max_rows)):
+    for r0, r, pe in one_tile_spread(lw, n.id, lw.spans_on_pes(tl.spans)):
         bi = lw.buf(pe, r * ITEMSIZE[x.dtype], f"{n.id}.ids")
         lw.dma(False, pe, bi, x, r0, 1, r, r, n.id)
         bo = lw.buf(pe, r * row_bytes, f"{n.id}.rows")
@@ -87,17 +61,6 @@ def lower_lookup(lw: Lowering, n: LayerIR) -> bool:
                "index_dtype": x.dtype},
               reads=[("ids", bi)], writes=[("spm", bo)], hbm_reads=[_whole(t)], frees=[bi])
         lw.dma(True, pe, bo, y, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bo])
-    return True
-
-
-def source_map(n: LayerIR, shape: tuple[int, ...], idx: np.ndarray) -> np.ndarray:
-    """The flat input element each output element of a constant-index gather copies."""
-    src = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
-    if n.op_type == "GATHER":
-        return gather(src, idx, axis=int(node_attrs(n).axis))
-    if n.op_type == "GATHER_ELEMENTS":
-        return gather_elements(src, idx, axis=int(node_attrs(n).axis))
-    return gather_nd(src, idx, batch_dims=int(node_attrs(n).batch_dims))
 
 
 def _runs(flat: np.ndarray) -> list[tuple[int, int, int]]:
@@ -108,45 +71,15 @@ def _runs(flat: np.ndarray) -> list[tuple[int, int, int]]:
     return [(int(s), int(flat[s]), int(e - s)) for s, e in zip(starts, ends, strict=True)]
 
 
-def _strided(sb: np.ndarray) -> int | None:
-    """The row stride when every row of the block copies one contiguous run and the runs
-    are evenly spaced without overlap (one 2-D DMA), else None."""
-    r, c = sb.shape
-    if not (sb == sb[:, :1] + np.arange(c)).all():
-        return None
-    if r == 1:
-        return c
-    st = np.diff(sb[:, 0])
-    return int(st[0]) if (st == st[0]).all() and st[0] >= c else None
-
-
-def lower_const_gather(lw: Lowering, n: LayerIR) -> bool:
-    """A gather with constant indices as DMAs (see the module docstring; False: it runs
-    whole)."""
-    if len(n.inputs) < 2 or not lw.g.tensors[n.inputs[1]].const:
-        return False
-    x = lw.placement(n.inputs[0])
-    y = lw.plan.placements.get(n.outputs[0])
-    if y is None or not x.contiguous or not y.contiguous or x.dtype != y.dtype \
-            or ITEMSIZE[x.dtype] % 1 or not y.shape or not math.prod(y.shape):
-        return False
-    src = source_map(n, tuple(x.shape), np.asarray(lw.g.weights[n.inputs[1]]))
-    if tuple(src.shape) != tuple(y.shape):
-        return False
+def lower_const_gather(lw: Lowering, n: LayerIR, tl: ConstGatherTiling) -> None:
+    """A gather with constant indices as DMAs (see the module docstring)."""
+    x, y, src = tl.x, tl.y, tl.src
     isz = int(ITEMSIZE[x.dtype])
     cols = y.shape[-1]
-    rows = math.prod(y.shape[:-1])
-    if cols * isz > lw.bank:
-        return False
-    src = src.reshape(rows, cols)
-    blocks = one_tile_spread(lw, lw.row_blocks(y, rows, cols, lw.bank // (cols * isz)))
-    if x.parts and any(_strided(src[r0:r0 + r]) is None for r0, r, _ in blocks):
-        return False  # runs and indexed gathers address one copy of the input
-    for r0, r, pe in blocks:
+    for r0, r, pe in one_tile_spread(lw, n.id, lw.spans_on_pes(tl.spans)):
         bo = lw.buf(pe, r * cols * isz, f"{n.id}.out")
         _load_block(lw, n, x, src[r0:r0 + r], pe, bo, r0)
         lw.dma(True, pe, bo, y, r0 * cols, 1, r * cols, r * cols, n.id, frees=[bo])
-    return True
 
 
 def _load_block(lw: Lowering, n: LayerIR, x: Placement, sb: np.ndarray, pe: int, bo: Buf,
@@ -154,7 +87,7 @@ def _load_block(lw: Lowering, n: LayerIR, x: Placement, sb: np.ndarray, pe: int,
     """DMA the sources `sb` of the output block at row `r0` into `bo`."""
     r, c = sb.shape
     isz = int(ITEMSIZE[x.dtype])
-    st = _strided(sb)
+    st = strided(sb)
     if st is not None:
         lw.dma(False, pe, bo, x, int(sb[0, 0]), r, c, st, n.id)
         return
@@ -176,7 +109,10 @@ def _load_block(lw: Lowering, n: LayerIR, x: Placement, sb: np.ndarray, pe: int,
 
 def lower_gather(lw: Lowering, n: LayerIR) -> bool:
     """EMBEDDING / GATHER / GATHER_ND / GATHER_ELEMENTS: constant indices as layout moves,
-    data indices as row lookups."""
-    if n.op_type != "EMBEDDING" and lw.g.tensors[n.inputs[1]].const:
-        return lower_const_gather(lw, n)
-    return lower_lookup(lw, n)
+    data indices as row lookups (`gather_tiling`; False: the layer runs whole)."""
+    tl = gather_tiling(lw, n)
+    if isinstance(tl, LookupTiling):
+        lower_lookup(lw, n, tl)
+    elif isinstance(tl, ConstGatherTiling):
+        lower_const_gather(lw, n, tl)
+    return tl is not None

@@ -6,7 +6,8 @@
   small layer stays near its data, a big one still spreads over all PEs (on one cube a
   counter that rotates across layers balances the PEs better). A tile whose rows live in
   one part of a spread storage goes round-robin over the PEs of that part's cube
-  (`next(cube)`), so it reads and writes locally.
+  (`next(cube)`), so it reads and writes locally. A layer of one tile runs on the PE the
+  lowering plan gives it (`lone_plan`: a rotation of its own per cube, across layers).
 - Data: the HBM placement of a tensor a tile reads; a constant is placed on first use as
   it is stored in the IR (a lowering that wants another representation, e.g. int8 TE
   weights, places its own constant; a vector tile reads a quantized constant as its real
@@ -35,8 +36,6 @@ class PeCursor:
     cube_pes: tuple[tuple[int, ...], ...] = ()  # PE indices of each cube
     position: int = 0
     in_cube: dict[int, int] = field(default_factory=dict)
-    #: per cube: layers of one tile placed so far (`lone`), across layers
-    lone_placed: dict[int, int] = field(default_factory=dict)
 
     def next(self, cube: int | None = None) -> int:
         if cube is not None and self.cube_pes:
@@ -47,14 +46,6 @@ class PeCursor:
         pe = self.position % self.n_pes
         self.position += 1
         return pe
-
-    def lone(self, cube: int) -> int:
-        """The PE of `cube` a layer of one tile runs on: the next of the cube's PEs (of
-        all PEs on one cube) in a rotation of its own that persists across layers."""
-        pes = self.cube_pes[cube] if self.cube_pes else tuple(range(self.n_pes))
-        i = self.lone_placed.get(cube, 0)
-        self.lone_placed[cube] = i + 1
-        return pes[i % len(pes)]
 
     def start_layer(self) -> None:
         if self.restart_per_layer:

@@ -37,6 +37,8 @@ Fields:
   `gemm_rowreduce.planned_norm`): the GEMM's K parts a tile, cut from the shapes
   (`gemm_parts.range_tiles`), and whether one PE adds the row up and runs the norm
   (`reduced`). The GEMM's tiles read the norm's row spec either way.
+- `lone`: the layers that run as one tile (a small element-wise op or gather) → the PE
+  it runs on: per cube the next of its PEs, in a rotation across layers (`lone_plan`).
 - `fused`: layers computed by another layer's tiles (layer → that layer): a tiled
   MATMUL_INTEGER's Cast and Mul, an epilogue's consumer, a conv's clamp, a row-reduced
   norm, and the views of a tensor no tile writes (each → the producer of that tensor).
@@ -84,6 +86,7 @@ class LoweringPlan:
     unwritten: frozenset[str]
     clamps: Mapping[str, str]
     norms: Mapping[str, NormAfter]
+    lone: Mapping[str, int]
 
     def feeds_kv_update(self, node: str) -> bool:
         """Does a projection store the new rows of KV_UPDATE `node` (it copies the past)?"""
@@ -145,6 +148,8 @@ class LoweringPlan:
         lines += [f"    {m} -> {na.norm}, {na.parts} K part(s) a tile, "
                   + ("row-reduced" if na.reduced else "not row-reduced")
                   for m, na in sorted(self.norms.items())]
+        lines.append("  lone (layer of one tile -> its PE, a rotation per cube):")
+        lines += [f"    {layer} -> pe{pe}" for layer, pe in sorted(self.lone.items())]
         lines.append("  fused (layer -> the layer whose tiles compute it):")
         lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
         lines.append("  unwritten (float tensors no tile writes):")

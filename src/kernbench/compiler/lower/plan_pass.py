@@ -6,10 +6,10 @@ bits; they do not depend on where tensors live) and the decisions that read the 
 plan (`memory_decisions`: which transposes a QDQ reads through, which dynamic
 quantizations and integer GEMMs the tiles compute, which consumer a GEMM's epilogue
 applies, which projections store int8 Q / K / V or new KV rows, which ReLU / Clip a
-conv's epilogue applies, which norm one PE runs after adding a one-row GEMM up, which head transposes a QDQ writes through, which float tensors
-no tile writes and the views of them). The
-tiling pass reads
-the plan and makes none of these decisions itself. When the tiling pass pins storage
+conv's epilogue applies, which norm one PE runs after adding a one-row GEMM up, which
+head transposes a QDQ writes through, which float tensors no tile writes and the views of
+them, and on which PE each layer of one tile runs). The tiling pass reads the plan and
+makes none of these decisions itself. When the tiling pass pins storage
 and the memory is planned again, `replan` makes the memory decisions again.
 """
 
@@ -30,6 +30,7 @@ from kernbench.compiler.lower.epilogue import planned_epilogue
 from kernbench.compiler.lower.gemm_outputs import tiled_outputs
 from kernbench.compiler.lower.gemm_rowreduce import planned_norm
 from kernbench.compiler.lower.kv_rows import planned_kv_rows
+from kernbench.compiler.lower.lone_plan import planned_lone
 from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
 from kernbench.compiler.lower.qdq_layout import folded_input_transposes, written_through
 from kernbench.compiler.lower.te_weights import planned_te_weight
@@ -111,9 +112,10 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
         kv_stores=MappingProxyType(kv_stores), kv_rows=MappingProxyType(kv_rows),
         clamps=MappingProxyType(clamps), norms=MappingProxyType(norms),
         fused=MappingProxyType(fused))
-    return dataclasses.replace(lw.lowering_plan,
-                               written_through=MappingProxyType(written_through(lw)),
-                               unwritten=frozenset(t for c in chains for t in c))
+    lw.lowering_plan = dataclasses.replace(
+        lw.lowering_plan, written_through=MappingProxyType(written_through(lw)),
+        unwritten=frozenset(t for c in chains for t in c))
+    return dataclasses.replace(lw.lowering_plan, lone=MappingProxyType(planned_lone(lw)))
 
 
 def unwritten_views(g: Graph, chains: Iterable[Sequence[str]]) -> dict[str, str]:
@@ -136,7 +138,7 @@ def make_plan(state: CompileState) -> LoweringPlan:
     empty = MappingProxyType({})
     weights = LoweringPlan(MappingProxyType(te_weights(state.graph)), empty, frozenset(),
                            empty, empty, empty, empty, empty, empty, empty, frozenset(), empty,
-                           empty)
+                           empty, empty)
     return memory_decisions(state, weights)
 
 

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from kernbench.compiler.layout import COPY_OPS
-from kernbench.compiler.lower.activation import dequant_bypassed, qdq_bypassed
 from kernbench.compiler.lower.attention_float import lower_any_attention
 from kernbench.compiler.lower.bmm import lower_bmm
 from kernbench.compiler.lower.context import Lowering
@@ -59,7 +58,7 @@ from kernbench.compiler.lower.gather import lower_gather
 from kernbench.compiler.lower.gemm_layer import lower_gemm, lower_qkv_proj
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
-from kernbench.compiler.lower.placement import is_view
+from kernbench.compiler.lower.lone_plan import takes_no_op
 from kernbench.compiler.lower.plan_pass import replan
 from kernbench.compiler.lower.pool import lower_pool, lower_reduce
 from kernbench.compiler.lower.qdq import lower_qdq
@@ -144,11 +143,8 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
     lw.phase()
     lw.tg.node_streams.append(lw.stream)
     lw.pes.start_layer()
-    if is_view(lw.plan, n):
-        return
-    if lw.state.folded.get(n.id) or dequant_bypassed(lw, n) or qdq_bypassed(lw, n) \
-            or lw.lowering_plan.computed_elsewhere(n.id):
-        return  # no op of its own (a fused consumer runs in its GEMM's epilogue)
+    if takes_no_op(lw, n):
+        return  # a view, or a layer other tiles compute (a fused consumer: its GEMM's epilogue)
     lowering = LOWERINGS.get(n.op_type)
     first = len(lw.tg.ops)
     if lowering is None or not lowering(lw, n):

@@ -37,6 +37,7 @@ import numpy as np
 
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph, LayerIR, TensorIR, is_shape_only, shape_only_array
+from kernbench.ir.ops import node_attrs
 
 EXPERT_PARTS = ("gate", "up", "down")
 
@@ -97,7 +98,7 @@ def find_blocks(g: Graph) -> list[MoeBlock]:
         if node.op_type != "MOE_ROUTE":
             continue
         p = node.id.removesuffix("moe.route")
-        k = len(node.outputs) - sum(1 for c in node.attributes["counts"] if c)
+        k = len(node.outputs) - sum(1 for c in node_attrs(node).counts if c)
         heads = (f"{p}moe.dispatch.", f"{p}moe.w.", f"{p}moe.combine.", f"{p}moe.weigh.",
                  f"{p}moe.acc.")
         whole = {f"{p}moe.route", f"{p}moe.concat"}
@@ -106,13 +107,13 @@ def find_blocks(g: Graph) -> list[MoeBlock]:
         last = f"{p}moe.acc.{k - 1}" if k > 1 else f"{p}moe.weigh.0"
         x = g.node(f"{p}moe.dispatch.{_first_active(node)}").inputs[0]
         out.append(MoeBlock(p, x, node.inputs[0], g.node(f"{p}moe.w.t").inputs[0],
-                            g.node(last).outputs[0], int(node.attributes["n_experts"]), k,
+                            g.node(last).outputs[0], int(node_attrs(node).n_experts), k,
                             removed, min(pos[i] for i in removed), dict(node.metadata)))
     return out
 
 
 def _first_active(route: LayerIR) -> int:
-    return next(e for e, c in enumerate(route.attributes["counts"]) if c)
+    return next(e for e, c in enumerate(node_attrs(route).counts) if c)
 
 
 def check_ep(n_experts: int, n: int) -> None:

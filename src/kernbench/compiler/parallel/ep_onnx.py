@@ -24,6 +24,7 @@ import numpy as np
 
 from kernbench.compiler.parallel.ep_graph import MoeBlock
 from kernbench.ir.model import Graph, LayerIR, TensorIR
+from kernbench.ir.ops import node_attrs
 
 #: ops between x [T, d] and the experts' first MATMUL
 _VIEWS = {"RESHAPE", "EXPAND", "UNSQUEEZE", "TRANSPOSE"}
@@ -45,7 +46,7 @@ def _parts(g: Graph, topk: LayerIR) -> dict[str, tuple[str, LayerIR]] | None:
     for gat in _consumers(g, idx):
         stack = gat.inputs[0]
         if gat.op_type != "GATHER" or gat.inputs[1] != idx or not g.tensors[stack].const \
-                or len(g.tensors[stack].shape) != 3 or int(gat.attributes.get("axis", 0)):
+                or len(g.tensors[stack].shape) != 3 or int(node_attrs(gat).axis):
             return None
         mm = _only(g, gat.outputs[0], "MATMUL")
         if mm is None or mm.inputs[1] != gat.outputs[0]:

@@ -34,6 +34,7 @@ import numpy as np
 
 from kernbench.errors import InputError
 from kernbench.ir.model import Graph, LayerIR, TensorIR, is_shape_only_array, shape_only_array
+from kernbench.ir.ops import node_attrs
 
 #: ops a split tensor passes through unchanged (the split axis stays where it is)
 ELEMENTWISE = {"SILU", "GELU", "RELU", "ELEMENTWISE", "SIGMOID", "TANH", "QUICK_GELU", "MUL",
@@ -157,9 +158,10 @@ class _Sharder:
                              "no split projection produced", field="--tp")
 
     def qkv(self, node: LayerIR) -> None:
-        a = node.attributes
-        self.need(int(a["num_heads"]), "attention heads", node)
-        self.need(int(a.get("num_kv_heads", a["num_heads"])), "KV heads", node)
+        a = node_attrs(node)
+        self.need(int(a.num_heads), "attention heads", node)
+        self.need(int(a.num_heads if a.num_kv_heads is None else a.num_kv_heads), "KV heads",
+                  node)
         for w in node.inputs[1:]:
             if w:
                 self.weight(w, -1, node)
@@ -198,10 +200,10 @@ class _Sharder:
         if op == "RESHAPE":
             self.reshape(node, ax)
         elif op == "TRANSPOSE":
-            perm = [int(p) for p in node.attributes["perm"]]
+            perm = [int(p) for p in node_attrs(node).perm]
             self.split_out(node.outputs[0], perm.index(ax), node)
         elif op in ("RMS_NORM", "LAYER_NORM"):
-            norm_ax = int(node.attributes.get("axis", -1)) % len(g.tensors[first].shape)
+            norm_ax = int(node_attrs(node).axis) % len(g.tensors[first].shape)
             if first_i != 0 or norm_ax == ax:
                 self.refuse(node, first)
             self.split_out(node.outputs[0], ax, node)
@@ -231,7 +233,7 @@ class _Sharder:
         full = list(src.shape)
         full[ax] *= self.n
         before = math.prod(full[:ax])
-        shape = list(node.attributes.get("shape") or g.tensors[node.outputs[0]].shape)
+        shape = list(node_attrs(node).shape or g.tensors[node.outputs[0]].shape)
         for i in range(len(shape)):
             if math.prod(shape[:i]) == before and shape[i] % self.n == 0 and shape[i] > 1:
                 out = g.tensors[node.outputs[0]]
@@ -308,7 +310,7 @@ class _Sharder:
         t = g.tensors[g.outputs[0]]
         node = g.node(t.producer) if t.producer else None
         # an output through a view: the GEMM behind it
-        while node is not None and node.op_type == "RESHAPE" and node.attributes.get("view"):
+        while node is not None and node.op_type == "RESHAPE" and node_attrs(node).view:
             src = g.tensors[node.inputs[0]]
             node = g.node(src.producer) if src.producer else None
         if node is None or node.op_type != "GEMM" or len(node.inputs) < 2:

@@ -227,6 +227,16 @@ def _sinks_of(entries: list[dict[str, Any]], ids: set[int]) -> list[int]:
     return sorted(i for i in ids if i not in used)
 
 
+def check_scratch(topo: Topology, sites: Sequence[SiteBuffers], scratch_base: int) -> None:
+    """The collectives' scratch from `scratch_base` fits every chip's HBM (else an
+    InputError naming --tp)."""
+    per_chip = topo.hbm_bytes // topo.chips
+    if scratch_base + scratch_need(sites) > per_chip:
+        raise InputError(f"the tensor-parallel program needs {scratch_base + scratch_need(sites)}"
+                         f" bytes of HBM per chip; '{topo.name}' has {per_chip}",
+                         field="--tp")
+
+
 def merge_programs(programs: Sequence[list[dict[str, Any]]], sites: Sequence[SiteBuffers],
                    topo: Topology, groups: Sequence[Sequence[int]], limits: CmdqLimits,
                    scratch_base: int) -> MergedProgram:
@@ -236,9 +246,5 @@ def merge_programs(programs: Sequence[list[dict[str, Any]]], sites: Sequence[Sit
     r-th chip of the groups in order; `sites` the collective sites with their buffers,
     each run as a collective within every group; the collectives' scratch starts at
     `scratch_base` (an offset from each chip's HBM base)."""
-    per_chip = topo.hbm_bytes // topo.chips
-    if scratch_base + scratch_need(sites) > per_chip:
-        raise InputError(f"the tensor-parallel program needs {scratch_base + scratch_need(sites)}"
-                         f" bytes of HBM per chip; '{topo.name}' has {per_chip}",
-                         field="--tp")
+    check_scratch(topo, sites, scratch_base)
     return _Merger(programs, sites, topo, groups, limits, scratch_base).run()

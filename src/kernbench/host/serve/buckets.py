@@ -31,8 +31,9 @@ Shape = tuple[int, ...]
 
 def edges(x: int, per_octave: int = PER_OCTAVE) -> tuple[int, int]:
     """(lo, hi) edges around x (lo == hi == x when x is exact or on an edge); the edges
-    are 2^n / `per_octave` apart between 2^n and 2^(n+1) (a power of two ≤ 16)."""
-    if x <= EXACT_BELOW:
+    are 2^n / `per_octave` apart between 2^n and 2^(n+1) (a power of two ≤ 16), so
+    x is exact up to `per_octave` (at most `EXACT_BELOW`), where they are 1 apart."""
+    if x <= min(EXACT_BELOW, per_octave):
         return x, x
     width = (1 << (x.bit_length() - 1)) // per_octave
     lo = x // width * width

@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 
 from kernbench.ir.model import Graph, LayerIR
+from kernbench.ir.ops import node_attrs
 
 VIEW_OPS = ("RESHAPE", "TRANSPOSE")
 
@@ -79,7 +80,7 @@ def set_roles_and_layouts(g: Graph) -> None:
             t.role = "activation"
         t.layout = None
     for n in g.nodes:
-        if n.op_type in VIEW_OPS and n.attributes.get("view"):
+        if n.op_type in VIEW_OPS and node_attrs(n).view:
             for o in n.outputs:
                 g.tensors[o].role = "intermediate"
     for n in g.nodes:
@@ -120,10 +121,10 @@ def layer_shapes(g: Graph) -> None:
             m = 1
             for d in x[:-1]:
                 m *= d
-            a = n.attributes
+            a = node_attrs(n)
             n.shape = {
                 "batch": x[0] if len(x) == 3 else 1, "seq": x[-2] if len(x) >= 2 else 1,
-                "heads": a["num_heads"], "kv_heads": a["num_kv_heads"], "dim": a["head_dim"],
+                "heads": a.num_heads, "kv_heads": a.num_kv_heads, "dim": a.head_dim,
                 "M": m, "K": x[-1],
             }  # fmt: skip
         elif n.op_type == "ATTENTION":
@@ -139,7 +140,7 @@ def layer_shapes(g: Graph) -> None:
             n.shape = {"N": x[0], "C": x[1], "O": w[0]}
         elif n.op_type in ("LAYER_NORM", "RMS_NORM", "SOFTMAX"):
             s = ts[n.outputs[0]].shape
-            ax = n.attributes.get("axis", len(s) - 1)
+            ax = node_attrs(n).axis
             rows = 1
             for d in s[:ax]:
                 rows *= d

@@ -23,6 +23,7 @@ from kernbench.ir.onnx_import.fuse.common import (
     rewrite_until_fixed,
     scalar,
 )
+from kernbench.ir.ops import node_attrs
 
 LAYOUT = ("RESHAPE", "TRANSPOSE", "EXPAND")
 
@@ -60,11 +61,11 @@ def _apply(chain: list[LayerIR], a: np.ndarray) -> np.ndarray | None:
     for n in chain:
         try:
             if n.op_type == "RESHAPE":
-                a = a.reshape(n.attributes["shape"])
+                a = a.reshape(node_attrs(n).shape)
             elif n.op_type == "TRANSPOSE":
-                a = np.transpose(a, n.attributes["perm"])
+                a = np.transpose(a, node_attrs(n).perm)
             elif n.op_type == "EXPAND":
-                a = np.broadcast_to(a, n.attributes["shape"])
+                a = np.broadcast_to(a, node_attrs(n).shape)
         except ValueError:
             return None
     return a
@@ -139,7 +140,7 @@ def _rewrite(g: Graph, ix: Index, sm: LayerIR) -> bool:
     if sm.op_type != "SOFTMAX":
         return False
     rank = len(g.tensors[sm.outputs[0]].shape)
-    if rank != 4 or sm.attributes.get("axis") != 3:
+    if rank != 4 or node_attrs(sm).axis != 3:
         return False
     m = _match(g, ix, sm)
     if m is None:
@@ -209,9 +210,9 @@ def ungroup_kv(g: Graph) -> None:
     by layout layers read the grouped source instead (num_kv_heads < num_heads)."""
     ix = Index(g)
     for n in g.nodes:
-        if n.op_type != "ATTENTION" or n.attributes["num_kv_heads"] != n.attributes["num_heads"]:
+        if n.op_type != "ATTENTION" or node_attrs(n).num_kv_heads != node_attrs(n).num_heads:
             continue
-        hq = n.attributes["num_heads"]
+        hq = node_attrs(n).num_heads
         ks = _source(g, ix, n.inputs[1], False, hq)
         vs = _source(g, ix, n.inputs[2], False, hq)
         if ks is None or vs is None or ks[1] != 1.0 or vs[1] != 1.0 or ks[2] != vs[2]:

@@ -44,6 +44,7 @@ from kernbench.ir.onnx_import.fuse.common import (
     scalar,
 )
 from kernbench.ir.onnx_import.fuse.head_layout import Operand, Step, head_source, materialize
+from kernbench.ir.ops import node_attrs
 
 MATMULS = ("MATMUL", "EINSUM")
 
@@ -180,7 +181,9 @@ def _mm_operands(g: Graph, n: LayerIR) -> tuple[str, str, list[Step], list[Step]
     Einsum that is one (batch letters first in its output, then M, N)."""
     if n.op_type == "MATMUL":
         return n.inputs[0], n.inputs[1], [], []
-    eq = str(n.attributes.get("equation", ""))
+    if n.op_type != "EINSUM":
+        return None
+    eq = node_attrs(n).equation
     if len(n.inputs) != 2 or "->" not in eq or "..." in eq:
         return None
     lhs, out = eq.split("->")
@@ -329,7 +332,7 @@ def _rewrite(g: Graph, ix: Index, sm: LayerIR) -> bool:
     if sm.op_type != "SOFTMAX":
         return False
     rank = len(g.tensors[sm.outputs[0]].shape)
-    if rank < 3 or sm.attributes.get("axis") not in (rank - 1, -1):
+    if rank < 3 or node_attrs(sm).axis not in (rank - 1, -1):
         return False
     pu = _probs_use(g, ix, sm)
     sc = _scores(g, ix, sm.inputs[0]) if pu is not None else None

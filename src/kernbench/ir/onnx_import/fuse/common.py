@@ -10,6 +10,7 @@ import numpy as np
 
 from kernbench.ir.model import Graph, LayerIR, TensorIR
 from kernbench.ir.onnx_import.onnx_util import dtype_of_array
+from kernbench.ir.ops import node_attrs
 
 _ids = itertools.count()
 
@@ -51,7 +52,7 @@ def ew(n: LayerIR | None) -> str | None:
     if n.op_type == "MUL":
         return "mul"
     if n.op_type == "ELEMENTWISE":
-        return n.attributes.get("op")
+        return node_attrs(n).op
     return None
 
 
@@ -72,9 +73,10 @@ def scalar(g: Graph, tid: str) -> float | None:
 def qdq8(g: Graph, n: LayerIR | None) -> bool:
     """n is a per-tensor 8-bit QDQ (int8 or uint8) with a constant scalar scale and zero
     point: a fake quantization an integer TE operand can stand in for."""
-    if n is None or n.op_type != "QDQ" or n.attributes.get("axis") is not None \
-            or n.attributes.get("block_size") or n.attributes.get("dtype") not in ("int8",
-                                                                               "uint8"):
+    if n is None or n.op_type != "QDQ":
+        return False
+    a = node_attrs(n)
+    if a.axis is not None or a.block_size or a.dtype not in ("int8", "uint8"):
         return False
     return all(g.tensors[x].const and int(np.asarray(g.weights[x]).size) == 1
                for x in n.inputs[1:3] if x)

@@ -32,6 +32,7 @@ from kernbench.ir.onnx_import.fuse.common import (
     scalar,
 )
 from kernbench.ir.onnx_import.handlers_basic import transpose_is_view
+from kernbench.ir.ops import node_attrs
 
 LAYOUT = ("RESHAPE", "TRANSPOSE", "EXPAND", "TILE", "SQUEEZE", "UNSQUEEZE", "IDENTITY")
 #: a step of a layout chain: ("RESHAPE", shape) / ("TRANSPOSE", perm) / ("EXPAND", shape) /
@@ -57,7 +58,7 @@ def step_of(g: Graph, n: LayerIR) -> Step | None:
     """The layout step a layer applies to its first input, or None if it is not one."""
     out = tuple(g.tensors[n.outputs[0]].shape)
     if n.op_type == "TRANSPOSE":
-        return ("TRANSPOSE", tuple(n.attributes["perm"]))
+        return ("TRANSPOSE", tuple(node_attrs(n).perm))
     if n.op_type == "EXPAND":
         return ("EXPAND", out)
     if n.op_type == "TILE":

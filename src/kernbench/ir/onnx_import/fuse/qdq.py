@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kernbench.ir.model import Graph, QuantParams
 from kernbench.ir.onnx_import.fuse.common import Index, new_layer, onnx_nodes, replace
+from kernbench.ir.ops import node_attrs
 
 TE_INPUT0 = ("GEMM", "QKV_PROJ", "CONV")
 
@@ -24,7 +25,7 @@ def fuse_qdq(g: Graph) -> None:
         uses = ix.uses(y)
         if not uses or y in ix.outputs or any(u.op_type != "DEQUANTIZE" for u in uses):
             continue
-        if any(u.inputs[1:] != q.inputs[1:] or u.attributes.get("axis") != q.attributes.get("axis")
+        if any(u.inputs[1:] != q.inputs[1:] or node_attrs(u).axis != node_attrs(q).axis
                for u in uses):  # fmt: skip
             continue
         for dq in uses:
@@ -35,7 +36,7 @@ def fuse_qdq(g: Graph) -> None:
     # absorb
     ix = Index(g)
     for n in list(g.nodes):
-        if n.op_type != "QDQ" or n.attributes.get("axis") is not None:
+        if n.op_type != "QDQ" or node_attrs(n).axis is not None:
             continue
         x, y = n.inputs[0], n.outputs[0]
         uses = ix.uses(y)
@@ -45,7 +46,7 @@ def fuse_qdq(g: Graph) -> None:
             continue
         xt = g.tensors[x]
         qp = QuantParams(scale=n.inputs[1], zero_point=n.inputs[2] if len(n.inputs) > 2 else None,
-                         axis=None, block_size=0, dtype=n.attributes["dtype"])  # fmt: skip
+                         axis=None, block_size=0, dtype=node_attrs(n).dtype)  # fmt: skip
         if xt.const or (xt.quant is not None and xt.quant != qp):
             continue
         xt.quant = qp

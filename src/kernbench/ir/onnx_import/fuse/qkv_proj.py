@@ -22,6 +22,7 @@ from kernbench.ir.onnx_import.fuse.common import (
     onnx_nodes,
 )
 from kernbench.ir.onnx_import.initializers import remember_slice
+from kernbench.ir.ops import node_attrs
 
 
 def _trace(ix: Index, t: str):
@@ -63,7 +64,9 @@ def fuse_qkv_proj(g: Graph) -> None:
             if any(x is None for x in tr):
                 continue
             gemms = [x[0] for x in tr]
-            heads = {k: att.attributes[k] for k in ("num_heads", "num_kv_heads", "head_dim")}
+            a = node_attrs(att)
+            heads = {"num_heads": a.num_heads, "num_kv_heads": a.num_kv_heads,
+                     "head_dim": a.head_dim}
             if len({id(x) for x in gemms}) == 3 and all(x[1] is None for x in tr):
                 changed = _three(g, ix, gemms, heads)
             elif len({id(x) for x in gemms}) == 1 and all(x[1] is not None for x in tr):
@@ -122,11 +125,11 @@ def _split(g: Graph, ix: Index, gemm: LayerIR, tr: list, heads: dict) -> bool:
         t = p.inputs[0]
     n_total = wt.shape[1]
     rank = len(g.tensors[split.inputs[0]].shape)
-    if split.attributes["axis"] != rank - 1 or g.tensors[split.inputs[0]].shape[-1] != n_total:
+    if node_attrs(split).axis != rank - 1 or g.tensors[split.inputs[0]].shape[-1] != n_total:
         return False
     if not ix.single_use(gemm.outputs[0]):
         return False
-    sizes = split.attributes["sizes"]
+    sizes = node_attrs(split).sizes
     offs = np.cumsum([0] + sizes)
     w = g.weights[w_id]
     b_id = _bias(g, gemm)

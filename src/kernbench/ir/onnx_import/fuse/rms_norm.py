@@ -22,11 +22,12 @@ from kernbench.ir.onnx_import.fuse.common import (
     rewrite_until_fixed,
     scalar,
 )
+from kernbench.ir.ops import node_attrs
 
 
 def _match(g: Graph, ix: Index, red) -> tuple | None:
-    a = red.attributes
-    if a.get("op") != "mean" or not a.get("keepdims"):
+    a = node_attrs(red)
+    if a.op != "mean" or not a.keepdims:
         return None
     sq = ix.prod(red.inputs[0])
     if sq is None or not ix.single_use(red.inputs[0]):
@@ -36,7 +37,7 @@ def _match(g: Graph, ix: Index, red) -> tuple | None:
     else:
         return None
     rank = len(g.tensors[x].shape)
-    if a.get("axes") != [rank - 1]:
+    if a.axes != [rank - 1]:
         return None
     chain = [sq, red]
     t = red.outputs[0]

@@ -15,6 +15,7 @@ from kernbench.ir.onnx_import.fuse.common import (
     replace,
     rewrite_until_fixed,
 )
+from kernbench.ir.ops import node_attrs
 
 
 def _half_slice(g: Graph, n: LayerIR | None, first: bool) -> str | None:
@@ -23,13 +24,13 @@ def _half_slice(g: Graph, n: LayerIR | None, first: bool) -> str | None:
     x = n.inputs[0]
     shape = g.tensors[x].shape
     d = shape[-1]
-    a = n.attributes
+    a = node_attrs(n)
     r = len(shape)
     for ax in range(r - 1):
-        if (a["starts"][ax], a["ends"][ax], a["steps"][ax]) != (0, shape[ax], 1):
+        if (a.starts[ax], a.ends[ax], a.steps[ax]) != (0, shape[ax], 1):
             return None
     want = (0, d // 2, 1) if first else (d // 2, d, 1)
-    if d % 2 or (a["starts"][-1], a["ends"][-1], a["steps"][-1]) != want:
+    if d % 2 or (a.starts[-1], a.ends[-1], a.steps[-1]) != want:
         return None
     return x
 
@@ -42,7 +43,7 @@ def _rewrite(g: Graph, ix: Index, cat: LayerIR) -> bool:
     if cat.op_type != "CONCAT" or len(cat.inputs) != 2:
         return False
     rank = len(g.tensors[cat.outputs[0]].shape)
-    if cat.attributes.get("axis") != rank - 1:
+    if node_attrs(cat).axis != rank - 1:
         return False
     neg = ix.prod(cat.inputs[0])
     if ew(neg) != "neg":
