@@ -84,10 +84,9 @@ def test_sigterm_is_held_back_like_ctrl_c_and_the_handler_is_restored(default_si
         # the handler in place first: the default SIGTERM would end this test process
         assert signal.getsignal(signal.SIGTERM) is _term_as_interrupt
         seen = []
-        with pytest.raises(KeyboardInterrupt):
-            with deferred_interrupt():
-                signal.raise_signal(signal.SIGTERM)
-                seen.append("the block ran on")
+        with pytest.raises(KeyboardInterrupt), deferred_interrupt():
+            signal.raise_signal(signal.SIGTERM)
+            seen.append("the block ran on")
         assert seen == ["the block ran on"]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
