@@ -52,12 +52,16 @@ CASES: dict[str, list[str]] = {
     "llama8b-prefill": [str(CFG / "llama-3-8b"), "-t", "large", "--seq-len", "2048"],
     "llama8b-prefill-exact": [str(CFG / "llama-3-8b"), "-t", "large", "--seq-len", "2048",
                               "--exact"],
+    # serve's most common program: one decode step (4 of 32 blocks simulated, replayed)
+    "llama8b-decode": [str(CFG / "llama-3-8b"), "-t", "large", "--batch", "1", "--seq-len",
+                       "1", "--kv-len", "512"],
 }
 LABELS = {"g2s-prefill": "gpt2-small prefill 128, base",
           "g2s-decode": "gpt2-small decode kv 1024, base",
           "g2s-prefill-verify": "gpt2-small prefill 128, base, --verify",
           "llama8b-prefill": "Llama-3-8B prefill 2048, large (replayed)",
           "llama8b-prefill-exact": "Llama-3-8B prefill 2048, large, --exact",
+          "llama8b-decode": "Llama-3-8B decode batch 1 kv 512, large (replayed)",
           "stack": "component stack vs bare SimPy"}
 
 

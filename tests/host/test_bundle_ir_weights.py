@@ -48,11 +48,22 @@ def test_the_bundle_ir_is_the_compiled_ir_and_model_weights_are_written_once(tmp
     assert listing["model"] == "model.onnx" and names
     # what the listing names is not in ir_weights.npz, and everything else is
     assert _npz_members(tmp_path / "b" / "ir_weights.npz") == set(state.graph.weights) - set(names)
-    # each listed weight is that initializer of the source model, byte for byte
+    # each listed weight is that initializer of the source model (or the slice of it the
+    # QKV fusion cut), byte for byte, taken here with numpy's own indexing
     inits = {t.name: onnx.numpy_helper.to_array(t)
              for t in onnx.load(str(model)).graph.initializer}
-    for tid, name in names.items():
-        assert np.asarray(state.graph.weights[tid]).tobytes() == inits[name].tobytes(), tid
+    slices = 0
+    for tid, src in names.items():
+        if isinstance(src, str):
+            want = inits[src]
+        else:
+            slices += 1
+            w = inits[src["initializer"]]
+            want = w[:, src["start"]:src["stop"]] if src["axis"] == 1 \
+                else w[src["start"]:src["stop"]]
+        got = np.asarray(state.graph.weights[tid])
+        assert got.shape == want.shape and got.tobytes() == want.tobytes(), tid
+    assert slices == 6  # the one attention block's q, k, v weights and biases
     _same_weights(load_bundle_ir(tmp_path / "b").weights, state.graph.weights)
     assert check_bundle(tmp_path / "b", topo) == []
 
@@ -76,6 +87,10 @@ def test_a_model_rewritten_after_it_was_read_gives_every_weight_to_ir_weights(tm
      "initializer 'no_such' is not in model.onnx"),
     (lambda d: d.update(model="../model.onnx"), "expected"),
     (lambda d: d["initializers"].update({"no_such_tensor": "x"}), "not a constant tensor"),
+    (lambda d: [v.update(stop=v["stop"] + 10**6) for v in d["initializers"].values()
+                if isinstance(v, dict)], "outside its"),
+    (lambda d: [v.update(axis="1") for v in d["initializers"].values() if isinstance(v, dict)],
+     "expected"),
 ])
 def test_a_tampered_listing_is_one_input_error(tmp_path, edit, message):
     b = tmp_path / "b"

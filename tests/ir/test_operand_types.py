@@ -230,3 +230,21 @@ def test_an_operand_declaration_is_plain_data():
     assert (d.types, d.rank, d.like, d.rank_problem(7)) == (ANY, None, None, None)
     assert Operand("x", rank=(1, None)).rank_problem(0) == "rank 0, expected rank 1 or more"
     assert Operand("x", rank=(0, 1)).rank_problem(2) == "rank 2, expected rank 0 to 1"
+
+
+def test_a_quantized_constant_also_stands_for_the_reals_it_encodes():
+    """An imported quantized constant (real = (q - zp) * scale) fits an operand of its
+    stored integers' type or of its scale's float type: an EMBEDDING over a uint8 table
+    with a quant gives fp32 rows; without the quant the uint8 table's rows are uint8."""
+    from kernbench.ir.model import QuantParams
+
+    n = LayerIR(id="emb", op_type="EMBEDDING", inputs=["ids", "table"], outputs=["y"])
+    g = _graph([n], {"ids": ([1, 2], "int64"), "table": ([5, 4], "uint8"),
+                     "y": ([1, 2, 4], "fp32")}, ["ids"])
+    g.tensors["table"].const = True
+    g.tensors["s"] = TensorIR(id="s", shape=[], dtype="fp32", const=True, role="weight")
+    e = _refusal(g)
+    assert (e.field, e.reason) == ("outputs.y", "EMBEDDING output y (tensor 'y'): element "
+                                                "type fp32, expected table's (uint8)")
+    g.tensors["table"].quant = QuantParams(scale="s", dtype="uint8")
+    verify(g)

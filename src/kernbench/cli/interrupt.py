@@ -15,6 +15,10 @@ is not reported as "Exception ignored ... Traceback" and lost: the watchdog ends
 at once, as it would after the grace period (it cannot be raised again safely: raised from
 another thread it can land inside the same hook and be lost again).
 
+SIGTERM (`kill`, `timeout`, a batch scheduler) ends a command the same way: while a command
+runs it is handed to the SIGINT handler of the moment, so it unwinds, is held back by
+`deferred_interrupt()` and is watched like a Ctrl-C (exit 130, "interrupted", no stage left).
+
 `deferred_interrupt()` holds Ctrl-C back over a short critical section (moving a finished
 run into --out): the interrupt takes effect right after it, so --out is never half moved.
 """
@@ -70,6 +74,17 @@ def _force_exit() -> None:
     os._exit(INTERRUPTED)
 
 
+_ENDING = (signal.SIGINT, signal.SIGTERM)
+
+
+def _term_as_interrupt(signum: int, frame: object) -> None:
+    """SIGTERM handled as the SIGINT handler in force handles a Ctrl-C (see the module
+    docstring)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+
+
 class Watchdog:
     """Context manager around one command (see the module docstring); a no-op outside
     the main thread or where SIGINT is not Python's KeyboardInterrupt handler."""
@@ -81,6 +96,7 @@ class Watchdog:
         self.old_hook = sys.unraisablehook
         self.lost = threading.Event()
         self.pipe: tuple[int, int] | None = None
+        self.old_term: object = None
 
     def __enter__(self) -> Watchdog:
         if (threading.current_thread() is not threading.main_thread()
@@ -95,6 +111,8 @@ class Watchdog:
             os.close(w)
             return self
         self.pipe = (r, w)
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self.old_term = signal.signal(signal.SIGTERM, _term_as_interrupt)
         self.old_hook = sys.unraisablehook
         sys.unraisablehook = self._unraisable
         threading.Thread(target=self._watch, args=(r,), daemon=True,
@@ -107,7 +125,7 @@ class Watchdog:
                 data = os.read(r, 64)
                 if not data:  # the command ended: the write end is closed
                     return
-                if self.lost.is_set() or (signal.SIGINT in data
+                if self.lost.is_set() or (any(s in data for s in _ENDING)
                                           and not self.done.wait(self.grace_s)):
                     _force_exit()
         except OSError:
@@ -133,6 +151,9 @@ class Watchdog:
         with contextlib.suppress(ValueError, OSError):
             signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
         sys.unraisablehook = self.old_hook
+        if self.old_term is not None:
+            signal.signal(signal.SIGTERM, self.old_term)
+            self.old_term = None
         os.close(self.pipe[1])  # the watchdog reads EOF and ends; it closes nothing else
         self.pipe = None
 

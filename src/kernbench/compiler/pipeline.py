@@ -32,7 +32,7 @@ from kernbench.errors import InputError
 from kernbench.ir import import_onnx
 from kernbench.ir.bundle_ir import save_bundle_ir
 from kernbench.ir.model import Graph, is_shape_only, save_weights
-from kernbench.ir.onnx_import.initializers import file_key, initializer_of
+from kernbench.ir.onnx_import.initializers import Source, file_key, initializer_of
 from kernbench.ir.onnx_import.loader import copy_with_external_data
 from kernbench.ir.qconfig import apply_qconfig, load_qconfig
 from kernbench.ir.verify import verify
@@ -126,12 +126,12 @@ def _write_weights(state: CompileState, tmp: Path, source_model: Path | None) ->
             arrays[key] = np.ascontiguousarray(a.data)
     save_weights(arrays, tmp / "weights.npz")
     graph = state.graph
-    in_model: dict[str, str] = {}
+    in_model: dict[str, Source] = {}
     if source_model is not None and Path(source_model).suffix == ".onnx":
         key = file_key(source_model)
         for tid, a in sorted(graph.weights.items()):
-            if (name := initializer_of(a, key)) is not None:
-                in_model[tid] = name
+            if (src := initializer_of(a, key)) is not None:
+                in_model[tid] = src
         copy_with_external_data(source_model, tmp / "model.onnx")  # + its external data
         if in_model and file_key(source_model) != key:  # rewritten while copied
             in_model = {}

@@ -63,24 +63,27 @@ class Channel:
         """Idle: serve the oldest token of the inbox, or wait for one."""
         token = self.inbox.take()
         if token is None:
-            self.inbox.wait(self._acquire)
-        else:
+            # without a shared compute slot, a token is served as it is acquired
+            self.inbox.wait(self._acquire if self.eng._slot is not None else self._serve)
+        elif self.eng._slot is not None:
             self._acquire(token)
+        else:
+            self._serve(token)
 
     def _acquire(self, token: TileToken) -> None:
-        self.token = token
         slot = self.eng._slot
         if slot is None:
-            self._serve()
+            self._serve(token)
             return
+        self.token = token
         req = self.req = slot.request()
         req.callbacks.append(self._granted)
 
     def _granted(self, _ev: simpy.Event) -> None:
-        self._serve()
+        self._serve(self.token)
 
-    def _serve(self) -> None:
-        token = self.token
+    def _serve(self, token: TileToken) -> None:
+        self.token = token
         env = self.env
         start = self.start = env._now
         cmd = token.pipeline_ctx.command

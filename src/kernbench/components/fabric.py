@@ -166,10 +166,23 @@ def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
             ends = s._ends
             if ends:
                 last = ends[-1]
-                if last <= keep:  # every reservation has ended: forget them all
-                    ends.clear()
-                    s._starts.clear()
-                elif ends[0] <= keep:  # forget those that ended
+                if last <= keep:  # every reservation has ended: this one replaces them
+                    start = head
+                    end = head + ser
+                    if min_end > end:
+                        end = min_end
+                    if len(ends) == 1:
+                        s._starts[0] = head
+                        ends[0] = end
+                    else:
+                        ends.clear()
+                        s._starts.clear()
+                        s._starts.append(head)
+                        ends.append(end)
+                    lat = s.latency_ns
+                    head = start + lat
+                    continue
+                if ends[0] <= keep:  # forget those that ended
                     k = bisect_right(ends, keep)
                     del s._starts[:k]
                     del ends[:k]
@@ -200,13 +213,49 @@ def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
 _INLINE.add(Server)
 
 
+def occupy_parallel(shares: tuple[tuple[Server, int, float, list[float], list[float]], ...],
+                    head_ns: float, now: float) -> tuple[float | None, float]:
+    """Reserve plain `Server`s side by side, each for its own bytes from `head_ns` on:
+    `shares` holds (server, bytes, its serialisation ns, its reservation lists). The same
+    as `server.occupy(head_ns, bytes, 0.0, now)` for each in order, with the same
+    arithmetic inline; returns (the earliest start or None without shares, the latest end,
+    at least 0.0)."""
+    start = None
+    end = 0.0
+    for s, b, ser, starts, ends in shares:
+        s.busy_ns += ser
+        s.bytes += b
+        s.transfers += 1
+        if ends and ends[0] <= now:  # forget reservations that ended
+            k = bisect_right(ends, now)
+            del starts[:k]
+            del ends[:k]
+        if not ends or ends[-1] <= head_ns:  # free from head_ns on
+            st = head_ns
+            e = head_ns + ser
+            if e < 0.0:  # min_end_ns 0.0, as occupy is called
+                e = 0.0
+            if ends and ends[-1] == head_ns:
+                ends[-1] = e
+            else:
+                starts.append(head_ns)
+                ends.append(e)
+        else:
+            st, e = s._fit(head_ns, ser, 0.0)
+        if start is None or st < start:
+            start = st
+        if e > end:
+            end = e
+    return start, end
+
+
 class Route:
     """A fixed path for transfers of one size (M_CPU's command and completion packets):
     each stage's serialisation time is computed once. `reserve(now)` is
     `transfer(now, nbytes, stages)`: the same arithmetic on the same values in the same
     order, so the same reservations and end; only the per-hop look-ups are gone."""
 
-    __slots__ = ("stages", "nbytes", "_hops")
+    __slots__ = ("stages", "nbytes", "_hops", "_inline")
 
     def __init__(self, stages: tuple[Stage, ...] | list[Stage], nbytes: int) -> None:
         self.stages = tuple(stages)
@@ -218,9 +267,68 @@ class Route:
             (s, nbytes / s.bw_gbs, s.latency_ns, s._starts, s._ends)
             if s.__class__ in _INLINE else (s, None, s.latency_ns, None, None)
             for s in self.stages)
+        self._inline = all(h[1] is not None for h in self._hops)
 
     def reserve(self, now: float) -> float:
         """Reserve the route for one transfer starting at `now`; return its end."""
+        if not self._inline:
+            return self._reserve(now)
+        nbytes = self.nbytes
+        head = now
+        end = now
+        lat = 0.0
+        for s, ser, s_lat, starts, ends in self._hops:
+            min_end = end + lat
+            s.busy_ns += ser
+            s.bytes += nbytes
+            s.transfers += 1
+            if ends:
+                last = ends[-1]
+                if last <= now:  # every reservation has ended: this one replaces them
+                    start = head
+                    end = head + ser
+                    if min_end > end:
+                        end = min_end
+                    if len(ends) == 1:
+                        starts[0] = head
+                        ends[0] = end
+                    else:
+                        ends.clear()
+                        starts.clear()
+                        starts.append(head)
+                        ends.append(end)
+                    lat = s_lat
+                    head = start + lat
+                    continue
+                if ends[0] <= now:
+                    k = bisect_right(ends, now)
+                    del starts[:k]
+                    del ends[:k]
+                if last <= head:
+                    start = head
+                    end = head + ser
+                    if min_end > end:
+                        end = min_end
+                    if last == head:
+                        ends[-1] = end
+                    else:
+                        starts.append(head)
+                        ends.append(end)
+                else:
+                    start, end = s._fit(head, ser, min_end)
+            else:
+                start = head
+                end = head + ser
+                if min_end > end:
+                    end = min_end
+                starts.append(head)
+                ends.append(end)
+            lat = s_lat
+            head = start + lat
+        return end + lat
+
+    def _reserve(self, now: float) -> float:
+        """`reserve` of a route with a stage `transfer` asks through its `occupy`."""
         nbytes = self.nbytes
         head = now
         end = now

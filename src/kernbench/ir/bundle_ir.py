@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from kernbench.errors import MAX_JSON_BYTES, InputError, read_input_text
 from kernbench.ir.model import Graph, is_shape_only, is_shape_only_array, save_weights
 
 __all__ = ["IR_WEIGHTS_IN_MODEL", "load_bundle_ir", "save_bundle_ir"]
 
-#: {"model": the model file in the bundle, "initializers": {IR tensor id: initializer}}
+#: {"model": the model file in the bundle, "initializers": {IR tensor id: an initializer's
+#: name, or {"initializer": name, "axis": a, "start": i, "stop": j}: its elements i:j
+#: along axis a}}
 IR_WEIGHTS_IN_MODEL = "ir_weights_model.json"
 
 
-def save_bundle_ir(graph: Graph, folder: Path, in_model: dict[str, str] | None = None,
+def save_bundle_ir(graph: Graph, folder: Path, in_model: dict[str, Any] | None = None,
                    model: str = "model.onnx") -> None:
     """Write ir.json and ir_weights.npz into the bundle `folder` (as `Graph.save`), but
-    for the weights `in_model` names (IR tensor id → initializer of `model`, a file of the
-    bundle): those are listed in IR_WEIGHTS_IN_MODEL. Without them a listing left from
+    for the weights `in_model` names (IR tensor id → where in `model`, a file of the
+    bundle, `onnx_import.initializers.Source`): those are listed in IR_WEIGHTS_IN_MODEL. Without them a listing left from
     before is removed."""
     folder = Path(folder)
     (folder / "ir.json").write_text(graph.to_json())
@@ -54,9 +57,10 @@ def load_bundle_ir(folder: Path) -> Graph:
         else (None, None)
     if not isinstance(model, str) or Path(model).name != model \
             or not isinstance(names, dict) \
-            or not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+            or not all(isinstance(k, str) and _is_source(v) for k, v in names.items()):
         raise InputError("expected {\"model\": a file name in the bundle, \"initializers\": "
-                         "{tensor id: initializer name}}", file=f)
+                         "{tensor id: initializer name, or {\"initializer\": name, \"axis\", "
+                         "\"start\", \"stop\"}}}", file=f)
     for tid in names:
         t = g.tensors.get(tid)
         if t is None or not t.const:
@@ -67,7 +71,16 @@ def load_bundle_ir(folder: Path) -> Graph:
 
     for tid, a in read_initializers(folder / model, names, listing=f).items():
         if list(a.shape) != list(g.tensors[tid].shape):
-            raise InputError(f"initializer {names[tid]!r} has shape {list(a.shape)}, ir.json "
-                             f"says {g.tensors[tid].shape}", file=f, where=f"tensor {tid}")
+            raise InputError(f"the model's array has shape {list(a.shape)}, ir.json says "
+                             f"{g.tensors[tid].shape}", file=f, where=f"tensor {tid}")
         g.weights[tid] = a
     return g
+
+
+def _is_source(v: object) -> bool:
+    """An initializer's name, or {"initializer": name, "axis", "start", "stop": ints}."""
+    if isinstance(v, str):
+        return True
+    return isinstance(v, dict) and set(v) == {"initializer", "axis", "start", "stop"} \
+        and isinstance(v["initializer"], str) \
+        and all(type(v[k]) is int for k in ("axis", "start", "stop"))

@@ -11,31 +11,30 @@ from __future__ import annotations
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.counters import MemoryCounters, ServerCounters
-from kernbench.components.fabric import Server, transfer
+from kernbench.components.fabric import Server, occupy_parallel, transfer
 from kernbench.errors import AddressError
 
 
 class _HbmAccess:
     """The HBM as one stage of a transfer: per-channel shares served in parallel."""
 
-    __slots__ = ("ctrl", "shares", "latency_ns")
+    __slots__ = ("ctrl", "shares", "latency_ns", "_parallel")
 
     def __init__(self, ctrl: HbmCtrl, shares: list[tuple[Server, int]]) -> None:
         self.ctrl = ctrl
         self.shares = shares
         self.latency_ns = ctrl.spec.latency_ns
+        # each share's serialisation time and reservation lists, read once: the channels
+        # are plain Servers, reserved as `Server.occupy` would (fabric.occupy_parallel)
+        self._parallel = tuple((ch, b, b / ch.bw_gbs, ch._starts, ch._ends)
+                               for ch, b in shares)
 
     def occupy(
         self, head_ns: float, nbytes: int, min_end_ns: float, now: float
     ) -> tuple[float, float]:
-        start = None
-        end = min_end_ns
-        for ch, b in self.shares:
-            s, e = ch.occupy(head_ns, b, 0.0, now)
-            if start is None or s < start:
-                start = s
-            if e > end:
-                end = e
+        start, end = occupy_parallel(self._parallel, head_ns, now)
+        if min_end_ns > end:
+            end = min_end_ns
         self.ctrl.bytes += nbytes
         return (head_ns if start is None else start), end
 

@@ -160,9 +160,13 @@ class _Fsm:
         e.end_ns = self.mcpu.env._now
         run.in_window -= 1
         run.outstanding -= 1
-        self.board.resolve(e.id, run)
-        self.board.done(e)
-        self.mcpu._poke()
+        board = self.board
+        board.resolve(e.id, run)
+        if board.retire is not None:  # board.done(e)
+            board.retire(e)
+        w = self.mcpu._wake  # MCpu._poke
+        if w is not None and not w.triggered:
+            w.succeed()
 
     def _go(self, issued: ProgramEntry | None) -> None:
         """Run the loop until it waits: from its top (`issued` None), or inside the issue
@@ -251,8 +255,9 @@ class MCpu(ComponentBase):
         env = self.env
         board = run.board
         complete = board.complete
+        entries, order = run.entries, run.order
         while not run.stopped and run.fetch < run.n and run.in_window < run.window:
-            e = run.next_entry()
+            e = entries[run.fetch if order is None else order[run.fetch]]  # run.next_entry()
             if e.kind == "barrier":
                 if not (all(complete[d] for d in e.wait_for)
                         and all(complete[d] for d in e.deps)):

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections import deque
 
 import simpy
-from simpy.events import NORMAL, Event
+from simpy.events import Event
 
+from kernbench.components.arbiter import call_after
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.ports import Port
@@ -62,12 +63,7 @@ class PeCpu(ComponentBase):
     def _take(self, cmd) -> None:  # noqa: ANN001
         self._busy = True
         if self._delay:
-            ev = Event.__new__(Event)
-            ev.env = self.env
-            ev.callbacks = [lambda _e: self._put(cmd)]
-            ev._ok = True
-            ev._value = None
-            self.env.schedule(ev, NORMAL, self._delay)
+            call_after(self.env, self._delay, lambda _e: self._put(cmd))
         else:
             self._put(cmd)
 

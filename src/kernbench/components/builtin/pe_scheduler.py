@@ -167,7 +167,9 @@ class PeScheduler(ComponentBase):
 
     def _accept(self, cmd) -> bool:  # noqa: ANN001
         """`cmd` taken: after the dispatch latency, plan it; True when that waits."""
-        self.sim.tracer.event(self.env._now, "command_submitted", self.id, cmd.label)
+        tracer = self.sim.tracer
+        if tracer.enabled:
+            tracer.events.append((self.env._now, "command_submitted", self.id, cmd.label, -1))
         if self._delay:
             call_after(self.env, self._delay, lambda _ev: self._dispatch(cmd))
             return True
@@ -266,5 +268,5 @@ class PeScheduler(ComponentBase):
         tracer = self.sim.tracer
         if tracer.enabled:  # a record per command: kept only while tracing
             self.completion_queue.append((now, cmd.label))
-        tracer.event(now, "command_complete", self.id, cmd.label)
+            tracer.events.append((now, "command_complete", self.id, cmd.label, -1))
         self.sim.command_complete(cmd, now)

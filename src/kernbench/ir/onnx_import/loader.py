@@ -11,7 +11,7 @@ import onnx
 from onnx import external_data_helper
 
 from kernbench.errors import MAX_MODEL_BYTES, InputError, check_input_file
-from kernbench.ir.onnx_import.initializers import file_key
+from kernbench.ir.onnx_import.initializers import Source, file_key, sliced
 from kernbench.ir.onnx_import.light import inferred_shapes, light_model
 from kernbench.ir.onnx_import.onnx_util import to_array
 from kernbench.ir.onnx_import.opset import MAX_OPSET, MIN_OPSET, default_opset, normalize_opset
@@ -34,12 +34,13 @@ def load_model_keyed(path: str | Path) -> tuple[onnx.ModelProto, tuple]:
     return prepare_model(model, file=f), key
 
 
-def read_initializers(path: Path, names: dict[str, str], *,
+def read_initializers(path: Path, sources: dict[str, Source], *,
                       listing: str) -> dict[str, np.ndarray]:
-    """{IR tensor id: the array of initializer `names[id]`} of the model file `path`, as
-    the import makes it (`to_array`), with `load_model`'s checks but no checker or shape
-    inference. `listing`: the file that asked (diagnostics). A missing model or
-    initializer is an InputError."""
+    """{IR tensor id: the array `sources[id]` names (`initializers.Source`)} of the model
+    file `path`, as the import makes it (`to_array`, then the fusion's slice), with
+    `load_model`'s checks but no checker or shape inference. `listing`: the file that
+    asked (diagnostics). A missing model or initializer, or a slice outside it, is an
+    InputError."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"lists weights of {path.name}, which is missing", file=listing)
@@ -48,16 +49,24 @@ def read_initializers(path: Path, names: dict[str, str], *,
     _check_external_data(model, path)
     _load_external(model, path)
     inits = {t.name: t for t in model.graph.initializer}
+    arrays: dict[str, np.ndarray] = {}
     out = {}
-    for tid, name in sorted(names.items()):
-        t = inits.get(name)
-        if t is None:
-            raise InputError(f"initializer {name!r} is not in {path.name}", file=listing,
-                             where=f"tensor {tid}")
+    for tid, src in sorted(sources.items()):
+        name = src if isinstance(src, str) else src["initializer"]
+        if name not in arrays:
+            t = inits.get(name)
+            if t is None:
+                raise InputError(f"initializer {name!r} is not in {path.name}", file=listing,
+                                 where=f"tensor {tid}")
+            try:
+                arrays[name] = to_array(t)
+            except ValueError as e:
+                raise InputError(str(e), file=str(path), where=f"initializer {name}") from None
         try:
-            out[tid] = to_array(t)
+            out[tid] = sliced(arrays[name], src)
         except ValueError as e:
-            raise InputError(str(e), file=str(path), where=f"initializer {name}") from None
+            raise InputError(f"initializer {name!r}: {e}", file=listing,
+                             where=f"tensor {tid}") from None
     return out
 
 

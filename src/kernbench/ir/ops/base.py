@@ -61,6 +61,13 @@ class LayerCall:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+class AttrView(Protocol):
+    """An op's typed attributes: the frozen dataclass `IrOp.Attrs` its declarations make
+    (one class per op), each declared attribute an attribute of it, defaults applied."""
+
+    def __getattr__(self, name: str) -> Any: ...
+
+
 class OpRuleError(ValueError):
     """A node breaks its op's rule: the verifier reports `field` and the reason."""
 
@@ -207,7 +214,7 @@ class IrOp:
         operands, results = cls.node_signature(node)
         ins, outs = bind(operands, node.inputs), bind(results, node.outputs)
         tids = [t for _, t in ins + outs]
-        bad = type_problem(ins + outs, {t: tensors[t].dtype for t in tids},
+        bad = type_problem(ins + outs, {t: _stands_for(tensors, t) for t in tids},
                            {t: len(tensors[t].shape) for t in tids})
         if bad is not None:
             k, why = bad
@@ -216,7 +223,7 @@ class IrOp:
                               field=f"{what}.{d.name}")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         """Raise `OpRuleError` (field `attributes.<name>`) when the node's attributes `a`
         (its `Attrs`) disagree with each other or with its tensors `ins` / `outs` (None:
@@ -245,6 +252,15 @@ class IrOp:
         assert cls.kernel is not None, cls.op_type
         a = cls.attrs(node)
         return LayerCall(cls.kernel, {k: getattr(a, k) for k in cls.kernel_attrs})
+
+
+def _stands_for(tensors: dict[str, TensorIR], tid: str) -> tuple[str, ...]:
+    """The element types tensor `tid` stands for: its stored one, and for an imported
+    quantized constant (real = (q - zero_point) * scale) also its scale's, the type of the
+    reals its integers encode."""
+    t = tensors[tid]
+    scale = tensors.get(t.quant.scale) if t.const and t.quant is not None else None
+    return (t.dtype,) if scale is None else (t.dtype, scale.dtype)
 
 
 OPS: dict[str, type[IrOp]] = {}

@@ -213,24 +213,28 @@ def bind(decls: tuple[Operand, ...], ids: list[str]) -> list[tuple[Operand, str]
     return out
 
 
-def type_problem(bound: list[tuple[Operand, str]], dtype_of: dict[str, str],
+def type_problem(bound: list[tuple[Operand, str]], dtype_of: dict[str, tuple[str, ...]],
                  rank_of: dict[str, int]) -> tuple[int, str] | None:
     """The first (index into `bound`, reason) whose tensor's element type or rank breaks
     its declaration, or None. `bound` is `bind` of the inputs then the outputs; `like`
-    refers to the first tensor of the operand or result it names."""
+    refers to the first tensor of the operand or result it names. A tensor may stand for
+    more than one element type (`dtype_of`: its stored type first; an imported quantized
+    constant also stands for the float type its integers encode): one that fits is enough,
+    and two tensors are alike when they share one."""
     first: dict[str, str] = {}
     for d, tid in bound:
         first.setdefault(d.name, tid)
+    canon = {t: {dtype(x).name for x in dts} for t, dts in dtype_of.items()}
     for k, (d, tid) in enumerate(bound):
-        dt = dtype_of[tid]
-        if not d.types.admits(dt):
+        dt = dtype_of[tid][0]
+        if not any(d.types.admits(x) for x in dtype_of[tid]):
             return k, f"element type {dt}, expected {d.types.label}"
         why = d.rank_problem(rank_of[tid])
         if why is not None:
             return k, why
         ref = first.get(d.like) if d.like else None
-        if ref is not None and dtype(dtype_of[ref]).name != dtype(dt).name:
-            return k, f"element type {dt}, expected {d.like}'s ({dtype_of[ref]})"
+        if ref is not None and not canon[ref] & canon[tid]:
+            return k, f"element type {dt}, expected {d.like}'s ({dtype_of[ref][0]})"
     return None
 
 

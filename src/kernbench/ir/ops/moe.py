@@ -10,11 +10,9 @@ pass over them).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kernbench.ir.model import LayerIR, TensorIR
 from kernbench.ir.ops import rules
-from kernbench.ir.ops.base import IrOp, Shape, ShapeMismatch, register
+from kernbench.ir.ops.base import AttrView, IrOp, Shape, ShapeMismatch, register
 from kernbench.ir.ops.defs import INT, attr, one_of, operand, var_result
 
 
@@ -30,7 +28,7 @@ class MoeRoute(IrOp):
                   attr("counts", list[int], help="the token rows of every expert"))
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         """One row count per expert, none negative."""
         rules.length("counts", a.counts, a.n_experts, "one per expert, n_experts")

@@ -4,14 +4,23 @@ the vector engine, each moves every element once: priced as a copy."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from kernbench.cmdq.opcodes.ve import VeCopyTile, VeTransposeTile
 from kernbench.ir.model import LayerIR, TensorIR
 from kernbench.ir.ops import rules
-from kernbench.ir.ops.base import IrOp, LayerCall, QuantState, Shape, ShapeMismatch, bcast, register
+from kernbench.ir.ops.base import (
+    AttrView,
+    IrOp,
+    LayerCall,
+    QuantState,
+    Shape,
+    ShapeMismatch,
+    bcast,
+    register,
+)
 from kernbench.ir.ops.defs import (
     INT,
     NUMBER,
@@ -71,7 +80,7 @@ class Transpose(DataMovement):
     layer_cost = None  # the vector opcode's
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.permutation("perm", a.perm, rules.rank(ins[0]))
 
@@ -91,7 +100,7 @@ class Concat(DataMovement):
     kernel_attrs = ("axis",)
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.axis_in("axis", a.axis, rules.rank(ins[0]))
 
@@ -114,7 +123,7 @@ class Split(DataMovement):
     kernel_attrs = ("axis", "sizes")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.axis_in("axis", a.axis, rules.rank(ins[0]))
         rules.length("sizes", a.sizes, len(outs), "one per output")
@@ -138,7 +147,7 @@ class Slice(DataMovement):
     kernel_attrs = ("starts", "ends", "steps")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         """One start, end and step per leading axis; no step of 0."""
         if len(a.starts) > rules.rank(ins[0]):
@@ -187,7 +196,7 @@ class Gather(DataMovement):
     kernel_attrs = ("axis",)
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.axis_in("axis", a.axis, rules.rank(ins[0]))
 
@@ -201,7 +210,7 @@ class GatherElements(DataMovement):
     kernel_attrs = ("axis",)
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.axis_in("axis", a.axis, rules.rank(ins[0]))
 
@@ -215,7 +224,7 @@ class GatherNd(DataMovement):
     kernel_attrs = ("batch_dims",)
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         r = min(rules.rank(ins[0]), rules.rank(ins[1]))
         if not 0 <= a.batch_dims < r:
@@ -231,7 +240,7 @@ class Tile(DataMovement):
     kernel_attrs = ("repeats",)
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.length("repeats", a.repeats, rules.rank(ins[0]), "one per input axis")
         rules.at_least("repeats", a.repeats, 0)
@@ -249,7 +258,7 @@ class Pad(DataMovement):
     )
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         r = rules.rank(ins[0])
         rules.length("pads", a.pads, 2 * r, f"a begin and an end per axis of a rank-{r} input")
@@ -272,7 +281,7 @@ class ScatterElements(DataMovement):
     kernel_attrs = ("axis", "reduction")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.axis_in("axis", a.axis, rules.rank(ins[0]))
 
@@ -308,7 +317,7 @@ class OneHot(DataMovement):
     kernel_attrs = ("axis",)
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         """`axis` names an axis of the output (one more than the indices have)."""
         rules.axis_in("axis", a.axis, rules.rank(ins[0]) + 1)
@@ -324,7 +333,7 @@ class DepthToSpace(DataMovement):
     kernel_attrs = ("blocksize", "mode")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.at_least("blocksize", a.blocksize, 1)
         if ins[0].shape[1] % a.blocksize ** 2:
@@ -342,7 +351,7 @@ class SpaceToDepth(DataMovement):
     kernel_attrs = ("blocksize", "mode")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         for ax in (2, 3):
             rules.divides("blocksize", a.blocksize, ins[0].shape[ax], f"axis {ax}")

@@ -9,7 +9,7 @@ from typing import Any
 from kernbench.cmdq.opcodes.ve_quant import VeDequantizeTile, VeQuantizeTile
 from kernbench.ir.model import LayerIR, TensorIR
 from kernbench.ir.ops import rules
-from kernbench.ir.ops.base import IrOp, LayerCall, QuantState, register
+from kernbench.ir.ops.base import AttrView, IrOp, LayerCall, QuantState, register
 from kernbench.ir.ops.defs import FLOAT, INT, INT8, attr, one_of, operand, opt_operand, result
 from kernbench.ir.ops.te import CONV_ATTRS, TensorEngineOp, conv_constraints
 from kernbench.numerics.dtypes import dtype
@@ -32,7 +32,7 @@ class _Linear(IrOp):
     attributes = (_DTYPE, *_QPARAMS)
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         """`axis` within the rank, and set when blocked; a QUANTIZE stores its `dtype`."""
         if a.axis is not None:
@@ -140,7 +140,7 @@ class QlinearConv(TensorEngineOp):
     kernel_attrs = ("strides", "pads", "dilations", "group")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         conv_constraints(a, ins[0], ins[3])
 
@@ -156,6 +156,6 @@ class ConvInteger(TensorEngineOp):
     kernel_attrs = ("strides", "pads", "dilations", "group")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         conv_constraints(a, ins[0], ins[1])

@@ -7,10 +7,9 @@ agree, a group that divides the channels). Each raises `OpRuleError` with the fi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from kernbench.ir.model import TensorIR
-from kernbench.ir.ops.base import OpRuleError
+from kernbench.ir.ops.base import AttrView, OpRuleError
 
 
 def rank(t: TensorIR | None) -> int:
@@ -76,7 +75,7 @@ def window(a: object, r: int, *, kernel: Sequence[int] | None) -> None:
         at_least("kernel_shape", kernel, 1)
 
 
-def axis_of_input(cls: type, a: Any, ins: list[TensorIR | None],
+def axis_of_input(cls: type, a: AttrView, ins: list[TensorIR | None],
                   outs: list[TensorIR | None]) -> None:
     """The `constraints` of an op whose `axis` names an axis of its first input (an op
     class sets `constraints = classmethod(rules.axis_of_input)`)."""

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from kernbench.ir.model import LayerIR, TensorIR
 from kernbench.ir.ops import rules
 from kernbench.ir.ops.base import (
+    AttrView,
     IrOp,
     LayerCall,
     QuantState,
@@ -50,7 +51,7 @@ CONV_ATTRS = (
 )
 
 
-def conv_constraints(a: Any, x: TensorIR, w: TensorIR) -> None:
+def conv_constraints(a: AttrView, x: TensorIR, w: TensorIR) -> None:
     """`CONV_ATTRS` against input `x` [N, C, ...] and weight `w` [O, C/group, ...]: one
     stride / dilation / kernel size per spatial axis, two pads; `group` divides C and O,
     and C / group is the weight's second axis; `kernel_shape` is the weight's."""
@@ -110,7 +111,7 @@ class QkvProj(TensorEngineOp):
     )
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         """The head counts and size come together or not at all."""
         given = [k for k in ("num_heads", "num_kv_heads", "head_dim") if getattr(a, k)]
@@ -148,7 +149,7 @@ class Conv(TensorEngineOp):
     kernel_attrs = ("strides", "pads", "dilations", "group")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         conv_constraints(a, ins[0], ins[1])
 
@@ -200,7 +201,7 @@ class Attention(TensorEngineOp):
     )
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         """Query heads in whole groups of the KV heads; `mask` says what the mask input
         holds (none when there is none); window, offset and KV blocking not negative."""
@@ -266,7 +267,7 @@ class KvUpdate(IrOp):
     )
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.axis_in("axis", a.axis, rules.rank(ins[0]))
 

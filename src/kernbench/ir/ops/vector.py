@@ -21,6 +21,7 @@ from kernbench.cmdq.opcodes.ve_window import VePoolTile, VeReduceTile
 from kernbench.ir.model import LayerIR, TensorIR
 from kernbench.ir.ops import elementwise, elementwise_extra, rules  # noqa: F401  (register the kinds)
 from kernbench.ir.ops.base import (
+    AttrView,
     IrOp,
     LayerCall,
     OpRuleError,
@@ -183,7 +184,7 @@ class Elementwise(IrOp):
         return kind.signature() if kind else (cls.operands, cls.results)
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         """A cast names the element type it casts to: its output's."""
         if a.op != "cast":
@@ -233,7 +234,7 @@ class Rope(IrOp):
     kernel = "rope"
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         """`rotary_dim`: an even number of the last axis's dims."""
         d = ins[0].shape[-1]
@@ -257,7 +258,7 @@ class Reduce(IrOp):
     kernel_attrs = ("op", "axes", "keepdims", "select_last_index")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.axes_in("axes", a.axes, rules.rank(ins[0]))
     vector_opcode = VeReduceTile
@@ -306,7 +307,7 @@ class Pool(IrOp):
                     "count_include_pad")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.window(a, rules.rank(ins[0]), kernel=a.kernel_shape)
     vector_opcode = VePoolTile
@@ -327,7 +328,7 @@ class GroupNorm(IrOp):
     kernel_attrs = ("groups", "eps", "per_channel_affine")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.divides("groups", a.groups, ins[0].shape[1], "the channels")
     layer_cost = "copy"
@@ -365,7 +366,7 @@ class TopK(IrOp):
     kernel_attrs = ("k", "axis", "largest", "sorted")
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         rules.axis_in("axis", a.axis, rules.rank(ins[0]))
         rules.at_least("k", a.k, 0)
@@ -381,7 +382,7 @@ class Einsum(IrOp):
     kernel_attrs = ("equation",)
 
     @classmethod
-    def constraints(cls, a: Any, ins: list[TensorIR | None],
+    def constraints(cls, a: AttrView, ins: list[TensorIR | None],
                     outs: list[TensorIR | None]) -> None:
         """One term of the equation per input."""
         terms = a.equation.split("->")[0].split(",")

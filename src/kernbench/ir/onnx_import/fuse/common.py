@@ -120,6 +120,7 @@ def add_const(g: Graph, base: str, a: np.ndarray) -> str:
         k += 1
         name = f"{base}:f{k}"
     a = np.ascontiguousarray(a)
+    a.flags.writeable = False  # a weight: nothing changes it in place
     g.weights[name] = a
     g.tensors[name] = TensorIR(id=name, shape=list(a.shape), dtype=dtype_of_array(a),
                                role="weight", const=True)  # fmt: skip

@@ -21,6 +21,7 @@ from kernbench.ir.onnx_import.fuse.common import (
     new_layer,
     onnx_nodes,
 )
+from kernbench.ir.onnx_import.initializers import remember_slice
 from kernbench.ir.ops import node_attrs
 
 
@@ -138,12 +139,14 @@ def _split(g: Graph, ix: Index, gemm: LayerIR, tr: list, heads: dict) -> bool:
     for j in order:  # j = split output used as q, k, v
         sl = slice(int(offs[j]), int(offs[j + 1]))
         wj = add_const(g, f"{w_id}[{j}]", w[:, sl])
+        remember_slice(g.weights[wj], w, 1, sl.start, sl.stop)  # the bundle reads it back
         if wt.quant is not None:
             g.tensors[wj].quant = wt.quant.model_copy()
             g.tensors[wj].dtype = wt.dtype
         ws.append(wj)
         if b_id:
             bs.append(add_const(g, f"{b_id}[{j}]", g.weights[b_id][sl]))
+            remember_slice(g.weights[bs[-1]], g.weights[b_id], 0, sl.start, sl.stop)
         outs.append(add_tensor(g, split.outputs[j], lead + [sizes[j]], g.tensors[x].dtype))
     node = new_layer("QKV_PROJ", [x] + ws + bs, outs, dict(heads), gemm,
                      onnx_nodes(gemm, split, *path))  # fmt: skip
