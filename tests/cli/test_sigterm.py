@@ -44,14 +44,17 @@ def _stages(parent: Path) -> list[str]:
     return sorted(p.name for p in parent.iterdir() if "kernbench-tmp" in p.name)
 
 
-def test_sigterm_during_a_run_leaves_no_out_and_no_stage(tmp_path):
+@pytest.mark.parametrize("sigint", [signal.default_int_handler, signal.SIG_IGN],
+                         ids=["sigint-default", "sigint-ignored-as-under-nohup"])
+def test_sigterm_during_a_run_leaves_no_out_and_no_stage(tmp_path, sigint):
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen(
         [sys.executable, "-c", HELD_RUN % HANG, "run", "gpt2", "--seq-len", "8",
          "--out", str(out)],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+        preexec_fn=lambda: (signal.signal(signal.SIGTERM, signal.SIG_DFL),
+                            signal.signal(signal.SIGINT, sigint)))
     try:
         deadline = time.monotonic() + HANG
         while not (tmp_path / "simulating").exists():
