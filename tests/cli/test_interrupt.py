@@ -1,5 +1,5 @@
-"""Ctrl-C always ends a command with exit 130 and an "interrupted" line, and leaves no
-half-written --out behind (docs/errors.md). Subprocesses get a real SIGINT; the waits
+"""Ctrl-C (and SIGTERM) always ends a command with exit 130 and an "interrupted" line, and
+leaves no half-written --out behind (docs/errors.md). Subprocesses get a real SIGINT; the waits
 are generous timeouts against hangs, never timing assertions."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernbench.cli import main
-from kernbench.cli.interrupt import deferred_interrupt
+from kernbench.cli.interrupt import Watchdog, _term_as_interrupt, deferred_interrupt
 from kernbench.cli.outdir import MARKER, OutDir
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -106,24 +106,32 @@ run()
 """
 
 
-def test_sigint_during_a_run_leaves_no_out_and_no_stage(tmp_path):
+@pytest.mark.parametrize("sig, sigint", [
+    (signal.SIGINT, signal.default_int_handler),
+    (signal.SIGTERM, signal.default_int_handler),  # kill, timeout, a batch scheduler
+    (signal.SIGTERM, signal.SIG_IGN),  # a job started with nohup or &: SIGINT ignored
+], ids=["sigint", "sigterm", "sigterm-with-sigint-ignored"])
+def test_a_signal_during_a_run_leaves_no_out_and_no_stage(tmp_path, sig, sigint):
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen(
         [sys.executable, "-c", HELD_RUN % HANG, "run", "gpt2", "--seq-len", "8",
          "--out", str(out)],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+        preexec_fn=lambda: (signal.signal(signal.SIGINT, sigint),
+                            signal.signal(signal.SIGTERM, signal.SIG_DFL)))
     try:
-        _wait_for(lambda: (tmp_path / "simulating").exists(), "the simulation to start")
+        _wait_for(lambda: (tmp_path / "simulating").exists() or p.poll() is not None,
+                  "the simulation to start")
+        assert p.poll() is None, p.communicate()[1]
         assert _stages(tmp_path), "the run stages its output while it runs"
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         _, err = p.communicate(timeout=HANG)
     finally:
         if p.poll() is None:
             p.kill()
     assert p.returncode == 130, err
-    assert "interrupted" in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err
     assert not out.exists() and _stages(tmp_path) == []
 
 
@@ -244,3 +252,34 @@ def test_a_ctrl_c_python_cannot_raise_ends_the_command_at_once(tmp_path):
     assert "ran on" not in p.stdout
     assert p.stderr.count("Exception ignored") == 1 and "ValueError: boom" in p.stderr
     assert "KeyboardInterrupt" not in p.stderr and p.stderr.rstrip().endswith("interrupted")
+
+
+# ------------------------------------------------------------------------------- SIGTERM
+@pytest.fixture
+def default_signals(default_sigint):
+    """Python's own SIGINT handler and the default SIGTERM in this process."""
+    old = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGTERM, old)
+
+
+def test_sigterm_is_held_back_like_ctrl_c_and_the_handler_is_restored(default_signals):
+    with Watchdog():
+        # the handler in place first: the default SIGTERM would end this test process
+        assert signal.getsignal(signal.SIGTERM) is _term_as_interrupt
+        seen = []
+        with pytest.raises(KeyboardInterrupt), deferred_interrupt():
+            signal.raise_signal(signal.SIGTERM)
+            seen.append("the block ran on")
+        assert seen == ["the block ran on"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_sigterm_handler_of_the_caller_is_left_alone(default_signals):
+    def own(signum, frame):  # noqa: ANN001
+        own.calls += 1
+    own.calls = 0
+    signal.signal(signal.SIGTERM, own)
+    with Watchdog():
+        signal.raise_signal(signal.SIGTERM)
+    assert own.calls == 1 and signal.getsignal(signal.SIGTERM) is own

@@ -15,9 +15,11 @@ is not reported as "Exception ignored ... Traceback" and lost: the watchdog ends
 at once, as it would after the grace period (it cannot be raised again safely: raised from
 another thread it can land inside the same hook and be lost again).
 
-SIGTERM (`kill`, `timeout`, a batch scheduler) ends a command the same way: while a command
-runs it is handed to the SIGINT handler of the moment, so it unwinds, is held back by
-`deferred_interrupt()` and is watched like a Ctrl-C (exit 130, "interrupted", no stage left).
+SIGTERM (`kill`, `timeout`, a batch scheduler) ends a command the same way (exit 130,
+"interrupted", no stage left), also where SIGINT is ignored (a job started with `nohup` or
+`&`): while a command runs its handler raises KeyboardInterrupt, `deferred_interrupt()`
+holds it back too, and the watchdog watches it like a Ctrl-C. A SIGTERM handler the caller
+installed is left in place.
 
 `deferred_interrupt()` holds Ctrl-C back over a short critical section (moving a finished
 run into --out): the interrupt takes effect right after it, so --out is never half moved.
@@ -78,16 +80,14 @@ _ENDING = (signal.SIGINT, signal.SIGTERM)
 
 
 def _term_as_interrupt(signum: int, frame: object) -> None:
-    """SIGTERM handled as the SIGINT handler in force handles a Ctrl-C (see the module
-    docstring)."""
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):
-        handler(signal.SIGINT, frame)
+    """SIGTERM unwinds the command as a Ctrl-C does (see the module docstring)."""
+    raise KeyboardInterrupt
 
 
 class Watchdog:
-    """Context manager around one command (see the module docstring); a no-op outside
-    the main thread or where SIGINT is not Python's KeyboardInterrupt handler."""
+    """Context manager around one command (see the module docstring), in the main thread
+    only: the SIGTERM handler where SIGTERM has its default action, the watchdog thread
+    where SIGINT is Python's KeyboardInterrupt handler."""
 
     def __init__(self, grace_s: float = GRACE_S) -> None:
         self.grace_s = grace_s
@@ -99,8 +99,11 @@ class Watchdog:
         self.old_term: object = None
 
     def __enter__(self) -> Watchdog:
-        if (threading.current_thread() is not threading.main_thread()
-                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self.old_term = signal.signal(signal.SIGTERM, _term_as_interrupt)
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
             return self
         r, w = os.pipe()
         os.set_blocking(w, False)
@@ -111,8 +114,6 @@ class Watchdog:
             os.close(w)
             return self
         self.pipe = (r, w)
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            self.old_term = signal.signal(signal.SIGTERM, _term_as_interrupt)
         self.old_hook = sys.unraisablehook
         sys.unraisablehook = self._unraisable
         threading.Thread(target=self._watch, args=(r,), daemon=True,
@@ -146,32 +147,36 @@ class Watchdog:
 
     def __exit__(self, *exc: object) -> None:
         self.done.set()
+        if self.old_term is not None:
+            signal.signal(signal.SIGTERM, self.old_term)
+            self.old_term = None
         if self.pipe is None:
             return
         with contextlib.suppress(ValueError, OSError):
             signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
         sys.unraisablehook = self.old_hook
-        if self.old_term is not None:
-            signal.signal(signal.SIGTERM, self.old_term)
-            self.old_term = None
         os.close(self.pipe[1])  # the watchdog reads EOF and ends; it closes nothing else
         self.pipe = None
 
 
 @contextlib.contextmanager
 def deferred_interrupt() -> Iterator[None]:
-    """Hold a SIGINT back until the block ends, then raise KeyboardInterrupt (main thread
-    with Python's default handler only; elsewhere the block runs unchanged)."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    """Hold a SIGINT (Python's default handler in force) or a SIGTERM (the command's
+    handler in force) back until the block ends, then raise KeyboardInterrupt; in another
+    thread, or with other handlers, the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     hit: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, _frame: hit.append(signum))
+    held = {sig: signal.signal(sig, lambda signum, _frame: hit.append(signum))
+            for sig, ours in ((signal.SIGINT, signal.default_int_handler),
+                              (signal.SIGTERM, _term_as_interrupt))
+            if signal.getsignal(sig) is ours}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig, old in held.items():
+            signal.signal(sig, old)
     if hit:
         sys.stderr.flush()
         raise KeyboardInterrupt
