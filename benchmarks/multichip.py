@@ -197,16 +197,15 @@ def llm_section(results: dict) -> list[str]:
 
 
 def main_llm(names: list[str], doc: bool) -> int:
-    import json
+    import results_file
 
-    results = json.loads(LLM_RESULTS.read_text()) if LLM_RESULTS.exists() else {}
+    results = results_file.load(LLM_RESULTS)
     for name in (list(LLM_CASES) if names == ["all"] else names):
         if name not in LLM_CASES:
             raise SystemExit(f"unknown case {name!r}; cases: {', '.join(LLM_CASES)}")
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        results[name] = run_llm_case(name)
+        results = results_file.record(LLM_RESULTS, name, run_llm_case(name))
         print(f"  {llm_verdict(results[name])}", file=sys.stderr, flush=True)
-        LLM_RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     lines = llm_section(results)
     text = "\n".join(lines)
     print(text)

@@ -6,9 +6,10 @@ every kept result written to docs/performance.md ("Expert parallelism").
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
+
+import results_file
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "data" / "multichip_ep.json"
@@ -84,13 +85,12 @@ def section(results: dict) -> list[str]:
 
 
 def main_ep(names: list[str], doc: bool) -> int:
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results = results_file.load(RESULTS)
     for name in ([] if names == ["show"] else list(CASES) if names == ["all"] else names):
         if name not in CASES:
             raise SystemExit(f"unknown case {name!r}; cases: {', '.join(CASES)}")
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        results[name] = run_case(name)
-        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        results = results_file.record(RESULTS, name, run_case(name))
     lines = section(results)
     text = "\n".join(lines)
     print(text)

@@ -138,3 +138,30 @@ def test_multichip_llm_table_rows() -> None:
     assert f"| {name} | not finished: stopped | – | – | 5.0 so far | 6 so far | 7 (1) |" \
         in rows
     assert "| llama-3.1-8b t3k tp8 decode | not run | – | – | – | – | – |" in rows
+
+
+def test_a_case_recorded_keeps_rows_another_run_wrote_meanwhile(tmp_path, monkeypatch) -> None:
+    """benchmarks/multichip.py --llm: two runs of different cases that overlap both keep
+    their rows (the results file is re-read when a case ends, not only at the start)."""
+    import multichip
+    import results_file
+
+    row = {"reference": {"tokens_per_s_user": 16.6}, "total_ns": 40e6, "wall_s": 1.0,
+           "cpu_s": 2.0, "rss_mb": 3, "entries": 10, "collective_entries": 4}
+    other = {"unfinished": "stopped", "cpu_s": 5.0, "rss_mb": 6, "entries": 7,
+             "collective_entries": 1}
+    path = tmp_path / "multichip_llm.json"
+    earlier, ours = "llama-3.1-8b t3k tp8 decode", "llama-3.1-70b t3k tp8 decode"
+    theirs = "llama-3-70b large-x8 tp8 decode b32 kv4096"
+    results_file.record(path, earlier, row)
+
+    def run_case(name: str) -> dict:  # another run ends while this one simulates
+        results_file.record(path, theirs, other)
+        return {**row, "total_ns": 50e6}
+
+    monkeypatch.setattr(multichip, "LLM_RESULTS", path)
+    monkeypatch.setattr(multichip, "run_llm_case", run_case)
+    assert multichip.main_llm([ours], doc=False) == 0
+    assert json.loads(path.read_text()) == {earlier: row, theirs: other,
+                                            ours: {**row, "total_ns": 50e6}}
+    assert [p.name for p in tmp_path.iterdir()] == ["multichip_llm.json"]
