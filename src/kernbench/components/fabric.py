@@ -255,7 +255,7 @@ class Route:
     `transfer(now, nbytes, stages)`: the same arithmetic on the same values in the same
     order, so the same reservations and end; only the per-hop look-ups are gone."""
 
-    __slots__ = ("stages", "nbytes", "_hops", "_inline")
+    __slots__ = ("stages", "nbytes", "_hops")
 
     def __init__(self, stages: tuple[Stage, ...] | list[Stage], nbytes: int) -> None:
         self.stages = tuple(stages)
@@ -267,68 +267,9 @@ class Route:
             (s, nbytes / s.bw_gbs, s.latency_ns, s._starts, s._ends)
             if s.__class__ in _INLINE else (s, None, s.latency_ns, None, None)
             for s in self.stages)
-        self._inline = all(h[1] is not None for h in self._hops)
 
     def reserve(self, now: float) -> float:
         """Reserve the route for one transfer starting at `now`; return its end."""
-        if not self._inline:
-            return self._reserve(now)
-        nbytes = self.nbytes
-        head = now
-        end = now
-        lat = 0.0
-        for s, ser, s_lat, starts, ends in self._hops:
-            min_end = end + lat
-            s.busy_ns += ser
-            s.bytes += nbytes
-            s.transfers += 1
-            if ends:
-                last = ends[-1]
-                if last <= now:  # every reservation has ended: this one replaces them
-                    start = head
-                    end = head + ser
-                    if min_end > end:
-                        end = min_end
-                    if len(ends) == 1:
-                        starts[0] = head
-                        ends[0] = end
-                    else:
-                        ends.clear()
-                        starts.clear()
-                        starts.append(head)
-                        ends.append(end)
-                    lat = s_lat
-                    head = start + lat
-                    continue
-                if ends[0] <= now:
-                    k = bisect_right(ends, now)
-                    del starts[:k]
-                    del ends[:k]
-                if last <= head:
-                    start = head
-                    end = head + ser
-                    if min_end > end:
-                        end = min_end
-                    if last == head:
-                        ends[-1] = end
-                    else:
-                        starts.append(head)
-                        ends.append(end)
-                else:
-                    start, end = s._fit(head, ser, min_end)
-            else:
-                start = head
-                end = head + ser
-                if min_end > end:
-                    end = min_end
-                starts.append(head)
-                ends.append(end)
-            lat = s_lat
-            head = start + lat
-        return end + lat
-
-    def _reserve(self, now: float) -> float:
-        """`reserve` of a route with a stage `transfer` asks through its `occupy`."""
         nbytes = self.nbytes
         head = now
         end = now
