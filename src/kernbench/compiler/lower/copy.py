@@ -25,61 +25,14 @@ have no contiguous axis, returns False (and runs whole).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
-from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.layout import copyable
+from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.blocks import MIN_TILE_BYTES
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.copy_tiling import View, copy_pairs, merged
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import node_attrs
-
-
-class View(NamedTuple):
-    """Elements of placement `p` at `off + Σ index[i]·strides[i]` (element units)."""
-
-    p: Placement
-    off: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-
-
-def view_of(p: Placement) -> View:
-    return View(p, 0, tuple(p.shape), tuple(p.strides))
-
-
-def sub_view(v: View, axis: int, start: int, size: int, step: int = 1) -> View:
-    """`v` restricted to `size` indices of `axis` from `start`, `step` apart."""
-    shape = list(v.shape)
-    strides = list(v.strides)
-    shape[axis] = size
-    off = v.off + start * v.strides[axis]
-    strides[axis] = v.strides[axis] * step
-    return View(v.p, off, tuple(shape), tuple(strides))
-
-
-def _merged(shape: tuple[int, ...], a: tuple[int, ...],
-            b: tuple[int, ...]) -> tuple[list[int], list[int], list[int]]:
-    """Drop size-1 axes and merge neighbours contiguous in both views ([0] when empty;
-    one element has stride 1 on both sides)."""
-    if 0 in shape:
-        return [0], [1], [1]
-    axes = [i for i, d in enumerate(shape) if d > 1]
-    if not axes:
-        return [1], [1], [1]
-    sh = [shape[i] for i in axes]
-    sa = [a[i] for i in axes]
-    sb = [b[i] for i in axes]
-    i = len(sh) - 2
-    while i >= 0:
-        if sa[i] == sa[i + 1] * sh[i + 1] and sb[i] == sb[i + 1] * sh[i + 1]:
-            sh[i] *= sh[i + 1]
-            sa[i], sb[i] = sa[i + 1], sb[i + 1]
-            del sh[i + 1], sa[i + 1], sb[i + 1]
-        i -= 1
-    return sh, sa, sb
 
 
 def _per(lw: Lowering, rows: int, row_bytes: int, outer: int) -> int:
@@ -93,7 +46,7 @@ def _per(lw: Lowering, rows: int, row_bytes: int, outer: int) -> int:
 def copy_view(lw: Lowering, layer: str, src: View, dst: View) -> bool:
     """Tiles copying `src` into `dst` (same shape and dtype); False if no tiling applies."""
     isz = int(ITEMSIZE[src.p.dtype])
-    sh, ss, ds = _merged(src.shape, src.strides, dst.strides)
+    sh, ss, ds = merged(src.shape, src.strides, dst.strides)
     if int(np.prod(sh)) == 0:
         return True
     if ds[-1] != 1:
@@ -160,65 +113,11 @@ def _transposing(lw: Lowering, layer: str, src: View, dst: View, sh: list[int],
                 lw.dma(True, pe, bo, dst.p, d0, c, r, ds[q], layer, frees=[bo])
 
 
-def _views(lw: Lowering, n: LayerIR) -> list[tuple[View, View]] | None:
-    """(source view, destination view) pairs of a copy layer; None if one is unplaced."""
-    a = node_attrs(n)
-    ins = [lw.placement(t) for t in n.inputs[:1]]
-    outs = [lw.plan.placements.get(t) if t else None for t in n.outputs]
-    if n.op_type == "CONCAT":
-        y = outs[0]
-        if y is None:
-            return None
-        axis = int(a.axis) % len(y.shape)
-        pairs, o = [], 0
-        for t in n.inputs:
-            if not t:
-                continue
-            x = lw.placement(t)
-            pairs.append((view_of(x), sub_view(view_of(y), axis, o, x.shape[axis])))
-            o += x.shape[axis]
-        return pairs
-    x = view_of(ins[0])
-    if n.op_type == "TRANSPOSE":
-        perm = [int(p) for p in a.perm]
-        y = outs[0]
-        if y is None:
-            return None
-        return [(View(x.p, 0, tuple(y.shape), tuple(x.strides[p] for p in perm)), view_of(y))]
-    if n.op_type == "SLICE":
-        y = outs[0]
-        if y is None:
-            return None
-        v = x
-        for ax, (s, st) in enumerate(zip(a.starts, a.steps, strict=True)):
-            s = int(s) + (x.shape[ax] if int(s) < 0 else 0)
-            v = sub_view(v, ax, s, y.shape[ax], int(st))
-        return [(v, view_of(y))]
-    axis = int(a.axis) % len(x.shape)  # SPLIT
-    pairs, o = [], 0
-    for t, y in zip(n.outputs, outs, strict=True):
-        size = lw.g.tensors[t].shape[axis] if t else 0
-        if y is not None:
-            pairs.append((sub_view(x, axis, o, size), view_of(y)))
-        o += size
-    return pairs
-
-
 def lower_copy(lw: Lowering, n: LayerIR) -> bool:
     """TRANSPOSE / SLICE / SPLIT / CONCAT as tiled strided copies (False: runs whole)."""
-    if not copyable(lw.g, n):
-        return False
-    pairs = _views(lw, n)
+    pairs = copy_pairs(lw, n)
     if pairs is None:
-        return False
-    if any(not _tileable(src, dst) for src, dst in pairs):
         return False
     for src, dst in pairs:
         copy_view(lw, n.id, src, dst)
     return True
-
-
-def _tileable(src: View, dst: View) -> bool:
-    """Can `copy_view` tile this pair (checked before any op is emitted)?"""
-    sh, ss, ds = _merged(src.shape, src.strides, dst.strides)
-    return int(np.prod(sh)) == 0 or ds[-1] == 1 and (ss[-1] == 1 or 1 in ss)

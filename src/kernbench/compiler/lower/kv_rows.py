@@ -49,6 +49,16 @@ def tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
         "int16", "int8", "int4", "fp16")
 
 
+def kv_update_tiled(lw: Lowering, n: LayerIR) -> bool:
+    """Does the KV_UPDATE lowering tile layer `n` (False: it runs whole)? It does when a
+    projection stores the new rows (the lowering plan's `kv_rows`: only the past is
+    copied) or when `tileable` takes the past, new and present placements."""
+    if lw.lowering_plan.feeds_kv_update(n.id):
+        return True
+    past, new = lw.placement(n.inputs[0]), lw.placement(n.inputs[1])
+    return tileable(lw, n, past, new, lw.plan.placements[n.outputs[0]])
+
+
 def _dims(view: Placement) -> tuple[tuple[int, int, int], ...] | None:
     """The view's dimensions by stride, when it is a permutation of a contiguous layout
     (every element of the source is one element of the view), else None."""

@@ -18,7 +18,7 @@ from itertools import groupby
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.kv_rows import tileable
+from kernbench.compiler.lower.kv_rows import kv_update_tiled
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import node_attrs
@@ -160,14 +160,14 @@ def _segments(out: Placement, h_: int, p_len: int, d: int, f0: int,
 def lower_kv_update(lw: Lowering, n: LayerIR) -> bool:
     """The present cache from past and new rows; a cache stored at KV bits is quantized on
     the way (VE_QUANTIZE with its calibrated scale)."""
+    if not kv_update_tiled(lw, n):
+        return False
     past = lw.placement(n.inputs[0])
     out = lw.plan.placements[n.outputs[0]]
     scale = lw.plan.scales.get(out.key)
     b_, h_, p_len, d = past.shape
     # None: the projection stored the new rows itself (`kv_rows`), only the past is ours
     new = None if lw.lowering_plan.feeds_kv_update(n.id) else lw.placement(n.inputs[1])
-    if new is not None and not tileable(lw, n, past, new, out):
-        return False
     isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype] if new is not None else 0)
     # in place (a paged / ring cache) the past rows are already where they belong
     if not node_attrs(n).in_place and p_len:

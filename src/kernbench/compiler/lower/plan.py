@@ -39,6 +39,11 @@ Fields:
   (`reduced`). The GEMM's tiles read the norm's row spec either way.
 - `lone`: the layers that run as one tile (a small element-wise op or gather) → the PE
   it runs on: per cube the next of its PEs, in a rotation across layers (`lone_plan`).
+- `whole`: the layers that run as one whole-layer op on one PE (no tiled lowering takes
+  them; `whole_plan`).
+- `pins`: the storages pinned whole to one cube (`CompileState.pinned`) → the layer run
+  whole that touched it while it was spread, in the round of the plan pass that pinned it
+  (`whole_plan`; the memory is planned again after each round).
 - `fused`: layers computed by another layer's tiles (layer → that layer): a tiled
   MATMUL_INTEGER's Cast and Mul, an epilogue's consumer, a conv's clamp, a row-reduced
   norm, and the views of a tensor no tile writes (each → the producer of that tensor).
@@ -52,7 +57,8 @@ Fields:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from kernbench.compiler.lower.values import (
     FusedStep,
@@ -87,6 +93,8 @@ class LoweringPlan:
     clamps: Mapping[str, str]
     norms: Mapping[str, NormAfter]
     lone: Mapping[str, int]
+    whole: frozenset[str] = frozenset()
+    pins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def feeds_kv_update(self, node: str) -> bool:
         """Does a projection store the new rows of KV_UPDATE `node` (it copies the past)?"""
@@ -150,6 +158,10 @@ class LoweringPlan:
                   for m, na in sorted(self.norms.items())]
         lines.append("  lone (layer of one tile -> its PE, a rotation per cube):")
         lines += [f"    {layer} -> pe{pe}" for layer, pe in sorted(self.lone.items())]
+        lines.append("  whole (layers run as one whole-layer op):")
+        lines += [f"    {layer}" for layer in sorted(self.whole)]
+        lines.append("  pins (storage pinned to one cube -> the layer run whole that needed it):")
+        lines += [f"    {key} -> {layer}" for key, layer in sorted(self.pins.items())]
         lines.append("  fused (layer -> the layer whose tiles compute it):")
         lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
         lines.append("  unwritten (float tensors no tile writes):")

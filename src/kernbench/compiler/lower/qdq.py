@@ -25,7 +25,7 @@ import math
 
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.qdq_layout import QdqLayout, qdq_layout, qdq_params
+from kernbench.compiler.lower.qdq_layout import QdqLayout, qdq_layout, qdq_params, qdq_tiled
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 
@@ -106,9 +106,9 @@ def lower_qdq(lw: Lowering, n: LayerIR) -> bool:
     qp = qdq_params(lw, n)
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(n.outputs[0])
-    if qp is None or y is None or x.dtype != "fp32" or y.dtype != "fp32" \
-            or not x.contiguous or not y.contiguous or x.shape != y.shape:
-        return False  # (a constant input, e.g. a float weight behind a QDQ, is read as is)
+    if not qdq_tiled(lw, n):
+        return False
+    assert qp is not None and y is not None
     rows, cols = rows_cols(x)
     per = max(1, min(rows, lw.bank // (cols * 4), math.ceil(rows / lw.n_pes)))
     for r0 in range(0, rows, per):

@@ -116,3 +116,16 @@ def written_through(lw: Lowering) -> dict[str, str]:
         if lay is not None and not lay.input_side:
             out[lay.transpose.id] = n.id
     return out
+
+
+def qdq_tiled(lw: Lowering, n: LayerIR) -> bool:
+    """Does the QDQ lowering tile layer `n` (False: it runs whole)? A QDQ folding a head
+    transpose is tiled; any other needs per-tensor 8-bit parameters (`qdq_params`) and
+    contiguous fp32 input and output of one shape (a constant input, e.g. a float weight
+    behind a QDQ, is read as is by its reader)."""
+    if qdq_layout(lw, n) is not None:
+        return True
+    x = lw.placement(n.inputs[0])
+    y = lw.plan.placements.get(n.outputs[0])
+    return qdq_params(lw, n) is not None and y is not None and x.dtype == "fp32" \
+        and y.dtype == "fp32" and x.contiguous and y.contiguous and x.shape == y.shape

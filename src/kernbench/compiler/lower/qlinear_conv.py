@@ -22,47 +22,22 @@ import numpy as np
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.conv_tiles import ConvJob, dense_tiles, dw_blocks, load_x
-from kernbench.compiler.lower.qlinear import Requant, centered, const_value, requant, scalar
+from kernbench.compiler.lower.qlinear import Requant, requant
+from kernbench.compiler.lower.qlinear_tiling import qconv_tiling
 from kernbench.compiler.lower.values import TeWeight
-from kernbench.compiler.lower.window import geom
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import node_attrs
-
-INT32 = (-(2**31), 2**31 - 1)
 
 
 def _job(lw: Lowering, n: LayerIR) -> tuple[ConvJob, Requant, int, Placement | None] | None:
     """(the conv job, the requantize epilogue, z_x, the int32 bias vector) or None."""
-    g = lw.g
-    if len(n.inputs) < 8:
+    t = qconv_tiling(lw, n)
+    if t is None:
         return None
-    x, sx_t, zx_t, w, sw_t, zw_t, sy_t, zy_t = n.inputs[:8]
-    sx, zx, sy, zy = (scalar(lw, t) for t in (sx_t, zx_t, sy_t, zy_t))
-    wq, sw, zw = const_value(lw, w), const_value(lw, sw_t), const_value(lw, zw_t)
-    b_t = n.inputs[8] if len(n.inputs) > 8 and n.inputs[8] else None
-    bias = const_value(lw, b_t) if b_t else None
-    if any(v is None for v in (sx, zx, sy, zy, wq, sw, zw)) or g.tensors[x].const \
-            or (b_t and bias is None) or wq.ndim not in (3, 4):
-        return None
-    cout = wq.shape[0]
-    if sw.size not in (1, cout) or zw.size not in (1, cout):
-        return None
-    wc = centered(wq, zw, 0)
-    xp, yp = lw.placement(x), lw.plan.placements.get(n.outputs[0])
-    if wc is None or yp is None or not xp.contiguous or not yp.contiguous \
-            or xp.dtype not in ("int8", "uint8") or yp.dtype not in ("int8", "uint8"):
-        return None
-    geo = geom(n, list(xp.shape), list(yp.shape), list(wq.shape[2:]))
-    groups = int(node_attrs(n).group)
-    if geo is None or geo.c % groups or cout % groups or wq.shape[1] * groups != geo.c:
-        return None
-    term = -int(zx) * wc.reshape(cout, -1).astype(np.int64).sum(axis=1)
-    if bias is not None:
-        term = term + bias.astype(np.int64).reshape(-1)
-    if term.min() < INT32[0] or term.max() > INT32[1]:
-        return None
-    wp = lw.const(f"{w}-{zw_t}@qconv_int8", wc.reshape((cout, wq.shape[1], geo.kh, geo.kw)), "int8",
+    wc, term, geo, groups, xp, yp, sx, zx, sw, sy, zy = t
+    w, zw_t = n.inputs[3], n.inputs[5]
+    cout, cin_g = wc.shape[0], wc.shape[1]
+    wp = lw.const(f"{w}-{zw_t}@qconv_int8", wc.reshape((cout, cin_g, geo.kh, geo.kw)), "int8",
                   source=w)
     corr = lw.const(f"{n.id}:{n.outputs[0]}@qconv_bias", term.astype(np.int32), "int32") \
         if np.any(term) else None
@@ -70,7 +45,7 @@ def _job(lw: Lowering, n: LayerIR) -> tuple[ConvJob, Requant, int, Placement | N
     out = yp.view((geo.n, cout, geo.ho, geo.wo))
     job = ConvJob(n, geo, groups, xp.view((geo.n, geo.c, geo.h, geo.w)), xp.dtype, None,
                   TeWeight(wp, None, 8), out, None, None, None)
-    return job, rq, int(zx), corr
+    return job, rq, zx, corr
 
 
 def lower_qlinear_conv(lw: Lowering, n: LayerIR) -> bool:

@@ -25,14 +25,13 @@ read it through strides), and in a decode step (one position). Blocks hold at le
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
 
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.layout import rope_tileable
 from kernbench.compiler.lower.blocks import MIN_TILE_BYTES
-from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
+from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.rope_tiling import RopeTiling, rope_tiling
 from kernbench.ir.model import LayerIR
 
 
@@ -62,42 +61,9 @@ def _segments(lw: Lowering, y: Placement, yo: int, seq: int) -> list[tuple[int, 
     return out
 
 
-class _Rope(NamedTuple):
-    """The operands of one ROPE layer and its tile geometry."""
-
-    x: Placement
-    y: Placement
-    cos: Placement
-    sin: Placement
-    outer: list[int]      # axes iterated one index at a time
-    length: int           # elements per row (heads · D)
-    fields: dict[str, Any]
-
-
-def _geometry(lw: Lowering, n: LayerIR) -> _Rope | None:
-    x = lw.placement(n.inputs[0])
-    y = lw.plan.placements.get(n.outputs[0])
-    cos, sin = lw.raw_const(n.inputs[1]), lw.raw_const(n.inputs[2])
-    if y is None or x.strides[-1] != 1 or y.strides[-1] != 1:
-        return None
-    rank, d = len(x.shape), x.shape[-1]
-    # a heads axis contiguous with D on both sides and not in the tables: heads in a row
-    ha = rank - 3
-    heads = 1
-    if ha >= 0 and x.strides[ha] == d and y.strides[ha] == d and all(
-            len(t.shape) < 3 or t.shape[ha - (rank - len(t.shape))] == 1 for t in (cos, sin)):
-        heads = x.shape[ha]
-    outer = [a for a in range(rank - 2) if not (heads > 1 and a == ha)]
-    fields = {"length": heads * d, "head_dim": d, "style": "half",
-              "qbits_activation": QBITS_OF[x.dtype], "out_qbits": QBITS_OF[y.dtype],
-              "param_qbits": QBITS_OF[cos.dtype],
-              **float_format(x.dtype, y.dtype, cos.dtype, sin.dtype)}
-    return _Rope(x, y, cos, sin, outer, heads * d, fields)
-
-
 def lower_rope(lw: Lowering, n: LayerIR) -> bool:
     """ROPE as VE_ROPE_TILE blocks (False: the layer runs whole)."""
-    geo = _geometry(lw, n) if rope_tileable(lw.g, n) else None
+    geo = rope_tiling(lw, n)
     if geo is None:
         return False
     x, y, rank, length = geo.x, geo.y, len(geo.x.shape), geo.length
@@ -119,7 +85,7 @@ def lower_rope(lw: Lowering, n: LayerIR) -> bool:
     return True
 
 
-def _block(lw: Lowering, n: LayerIR, geo: _Rope, pe: int, xo: int, yo: int,
+def _block(lw: Lowering, n: LayerIR, geo: RopeTiling, pe: int, xo: int, yo: int,
            offs: tuple[int, int], s0: int, r: int) -> None:
     """One tile: positions s0 .. s0 + r of one outer index: DMA x rows, the cos / sin
     half rows, VE_ROPE_TILE, DMA the rows out."""
