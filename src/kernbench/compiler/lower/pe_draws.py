@@ -1,0 +1,140 @@
+"""How many PEs each layer's tiles draw from the round-robin, told without tiling: what
+the plan pass needs to plan where each layer starts on one cube (`planned_first_pe`).
+
+On one cube the round-robin counter (`placement.PeCursor.position`) carries from one
+layer to the next, so a layer's first PE is the number of PEs the layers before it drew,
+modulo the PEs. `layer_draws` counts a layer's draws with the very functions its lowering
+cuts its blocks with (each block, output tile part or phase PE is one draw), in the
+tiling pass's dispatch order, including what a lowering draws before it gives up (a GEMM
+whose output it cannot store converts its activation first) and the whole-layer
+fallback's one PE. A layer the tiling pass skips (`lone_plan.takes_no_op`) draws none.
+What a lowering remembers across layers and changes the count (`prepare_x` converts an
+activation for the first layer asking only) is replayed in graph order (`Draws`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kernbench.compiler.lower.activation import prepared_form, te_mode
+from kernbench.compiler.lower.context import FLOAT_DTYPES, Lowering
+from kernbench.compiler.lower.ew_tiling import clamp_tiling, cumsum_tiling, ew_tiling
+from kernbench.compiler.lower.gather_tiling import gather_tiling
+from kernbench.compiler.lower.gemm_cubes import gemm_ranges
+from kernbench.compiler.lower.gemm_parts import range_parts, range_tiles
+from kernbench.compiler.lower.lone_plan import takes_no_op
+from kernbench.compiler.lower.row_spec import ROW_OPS, row_op_spans, row_spec
+from kernbench.compiler.lower.te_weights import te_weight
+from kernbench.compiler.lower.values import TeWeight
+from kernbench.ir.model import LayerIR
+
+#: the PEs a layer run whole draws (`layer_op`)
+WHOLE = 1
+
+
+@dataclass
+class Draws:
+    """The state the count replays across layers in graph order: the activations a
+    GEMM-shaped layer converted (`activation.Prepared`'s keys)."""
+
+    converted: set[tuple[str, str, int]] = field(default_factory=set)
+
+
+def _row_op(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    spec = row_spec(lw, n)
+    return None if spec is None else len(row_op_spans(lw, n, spec))
+
+
+def _elementwise(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    t = ew_tiling(lw, n)
+    return None if t is None else len(t.blocks)
+
+
+def _clamp(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    t = clamp_tiling(lw, n)
+    return None if t is None else len(t.starts())
+
+
+def _cumsum(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    t = cumsum_tiling(lw, n)
+    return None if t is None else len(t.spans)
+
+
+def _gather(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    t = gather_tiling(lw, n)
+    return None if t is None else len(t.spans)
+
+
+def gemm_parts_drawn(lw: Lowering, a_dtype: str, wp: TeWeight, out_tid: str, m: int,
+                     nn_layer: int, layer: str) -> int | None:
+    """The K parts of the output tiles `gemm.gemm` deals to PEs for one weight (None: it
+    refuses the output: not a contiguous float of M × N elements)."""
+    op = lw.plan.placements[out_tid]
+    k, nn = wp.shape
+    if not op.contiguous or op.dtype not in FLOAT_DTYPES or int(np.prod(op.shape)) != m * nn:
+        return None
+    after = lw.lowering_plan.norms.get(layer)
+    reduced = after is not None and after.reduced
+    return sum(len(range_parts(range_tiles(lw, a_dtype, wp.dtype, wp.bits, hi - lo, nn, k,
+                                           cube, reduced), lo, hi, nn, k))
+               for lo, hi, cube in gemm_ranges(lw, a_dtype, wp, op, m, nn, k, nn_layer))
+
+
+def _gemm(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    """GEMM / QKV_PROJ (`gemm_layer`): the activation's conversion (the first layer asking
+    `prepare_x`), then each weight's output tile parts."""
+    weights = [n.inputs[1]] if n.op_type == "GEMM" else list(n.inputs[1:4])
+    mode = te_mode(n)
+    if mode is None or not all(lw.g.tensors[w].const for w in weights):
+        return None
+    wps = [te_weight(lw, n, w, mode) for w in weights]
+    if any(wp is None for wp in wps):
+        return None
+    bits = n.qbits_activation if mode in ("int", "int16", "dq") else 16
+    form = prepared_form(lw, n.inputs[0], mode, bits)
+    drawn = 0
+    key = (n.inputs[0], mode, bits)
+    if form.memo and key not in d.converted:
+        d.converted.add(key)
+        drawn = len(form.spans)
+    if form.dtype is None:
+        return None  # it converts nothing: no spans
+    nn_layer = sum(int(wp.shape[1]) for wp in wps if wp is not None)
+    for out, wp in zip(n.outputs, wps, strict=False):
+        assert wp is not None
+        parts = gemm_parts_drawn(lw, form.dtype, wp, out, form.rows, nn_layer, n.id)
+        if parts is None:  # the GEMM runs whole after converting (a QKV_PROJ is refused)
+            return drawn + WHOLE if n.op_type == "GEMM" else drawn
+        drawn += parts
+    return drawn
+
+
+#: op type → the count of its tiled lowering, tried in the tiling pass's order (None:
+#: that lowering gives the layer up without drawing)
+COUNTS: dict[str, tuple[Callable[[Lowering, LayerIR, Draws], int | None], ...]] = {
+    **{op: (_row_op,) for op in ROW_OPS},
+    "ADD": (_row_op, _elementwise), "MUL": (_row_op, _elementwise),
+    "ELEMENTWISE": (_clamp, _elementwise), "CUMSUM": (_cumsum,),
+    **{op: (_gather,) for op in ("EMBEDDING", "GATHER", "GATHER_ND", "GATHER_ELEMENTS")},
+    "GEMM": (_gemm,), "QKV_PROJ": (_gemm,),
+}
+
+
+def counted(op_type: str) -> bool:
+    """Is the draw count of op type `op_type` known (`COUNTS`, or no lowering: whole)?"""
+    return op_type in COUNTS
+
+
+def layer_draws(lw: Lowering, n: LayerIR, d: Draws) -> int:
+    """The PEs layer `n` (the next in graph order after those `d` has seen) draws from the
+    round-robin on one cube."""
+    if takes_no_op(lw, n):
+        return 0
+    for count in COUNTS.get(n.op_type, ()):
+        drawn = count(lw, n, d)
+        if drawn is not None:
+            return drawn
+    return WHOLE
