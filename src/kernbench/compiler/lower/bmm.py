@@ -13,67 +13,14 @@ stores the tile. fp32 mode multiplies the fp32 operands as they are. Other modes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.blocks import batch_offset, out_tiles
+from kernbench.compiler.lower.bmm_plan import BmmTiles, bmm_tiles
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-
-
-@dataclass(frozen=True)
-class BmmTiles:
-    """What every tile of one batched matmul needs."""
-
-    a: Placement
-    b: Placement
-    out: Placement
-    scales: tuple[float, float] | None   # (s_a, s_b) in integer mode, None in fp32 mode
-    tm: int
-    tn: int
-    tk: int
-
-
-def _static_scale(lw: Lowering, tid: str) -> float | None:
-    """The symmetric static int8 scale of an activation, or None."""
-    t = lw.g.tensors[tid]
-    q = t.quant
-    if q is None or q.axis is not None or q.dtype != "int8":
-        return None
-    if q.zero_point and np.any(np.asarray(lw.g.weights[q.zero_point]) != 0):
-        return None
-    return float(np.asarray(lw.g.weights[q.scale], np.float32).reshape(()))
-
-
-def _plan(lw: Lowering, n: LayerIR) -> BmmTiles | None:
-    """Placements, scales and tile sizes; None when the layer cannot be tiled."""
-    if len(n.inputs) != 2:
-        return None
-    a, b = lw.placement(n.inputs[0]), lw.placement(n.inputs[1])
-    out = lw.plan.placements.get(n.outputs[0])
-    if out is None or any(len(p.shape) < 2 or p.dtype != "fp32" or p.strides[-1] != 1
-                          for p in (a, b, out)):  # fmt: skip
-        return None
-    qa, qw = n.qbits_activation, n.qbits_weight
-    if qa == 8 and qw in (8, None):
-        sa, sb = _static_scale(lw, n.inputs[0]), _static_scale(lw, n.inputs[1])
-        if sa is None or sb is None:
-            return None
-        scales: tuple[float, float] | None = (sa, sb)
-    elif qa is None and qw is None:
-        scales = None
-    else:
-        return None
-    m, nn = out.shape[-2:]
-    k = a.shape[-1]
-    tm, tn = min(m, 128), min(nn, 128)
-    while tm * tn * 4 > lw.bank:
-        tm, tn = max(1, tm // 2), max(1, tn // 2)
-    tk = max(1, min(k, lw.bank // (4 * max(tm, tn))))
-    return BmmTiles(a, b, out, scales, tm, tn, tk)
 
 
 def _load(lw: Lowering, n: LayerIR, pe: int, p: Placement, off: int, rows: int, cols: int,
@@ -123,7 +70,7 @@ def _tile(lw: Lowering, n: LayerIR, t: BmmTiles, idx: tuple[int, ...], m0: int, 
 
 def lower_bmm(lw: Lowering, n: LayerIR) -> bool:
     """Tile a MATMUL (see the module doc); False: it runs whole as a layer op."""
-    t = _plan(lw, n)
+    t = bmm_tiles(lw, n)
     if t is None:
         return False
     for idx, m0, n0, tm, tn in out_tiles(t.out.shape, t.tm, t.tn):
@@ -131,4 +78,4 @@ def lower_bmm(lw: Lowering, n: LayerIR) -> bool:
     return True
 
 
-__all__ = ["BmmTiles", "lower_bmm"]
+__all__ = ["lower_bmm"]

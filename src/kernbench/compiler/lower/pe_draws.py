@@ -19,15 +19,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.activation import prepared_form, te_mode
+from kernbench.compiler.lower.blocks import rows_cols
+from kernbench.compiler.lower.bmm_plan import bmm_tiles, out_tile_count, qlinear_bmm_tiles
 from kernbench.compiler.lower.context import FLOAT_DTYPES, Lowering
+from kernbench.compiler.lower.dynq_plan import dynamic_draws
 from kernbench.compiler.lower.ew_tiling import clamp_tiling, cumsum_tiling, ew_tiling
 from kernbench.compiler.lower.gather_tiling import gather_tiling
 from kernbench.compiler.lower.gemm_cubes import gemm_ranges
 from kernbench.compiler.lower.gemm_parts import range_parts, range_tiles
 from kernbench.compiler.lower.lone_plan import takes_no_op
+from kernbench.compiler.lower.qdq_layout import (
+    layout_blocks,
+    plain_rows,
+    qdq_layout,
+    quant_rows_tiling,
+)
+from kernbench.compiler.lower.qlinear import qlinear_operands
 from kernbench.compiler.lower.row_spec import ROW_OPS, row_op_spans, row_spec
-from kernbench.compiler.lower.te_weights import te_weight
+from kernbench.compiler.lower.te_weights import te_weight, values
 from kernbench.compiler.lower.values import TeWeight
 from kernbench.ir.model import LayerIR
 
@@ -68,19 +79,27 @@ def _gather(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
     return None if t is None else len(t.spans)
 
 
-def gemm_parts_drawn(lw: Lowering, a_dtype: str, wp: TeWeight, out_tid: str, m: int,
-                     nn_layer: int, layer: str) -> int | None:
-    """The K parts of the output tiles `gemm.gemm` deals to PEs for one weight (None: it
-    refuses the output: not a contiguous float of M × N elements)."""
-    op = lw.plan.placements[out_tid]
+def gemm_parts_drawn(lw: Lowering, a_dtype: str, wp: TeWeight, op: Placement, m: int,
+                     nn_layer: int, reduced: bool = False) -> int:
+    """The K parts of the output tiles a GEMM of activation `a_dtype` (M = `m`) and
+    weight `wp` into output `op` deals to PEs (`gemm_cubes.gemm_ranges`,
+    `gemm_parts.range_tiles`, `gemm_parts.range_parts`, as `gemm._tiles_per_pe`)."""
     k, nn = wp.shape
-    if not op.contiguous or op.dtype not in FLOAT_DTYPES or int(np.prod(op.shape)) != m * nn:
-        return None
-    after = lw.lowering_plan.norms.get(layer)
-    reduced = after is not None and after.reduced
     return sum(len(range_parts(range_tiles(lw, a_dtype, wp.dtype, wp.bits, hi - lo, nn, k,
                                            cube, reduced), lo, hi, nn, k))
                for lo, hi, cube in gemm_ranges(lw, a_dtype, wp, op, m, nn, k, nn_layer))
+
+
+def _stored(lw: Lowering, out_tid: str, m: int, nn: int) -> Placement | None:
+    """The output `gemm.gemm` stores (a contiguous float of M × N elements), else None."""
+    op = lw.plan.placements[out_tid]
+    ok = op.contiguous and op.dtype in FLOAT_DTYPES and int(np.prod(op.shape)) == m * nn
+    return op if ok else None
+
+
+def _reduced(lw: Lowering, layer: str) -> bool:
+    after = lw.lowering_plan.norms.get(layer)
+    return after is not None and after.reduced
 
 
 def _gemm(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
@@ -105,11 +124,63 @@ def _gemm(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
     nn_layer = sum(int(wp.shape[1]) for wp in wps if wp is not None)
     for out, wp in zip(n.outputs, wps, strict=False):
         assert wp is not None
-        parts = gemm_parts_drawn(lw, form.dtype, wp, out, form.rows, nn_layer, n.id)
-        if parts is None:  # the GEMM runs whole after converting (a QKV_PROJ is refused)
+        op = _stored(lw, out, form.rows, int(wp.shape[1]))
+        if op is None:  # the GEMM runs whole after converting (a QKV_PROJ is refused)
             return drawn + WHOLE if n.op_type == "GEMM" else drawn
-        drawn += parts
+        drawn += gemm_parts_drawn(lw, form.dtype, wp, op, form.rows, nn_layer,
+                                  _reduced(lw, n.id))
     return drawn
+
+
+def _matmul_integer(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    """A MATMUL_INTEGER on a tiled DYNAMIC_QUANTIZE: the integer GEMM's tile parts on its
+    int8 data (`dynq.lower_matmul_integer`; an output it cannot store is refused)."""
+    im = lw.lowering_plan.integer_matmuls.get(n.id)
+    if im is None:
+        return None
+    dq = lw.g.node(lw.g.tensors[n.inputs[0]].producer)
+    m = rows_cols(lw.placement(dq.inputs[0]))[0]
+    wp = TeWeight(None, None, 8, None, values(n.inputs[1], im.weight, "int8", n.inputs[1]))
+    op = _stored(lw, im.out_tid, m, int(im.weight.shape[1]))
+    return 0 if op is None else gemm_parts_drawn(lw, "int8", wp, op, m,
+                                                 int(im.weight.shape[1]), _reduced(lw, n.id))
+
+
+def _qlinear_matmul(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    """QLINEAR_MATMUL with a constant B (`qlinear`): GEMM tile parts."""
+    ops = qlinear_operands(lw, n)
+    if ops is None:
+        return None
+    xq, wc, op = ops[0], ops[2], ops[5]
+    wp = TeWeight(None, None, 8, None, values(n.inputs[3], wc, "int8", n.inputs[3]))
+    return gemm_parts_drawn(lw, xq.dtype, wp, op, int(xq.shape[0]), int(wc.shape[1]))
+
+
+def _qlinear_bmm(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    t = qlinear_bmm_tiles(lw, n)
+    return None if t is None else out_tile_count(t.out.shape, t.tm, t.tn)
+
+
+def _bmm(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    t = bmm_tiles(lw, n)
+    return None if t is None else out_tile_count(t.out.shape, t.tm, t.tn)
+
+
+def _qdq(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    lay = qdq_layout(lw, n)
+    if lay is not None:
+        return len(layout_blocks(lw, lay))
+    fr = plain_rows(lw, n)
+    return None if fr is None else len(fr.blocks)
+
+
+def _quant_rows(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    qr = quant_rows_tiling(lw, n)
+    return None if qr is None else len(qr.blocks)
+
+
+def _dynamic_quantize(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    return dynamic_draws(lw, n)
 
 
 #: op type → the count of its tiled lowering, tried in the tiling pass's order (None:
@@ -119,7 +190,10 @@ COUNTS: dict[str, tuple[Callable[[Lowering, LayerIR, Draws], int | None], ...]] 
     "ADD": (_row_op, _elementwise), "MUL": (_row_op, _elementwise),
     "ELEMENTWISE": (_clamp, _elementwise), "CUMSUM": (_cumsum,),
     **{op: (_gather,) for op in ("EMBEDDING", "GATHER", "GATHER_ND", "GATHER_ELEMENTS")},
-    "GEMM": (_gemm,), "QKV_PROJ": (_gemm,),
+    "GEMM": (_gemm,), "QKV_PROJ": (_gemm,), "MATMUL_INTEGER": (_matmul_integer,),
+    "DYNAMIC_QUANTIZE": (_dynamic_quantize,), "MATMUL": (_bmm,),
+    "QLINEAR_MATMUL": (_qlinear_matmul, _qlinear_bmm), "QDQ": (_qdq,),
+    "QUANTIZE": (_quant_rows,), "DEQUANTIZE": (_quant_rows,),
 }
 
 

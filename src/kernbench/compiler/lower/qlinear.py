@@ -90,7 +90,7 @@ def requant(lw: Lowering, n: LayerIR, sa: np.ndarray, sb: np.ndarray, sy: np.nda
     return Requant(p, int(zy), zy.dtype != np.uint8)
 
 
-def _operands(lw: Lowering, n: LayerIR) -> tuple | None:
+def qlinear_operands(lw: Lowering, n: LayerIR) -> tuple | None:
     """(A placement as (M, K), its zero point, the int8 weight, its per-column scale,
     the output placement, the output's scale and zero point), or None."""
     if len(n.inputs) < 8:
@@ -117,7 +117,7 @@ def _operands(lw: Lowering, n: LayerIR) -> tuple | None:
 
 def lower_qlinear_matmul(lw: Lowering, n: LayerIR) -> bool:
     """Tile a QLINEAR_MATMUL with a constant B; False when it must run whole."""
-    ops = _operands(lw, n)
+    ops = qlinear_operands(lw, n)
     if ops is None:
         return False
     xq, za, wc, sa, sb, op, sy, zy = ops

@@ -19,49 +19,13 @@ strides.
 
 from __future__ import annotations
 
-import numpy as np
-
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.blocks import batch_offset, out_tiles
+from kernbench.compiler.lower.bmm_plan import QlinearBmmTiles, qlinear_bmm_tiles
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.qlinear import lower_qlinear_matmul, requant, scalar
+from kernbench.compiler.lower.qlinear import Requant, lower_qlinear_matmul, requant
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-
-#: fp32 holds every integer below this exactly
-EXACT = 2**24
-
-
-def _spread(dtype: str, z: int) -> int:
-    """max |q − z| over the integers of `dtype`."""
-    info = np.iinfo(np.dtype(dtype))
-    return max(z - int(info.min), int(info.max) - z)
-
-
-def _plan(lw: Lowering, n: LayerIR) -> tuple | None:
-    """(A, B, out placements, z_a, z_b, epilogue, tm, tn, tk) or None."""
-    if len(n.inputs) < 8:
-        return None
-    a_t, sa_t, za_t, b_t, sb_t, zb_t, sy_t, zy_t = n.inputs[:8]
-    if lw.g.tensors[a_t].const or lw.g.tensors[b_t].const:
-        return None
-    sa, za, sb, zb, sy, zy = (scalar(lw, t) for t in (sa_t, za_t, sb_t, zb_t, sy_t, zy_t))
-    if any(v is None for v in (sa, za, sb, zb, sy, zy)):
-        return None
-    a, b = lw.placement(a_t), lw.placement(b_t)
-    out = lw.plan.placements.get(n.outputs[0])
-    if out is None or any(len(p.shape) < 2 or p.dtype not in ("int8", "uint8")
-                          or p.strides[-1] != 1 for p in (a, b, out)):
-        return None
-    k = a.shape[-1]
-    if k * _spread(a.dtype, int(za)) * _spread(b.dtype, int(zb)) >= EXACT:
-        return None
-    m, nn = out.shape[-2:]
-    tm, tn = min(m, 128), min(nn, 128)
-    while tm * tn * 4 > lw.bank:
-        tm, tn = max(1, tm // 2), max(1, tn // 2)
-    tk = max(1, min(k, lw.bank // (2 * max(tm, tn))))
-    return a, b, out, int(za), int(zb), requant(lw, n, sa, sb, sy, zy, nn), tm, tn, tk
 
 
 def _load(lw: Lowering, n: LayerIR, pe: int, p: Placement, off: int, rows: int, cols: int,
@@ -77,10 +41,10 @@ def _load(lw: Lowering, n: LayerIR, pe: int, p: Placement, off: int, rows: int, 
     return b16
 
 
-def _tile(lw: Lowering, n: LayerIR, plan: tuple, idx: tuple[int, ...], m0: int, n0: int,
-          tm: int, tn: int) -> None:
+def _tile(lw: Lowering, n: LayerIR, plan: QlinearBmmTiles, rq: Requant, idx: tuple[int, ...],
+          m0: int, n0: int, tm: int, tn: int) -> None:
     """One output block: the K loop on centered fp16 blocks, requantize, store."""
-    a, b, out, za, zb, rq, _, _, tk_max = plan
+    a, b, out, za, zb, tk_max = plan.a, plan.b, plan.out, plan.za, plan.zb, plan.tk
     pe = lw.next_pe()
     k = a.shape[-1]
     acc = lw.buf(pe, tm * tn * 4, f"{n.id}.acc")
@@ -96,7 +60,7 @@ def _tile(lw: Lowering, n: LayerIR, plan: tuple, idx: tuple[int, ...], m0: int, 
               writes=[("ofm", acc)], frees=[ba, bb])
     bm = lw.buf(pe, tn * 4, f"{n.id}.qmult")
     lw.dma(False, pe, bm, rq.mult, n0, 1, tn, tn, n.id, role="weight")
-    # in place; the fp32 accumulator holds exact integers (the bound in `_plan`)
+    # in place; the fp32 accumulator holds exact integers (the bound in `bmm_plan.qlinear_bmm_tiles`)
     lw.op("VE_REQUANTIZE_TILE", pe, n.id,
           {"length": tn, "rows": tm, **rq.fields(), "in_dtype": "float32",
            **lw.engines.ve(pe)},
@@ -107,11 +71,12 @@ def _tile(lw: Lowering, n: LayerIR, plan: tuple, idx: tuple[int, ...], m0: int, 
 
 def lower_qlinear_bmm(lw: Lowering, n: LayerIR) -> bool:
     """Tile a QLINEAR_MATMUL of two activations; False: it runs whole."""
-    plan = _plan(lw, n)
+    plan = qlinear_bmm_tiles(lw, n)
     if plan is None:
         return False
-    for idx, m0, n0, tm, tn in out_tiles(plan[2].shape, plan[6], plan[7]):
-        _tile(lw, n, plan, idx, m0, n0, tm, tn)
+    rq = requant(lw, n, *plan.scales, plan.out.shape[-1])
+    for idx, m0, n0, tm, tn in out_tiles(plan.out.shape, plan.tm, plan.tn):
+        _tile(lw, n, plan, rq, idx, m0, n0, tm, tn)
     return True
 
 

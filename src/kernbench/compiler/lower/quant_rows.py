@@ -11,52 +11,20 @@ constants, non-contiguous placements) runs as a layer op.
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.qlinear import scalar
+from kernbench.compiler.lower.qdq_layout import quant_rows_tiling
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import node_attrs
-
-INT8 = ("int8", "uint8")
-#: smallest block worth its own commands. Measured on the QOperator zoo CNNs: 1024
-#: elements give the roofline of one block per PE (within 1-5%) with a quarter of the
-#: entries on base; 4096, the clamp's minimum, lost 10% on mobilenet_qoperator (small)
-QMIN_ELEMS = 1024
-
-
-def _per_tensor(lw: Lowering, n: LayerIR) -> tuple[float, int] | None:
-    """(scale, zero point) of a per-tensor quantization with constant parameters."""
-    a = node_attrs(n)
-    if len(n.inputs) < 2 or a.axis is not None or a.block_size:
-        return None
-    s = scalar(lw, n.inputs[1])
-    z = scalar(lw, n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else 0
-    if s is None or z is None or float(s) <= 0:
-        return None
-    return float(s), int(z)
 
 
 def lower_quant_rows(lw: Lowering, n: LayerIR) -> bool:
     """Tile a per-tensor QUANTIZE (fp32 → 8-bit) or DEQUANTIZE (8-bit → fp32); False when
     it must run whole."""
-    qp = _per_tensor(lw, n)
-    if qp is None or lw.g.tensors[n.inputs[0]].const:
+    qr = quant_rows_tiling(lw, n)
+    if qr is None:
         return False
-    x = lw.placement(n.inputs[0])
-    y = lw.plan.placements.get(n.outputs[0])
-    want = ("fp32", INT8) if n.op_type == "QUANTIZE" else (INT8, ("fp32",))
-    if y is None or x.dtype not in want[0] or y.dtype not in want[1] \
-            or not x.contiguous or not y.contiguous or x.shape != y.shape:
-        return False
-    scale, zp = qp
-    total = int(np.prod(x.shape)) if x.shape else 1
-    # element-wise with scalar parameters: flat blocks, one per PE down to QMIN_ELEMS
-    # (tiny blocks cost more in commands than they save), at most one fp32 bank
-    per = max(1, min(total, lw.bank // 4, max(QMIN_ELEMS, math.ceil(total / lw.n_pes))))
+    x, y = qr.x, qr.y
+    scale, zp = qr.scale, qr.zero_point
     fields = {"rows": 1, "qbits_activation": QBITS_OF[x.dtype],
               "out_qbits": QBITS_OF[y.dtype], "scale": scale, "zero_point": zp}
     if n.op_type == "QUANTIZE":
@@ -66,8 +34,7 @@ def lower_quant_rows(lw: Lowering, n: LayerIR) -> bool:
     else:
         opcode = "VE_DEQUANTIZE_TILE"
         fields["in_dtype"] = x.dtype
-    for e0 in range(0, total, per):
-        e = min(per, total - e0)
+    for e0, e in qr.blocks:
         pe = lw.next_pe()
         bi = lw.buf(pe, e * ITEMSIZE[x.dtype], f"{n.id}.in")
         lw.dma(False, pe, bi, x, e0, 1, e, e, n.id)
