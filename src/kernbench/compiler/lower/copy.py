@@ -24,76 +24,26 @@ have no contiguous axis, returns False (and runs whole).
 
 from __future__ import annotations
 
-import math
-from typing import NamedTuple
-
 import numpy as np
 
-from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.layout import copyable
-from kernbench.compiler.lower.blocks import MIN_TILE_BYTES
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
+from kernbench.compiler.lower.copy_views import (
+    View,
+    copy_views,
+    merged,
+    plain_tiles,
+    tileable_pair,
+    transposing_tiles,
+)
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import node_attrs
-
-
-class View(NamedTuple):
-    """Elements of placement `p` at `off + Σ index[i]·strides[i]` (element units)."""
-
-    p: Placement
-    off: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-
-
-def view_of(p: Placement) -> View:
-    return View(p, 0, tuple(p.shape), tuple(p.strides))
-
-
-def sub_view(v: View, axis: int, start: int, size: int, step: int = 1) -> View:
-    """`v` restricted to `size` indices of `axis` from `start`, `step` apart."""
-    shape = list(v.shape)
-    strides = list(v.strides)
-    shape[axis] = size
-    off = v.off + start * v.strides[axis]
-    strides[axis] = v.strides[axis] * step
-    return View(v.p, off, tuple(shape), tuple(strides))
-
-
-def _merged(shape: tuple[int, ...], a: tuple[int, ...],
-            b: tuple[int, ...]) -> tuple[list[int], list[int], list[int]]:
-    """Drop size-1 axes and merge neighbours contiguous in both views ([0] when empty;
-    one element has stride 1 on both sides)."""
-    if 0 in shape:
-        return [0], [1], [1]
-    axes = [i for i, d in enumerate(shape) if d > 1]
-    if not axes:
-        return [1], [1], [1]
-    sh = [shape[i] for i in axes]
-    sa = [a[i] for i in axes]
-    sb = [b[i] for i in axes]
-    i = len(sh) - 2
-    while i >= 0:
-        if sa[i] == sa[i + 1] * sh[i + 1] and sb[i] == sb[i + 1] * sh[i + 1]:
-            sh[i] *= sh[i + 1]
-            sa[i], sb[i] = sa[i + 1], sb[i + 1]
-            del sh[i + 1], sa[i + 1], sb[i + 1]
-        i -= 1
-    return sh, sa, sb
-
-
-def _per(lw: Lowering, rows: int, row_bytes: int, outer: int) -> int:
-    """Rows per tile: within a bank, at least MIN_TILE_BYTES, enough tiles for the PEs."""
-    fit = max(1, lw.bank // max(1, row_bytes))
-    want = math.ceil(outer * rows / lw.n_pes)  # rows per tile for one tile per PE
-    least = math.ceil(MIN_TILE_BYTES / max(1, row_bytes))
-    return max(1, min(rows, fit, max(want, least)))
 
 
 def copy_view(lw: Lowering, layer: str, src: View, dst: View) -> bool:
     """Tiles copying `src` into `dst` (same shape and dtype); False if no tiling applies."""
     isz = int(ITEMSIZE[src.p.dtype])
-    sh, ss, ds = _merged(src.shape, src.strides, dst.strides)
+    sh, ss, ds = merged(src.shape, src.strides, dst.strides)
     if int(np.prod(sh)) == 0:
         return True
     if ds[-1] != 1:
@@ -110,24 +60,13 @@ def copy_view(lw: Lowering, layer: str, src: View, dst: View) -> bool:
 def _plain(lw: Lowering, layer: str, src: View, dst: View, sh: list[int], ss: list[int],
            ds: list[int], isz: int) -> None:
     """Innermost runs contiguous on both sides: blocks of rows, DMA in, DMA out."""
-    inner = sh[-1]
-    chunk = min(inner, max(1, lw.bank // isz))  # a run longer than a bank: chunks
-    rows, sr, dr = (sh[-2], ss[-2], ds[-2]) if len(sh) > 1 else (1, 0, 0)
-    outer_shape = tuple(sh[:-2])
-    outer = int(np.prod(outer_shape)) if outer_shape else 1
-    per = _per(lw, rows, chunk * isz, outer * math.ceil(inner / chunk))
-    for idx in np.ndindex(*outer_shape):
-        so = src.off + sum(i * s for i, s in zip(idx, ss, strict=False))
-        do = dst.off + sum(i * s for i, s in zip(idx, ds, strict=False))
-        for e0 in range(0, inner, chunk):
-            e = min(chunk, inner - e0)
-            for r0 in range(0, rows, per):
-                r = min(per, rows - r0)
-                d0 = do + r0 * dr + e0
-                pe = lw.pe_near(dst.p, d0)
-                b = lw.buf(pe, r * e * isz, f"{layer}.copy")
-                lw.dma(False, pe, b, src.p, so + r0 * sr + e0, r, e, sr or e, layer)
-                lw.dma(True, pe, b, dst.p, d0, r, e, dr or e, layer, frees=[b])
+    sr, dr = (ss[-2], ds[-2]) if len(sh) > 1 else (0, 0)
+    for so, do, e0, e, r0, r in plain_tiles(lw, src, dst, sh, ss, ds, isz):
+        d0 = do + r0 * dr + e0
+        pe = lw.pe_near(dst.p, d0)
+        b = lw.buf(pe, r * e * isz, f"{layer}.copy")
+        lw.dma(False, pe, b, src.p, so + r0 * sr + e0, r, e, sr or e, layer)
+        lw.dma(True, pe, b, dst.p, d0, r, e, dr or e, layer, frees=[b])
 
 
 def _transposing(lw: Lowering, layer: str, src: View, dst: View, sh: list[int],
@@ -135,90 +74,29 @@ def _transposing(lw: Lowering, layer: str, src: View, dst: View, sh: list[int],
     """The destination's innermost axis is strided in the source, whose contiguous axis is
     `q`: (rows along the last axis × cols along q) blocks, VE_TRANSPOSE_TILE in TCM."""
     last = len(sh) - 1
-    n_r, n_c = sh[last], sh[q]
-    cols = min(n_c, max(1, lw.bank // (isz * min(n_r, 64))))
-    others = [i for i in range(len(sh)) if i not in (q, last)]
-    outer = int(np.prod([sh[i] for i in others])) if others else 1
-    per = _per(lw, n_r, cols * isz, outer * math.ceil(n_c / cols))
     qb = QBITS_OF[src.p.dtype]
-    for idx in np.ndindex(*[sh[i] for i in others]):
-        so = src.off + sum(i * ss[a] for i, a in zip(idx, others, strict=True))
-        do = dst.off + sum(i * ds[a] for i, a in zip(idx, others, strict=True))
-        for c0 in range(0, n_c, cols):
-            c = min(cols, n_c - c0)
-            for r0 in range(0, n_r, per):
-                r = min(per, n_r - r0)
-                d0 = do + c0 * ds[q] + r0
-                pe = lw.pe_near(dst.p, d0)
-                bi = lw.buf(pe, r * c * isz, f"{layer}.in")
-                lw.dma(False, pe, bi, src.p, so + r0 * ss[last] + c0 * ss[q], r, c,
-                       ss[last], layer)
-                bo = lw.buf(pe, r * c * isz, f"{layer}.out")
-                lw.op("VE_TRANSPOSE_TILE", pe, layer,
-                      {"rows": r, "cols": c, "qbits_activation": qb, **lw.engines.ve(pe)},
-                      reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
-                lw.dma(True, pe, bo, dst.p, d0, c, r, ds[q], layer, frees=[bo])
-
-
-def _views(lw: Lowering, n: LayerIR) -> list[tuple[View, View]] | None:
-    """(source view, destination view) pairs of a copy layer; None if one is unplaced."""
-    a = node_attrs(n)
-    ins = [lw.placement(t) for t in n.inputs[:1]]
-    outs = [lw.plan.placements.get(t) if t else None for t in n.outputs]
-    if n.op_type == "CONCAT":
-        y = outs[0]
-        if y is None:
-            return None
-        axis = int(a.axis) % len(y.shape)
-        pairs, o = [], 0
-        for t in n.inputs:
-            if not t:
-                continue
-            x = lw.placement(t)
-            pairs.append((view_of(x), sub_view(view_of(y), axis, o, x.shape[axis])))
-            o += x.shape[axis]
-        return pairs
-    x = view_of(ins[0])
-    if n.op_type == "TRANSPOSE":
-        perm = [int(p) for p in a.perm]
-        y = outs[0]
-        if y is None:
-            return None
-        return [(View(x.p, 0, tuple(y.shape), tuple(x.strides[p] for p in perm)), view_of(y))]
-    if n.op_type == "SLICE":
-        y = outs[0]
-        if y is None:
-            return None
-        v = x
-        for ax, (s, st) in enumerate(zip(a.starts, a.steps, strict=True)):
-            s = int(s) + (x.shape[ax] if int(s) < 0 else 0)
-            v = sub_view(v, ax, s, y.shape[ax], int(st))
-        return [(v, view_of(y))]
-    axis = int(a.axis) % len(x.shape)  # SPLIT
-    pairs, o = [], 0
-    for t, y in zip(n.outputs, outs, strict=True):
-        size = lw.g.tensors[t].shape[axis] if t else 0
-        if y is not None:
-            pairs.append((sub_view(x, axis, o, size), view_of(y)))
-        o += size
-    return pairs
+    for so, do, c0, c, r0, r in transposing_tiles(lw, src, dst, sh, ss, ds, isz, q):
+        d0 = do + c0 * ds[q] + r0
+        pe = lw.pe_near(dst.p, d0)
+        bi = lw.buf(pe, r * c * isz, f"{layer}.in")
+        lw.dma(False, pe, bi, src.p, so + r0 * ss[last] + c0 * ss[q], r, c,
+               ss[last], layer)
+        bo = lw.buf(pe, r * c * isz, f"{layer}.out")
+        lw.op("VE_TRANSPOSE_TILE", pe, layer,
+              {"rows": r, "cols": c, "qbits_activation": qb, **lw.engines.ve(pe)},
+              reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
+        lw.dma(True, pe, bo, dst.p, d0, c, r, ds[q], layer, frees=[bo])
 
 
 def lower_copy(lw: Lowering, n: LayerIR) -> bool:
     """TRANSPOSE / SLICE / SPLIT / CONCAT as tiled strided copies (False: runs whole)."""
     if not copyable(lw.g, n):
         return False
-    pairs = _views(lw, n)
+    pairs = copy_views(lw, n)
     if pairs is None:
         return False
-    if any(not _tileable(src, dst) for src, dst in pairs):
+    if any(not tileable_pair(src, dst) for src, dst in pairs):
         return False
     for src, dst in pairs:
         copy_view(lw, n.id, src, dst)
     return True
-
-
-def _tileable(src: View, dst: View) -> bool:
-    """Can `copy_view` tile this pair (checked before any op is emitted)?"""
-    sh, ss, ds = _merged(src.shape, src.strides, dst.strides)
-    return int(np.prod(sh)) == 0 or ds[-1] == 1 and (ss[-1] == 1 or 1 in ss)

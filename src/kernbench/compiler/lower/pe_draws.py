@@ -20,15 +20,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
+from kernbench.compiler.layout import COPY_OPS
 from kernbench.compiler.lower.activation import prepared_form, te_mode
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.bmm_plan import bmm_tiles, out_tile_count, qlinear_bmm_tiles
 from kernbench.compiler.lower.context import FLOAT_DTYPES, Lowering
+from kernbench.compiler.lower.copy_views import copy_draws
 from kernbench.compiler.lower.dynq_plan import dynamic_draws
 from kernbench.compiler.lower.ew_tiling import clamp_tiling, cumsum_tiling, ew_tiling
 from kernbench.compiler.lower.gather_tiling import gather_tiling
 from kernbench.compiler.lower.gemm_cubes import gemm_ranges
 from kernbench.compiler.lower.gemm_parts import range_parts, range_tiles
+from kernbench.compiler.lower.kv_rows import kv_update_draws
 from kernbench.compiler.lower.lone_plan import takes_no_op
 from kernbench.compiler.lower.qdq_layout import (
     layout_blocks,
@@ -37,6 +40,7 @@ from kernbench.compiler.lower.qdq_layout import (
     quant_rows_tiling,
 )
 from kernbench.compiler.lower.qlinear import qlinear_operands
+from kernbench.compiler.lower.rope_tiling import rope_blocks, rope_geometry
 from kernbench.compiler.lower.row_spec import ROW_OPS, row_op_spans, row_spec
 from kernbench.compiler.lower.te_weights import te_weight, values
 from kernbench.compiler.lower.values import TeWeight
@@ -183,6 +187,19 @@ def _dynamic_quantize(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
     return dynamic_draws(lw, n)
 
 
+def _kv_update(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    return kv_update_draws(lw, n)
+
+
+def _copy(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    return copy_draws(lw, n)
+
+
+def _rope(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    geo = rope_geometry(lw, n)
+    return None if geo is None else len(rope_blocks(lw, geo))
+
+
 #: op type → the count of its tiled lowering, tried in the tiling pass's order (None:
 #: that lowering gives the layer up without drawing)
 COUNTS: dict[str, tuple[Callable[[Lowering, LayerIR, Draws], int | None], ...]] = {
@@ -193,7 +210,8 @@ COUNTS: dict[str, tuple[Callable[[Lowering, LayerIR, Draws], int | None], ...]] 
     "GEMM": (_gemm,), "QKV_PROJ": (_gemm,), "MATMUL_INTEGER": (_matmul_integer,),
     "DYNAMIC_QUANTIZE": (_dynamic_quantize,), "MATMUL": (_bmm,),
     "QLINEAR_MATMUL": (_qlinear_matmul, _qlinear_bmm), "QDQ": (_qdq,),
-    "QUANTIZE": (_quant_rows,), "DEQUANTIZE": (_quant_rows,),
+    "QUANTIZE": (_quant_rows,), "DEQUANTIZE": (_quant_rows,), "KV_UPDATE": (_kv_update,),
+    **{op: (_copy,) for op in COPY_OPS}, "ROPE": (_rope,),
 }
 
 
