@@ -23,11 +23,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernbench.compiler.hbm import Placement
-from kernbench.compiler.layout import float_formats, tiled_attention
+from kernbench.compiler.layout import float_formats
 from kernbench.compiler.lower.attention import lower_attention
 from kernbench.compiler.lower.attention_float_kv import lower_float_kv_blocks
-from kernbench.compiler.lower.attention_float_tiles import FloatAttention, load_rows, stored_ok
+from kernbench.compiler.lower.attention_float_tiles import (
+    FloatAttention,
+    float_groups,
+    kv_scales,
+    kv_step,
+    load_rows,
+    stored_ok_all,
+)
 from kernbench.compiler.lower.context import Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
@@ -43,10 +49,10 @@ def _plan(lw: Lowering, n: LayerIR) -> FloatAttention:
     shapes the tiles cannot take (its transposes are already folded into strided views)."""
     q, k, v = (lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
-    if not _stored_ok(lw, n, q, k, v, out):
+    if not stored_ok_all(lw, n, q, k, v, out):
         raise _unfit(n)
     t_len = k.shape[2]
-    step = _step(n, t_len)
+    step = kv_step(n, t_len)
     if step * max(q.shape[3], v.shape[3]) * 4 > lw.bank or step * 4 > lw.bank:
         raise _unfit(n)
     mask = None
@@ -67,7 +73,7 @@ def _plan(lw: Lowering, n: LayerIR) -> FloatAttention:
                           int(a.causal_offset) if a.causal else None,
                           max(1, min(q.shape[2], lw.bank // (step * 4))), q_fmt, kv_fmt,
                           float_format(q_fmt, kv_fmt), step if step < t_len else 0,
-                          _kv_scales(lw, n))
+                          kv_scales(lw, n))
 
 
 def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int, int, int],
@@ -112,75 +118,28 @@ def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int
     lw.dma(True, pe, o, out, ooff, s, dv, out.strides[2], n.id, frees=[o])
 
 
-def _step(n: LayerIR, t_len: int) -> int:
-    """Keys the tiles hold at once: the layer's `kv_block` when it blocks the KV sequence
-    (`compiler.kv_blocks`), else all of them."""
-    blk = int(node_attrs(n).kv_block or 0)
-    return blk if 0 < blk < t_len else t_len
-
-
-def _stored_ok(lw: Lowering, n: LayerIR, q: Placement, k: Placement, v: Placement,
-               out: Placement) -> bool:
-    """Do the tiles read the placements: an fp32 output, Q / K / V fp32 or stored in
-    their 16-bit format, K / V an int8 / int16-stored cache with its static scale
-    (`attention_float_tiles.stored_ok`)?"""
-    q_fmt, kv_fmt = float_formats(n) or (None, None)
-    int_cache = _kv_scales(lw, n) is not None
-    return stored_ok(q, q_fmt) and stored_ok(k, kv_fmt, int_cache) \
-        and stored_ok(v, kv_fmt, int_cache) and stored_ok(out, None)
-
-
-def _kv_scales(lw: Lowering, n: LayerIR) -> tuple[float, float] | None:
-    """(K, V) scales when both are a cache KV_UPDATE stored at int8 / int16 with a static
-    per-tensor scale (the one the interpreter's fake quantization uses); else None."""
-    if n.qbits_kv not in (8, 16):
-        return None
-    scales = []
-    for tid in n.inputs[1:3]:
-        t = lw.g.tensors[tid]
-        if t.quant is None or not t.quant.scale or t.quant.zero_point \
-                or lw.placement(tid).dtype != f"int{n.qbits_kv}":
-            return None
-        sc = np.asarray(lw.g.weights[t.quant.scale], np.float32)
-        if sc.size != 1:
-            return None
-        scales.append(float(sc.reshape(())))
-    return scales[0], scales[1]
-
-
-def _fits(lw: Lowering, n: LayerIR) -> bool:
-    """Do the float tiles take the layer's placements (`_plan` would not refuse them)?"""
-    q, k, v = (lw.placement(t) for t in n.inputs[:3])
-    out = lw.plan.placements[n.outputs[0]]
-    return _stored_ok(lw, n, q, k, v, out) \
-        and _step(n, k.shape[2]) * max(q.shape[3], v.shape[3]) * 4 <= lw.bank
-
-
 def lower_float_attention(lw: Lowering, n: LayerIR) -> bool:
     """Tile a float ATTENTION (see the module doc); False: it runs whole."""
-    if float_formats(n) is None or not tiled_attention(lw.g, n):
+    groups = float_groups(lw, n)
+    if groups is None:
         return False
-    if (n.qbits_activation, n.qbits_kv) != (None, None) and not _fits(lw, n):
-        return False  # runs whole, as before these widths were tiled
     fa = _plan(lw, n)
-    bsz, hq, s_len, _ = fa.q.shape
-    hkv = fa.k.shape[1]
-    rep = hq // hkv
-    for b in range(bsz):
-        for g in range(hkv):
-            pe = lw.next_pe()
-            if fa.kv_block:
-                lower_float_kv_blocks(lw, n, fa, pe, b, g)
-                continue
-            kv = tuple(load_rows(lw, n, pe, p, b * p.strides[0] + g * p.strides[1],
-                                 p.shape[2], p.shape[3], tag, "kv", fa.kv_fmt, sc)
-                       for p, tag, sc in zip((fa.k, fa.v), ("k32", "v32"),
-                                             fa.kv_scales or (None, None), strict=True))
-            for hh in range(rep):
-                for s0 in range(0, s_len, fa.s_blk):
-                    s = min(fa.s_blk, s_len - s0)
-                    last = hh == rep - 1 and s0 + s >= s_len
-                    _block(lw, n, fa, pe, (b, g * rep + hh, s0), s, kv, last)
+    s_len = fa.q.shape[2]
+    rep = fa.q.shape[1] // fa.k.shape[1]
+    for b, g in groups:
+        pe = lw.next_pe()
+        if fa.kv_block:
+            lower_float_kv_blocks(lw, n, fa, pe, b, g)
+            continue
+        kv = tuple(load_rows(lw, n, pe, p, b * p.strides[0] + g * p.strides[1],
+                             p.shape[2], p.shape[3], tag, "kv", fa.kv_fmt, sc)
+                   for p, tag, sc in zip((fa.k, fa.v), ("k32", "v32"),
+                                         fa.kv_scales or (None, None), strict=True))
+        for hh in range(rep):
+            for s0 in range(0, s_len, fa.s_blk):
+                s = min(fa.s_blk, s_len - s0)
+                last = hh == rep - 1 and s0 + s >= s_len
+                _block(lw, n, fa, pe, (b, g * rep + hh, s0), s, kv, last)
     return True
 
 

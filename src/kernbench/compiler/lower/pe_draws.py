@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.layout import COPY_OPS
+from kernbench.compiler.layout import COPY_OPS, float_formats
 from kernbench.compiler.lower.activation import prepared_form, te_mode
+from kernbench.compiler.lower.attention import attention_draws
+from kernbench.compiler.lower.attention_float_tiles import float_groups
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.bmm_plan import bmm_tiles, out_tile_count, qlinear_bmm_tiles
 from kernbench.compiler.lower.context import FLOAT_DTYPES, Lowering
@@ -195,6 +197,15 @@ def _copy(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
     return copy_draws(lw, n)
 
 
+def _attention(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    """ATTENTION (`attention_float.lower_any_attention`): float layers one PE per (batch,
+    KV group), integer ones as `attention.attention_draws` counts."""
+    if float_formats(n) is not None:
+        groups = float_groups(lw, n)
+        return None if groups is None else len(groups)
+    return attention_draws(lw, n)
+
+
 def _rope(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
     geo = rope_geometry(lw, n)
     return None if geo is None else len(rope_blocks(lw, geo))
@@ -212,6 +223,7 @@ COUNTS: dict[str, tuple[Callable[[Lowering, LayerIR, Draws], int | None], ...]] 
     "QLINEAR_MATMUL": (_qlinear_matmul, _qlinear_bmm), "QDQ": (_qdq,),
     "QUANTIZE": (_quant_rows,), "DEQUANTIZE": (_quant_rows,), "KV_UPDATE": (_kv_update,),
     **{op: (_copy,) for op in COPY_OPS}, "ROPE": (_rope,),
+    "ATTENTION": (_attention,),
 }
 
 
