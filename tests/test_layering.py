@@ -205,7 +205,7 @@ LOWER_LAYERS = {
         "gemm_outputs", "gemm_splitk", "gemm_cubes", "gemm_parts", "row_spec", "gemm_rowreduce", "gemm", "attention_kv",
         "attention_parts", "attention", "clamp", "conv_tiles", "qlinear",
         "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout", "conv_plan",
-        "ew_tiling", "gather_tiling", "lone_plan", "pe_draws", "bmm_plan", "copy_views", "rope_tiling"},
+        "ew_tiling", "gather_tiling", "lone_plan", "pe_draws", "bmm_plan", "copy_views", "rope_tiling", "pool_tiling"},
     5: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",
         "qlinear_bmm", "qlinear_conv", "quant_rows", "attention_float", "gemm_layer", "conv",
         "bmm", "rowwise"},

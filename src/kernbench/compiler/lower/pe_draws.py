@@ -27,6 +27,14 @@ from kernbench.compiler.lower.attention_float_tiles import float_groups
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.bmm_plan import bmm_tiles, out_tile_count, qlinear_bmm_tiles
 from kernbench.compiler.lower.context import FLOAT_DTYPES, Lowering
+from kernbench.compiler.lower.conv_plan import (
+    conv_blocking,
+    conv_shape,
+    dequantized_int8,
+    float_activation,
+    qconv_blocking,
+)
+from kernbench.compiler.lower.conv_tiles import conv_units
 from kernbench.compiler.lower.copy_views import copy_draws
 from kernbench.compiler.lower.dynq_plan import dynamic_draws
 from kernbench.compiler.lower.ew_tiling import clamp_tiling, cumsum_tiling, ew_tiling
@@ -35,6 +43,7 @@ from kernbench.compiler.lower.gemm_cubes import gemm_ranges
 from kernbench.compiler.lower.gemm_parts import range_parts, range_tiles
 from kernbench.compiler.lower.kv_rows import kv_update_draws
 from kernbench.compiler.lower.lone_plan import takes_no_op
+from kernbench.compiler.lower.pool_tiling import pool_tiling, reduce_tiling
 from kernbench.compiler.lower.qdq_layout import (
     layout_blocks,
     plain_rows,
@@ -120,11 +129,7 @@ def _gemm(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
         return None
     bits = n.qbits_activation if mode in ("int", "int16", "dq") else 16
     form = prepared_form(lw, n.inputs[0], mode, bits)
-    drawn = 0
-    key = (n.inputs[0], mode, bits)
-    if form.memo and key not in d.converted:
-        d.converted.add(key)
-        drawn = len(form.spans)
+    _, drawn = _convert_once(lw, n.inputs[0], mode, bits, d)
     if form.dtype is None:
         return None  # it converts nothing: no spans
     nn_layer = sum(int(wp.shape[1]) for wp in wps if wp is not None)
@@ -206,6 +211,53 @@ def _attention(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
     return attention_draws(lw, n)
 
 
+def _convert_once(lw: Lowering, x_tid: str, mode: str, bits: int,
+                  d: Draws) -> tuple[str | None, int]:
+    """(the dtype `prepare_x` gives activation `x_tid`, or None; the PEs its conversion
+    draws: only the first layer asking converts)."""
+    form = prepared_form(lw, x_tid, mode, bits)
+    key = (x_tid, mode, bits)
+    if form.memo and key not in d.converted:
+        d.converted.add(key)
+        return form.dtype, len(form.spans)
+    return form.dtype, 0
+
+
+def _conv(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    """CONV (`conv`): its blocks (`conv_tiles.conv_units`) with the activation as the
+    tiles read it: int8 data behind a DEQUANTIZE through `prepare_x`, else as it lies."""
+    shape = conv_shape(lw, n)
+    if shape is None or lw.lowering_plan.te_weight(
+            (n.inputs[1], f"conv:{shape.mode}", n.qbits_weight)) is None:
+        return None
+    drawn = 0
+    if dequantized_int8(lw, n.inputs[0], shape.mode):
+        x_dtype, drawn = _convert_once(lw, n.inputs[0], "int", 8, d)
+        xt = x_dtype
+    else:
+        fa = float_activation(lw, n.inputs[0], shape.mode)
+        x_dtype, xt = (fa[0].dtype, fa[1]) if fa is not None else (None, None)
+    blk = conv_blocking(lw, n, x_dtype, xt) if x_dtype is not None and xt else None
+    if blk is None:
+        return None if drawn == 0 else drawn + WHOLE
+    return drawn + conv_units(lw, blk)
+
+
+def _qlinear_conv(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    blk = qconv_blocking(lw, n)
+    return None if blk is None else conv_units(lw, blk)
+
+
+def _pool(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    t = pool_tiling(lw, n)
+    return None if t is None else len(t.units)
+
+
+def _reduce(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    t = reduce_tiling(lw, n)
+    return None if t is None else len(t.blocks)
+
+
 def _rope(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
     geo = rope_geometry(lw, n)
     return None if geo is None else len(rope_blocks(lw, geo))
@@ -223,7 +275,8 @@ COUNTS: dict[str, tuple[Callable[[Lowering, LayerIR, Draws], int | None], ...]] 
     "QLINEAR_MATMUL": (_qlinear_matmul, _qlinear_bmm), "QDQ": (_qdq,),
     "QUANTIZE": (_quant_rows,), "DEQUANTIZE": (_quant_rows,), "KV_UPDATE": (_kv_update,),
     **{op: (_copy,) for op in COPY_OPS}, "ROPE": (_rope,),
-    "ATTENTION": (_attention,),
+    "ATTENTION": (_attention,), "CONV": (_conv,), "QLINEAR_CONV": (_qlinear_conv,),
+    "POOL": (_pool,), "REDUCE": (_reduce,),
 }
 
 

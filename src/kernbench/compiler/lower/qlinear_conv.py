@@ -21,47 +21,22 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.conv_tiles import ConvJob, dense_tiles, dw_blocks, load_x
-from kernbench.compiler.lower.qlinear import Requant, centered, const_value, requant, scalar
+from kernbench.compiler.lower.conv_plan import qconv_operands
+from kernbench.compiler.lower.conv_tiles import ConvJob, dense_tiles, dw_units, load_x
+from kernbench.compiler.lower.qlinear import Requant, requant
 from kernbench.compiler.lower.values import TeWeight
-from kernbench.compiler.lower.window import geom
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import node_attrs
-
-INT32 = (-(2**31), 2**31 - 1)
 
 
 def _job(lw: Lowering, n: LayerIR) -> tuple[ConvJob, Requant, int, Placement | None] | None:
     """(the conv job, the requantize epilogue, z_x, the int32 bias vector) or None."""
-    g = lw.g
-    if len(n.inputs) < 8:
+    ops = qconv_operands(lw, n)
+    if ops is None:
         return None
-    x, sx_t, zx_t, w, sw_t, zw_t, sy_t, zy_t = n.inputs[:8]
-    sx, zx, sy, zy = (scalar(lw, t) for t in (sx_t, zx_t, sy_t, zy_t))
-    wq, sw, zw = const_value(lw, w), const_value(lw, sw_t), const_value(lw, zw_t)
-    b_t = n.inputs[8] if len(n.inputs) > 8 and n.inputs[8] else None
-    bias = const_value(lw, b_t) if b_t else None
-    if any(v is None for v in (sx, zx, sy, zy, wq, sw, zw)) or g.tensors[x].const \
-            or (b_t and bias is None) or wq.ndim not in (3, 4):
-        return None
-    cout = wq.shape[0]
-    if sw.size not in (1, cout) or zw.size not in (1, cout):
-        return None
-    wc = centered(wq, zw, 0)
-    xp, yp = lw.placement(x), lw.plan.placements.get(n.outputs[0])
-    if wc is None or yp is None or not xp.contiguous or not yp.contiguous \
-            or xp.dtype not in ("int8", "uint8") or yp.dtype not in ("int8", "uint8"):
-        return None
-    geo = geom(n, list(xp.shape), list(yp.shape), list(wq.shape[2:]))
-    groups = int(node_attrs(n).group)
-    if geo is None or geo.c % groups or cout % groups or wq.shape[1] * groups != geo.c:
-        return None
-    term = -int(zx) * wc.reshape(cout, -1).astype(np.int64).sum(axis=1)
-    if bias is not None:
-        term = term + bias.astype(np.int64).reshape(-1)
-    if term.min() < INT32[0] or term.max() > INT32[1]:
-        return None
+    w, zw_t = n.inputs[3], n.inputs[5]
+    sx, zx, sw, sy, zy, wq, wc = ops.sx, ops.zx, ops.sw, ops.sy, ops.zy, ops.wq, ops.wc
+    xp, yp, geo, groups, cout, term = ops.x, ops.y, ops.geo, ops.groups, ops.cout, ops.term
     wp = lw.const(f"{w}-{zw_t}@qconv_int8", wc.reshape((cout, wq.shape[1], geo.kh, geo.kw)), "int8",
                   source=w)
     corr = lw.const(f"{n.id}:{n.outputs[0]}@qconv_bias", term.astype(np.int32), "int32") \
@@ -140,27 +115,22 @@ def _depthwise(lw: Lowering, job: ConvJob, rq: Requant, zx: int,
     """VE_DWCONV_TILE tiles: (image, channel block, row block), with the int32 bias."""
     geo, nid, w = job.geo, job.n.id, job.w
     mult = job.cout // geo.c
-    cb_max, toh = dw_blocks(lw, job)
     taps = geo.kh * geo.kw
     xf = _x_fields(job, zx, "in_signed")
-    for img in range(geo.n):
-        for ci0 in range(0, geo.c, cb_max):
-            cb = min(cb_max, geo.c - ci0)
-            for oh0 in range(0, geo.ho, toh):
-                t = min(toh, geo.ho - oh0)
-                rb = geo.rows_for(oh0, t)
-                pe = lw.next_pe()
-                bx = load_x(lw, job, pe, img, ci0, cb, rb.first, rb.rows)
-                nw = cb * mult * taps
-                bw = lw.buf(pe, nw, f"{nid}.wgt")
-                lw.dma(False, pe, bw, w.placement, ci0 * mult * taps, 1, nw, nw, nid,
-                       role="weight")
-                extra = _bias(lw, pe, nid, corr, ci0 * mult, cb * mult)
-                acc = lw.buf(pe, cb * mult * t * geo.wo * 4, f"{nid}.acc")
-                fields = {"c": cb, "multiplier": mult, **geo.window_fields(rb),
-                          "qbits_activation": QBITS_OF[job.x.dtype], "qbits_weight": 8,
-                          "out_qbits": 32, **xf}
-                lw.op("VE_DWCONV_TILE", pe, nid, fields,
-                      reads=[("in", bx), ("wgt", bw)] + extra, writes=[("out", acc)],
-                      frees=[bx, bw] + [b for _, b in extra])
-                _epilogue(lw, job, rq, pe, acc, img, ci0 * mult, cb * mult, oh0, t)
+    for img, ci0, cb, oh0, t in dw_units(lw, job.blocking):
+        rb = geo.rows_for(oh0, t)
+        pe = lw.next_pe()
+        bx = load_x(lw, job, pe, img, ci0, cb, rb.first, rb.rows)
+        nw = cb * mult * taps
+        bw = lw.buf(pe, nw, f"{nid}.wgt")
+        lw.dma(False, pe, bw, w.placement, ci0 * mult * taps, 1, nw, nw, nid,
+               role="weight")
+        extra = _bias(lw, pe, nid, corr, ci0 * mult, cb * mult)
+        acc = lw.buf(pe, cb * mult * t * geo.wo * 4, f"{nid}.acc")
+        fields = {"c": cb, "multiplier": mult, **geo.window_fields(rb),
+                  "qbits_activation": QBITS_OF[job.x.dtype], "qbits_weight": 8,
+                  "out_qbits": 32, **xf}
+        lw.op("VE_DWCONV_TILE", pe, nid, fields,
+              reads=[("in", bx), ("wgt", bw)] + extra, writes=[("out", acc)],
+              frees=[bx, bw] + [b for _, b in extra])
+        _epilogue(lw, job, rq, pe, acc, img, ci0 * mult, cb * mult, oh0, t)
