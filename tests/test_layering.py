@@ -310,6 +310,8 @@ PLANNED_DECISIONS = [
     ("planned_norm", {"plan_pass"}),
     ("one_tile_cube", set()),            # which layers run as one tile, on which PE
     ("planned_lone", {"plan_pass"}),
+    ("layer_draws", set()),              # the PEs a layer draws, so where each starts
+    ("planned_first_pe", {"plan_pass"}),
 ]
 
 

@@ -295,3 +295,19 @@ def layer_draws(lw: Lowering, n: LayerIR, d: Draws) -> int:
         if drawn is not None:
             return drawn
     return WHOLE
+
+
+def planned_first_pe(lw: Lowering) -> dict[str, int]:
+    """On one cube, every layer with an op of its own → the PE its first tile goes to:
+    the PEs the layers before it draw (`layer_draws`), modulo the PEs, in graph order.
+    Empty on several cubes (each layer starts at PE 0, a rule of the topology)."""
+    if lw.pes.restart_per_layer:
+        return {}
+    out: dict[str, int] = {}
+    d, position = Draws(), 0
+    for n in lw.g.nodes:
+        if takes_no_op(lw, n):
+            continue
+        out[n.id] = position % lw.n_pes
+        position += layer_draws(lw, n, d)
+    return out

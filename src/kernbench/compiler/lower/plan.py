@@ -39,6 +39,10 @@ Fields:
   (`reduced`). The GEMM's tiles read the norm's row spec either way.
 - `lone`: the layers that run as one tile (a small element-wise op or gather) → the PE
   it runs on: per cube the next of its PEs, in a rotation across layers (`lone_plan`).
+- `first_pe`: on one cube, every layer with an op of its own → the PE its first tile
+  goes to: the round-robin carries across layers, so it is the PEs the layers before it
+  drew, modulo the PEs (`pe_draws`); the tiling pass starts each layer's cursor there.
+  Empty on several cubes, where every layer starts at PE 0.
 - `fused`: layers computed by another layer's tiles (layer → that layer): a tiled
   MATMUL_INTEGER's Cast and Mul, an epilogue's consumer, a conv's clamp, a row-reduced
   norm, and the views of a tensor no tile writes (each → the producer of that tensor).
@@ -52,7 +56,8 @@ Fields:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from kernbench.compiler.lower.values import (
     FusedStep,
@@ -87,6 +92,7 @@ class LoweringPlan:
     clamps: Mapping[str, str]
     norms: Mapping[str, NormAfter]
     lone: Mapping[str, int]
+    first_pe: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def feeds_kv_update(self, node: str) -> bool:
         """Does a projection store the new rows of KV_UPDATE `node` (it copies the past)?"""
@@ -150,6 +156,8 @@ class LoweringPlan:
                   for m, na in sorted(self.norms.items())]
         lines.append("  lone (layer of one tile -> its PE, a rotation per cube):")
         lines += [f"    {layer} -> pe{pe}" for layer, pe in sorted(self.lone.items())]
+        lines.append("  first_pe (layer -> the PE its first tile goes to, one cube):")
+        lines += [f"    {layer} -> pe{pe}" for layer, pe in self.first_pe.items()]
         lines.append("  fused (layer -> the layer whose tiles compute it):")
         lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
         lines.append("  unwritten (float tensors no tile writes):")

@@ -147,7 +147,7 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
         return  # a view, or a layer other tiles compute (a fused consumer: its GEMM's epilogue)
     lowering = LOWERINGS.get(n.op_type)
     first = len(lw.tg.ops)
-    start = lw.pes.position
+    start = lw.start_layer(n.id)
     if lowering is None or not lowering(lw, n):
         planned = lw.lowering_plan
         if n.id in planned.epilogue or n.id in planned.clamps \
