@@ -205,7 +205,9 @@ LOWER_LAYERS = {
         "gemm_outputs", "gemm_splitk", "gemm_cubes", "gemm_parts", "row_spec", "gemm_rowreduce", "gemm", "attention_kv",
         "attention_parts", "attention", "clamp", "conv_tiles", "qlinear",
         "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout", "conv_plan",
-        "ew_tiling", "gather_tiling", "lone_plan", "pe_draws", "bmm_plan", "copy_views", "rope_tiling", "pool_tiling"},
+        "ew_tiling", "gather_tiling", "lone_plan", "attention_tiling", "bmm_tiling",
+        "copy_tiling", "pool_tiling", "qlinear_tiling", "rope_tiling", "whole_plan",
+        "pe_draws"},
     5: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",
         "qlinear_bmm", "qlinear_conv", "quant_rows", "attention_float", "gemm_layer", "conv",
         "bmm", "rowwise"},
@@ -310,6 +312,8 @@ PLANNED_DECISIONS = [
     ("planned_norm", {"plan_pass"}),
     ("one_tile_cube", set()),            # which layers run as one tile, on which PE
     ("planned_lone", {"plan_pass"}),
+    ("runs_whole", set()),               # which layers run whole, which storage is pinned
+    ("planned_whole", {"plan_pass"}),
     ("layer_draws", set()),              # the PEs a layer draws, so where each starts
     ("planned_first_pe", {"plan_pass"}),
 ]

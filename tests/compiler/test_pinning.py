@@ -40,13 +40,16 @@ def _until(tmp: Path, last: str) -> CompileState:
 
 
 def test_a_spread_input_a_layer_cannot_tile_is_pinned_and_the_layer_then_tiles(tmp_path):
-    before = _until(tmp_path, "plan")
+    before = _until(tmp_path, PASS_NAMES[PASS_NAMES.index("plan") - 1])
     assert len(before.require_memory().placements["h"].parts) == 4  # spread over the cubes
+    planned = _until(tmp_path, "plan")  # the plan pass pins h and plans the memory again
+    h = planned.require_memory().placements["h"]
+    assert planned.pinned == {h.key} and not h.parts
+    assert h.addr // planned.require_memory().cube_bytes == 0  # whole in cube 0
+    plan = planned.require_lowering_plan()
+    assert dict(plan.pins) == {h.key: "gather_1"} and not plan.whole  # then it tiles
     st = _until(tmp_path, "tiling")
-    h = st.require_memory().placements["h"]
-    assert st.pinned == {h.key} and not h.parts
-    assert h.addr // st.require_memory().cube_bytes == 0  # whole in cube 0
     ops = st.require_tiles().ops
     gather = [op for op in ops if op.layer == "gather_1"]
     assert gather and not any(op.opcode.endswith("LAYER_OP") for op in ops)
-    assert not st.require_tiles().pinned  # the last round touched no spread storage
+    assert not st.require_tiles().whole

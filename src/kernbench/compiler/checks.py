@@ -105,6 +105,31 @@ def check_plan(state: CompileState) -> None:
             raise InvariantError(f"lowering plan: '{c}' is fused into '{p}', which does not "
                                  f"come before it")
     _check_lone(state, order)
+    _check_pins(state)
+
+
+def _check_pins(state: CompileState) -> None:
+    """The storages pinned whole are the plan's pins, each touched by the layer run whole
+    that needed it; no layer the plan runs whole touches spread storage."""
+    plan, memory = state.require_lowering_plan(), state.require_memory()
+    nodes = {n.id: n for n in state.graph.nodes}
+    if set(plan.pins) != state.pinned:
+        key = min(set(plan.pins) ^ state.pinned)
+        raise InvariantError(f"lowering plan: storage '{key}' is pinned to one cube, yet "
+                             "the plan's pins " + ("name" if key in plan.pins else
+                                                    "do not name") + " it as pinned")
+    for key, layer in plan.pins.items():
+        if layer not in nodes or not any(
+                (p := memory.placements.get(t)) is not None and p.key == key
+                for t in (*nodes[layer].inputs, *nodes[layer].outputs) if t):
+            raise InvariantError(f"lowering plan: storage '{key}' is pinned for '{layer}', "
+                                 "which is no layer touching it")
+    for layer in sorted(plan.whole):
+        spread = [t for t in (*nodes[layer].inputs, *nodes[layer].outputs)
+                  if t and (p := memory.placements.get(t)) is not None and p.parts]
+        if spread:
+            raise InvariantError(f"lowering plan: '{layer}' runs whole, yet it touches "
+                                 f"'{spread[0]}', which is spread over the cubes")
 
 
 
@@ -163,6 +188,12 @@ def check_tiles(state: CompileState) -> None:
     plan, memory = state.lowering_plan, state.memory
     if plan is not None:
         _check_chains(tg, plan.fused)
+        if tg.whole != plan.whole:
+            layer = min(tg.whole ^ plan.whole)
+            raise InvariantError(f"TileGraph: layer {layer} "
+                                 + ("runs whole, yet the lowering plan does not say so"
+                                    if layer in tg.whole else
+                                    "is tiled, yet the lowering plan runs it whole"))
         if tg.lone != plan.lone:
             layer = min(set(tg.lone) ^ set(plan.lone)
                         or {t for t in tg.lone if tg.lone[t] != plan.lone[t]})

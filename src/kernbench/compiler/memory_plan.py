@@ -3,7 +3,7 @@
 - activations are allocated once, 256-byte aligned; on a multi-cube NPU an intermediate
   with enough rows is *spread*: its rows are split over the cubes (part c in cube c's
   HBM), so that each cube's PEs work on local rows (`kernbench.compiler.hbm`). Storage a
-  whole-layer op reads or writes is *pinned* whole in cube 0 (the tiling pass finds those
+  whole-layer op reads or writes is *pinned* whole in cube 0 (the plan pass finds those
   and plans again: `CompileState.pinned`); a present KV cache (a KV_UPDATE's output) is
   spread the same way, so its heads live in several cubes; graph inputs and other outputs
   are never spread;

@@ -36,6 +36,7 @@ from kernbench.ir.onnx_import.initializers import Source, file_key, initializer_
 from kernbench.ir.onnx_import.loader import copy_with_external_data
 from kernbench.ir.qconfig import apply_qconfig, load_qconfig
 from kernbench.ir.verify import verify
+from kernbench.numerics.quant import shared_weights
 from kernbench.report.stats import write_json
 from kernbench.topology.model import Topology
 
@@ -56,7 +57,8 @@ def compile_graph(graph: Graph, topology: Topology, options: CompileOptions | No
     pm = PassManager(PASSES, dump_after=tuple(dump_after), dump_dir=dump_dir,
                      progress=progress)
     try:
-        state = pm.run(state)
+        with shared_weights():  # the calibration run and the lowering quantize them once
+            state = pm.run(state)
     except ValueError as e:
         raise InputError(f"cannot compile: {e}") from None
     return state, pm

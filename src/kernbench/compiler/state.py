@@ -76,7 +76,8 @@ class CompileState:
     #: layer outputs stored transposed (layout pass): tensor → perm; the storage has shape
     #: [shape[p] for p in perm] and the tensor is that storage seen through permuted strides
     stored_permuted: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    #: storage keys kept whole in one cube (read or written by a whole-layer op)
+    #: storage keys kept whole in one cube (read or written by a layer the plan pass runs
+    #: whole, `whole_plan`)
     pinned: set[str] = field(default_factory=set)
     #: the decisions spanning several ops, made by the plan pass for the tiling pass
     lowering_plan: LoweringPlan | None = None

@@ -8,9 +8,8 @@ node at a time, as the simulator fetches them:
 
 1. the passes before tiling run as in `compile_graph` (PassManager, checks);
 2. a *survey* lowers every node once and keeps only what the stream needs to know in
-   advance: entries per layer (progress, per-layer spans), the whole-layer-op census, the
-   storage pins (planned again, as `lower_graph` does) and which node last touches each HBM
-   storage (`region.StorageUse`: what the scheduler may forget). Each node's ops are
+   advance: entries per layer (progress, per-layer spans), the whole-layer-op census and
+   which node last touches each HBM storage (`region.StorageUse`: what the scheduler may forget). Each node's ops are
    dropped once counted; constants get their HBM addresses here, in the same order as in
    `compile_graph`;
 3. `StreamedCompile.chunks()` runs the passes from tiling on (`FROM_TILING`: tiling,
@@ -33,8 +32,7 @@ from typing import Any, NamedTuple
 from kernbench.compiler.checks import CHECKS
 from kernbench.compiler.hbm import MemoryPlan
 from kernbench.compiler.layer_ops import CensusCounter, LayerOpCensus
-from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.tile_pass import Tile, with_pins
+from kernbench.compiler.lower.tile_pass import Tile
 from kernbench.compiler.manager import PassManager
 from kernbench.compiler.pipeline import PASSES
 from kernbench.compiler.region import Region, RegionPass, StorageUse
@@ -49,7 +47,7 @@ BEFORE_TILING = tuple(PASSES[:[p.name for p in PASSES].index("tiling")])
 #: the rest: run region by region (`StreamedCompile.chunks`), or on a program compiled
 #: whole after all (`StreamedCompile.finish`)
 FROM_TILING: tuple[RegionPass, ...] = PASSES[len(BEFORE_TILING):]
-#: the tiling pass, which the survey runs region by region (with its pinning rounds)
+#: the tiling pass, which the survey runs region by region
 TILING = next(p for p in PASSES if isinstance(p, Tile))
 
 
@@ -140,7 +138,7 @@ def compile_streamed(graph: Graph, topology: Topology, options: CompileOptions |
             progress("tiling")
         survey = _survey(state)
         # what the pass manager checks after the tiling pass, but its ops: the survey
-        # keeps none (the memory as the lowering completed it, the plan as pinning left it)
+        # keeps none (the memory as the lowering completed it)
         checked = dataclasses.replace(state, memory=survey.memory)
         for product in TILING.produces:
             if product != "tiles":
@@ -152,13 +150,8 @@ def compile_streamed(graph: Graph, topology: Topology, options: CompileOptions |
 
 def _survey(state: CompileState) -> Survey:
     """Lower every node once (the tiling pass region by region, `Tile.on_regions`), on a
-    copy of the memory plan, keeping counts and storage use only; storages a whole-layer
-    op touches are pinned and the memory planned again (`tile_pass.with_pins`, the
-    rounds the tiling pass's `apply` runs)."""
-    return with_pins(state, _survey_once)
-
-
-def _survey_once(state: CompileState) -> tuple[Lowering, Survey]:
+    copy of the memory plan, keeping counts and storage use only (the plan pass already
+    pinned what the layers run whole touch)."""
     pristine = state.memory
     assert pristine is not None
     state.memory = pristine.copy()
@@ -179,7 +172,7 @@ def _survey_once(state: CompileState) -> tuple[Lowering, Survey]:
         count += len(ops)
         for op in ops:
             per_layer[op.layer] = per_layer.get(op.layer, 0) + 1
-    return lw, Survey(count + 1, per_layer, census.census(count + 1), use, lw.tg, memory)
+    return Survey(count + 1, per_layer, census.census(count + 1), use, lw.tg, memory)
 
 
 __all__ = ["BEFORE_TILING", "FROM_TILING", "StreamedCompile", "Survey", "compile_streamed"]

@@ -62,9 +62,9 @@ class TileGraph:
     #: view nodes (RESHAPE / TRANSPOSE / IDENTITY) of a tensor a lowering left unstored:
     #: their placements are gone, yet they moved nothing (`roofline.layer_bounds`)
     views: set[str] = field(default_factory=set)
-    #: spread storages a whole-layer op touched: the tiling pass pins them to one cube and
-    #: lowers again (`tile_pass.with_pins`)
-    pinned: set[str] = field(default_factory=set)
+    #: layers run as one whole-layer op (`layer_op`); `checks.check_tiles` compares them
+    #: with the lowering plan's `whole`
+    whole: set[str] = field(default_factory=set)
     #: layers of one tile → the PE it runs on, as the lowering plan's `lone` gave it
     #: (`Lowering.lone_pe`; `checks.check_tiles` compares the two)
     lone: dict[str, int] = field(default_factory=dict)

@@ -9,7 +9,9 @@ into (name, params); the data pass stores them in its op log and calls run_layer
 
 Numerics of narrow floats (one rule for both executions): float16, bfloat16 and fp8
 inputs are widened to float32 before the kernel runs, every kernel computes in fp32 (in
-float64 inside numerics.wide.wide_floats, which widens every float input) and
+float64 inside numerics.wide.wide_floats, which widens every float input; the GEMM
+kernels widen a float32 input themselves, so a weight is quantized from the array the
+graph holds) and
 the caller rounds each output once, to the output tensor's dtype (the IR interpreter's
 `stored`, the data pass's store). Rounding inside a kernel (numpy's float16 ufuncs round
 after every step) would make the two executions differ by an ulp.
@@ -137,7 +139,18 @@ def run_layer(name: str, args: list[np.ndarray | None], params: dict[str, Any]
     fn = LAYER_KERNELS.get(name)
     if fn is None:
         raise KernelError(f"no layer kernel {name!r}")
+    if name in _SELF_WIDENING and is_wide():
+        return fn(*[widen_float(a) if not _is_f32(a) else a for a in args], **params)
     return fn(*[widen_float(a) for a in args], **params)
+
+
+#: kernels that compute on `work(...)` of every float input themselves: a float32 input
+#: reaches them as it is (a GEMM weight is quantized from it, not from a widened copy)
+_SELF_WIDENING = frozenset({"gemm", "qkv_proj"})
+
+
+def _is_f32(a: object) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype == np.float32
 
 
 def widen_float(x: object) -> object:

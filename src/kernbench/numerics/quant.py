@@ -19,6 +19,9 @@ Conventions:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import ml_dtypes
 import numpy as np
@@ -35,6 +38,7 @@ __all__ = [
     "dequantize",
     "fake_quant",
     "quantize_weight",
+    "shared_weights",
     "int_matmul",
     "accumulator_bits",
     "row_scale",
@@ -193,9 +197,39 @@ def fake_quant(x: np.ndarray, bits: int, scale=None, zero_point=0, signed: bool 
 
 def quantize_weight(w: np.ndarray, bits: int, axis: int | None = -1):
     """Symmetric weight quantization: returns (q, scale). For a GEMM weight w[K, N] the
-    default axis -1 gives one scale per output channel."""
+    default axis -1 gives one scale per output channel. Inside `shared_weights` a
+    read-only array is quantized once per (bits, axis) and its results are read-only."""
+    memo = _SHARED.get()
+    if memo is None or not isinstance(w, np.ndarray) or w.flags.writeable:
+        return _quantize_weight(w, bits, axis)
+    key = (id(w), bits, axis)
+    hit = memo.get(key)
+    if hit is None:
+        q, scale = _quantize_weight(w, bits, axis)
+        q.flags.writeable = False
+        scale.flags.writeable = False
+        hit = memo[key] = (w, q, scale)  # w held: its id is not reused while it is kept
+    return hit[1], hit[2]
+
+
+def _quantize_weight(w: np.ndarray, bits: int, axis: int | None):
     scale = symmetric_scale(w, bits, axis)
     return quantize(w, scale, 0, bits, True, axis), scale
+
+
+_SHARED: ContextVar[dict | None] = ContextVar("kernbench_shared_weights", default=None)
+
+
+@contextmanager
+def shared_weights() -> Iterator[None]:
+    """Quantize each read-only weight once per (bits, axis) while the context is open
+    (`quantize_weight`): a compile's calibration run and its lowering quantize the same
+    weights. A read-only array is one nothing changes in place while the context is open."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 def row_scale(x: np.ndarray, bits: int) -> np.ndarray:

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.layout import tiled_attention
 from kernbench.compiler.lower.attention_kv import kv_te, lower_kv_blocks, q_rows
 from kernbench.compiler.lower.attention_parts import lower_kv_parts
 from kernbench.compiler.lower.attention_tiles import AttentionTiles
+from kernbench.compiler.lower.attention_tiling import attention_tiled
 from kernbench.compiler.lower.context import FLOAT_DTYPES, QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.xquant import (
     QuantOut,
@@ -332,7 +332,7 @@ def attention_draws(lw: Lowering, n: LayerIR) -> int | None:
     """The PEs an integer ATTENTION's tiles draw (None: it runs whole): with key ranges,
     one per (batch, KV group) and range (`kv_part_bounds`; the first is the owner's);
     with KV blocks, one per (batch, KV group); else one per query run (`_query_runs`)."""
-    if not tiled_attention(lw.g, n):
+    if not attention_tiled(lw, n):
         return None
     at = plan_attention(lw, n, planned=True)
     if at.kv_parts > 1:
@@ -353,7 +353,7 @@ def _quantized_output(lw: Lowering, n: LayerIR, at: AttentionTiles) -> QuantOut 
 
 
 def lower_attention(lw: Lowering, n: LayerIR) -> bool:
-    if not tiled_attention(lw.g, n):
+    if not attention_tiled(lw, n):
         return False
     at = plan_attention(lw, n)
     at = replace(at, q_out=_quantized_output(lw, n, at))

@@ -26,13 +26,13 @@ import numpy as np
 from kernbench.compiler.layout import float_formats
 from kernbench.compiler.lower.attention import lower_attention
 from kernbench.compiler.lower.attention_float_kv import lower_float_kv_blocks
-from kernbench.compiler.lower.attention_float_tiles import (
-    FloatAttention,
+from kernbench.compiler.lower.attention_float_tiles import FloatAttention, load_rows
+from kernbench.compiler.lower.attention_tiling import (
+    attention_tiled,
     float_groups,
+    float_stored_ok,
     kv_scales,
     kv_step,
-    load_rows,
-    stored_ok_all,
 )
 from kernbench.compiler.lower.context import Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
@@ -49,7 +49,7 @@ def _plan(lw: Lowering, n: LayerIR) -> FloatAttention:
     shapes the tiles cannot take (its transposes are already folded into strided views)."""
     q, k, v = (lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
-    if not stored_ok_all(lw, n, q, k, v, out):
+    if not float_stored_ok(lw, n, q, k, v, out):
         raise _unfit(n)
     t_len = k.shape[2]
     step = kv_step(n, t_len)
@@ -120,13 +120,12 @@ def _block(lw: Lowering, n: LayerIR, fa: FloatAttention, pe: int, idx: tuple[int
 
 def lower_float_attention(lw: Lowering, n: LayerIR) -> bool:
     """Tile a float ATTENTION (see the module doc); False: it runs whole."""
-    groups = float_groups(lw, n)
-    if groups is None:
+    if float_formats(n) is None or not attention_tiled(lw, n):
         return False
     fa = _plan(lw, n)
     s_len = fa.q.shape[2]
     rep = fa.q.shape[1] // fa.k.shape[1]
-    for b, g in groups:
+    for b, g in float_groups(lw, n):
         pe = lw.next_pe()
         if fa.kv_block:
             lower_float_kv_blocks(lw, n, fa, pe, b, g)

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.layout import float_formats, tiled_attention
 from kernbench.compiler.lower.context import Lowering, float_format
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import node_attrs
 
 #: integer cache storage a float attention dequantizes on load, and its bits
 INT_CACHE = {"int8": 8, "int16": 16}
@@ -82,60 +78,3 @@ def load_rows(lw: Lowering, n: LayerIR, pe: int, p: Placement, off: int, rows: i
 
 
 __all__ = ["FloatAttention", "load_rows"]
-
-
-def kv_step(n: LayerIR, t_len: int) -> int:
-    """Keys the tiles hold at once: the layer's `kv_block` when it blocks the KV sequence
-    (`compiler.kv_blocks`), else all of them."""
-    blk = int(node_attrs(n).kv_block or 0)
-    return blk if 0 < blk < t_len else t_len
-
-
-def stored_ok_all(lw: Lowering, n: LayerIR, q: Placement, k: Placement, v: Placement,
-                  out: Placement) -> bool:
-    """Do the tiles read the placements: an fp32 output, Q / K / V fp32 or stored in
-    their 16-bit format, K / V an int8 / int16-stored cache with its static scale
-    (`stored_ok`)?"""
-    q_fmt, kv_fmt = float_formats(n) or (None, None)
-    int_cache = kv_scales(lw, n) is not None
-    return stored_ok(q, q_fmt) and stored_ok(k, kv_fmt, int_cache) \
-        and stored_ok(v, kv_fmt, int_cache) and stored_ok(out, None)
-
-
-def kv_scales(lw: Lowering, n: LayerIR) -> tuple[float, float] | None:
-    """(K, V) scales when both are a cache KV_UPDATE stored at int8 / int16 with a static
-    per-tensor scale (the one the interpreter's fake quantization uses); else None."""
-    if n.qbits_kv not in (8, 16):
-        return None
-    scales = []
-    for tid in n.inputs[1:3]:
-        t = lw.g.tensors[tid]
-        if t.quant is None or not t.quant.scale or t.quant.zero_point \
-                or lw.placement(tid).dtype != f"int{n.qbits_kv}":
-            return None
-        sc = np.asarray(lw.g.weights[t.quant.scale], np.float32)
-        if sc.size != 1:
-            return None
-        scales.append(float(sc.reshape(())))
-    return scales[0], scales[1]
-
-
-def _fits(lw: Lowering, n: LayerIR) -> bool:
-    """Do the float tiles take the layer's placements (`attention_float._plan` would not refuse them)?"""
-    q, k, v = (lw.placement(t) for t in n.inputs[:3])
-    out = lw.plan.placements[n.outputs[0]]
-    return stored_ok_all(lw, n, q, k, v, out) \
-        and kv_step(n, k.shape[2]) * max(q.shape[3], v.shape[3]) * 4 <= lw.bank
-
-
-def float_groups(lw: Lowering, n: LayerIR) -> list[tuple[int, int]] | None:
-    """The (batch, KV group) pairs of a float ATTENTION the tiles take, one PE drawn each
-    (its query blocks, or its KV-block loop, run there); None when it runs whole (a layer
-    `layout.tiled_attention` refuses, or a 16-bit width whose placements the tiles do not
-    read, `_fits`)."""
-    if float_formats(n) is None or not tiled_attention(lw.g, n):
-        return None
-    if (n.qbits_activation, n.qbits_kv) != (None, None) and not _fits(lw, n):
-        return None  # runs whole, as before these widths were tiled
-    bsz, hkv = lw.placement(n.inputs[0]).shape[0], lw.placement(n.inputs[1]).shape[1]
-    return [(b, g) for b in range(bsz) for g in range(hkv)]

@@ -17,7 +17,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.blocks import batch_offset, out_tiles
-from kernbench.compiler.lower.bmm_plan import BmmTiles, bmm_tiles
+from kernbench.compiler.lower.bmm_tiling import BmmTiles, bmm_tiling
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
@@ -70,7 +70,7 @@ def _tile(lw: Lowering, n: LayerIR, t: BmmTiles, idx: tuple[int, ...], m0: int, 
 
 def lower_bmm(lw: Lowering, n: LayerIR) -> bool:
     """Tile a MATMUL (see the module doc); False: it runs whole as a layer op."""
-    t = bmm_tiles(lw, n)
+    t = bmm_tiling(lw, n)
     if t is None:
         return False
     for idx, m0, n0, tm, tn in out_tiles(t.out.shape, t.tm, t.tn):

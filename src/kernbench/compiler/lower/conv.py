@@ -29,6 +29,7 @@ from kernbench.compiler.lower.clamp import clamp_bounds, clip_fields
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
 from kernbench.compiler.lower.conv_plan import (
     conv_shape,
+    conv_tiled,
     dequantized_int8,
     float_activation,
 )
@@ -93,9 +94,11 @@ def _activation(lw: Lowering, n: LayerIR, mode: str) -> tuple[Placement, str, fl
 
 def lower_conv(lw: Lowering, n: LayerIR) -> bool:
     """Tile a CONV layer (False: it runs whole, e.g. 3-D, int4 or asymmetric weights)."""
+    if not conv_tiled(lw, n):
+        return False
     job = _job(lw, n)
     if job is None:
-        return False
+        raise RuntimeError(f"{n.id}: the conv cannot be tiled, yet `conv_tiled` says it can")
     if job.geo.c // job.groups == 1:
         _depthwise(lw, job)
     else:

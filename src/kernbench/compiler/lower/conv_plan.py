@@ -21,7 +21,6 @@ from kernbench.compiler.lower.activation import preparable, te_mode
 from kernbench.compiler.lower.clamp import fusable_clamp
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.conv_tiles import ConvBlocking
-from kernbench.compiler.lower.qlinear import centered, const_value, scalar
 from kernbench.compiler.lower.window import Geom, geom
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.ir.model import LayerIR
@@ -108,74 +107,6 @@ def planned_clamp(lw: Lowering, n: LayerIR) -> str | None:
         return None
     found = fusable_clamp(lw, n.outputs[0])
     return found[0].id if found is not None else None
-
-
-#: the int32 range the bias term of a QLinearConv must fit
-INT32 = (-(2**31), 2**31 - 1)
-
-
-class QconvOperands(NamedTuple):
-    """A QLINEAR_CONV the tiles take: the scalar scales and zero points, the weight and
-    its scales, the weight re-centered by its zero point, the activation and output
-    placements, the geometry, groups, output channels and the int32 bias term."""
-
-    sx: np.ndarray
-    zx: np.ndarray
-    sw: np.ndarray
-    sy: np.ndarray
-    zy: np.ndarray
-    wq: np.ndarray
-    wc: np.ndarray
-    x: Placement
-    y: Placement
-    geo: Geom
-    groups: int
-    cout: int
-    term: np.ndarray
-
-
-def qconv_operands(lw: Lowering, n: LayerIR) -> QconvOperands | None:
-    """The operands of a QLINEAR_CONV the tiles take (`qlinear_conv`), or None when it
-    runs whole (3-D, a per-row activation scale, a weight zero point that does not
-    re-center into int8, a bias term outside int32). Places nothing."""
-    g = lw.g
-    if len(n.inputs) < 8:
-        return None
-    x, sx_t, zx_t, w, sw_t, zw_t, sy_t, zy_t = n.inputs[:8]
-    sx, zx, sy, zy = (scalar(lw, t) for t in (sx_t, zx_t, sy_t, zy_t))
-    wq, sw, zw = const_value(lw, w), const_value(lw, sw_t), const_value(lw, zw_t)
-    b_t = n.inputs[8] if len(n.inputs) > 8 and n.inputs[8] else None
-    bias = const_value(lw, b_t) if b_t else None
-    if any(v is None for v in (sx, zx, sy, zy, wq, sw, zw)) or g.tensors[x].const \
-            or (b_t and bias is None) or wq.ndim not in (3, 4):
-        return None
-    cout = wq.shape[0]
-    if sw.size not in (1, cout) or zw.size not in (1, cout):
-        return None
-    wc = centered(wq, zw, 0)
-    xp, yp = lw.placement(x), lw.plan.placements.get(n.outputs[0])
-    if wc is None or yp is None or not xp.contiguous or not yp.contiguous \
-            or xp.dtype not in ("int8", "uint8") or yp.dtype not in ("int8", "uint8"):
-        return None
-    geo = geom(n, list(xp.shape), list(yp.shape), list(wq.shape[2:]))
-    groups = int(node_attrs(n).group)
-    if geo is None or geo.c % groups or cout % groups or wq.shape[1] * groups != geo.c:
-        return None
-    term = -int(zx) * wc.reshape(cout, -1).astype(np.int64).sum(axis=1)
-    if bias is not None:
-        term = term + bias.astype(np.int64).reshape(-1)
-    if term.min() < INT32[0] or term.max() > INT32[1]:
-        return None
-    return QconvOperands(sx, zx, sw, sy, zy, wq, wc, xp, yp, geo, groups, cout, term)
-
-
-def qconv_blocking(lw: Lowering, n: LayerIR) -> ConvBlocking | None:
-    """The block geometry of a tiled QLINEAR_CONV (its int8 / uint8 activation read as it
-    is, an int8 weight), or None when it runs whole."""
-    ops = qconv_operands(lw, n)
-    if ops is None:
-        return None
-    return ConvBlocking(ops.geo, ops.groups, ops.cout, ops.x.dtype, ops.x.dtype, "int8")
 
 
 def conv_blocking(lw: Lowering, n: LayerIR, x_dtype: str, xt: str) -> ConvBlocking | None:

@@ -27,14 +27,12 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE
-from kernbench.compiler.layout import copyable
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.copy_views import (
+from kernbench.compiler.lower.copy_tiling import (
     View,
-    copy_views,
+    copy_pairs,
     merged,
     plain_tiles,
-    tileable_pair,
     transposing_tiles,
 )
 from kernbench.ir.model import LayerIR
@@ -90,12 +88,8 @@ def _transposing(lw: Lowering, layer: str, src: View, dst: View, sh: list[int],
 
 def lower_copy(lw: Lowering, n: LayerIR) -> bool:
     """TRANSPOSE / SLICE / SPLIT / CONCAT as tiled strided copies (False: runs whole)."""
-    if not copyable(lw.g, n):
-        return False
-    pairs = copy_views(lw, n)
+    pairs = copy_pairs(lw, n)
     if pairs is None:
-        return False
-    if any(not tileable_pair(src, dst) for src, dst in pairs):
         return False
     for src, dst in pairs:
         copy_view(lw, n.id, src, dst)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
-from kernbench.compiler.lower.activation import preparable_rows, te_mode
+from kernbench.compiler.lower.activation import preparable, preparable_rows, te_mode
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import FLOAT_DTYPES, Lowering
 from kernbench.compiler.lower.te_weights import te_weight
@@ -54,6 +54,34 @@ def tiled_outputs(lw: Lowering, n: LayerIR) -> tuple[str, list[TiledOutput]]:
         return mode, []
     return mode, _fits(lw, [(out, m, int(wp.shape[1]))
                             for out, wp in zip(n.outputs, wps, strict=False) if wp is not None])
+
+
+def gemm_tiled(lw: Lowering, n: LayerIR) -> bool:
+    """Does the GEMM / QKV_PROJ lowering tile layer `n` (False: it runs whole)? It does
+    when the tensor engine reads its constant weights at the layer's precision (the
+    plan's TE weights) and `prepare_x` gives its activation; a GEMM also needs an output
+    its tiles store (`tiled_outputs`). A QKV_PROJ whose outputs the tiles cannot store
+    is refused, not run whole."""
+    weights = [n.inputs[1]] if n.op_type == "GEMM" else list(n.inputs[1:4])
+    mode = te_mode(n)
+    if mode is None or not all(lw.g.tensors[w].const for w in weights) \
+            or any(te_weight(lw, n, w, mode) is None for w in weights):
+        return False
+    bits = n.qbits_activation if mode in ("int", "int16", "dq") else 16
+    if not preparable(lw, n.inputs[0], mode, bits):
+        return False
+    if n.op_type == "QKV_PROJ":
+        return True
+    stored = lw.lowering_plan.quant_stored(n.inputs[0]) if mode == "int" else None
+    if stored is not None and stored.bits == bits:  # its producer's quantized copy
+        shape = lw.g.tensors[n.inputs[0]].shape
+        m = int(np.prod(shape[:-1])) if shape else 1
+    else:
+        m = preparable_rows(lw, n.inputs[0], mode, bits)
+        assert m is not None
+    wp = te_weight(lw, n, n.inputs[1], mode)
+    assert wp is not None
+    return bool(_fits(lw, [(n.outputs[0], m, int(wp.shape[1]))]))
 
 
 def _fits(lw: Lowering, outs: list[tuple[str, int, int]]) -> list[TiledOutput]:

@@ -53,6 +53,16 @@ def tileable(lw: Lowering, n: LayerIR, past: Placement, new: Placement,
         "int16", "int8", "int4", "fp16")
 
 
+def kv_update_tiled(lw: Lowering, n: LayerIR) -> bool:
+    """Does the KV_UPDATE lowering tile layer `n` (False: it runs whole)? It does when a
+    projection stores the new rows (the lowering plan's `kv_rows`: only the past is
+    copied) or when `tileable` takes the past, new and present placements."""
+    if lw.lowering_plan.feeds_kv_update(n.id):
+        return True
+    past, new = lw.placement(n.inputs[0]), lw.placement(n.inputs[1])
+    return tileable(lw, n, past, new, lw.plan.placements[n.outputs[0]])
+
+
 def _dims(view: Placement) -> tuple[tuple[int, int, int], ...] | None:
     """The view's dimensions by stride, when it is a permutation of a contiguous layout
     (every element of the source is one element of the view), else None."""
@@ -170,6 +180,7 @@ def store_kv_rows(lw: Lowering, kv: KvRows, pe: int, src: Buf, layer: str, elem_
     return ops
 
 
+#: a KV_UPDATE block has at least this many rows (when the cache has them): smaller
 #: blocks pay a DMA latency and a command round trip each for little data
 MIN_BLOCK_ROWS = 64
 
@@ -216,9 +227,9 @@ def kv_update_draws(lw: Lowering, n: LayerIR) -> int | None:
     past = lw.placement(n.inputs[0])
     out = lw.plan.placements[n.outputs[0]]
     b_, h_, p_len, d = past.shape
-    new = None if lw.lowering_plan.feeds_kv_update(n.id) else lw.placement(n.inputs[1])
-    if new is not None and not tileable(lw, n, past, new, out):
+    if not kv_update_tiled(lw, n):
         return None
+    new = None if lw.lowering_plan.feeds_kv_update(n.id) else lw.placement(n.inputs[1])
     isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype] if new is not None else 0)
     drawn = len(past_blocks(lw, past, out, d, isz)) \
         if not node_attrs(n).in_place and p_len else 0

@@ -17,16 +17,15 @@ from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.kv_rows import (
     block_rows,
+    kv_update_tiled,
     new_blocks,
     past_blocks,
     present_row,
-    tileable,
 )
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import node_attrs
 
-#: a KV_UPDATE block has at least this many rows (when the cache has them): smaller
 #: a past-copy block moves through TCM in chunks of at most this many source bytes
 #: (`_copy_block`): small enough that a load queued behind one waits little, large enough
 #: that the DMA's fixed cost (setup, HBM latency) stays below its transfer time (the
@@ -139,14 +138,14 @@ def _segments(out: Placement, h_: int, p_len: int, d: int, f0: int,
 def lower_kv_update(lw: Lowering, n: LayerIR) -> bool:
     """The present cache from past and new rows; a cache stored at KV bits is quantized on
     the way (VE_QUANTIZE with its calibrated scale)."""
+    if not kv_update_tiled(lw, n):
+        return False
     past = lw.placement(n.inputs[0])
     out = lw.plan.placements[n.outputs[0]]
     scale = lw.plan.scales.get(out.key)
     b_, h_, p_len, d = past.shape
     # None: the projection stored the new rows itself (`kv_rows`), only the past is ours
     new = None if lw.lowering_plan.feeds_kv_update(n.id) else lw.placement(n.inputs[1])
-    if new is not None and not tileable(lw, n, past, new, out):
-        return False
     isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype] if new is not None else 0)
     # in place (a paged / ring cache) the past rows are already where they belong
     if not node_attrs(n).in_place and p_len:

@@ -130,12 +130,11 @@ def _writes(lw: Lowering, n: LayerIR) -> tuple[list[HbmRange], int, int]:
 
 
 def lower_layer_op(lw: Lowering, n: LayerIR) -> None:
-    """Run a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP). It reads and writes whole
-    tensors at one address: a spread storage it touches is pinned (see `lower_graph`)."""
-    for tid in list(n.inputs) + list(n.outputs):
-        p = lw.plan.placements.get(tid) if tid else None
-        if p is not None and p.parts:
-            lw.tg.pinned.add(p.key)
+    """Run a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP), recorded in
+    `TileGraph.whole`. It reads and writes whole tensors at one address: the plan pass
+    pinned the spread storages of the layers it runs whole (`whole_plan`), and
+    `checks.check_tiles` refuses a layer run whole that the plan does not name."""
+    lw.tg.whole.add(n.id)
     pe = lw.next_pe()
     reads, in_bytes, first = _reads(lw, n)
     writes, out_bytes, elements = _writes(lw, n)

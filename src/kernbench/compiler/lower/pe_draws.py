@@ -23,19 +23,18 @@ from kernbench.compiler.hbm import Placement
 from kernbench.compiler.layout import COPY_OPS, float_formats
 from kernbench.compiler.lower.activation import prepared_form, te_mode
 from kernbench.compiler.lower.attention import attention_draws
-from kernbench.compiler.lower.attention_float_tiles import float_groups
-from kernbench.compiler.lower.blocks import rows_cols
-from kernbench.compiler.lower.bmm_plan import bmm_tiles, out_tile_count, qlinear_bmm_tiles
+from kernbench.compiler.lower.attention_tiling import attention_tiled, float_groups
+from kernbench.compiler.lower.blocks import out_tile_count, rows_cols
+from kernbench.compiler.lower.bmm_tiling import bmm_tiling
 from kernbench.compiler.lower.context import FLOAT_DTYPES, Lowering
 from kernbench.compiler.lower.conv_plan import (
     conv_blocking,
     conv_shape,
     dequantized_int8,
     float_activation,
-    qconv_blocking,
 )
-from kernbench.compiler.lower.conv_tiles import conv_units
-from kernbench.compiler.lower.copy_views import copy_draws
+from kernbench.compiler.lower.conv_tiles import ConvBlocking, conv_units
+from kernbench.compiler.lower.copy_tiling import copy_draws
 from kernbench.compiler.lower.dynq_plan import dynamic_draws
 from kernbench.compiler.lower.ew_tiling import clamp_tiling, cumsum_tiling, ew_tiling
 from kernbench.compiler.lower.gather_tiling import gather_tiling
@@ -43,15 +42,21 @@ from kernbench.compiler.lower.gemm_cubes import gemm_ranges
 from kernbench.compiler.lower.gemm_parts import range_parts, range_tiles
 from kernbench.compiler.lower.kv_rows import kv_update_draws
 from kernbench.compiler.lower.lone_plan import takes_no_op
-from kernbench.compiler.lower.pool_tiling import pool_tiling, reduce_tiling
-from kernbench.compiler.lower.qdq_layout import (
-    layout_blocks,
-    plain_rows,
-    qdq_layout,
-    quant_rows_tiling,
+from kernbench.compiler.lower.pool_tiling import (
+    pool_tiling,
+    pool_units,
+    reduce_blocks,
+    reduce_tiling,
 )
+from kernbench.compiler.lower.qdq_layout import layout_blocks, plain_rows, qdq_layout, qdq_tiled
 from kernbench.compiler.lower.qlinear import qlinear_operands
-from kernbench.compiler.lower.rope_tiling import rope_blocks, rope_geometry
+from kernbench.compiler.lower.qlinear_tiling import (
+    qconv_tiling,
+    qlinear_bmm_tiling,
+    quant_blocks,
+    quant_tiling,
+)
+from kernbench.compiler.lower.rope_tiling import rope_blocks, rope_tiling
 from kernbench.compiler.lower.row_spec import ROW_OPS, row_op_spans, row_spec
 from kernbench.compiler.lower.te_weights import te_weight, values
 from kernbench.compiler.lower.values import TeWeight
@@ -168,26 +173,26 @@ def _qlinear_matmul(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
 
 
 def _qlinear_bmm(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
-    t = qlinear_bmm_tiles(lw, n)
+    t = qlinear_bmm_tiling(lw, n)
     return None if t is None else out_tile_count(t.out.shape, t.tm, t.tn)
 
 
 def _bmm(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
-    t = bmm_tiles(lw, n)
+    t = bmm_tiling(lw, n)
     return None if t is None else out_tile_count(t.out.shape, t.tm, t.tn)
 
 
 def _qdq(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
+    if not qdq_tiled(lw, n):
+        return None
     lay = qdq_layout(lw, n)
-    if lay is not None:
-        return len(layout_blocks(lw, lay))
-    fr = plain_rows(lw, n)
-    return None if fr is None else len(fr.blocks)
+    return len(layout_blocks(lw, lay) if lay is not None
+               else plain_rows(lw, lw.placement(n.inputs[0])))
 
 
 def _quant_rows(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
-    qr = quant_rows_tiling(lw, n)
-    return None if qr is None else len(qr.blocks)
+    t = quant_tiling(lw, n)
+    return None if t is None else len(quant_blocks(lw, t[2]))
 
 
 def _dynamic_quantize(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
@@ -206,8 +211,7 @@ def _attention(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
     """ATTENTION (`attention_float.lower_any_attention`): float layers one PE per (batch,
     KV group), integer ones as `attention.attention_draws` counts."""
     if float_formats(n) is not None:
-        groups = float_groups(lw, n)
-        return None if groups is None else len(groups)
+        return len(float_groups(lw, n)) if attention_tiled(lw, n) else None
     return attention_draws(lw, n)
 
 
@@ -244,22 +248,25 @@ def _conv(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
 
 
 def _qlinear_conv(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
-    blk = qconv_blocking(lw, n)
-    return None if blk is None else conv_units(lw, blk)
+    t = qconv_tiling(lw, n)
+    if t is None:
+        return None
+    return conv_units(lw, ConvBlocking(t.geo, t.groups, int(t.wc.shape[0]), t.x.dtype,
+                                       t.x.dtype, "int8"))
 
 
 def _pool(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
     t = pool_tiling(lw, n)
-    return None if t is None else len(t.units)
+    return None if t is None else len(pool_units(t))
 
 
 def _reduce(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
     t = reduce_tiling(lw, n)
-    return None if t is None else len(t.blocks)
+    return None if t is None else len(reduce_blocks(lw, t))
 
 
 def _rope(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
-    geo = rope_geometry(lw, n)
+    geo = rope_tiling(lw, n)
     return None if geo is None else len(rope_blocks(lw, geo))
 
 

@@ -39,6 +39,11 @@ Fields:
   (`reduced`). The GEMM's tiles read the norm's row spec either way.
 - `lone`: the layers that run as one tile (a small element-wise op or gather) → the PE
   it runs on: per cube the next of its PEs, in a rotation across layers (`lone_plan`).
+- `whole`: the layers that run as one whole-layer op on one PE (no tiled lowering takes
+  them; `whole_plan`).
+- `pins`: the storages pinned whole to one cube (`CompileState.pinned`) → the layer run
+  whole that touched it while it was spread, in the round of the plan pass that pinned it
+  (`whole_plan`; the memory is planned again after each round).
 - `first_pe`: on one cube, every layer with an op of its own → the PE its first tile
   goes to: the round-robin carries across layers, so it is the PEs the layers before it
   drew, modulo the PEs (`pe_draws`); the tiling pass starts each layer's cursor there.
@@ -92,6 +97,8 @@ class LoweringPlan:
     clamps: Mapping[str, str]
     norms: Mapping[str, NormAfter]
     lone: Mapping[str, int]
+    whole: frozenset[str] = frozenset()
+    pins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     first_pe: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def feeds_kv_update(self, node: str) -> bool:
@@ -156,6 +163,10 @@ class LoweringPlan:
                   for m, na in sorted(self.norms.items())]
         lines.append("  lone (layer of one tile -> its PE, a rotation per cube):")
         lines += [f"    {layer} -> pe{pe}" for layer, pe in sorted(self.lone.items())]
+        lines.append("  whole (layers run as one whole-layer op):")
+        lines += [f"    {layer}" for layer in sorted(self.whole)]
+        lines.append("  pins (storage pinned to one cube -> the layer run whole that needed it):")
+        lines += [f"    {key} -> {layer}" for key, layer in sorted(self.pins.items())]
         lines.append("  first_pe (layer -> the PE its first tile goes to, one cube):")
         lines += [f"    {layer} -> pe{pe}" for layer, pe in self.first_pe.items()]
         lines.append("  fused (layer -> the layer whose tiles compute it):")

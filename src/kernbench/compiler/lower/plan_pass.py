@@ -10,8 +10,10 @@ conv's epilogue applies, which norm one PE runs after adding a one-row GEMM up, 
 head transposes a QDQ writes through, which float tensors no tile writes and the views of
 them, on which PE each layer of one tile runs, and, on one cube, the PE each layer's
 first tile goes to). The tiling pass reads the plan and
-makes none of these decisions itself. When the tiling pass pins storage
-and the memory is planned again, `replan` makes the memory decisions again.
+makes none of these decisions itself. The plan also names the layers that run whole and
+pins the spread storages they touch (`whole_plan`): the memory is then planned again and
+the memory decisions made again, until no layer run whole touches spread storage
+(`plan_with_pins`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
 from kernbench.compiler.lower.qdq_layout import folded_input_transposes, written_through
 from kernbench.compiler.lower.te_weights import planned_te_weight
 from kernbench.compiler.lower.values import TeWeight
+from kernbench.compiler.lower.whole_plan import planned_whole
 from kernbench.compiler.lower.xquant import planned_kv_store, planned_quant_stores
+from kernbench.compiler.memory_plan import PlanMemory
 from kernbench.compiler.state import CompileState
 from kernbench.ir.model import Graph
 
@@ -119,6 +123,9 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
         unwritten=frozenset(t for c in chains for t in c))
     lw.lowering_plan = dataclasses.replace(lw.lowering_plan,
                                            lone=MappingProxyType(planned_lone(lw)))
+    whole, pins = planned_whole(lw)
+    lw.lowering_plan = dataclasses.replace(lw.lowering_plan, whole=whole,
+                                           pins=MappingProxyType(pins))
     return dataclasses.replace(lw.lowering_plan,
                                first_pe=MappingProxyType(planned_first_pe(lw)))
 
@@ -147,22 +154,47 @@ def make_plan(state: CompileState) -> LoweringPlan:
     return memory_decisions(state, weights)
 
 
-def replan(state: CompileState) -> None:
-    """Make the plan's memory decisions again after the memory was planned again."""
-    state.lowering_plan = memory_decisions(state, state.require_lowering_plan())
+#: rounds of "plan, pin the spread storage the layers run whole touch, plan the memory
+#: again"
+MAX_PIN_ROUNDS = 4
+
+
+def plan_with_pins(state: CompileState) -> LoweringPlan:
+    """The lowering plan of `state` once no layer that runs whole touches spread storage.
+
+    A whole-layer op reads and writes tensors at one address, so a storage spread over the
+    cubes that one touches is pinned whole to one cube (`CompileState.pinned`): the memory
+    is planned again with it pinned and the plan's memory decisions made again, until a
+    round pins nothing (at most a few rounds: pinning only removes spread storage). The
+    plan's `pins` name every storage pinned here and the layer that needed it."""
+    earlier = state.lowering_plan  # a plan pass run before on this state pinned these
+    pins = dict(earlier.pins) if earlier is not None else {}
+    plan = make_plan(state)
+    for _ in range(MAX_PIN_ROUNDS):
+        if not plan.pins:
+            return dataclasses.replace(plan, pins=MappingProxyType(pins))
+        for key, layer in plan.pins.items():
+            pins.setdefault(key, layer)
+        state.pinned |= set(plan.pins)
+        PlanMemory().apply(state)
+        plan = memory_decisions(state, plan)
+    raise RuntimeError("plan: pinning spread storage did not converge")
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Make the cross-op decisions of the tiling into `state.lowering_plan`."""
+    """Make the cross-op decisions of the tiling into `state.lowering_plan`; pins the
+    spread storage the layers that run whole touch (`state.pinned`) and plans the memory
+    again (`state.memory`) until none does."""
 
     name: str = "plan"
     changes_ir: ClassVar[bool] = False
-    produces: ClassVar[tuple[str, ...]] = ("plan",)
+    produces: ClassVar[tuple[str, ...]] = ("memory", "plan")
 
     def apply(self, state: CompileState) -> CompileState:
-        state.lowering_plan = make_plan(state)
+        state.lowering_plan = plan_with_pins(state)
         return state
 
 
-__all__ = ["Plan", "make_plan", "replan", "te_weights", "unwritten_views"]
+__all__ = ["MAX_PIN_ROUNDS", "Plan", "make_plan", "plan_with_pins", "te_weights",
+           "unwritten_views"]

@@ -15,25 +15,30 @@ from __future__ import annotations
 
 from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.pool_tiling import pool_tiling, reduce_tiling
+from kernbench.compiler.lower.pool_tiling import (
+    pool_tiling,
+    pool_units,
+    reduce_blocks,
+    reduce_tiling,
+)
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import node_attrs
 
 
 def lower_pool(lw: Lowering, n: LayerIR) -> bool:
     """MaxPool / AveragePool as VE_POOL_TILE blocks (False: it runs whole)."""
-    t = pool_tiling(lw, n)
-    if t is None:
+    pt = pool_tiling(lw, n)
+    if pt is None:
         return False
     a = node_attrs(n)
-    x, y, geo = t.x, t.y, t.geo
+    x, y, geo = pt.x, pt.y, pt.geo
     isz = ITEMSIZE[x.dtype]
     q = QBITS_OF[x.dtype]
     hw_in, hw_out = geo.h * geo.w, geo.ho * geo.wo
-    for img, c0, cb, oh0, t_rows, rb in t.units:
+    for img, c0, cb, oh0, t, rb in pool_units(pt):
         pe = lw.next_pe()
         bi = lw.buf(pe, cb * rb.rows * geo.w * isz, f"{n.id}.in")
-        bo = lw.buf(pe, cb * t_rows * geo.wo * isz, f"{n.id}.out")
+        bo = lw.buf(pe, cb * t * geo.wo * isz, f"{n.id}.out")
         lw.dma(False, pe, bi, x, (img * geo.c + c0) * hw_in + rb.first * geo.w, cb,
                rb.rows * geo.w, hw_in, n.id)
         fields = {"c": cb, **geo.window_fields(rb), "mode": a.mode,
@@ -43,19 +48,19 @@ def lower_pool(lw: Lowering, n: LayerIR) -> bool:
         lw.op("VE_POOL_TILE", pe, n.id, fields, reads=[("in", bi)],
               writes=[("out", bo)], frees=[bi])
         lw.dma(True, pe, bo, y, (img * geo.c + c0) * hw_out + oh0 * geo.wo, cb,
-               t_rows * geo.wo, hw_out, n.id, frees=[bo])
+               t * geo.wo, hw_out, n.id, frees=[bo])
     return True
 
 
 def lower_reduce(lw: Lowering, n: LayerIR) -> bool:
     """REDUCE over trailing axes as VE_REDUCE_TILE row blocks (False: it runs whole)."""
-    t = reduce_tiling(lw, n)
-    if t is None:
+    rt = reduce_tiling(lw, n)
+    if rt is None:
         return False
     a = node_attrs(n)
-    x, y, length = t.x, t.y, t.length
+    x, y, _, length = rt
     isz, osz = ITEMSIZE[x.dtype], ITEMSIZE[y.dtype]
-    for r0, r in t.blocks:
+    for r0, r in reduce_blocks(lw, rt):
         pe = lw.next_pe()
         bi = lw.buf(pe, r * length * isz, f"{n.id}.in")
         bo = lw.buf(pe, r * osz, f"{n.id}.out")

@@ -1,6 +1,13 @@
-"""The blocks of a POOL or a REDUCE over trailing axes, told without emitting them
-(`pool_tiling`, `reduce_tiling`): the lowerings (`pool`) emit one tile a block, each on
-the next PE; the plan pass counts the blocks.
+"""How a POOL or REDUCE layer is tiled, told from the graph and the memory plan
+(`pool_tiling`, `reduce_tiling`; the plan pass asks whether a layer runs whole, `pool`
+emits the tiles).
+
+POOL: MaxPool / AveragePool of a non-constant fp32 / fp16 input into an output of its
+dtype, both contiguous, whose window geometry `window.geom` takes; tiles are a block of
+channels × a block of output rows (`pool_blocks`), each reading at least one input row.
+REDUCE (mean, sum, max, min) over the trailing axes of a contiguous non-constant fp32 /
+fp16 tensor into a contiguous fp32 / fp16 output of one value a row, a row within a TCM
+bank. Reading a placement may place a constant; nothing else is allocated.
 """
 
 from __future__ import annotations
@@ -21,7 +28,28 @@ TILE_OVERHEAD_CYCLES = 600
 REDUCE_OPS = ("mean", "sum", "max", "min")
 
 
-def _pool_blocks(lw: Lowering, geo: Geom, in_b: float, out_b: float) -> tuple[int, ...]:
+class PoolTiling(NamedTuple):
+    """A tiled POOL: its placements, geometry, channels a tile, output rows a tile and
+    the input rows of each block of output rows."""
+
+    x: Placement
+    y: Placement
+    geo: Geom
+    cb_max: int
+    toh: int
+    blocks: list[RowBlock]
+
+
+class ReduceTiling(NamedTuple):
+    """A tiled REDUCE: its placements, rows (leading elements) and reduced length."""
+
+    x: Placement
+    y: Placement
+    rows: int
+    length: int
+
+
+def pool_blocks(lw: Lowering, geo: Geom, in_b: float, out_b: float) -> tuple[int, ...]:
     """(channels, output rows) of a pool tile."""
     lanes = lw.state.topology.config.cube.pe_template.pe_math.lanes
 
@@ -39,19 +67,8 @@ def _pool_blocks(lw: Lowering, geo: Geom, in_b: float, out_b: float) -> tuple[in
     return choose(cands, fits, cost, tiles, lw.n_pes)
 
 
-class PoolTiling(NamedTuple):
-    """A tiled POOL: input, output, geometry and its blocks (image, first channel,
-    channels, first output row, rows, the input rows it reads)."""
-
-    x: Placement
-    y: Placement
-    geo: Geom
-    units: list[tuple[int, int, int, int, int, RowBlock]]
-
-
 def pool_tiling(lw: Lowering, n: LayerIR) -> PoolTiling | None:
-    """The blocks of a MaxPool / AveragePool on contiguous fp32 / fp16 data (None: it
-    runs whole): channels × output rows, sized by `_pool_blocks`."""
+    """POOL `n`'s tiling, or None when it runs whole (module doc)."""
     a = node_attrs(n)
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(n.outputs[0])
@@ -63,29 +80,15 @@ def pool_tiling(lw: Lowering, n: LayerIR) -> PoolTiling | None:
     if geo is None:
         return None
     isz = ITEMSIZE[x.dtype]
-    cb_max, toh = _pool_blocks(lw, geo, isz, isz)
+    cb_max, toh = pool_blocks(lw, geo, isz, isz)
     blocks = [geo.rows_for(oh0, min(toh, geo.ho - oh0)) for oh0 in range(0, geo.ho, toh)]
     if any(rb.rows < 1 for rb in blocks):
         return None
-    units = [(img, c0, min(cb_max, geo.c - c0), oh0, min(toh, geo.ho - oh0), rb)
-             for img in range(geo.n) for c0 in range(0, geo.c, cb_max)
-             for oh0, rb in zip(range(0, geo.ho, toh), blocks, strict=True)]
-    return PoolTiling(x, y, geo, units)
-
-
-class ReduceTiling(NamedTuple):
-    """A tiled REDUCE: input, output, reduced elements a row, row blocks (first, rows)."""
-
-    x: Placement
-    y: Placement
-    length: int
-    blocks: list[tuple[int, int]]
+    return PoolTiling(x, y, geo, cb_max, toh, blocks)
 
 
 def reduce_tiling(lw: Lowering, n: LayerIR) -> ReduceTiling | None:
-    """The row blocks of a REDUCE over the trailing axes of a contiguous fp32 / fp16
-    tensor (None: it runs whole): rows = the leading elements, at most a bank each, one
-    per PE down to `MIN_BLOCK_ELEMS`."""
+    """REDUCE `n`'s tiling, or None when it runs whole (module doc)."""
     a = node_attrs(n)
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(n.outputs[0])
@@ -100,6 +103,27 @@ def reduce_tiling(lw: Lowering, n: LayerIR) -> ReduceTiling | None:
     length = int(np.prod(x.shape[axes[0]:]))
     if int(np.prod(y.shape)) != rows or length * 4 > lw.bank:
         return None
+    return ReduceTiling(x, y, rows, length)
+
+
+def pool_units(pt: PoolTiling) -> list[tuple[int, int, int, int, int, RowBlock]]:
+    """(image, first channel, channels, first output row, rows, the input rows it reads)
+    of each VE_POOL_TILE block of a tiled POOL (each draws a PE; the plan pass counts
+    them)."""
+    geo = pt.geo
+    return [(img, c0, min(pt.cb_max, geo.c - c0), oh0, min(pt.toh, geo.ho - oh0), rb)
+            for img in range(geo.n) for c0 in range(0, geo.c, pt.cb_max)
+            for oh0, rb in zip(range(0, geo.ho, pt.toh), pt.blocks, strict=True)]
+
+
+def reduce_blocks(lw: Lowering, rt: ReduceTiling) -> list[tuple[int, int]]:
+    """(first row, rows) of each VE_REDUCE_TILE block of a tiled REDUCE: at most a bank,
+    one per PE down to `MIN_BLOCK_ELEMS` (each draws a PE)."""
+    rows, length = rt.rows, rt.length
     per = max(1, min(rows, lw.bank // (length * 4),
                      max(math.ceil(MIN_BLOCK_ELEMS / length), math.ceil(rows / lw.n_pes))))
-    return ReduceTiling(x, y, length, [(r0, min(per, rows - r0)) for r0 in range(0, rows, per)])
+    return [(r0, min(per, rows - r0)) for r0 in range(0, rows, per)]
+
+
+__all__ = ["PoolTiling", "REDUCE_OPS", "ReduceTiling", "pool_blocks", "pool_tiling",
+           "pool_units", "reduce_blocks", "reduce_tiling"]

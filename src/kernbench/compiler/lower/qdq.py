@@ -21,6 +21,7 @@ The transpose gets no operation and its (or the QDQ's) intermediate tensor no st
 
 from __future__ import annotations
 
+from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.qdq_layout import (
     QdqLayout,
@@ -28,6 +29,7 @@ from kernbench.compiler.lower.qdq_layout import (
     plain_rows,
     qdq_layout,
     qdq_params,
+    qdq_tiled,
 )
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
@@ -102,13 +104,14 @@ def lower_qdq(lw: Lowering, n: LayerIR) -> bool:
         _lower_with_layout(lw, n, lay, qp)
         _drop(lw, lay.transpose.outputs[0] if lay.input_side else n.outputs[0])
         return True
-    fr = plain_rows(lw, n)
-    if fr is None:
-        return False
     qp = qdq_params(lw, n)
-    assert qp is not None
-    x, y, cols = fr.x, fr.y, fr.cols
-    for r0, r in fr.blocks:
+    x = lw.placement(n.inputs[0])
+    y = lw.plan.placements.get(n.outputs[0])
+    if not qdq_tiled(lw, n):
+        return False
+    assert qp is not None and y is not None
+    cols = rows_cols(x)[1]
+    for r0, r in plain_rows(lw, x):
         pe = lw.next_pe()
         bi = lw.buf(pe, r * cols * 4, f"{n.id}.in")
         lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)

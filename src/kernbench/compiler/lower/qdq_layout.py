@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
@@ -17,15 +16,11 @@ from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.activation import qdq_bypassed
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.qlinear import scalar
 from kernbench.compiler.quantize import qdq_source
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import node_attrs
 
 HEAD_SWAP = [0, 2, 1, 3]
-
-#: the 8-bit types a standalone QUANTIZE writes / DEQUANTIZE reads
-INT8 = ("int8", "uint8")
 
 
 KEY_T = [0, 2, 3, 1]
@@ -125,6 +120,19 @@ def written_through(lw: Lowering) -> dict[str, str]:
     return out
 
 
+def qdq_tiled(lw: Lowering, n: LayerIR) -> bool:
+    """Does the QDQ lowering tile layer `n` (False: it runs whole)? A QDQ folding a head
+    transpose is tiled; any other needs per-tensor 8-bit parameters (`qdq_params`) and
+    contiguous fp32 input and output of one shape (a constant input, e.g. a float weight
+    behind a QDQ, is read as is by its reader)."""
+    if qdq_layout(lw, n) is not None:
+        return True
+    x = lw.placement(n.inputs[0])
+    y = lw.plan.placements.get(n.outputs[0])
+    return qdq_params(lw, n) is not None and y is not None and x.dtype == "fp32" \
+        and y.dtype == "fp32" and x.contiguous and y.contiguous and x.shape == y.shape
+
+
 def layout_blocks(lw: Lowering, lay: QdqLayout) -> list[tuple[int, int, int, int]]:
     """(batch, head, first position, positions) of each block of a QDQ folding head
     transpose `lay`: per (b, h) of the (B, H, ·, ·) side, blocks of the sequence that fit
@@ -135,71 +143,9 @@ def layout_blocks(lw: Lowering, lay: QdqLayout) -> list[tuple[int, int, int, int
             for s0 in range(0, s_len, per)]
 
 
-class FlatRows(NamedTuple):
-    """A plain per-tensor QDQ's input, output and row blocks (first row, rows) over the
-    last axis, one per PE at most a bank each."""
-
-    x: Placement
-    y: Placement
-    cols: int
-    blocks: list[tuple[int, int]]
-
-
-def plain_rows(lw: Lowering, n: LayerIR) -> FlatRows | None:
-    """The row blocks of a QDQ folding no transpose, or None when it runs whole (not a
-    per-tensor 8-bit QDQ on contiguous fp32 of one shape)."""
-    qp = qdq_params(lw, n)
-    x = lw.placement(n.inputs[0])
-    y = lw.plan.placements.get(n.outputs[0])
-    if qp is None or y is None or x.dtype != "fp32" or y.dtype != "fp32" \
-            or not x.contiguous or not y.contiguous or x.shape != y.shape:
-        return None  # (a constant input, e.g. a float weight behind a QDQ, is read as is)
+def plain_rows(lw: Lowering, x: Placement) -> list[tuple[int, int]]:
+    """(first row, rows) of the row blocks of a tiled QDQ folding no transpose over input
+    `x`'s last axis: one per PE, at most a bank each (each draws a PE)."""
     rows, cols = rows_cols(x)
     per = max(1, min(rows, lw.bank // (cols * 4), math.ceil(rows / lw.n_pes)))
-    return FlatRows(x, y, cols, [(r0, min(per, rows - r0)) for r0 in range(0, rows, per)])
-
-
-#: fewest elements of a QUANTIZE / DEQUANTIZE block when the tensor is cut one per PE
-#: (tiny blocks cost more in commands than they save)
-QMIN_ELEMS = 1024
-
-
-class QuantRows(NamedTuple):
-    """A standalone per-tensor QUANTIZE / DEQUANTIZE: input, output, (scale, zero
-    point) and its flat blocks (first element, elements)."""
-
-    x: Placement
-    y: Placement
-    scale: float
-    zero_point: int
-    blocks: list[tuple[int, int]]
-
-
-def _per_tensor(lw: Lowering, n: LayerIR) -> tuple[float, int] | None:
-    """(scale, zero point) of a per-tensor quantization with constant parameters."""
-    a = node_attrs(n)
-    if len(n.inputs) < 2 or a.axis is not None or a.block_size:
-        return None
-    s = scalar(lw, n.inputs[1])
-    z = scalar(lw, n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else 0
-    if s is None or z is None or float(s) <= 0:
-        return None
-    return float(s), int(z)
-
-
-def quant_rows_tiling(lw: Lowering, n: LayerIR) -> QuantRows | None:
-    """The flat blocks of a per-tensor QUANTIZE (fp32 → 8-bit) or DEQUANTIZE (8-bit →
-    fp32), spread over the PEs down to `QMIN_ELEMS` a block, at most a bank; None when it
-    runs whole. The lowering (`quant_rows`) cuts them and the plan pass counts them."""
-    qp = _per_tensor(lw, n)
-    if qp is None or lw.g.tensors[n.inputs[0]].const:
-        return None
-    x = lw.placement(n.inputs[0])
-    y = lw.plan.placements.get(n.outputs[0])
-    want = ("fp32", INT8) if n.op_type == "QUANTIZE" else (INT8, ("fp32",))
-    if y is None or x.dtype not in want[0] or y.dtype not in want[1] \
-            or not x.contiguous or not y.contiguous or x.shape != y.shape:
-        return None
-    total = int(np.prod(x.shape)) if x.shape else 1
-    per = max(1, min(total, lw.bank // 4, max(QMIN_ELEMS, math.ceil(total / lw.n_pes))))
-    return QuantRows(x, y, *qp, [(e0, min(per, total - e0)) for e0 in range(0, total, per)])
+    return [(r0, min(per, rows - r0)) for r0 in range(0, rows, per)]

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.blocks import batch_offset, out_tiles
-from kernbench.compiler.lower.bmm_plan import QlinearBmmTiles, qlinear_bmm_tiles
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.qlinear import Requant, lower_qlinear_matmul, requant
+from kernbench.compiler.lower.qlinear import lower_qlinear_matmul, requant
+from kernbench.compiler.lower.qlinear_tiling import qlinear_bmm_tiling
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 
@@ -41,10 +41,10 @@ def _load(lw: Lowering, n: LayerIR, pe: int, p: Placement, off: int, rows: int, 
     return b16
 
 
-def _tile(lw: Lowering, n: LayerIR, plan: QlinearBmmTiles, rq: Requant, idx: tuple[int, ...],
-          m0: int, n0: int, tm: int, tn: int) -> None:
+def _tile(lw: Lowering, n: LayerIR, plan: tuple, idx: tuple[int, ...], m0: int, n0: int,
+          tm: int, tn: int) -> None:
     """One output block: the K loop on centered fp16 blocks, requantize, store."""
-    a, b, out, za, zb, tk_max = plan.a, plan.b, plan.out, plan.za, plan.zb, plan.tk
+    a, b, out, za, zb, rq, _, _, tk_max = plan
     pe = lw.next_pe()
     k = a.shape[-1]
     acc = lw.buf(pe, tm * tn * 4, f"{n.id}.acc")
@@ -60,7 +60,7 @@ def _tile(lw: Lowering, n: LayerIR, plan: QlinearBmmTiles, rq: Requant, idx: tup
               writes=[("ofm", acc)], frees=[ba, bb])
     bm = lw.buf(pe, tn * 4, f"{n.id}.qmult")
     lw.dma(False, pe, bm, rq.mult, n0, 1, tn, tn, n.id, role="weight")
-    # in place; the fp32 accumulator holds exact integers (the bound in `bmm_plan.qlinear_bmm_tiles`)
+    # in place; the fp32 accumulator holds exact integers (the bound in `qlinear_tiling`)
     lw.op("VE_REQUANTIZE_TILE", pe, n.id,
           {"length": tn, "rows": tm, **rq.fields(), "in_dtype": "float32",
            **lw.engines.ve(pe)},
@@ -71,12 +71,13 @@ def _tile(lw: Lowering, n: LayerIR, plan: QlinearBmmTiles, rq: Requant, idx: tup
 
 def lower_qlinear_bmm(lw: Lowering, n: LayerIR) -> bool:
     """Tile a QLINEAR_MATMUL of two activations; False: it runs whole."""
-    plan = qlinear_bmm_tiles(lw, n)
-    if plan is None:
+    t = qlinear_bmm_tiling(lw, n)
+    if t is None:
         return False
-    rq = requant(lw, n, *plan.scales, plan.out.shape[-1])
-    for idx, m0, n0, tm, tn in out_tiles(plan.out.shape, plan.tm, plan.tn):
-        _tile(lw, n, plan, rq, idx, m0, n0, tm, tn)
+    plan = (t.a, t.b, t.out, t.za, t.zb, requant(lw, n, *t.scalars, t.out.shape[-1]), t.tm,
+            t.tn, t.tk)
+    for idx, m0, n0, tm, tn in out_tiles(plan[2].shape, plan[6], plan[7]):
+        _tile(lw, n, plan, idx, m0, n0, tm, tn)
     return True
 
 

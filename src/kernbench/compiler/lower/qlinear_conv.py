@@ -21,9 +21,9 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.conv_plan import qconv_operands
 from kernbench.compiler.lower.conv_tiles import ConvJob, dense_tiles, dw_units, load_x
 from kernbench.compiler.lower.qlinear import Requant, requant
+from kernbench.compiler.lower.qlinear_tiling import qconv_tiling
 from kernbench.compiler.lower.values import TeWeight
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
@@ -31,13 +31,13 @@ from kernbench.ir.model import LayerIR
 
 def _job(lw: Lowering, n: LayerIR) -> tuple[ConvJob, Requant, int, Placement | None] | None:
     """(the conv job, the requantize epilogue, z_x, the int32 bias vector) or None."""
-    ops = qconv_operands(lw, n)
-    if ops is None:
+    t = qconv_tiling(lw, n)
+    if t is None:
         return None
+    wc, term, geo, groups, xp, yp, sx, zx, sw, sy, zy = t
     w, zw_t = n.inputs[3], n.inputs[5]
-    sx, zx, sw, sy, zy, wq, wc = ops.sx, ops.zx, ops.sw, ops.sy, ops.zy, ops.wq, ops.wc
-    xp, yp, geo, groups, cout, term = ops.x, ops.y, ops.geo, ops.groups, ops.cout, ops.term
-    wp = lw.const(f"{w}-{zw_t}@qconv_int8", wc.reshape((cout, wq.shape[1], geo.kh, geo.kw)), "int8",
+    cout, cin_g = wc.shape[0], wc.shape[1]
+    wp = lw.const(f"{w}-{zw_t}@qconv_int8", wc.reshape((cout, cin_g, geo.kh, geo.kw)), "int8",
                   source=w)
     corr = lw.const(f"{n.id}:{n.outputs[0]}@qconv_bias", term.astype(np.int32), "int32") \
         if np.any(term) else None
@@ -45,7 +45,7 @@ def _job(lw: Lowering, n: LayerIR) -> tuple[ConvJob, Requant, int, Placement | N
     out = yp.view((geo.n, cout, geo.ho, geo.wo))
     job = ConvJob(n, geo, groups, xp.view((geo.n, geo.c, geo.h, geo.w)), xp.dtype, None,
                   TeWeight(wp, None, 8), out, None, None, None)
-    return job, rq, int(zx), corr
+    return job, rq, zx, corr
 
 
 def lower_qlinear_conv(lw: Lowering, n: LayerIR) -> bool:

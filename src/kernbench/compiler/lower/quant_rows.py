@@ -13,18 +13,17 @@ from __future__ import annotations
 
 from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.qdq_layout import quant_rows_tiling
+from kernbench.compiler.lower.qlinear_tiling import quant_blocks, quant_tiling
 from kernbench.ir.model import LayerIR
 
 
 def lower_quant_rows(lw: Lowering, n: LayerIR) -> bool:
     """Tile a per-tensor QUANTIZE (fp32 → 8-bit) or DEQUANTIZE (8-bit → fp32); False when
     it must run whole."""
-    qr = quant_rows_tiling(lw, n)
-    if qr is None:
+    t = quant_tiling(lw, n)
+    if t is None:
         return False
-    x, y = qr.x, qr.y
-    scale, zp = qr.scale, qr.zero_point
+    scale, zp, x, y = t
     fields = {"rows": 1, "qbits_activation": QBITS_OF[x.dtype],
               "out_qbits": QBITS_OF[y.dtype], "scale": scale, "zero_point": zp}
     if n.op_type == "QUANTIZE":
@@ -34,7 +33,7 @@ def lower_quant_rows(lw: Lowering, n: LayerIR) -> bool:
     else:
         opcode = "VE_DEQUANTIZE_TILE"
         fields["in_dtype"] = x.dtype
-    for e0, e in qr.blocks:
+    for e0, e in quant_blocks(lw, x):
         pe = lw.next_pe()
         bi = lw.buf(pe, e * ITEMSIZE[x.dtype], f"{n.id}.in")
         lw.dma(False, pe, bi, x, e0, 1, e, e, n.id)

@@ -26,21 +26,21 @@ from __future__ import annotations
 
 from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.rope_tiling import Rope, rope_blocks, rope_geometry
+from kernbench.compiler.lower.rope_tiling import RopeTiling, rope_blocks, rope_tiling
 from kernbench.ir.model import LayerIR
 
 
 def lower_rope(lw: Lowering, n: LayerIR) -> bool:
     """ROPE as VE_ROPE_TILE blocks (False: the layer runs whole)."""
-    geo = rope_geometry(lw, n)
+    geo = rope_tiling(lw, n)
     if geo is None:
         return False
-    for xo, yo, offs, s0, r, cube in rope_blocks(lw, geo):
-        _block(lw, n, geo, lw.pes.next(cube), xo, yo, offs, s0, r)
+    for xo, yo, offs, s0, rows, cube in rope_blocks(lw, geo):
+        _block(lw, n, geo, lw.pes.next(cube), xo, yo, offs, s0, rows)
     return True
 
 
-def _block(lw: Lowering, n: LayerIR, geo: Rope, pe: int, xo: int, yo: int,
+def _block(lw: Lowering, n: LayerIR, geo: RopeTiling, pe: int, xo: int, yo: int,
            offs: tuple[int, int], s0: int, r: int) -> None:
     """One tile: positions s0 .. s0 + r of one outer index: DMA x rows, the cos / sin
     half rows, VE_ROPE_TILE, DMA the rows out."""

@@ -1,7 +1,10 @@
-"""The tiles of a ROPE layer, told without emitting them: its operands and row layout
-(`rope_geometry`) and its blocks of positions per outer index (`rope_blocks`). The ROPE
-lowering (`rope`) emits one VE_ROPE_TILE a block, each on a PE drawn in the cube holding
-its rows; the plan pass counts the blocks.
+"""How a ROPE layer is tiled, told from the graph and the memory plan (`rope_tiling`; the
+plan pass asks whether a layer runs whole, `rope` emits the tiles).
+
+Tiled: a rotate-half ROPE with constant half-equal tables (`layout.rope_tileable`) whose
+x and y have a unit innermost stride; a row holds every head of one position when the
+heads axis is contiguous with D on both sides and the tables do not vary along it.
+Reading a placement may place a constant; nothing else is allocated.
 """
 
 from __future__ import annotations
@@ -16,6 +19,42 @@ from kernbench.compiler.layout import rope_tileable
 from kernbench.compiler.lower.blocks import MIN_TILE_BYTES
 from kernbench.compiler.lower.context import QBITS_OF, Lowering, float_format
 from kernbench.ir.model import LayerIR
+
+
+class RopeTiling(NamedTuple):
+    """The operands of one ROPE layer and its tile geometry."""
+
+    x: Placement
+    y: Placement
+    cos: Placement
+    sin: Placement
+    outer: list[int]      # axes iterated one index at a time
+    length: int           # elements per row (heads · D)
+    fields: dict[str, Any]
+
+
+def rope_tiling(lw: Lowering, n: LayerIR) -> RopeTiling | None:
+    """ROPE `n`'s operands and tile geometry, or None when it runs whole (module doc)."""
+    if not rope_tileable(lw.g, n):
+        return None
+    x = lw.placement(n.inputs[0])
+    y = lw.plan.placements.get(n.outputs[0])
+    cos, sin = lw.raw_const(n.inputs[1]), lw.raw_const(n.inputs[2])
+    if y is None or x.strides[-1] != 1 or y.strides[-1] != 1:
+        return None
+    rank, d = len(x.shape), x.shape[-1]
+    # a heads axis contiguous with D on both sides and not in the tables: heads in a row
+    ha = rank - 3
+    heads = 1
+    if ha >= 0 and x.strides[ha] == d and y.strides[ha] == d and all(
+            len(t.shape) < 3 or t.shape[ha - (rank - len(t.shape))] == 1 for t in (cos, sin)):
+        heads = x.shape[ha]
+    outer = [a for a in range(rank - 2) if not (heads > 1 and a == ha)]
+    fields = {"length": heads * d, "head_dim": d, "style": "half",
+              "qbits_activation": QBITS_OF[x.dtype], "out_qbits": QBITS_OF[y.dtype],
+              "param_qbits": QBITS_OF[cos.dtype],
+              **float_format(x.dtype, y.dtype, cos.dtype, sin.dtype)}
+    return RopeTiling(x, y, cos, sin, outer, heads * d, fields)
 
 
 def _table_offset(t: Placement, idx: dict[int, int], rank: int) -> int:
@@ -44,54 +83,16 @@ def _segments(lw: Lowering, y: Placement, yo: int, seq: int) -> list[tuple[int, 
     return out
 
 
-class Rope(NamedTuple):
-    """The operands of one ROPE layer and its tile geometry."""
-
-    x: Placement
-    y: Placement
-    cos: Placement
-    sin: Placement
-    outer: list[int]      # axes iterated one index at a time
-    length: int           # elements per row (heads · D)
-    fields: dict[str, Any]
-
-
-def _geometry(lw: Lowering, n: LayerIR) -> Rope | None:
-    """The operands and row layout of a ROPE (None: strides the tile cannot read)."""
-    x = lw.placement(n.inputs[0])
-    y = lw.plan.placements.get(n.outputs[0])
-    cos, sin = lw.raw_const(n.inputs[1]), lw.raw_const(n.inputs[2])
-    if y is None or x.strides[-1] != 1 or y.strides[-1] != 1:
-        return None
-    rank, d = len(x.shape), x.shape[-1]
-    # a heads axis contiguous with D on both sides and not in the tables: heads in a row
-    ha = rank - 3
-    heads = 1
-    if ha >= 0 and x.strides[ha] == d and y.strides[ha] == d and all(
-            len(t.shape) < 3 or t.shape[ha - (rank - len(t.shape))] == 1 for t in (cos, sin)):
-        heads = x.shape[ha]
-    outer = [a for a in range(rank - 2) if not (heads > 1 and a == ha)]
-    fields = {"length": heads * d, "head_dim": d, "style": "half",
-              "qbits_activation": QBITS_OF[x.dtype], "out_qbits": QBITS_OF[y.dtype],
-              "param_qbits": QBITS_OF[cos.dtype],
-              **float_format(x.dtype, y.dtype, cos.dtype, sin.dtype)}
-    return Rope(x, y, cos, sin, outer, heads * d, fields)
-
-
-def rope_geometry(lw: Lowering, n: LayerIR) -> Rope | None:
-    """The `Rope` of a tileable ROPE layer, or None when it runs whole."""
-    return _geometry(lw, n) if rope_tileable(lw.g, n) else None
-
-
 #: one ROPE block: (x offset, y offset of the outer index, the cos / sin table offsets,
 #: first position, positions, the cube holding its rows or None)
 RopeBlock = tuple[int, int, tuple[int, int], int, int, int | None]
 
 
-def rope_blocks(lw: Lowering, geo: Rope) -> list[RopeBlock]:
+def rope_blocks(lw: Lowering, geo: RopeTiling) -> list[RopeBlock]:
     """Per outer index, blocks of positions inside one part of a spread output: one block
     per PE, but at least `MIN_TILE_BYTES` of x a block (a DMA's fixed cost), at most a
-    bank."""
+    bank. The ROPE lowering emits one tile a block, on a PE of its cube; the plan pass
+    counts them."""
     x, y, rank, length = geo.x, geo.y, len(geo.x.shape), geo.length
     seq = x.shape[-2]
     fit = max(1, lw.bank // (length * 4))
@@ -108,3 +109,6 @@ def rope_blocks(lw: Lowering, geo: Rope) -> list[RopeBlock]:
             per = max(1, min(hi - lo, fit, max(least, want)))
             out += [(xo, yo, offs, s0, min(per, hi - s0), cube) for s0 in range(lo, hi, per)]
     return out
+
+
+__all__ = ["RopeBlock", "RopeTiling", "rope_blocks", "rope_tiling"]

@@ -81,7 +81,7 @@ def _int_weight(g: Graph, n: LayerIR, w_tid: str,
     bits = n.qbits_weight if isinstance(n.qbits_weight, int) else 8
     if bits not in (4, 8, 16):
         return None
-    wq, sw = qmath.quantize_weight(w.astype(np.float32), bits,
+    wq, sw = qmath.quantize_weight(w.astype(np.float32, copy=False), bits,
                                    -1 if per_channel_weights(g) else None)
     return wq, np.asarray(sw, np.float32), bits
 

@@ -34,7 +34,9 @@ Split by job (data semantics per tile: docs/compiler.md):
   `qlinear_bmm`: QLINEAR_MATMUL of two activations on zero-point-centered fp16 blocks;
 - `quant_rows`: per-tensor QUANTIZE / DEQUANTIZE of activations in row blocks;
 - `layer_op`: the fallback, a whole layer on one PE (VE_LAYER_OP / TE_LAYER_OP).
-A lowering returns False when it cannot tile a layer; the layer then runs as a layer op.
+A lowering returns False when it cannot tile a layer; the layer then runs as a layer op,
+as the lowering plan's `whole` says (`whole_plan` asks the same functions the lowerings
+refuse with; the plan pass pinned the spread storage such a layer touches).
 Views, folded transposes, DEQUANTIZEs the GEMM reads through and QDQs whose integer GEMMs
 quantize their input themselves take no operation.
 """
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 from kernbench.compiler.layout import COPY_OPS
 from kernbench.compiler.lower.attention_float import lower_any_attention
@@ -59,7 +61,6 @@ from kernbench.compiler.lower.gemm_layer import lower_gemm, lower_qkv_proj
 from kernbench.compiler.lower.kv_update import lower_kv_update
 from kernbench.compiler.lower.layer_op import lower_layer_op
 from kernbench.compiler.lower.lone_plan import takes_no_op
-from kernbench.compiler.lower.plan_pass import replan
 from kernbench.compiler.lower.pool import lower_pool, lower_reduce
 from kernbench.compiler.lower.qdq import lower_qdq
 from kernbench.compiler.lower.qlinear_bmm import lower_any_qlinear_matmul
@@ -68,14 +69,10 @@ from kernbench.compiler.lower.quant_rows import lower_quant_rows
 from kernbench.compiler.lower.rope import lower_rope
 from kernbench.compiler.lower.row_spec import ROW_OPS
 from kernbench.compiler.lower.rowwise import lower_row_op
-from kernbench.compiler.memory_plan import PlanMemory
 from kernbench.compiler.region import Region, StorageUse
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import TileGraph, TileOp
 from kernbench.ir.model import LayerIR
-
-#: rounds of "lower, pin the spread storage whole-layer ops touched, plan again"
-MAX_PIN_ROUNDS = 4
 
 
 def _row_or_elementwise(lw: Lowering, n: LayerIR) -> bool:
@@ -99,38 +96,13 @@ LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
 }
 
 
-T = TypeVar("T")
-
-
-def with_pins(state: CompileState, lower_all: Callable[[CompileState], tuple[Lowering, T]]) -> T:
-    """What `lower_all` returns for `state`, once no whole-layer op touches spread storage.
-
-    A whole-layer op reads and writes tensors at one address, so a storage spread over
-    the cubes that one touches is pinned to one cube: the memory is planned again with it
-    pinned, the plan's memory decisions made again, and the graph lowered again (at most a
-    few rounds: pinning only removes spread storage). `lower_all` returns its Lowering
-    (whose `tg.pinned` it reads) and its result."""
-    for _ in range(MAX_PIN_ROUNDS):
-        lw, result = lower_all(state)
-        if not lw.tg.pinned:
-            return result
-        state.pinned |= lw.tg.pinned
-        PlanMemory().apply(state)
-        replan(state)
-    raise RuntimeError("tiling: pinning spread storage did not converge")
-
-
 def lower_graph(state: CompileState) -> TileGraph:
     """The TileGraph of `state.graph` (needs the memory plan, the layout decisions and the
-    lowering plan), storage pinned as `with_pins` says."""
-    return with_pins(state, _lower_once)
-
-
-def _lower_once(state: CompileState) -> tuple[Lowering, TileGraph]:
+    lowering plan, whose pins leave no spread storage to a layer run whole)."""
     lw = start_lowering(state)
     for n in lw.g.nodes:
         lower_node(lw, n)
-    return lw, lw.tg
+    return lw.tg
 
 
 def start_lowering(state: CompileState) -> Lowering:
@@ -172,12 +144,11 @@ def lower_alone(lw: Lowering, n: LayerIR) -> list[TileOp]:
 
 @dataclass(frozen=True)
 class Tile:
-    """Lower every layer to tile ops (state.tiles); places constants (state.memory); after
-    pinning storage it remakes the plan's memory decisions (state.lowering_plan)."""
+    """Lower every layer to tile ops (state.tiles); places constants (state.memory)."""
 
     name: str = "tiling"
     changes_ir: ClassVar[bool] = False
-    produces: ClassVar[tuple[str, ...]] = ("tiles", "memory", "plan")
+    produces: ClassVar[tuple[str, ...]] = ("tiles", "memory")
 
     def apply(self, state: CompileState) -> CompileState:
         state.tiles = lower_graph(state)
@@ -185,7 +156,7 @@ class Tile:
 
     def on_regions(self, state: CompileState, use: StorageUse) -> TileRegions:
         """Region by region, on the memory plan as it stands: a streamed compile surveys
-        the lowering first (pins, constants), so this pass places nothing new."""
+        the lowering first (constants), so this pass places nothing new."""
         return TileRegions(start_lowering(state))
 
 
@@ -205,4 +176,4 @@ class TileRegions:
 
 
 __all__ = ["LOWERINGS", "Lowering", "Tile", "TileRegions", "lower_alone", "lower_graph",
-           "lower_node", "start_lowering", "with_pins"]
+           "lower_node", "start_lowering"]
