@@ -5,8 +5,8 @@ On one cube the round-robin counter (`placement.PeCursor.position`) carries from
 layer to the next, so a layer's first PE is the number of PEs the layers before it drew,
 modulo the PEs. `layer_draws` counts a layer's draws with the very functions its lowering
 cuts its blocks with (each block, output tile part or phase PE is one draw), in the
-tiling pass's dispatch order, including what a lowering draws before it gives up (a GEMM
-whose output it cannot store converts its activation first) and the whole-layer
+tiling pass's dispatch order (a lowering that gives a layer up draws nothing first:
+each refuses with its "does it tile" function before it draws), and the whole-layer
 fallback's one PE. A layer the tiling pass skips (`lone_plan.takes_no_op`) draws none.
 What a lowering remembers across layers and changes the count (`prepare_x` converts an
 activation for the first layer asking only) is replayed in graph order (`Draws`).
@@ -30,6 +30,7 @@ from kernbench.compiler.lower.context import FLOAT_DTYPES, Lowering
 from kernbench.compiler.lower.conv_plan import (
     conv_blocking,
     conv_shape,
+    conv_tiled,
     dequantized_int8,
     float_activation,
 )
@@ -39,6 +40,7 @@ from kernbench.compiler.lower.dynq_plan import dynamic_draws
 from kernbench.compiler.lower.ew_tiling import clamp_tiling, cumsum_tiling, ew_tiling
 from kernbench.compiler.lower.gather_tiling import gather_tiling
 from kernbench.compiler.lower.gemm_cubes import gemm_ranges
+from kernbench.compiler.lower.gemm_outputs import gemm_tiled
 from kernbench.compiler.lower.gemm_parts import range_parts, range_tiles
 from kernbench.compiler.lower.kv_rows import kv_update_draws
 from kernbench.compiler.lower.lone_plan import takes_no_op
@@ -123,26 +125,25 @@ def _reduced(lw: Lowering, layer: str) -> bool:
 
 
 def _gemm(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
-    """GEMM / QKV_PROJ (`gemm_layer`): the activation's conversion (the first layer asking
-    `prepare_x`), then each weight's output tile parts."""
+    """GEMM / QKV_PROJ (`gemm_layer`): a layer `gemm_outputs.gemm_tiled` refuses runs
+    whole before it prepares anything; else the activation's conversion (the first layer
+    asking `prepare_x`), then each weight's output tile parts."""
+    if not gemm_tiled(lw, n):
+        return None
     weights = [n.inputs[1]] if n.op_type == "GEMM" else list(n.inputs[1:4])
     mode = te_mode(n)
-    if mode is None or not all(lw.g.tensors[w].const for w in weights):
-        return None
+    assert mode is not None
     wps = [te_weight(lw, n, w, mode) for w in weights]
-    if any(wp is None for wp in wps):
-        return None
     bits = n.qbits_activation if mode in ("int", "int16", "dq") else 16
     form = prepared_form(lw, n.inputs[0], mode, bits)
     _, drawn = _convert_once(lw, n.inputs[0], mode, bits, d)
-    if form.dtype is None:
-        return None  # it converts nothing: no spans
+    assert form.dtype is not None
     nn_layer = sum(int(wp.shape[1]) for wp in wps if wp is not None)
     for out, wp in zip(n.outputs, wps, strict=False):
         assert wp is not None
         op = _stored(lw, out, form.rows, int(wp.shape[1]))
-        if op is None:  # the GEMM runs whole after converting (a QKV_PROJ is refused)
-            return drawn + WHOLE if n.op_type == "GEMM" else drawn
+        if op is None:  # a QKV_PROJ whose outputs the tiles cannot store is refused
+            return drawn
         drawn += gemm_parts_drawn(lw, form.dtype, wp, op, form.rows, nn_layer,
                                   _reduced(lw, n.id))
     return drawn
@@ -228,22 +229,21 @@ def _convert_once(lw: Lowering, x_tid: str, mode: str, bits: int,
 
 
 def _conv(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
-    """CONV (`conv`): its blocks (`conv_tiles.conv_units`) with the activation as the
-    tiles read it: int8 data behind a DEQUANTIZE through `prepare_x`, else as it lies."""
-    shape = conv_shape(lw, n)
-    if shape is None or lw.lowering_plan.te_weight(
-            (n.inputs[1], f"conv:{shape.mode}", n.qbits_weight)) is None:
+    """CONV (`conv`): a layer `conv_plan.conv_tiled` refuses runs whole before it prepares
+    anything; else its blocks (`conv_tiles.conv_units`) with the activation as the tiles
+    read it: int8 data behind a DEQUANTIZE through `prepare_x`, else as it lies."""
+    if not conv_tiled(lw, n):
         return None
     drawn = 0
-    if dequantized_int8(lw, n.inputs[0], shape.mode):
+    if dequantized_int8(lw, n.inputs[0], conv_shape(lw, n).mode):
         x_dtype, drawn = _convert_once(lw, n.inputs[0], "int", 8, d)
         xt = x_dtype
     else:
-        fa = float_activation(lw, n.inputs[0], shape.mode)
-        x_dtype, xt = (fa[0].dtype, fa[1]) if fa is not None else (None, None)
-    blk = conv_blocking(lw, n, x_dtype, xt) if x_dtype is not None and xt else None
-    if blk is None:
-        return None if drawn == 0 else drawn + WHOLE
+        fa = float_activation(lw, n.inputs[0], conv_shape(lw, n).mode)
+        assert fa is not None
+        x_dtype, xt = fa[0].dtype, fa[1]
+    blk = conv_blocking(lw, n, x_dtype, xt)
+    assert blk is not None
     return drawn + conv_units(lw, blk)
 
 
