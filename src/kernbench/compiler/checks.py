@@ -270,7 +270,10 @@ def _check_live_overlap(tg: TileGraph) -> None:
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     for i, op in enumerate(tg.ops):
-        for _, b in op.reads + op.writes:
+        for _, b in op.reads:
+            first.setdefault(b.id, i)
+            last[b.id] = i
+        for _, b in op.writes:
             first.setdefault(b.id, i)
             last[b.id] = i
     by_pe: dict[int, list[Buf]] = {}
@@ -292,7 +295,8 @@ def check_deps(state: CompileState) -> None:
     last_writer: dict[int, int] = {}
     for op in state.require_tiles().ops:
         deps = op.deps  # strictly increasing, so within [0, index) when its ends are
-        if deps != sorted(set(deps)) or (deps and (deps[0] < 0 or deps[-1] >= op.index)):
+        if deps and (deps[0] < 0 or deps[-1] >= op.index
+                     or len(deps) > 1 and deps != sorted(set(deps))):
             raise InvariantError(f"schedule: op {op.index} has dependencies {op.deps[:8]} "
                                  "that are not earlier ops in order")
         for role, b in op.reads:

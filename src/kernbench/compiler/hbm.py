@@ -108,17 +108,31 @@ class Placement:
                 return [(0, rows, 0, row_elems)]
         out: list[tuple[int, int, int, int]] = []
         last_part = -1
-        for r in range(rows):
+        r = 0
+        while r < rows:
             lo = self.addr + int((elem_off + r * row_stride) * isz)
-            hi = self.addr + int(math.ceil((elem_off + r * row_stride + row_elems) * isz))
             i = self.part_of(lo)
-            if hi <= self.parts[i][1]:
+            end = self.parts[i][1]
+            if self._row_end(elem_off, r, row_stride, row_elems, isz) <= end:
+                # the rows from r on that end in part i lie in it (their starts follow r's
+                # when the stride is not negative): one run, its last row found by bisection
+                n = 1
+                if row_stride >= 0:
+                    a, b = r, rows - 1  # a ends in the part; find the last row that does
+                    while a < b:
+                        m = (a + b + 1) // 2
+                        if self._row_end(elem_off, m, row_stride, row_elems, isz) <= end:
+                            a = m
+                        else:
+                            b = m - 1
+                    n = a - r + 1
                 if out and last_part == i and out[-1][2:] == (0, row_elems) \
                         and out[-1][0] + out[-1][1] == r:
-                    out[-1] = (out[-1][0], out[-1][1] + 1, 0, row_elems)
+                    out[-1] = (out[-1][0], out[-1][1] + n, 0, row_elems)
                 else:
-                    out.append((r, 1, 0, row_elems))
+                    out.append((r, n, 0, row_elems))
                 last_part = i
+                r += n
                 continue
             e = 0  # the row crosses parts: one run per part it touches
             while e < row_elems:
@@ -128,7 +142,13 @@ class Placement:
                 out.append((r, 1, e, n))
                 e += n
             last_part = -1
+            r += 1
         return out
+
+    def _row_end(self, elem_off: int, r: int, row_stride: int, row_elems: int,
+                 isz: float) -> int:
+        """The address past the last byte of row `r` of a strided access (`runs`)."""
+        return self.addr + int(math.ceil((elem_off + r * row_stride + row_elems) * isz))
 
     def addr_in(self, cube: int) -> int:
         return self.replicas[cube] if self.replicas else self.addr

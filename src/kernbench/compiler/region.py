@@ -77,13 +77,16 @@ class StorageUse:
         self.written: set[str] = set()
 
     def see(self, ops: Sequence[TileOp]) -> None:
+        stream, node = None, -1
         for op in ops:
-            node = node_of(self.node_streams, op.stream)
-            for key, *_ in op.hbm_reads:
-                self.last[key] = node
-            for key, *_ in op.hbm_writes:
-                self.last[key] = node
-                self.written.add(key)
+            if op.stream != stream:  # a node's ops share their streams: look up on a change
+                stream = op.stream
+                node = node_of(self.node_streams, stream)
+            for h in op.hbm_reads:
+                self.last[h[0]] = node
+            for h in op.hbm_writes:
+                self.last[h[0]] = node
+                self.written.add(h[0])
 
 
 __all__ = ["Region", "RegionPass", "RegionStep", "StorageUse", "node_of"]

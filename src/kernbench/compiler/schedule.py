@@ -112,6 +112,7 @@ class Scheduler:
         self.hbm_reads: dict[str, Classes] = {}
         self.use = use
         self._node = -1               # the IR node whose ops are being scheduled
+        self._stream: int | None = None  # the stream of the op fed last
         self._by_last: dict[int, list[str]] = {}
         for key, last in (use.last.items() if use else ()):
             self._by_last.setdefault(last, []).append(key)
@@ -132,6 +133,9 @@ class Scheduler:
 
     def _enter(self, stream: int) -> None:
         """Ops of a later IR node begin: storages no op from here on touches go."""
+        if stream == self._stream:
+            return
+        self._stream = stream
         node = node_of(self.use.node_streams, stream)
         while self._node < node:
             for key in self._by_last.pop(self._node, ()):
@@ -211,7 +215,7 @@ class Scheduler:
         if data_load:
             self.last_data_load[op.pe] = (op.fused_into or op.layer, op.index)
         deps.discard(op.index)
-        if any(d > op.index for d in deps):
+        if deps and max(deps) > op.index:
             raise RuntimeError(f"schedule: op {op.index} depends on a later op")
         return sorted(deps)
 

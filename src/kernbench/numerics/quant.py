@@ -268,13 +268,11 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
     if _range_bound(a_q.dtype, za) * _range_bound(b_q.dtype, zb) * k <= _F32_EXACT:
         # bounded by the containers' ranges alone (8-bit operands, short K): float32
         # straight from the integers, no pass over the values to bound them
-        acc = np.matmul(a_q.astype(np.float32) - za.astype(np.float32),
-                        b_q.astype(np.float32) - zb.astype(np.float32))
+        acc = np.matmul(_centered(a_q, za), _centered(b_q, zb))
         return acc.astype(np.int64) if wide else acc.astype(np.int32)
     if _f32_holds(a_q.dtype, za) and _f32_holds(b_q.dtype, zb):
         # integers below 2^24 after their zero points: float32 holds them exactly
-        a = a_q.astype(np.float32) - za.astype(np.float32)
-        b = b_q.astype(np.float32) - zb.astype(np.float32)
+        a, b = _centered(a_q, za), _centered(b_q, zb)
     else:
         a = a_q.astype(np.float64) - za
         b = b_q.astype(np.float64) - zb
@@ -289,6 +287,13 @@ def int_matmul(a_q: np.ndarray, b_q: np.ndarray, a_zp=0, b_zp=0) -> np.ndarray:
         else:
             acc = np.matmul(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False))
     return acc.astype(np.int64) if wide else acc.astype(np.int64).astype(np.int32)
+
+
+def _centered(q: np.ndarray, zp: np.ndarray) -> np.ndarray:
+    """q - zp in float32 (the caller knows float32 holds every value exactly); no
+    subtraction when every zero point is 0."""
+    f = q.astype(np.float32)
+    return f - zp.astype(np.float32) if zp.any() else f
 
 
 def _abs_max(a: np.ndarray) -> float:

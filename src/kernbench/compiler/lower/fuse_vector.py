@@ -37,10 +37,16 @@ def _chainable(op: TileOp) -> bool:
     if op.opcode == FUSED:
         return True
     cls = MODEL_BY_OPCODE.get(op.opcode)
-    return (cls is not None and cls.chain_step and issubclass(cls, OnVectorEngine)
-            and cls.timing == "math"
-            and any(r == "out" for r, _ in op.writes)
-            and not op.hbm_reads and not op.hbm_writes)
+    step = _STEP_CLASS.get(cls)
+    if step is None:
+        step = _STEP_CLASS[cls] = (cls is not None and cls.chain_step
+                                   and issubclass(cls, OnVectorEngine) and cls.timing == "math")
+    return (step and not op.hbm_reads and not op.hbm_writes
+            and any(r == "out" for r, _ in op.writes))
+
+
+#: opcode model class → is it a vector math chain step (`_chainable`'s test of the class)
+_STEP_CLASS: dict[type | None, bool] = {}
 
 
 def _rows(op: TileOp) -> int:
@@ -129,7 +135,8 @@ def fuse_chains(tg: TileGraph, first: int) -> None:
     merged_any = False
     for j, op in enumerate(ops):
         i = None
-        if _chainable(op):
+        chain = _chainable(op)
+        if chain:
             ins = [buf for r, buf in op.reads if r == "in"]
             if len(ins) == 1 and ins[0].id in pending:
                 x = ins[0]
@@ -151,12 +158,13 @@ def fuse_chains(tg: TileGraph, first: int) -> None:
             if not tg.layer_tiles[layer]:
                 del tg.layer_tiles[layer]
             ops[j] = op = merged
+            chain = True
         for _, buf in op.reads + op.writes:
             touched[buf.id] = j
             pending.pop(buf.id, None)
         for _, buf in op.writes:
             written[buf.id] = j
-        if _chainable(op):
+        if chain:
             for _, buf in op.writes:
                 pending[buf.id] = j
     kept = [op for op, keep in zip(ops, alive, strict=True) if keep]

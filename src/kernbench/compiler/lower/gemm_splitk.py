@@ -41,11 +41,18 @@ def as_producer(lw: Lowering, per_pe: PerPe, k: int, bits: int,
     """What this GEMM leaves for a split-K consumer (`gemm_balance.Producer`): per tile its
     K steps' array cycles plus a command round trip each."""
     cycles: dict[OutTile, int] = {}
+    step: dict[tuple[int, int, int], int] = {}  # (tm, tn, tk) → one K step's cycles
     for t, parts in per_pe.values():
         for p in parts:
             _, _, tm, tn = p.tile
-            cycles[p.tile] = sum(gemm_cycles(lw.gemm_spec, tm, tn, min(t.tk, k - k0), bits)
-                                 + STEP_TRIP_CYCLES for k0 in range(p.k0, p.k1, t.tk))
+            total = 0
+            for k0 in range(p.k0, p.k1, t.tk):
+                key = (tm, tn, min(t.tk, k - k0))
+                c = step.get(key)
+                if c is None:
+                    c = step[key] = gemm_cycles(lw.gemm_spec, *key, bits) + STEP_TRIP_CYCLES
+                total += c
+            cycles[p.tile] = total
     start = {pe: HOP_CYCLES * (lw.topo.pes[pe].cube.row + lw.topo.pes[pe].cube.col)
              for pe in per_pe}
     return producer_of(tensors, {pe: parts for pe, (_, parts) in per_pe.items()}, cycles,

@@ -101,9 +101,9 @@ def planned_te_weight(g: Graph, n: LayerIR, w_tid: str, mode: str) -> TeWeight |
             return None
         wq, sw, bits = iw
         dt = {4: "int4", 8: "int8", 16: "int16"}[bits]
-        return TeWeight(None, sw, bits, wq.astype(np.int64).sum(axis=0),
-                        values(f"{w_tid}@int{bits}", wq.astype(qmath.storage_dtype(bits)),
-                               dt, w_tid))
+        return TeWeight(None, sw, bits, wq.sum(axis=0, dtype=np.int64),
+                        values(f"{w_tid}@int{bits}",
+                               wq.astype(qmath.storage_dtype(bits), copy=False), dt, w_tid))
     if mode in ("bf16", "fp32") and n.qbits_weight in BFP_FORMATS:
         # stored as the block float (encoded per panel row, `_stored`), loaded into bf16
         if w.shape[1] % BLOCK:
@@ -184,7 +184,10 @@ def panels(w: np.ndarray, panel: int) -> np.ndarray:
     """[K, N] as column panels `panel` wide, flat: panel j holds columns
     [j·panel, (j+1)·panel) row by row, so tile (k0, n0) of a panel `width` wide starts at
     element n0·K + k0·width."""
-    return np.concatenate([w[:, c:c + panel].reshape(-1) for c in range(0, w.shape[1], panel)])
+    k, n = w.shape
+    whole = n - n % panel  # the panels `panel` wide, then a narrower last one
+    out = w[:, :whole].reshape(k, whole // panel, panel).transpose(1, 0, 2).reshape(-1)
+    return np.concatenate([out, w[:, whole:].reshape(-1)]) if whole < n else out
 
 
 def _stored(lw: Lowering, v: WeightValues, panel: int) -> Placement:

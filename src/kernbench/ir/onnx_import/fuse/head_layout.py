@@ -125,8 +125,11 @@ def _heads(canon: np.ndarray, bsz: int, fixed: int | None) -> int | None:
     for hkv in range(1, h + 1):
         if h % hkv or (fixed is not None and hkv != fixed):
             continue
-        base = canon[:, ::h // hkv]
-        if np.array_equal(np.repeat(base, h // hkv, axis=1), canon):
+        r = h // hkv
+        if r > 1 and not np.array_equal(canon[:, 0], canon[:, r - 1]):
+            continue  # the first group's heads differ: not a repetition (cheap test first)
+        base = canon[:, ::r]
+        if np.array_equal(np.repeat(base, r, axis=1), canon):
             return hkv
     return None
 
