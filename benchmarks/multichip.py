@@ -8,8 +8,11 @@ benchmarks/data/multichip_llm.json (a case that takes an hour is run once) and w
 table of every kept result to docs/performance.md ("LLMs over many chips"). Each size is a bf16 ring all-reduce over the 8 chips in ring order (a cycle
 through the 2 × 4 mesh), bidirectional, one chip link per neighbour pair (tt-metal's op
 used one: its busbw / linkbw = 2 on the ring), lowered by
-`kernbench.compiler.collectives` and simulated (timing only). No parameter is fitted:
-every value is the `t3k` preset's (docs/topologies.md) and the lowering's defaults.
+`kernbench.compiler.collectives` and simulated (timing only). Every value is the `t3k`
+preset's (docs/topologies.md) and the lowering's defaults; one of them is fitted, on other
+rows than these: the ring flow control per packet, `system.link.ring_flow_control_ns`,
+fitted on tt-metal's ring all_gather and reduce_scatter rows by
+`benchmarks/ring_flow_fit.py`, so the all-reduce rows here are predictions.
 
 Reference (public repository `tenstorrent/tt-metal`,
 `tech_reports/CCLs/results/SUMMARY_wormhole_b0_bfloat16_6144.md`, "all_reduce", ring):
@@ -59,6 +62,14 @@ def compare(rows: list[tuple[int, float]], n: int = 8) -> dict:
 
 def simulate_all_reduce(nbytes: int, algorithm: str = "ring") -> tuple[float, int]:
     """(simulated µs, CMDQ entries) of a bf16 all-reduce of `nbytes` per chip on t3k."""
+    return simulate_collective("all_reduce", nbytes, algorithm)
+
+
+def simulate_collective(op: str, nbytes: int, algorithm: str = "ring",
+                        overrides: tuple[str, ...] = ()) -> tuple[float, int]:
+    """(simulated µs, CMDQ entries) of a bf16 collective `op` on the 8 chips of t3k (with
+    `--set` `overrides`); `nbytes` is tt-metal's size: each chip's input (all_gather: the
+    gathered output)."""
     from kernbench.cmdq.hw import limits_for
     from kernbench.cmdq.io import parse_program
     from kernbench.compiler.collectives import Collective, lower_collective
@@ -66,13 +77,20 @@ def simulate_all_reduce(nbytes: int, algorithm: str = "ring") -> tuple[float, in
     from kernbench.topology import load_topology
     from kernbench.topology.chips import ring_order
 
-    topo = load_topology("t3k")
+    topo = load_topology("t3k", list(overrides))
     chips = tuple(ring_order(topo.config.system)) if algorithm == "ring" else tuple(range(8))
-    c = Collective("all_reduce", nbytes // 2, chips, algorithm, "bf16",
+    c = Collective(op, nbytes // 2, chips, algorithm, "bf16",
                    grid=topo.config.system.grid if algorithm == "2d" else None)
     prog = lower_collective(c, topo, limits_for(topo))
     run = simulate_program(parse_program(prog.doc), topo, trace=False, per_entry=False)
     return run.total_ns / 1e3, len(prog.doc["cmdq"])
+
+
+def _flow_control_ns() -> float:
+    """The `t3k` preset's ring flow control per packet (ns)."""
+    from kernbench.config import load_topology_config
+
+    return load_topology_config("t3k").system.link.ring_flow_control_ns
 
 
 def busbw_gbs(nbytes: int, us: float, n: int = 8) -> float:
@@ -247,9 +265,14 @@ def main(argv: list[str] | None = None) -> int:
              "<!-- multichip:begin -->",
              f"Command: `.venv/bin/python benchmarks/multichip.py` ({time.perf_counter() - t0:.0f} s "
              "here). bf16 ring all-reduce over the 8 chips of `t3k`, bidirectional, one link "
-             "per neighbour pair; no fitted parameter (the lowering's tile rule was revised once "
+             "per neighbour pair (the lowering's tile rule was revised once "
              "after a first comparison, and its tile order once after finding why the time "
-             "per byte grew above 16 MiB: docs/fidelity.md, ADR-1140). Line rate: 2 × 12.5 "
+             "per byte grew above 16 MiB: docs/fidelity.md, ADR-1140). One fitted parameter, "
+             "fitted on other rows: the ring fabric's flow control, "
+             f"{_flow_control_ns()} ns per packet (`system.link.ring_flow_control_ns`, fitted "
+             "on tt-metal's n = 8 ring all_gather and reduce_scatter rows from 8 to 64 MiB by "
+             "`benchmarks/ring_flow_fit.py`, ADR-1220): the rows below are predictions, not "
+             "fits. Line rate: 2 × 12.5 "
              "GB/s of bus bandwidth (both directions of one link); the links frame tt-metal's "
              "fabric packets (4352 B payload, 48 B header, 1500 B Ethernet frames adding 50 B "
              "each: 95.6 % payload efficiency, 2 × 11.96 GB/s of payload; docs/topologies.md, "

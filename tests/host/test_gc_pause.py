@@ -46,3 +46,36 @@ def test_compile_leaves_the_collector_on(restore_gc, tmp_path):
     gc.enable()
     compile_model(MODELS / "gpt2.onnx", load_topology("small"), tmp_path / "b")
     assert gc.isenabled()
+
+
+def test_what_the_block_keeps_goes_to_the_oldest_generation_unscanned(restore_gc):
+    gc.enable()
+    gc.collect()
+    with gc_paused():
+        kept = [[i] for i in range(5000)]  # tracked containers, alive after the block
+        cycle: list = []
+        cycle.append(cycle)  # garbage the collector alone frees
+        probe = gc.callbacks.append
+    del cycle
+    runs: list[int] = []
+    probe(lambda phase, info: runs.append(info["generation"]) if phase == "start" else None)
+    try:
+        assert gc.get_count()[0] < 50  # the young generation does not hold them
+        oldest = {id(o) for o in gc.get_objects(generation=2)}
+        assert all(id(x) in oldest for x in kept[::500])
+        assert gc.collect() >= 1  # a full collection still frees the cycle
+        assert runs == [2]
+    finally:
+        gc.callbacks.pop()
+
+
+def test_objects_someone_froze_stay_frozen(restore_gc):
+    gc.enable()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            _ = [[i] for i in range(100)]
+        assert gc.get_freeze_count() == frozen  # not released by the block
+    finally:
+        gc.unfreeze()

@@ -12,6 +12,15 @@ latency of the busiest PE's serial DMA transfers. Candidates are array-aligned p
 two plus the sizes that split the rows / columns evenly over the PEs (so that no wave
 runs half empty). Ties prefer fewer, larger tiles (fewer commands).
 
+The estimate prices what the hardware does: a tile's compute is the cycles of
+the PE's own matrix engine (`pe_gemm.gemm_cycles`, its registered timing model, when the
+caller names the engine), a weight load moves the weight's bytes as stored in memory (a
+block float's, not the bf16 it decodes into in TCM), and when fewer tiles than PEs load
+at once each loading PE gets `bpc × PEs / loading PEs` of its memory (the PEs sharing
+one memory: a cube's, `share_pes`), up to its own ceiling (`dma_peak_bytes_per_cycle`):
+a GEMM on a few PEs with large tiles reads each operand fewer times than one spread
+thinly over every PE, and the estimate sees it.
+
 Split K: for an integer GEMM (int32 accumulators, so a sum of partial sums is
 the same integer) the K steps of one output tile may be cut into `ks` parts (2 or 4) on
 different PEs. A helper part stores its int32 partial sum; the owner loads each and adds
@@ -28,7 +37,9 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kernbench.components.builtin.pe_gemm import gemm_cycles
 from kernbench.components.builtin.systolic import systolic_compute_cycles
+from kernbench.config.schema import PeGemmSpec
 
 #: fixed cost charged per TE command when comparing tilings (issue, fetch/store latency):
 #: it makes the tiler prefer fewer, larger K steps when the array time is otherwise equal
@@ -77,6 +88,34 @@ def _cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> int:
     return systolic_compute_cycles(m, n, k, rows, cols, dataflow)
 
 
+@lru_cache(maxsize=16)
+def _engine(key: str) -> PeGemmSpec:
+    return PeGemmSpec.model_validate_json(key)
+
+
+@lru_cache(maxsize=4096)
+def _engine_cycles(m: int, n: int, k: int, engine: str, bits: int) -> int:
+    return gemm_cycles(_engine(engine), m, n, k, bits)
+
+
+@dataclass(frozen=True)
+class _Engine:
+    """How a tile's compute is priced: the named engine's timing model at `bits`
+    (`engine` its spec as JSON, hashable for the caches), or else the systolic formula
+    of `rows` × `cols` in `dataflow`."""
+
+    rows: int
+    cols: int
+    dataflow: str
+    engine: str | None = None
+    bits: int = 8
+
+    def cycles(self, m: int, n: int, k: int) -> int:
+        if self.engine is None:
+            return _cycles(m, n, k, self.rows, self.cols, self.dataflow)
+        return _engine_cycles(m, n, k, self.engine, self.bits)
+
+
 def _balanced(total: int, parts: int, align: int) -> tuple[int, ...]:
     """Sizes that cut `total` into about `parts`, `parts` / 2, ... pieces, array-aligned."""
     out = []
@@ -89,7 +128,7 @@ def _balanced(total: int, parts: int, align: int) -> tuple[int, ...]:
 
 
 def _tile_cycles(tm: int, tn: int, tk: int, k: int, load_bytes_per_k: float,
-                 bpc: float, rows: int, cols: int, dataflow: str) -> tuple[float, float]:
+                 bpc: float, eng: _Engine) -> tuple[float, float]:
     """(pipelined cycles of one output tile's K loop, cycles of its first load)."""
     full, rest = divmod(k, tk)
     total = 0.0
@@ -97,20 +136,23 @@ def _tile_cycles(tm: int, tn: int, tk: int, k: int, load_bytes_per_k: float,
     for size, count in ((tk, full), (rest, 1 if rest else 0)):
         if not count:
             continue
-        compute = _cycles(tm, tn, size, rows, cols, dataflow) + OP_OVERHEAD_CYCLES
+        compute = eng.cycles(tm, tn, size) + OP_OVERHEAD_CYCLES
         load = load_bytes_per_k * size / bpc if bpc else 0.0
         total += count * max(compute, load)
     return total, first
 
 
 def _estimate(tm: int, tn: int, tk: int, k_part: int, tiles: int, steps: int, ks: int,
-              a_bytes: float, w_bytes: float, bpc: float, dma_fixed: float, rows: int,
-              cols: int, dataflow: str, n_pes: int, engines: int) -> float:
+              a_bytes: float, w_bytes: float, bpc: float, dma_fixed: float, eng: _Engine,
+              n_pes: int, engines: int, peak_bpc: float = 0.0, share: int = 0) -> float:
     """Estimated cycles of the busiest PE: `tiles` tiles (K parts) of `k_part` in waves,
     plus, with `ks` > 1 parts, one helper store and the owner's loads and adds of the
-    ks - 1 partial sums."""
-    per_tile, first = _tile_cycles(tm, tn, tk, k_part, tm * a_bytes + tn * w_bytes,
-                                   bpc, rows, cols, dataflow)
+    ks - 1 partial sums. `bpc`: a PE's load rate when every PE loads; with fewer tiles
+    than the `share` PEs of one memory (the first PEs take the tiles), the loading PEs
+    share its bandwidth, each up to `peak_bpc`."""
+    if bpc and peak_bpc > bpc and tiles < share:
+        bpc = min(peak_bpc, bpc * share / tiles)
+    per_tile, first = _tile_cycles(tm, tn, tk, k_part, tm * a_bytes + tn * w_bytes, bpc, eng)
     est = first + math.ceil(tiles / (n_pes * engines)) * per_tile
     if ks > 1:
         partial = dma_fixed + (tm * tn * 4 / bpc if bpc else 0.0)
@@ -123,16 +165,36 @@ def _estimate(tm: int, tn: int, tk: int, k_part: int, tiles: int, steps: int, ks
     return est
 
 
-@lru_cache(maxsize=1024)
 def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
                       bank_bytes: int, tcm_bytes: int, rows: int, cols: int, dataflow: str,
                       n_pes: int, engines: int = 1, dma_bytes_per_cycle: float = 0.0,
                       dma_fixed_cycles: float = 0.0, split_k: bool = False,
-                      acc_bytes: int = 4) -> GemmTiles:
+                      acc_bytes: int = 4, engine: PeGemmSpec | None = None, bits: int = 8,
+                      w_load_bytes: float | None = None,
+                      dma_peak_bytes_per_cycle: float = 0.0, share_pes: int = 0) -> GemmTiles:
     """The tile shape of an (m, n, k) GEMM on `n_pes` PEs of `engines` tensor engines
     each (see the module docstring); `split_k`: K parts over PEs are candidates too (an
-    integer GEMM). ValueError when no candidate fits a bank."""
+    integer GEMM). `w_bytes`: a weight element's bytes in TCM; `w_load_bytes`: as loaded
+    from memory (None: the same). `engine`: the matrix engine whose timing model prices
+    a tile at `bits`-bit operands (None: the `rows` × `cols` systolic formula).
+    `dma_peak_bytes_per_cycle`: one PE's own ceiling on loads, `share_pes` the PEs that
+    share one memory's bandwidth (0: `dma_bytes_per_cycle` whatever the PEs loading).
+    ValueError when no candidate fits a bank."""
+    eng = _Engine(rows, cols, dataflow, None if engine is None else engine.model_dump_json(),
+                  bits)
+    return _choose(m, n, k, a_bytes, w_bytes, w_bytes if w_load_bytes is None else w_load_bytes,
+                   bank_bytes, tcm_bytes, eng, n_pes, engines, dma_bytes_per_cycle,
+                   dma_fixed_cycles, split_k, acc_bytes, dma_peak_bytes_per_cycle,
+                   min(share_pes, n_pes))
+
+
+@lru_cache(maxsize=1024)
+def _choose(m: int, n: int, k: int, a_bytes: float, w_bytes: float, w_load: float,
+            bank_bytes: int, tcm_bytes: int, eng: _Engine, n_pes: int, engines: int,
+            dma_bytes_per_cycle: float, dma_fixed_cycles: float, split_k: bool,
+            acc_bytes: int, peak_bpc: float, share: int) -> GemmTiles:
     best: list = [None, None]  # (score, tiles) of the best unsplit and split tiling
+    rows, cols = eng.rows, eng.cols
     for tn in _cands(n, (256, 128, 64, 32) + _balanced(n, n_pes, cols)):
         for tm in _cands(m, (1024, 512, 256, 128, 64, 32, 16) + _balanced(m, n_pes, rows)):
             c = tm * tn * acc_bytes
@@ -154,8 +216,8 @@ def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
                         # accumulators held in TCM until the partial sums are added
                         continue
                     est = _estimate(tm, tn, tk, min(k, steps * tk), mt * nt * ks, steps,
-                                    ks, a_bytes, w_bytes, dma_bytes_per_cycle,
-                                    dma_fixed_cycles, rows, cols, dataflow, n_pes, engines)
+                                    ks, a_bytes, w_load, dma_bytes_per_cycle,
+                                    dma_fixed_cycles, eng, n_pes, engines, peak_bpc, share)
                     score = (est, mt * nt * (kt + 3 * (ks - 1)))
                     b = best[ks > 1]
                     if b is None or score < b[0]:
@@ -166,3 +228,6 @@ def choose_gemm_tiles(m: int, n: int, k: int, *, a_bytes: float, w_bytes: float,
     if split is not None and split[0][0] <= SPLIT_GAIN * whole[0][0]:
         return split[1]
     return whole[1]
+
+
+choose_gemm_tiles.cache_clear = _choose.cache_clear  # type: ignore[attr-defined]

@@ -388,6 +388,15 @@ class ChipLinkSpec(ChipLinkEnergy, ComponentSpec):
     frame_overhead_bytes: int = Field(0, ge=0, description="link-layer bytes each frame adds "
                                                            "on the wire: headers, FEC, CRC "
                                                            "(bytes)")
+    ring_flow_control_ns: float = Field(0.0, ge=0, description="link time each full fabric "
+        "packet adds when the chip fabric is configured as a ring: deadlock avoidance (ns per "
+        "packet); 0: a line fabric. Needs packet_payload_bytes > 0 (packets to count)")
+
+    @model_validator(mode="after")
+    def _flow_control_counts_packets(self) -> ChipLinkSpec:
+        if self.ring_flow_control_ns > 0 and self.packet_payload_bytes == 0:
+            raise ValueError("ring_flow_control_ns > 0 is a cost per packet: set packet_payload_bytes")
+        return self
 
 
 class SystemSpec(_Strict):

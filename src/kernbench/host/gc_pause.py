@@ -3,8 +3,11 @@
 A whole-program compile builds hundreds of thousands of objects that live until it ends
 (tile ops, buffers, CMDQ entries): each collection the allocations trigger rescans the
 young ones and everything they reference, and finds next to nothing to free. Reference
-counting still frees all acyclic garbage at once; the cycles made meanwhile wait for the
-first collection after the compile. Nothing computed depends on when memory is freed.
+counting still frees all acyclic garbage at once. When the block ends, what the collector
+tracks goes to its oldest generation without a scan (`_to_oldest`): the first collection
+after the compile would otherwise scan every object the compile made and still holds.
+The cycles made meanwhile wait for the next full collection. Nothing computed depends on
+when memory is freed.
 """
 
 from __future__ import annotations
@@ -26,4 +29,17 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was:
+            _to_oldest()
             gc.enable()
+
+
+def _to_oldest() -> None:
+    """Every object the collector tracks into the oldest generation, unscanned (frozen,
+    then unfrozen). Else the young generation holds every object made in the block that
+    is still alive, and the first collection after it scans them all (a compile's tile
+    ops, buffers and entries) to free next to nothing; in the oldest generation they
+    wait for a full collection, as any long-lived object does. Left alone when someone
+    has frozen objects (unfreezing would release theirs too)."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()

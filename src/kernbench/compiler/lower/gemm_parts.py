@@ -52,6 +52,23 @@ def dma_fixed_ns(lw: Lowering) -> float:
     return dma.setup_cycles / dma.clock_ghz + cube.hbm_ctrl.latency_ns
 
 
+def dma_peak_bytes_per_cycle(lw: Lowering) -> float:
+    """One PE's own ceiling on loading from HBM, in bytes per matrix-engine cycle: its
+    link to the router, or its DMA reader's rate when the topology sets one."""
+    cs = lw.topo.config.cube
+    dma = cs.pe_template.pe_dma
+    gbs = cs.links.pe_router_bw_gbs
+    if dma.hbm_read_bytes_per_cycle is not None:
+        gbs = min(gbs, dma.hbm_read_bytes_per_cycle * dma.clock_ghz)
+    return gbs / cs.pe_template.pe_gemm.clock_ghz
+
+
+def te_bits(a_dtype: str, w_dtype: str) -> int:
+    """The operand bits a TE tile of these operands is priced at: the wider one's, as
+    they lie in TCM (a block-float weight as bf16)."""
+    return max(round(ITEMSIZE[a_dtype] * 8), round(tcm_itemsize(w_dtype) * 8))
+
+
 def range_tiles(lw: Lowering, a_dtype: str, w_dtype: str, w_bits: int, rows: int, nn: int,
                 k: int, cube: int | None, row_reduce: bool = False) -> GemmTiles:
     """The tiles of `rows` rows of a GEMM with `nn` columns and `k` K on the PEs of `cube`
@@ -67,7 +84,11 @@ def range_tiles(lw: Lowering, a_dtype: str, w_dtype: str, w_bits: int, rows: int
                           dataflow=g.dataflow, n_pes=n_pes, engines=lw.engines.te_count,
                           dma_bytes_per_cycle=lw.dma_bytes_per_cycle,
                           dma_fixed_cycles=dma_fixed_ns(lw) * g.clock_ghz,
-                          split_k=integer, acc_bytes=acc_itemsize(a_dtype, w_dtype))
+                          split_k=integer, acc_bytes=acc_itemsize(a_dtype, w_dtype),
+                          engine=g, bits=te_bits(a_dtype, w_dtype),
+                          w_load_bytes=ITEMSIZE[w_dtype],
+                          dma_peak_bytes_per_cycle=dma_peak_bytes_per_cycle(lw),
+                          share_pes=lw.n_pes // len(lw.topo.cubes))
     if row_reduce and integer and t.ks == 1 and rows <= t.tm:
         t = split(lw, t, math.ceil(nn / t.tn), k, w_bits, n_pes)
     return t
