@@ -63,6 +63,16 @@ def dma_peak_bytes_per_cycle(lw: Lowering) -> float:
     return gbs / cs.pe_template.pe_gemm.clock_ghz
 
 
+def memory_sharing_pes(lw: Lowering) -> int:
+    """The PEs whose loads share one memory's bandwidth when a chip has one cube, so a
+    GEMM on fewer PEs gives each loading PE a larger share; 0 (every PE at its
+    all-loading share) on a chip of several cubes, whose storage the memory plan spreads
+    over the cubes, so the loading PEs of one cube read the other parts over the
+    cube-to-cube links and a larger share of their own cube's memory is not theirs."""
+    cubes, chips = len(lw.topo.cubes), lw.topo.chips
+    return lw.n_pes // cubes if cubes == chips else 0
+
+
 def te_bits(a_dtype: str, w_dtype: str) -> int:
     """The operand bits a TE tile of these operands is priced at: the wider one's, as
     they lie in TCM (a block-float weight as bf16)."""
@@ -88,7 +98,7 @@ def range_tiles(lw: Lowering, a_dtype: str, w_dtype: str, w_bits: int, rows: int
                           engine=g, bits=te_bits(a_dtype, w_dtype),
                           w_load_bytes=ITEMSIZE[w_dtype],
                           dma_peak_bytes_per_cycle=dma_peak_bytes_per_cycle(lw),
-                          share_pes=lw.n_pes // len(lw.topo.cubes))
+                          share_pes=memory_sharing_pes(lw))
     if row_reduce and integer and t.ks == 1 and rows <= t.tm:
         t = split(lw, t, math.ceil(nn / t.tn), k, w_bits, n_pes)
     return t
