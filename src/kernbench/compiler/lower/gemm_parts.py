@@ -104,6 +104,18 @@ def range_tiles(lw: Lowering, a_dtype: str, w_dtype: str, w_bits: int, rows: int
     return t
 
 
+def range_parts(t: GemmTiles, r_lo: int, r_hi: int, nn: int,
+                k: int) -> list[tuple[tuple[int, int, int, int], int, int, int]]:
+    """(output tile (m0, n0, tm, tn), part index, first K, end K) of every K part of the
+    output tiles of rows `r_lo` .. `r_hi` tiled as `t`, in the order the GEMM deals them
+    to PEs (each draws one). The GEMM's tiles and the plan pass's count of the PEs a
+    layer draws both call it."""
+    parts = t.k_parts(k)
+    return [((m0, n0, min(t.tm, r_hi - m0), min(t.tn, nn - n0)), i, k0, k1)
+            for m0 in range(r_lo, r_hi, t.tm) for n0 in range(0, nn, t.tn)
+            for i, (k0, k1) in enumerate(parts)]
+
+
 def split(lw: Lowering, t: GemmTiles, tiles: int, k: int, bits: int, n_pes: int) -> GemmTiles:
     """The K parts per tile of a one-row GEMM that will be reduced on one PE: the
     reduction is paid anyway (it replaces the norm's gather), so the parts are chosen by
