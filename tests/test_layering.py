@@ -206,7 +206,8 @@ LOWER_LAYERS = {
         "attention_parts", "attention", "clamp", "conv_tiles", "qlinear",
         "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout", "conv_plan",
         "ew_tiling", "gather_tiling", "lone_plan", "attention_tiling", "bmm_tiling",
-        "copy_tiling", "pool_tiling", "qlinear_tiling", "rope_tiling", "whole_plan"},
+        "copy_tiling", "pool_tiling", "qlinear_tiling", "rope_tiling", "whole_plan",
+        "pe_draws"},
     5: {"layer_op", "copy", "elementwise", "gather", "pool", "rope", "kv_update", "qdq", "dynq",
         "qlinear_bmm", "qlinear_conv", "quant_rows", "attention_float", "gemm_layer", "conv",
         "bmm", "rowwise"},
@@ -313,6 +314,8 @@ PLANNED_DECISIONS = [
     ("planned_lone", {"plan_pass"}),
     ("runs_whole", set()),               # which layers run whole, which storage is pinned
     ("planned_whole", {"plan_pass"}),
+    ("layer_draws", set()),              # the PEs a layer draws, so where each starts
+    ("planned_first_pe", {"plan_pass"}),
 ]
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from kernbench.compiler.lower.lone_plan import ONE_TILE_OPS
+from kernbench.compiler.lower.plan import LoweringPlan
 from kernbench.compiler.state import CompileState
 from kernbench.compiler.tilegraph import Buf, TileGraph
 from kernbench.errors import CapacityError
@@ -199,11 +200,32 @@ def check_tiles(state: CompileState) -> None:
             raise InvariantError(f"TileGraph: layer {layer} runs as one tile on PE "
                                  f"{tg.lone.get(layer)}, the lowering plan says "
                                  f"{plan.lone.get(layer)}")
+        _check_first_pe(state, tg, plan)
     if plan is not None and memory is not None:
         kept = sorted(t for t in plan.unwritten if t in memory.placements)
         if kept:  # the tiles and the plan disagree: some producer's tiles wrote it
             raise InvariantError(f"TileGraph: the lowering plan leaves {kept[0]} unwritten, "
                                  "yet it kept its storage")
+
+
+def _check_first_pe(state: CompileState, tg: TileGraph, plan: LoweringPlan) -> None:
+    """On one cube, the tiles start each layer where the plan says and the PEs they draw
+    lead to the next layer's planned first PE (the plan's count of each layer's draws
+    and the tiles agree)."""
+    if not plan.first_pe:
+        return
+    n_pes = len(state.topology.pes)
+    layers = [n.id for n in state.graph.nodes if n.id in tg.drawn]
+    if set(layers) != set(plan.first_pe):
+        layer = min(set(layers) ^ set(plan.first_pe))
+        raise InvariantError(f"TileGraph: layer {layer} takes an op of its own in only one "
+                             "of the tiles and the lowering plan's first PEs")
+    for layer, after in zip(layers, layers[1:], strict=False):
+        end = (plan.first_pe[layer] + tg.drawn[layer]) % n_pes
+        if end != plan.first_pe[after]:
+            raise InvariantError(f"TileGraph: layer {layer}'s tiles drew {tg.drawn[layer]} "
+                                 f"PE(s) from PE {plan.first_pe[layer]}, so {after} starts on "
+                                 f"PE {end}; the lowering plan says PE {plan.first_pe[after]}")
 
 
 def _check_chains(tg: TileGraph, fused: Mapping[str, str]) -> None:

@@ -68,6 +68,10 @@ class TileGraph:
     #: layers of one tile → the PE it runs on, as the lowering plan's `lone` gave it
     #: (`Lowering.lone_pe`; `checks.check_tiles` compares the two)
     lone: dict[str, int] = field(default_factory=dict)
+    #: layers that take an op of their own → the PEs their tiles drew from the round-robin
+    #: (`placement.PeCursor.position`; `checks.check_tiles` compares them with the plan's
+    #: `first_pe` on one cube)
+    drawn: dict[str, int] = field(default_factory=dict)
     #: per IR node (graph order), the lowering stream its ops start at: which node emitted
     #: an op (`region.node_of`)
     node_streams: list[int] = field(default_factory=list)

@@ -6,6 +6,7 @@ because their TE consumers read around them (`gemm` tiles the layer itself)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -249,7 +250,6 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
     integer = mode in ("int", "int16", "dq")
     xp = lw.placement(_quantize_source(lw, x_tid) if integer else x_tid)
     k = xp.shape[-1]
-    m = int(np.prod(xp.shape[:-1]))
     sx, zx = None, 0
     if integer:
         sq = _static_quant(lw, x_tid, bits if mode == "dq" or bits == 4 else None)
@@ -258,8 +258,7 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
         sx, zx = sq
     out_dt = how
     out = _scratch(lw, x_tid, out_dt, xp)
-    split = lw.engines.ve_blocks(m, k, lw.n_pes, "quantize" if integer else "copy")
-    for r0, r, pe in lw.row_blocks(out, m, k, lw.bank // (k * 4), split):
+    for r0, r, pe in lw.spans_on_pes(conversion_spans(lw, out, integer)):
         bi = lw.buf(pe, r * k * ITEMSIZE[xp.dtype], f"{n.id}.x32")
         bo = lw.buf(pe, r * k * ITEMSIZE[out_dt], f"{n.id}.xq")
         lw.dma(False, pe, bi, xp, r0 * k, 1, r * k, r * k, n.id)
@@ -288,6 +287,52 @@ def _prepare_x_once(lw: Lowering, n: LayerIR, x_tid: str, mode: str,
         lw.dma(True, pe, bo, out, r0 * k, 1, r * k, r * k, n.id, frees=[bo])
     lw.phase()
     return PreparedX(out, None) if mode == "dq" else PreparedX(out, sx, zx)
+
+
+def conversion_spans(lw: Lowering, p: Placement,
+                     integer: bool) -> list[tuple[int, int, int | None]]:
+    """The row blocks (`Lowering.row_spans`) an activation is converted in, cut over
+    placement `p` of its (M, K) scratch: one per PE, or per vector engine of every PE
+    when the work pays for it. `prepare_x` cuts them and the plan pass counts them."""
+    m, k = int(p.shape[0]), int(p.shape[-1])
+    split = lw.engines.ve_blocks(m, k, lw.n_pes, "quantize" if integer else "copy")
+    return lw.row_spans(p, m, k, lw.bank // (k * 4), split)
+
+
+class PreparedForm(NamedTuple):
+    """What `prepare_x` makes of an activation, told without making it: the dtype and
+    rows the TE reads (dtype None: it cannot prepare it), the row blocks of its
+    conversion (none when it is read as it is or stored by its producer), and whether
+    `prepare_x` remembers it (`Prepared`: only the first layer asking converts)."""
+
+    dtype: str | None
+    rows: int
+    spans: list[tuple[int, int, int | None]]
+    memo: bool
+
+
+def prepared_form(lw: Lowering, x_tid: str, mode: str, bits: int) -> PreparedForm:
+    """`PreparedForm` of activation `x_tid` for `mode` at `bits`, as `prepare_x` would
+    prepare it; allocates and emits nothing (the plan pass asks). The conversion's blocks
+    are cut over the source placement: the scratch is spread like it, so on one cube (all
+    the plan pass counts blocks for) they are the scratch's."""
+    stored = lw.lowering_plan.quant_stored(x_tid) if mode == "int" else None
+    if stored is not None and stored.bits == bits:
+        return PreparedForm(f"int{bits}", int(np.prod(lw.placement(x_tid).shape[:-1])), [],
+                            False)
+    how = _read_as_is(lw, x_tid, mode, bits)
+    if how is None or isinstance(how, PreparedX):
+        return PreparedForm(None, 0, [], True) if how is None else \
+            PreparedForm(how.placement.dtype, int(how.placement.shape[0]), [], True)
+    integer = mode in ("int", "int16", "dq")
+    if integer:
+        sq = _static_quant(lw, x_tid, bits if mode == "dq" or bits == 4 else None)
+        if sq is None or mode == "dq" and sq[1]:
+            return PreparedForm(None, 0, [], True)
+    xp = lw.placement(_quantize_source(lw, x_tid) if integer else x_tid)
+    m = int(np.prod(xp.shape[:-1]))
+    return PreparedForm(how, m, conversion_spans(lw, xp.view((m, xp.shape[-1])), integer),
+                        True)
 
 
 def _scratch(lw: Lowering, x_tid: str, dtype: str, xp: Placement) -> Placement:

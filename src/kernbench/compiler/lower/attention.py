@@ -43,7 +43,7 @@ from kernbench.compiler.lower.xquant import (
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import node_attrs
-from kernbench.numerics.flash import longest_part
+from kernbench.numerics.flash import kv_part_bounds, longest_part
 
 #: (te_id field, ve_id field) of one query block's ops (empty with one engine)
 Engines = tuple[dict[str, Any], dict[str, Any]]
@@ -85,12 +85,24 @@ def _static_scales(lw: Lowering, n: LayerIR) -> list[np.ndarray]:
     return scales
 
 
-def plan_attention(lw: Lowering, n: LayerIR) -> AttentionTiles:
+def _planned_scratch(lw: Lowering, vid: str) -> Placement | None:
+    """`kv_scratch` before the projection's tiles allocate it (the plan pass asks): the
+    float placement seen as the int8 copy's view. Only its shape and strides are read
+    then: the blocks and the PEs they draw on one cube."""
+    for ks in lw.lowering_plan.kv_stores.values():
+        if ks.view == vid:
+            return lw.placement(vid).view(ks.view_shape, ks.view_strides, dtype="int8")
+    return None
+
+
+def plan_attention(lw: Lowering, n: LayerIR, planned: bool = False) -> AttentionTiles:
     """Placements, scales and block size of a tiled attention; ValueError if it cannot be
-    tiled although `tiled_attention` accepted it."""
+    tiled although `tiled_attention` accepted it. `planned`: asked before the tiles (the
+    plan pass), Q / K / V stored at 8 bits by their projection are not allocated yet."""
     # Q at 8 bits, K / V at 8 KV bits, stored by the projection that produced them
     # (`xquant.kv_quant_out`)
-    q, k, v = (kv_scratch(lw, t) or lw.placement(t) for t in n.inputs[:3])
+    scratch = _planned_scratch if planned else kv_scratch
+    q, k, v = (scratch(lw, t) or lw.placement(t) for t in n.inputs[:3])
     out = lw.plan.placements[n.outputs[0]]
     floats = {p.dtype for p in (q, k, v, out)} & set(FLOAT_DTYPES)
     if q.dtype not in (*FLOAT_DTYPES, "int8") or out.dtype not in FLOAT_DTYPES or any(
@@ -311,6 +323,25 @@ def _pe_for(lw: Lowering, at: AttentionTiles, b: int, g: int, out_off: int) -> i
     return lw.pes.next(_cube_for(lw, at, b, g, out_off))
 
 
+def _groups(at: AttentionTiles) -> list[tuple[int, int]]:
+    """Every (batch, KV group) of the attention."""
+    return [(b, g) for b in range(at.q.shape[0]) for g in range(at.k.shape[1])]
+
+
+def attention_draws(lw: Lowering, n: LayerIR) -> int | None:
+    """The PEs an integer ATTENTION's tiles draw (None: it runs whole): with key ranges,
+    one per (batch, KV group) and range (`kv_part_bounds`; the first is the owner's);
+    with KV blocks, one per (batch, KV group); else one per query run (`_query_runs`)."""
+    if not attention_tiled(lw, n):
+        return None
+    at = plan_attention(lw, n, planned=True)
+    if at.kv_parts > 1:
+        return len(_groups(at)) * len(kv_part_bounds(at.t_len, at.kv_parts, at.kv_first))
+    if at.kv_block:
+        return len(_groups(at))
+    return len(_query_runs(lw, at))
+
+
 def _quantized_output(lw: Lowering, n: LayerIR, at: AttentionTiles) -> QuantOut | None:
     """The output projection's int8 input stored by the attention tiles (`xquant`), when
     the output is (B, S, H, D) in memory, so that a head block's element offsets are its
@@ -340,13 +371,12 @@ def _tiles(lw: Lowering, n: LayerIR, at: AttentionTiles) -> None:
     if at.kv_parts > 1:  # a few query rows against many keys: key ranges over PEs
         lower_kv_parts(lw, n, at, [(b, g, _pe_for(lw, at, b, g, b * out.strides[0]
                                                   + g * rep * out.strides[1]))
-                                   for b in range(bsz) for g in range(hkv)])
+                                   for b, g in _groups(at)])
         return
     if at.kv_block:  # the whole query range against KV blocks, on one PE per group
-        for b in range(bsz):
-            for g in range(hkv):
-                pe = _pe_for(lw, at, b, g, b * out.strides[0] + g * rep * out.strides[1])
-                lower_kv_blocks(lw, n, at, pe, b, g)
+        for b, g in _groups(at):
+            pe = _pe_for(lw, at, b, g, b * out.strides[0] + g * rep * out.strides[1])
+            lower_kv_blocks(lw, n, at, pe, b, g)
         return
     for run in _query_runs(lw, at):
         b0, g0, s00, _ = run[0]

@@ -29,6 +29,7 @@ from kernbench.compiler.lower.attention_float_kv import lower_float_kv_blocks
 from kernbench.compiler.lower.attention_float_tiles import FloatAttention, load_rows
 from kernbench.compiler.lower.attention_tiling import (
     attention_tiled,
+    float_groups,
     float_stored_ok,
     kv_scales,
     kv_step,
@@ -122,24 +123,22 @@ def lower_float_attention(lw: Lowering, n: LayerIR) -> bool:
     if float_formats(n) is None or not attention_tiled(lw, n):
         return False
     fa = _plan(lw, n)
-    bsz, hq, s_len, _ = fa.q.shape
-    hkv = fa.k.shape[1]
-    rep = hq // hkv
-    for b in range(bsz):
-        for g in range(hkv):
-            pe = lw.next_pe()
-            if fa.kv_block:
-                lower_float_kv_blocks(lw, n, fa, pe, b, g)
-                continue
-            kv = tuple(load_rows(lw, n, pe, p, b * p.strides[0] + g * p.strides[1],
-                                 p.shape[2], p.shape[3], tag, "kv", fa.kv_fmt, sc)
-                       for p, tag, sc in zip((fa.k, fa.v), ("k32", "v32"),
-                                             fa.kv_scales or (None, None), strict=True))
-            for hh in range(rep):
-                for s0 in range(0, s_len, fa.s_blk):
-                    s = min(fa.s_blk, s_len - s0)
-                    last = hh == rep - 1 and s0 + s >= s_len
-                    _block(lw, n, fa, pe, (b, g * rep + hh, s0), s, kv, last)
+    s_len = fa.q.shape[2]
+    rep = fa.q.shape[1] // fa.k.shape[1]
+    for b, g in float_groups(lw, n):
+        pe = lw.next_pe()
+        if fa.kv_block:
+            lower_float_kv_blocks(lw, n, fa, pe, b, g)
+            continue
+        kv = tuple(load_rows(lw, n, pe, p, b * p.strides[0] + g * p.strides[1],
+                             p.shape[2], p.shape[3], tag, "kv", fa.kv_fmt, sc)
+                   for p, tag, sc in zip((fa.k, fa.v), ("k32", "v32"),
+                                         fa.kv_scales or (None, None), strict=True))
+        for hh in range(rep):
+            for s0 in range(0, s_len, fa.s_blk):
+                s = min(fa.s_blk, s_len - s0)
+                last = hh == rep - 1 and s0 + s >= s_len
+                _block(lw, n, fa, pe, (b, g * rep + hh, s0), s, kv, last)
     return True
 
 

@@ -75,4 +75,12 @@ def attention_tiled(lw: Lowering, n: LayerIR) -> bool:
     return float_fits(lw, n)
 
 
-__all__ = ["attention_tiled", "float_fits", "float_stored_ok", "kv_scales", "kv_step"]
+def float_groups(lw: Lowering, n: LayerIR) -> list[tuple[int, int]]:
+    """The (batch, KV group) pairs of a tiled float ATTENTION, one PE drawn each (its
+    query blocks, or its KV-block loop, run there): the float lowering deals them and
+    the plan pass counts them."""
+    bsz, hkv = lw.placement(n.inputs[0]).shape[0], lw.placement(n.inputs[1]).shape[1]
+    return [(b, g) for b in range(bsz) for g in range(hkv)]
+
+
+__all__ = ["attention_tiled", "float_groups", "float_fits", "float_stored_ok", "kv_scales", "kv_step"]

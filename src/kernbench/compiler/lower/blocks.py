@@ -6,6 +6,7 @@ that none of them imports another for these."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -50,3 +51,10 @@ def out_tiles(shape: Sequence[int], tm: int, tn: int
         for m0 in range(0, m, tm):
             for n0 in range(0, nn, tn):
                 yield tuple(idx), m0, n0, min(tm, m - m0), min(tn, nn - n0)
+
+
+def out_tile_count(shape: Sequence[int], tm: int, tn: int) -> int:
+    """How many tiles `out_tiles` cuts a batched matmul output `shape` into (each draws
+    a PE)."""
+    m, nn = shape[-2:]
+    return math.prod(shape[:-2]) * math.ceil(m / tm) * math.ceil(nn / tn)

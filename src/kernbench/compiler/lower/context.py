@@ -120,6 +120,18 @@ class Lowering:
         self.tg.lone[layer] = planned
         return planned
 
+    def start_layer(self, layer: str) -> int:
+        """Start the tiles of `layer` (an op of its own): on one cube the round-robin
+        continues at the lowering plan's first PE of the layer (`first_pe`; a layer the
+        plan gives none is refused); on several cubes where it restarted. Returns the
+        cursor's position (`TileGraph.drawn` counts from it)."""
+        if not self.pes.restart_per_layer:
+            planned = self.lowering_plan.first_pe.get(layer)
+            if planned is None:
+                raise RuntimeError(f"{layer}: the lowering plan gives it no first PE")
+            self.pes.position = planned
+        return self.pes.position
+
     def next_pe(self) -> int:
         return self.pes.next()
 

@@ -37,7 +37,7 @@ from kernbench.compiler.lower.conv_tiles import (
     ConvJob,
     conv_weight,
     dense_tiles,
-    dw_blocks,
+    dw_units,
     load_x,
 )
 from kernbench.compiler.tilegraph import Buf
@@ -147,25 +147,20 @@ def _depthwise(lw: Lowering, job: ConvJob) -> None:
     """VE_DWCONV_TILE tiles: (image, channel block, row block)."""
     geo, nid, w = job.geo, job.n.id, job.w
     mult = job.cout // geo.c
-    cb_max, toh = dw_blocks(lw, job)
     taps = geo.kh * geo.kw
     qa = QBITS_OF[job.xt]
-    for img in range(geo.n):
-        for ci0 in range(0, geo.c, cb_max):
-            cb = min(cb_max, geo.c - ci0)
-            for oh0 in range(0, geo.ho, toh):
-                t = min(toh, geo.ho - oh0)
-                rb = geo.rows_for(oh0, t)
-                pe = lw.next_pe()
-                bx = load_x(lw, job, pe, img, ci0, cb, rb.first, rb.rows)
-                nw = cb * mult * taps
-                bw = lw.buf(pe, math.ceil(nw * ITEMSIZE[w.placement.dtype]), f"{nid}.wgt")
-                lw.dma(False, pe, bw, w.placement, ci0 * mult * taps, 1, nw, nw, nid,
-                       role="weight")
-                acc = lw.buf(pe, cb * mult * t * geo.wo * 4, f"{nid}.acc")
-                fields = {"c": cb, "multiplier": mult, **geo.window_fields(rb),
-                          "qbits_activation": qa, "qbits_weight": w.bits, "out_qbits": 32,
-                          **float_format(job.xt)}
-                lw.op("VE_DWCONV_TILE", pe, nid, fields, reads=[("in", bx), ("wgt", bw)],
-                      writes=[("out", acc)], frees=[bx, bw])
-                _epilogue(lw, job, pe, acc, img, ci0 * mult, cb * mult, oh0, t)
+    for img, ci0, cb, oh0, t in dw_units(lw, job.blocking):
+        rb = geo.rows_for(oh0, t)
+        pe = lw.next_pe()
+        bx = load_x(lw, job, pe, img, ci0, cb, rb.first, rb.rows)
+        nw = cb * mult * taps
+        bw = lw.buf(pe, math.ceil(nw * ITEMSIZE[w.placement.dtype]), f"{nid}.wgt")
+        lw.dma(False, pe, bw, w.placement, ci0 * mult * taps, 1, nw, nw, nid,
+               role="weight")
+        acc = lw.buf(pe, cb * mult * t * geo.wo * 4, f"{nid}.acc")
+        fields = {"c": cb, "multiplier": mult, **geo.window_fields(rb),
+                  "qbits_activation": qa, "qbits_weight": w.bits, "out_qbits": 32,
+                  **float_format(job.xt)}
+        lw.op("VE_DWCONV_TILE", pe, nid, fields, reads=[("in", bx), ("wgt", bw)],
+              writes=[("out", acc)], frees=[bx, bw])
+        _epilogue(lw, job, pe, acc, img, ci0 * mult, cb * mult, oh0, t)

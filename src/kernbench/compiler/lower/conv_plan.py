@@ -20,6 +20,7 @@ from kernbench.compiler.hbm import BFP_FORMATS, Placement
 from kernbench.compiler.lower.activation import preparable, te_mode
 from kernbench.compiler.lower.clamp import fusable_clamp
 from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.conv_tiles import ConvBlocking
 from kernbench.compiler.lower.window import Geom, geom
 from kernbench.compiler.quantize import int8_dequant_source
 from kernbench.ir.model import LayerIR
@@ -106,3 +107,16 @@ def planned_clamp(lw: Lowering, n: LayerIR) -> str | None:
         return None
     found = fusable_clamp(lw, n.outputs[0])
     return found[0].id if found is not None else None
+
+
+def conv_blocking(lw: Lowering, n: LayerIR, x_dtype: str, xt: str) -> ConvBlocking | None:
+    """The block geometry of a tiled CONV whose activation lies in HBM as `x_dtype` and
+    enters the TE as `xt` (None: it runs whole: no shape or weight the tiles take)."""
+    shape = conv_shape(lw, n)
+    if shape is None:
+        return None
+    wt = lw.lowering_plan.te_weight((n.inputs[1], f"conv:{shape.mode}", n.qbits_weight))
+    if wt is None:
+        return None
+    cout = int(lw.g.tensors[n.inputs[1]].shape[0])
+    return ConvBlocking(shape.geo, shape.groups, cout, x_dtype, xt, wt.dtype)

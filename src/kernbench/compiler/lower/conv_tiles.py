@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -54,6 +54,27 @@ class ConvJob:
     @property
     def integer(self) -> bool:
         return self.xt == "int8"
+
+    @property
+    def blocking(self) -> ConvBlocking:
+        return ConvBlocking(self.geo, self.groups, self.cout, self.x.dtype, self.xt,
+                            self.w.dtype)
+
+
+class ConvBlocking(NamedTuple):
+    """What a conv's block sizes depend on: the geometry, the groups, the output
+    channels, the activation's dtype in HBM and as the TE reads it, the weight's dtype."""
+
+    geo: Geom
+    groups: int
+    cout: int
+    x_dtype: str
+    xt: str
+    w_dtype: str
+
+    @property
+    def depthwise(self) -> bool:
+        return self.geo.c // self.groups == 1
 
 
 @lru_cache(maxsize=4096)
@@ -139,11 +160,11 @@ def load_x(lw: Lowering, job: ConvJob, pe: int, img: int, ci0: int, c: int, firs
     return bq
 
 
-def _dense_blocks(lw: Lowering, job: ConvJob) -> tuple[int, ...]:
+def _dense_blocks(lw: Lowering, job: ConvBlocking) -> tuple[int, ...]:
     """(output channels, output rows, input channels per K step) of a TE tile."""
     geo, gs = job.geo, lw.gemm_spec
     cg, og = geo.c // job.groups, job.cout // job.groups
-    ab, wb = ITEMSIZE[job.x.dtype] + ITEMSIZE[job.xt], ITEMSIZE[job.w.placement.dtype]
+    ab, wb = ITEMSIZE[job.x_dtype] + ITEMSIZE[job.xt], ITEMSIZE[job.w_dtype]
     taps = geo.kh * geo.kw
     cobs = sorted({min(og, v) for v in (256, 128, 64, 32)}, reverse=True)
     ccs = sorted({min(cg, v) for v in (cg, 1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1)},
@@ -179,42 +200,37 @@ def dense_tiles(lw: Lowering, job: ConvJob, qa: int, w_bits: int, w_itemsize: fl
     cob)`: extra operands of the first K step (QLinearConv's int32 bias); `x_fields`:
     extra TE_CONV_TILE fields (the input's signedness)."""
     geo, nid, w = job.geo, job.n.id, job.w
-    cg, og = geo.c // job.groups, job.cout // job.groups
-    cob_max, toh, cc = _dense_blocks(lw, job)
+    cg = geo.c // job.groups
+    cc = _dense_blocks(lw, job.blocking)[2]
     taps = geo.kh * geo.kw
-    for img in range(geo.n):
-        for grp in range(job.groups):
-            for cb in range(0, og, cob_max):
-                cob, co0 = min(cob_max, og - cb), grp * og + cb
-                for oh0 in range(0, geo.ho, toh):
-                    t = min(toh, geo.ho - oh0)
-                    rb = geo.rows_for(oh0, t)
-                    pe = lw.next_pe()
-                    acc = lw.buf(pe, cob * t * geo.wo * 4, f"{nid}.acc")
-                    for i, c0 in enumerate(range(0, cg, cc)):
-                        c = min(cc, cg - c0)
-                        bx = load_x(lw, job, pe, img, grp * cg + c0, c, rb.first, rb.rows)
-                        bw = lw.buf(pe, math.ceil(cob * c * taps * w_itemsize), f"{nid}.wgt")
-                        lw.dma(False, pe, bw, w.placement, (co0 * cg + c0) * taps, cob,
-                               c * taps, cg * taps, nid, role="weight")
-                        extra = bias(pe, co0, cob) if bias is not None and i == 0 else []
-                        fields = {"n": 1, "c_in": c, "c_out": cob, "layout": "nchw",
-                                  **geo.window_fields(rb), "qbits_weight": w_bits,
-                                  "qbits_activation": qa, "ofm_qbits": 32,
-                                  "accumulate": i > 0, **float_format(job.xt),
-                                  **(x_fields or {})}
-                        lw.op("TE_CONV_TILE", pe, nid, fields,
-                              reads=[("ifm", bx), ("wgt", bw)] + extra
-                              + ([("ofm", acc)] if i else []),
-                              writes=[("ofm", acc)], frees=[bx, bw] + [b for _, b in extra])
-                    epilogue(pe, acc, img, co0, cob, oh0, t)
+    for img, grp, cob, co0, oh0, t in dense_units(lw, job.blocking):
+        rb = geo.rows_for(oh0, t)
+        pe = lw.next_pe()
+        acc = lw.buf(pe, cob * t * geo.wo * 4, f"{nid}.acc")
+        for i, c0 in enumerate(range(0, cg, cc)):
+            c = min(cc, cg - c0)
+            bx = load_x(lw, job, pe, img, grp * cg + c0, c, rb.first, rb.rows)
+            bw = lw.buf(pe, math.ceil(cob * c * taps * w_itemsize), f"{nid}.wgt")
+            lw.dma(False, pe, bw, w.placement, (co0 * cg + c0) * taps, cob,
+                   c * taps, cg * taps, nid, role="weight")
+            extra = bias(pe, co0, cob) if bias is not None and i == 0 else []
+            fields = {"n": 1, "c_in": c, "c_out": cob, "layout": "nchw",
+                      **geo.window_fields(rb), "qbits_weight": w_bits,
+                      "qbits_activation": qa, "ofm_qbits": 32,
+                      "accumulate": i > 0, **float_format(job.xt),
+                      **(x_fields or {})}
+            lw.op("TE_CONV_TILE", pe, nid, fields,
+                  reads=[("ifm", bx), ("wgt", bw)] + extra
+                  + ([("ofm", acc)] if i else []),
+                  writes=[("ofm", acc)], frees=[bx, bw] + [b for _, b in extra])
+        epilogue(pe, acc, img, co0, cob, oh0, t)
 
 
-def dw_blocks(lw: Lowering, job: ConvJob) -> tuple[int, ...]:
+def _dw_blocks(lw: Lowering, job: ConvBlocking) -> tuple[int, ...]:
     """(input channels, output rows) of a depthwise tile."""
     geo = job.geo
     mult = job.cout // geo.c
-    ab = ITEMSIZE[job.x.dtype] + ITEMSIZE[job.xt]
+    ab = ITEMSIZE[job.x_dtype] + ITEMSIZE[job.xt]
     lanes = lw.state.topology.config.cube.pe_template.pe_math.lanes
     mul = lw.math_op_cycles["mul"]
 
@@ -231,3 +247,30 @@ def dw_blocks(lw: Lowering, job: ConvJob) -> tuple[int, ...]:
 
     cands = [(cb, t) for cb in halves(geo.c) for t in halves(geo.ho)]
     return choose(cands, fits, cost, tiles, lw.n_pes)
+
+
+def dense_units(lw: Lowering, blk: ConvBlocking) -> list[tuple[int, int, int, int, int, int]]:
+    """(image, group, output channels, first output channel, first output row, rows) of
+    each TE_CONV_TILE block (`dense_tiles`; each draws a PE)."""
+    geo = blk.geo
+    og = blk.cout // blk.groups
+    cob_max, toh, _ = _dense_blocks(lw, blk)
+    return [(img, grp, min(cob_max, og - cb), grp * og + cb, oh0, min(toh, geo.ho - oh0))
+            for img in range(geo.n) for grp in range(blk.groups)
+            for cb in range(0, og, cob_max) for oh0 in range(0, geo.ho, toh)]
+
+
+def dw_units(lw: Lowering, blk: ConvBlocking) -> list[tuple[int, int, int, int, int]]:
+    """(image, first channel, channels, first output row, rows) of each VE_DWCONV_TILE
+    block of a depthwise conv (each draws a PE)."""
+    geo = blk.geo
+    cb_max, toh = _dw_blocks(lw, blk)
+    return [(img, ci0, min(cb_max, geo.c - ci0), oh0, min(toh, geo.ho - oh0))
+            for img in range(geo.n) for ci0 in range(0, geo.c, cb_max)
+            for oh0 in range(0, geo.ho, toh)]
+
+
+def conv_units(lw: Lowering, blk: ConvBlocking) -> int:
+    """The blocks a conv (or QLinearConv) tiles into, one PE drawn each: depthwise
+    (`dw_units`) or dense (`dense_units`)."""
+    return len(dw_units(lw, blk) if blk.depthwise else dense_units(lw, blk))

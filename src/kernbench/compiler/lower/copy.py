@@ -24,23 +24,18 @@ have no contiguous axis, returns False (and runs whole).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE
-from kernbench.compiler.lower.blocks import MIN_TILE_BYTES
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.copy_tiling import View, copy_pairs, merged
+from kernbench.compiler.lower.copy_tiling import (
+    View,
+    copy_pairs,
+    merged,
+    plain_tiles,
+    transposing_tiles,
+)
 from kernbench.ir.model import LayerIR
-
-
-def _per(lw: Lowering, rows: int, row_bytes: int, outer: int) -> int:
-    """Rows per tile: within a bank, at least MIN_TILE_BYTES, enough tiles for the PEs."""
-    fit = max(1, lw.bank // max(1, row_bytes))
-    want = math.ceil(outer * rows / lw.n_pes)  # rows per tile for one tile per PE
-    least = math.ceil(MIN_TILE_BYTES / max(1, row_bytes))
-    return max(1, min(rows, fit, max(want, least)))
 
 
 def copy_view(lw: Lowering, layer: str, src: View, dst: View) -> bool:
@@ -63,24 +58,13 @@ def copy_view(lw: Lowering, layer: str, src: View, dst: View) -> bool:
 def _plain(lw: Lowering, layer: str, src: View, dst: View, sh: list[int], ss: list[int],
            ds: list[int], isz: int) -> None:
     """Innermost runs contiguous on both sides: blocks of rows, DMA in, DMA out."""
-    inner = sh[-1]
-    chunk = min(inner, max(1, lw.bank // isz))  # a run longer than a bank: chunks
-    rows, sr, dr = (sh[-2], ss[-2], ds[-2]) if len(sh) > 1 else (1, 0, 0)
-    outer_shape = tuple(sh[:-2])
-    outer = int(np.prod(outer_shape)) if outer_shape else 1
-    per = _per(lw, rows, chunk * isz, outer * math.ceil(inner / chunk))
-    for idx in np.ndindex(*outer_shape):
-        so = src.off + sum(i * s for i, s in zip(idx, ss, strict=False))
-        do = dst.off + sum(i * s for i, s in zip(idx, ds, strict=False))
-        for e0 in range(0, inner, chunk):
-            e = min(chunk, inner - e0)
-            for r0 in range(0, rows, per):
-                r = min(per, rows - r0)
-                d0 = do + r0 * dr + e0
-                pe = lw.pe_near(dst.p, d0)
-                b = lw.buf(pe, r * e * isz, f"{layer}.copy")
-                lw.dma(False, pe, b, src.p, so + r0 * sr + e0, r, e, sr or e, layer)
-                lw.dma(True, pe, b, dst.p, d0, r, e, dr or e, layer, frees=[b])
+    sr, dr = (ss[-2], ds[-2]) if len(sh) > 1 else (0, 0)
+    for so, do, e0, e, r0, r in plain_tiles(lw, src, dst, sh, ss, ds, isz):
+        d0 = do + r0 * dr + e0
+        pe = lw.pe_near(dst.p, d0)
+        b = lw.buf(pe, r * e * isz, f"{layer}.copy")
+        lw.dma(False, pe, b, src.p, so + r0 * sr + e0, r, e, sr or e, layer)
+        lw.dma(True, pe, b, dst.p, d0, r, e, dr or e, layer, frees=[b])
 
 
 def _transposing(lw: Lowering, layer: str, src: View, dst: View, sh: list[int],
@@ -88,29 +72,18 @@ def _transposing(lw: Lowering, layer: str, src: View, dst: View, sh: list[int],
     """The destination's innermost axis is strided in the source, whose contiguous axis is
     `q`: (rows along the last axis × cols along q) blocks, VE_TRANSPOSE_TILE in TCM."""
     last = len(sh) - 1
-    n_r, n_c = sh[last], sh[q]
-    cols = min(n_c, max(1, lw.bank // (isz * min(n_r, 64))))
-    others = [i for i in range(len(sh)) if i not in (q, last)]
-    outer = int(np.prod([sh[i] for i in others])) if others else 1
-    per = _per(lw, n_r, cols * isz, outer * math.ceil(n_c / cols))
     qb = QBITS_OF[src.p.dtype]
-    for idx in np.ndindex(*[sh[i] for i in others]):
-        so = src.off + sum(i * ss[a] for i, a in zip(idx, others, strict=True))
-        do = dst.off + sum(i * ds[a] for i, a in zip(idx, others, strict=True))
-        for c0 in range(0, n_c, cols):
-            c = min(cols, n_c - c0)
-            for r0 in range(0, n_r, per):
-                r = min(per, n_r - r0)
-                d0 = do + c0 * ds[q] + r0
-                pe = lw.pe_near(dst.p, d0)
-                bi = lw.buf(pe, r * c * isz, f"{layer}.in")
-                lw.dma(False, pe, bi, src.p, so + r0 * ss[last] + c0 * ss[q], r, c,
-                       ss[last], layer)
-                bo = lw.buf(pe, r * c * isz, f"{layer}.out")
-                lw.op("VE_TRANSPOSE_TILE", pe, layer,
-                      {"rows": r, "cols": c, "qbits_activation": qb, **lw.engines.ve(pe)},
-                      reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
-                lw.dma(True, pe, bo, dst.p, d0, c, r, ds[q], layer, frees=[bo])
+    for so, do, c0, c, r0, r in transposing_tiles(lw, src, dst, sh, ss, ds, isz, q):
+        d0 = do + c0 * ds[q] + r0
+        pe = lw.pe_near(dst.p, d0)
+        bi = lw.buf(pe, r * c * isz, f"{layer}.in")
+        lw.dma(False, pe, bi, src.p, so + r0 * ss[last] + c0 * ss[q], r, c,
+               ss[last], layer)
+        bo = lw.buf(pe, r * c * isz, f"{layer}.out")
+        lw.op("VE_TRANSPOSE_TILE", pe, layer,
+              {"rows": r, "cols": c, "qbits_activation": qb, **lw.engines.ve(pe)},
+              reads=[("in", bi)], writes=[("out", bo)], frees=[bi])
+        lw.dma(True, pe, bo, dst.p, d0, c, r, ds[q], layer, frees=[bo])
 
 
 def lower_copy(lw: Lowering, n: LayerIR) -> bool:

@@ -11,12 +11,14 @@ nothing else is allocated.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 
-from kernbench.compiler.hbm import Placement
+from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.layout import copyable
+from kernbench.compiler.lower.blocks import MIN_TILE_BYTES
 from kernbench.compiler.lower.context import Lowering
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import node_attrs
@@ -128,4 +130,73 @@ def copy_pairs(lw: Lowering, n: LayerIR) -> list[tuple[View, View]] | None:
     return pairs
 
 
-__all__ = ["View", "copy_pairs", "merged", "sub_view", "view_of"]
+def _per(lw: Lowering, rows: int, row_bytes: int, outer: int) -> int:
+    """Rows per tile: within a bank, at least MIN_TILE_BYTES, enough tiles for the PEs."""
+    fit = max(1, lw.bank // max(1, row_bytes))
+    want = math.ceil(outer * rows / lw.n_pes)  # rows per tile for one tile per PE
+    least = math.ceil(MIN_TILE_BYTES / max(1, row_bytes))
+    return max(1, min(rows, fit, max(want, least)))
+
+
+#: one block of a copy: (source element, destination element of the outer index, first
+#: element or column along the inner axis, its count, first row, rows)
+CopyTile = tuple[int, int, int, int, int, int]
+
+
+def plain_tiles(lw: Lowering, src: View, dst: View, sh: list[int], ss: list[int],
+                ds: list[int], isz: int) -> list[CopyTile]:
+    """The blocks of a copy whose innermost runs are contiguous on both sides: per outer
+    index, chunks of a run longer than a bank, blocks of rows (`_per`). Each draws a PE
+    (`copy`); the plan pass counts them."""
+    inner = sh[-1]
+    chunk = min(inner, max(1, lw.bank // isz))  # a run longer than a bank: chunks
+    rows = sh[-2] if len(sh) > 1 else 1
+    outer_shape = tuple(sh[:-2])
+    outer = int(np.prod(outer_shape)) if outer_shape else 1
+    per = _per(lw, rows, chunk * isz, outer * math.ceil(inner / chunk))
+    out = []
+    for idx in np.ndindex(*outer_shape):
+        so = src.off + sum(i * s for i, s in zip(idx, ss, strict=False))
+        do = dst.off + sum(i * s for i, s in zip(idx, ds, strict=False))
+        out += [(so, do, e0, min(chunk, inner - e0), r0, min(per, rows - r0))
+                for e0 in range(0, inner, chunk) for r0 in range(0, rows, per)]
+    return out
+
+
+def transposing_tiles(lw: Lowering, src: View, dst: View, sh: list[int], ss: list[int],
+                      ds: list[int], isz: int, q: int) -> list[CopyTile]:
+    """The (rows along the last axis × cols along `q`, the source's contiguous axis)
+    blocks of a copy that moves the innermost axis, per index of the other axes."""
+    last = len(sh) - 1
+    n_r, n_c = sh[last], sh[q]
+    cols = min(n_c, max(1, lw.bank // (isz * min(n_r, 64))))
+    others = [i for i in range(len(sh)) if i not in (q, last)]
+    outer = int(np.prod([sh[i] for i in others])) if others else 1
+    per = _per(lw, n_r, cols * isz, outer * math.ceil(n_c / cols))
+    out = []
+    for idx in np.ndindex(*[sh[i] for i in others]):
+        so = src.off + sum(i * ss[a] for i, a in zip(idx, others, strict=True))
+        do = dst.off + sum(i * ds[a] for i, a in zip(idx, others, strict=True))
+        out += [(so, do, c0, min(cols, n_c - c0), r0, min(per, n_r - r0))
+                for c0 in range(0, n_c, cols) for r0 in range(0, n_r, per)]
+    return out
+
+
+def copy_draws(lw: Lowering, n: LayerIR) -> int | None:
+    """The blocks a copy layer's tiles make, one PE drawn each (None: it runs whole)."""
+    pairs = copy_pairs(lw, n)
+    if pairs is None:
+        return None
+    drawn = 0
+    for src, dst in pairs:
+        isz = int(ITEMSIZE[src.p.dtype])
+        sh, ss, ds = merged(src.shape, src.strides, dst.strides)
+        if int(np.prod(sh)) == 0:
+            continue
+        drawn += len(plain_tiles(lw, src, dst, sh, ss, ds, isz) if ss[-1] == 1
+                     else transposing_tiles(lw, src, dst, sh, ss, ds, isz, ss.index(1)))
+    return drawn
+
+
+__all__ = ["CopyTile", "View", "copy_draws", "copy_pairs", "merged", "plain_tiles", "sub_view",
+           "transposing_tiles", "view_of"]

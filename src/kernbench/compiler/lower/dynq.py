@@ -31,6 +31,7 @@ import numpy as np
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
+from kernbench.compiler.lower.dynq_plan import minmax_spans, one_block, quantize_spans
 from kernbench.compiler.lower.gemm import DynamicGemm, gemm
 from kernbench.compiler.lower.te_weights import values
 from kernbench.compiler.lower.values import (
@@ -55,7 +56,7 @@ def _drop(lw: Lowering, tid: str) -> None:
 def _partials(lw: Lowering, n: LayerIR, x: Placement, rows: int,
               cols: int) -> tuple[Placement, Placement, int]:
     """Phase 1: min and max of each row block into two scratch vectors; their length."""
-    blocks = lw.row_blocks(x, rows, cols, lw.bank // (cols * 4))
+    blocks = lw.spans_on_pes(minmax_spans(lw, x))
     nb = len(blocks)
     mins = lw.plan.allocate(f"{n.id}@min", (nb,), "fp32", "scratch").placement()
     maxs = lw.plan.allocate(f"{n.id}@max", (nb,), "fp32", "scratch").placement()
@@ -159,7 +160,7 @@ def lower_dynamic_quantize(lw: Lowering, n: LayerIR) -> bool:
     s_out = lw.plan.placements[n.outputs[1]]
     rows, cols = rows_cols(x)
     consumers = [lw.g.node(c) for c in lw.g.tensors[n.outputs[0]].consumers]
-    if rows * cols * 4 <= lw.bank:
+    if one_block(lw, x):
         _one_block(lw, n, x, s_out, consumers)
     else:
         mins, maxs, nb = _partials(lw, n, x, rows, cols)
@@ -172,8 +173,7 @@ def lower_dynamic_quantize(lw: Lowering, n: LayerIR) -> bool:
         act = _qparams(lw, n, pe, bmin, bmax, nb, s_out, consumers)
         lw.phase()
         # phase 3: quantize the row blocks with the run-time pair
-        split = lw.engines.ve_blocks(rows, cols, lw.n_pes, "quantize")
-        for r0, r, pe in lw.row_blocks(act.data, rows, cols, lw.bank // (cols * 4), split):
+        for r0, r, pe in lw.spans_on_pes(quantize_spans(lw, act.data)):
             bi = lw.buf(pe, r * cols * 4, f"{n.id}.x32")
             lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
             bq = lw.buf(pe, 8, f"{n.id}.qparams")

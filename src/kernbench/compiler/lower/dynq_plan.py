@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.te_weights import recentered
@@ -93,3 +94,38 @@ def plan_dynamic(lw: Lowering) -> tuple[frozenset[str], dict[str, IntegerMatmul]
                 assert im is not None  # _tiled_consumers checked every reader
                 matmuls[c] = im
     return frozenset(tiled), matmuls
+
+
+def minmax_spans(lw: Lowering, x: Placement) -> list[tuple[int, int, int | None]]:
+    """The row blocks of a DYNAMIC_QUANTIZE's first phase (the minimum and maximum of
+    each, one bank a block at most); each draws a PE."""
+    rows, cols = rows_cols(x)
+    return lw.row_spans(x, rows, cols, lw.bank // (cols * 4))
+
+
+def quantize_spans(lw: Lowering, data: Placement) -> list[tuple[int, int, int | None]]:
+    """The row blocks of a DYNAMIC_QUANTIZE's third phase over its (rows, cols) int8
+    scratch `data` (one per vector engine of every PE when the work pays for it)."""
+    rows, cols = rows_cols(data)
+    split = lw.engines.ve_blocks(rows, cols, lw.n_pes, "quantize")
+    return lw.row_spans(data, rows, cols, lw.bank // (cols * 4), split)
+
+
+def one_block(lw: Lowering, x: Placement) -> bool:
+    """Does a DYNAMIC_QUANTIZE of `x` run every phase on one PE (`x` fits a bank)?"""
+    rows, cols = rows_cols(x)
+    return rows * cols * 4 <= lw.bank
+
+
+def dynamic_draws(lw: Lowering, n: LayerIR) -> int | None:
+    """The PEs a tiled DYNAMIC_QUANTIZE draws (None: the plan does not tile it): one for a
+    tensor of one bank, else the first phase's blocks, the combining PE and the third
+    phase's blocks (cut over the input's rows: on one cube its scratch's)."""
+    if n.id not in lw.lowering_plan.dynamic_quantize:
+        return None
+    x = lw.placement(n.inputs[0])
+    if one_block(lw, x):
+        return 1
+    rows, cols = rows_cols(x)
+    return len(minmax_spans(lw, x)) + 1 + len(quantize_spans(lw, x.view((rows, cols))))
+

@@ -101,7 +101,7 @@ def lower_clamp(lw: Lowering, n: LayerIR) -> bool:
     if t is None:
         return False
     b, x, y, total, per = t
-    for e0 in range(0, total, per):
+    for e0 in t.starts():
         e = min(per, total - e0)
         pe = lw.next_pe()
         bi = lw.buf(pe, e * ITEMSIZE[x.dtype], f"{n.id}.in")

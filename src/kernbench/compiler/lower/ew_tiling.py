@@ -130,6 +130,10 @@ class ClampTiling(NamedTuple):
     total: int
     per: int
 
+    def starts(self) -> range:
+        """The first element of each block (each block draws a PE)."""
+        return range(0, self.total, self.per)
+
 
 def clamp_tiling(lw: Lowering, n: LayerIR) -> ClampTiling | None:
     """The blocks of a ReLU / Clip with constant bounds on contiguous fp32 / fp16 data

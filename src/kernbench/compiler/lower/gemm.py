@@ -35,6 +35,7 @@ from kernbench.compiler.lower.gemm_balance import (
 from kernbench.compiler.lower.gemm_cubes import gemm_ranges, spread_scratch
 from kernbench.compiler.lower.gemm_parts import (
     acc_itemsize,
+    range_parts,
     range_tiles,
     tcm_dtype,
     tcm_itemsize,
@@ -120,14 +121,9 @@ def _tiles_per_pe(lw: Lowering, xq: Placement, wp: TeWeight, op: Placement, m: i
     ranges = gemm_ranges(lw, xq.dtype, wp, op, m, nn, k, nn_layer)
     for r_lo, r_hi, cube in ranges:
         t = range_tiles(lw, xq.dtype, wp.dtype, wp.bits, r_hi - r_lo, nn, k, cube, row_reduce)
-        parts = t.k_parts(k)
         mine: dict[int, tuple[GemmTiles, list[KPart]]] = {}
-        for m0 in range(r_lo, r_hi, t.tm):
-            for n0 in range(0, nn, t.tn):
-                tile = (m0, n0, min(t.tm, r_hi - m0), min(t.tn, nn - n0))
-                for i, (k0, k1) in enumerate(parts):
-                    mine.setdefault(lw.pes.next(cube), (t, []))[1].append(
-                        KPart(tile, k0, k1, i - 1))
+        for tile, i, k0, k1 in range_parts(t, r_lo, r_hi, nn, k):
+            mine.setdefault(lw.pes.next(cube), (t, []))[1].append(KPart(tile, k0, k1, i - 1))
         if producer is not None and gemm_balance.BALANCE and t.ks > 1 and cube is None \
                 and r_hi - r_lo <= t.tm:
             mine = gemm_splitk.balanced(lw, t, mine, k, wp.bits, producer,

@@ -63,6 +63,16 @@ def dma_peak_bytes_per_cycle(lw: Lowering) -> float:
     return gbs / cs.pe_template.pe_gemm.clock_ghz
 
 
+def memory_sharing_pes(lw: Lowering) -> int:
+    """The PEs whose loads share one memory's bandwidth when a chip has one cube, so a
+    GEMM on fewer PEs gives each loading PE a larger share; 0 (every PE at its
+    all-loading share) on a chip of several cubes, whose storage the memory plan spreads
+    over the cubes, so the loading PEs of one cube read the other parts over the
+    cube-to-cube links and a larger share of their own cube's memory is not theirs."""
+    cubes, chips = len(lw.topo.cubes), lw.topo.chips
+    return lw.n_pes // cubes if cubes == chips else 0
+
+
 def te_bits(a_dtype: str, w_dtype: str) -> int:
     """The operand bits a TE tile of these operands is priced at: the wider one's, as
     they lie in TCM (a block-float weight as bf16)."""
@@ -88,10 +98,22 @@ def range_tiles(lw: Lowering, a_dtype: str, w_dtype: str, w_bits: int, rows: int
                           engine=g, bits=te_bits(a_dtype, w_dtype),
                           w_load_bytes=ITEMSIZE[w_dtype],
                           dma_peak_bytes_per_cycle=dma_peak_bytes_per_cycle(lw),
-                          share_pes=lw.n_pes // len(lw.topo.cubes))
+                          share_pes=memory_sharing_pes(lw))
     if row_reduce and integer and t.ks == 1 and rows <= t.tm:
         t = split(lw, t, math.ceil(nn / t.tn), k, w_bits, n_pes)
     return t
+
+
+def range_parts(t: GemmTiles, r_lo: int, r_hi: int, nn: int,
+                k: int) -> list[tuple[tuple[int, int, int, int], int, int, int]]:
+    """(output tile (m0, n0, tm, tn), part index, first K, end K) of every K part of the
+    output tiles of rows `r_lo` .. `r_hi` tiled as `t`, in the order the GEMM deals them
+    to PEs (each draws one). The GEMM's tiles and the plan pass's count of the PEs a
+    layer draws both call it."""
+    parts = t.k_parts(k)
+    return [((m0, n0, min(t.tm, r_hi - m0), min(t.tn, nn - n0)), i, k0, k1)
+            for m0 in range(r_lo, r_hi, t.tm) for n0 in range(0, nn, t.tn)
+            for i, (k0, k1) in enumerate(parts)]
 
 
 def split(lw: Lowering, t: GemmTiles, tiles: int, k: int, bits: int, n_pes: int) -> GemmTiles:

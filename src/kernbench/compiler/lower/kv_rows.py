@@ -10,6 +10,8 @@ epilogue quantizes its tile in TCM (VE_QUANTIZE with the cache's calibrated scal
 same op on the same fp32 values as the KV_UPDATE's: the data pass stays exact) and
 stores it into the new rows of the present cache itself; the KV_UPDATE then copies only
 the past rows (the lowering plan's `kv_rows`), and the float output is not stored.
+The KV_UPDATE's blocks (`past_blocks`, `new_blocks`) are cut here too, so the plan pass
+counts the PEs they draw (`kv_update_draws`).
 
 Taken only where the tile's rows map onto few DMAs: a decode step (`MAX_ROWS` new rows a
 tile at most); a prefill's new rows are whole blocks the KV_UPDATE copies efficiently.
@@ -17,6 +19,8 @@ tile at most); a prefill's new rows are whole blocks the KV_UPDATE copies effici
 
 from __future__ import annotations
 
+import math
+from itertools import groupby
 from typing import Any
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
@@ -174,3 +178,63 @@ def store_kv_rows(lw: Lowering, kv: KvRows, pe: int, src: Buf, layer: str, elem_
                           role="kv", frees=frees if i == len(groups) - 1 else (),
                           buf_offset=int(t0 * isz)))
     return ops
+
+
+#: a KV_UPDATE block has at least this many rows (when the cache has them): smaller
+#: blocks pay a DMA latency and a command round trip each for little data
+MIN_BLOCK_ROWS = 64
+
+def block_rows(lw: Lowering, rows: int, d: int, isz: float, total_rows: int) -> int:
+    """Rows per block: at most a TCM bank, and few enough that the layer's `total_rows`
+    (every head's) give each PE a block, but no fewer than MIN_BLOCK_ROWS."""
+    spread = max(MIN_BLOCK_ROWS, math.ceil(total_rows / lw.n_pes))
+    return max(1, min(rows, int(lw.bank // (d * isz)), spread))
+
+
+def present_row(out: Placement, h_: int, bh: int, row: int, d: int) -> int:
+    """Element offset of row `row` of head `bh` (batch · heads + head) in the present."""
+    b, h = divmod(bh, h_)
+    return b * out.strides[0] + h * out.strides[1] + row * d
+
+
+def past_blocks(lw: Lowering, past: Placement, out: Placement, d: int,
+                isz: float) -> list[tuple[int, int]]:
+    """(first, end) of each block of a KV_UPDATE's past copy, in rows of the (batch · head
+    · row) run: runs of consecutive heads whose present rows start in the same cube, each
+    cut into even blocks (`block_rows`). Each block draws a PE."""
+    b_, h_, p_len, _ = past.shape
+    total = b_ * h_ * p_len
+    per = block_rows(lw, total, d, isz, total)
+    out_blocks = []
+    for _, run in groupby(range(b_ * h_),
+                          key=lambda bh: lw.cube_near(out, present_row(out, h_, bh, 0, d))):
+        bhs = list(run)
+        lo, hi = bhs[0] * p_len, (bhs[-1] + 1) * p_len
+        size = math.ceil((hi - lo) / math.ceil((hi - lo) / per))  # even blocks
+        out_blocks += [(f0, min(hi, f0 + size)) for f0 in range(lo, hi, size)]
+    return out_blocks
+
+
+def new_blocks(rows: int, per: int) -> list[tuple[int, int]]:
+    """(first row, rows) of the blocks of one head's new rows, `per` a block."""
+    return [(r0, min(per, rows - r0)) for r0 in range(0, rows, per)]
+
+
+def kv_update_draws(lw: Lowering, n: LayerIR) -> int | None:
+    """The PEs a KV_UPDATE's tiles draw on one cube (None: it runs whole): the past copy's
+    blocks (unless the cache is updated in place) and every head's new-row blocks (unless
+    the projection stores them, `feeds_kv_update`)."""
+    past = lw.placement(n.inputs[0])
+    out = lw.plan.placements[n.outputs[0]]
+    b_, h_, p_len, d = past.shape
+    if not kv_update_tiled(lw, n):
+        return None
+    new = None if lw.lowering_plan.feeds_kv_update(n.id) else lw.placement(n.inputs[1])
+    isz = max(ITEMSIZE[past.dtype], ITEMSIZE[new.dtype] if new is not None else 0)
+    drawn = len(past_blocks(lw, past, out, d, isz)) \
+        if not node_attrs(n).in_place and p_len else 0
+    if new is not None:
+        s_len = new.shape[2]
+        per = block_rows(lw, s_len, d, isz, b_ * h_ * s_len)
+        drawn += b_ * h_ * len(new_blocks(s_len, per))
+    return drawn

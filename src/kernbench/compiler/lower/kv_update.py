@@ -1,7 +1,7 @@
 """KV_UPDATE: present[b, h] = concat(past[b, h], new[b, h]) along the sequence.
 
 The past rows of every head, taken as one contiguous run, in even blocks (at most one TCM
-bank, small enough that every PE gets a block, `_block_rows`), and the new rows per
+bank, small enough that every PE gets a block, `kv_rows.block_rows`), and the new rows per
 (batch, head): DMA them in, convert them when the cache is stored at other bits
 (VE_QUANTIZE with the calibrated scale for int16 / int8 / int4, VE_COPY for fp16), DMA
 them into their rows of the present cache (a 4-bit cache is packed two values a byte: its
@@ -13,31 +13,24 @@ copied here.
 
 from __future__ import annotations
 
-import math
-from itertools import groupby
-
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.kv_rows import kv_update_tiled
+from kernbench.compiler.lower.kv_rows import (
+    block_rows,
+    kv_update_tiled,
+    new_blocks,
+    past_blocks,
+    present_row,
+)
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import node_attrs
 
-#: a KV_UPDATE block has at least this many rows (when the cache has them): smaller
-#: blocks pay a DMA latency and a command round trip each for little data
-MIN_BLOCK_ROWS = 64
 #: a past-copy block moves through TCM in chunks of at most this many source bytes
 #: (`_copy_block`): small enough that a load queued behind one waits little, large enough
 #: that the DMA's fixed cost (setup, HBM latency) stays below its transfer time (the
 #: fastest chunk on the gpt2-small decode step; whole blocks are slower)
 CHUNK_BYTES = 16384
-
-
-def _block_rows(lw: Lowering, rows: int, d: int, isz: float, total_rows: int) -> int:
-    """Rows per block: at most a TCM bank, and few enough that the layer's `total_rows`
-    (every head's) give each PE a block, but no fewer than MIN_BLOCK_ROWS."""
-    spread = max(MIN_BLOCK_ROWS, math.ceil(total_rows / lw.n_pes))
-    return max(1, min(rows, int(lw.bank // (d * isz)), spread))
 
 
 def _convert_into(lw: Lowering, n: LayerIR, pe: int, bb: Buf, bq: Buf, out_dtype: str,
@@ -72,8 +65,7 @@ def _copy_rows(lw: Lowering, n: LayerIR, src: Placement, out: Placement, b: int,
     """Rows [0, rows) of src[b, h] (d wide) into rows [dst_row, dst_row + rows) of
     out[b, h], `per` rows a block. A block runs in the cube holding its rows of a spread
     cache (the store is local; the past rows are read from that cube's copy)."""
-    for r0 in range(0, rows, per):
-        r = min(per, rows - r0)
+    for r0, r in new_blocks(rows, per):
         o = b * out.strides[0] + h * out.strides[1] + (dst_row + r0) * d
         pe = lw.pe_near(out, o) if out.parts else lw.next_pe()
         bb = lw.buf(pe, r * d * isz, f"{n.id}.rows")
@@ -91,22 +83,8 @@ def _copy_past(lw: Lowering, n: LayerIR, past: Placement, out: Placement, d: int
     Even blocks, not blocks per head, so that the PEs copy the same bytes (heads of 1024
     rows in blocks of 192 left some PEs two blocks and others one of 64 rows)."""
     b_, h_, p_len, _ = past.shape
-    total = b_ * h_ * p_len
-    per = _block_rows(lw, total, d, isz, total)
-    # runs of consecutive heads whose present rows start in the same cube
-    for _, run in groupby(range(b_ * h_),
-                          key=lambda bh: lw.cube_near(out, _present_row(out, h_, bh, 0, d))):
-        bhs = list(run)
-        lo, hi = bhs[0] * p_len, (bhs[-1] + 1) * p_len
-        size = math.ceil((hi - lo) / math.ceil((hi - lo) / per))  # even blocks
-        for f0 in range(lo, hi, size):
-            _copy_block(lw, n, past, out, f0, min(hi, f0 + size), h_, p_len, d, isz, scale)
-
-
-def _present_row(out: Placement, h_: int, bh: int, row: int, d: int) -> int:
-    """Element offset of row `row` of head `bh` (batch · heads + head) in the present."""
-    b, h = divmod(bh, h_)
-    return b * out.strides[0] + h * out.strides[1] + row * d
+    for f0, f1 in past_blocks(lw, past, out, d, isz):
+        _copy_block(lw, n, past, out, f0, f1, h_, p_len, d, isz, scale)
 
 
 def _copy_block(lw: Lowering, n: LayerIR, past: Placement, out: Placement, f0: int, f1: int,
@@ -141,7 +119,7 @@ def _copy_block(lw: Lowering, n: LayerIR, past: Placement, out: Placement, f0: i
 def _seg_offset(out: Placement, h_: int, p_len: int, d: int, f: int) -> int:
     """Present element offset of row f of the (batch · head · row) run."""
     bh, row = divmod(f, p_len)
-    return _present_row(out, h_, bh, row, d)
+    return present_row(out, h_, bh, row, d)
 
 
 def _segments(out: Placement, h_: int, p_len: int, d: int, f0: int,
@@ -175,7 +153,7 @@ def lower_kv_update(lw: Lowering, n: LayerIR) -> bool:
     if new is None:
         return True
     s_len = new.shape[2]
-    per_new = _block_rows(lw, s_len, d, isz, b_ * h_ * s_len)
+    per_new = block_rows(lw, s_len, d, isz, b_ * h_ * s_len)
     for b in range(b_):
         for h in range(h_):
             _copy_rows(lw, n, new, out, b, h, s_len, p_len, d, isz, scale, per_new)

@@ -4,7 +4,8 @@
   spread too; the K loop of one GEMM output tile stays on one PE. On a multi-cube NPU
   every layer's tiles start again at PE 0 (cube 0, where unspread activations live): a
   small layer stays near its data, a big one still spreads over all PEs (on one cube a
-  counter that rotates across layers balances the PEs better). A tile whose rows live in
+  counter that rotates across layers balances the PEs better; each layer starts where the
+  lowering plan says, `first_pe`: the PEs the layers before it draw). A tile whose rows live in
   one part of a spread storage goes round-robin over the PEs of that part's cube
   (`next(cube)`), so it reads and writes locally. A layer of one tile runs on the PE the
   lowering plan gives it (`lone_plan`: a rotation of its own per cube, across layers).

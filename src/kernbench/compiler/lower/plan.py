@@ -44,6 +44,10 @@ Fields:
 - `pins`: the storages pinned whole to one cube (`CompileState.pinned`) → the layer run
   whole that touched it while it was spread, in the round of the plan pass that pinned it
   (`whole_plan`; the memory is planned again after each round).
+- `first_pe`: on one cube, every layer with an op of its own → the PE its first tile
+  goes to: the round-robin carries across layers, so it is the PEs the layers before it
+  drew, modulo the PEs (`pe_draws`); the tiling pass starts each layer's cursor there.
+  Empty on several cubes, where every layer starts at PE 0.
 - `fused`: layers computed by another layer's tiles (layer → that layer): a tiled
   MATMUL_INTEGER's Cast and Mul, an epilogue's consumer, a conv's clamp, a row-reduced
   norm, and the views of a tensor no tile writes (each → the producer of that tensor).
@@ -95,6 +99,7 @@ class LoweringPlan:
     lone: Mapping[str, int]
     whole: frozenset[str] = frozenset()
     pins: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    first_pe: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def feeds_kv_update(self, node: str) -> bool:
         """Does a projection store the new rows of KV_UPDATE `node` (it copies the past)?"""
@@ -162,6 +167,8 @@ class LoweringPlan:
         lines += [f"    {layer}" for layer in sorted(self.whole)]
         lines.append("  pins (storage pinned to one cube -> the layer run whole that needed it):")
         lines += [f"    {key} -> {layer}" for key, layer in sorted(self.pins.items())]
+        lines.append("  first_pe (layer -> the PE its first tile goes to, one cube):")
+        lines += [f"    {layer} -> pe{pe}" for layer, pe in self.first_pe.items()]
         lines.append("  fused (layer -> the layer whose tiles compute it):")
         lines += [f"    {c} -> {p}" for c, p in sorted(self.fused.items())]
         lines.append("  unwritten (float tensors no tile writes):")

@@ -8,7 +8,8 @@ quantizations and integer GEMMs the tiles compute, which consumer a GEMM's epilo
 applies, which projections store int8 Q / K / V or new KV rows, which ReLU / Clip a
 conv's epilogue applies, which norm one PE runs after adding a one-row GEMM up, which
 head transposes a QDQ writes through, which float tensors no tile writes and the views of
-them, and on which PE each layer of one tile runs). The tiling pass reads the plan and
+them, on which PE each layer of one tile runs, and, on one cube, the PE each layer's
+first tile goes to). The tiling pass reads the plan and
 makes none of these decisions itself. The plan also names the layers that run whole and
 pins the spread storages they touch (`whole_plan`): the memory is then planned again and
 the memory decisions made again, until no layer run whole touches spread storage
@@ -33,6 +34,7 @@ from kernbench.compiler.lower.gemm_outputs import tiled_outputs
 from kernbench.compiler.lower.gemm_rowreduce import planned_norm
 from kernbench.compiler.lower.kv_rows import planned_kv_rows
 from kernbench.compiler.lower.lone_plan import planned_lone
+from kernbench.compiler.lower.pe_draws import planned_first_pe
 from kernbench.compiler.lower.plan import LoweringPlan, WeightKey
 from kernbench.compiler.lower.qdq_layout import folded_input_transposes, written_through
 from kernbench.compiler.lower.te_weights import planned_te_weight
@@ -122,7 +124,10 @@ def memory_decisions(state: CompileState, plan: LoweringPlan) -> LoweringPlan:
     lw.lowering_plan = dataclasses.replace(lw.lowering_plan,
                                            lone=MappingProxyType(planned_lone(lw)))
     whole, pins = planned_whole(lw)
-    return dataclasses.replace(lw.lowering_plan, whole=whole, pins=MappingProxyType(pins))
+    lw.lowering_plan = dataclasses.replace(lw.lowering_plan, whole=whole,
+                                           pins=MappingProxyType(pins))
+    return dataclasses.replace(lw.lowering_plan,
+                               first_pe=MappingProxyType(planned_first_pe(lw)))
 
 
 def unwritten_views(g: Graph, chains: Iterable[Sequence[str]]) -> dict[str, str]:

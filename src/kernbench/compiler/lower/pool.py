@@ -13,12 +13,14 @@ over the PEs as VE_REDUCE_TILE. Other layers return False and run whole.
 
 from __future__ import annotations
 
-import math
-
 from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.pool_tiling import pool_tiling, reduce_tiling
-from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS
+from kernbench.compiler.lower.pool_tiling import (
+    pool_tiling,
+    pool_units,
+    reduce_blocks,
+    reduce_tiling,
+)
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import node_attrs
 
@@ -29,28 +31,24 @@ def lower_pool(lw: Lowering, n: LayerIR) -> bool:
     if pt is None:
         return False
     a = node_attrs(n)
-    x, y, geo, cb_max, toh, blocks = pt
+    x, y, geo = pt.x, pt.y, pt.geo
     isz = ITEMSIZE[x.dtype]
     q = QBITS_OF[x.dtype]
     hw_in, hw_out = geo.h * geo.w, geo.ho * geo.wo
-    for img in range(geo.n):
-        for c0 in range(0, geo.c, cb_max):
-            cb = min(cb_max, geo.c - c0)
-            for oh0, rb in zip(range(0, geo.ho, toh), blocks, strict=True):
-                t = min(toh, geo.ho - oh0)
-                pe = lw.next_pe()
-                bi = lw.buf(pe, cb * rb.rows * geo.w * isz, f"{n.id}.in")
-                bo = lw.buf(pe, cb * t * geo.wo * isz, f"{n.id}.out")
-                lw.dma(False, pe, bi, x, (img * geo.c + c0) * hw_in + rb.first * geo.w, cb,
-                       rb.rows * geo.w, hw_in, n.id)
-                fields = {"c": cb, **geo.window_fields(rb), "mode": a.mode,
-                          "count_include_pad": bool(a.count_include_pad),
-                          "ceil_mode": bool(a.ceil_mode),
-                          "qbits_activation": q, "out_qbits": q}
-                lw.op("VE_POOL_TILE", pe, n.id, fields, reads=[("in", bi)],
-                      writes=[("out", bo)], frees=[bi])
-                lw.dma(True, pe, bo, y, (img * geo.c + c0) * hw_out + oh0 * geo.wo, cb,
-                       t * geo.wo, hw_out, n.id, frees=[bo])
+    for img, c0, cb, oh0, t, rb in pool_units(pt):
+        pe = lw.next_pe()
+        bi = lw.buf(pe, cb * rb.rows * geo.w * isz, f"{n.id}.in")
+        bo = lw.buf(pe, cb * t * geo.wo * isz, f"{n.id}.out")
+        lw.dma(False, pe, bi, x, (img * geo.c + c0) * hw_in + rb.first * geo.w, cb,
+               rb.rows * geo.w, hw_in, n.id)
+        fields = {"c": cb, **geo.window_fields(rb), "mode": a.mode,
+                  "count_include_pad": bool(a.count_include_pad),
+                  "ceil_mode": bool(a.ceil_mode),
+                  "qbits_activation": q, "out_qbits": q}
+        lw.op("VE_POOL_TILE", pe, n.id, fields, reads=[("in", bi)],
+              writes=[("out", bo)], frees=[bi])
+        lw.dma(True, pe, bo, y, (img * geo.c + c0) * hw_out + oh0 * geo.wo, cb,
+               t * geo.wo, hw_out, n.id, frees=[bo])
     return True
 
 
@@ -60,12 +58,9 @@ def lower_reduce(lw: Lowering, n: LayerIR) -> bool:
     if rt is None:
         return False
     a = node_attrs(n)
-    x, y, rows, length = rt
-    per = max(1, min(rows, lw.bank // (length * 4),
-                     max(math.ceil(MIN_BLOCK_ELEMS / length), math.ceil(rows / lw.n_pes))))
+    x, y, _, length = rt
     isz, osz = ITEMSIZE[x.dtype], ITEMSIZE[y.dtype]
-    for r0 in range(0, rows, per):
-        r = min(per, rows - r0)
+    for r0, r in reduce_blocks(lw, rt):
         pe = lw.next_pe()
         bi = lw.buf(pe, r * length * isz, f"{n.id}.in")
         bo = lw.buf(pe, r * osz, f"{n.id}.out")

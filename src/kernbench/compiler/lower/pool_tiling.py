@@ -19,7 +19,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.window import Geom, RowBlock, choose, geom, halves
+from kernbench.compiler.lower.window import MIN_BLOCK_ELEMS, Geom, RowBlock, choose, geom, halves
 from kernbench.ir.model import LayerIR
 from kernbench.ir.ops import node_attrs
 
@@ -106,5 +106,24 @@ def reduce_tiling(lw: Lowering, n: LayerIR) -> ReduceTiling | None:
     return ReduceTiling(x, y, rows, length)
 
 
+def pool_units(pt: PoolTiling) -> list[tuple[int, int, int, int, int, RowBlock]]:
+    """(image, first channel, channels, first output row, rows, the input rows it reads)
+    of each VE_POOL_TILE block of a tiled POOL (each draws a PE; the plan pass counts
+    them)."""
+    geo = pt.geo
+    return [(img, c0, min(pt.cb_max, geo.c - c0), oh0, min(pt.toh, geo.ho - oh0), rb)
+            for img in range(geo.n) for c0 in range(0, geo.c, pt.cb_max)
+            for oh0, rb in zip(range(0, geo.ho, pt.toh), pt.blocks, strict=True)]
+
+
+def reduce_blocks(lw: Lowering, rt: ReduceTiling) -> list[tuple[int, int]]:
+    """(first row, rows) of each VE_REDUCE_TILE block of a tiled REDUCE: at most a bank,
+    one per PE down to `MIN_BLOCK_ELEMS` (each draws a PE)."""
+    rows, length = rt.rows, rt.length
+    per = max(1, min(rows, lw.bank // (length * 4),
+                     max(math.ceil(MIN_BLOCK_ELEMS / length), math.ceil(rows / lw.n_pes))))
+    return [(r0, min(per, rows - r0)) for r0 in range(0, rows, per)]
+
+
 __all__ = ["PoolTiling", "REDUCE_OPS", "ReduceTiling", "pool_blocks", "pool_tiling",
-           "reduce_tiling"]
+           "pool_units", "reduce_blocks", "reduce_tiling"]

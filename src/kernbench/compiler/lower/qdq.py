@@ -21,11 +21,16 @@ The transpose gets no operation and its (or the QDQ's) intermediate tensor no st
 
 from __future__ import annotations
 
-import math
-
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.qdq_layout import QdqLayout, qdq_layout, qdq_params, qdq_tiled
+from kernbench.compiler.lower.qdq_layout import (
+    QdqLayout,
+    layout_blocks,
+    plain_rows,
+    qdq_layout,
+    qdq_params,
+    qdq_tiled,
+)
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR
 
@@ -50,34 +55,30 @@ def _lower_with_layout(lw: Lowering, n: LayerIR, lay: QdqLayout, qp: tuple[float
     """Per (b, h) of the (B, H, ·, ·) side, row blocks of the sequence: the (B, S, H, D)
     side is read / written with strided DMAs (module doc)."""
     st = lay.strided
-    bsz, s_len, heads, d = st.shape
-    per = max(1, min(s_len, lw.bank // (d * 4)))
-    for b in range(bsz):
-        for h in range(heads):
-            base = b * st.strides[0] + h * st.strides[2]
-            for s0 in range(0, s_len, per):
-                s = min(per, s_len - s0)
-                pe = lw.next_pe()
-                bi = lw.buf(pe, s * d * 4, f"{n.id}.in")
-                o = lay.other
-                obase = b * o.strides[0] + h * o.strides[1]
-                if lay.input_side:
-                    lw.dma(False, pe, bi, st, base + s0 * st.strides[1], s, d, st.strides[1],
-                           n.id)
-                else:
-                    lw.dma(False, pe, bi, o, obase + s0 * d, 1, s * d, s * d, n.id)
-                _qdq_ops(lw, n, pe, bi, s, d, qp)
-                if not lay.input_side:
-                    lw.dma(True, pe, bi, st, base + s0 * st.strides[1], s, d, st.strides[1],
-                           n.id, frees=[bi])
-                elif lay.key_t:  # (s, d) → (d, s): D rows of the (B, H, D, S) output
-                    bt = lw.buf(pe, s * d * 4, f"{n.id}.t")
-                    lw.op("VE_TRANSPOSE_TILE", pe, n.id,
-                          {"rows": s, "cols": d, "qbits_activation": 32},
-                          reads=[("in", bi)], writes=[("out", bt)], frees=[bi])
-                    lw.dma(True, pe, bt, o, obase + s0, d, s, s_len, n.id, frees=[bt])
-                else:
-                    lw.dma(True, pe, bi, o, obase + s0 * d, 1, s * d, s * d, n.id, frees=[bi])
+    s_len, d = st.shape[1], st.shape[3]
+    for b, h, s0, s in layout_blocks(lw, lay):
+        base = b * st.strides[0] + h * st.strides[2]
+        pe = lw.next_pe()
+        bi = lw.buf(pe, s * d * 4, f"{n.id}.in")
+        o = lay.other
+        obase = b * o.strides[0] + h * o.strides[1]
+        if lay.input_side:
+            lw.dma(False, pe, bi, st, base + s0 * st.strides[1], s, d, st.strides[1],
+                   n.id)
+        else:
+            lw.dma(False, pe, bi, o, obase + s0 * d, 1, s * d, s * d, n.id)
+        _qdq_ops(lw, n, pe, bi, s, d, qp)
+        if not lay.input_side:
+            lw.dma(True, pe, bi, st, base + s0 * st.strides[1], s, d, st.strides[1],
+                   n.id, frees=[bi])
+        elif lay.key_t:  # (s, d) → (d, s): D rows of the (B, H, D, S) output
+            bt = lw.buf(pe, s * d * 4, f"{n.id}.t")
+            lw.op("VE_TRANSPOSE_TILE", pe, n.id,
+                  {"rows": s, "cols": d, "qbits_activation": 32},
+                  reads=[("in", bi)], writes=[("out", bt)], frees=[bi])
+            lw.dma(True, pe, bt, o, obase + s0, d, s, s_len, n.id, frees=[bt])
+        else:
+            lw.dma(True, pe, bi, o, obase + s0 * d, 1, s * d, s * d, n.id, frees=[bi])
 
 
 def _drop(lw: Lowering, tid: str) -> None:
@@ -109,10 +110,8 @@ def lower_qdq(lw: Lowering, n: LayerIR) -> bool:
     if not qdq_tiled(lw, n):
         return False
     assert qp is not None and y is not None
-    rows, cols = rows_cols(x)
-    per = max(1, min(rows, lw.bank // (cols * 4), math.ceil(rows / lw.n_pes)))
-    for r0 in range(0, rows, per):
-        r = min(per, rows - r0)
+    cols = rows_cols(x)[1]
+    for r0, r in plain_rows(lw, x):
         pe = lw.next_pe()
         bi = lw.buf(pe, r * cols * 4, f"{n.id}.in")
         lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)

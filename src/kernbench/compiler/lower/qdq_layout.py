@@ -7,12 +7,14 @@ module docstring).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from kernbench.compiler.hbm import Placement
 from kernbench.compiler.lower.activation import qdq_bypassed
+from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.quantize import qdq_source
 from kernbench.ir.model import LayerIR
@@ -129,3 +131,21 @@ def qdq_tiled(lw: Lowering, n: LayerIR) -> bool:
     y = lw.plan.placements.get(n.outputs[0])
     return qdq_params(lw, n) is not None and y is not None and x.dtype == "fp32" \
         and y.dtype == "fp32" and x.contiguous and y.contiguous and x.shape == y.shape
+
+
+def layout_blocks(lw: Lowering, lay: QdqLayout) -> list[tuple[int, int, int, int]]:
+    """(batch, head, first position, positions) of each block of a QDQ folding head
+    transpose `lay`: per (b, h) of the (B, H, ·, ·) side, blocks of the sequence that fit
+    a bank. The QDQ's tiles cut them and the plan pass counts them (each draws a PE)."""
+    bsz, s_len, heads, d = lay.strided.shape
+    per = max(1, min(s_len, lw.bank // (d * 4)))
+    return [(b, h, s0, min(per, s_len - s0)) for b in range(bsz) for h in range(heads)
+            for s0 in range(0, s_len, per)]
+
+
+def plain_rows(lw: Lowering, x: Placement) -> list[tuple[int, int]]:
+    """(first row, rows) of the row blocks of a tiled QDQ folding no transpose over input
+    `x`'s last axis: one per PE, at most a bank each (each draws a PE)."""
+    rows, cols = rows_cols(x)
+    per = max(1, min(rows, lw.bank // (cols * 4), math.ceil(rows / lw.n_pes)))
+    return [(r0, min(per, rows - r0)) for r0 in range(0, rows, per)]

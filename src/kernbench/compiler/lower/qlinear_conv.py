@@ -21,7 +21,7 @@ import numpy as np
 
 from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.conv_tiles import ConvJob, dense_tiles, dw_blocks, load_x
+from kernbench.compiler.lower.conv_tiles import ConvJob, dense_tiles, dw_units, load_x
 from kernbench.compiler.lower.qlinear import Requant, requant
 from kernbench.compiler.lower.qlinear_tiling import qconv_tiling
 from kernbench.compiler.lower.values import TeWeight
@@ -115,27 +115,22 @@ def _depthwise(lw: Lowering, job: ConvJob, rq: Requant, zx: int,
     """VE_DWCONV_TILE tiles: (image, channel block, row block), with the int32 bias."""
     geo, nid, w = job.geo, job.n.id, job.w
     mult = job.cout // geo.c
-    cb_max, toh = dw_blocks(lw, job)
     taps = geo.kh * geo.kw
     xf = _x_fields(job, zx, "in_signed")
-    for img in range(geo.n):
-        for ci0 in range(0, geo.c, cb_max):
-            cb = min(cb_max, geo.c - ci0)
-            for oh0 in range(0, geo.ho, toh):
-                t = min(toh, geo.ho - oh0)
-                rb = geo.rows_for(oh0, t)
-                pe = lw.next_pe()
-                bx = load_x(lw, job, pe, img, ci0, cb, rb.first, rb.rows)
-                nw = cb * mult * taps
-                bw = lw.buf(pe, nw, f"{nid}.wgt")
-                lw.dma(False, pe, bw, w.placement, ci0 * mult * taps, 1, nw, nw, nid,
-                       role="weight")
-                extra = _bias(lw, pe, nid, corr, ci0 * mult, cb * mult)
-                acc = lw.buf(pe, cb * mult * t * geo.wo * 4, f"{nid}.acc")
-                fields = {"c": cb, "multiplier": mult, **geo.window_fields(rb),
-                          "qbits_activation": QBITS_OF[job.x.dtype], "qbits_weight": 8,
-                          "out_qbits": 32, **xf}
-                lw.op("VE_DWCONV_TILE", pe, nid, fields,
-                      reads=[("in", bx), ("wgt", bw)] + extra, writes=[("out", acc)],
-                      frees=[bx, bw] + [b for _, b in extra])
-                _epilogue(lw, job, rq, pe, acc, img, ci0 * mult, cb * mult, oh0, t)
+    for img, ci0, cb, oh0, t in dw_units(lw, job.blocking):
+        rb = geo.rows_for(oh0, t)
+        pe = lw.next_pe()
+        bx = load_x(lw, job, pe, img, ci0, cb, rb.first, rb.rows)
+        nw = cb * mult * taps
+        bw = lw.buf(pe, nw, f"{nid}.wgt")
+        lw.dma(False, pe, bw, w.placement, ci0 * mult * taps, 1, nw, nw, nid,
+               role="weight")
+        extra = _bias(lw, pe, nid, corr, ci0 * mult, cb * mult)
+        acc = lw.buf(pe, cb * mult * t * geo.wo * 4, f"{nid}.acc")
+        fields = {"c": cb, "multiplier": mult, **geo.window_fields(rb),
+                  "qbits_activation": QBITS_OF[job.x.dtype], "qbits_weight": 8,
+                  "out_qbits": 32, **xf}
+        lw.op("VE_DWCONV_TILE", pe, nid, fields,
+              reads=[("in", bx), ("wgt", bw)] + extra, writes=[("out", acc)],
+              frees=[bx, bw] + [b for _, b in extra])
+        _epilogue(lw, job, rq, pe, acc, img, ci0 * mult, cb * mult, oh0, t)

@@ -17,6 +17,7 @@ Reading a placement may place a constant; nothing else is allocated or emitted.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -158,5 +159,20 @@ def quant_tiling(lw: Lowering, n: LayerIR) -> tuple[float, int, Placement, Place
     return float(s), int(z), x, y
 
 
-__all__ = ["EXACT", "INT32", "QBmmTiling", "QConvTiling", "qconv_tiling", "qlinear_bmm_tiling",
-           "qlinear_matmul_tiled", "quant_tiling"]
+#: fewest elements of a QUANTIZE / DEQUANTIZE block when the tensor is cut one per PE
+#: (tiny blocks cost more in commands than they save)
+QMIN_ELEMS = 1024
+
+
+def quant_blocks(lw: Lowering, x: Placement) -> list[tuple[int, int]]:
+    """(first element, elements) of the flat blocks of a QUANTIZE / DEQUANTIZE of `x`:
+    element-wise with scalar parameters, one per PE down to `QMIN_ELEMS`, at most one fp32
+    bank. The lowering (`quant_rows`) cuts them and the plan pass counts them (each draws
+    a PE)."""
+    total = int(np.prod(x.shape)) if x.shape else 1
+    per = max(1, min(total, lw.bank // 4, max(QMIN_ELEMS, math.ceil(total / lw.n_pes))))
+    return [(e0, min(per, total - e0)) for e0 in range(0, total, per)]
+
+
+__all__ = ["EXACT", "INT32", "QBmmTiling", "QConvTiling", "QMIN_ELEMS", "qconv_tiling",
+           "qlinear_bmm_tiling", "qlinear_matmul_tiled", "quant_blocks", "quant_tiling"]

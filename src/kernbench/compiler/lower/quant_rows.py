@@ -11,19 +11,10 @@ constants, non-contiguous placements) runs as a layer op.
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
-from kernbench.compiler.lower.qlinear_tiling import quant_tiling
+from kernbench.compiler.lower.qlinear_tiling import quant_blocks, quant_tiling
 from kernbench.ir.model import LayerIR
-
-#: smallest block worth its own commands. Measured on the QOperator zoo CNNs: 1024
-#: elements give the roofline of one block per PE (within 1-5%) with a quarter of the
-#: entries on base; 4096, the clamp's minimum, lost 10% on mobilenet_qoperator (small)
-QMIN_ELEMS = 1024
 
 
 def lower_quant_rows(lw: Lowering, n: LayerIR) -> bool:
@@ -33,10 +24,6 @@ def lower_quant_rows(lw: Lowering, n: LayerIR) -> bool:
     if t is None:
         return False
     scale, zp, x, y = t
-    total = int(np.prod(x.shape)) if x.shape else 1
-    # element-wise with scalar parameters: flat blocks, one per PE down to QMIN_ELEMS
-    # (tiny blocks cost more in commands than they save), at most one fp32 bank
-    per = max(1, min(total, lw.bank // 4, max(QMIN_ELEMS, math.ceil(total / lw.n_pes))))
     fields = {"rows": 1, "qbits_activation": QBITS_OF[x.dtype],
               "out_qbits": QBITS_OF[y.dtype], "scale": scale, "zero_point": zp}
     if n.op_type == "QUANTIZE":
@@ -46,8 +33,7 @@ def lower_quant_rows(lw: Lowering, n: LayerIR) -> bool:
     else:
         opcode = "VE_DEQUANTIZE_TILE"
         fields["in_dtype"] = x.dtype
-    for e0 in range(0, total, per):
-        e = min(per, total - e0)
+    for e0, e in quant_blocks(lw, x):
         pe = lw.next_pe()
         bi = lw.buf(pe, e * ITEMSIZE[x.dtype], f"{n.id}.in")
         lw.dma(False, pe, bi, x, e0, 1, e, e, n.id)

@@ -24,41 +24,10 @@ read it through strides), and in a decode step (one position). Blocks hold at le
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
-from kernbench.compiler.hbm import ITEMSIZE, Placement
-from kernbench.compiler.lower.blocks import MIN_TILE_BYTES
+from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.context import Lowering
-from kernbench.compiler.lower.rope_tiling import RopeTiling, rope_tiling
+from kernbench.compiler.lower.rope_tiling import RopeTiling, rope_blocks, rope_tiling
 from kernbench.ir.model import LayerIR
-
-
-def _table_offset(t: Placement, idx: dict[int, int], rank: int) -> int:
-    """Element offset of table row 0 for the outer index `idx` (x axis → index); the
-    table broadcasts over its size-1 axes and over the axes it lacks."""
-    lead = rank - len(t.shape)
-    return sum(i * t.strides[a - lead] for a, i in idx.items()
-               if a >= lead and t.shape[a - lead] > 1)
-
-
-def _segments(lw: Lowering, y: Placement, yo: int, seq: int) -> list[tuple[int, int, int | None]]:
-    """(first position, end, cube) runs of y's positions that lie in one part of a spread
-    storage (one run in its home cube otherwise): blocks never cross a part."""
-    if not y.parts:
-        return [(0, seq, lw.home_cube(y))]
-    isz = ITEMSIZE[y.dtype]
-    out: list[tuple[int, int, int | None]] = []
-    last = -1
-    for s in range(seq):
-        i = y.part_of(y.addr + int((yo + s * y.strides[-2]) * isz))
-        if i != last:
-            out.append((s, s + 1, lw.cube_of_addr(y.parts[i][2])))
-            last = i
-        else:
-            out[-1] = (out[-1][0], s + 1, out[-1][2])
-    return out
 
 
 def lower_rope(lw: Lowering, n: LayerIR) -> bool:
@@ -66,22 +35,8 @@ def lower_rope(lw: Lowering, n: LayerIR) -> bool:
     geo = rope_tiling(lw, n)
     if geo is None:
         return False
-    x, y, rank, length = geo.x, geo.y, len(geo.x.shape), geo.length
-    seq = x.shape[-2]
-    fit = max(1, lw.bank // (length * 4))
-    n_outer = int(np.prod([x.shape[a] for a in geo.outer])) if geo.outer else 1
-    # one block per PE, but at least MIN_TILE_BYTES of x per block (a DMA's fixed cost)
-    least = math.ceil(MIN_TILE_BYTES / (length * ITEMSIZE[x.dtype]))
-    for idx in np.ndindex(*[x.shape[a] for a in geo.outer]):
-        at = dict(zip(geo.outer, idx, strict=True))
-        xo = sum(i * x.strides[a] for a, i in at.items())
-        yo = sum(i * y.strides[a] for a, i in at.items())
-        offs = (_table_offset(geo.cos, at, rank), _table_offset(geo.sin, at, rank))
-        for lo, hi, cube in _segments(lw, y, yo, seq):
-            want = math.ceil((hi - lo) * n_outer / lw.pes_of(cube))
-            per = max(1, min(hi - lo, fit, max(least, want)))
-            for s0 in range(lo, hi, per):
-                _block(lw, n, geo, lw.pes.next(cube), xo, yo, offs, s0, min(per, hi - s0))
+    for xo, yo, offs, s0, rows, cube in rope_blocks(lw, geo):
+        _block(lw, n, geo, lw.pes.next(cube), xo, yo, offs, s0, rows)
     return True
 
 

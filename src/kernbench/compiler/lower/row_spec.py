@@ -136,3 +136,14 @@ def row_spec(lw: Lowering, n: LayerIR) -> RowSpec | None:
         return None
     spec = _op_fields(lw, n, x, y, rows_cols(x)[1])
     return None if spec is None else RowSpec(ROW_OPS[n.op_type], x, y, *spec)
+
+
+def row_op_spans(lw: Lowering, n: LayerIR,
+                 spec: RowSpec) -> list[tuple[int, int, int | None]]:
+    """The row blocks (`Lowering.row_spans`) of row-wise layer `n` tiled as `spec`: at most
+    one fp32 block per TCM bank, one per PE, or one per vector engine of every PE when
+    there are enough rows and work (`engines.EngineCursor.ve_blocks`). The row-wise
+    lowering cuts its blocks with it and the plan pass counts them (each draws a PE)."""
+    rows, cols = rows_cols(spec.x)
+    split = lw.engines.ve_blocks(rows, cols, lw.n_pes, OPS[n.op_type].layer_cost)
+    return lw.row_spans(spec.y, rows, cols, lw.bank // (cols * 4), split)

@@ -13,22 +13,21 @@ returns False and runs as a layer op.
 
 from __future__ import annotations
 
-from kernbench.compiler.hbm import ITEMSIZE, Placement
+from kernbench.compiler.hbm import ITEMSIZE
 from kernbench.compiler.lower.blocks import rows_cols
 from kernbench.compiler.lower.context import (
     Lowering,
 )
-from kernbench.compiler.lower.row_spec import row_spec
+from kernbench.compiler.lower.row_spec import RowSpec, row_op_spans, row_spec
 from kernbench.compiler.lower.xquant import drop_unwritten, quant_out, store_tile
 from kernbench.ir.model import LayerIR
-from kernbench.ir.ops import OPS
 
 
-def _blocks(lw: Lowering, y: Placement, rows: int, cols: int, split: int,
+def _blocks(lw: Lowering, n: LayerIR, spec: RowSpec,
             period: int) -> list[tuple[int, int, int]]:
-    """Row blocks of the layer; with a periodic operand none crosses a period (its rows
-    of the operand are then contiguous)."""
-    blocks = lw.row_blocks(y, rows, cols, lw.bank // (cols * 4), split)
+    """Row blocks of the layer (`row_op_spans`, each on the next PE); with a periodic
+    operand none crosses a period (its rows of the operand are then contiguous)."""
+    blocks = lw.spans_on_pes(row_op_spans(lw, n, spec))
     if not period:
         return blocks
     out = []
@@ -48,10 +47,8 @@ def lower_row_op(lw: Lowering, n: LayerIR) -> bool:
     rows, cols = rows_cols(x)
     xs, ys = ITEMSIZE[x.dtype], ITEMSIZE[y.dtype]
     q = quant_out(lw, n.outputs[0])
-    # one block per vector engine of every PE when there are enough rows and work
-    split = lw.engines.ve_blocks(rows, cols, lw.n_pes, OPS[n.op_type].layer_cost)
     period = next((e[2] for e in extra if 0 < e[2] < rows), 0)
-    for r0, r, pe in _blocks(lw, y, rows, cols, split, period):
+    for r0, r, pe in _blocks(lw, n, spec, period):
         bi = lw.buf(pe, r * cols * xs, f"{n.id}.in")
         lw.dma(False, pe, bi, x, r0 * cols, 1, r * cols, r * cols, n.id)
         reads = [("in", bi)]

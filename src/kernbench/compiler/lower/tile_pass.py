@@ -119,6 +119,7 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
         return  # a view, or a layer other tiles compute (a fused consumer: its GEMM's epilogue)
     lowering = LOWERINGS.get(n.op_type)
     first = len(lw.tg.ops)
+    start = lw.start_layer(n.id)
     if lowering is None or not lowering(lw, n):
         planned = lw.lowering_plan
         if n.id in planned.epilogue or n.id in planned.clamps \
@@ -127,6 +128,7 @@ def lower_node(lw: Lowering, n: LayerIR) -> None:
                                "(a fused consumer or clamp, an int8 copy, KV rows), yet the "
                                "layer was not tiled")
         lower_layer_op(lw, n)
+    lw.tg.drawn[n.id] = lw.pes.position - start
     fuse_chains(lw.tg, first)
 
 
