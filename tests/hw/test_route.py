@@ -20,6 +20,12 @@ def _servers(rng: random.Random, n: int) -> list[Server]:
     return out
 
 
+def _state(servers: list[Server]) -> list:
+    """Every server's reservations and counters, in order."""
+    return [(s.id, list(s._starts), list(s._ends), s.busy_ns, s.bytes, s.transfers)
+            for s in servers]
+
+
 def _run(seed: int, use_route: bool) -> list:
     """Packets over one fixed path among random transfers on its servers: every end, then
     every server's reservations and counters."""
@@ -37,9 +43,7 @@ def _run(seed: int, use_route: bool) -> list:
             other = rng.sample(servers, rng.randint(1, 3))
             start = now + rng.choice([0.0, 5.0, 40.0])  # some reserved into the future
             log.append(transfer(start, rng.choice([64, 256, 4096]), other, now))
-    for s in servers:
-        log.append((s.id, list(s._starts), list(s._ends), s.busy_ns, s.bytes, s.transfers))
-    return log
+    return log + _state(servers)
 
 
 @settings(max_examples=150, deadline=None)
@@ -73,9 +77,7 @@ def _traffic(seed: int, reserve) -> list:  # noqa: ANN001
         path = rng.sample(servers, rng.randint(1, 4))
         start = now + rng.choice([0.0, 0.0, 5.0, 40.0])
         log.append(reserve(start, rng.choice([64, 256, 4096]), path, now))
-    for s in servers:
-        log.append((s.id, list(s._starts), list(s._ends), s.busy_ns, s.bytes, s.transfers))
-    return log
+    return log + _state(servers)
 
 
 @settings(max_examples=150, deadline=None)
