@@ -210,6 +210,7 @@ def run_cmd(
     import tempfile
 
     from kernbench.cli.outdir import OutDir
+    from kernbench.host import compile_ahead
     from kernbench.host.run import RunOptions
     from kernbench.topology import load_topology
 
@@ -234,7 +235,8 @@ def run_cmd(
                           write_cmdq=keep_bundle, write_weights=keep_bundle, entries=entries,
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle",
                           tp=par.tp, dp=par.dp, ep=par.ep,
-                          replay_blocks=_replay_blocks(replay_blocks), **pipe.run_fields())
+                          replay_blocks=_replay_blocks(replay_blocks),
+                          compile_ahead=compile_ahead.available(), **pipe.run_fields())
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
     if not ok:

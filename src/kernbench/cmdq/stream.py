@@ -12,6 +12,9 @@ bug (RuntimeError).
 A stream that knows in advance which chip each entry runs on (`pes`: a merged
 multi-chip program whose layout is fixed, `compiler.parallel.lockstep`) says so through
 `entry_pes`, so that the simulator splits it over the chips' command processors.
+
+A stream built with `checked=True` parses its entries but leaves the checks to its source,
+which must have run them (`checked_chunks`, in a child process: `host.compile_ahead`).
 """
 
 from __future__ import annotations
@@ -33,13 +36,14 @@ class EntryStream(Sequence[EntryBase]):
     def __init__(self, chunks: Iterator[list[dict[str, Any]]], n: int,
                  layer_entries: Mapping[str, int], limits: CmdqLimits,
                  file: str | None = None,
-                 pes: Callable[[], list[int | str]] | None = None) -> None:
+                 pes: Callable[[], list[int | str]] | None = None,
+                 checked: bool = False) -> None:
         self._chunks = chunks
         self._pes = pes
         self._n = n
         self.layer_entries = dict(layer_entries)
         self._file = file
-        self._checker = EntryChecker(n, limits, file)
+        self._checker = None if checked else EntryChecker(n, limits, file)
         self._models: dict[int, EntryBase] = {}
         self._next = 0  # entries parsed so far
 
@@ -85,10 +89,31 @@ class EntryStream(Sequence[EntryBase]):
         first = self._next
         if first + len(chunk) > self._n:
             raise RuntimeError(f"program stream runs past its {self._n} entries")
+        checker = self._checker
         for k, e in enumerate(parse_chunk(chunk, first, file=self._file), first):
-            self._checker.check(k, e)
+            if checker is not None:
+                checker.check(k, e)
             self._models[k] = e
         self._next = first + len(chunk)
+        if self._next == self._n:  # the source is done: let it release what it holds
+            close = getattr(self._chunks, "close", None)
+            if close is not None:
+                close()
+
+
+def checked_chunks(chunks: Iterator[list[dict[str, Any]]], n: int, limits: CmdqLimits,
+                   file: str | None = None) -> Iterator[list[dict[str, Any]]]:
+    """`chunks` as they are, each entry first parsed and checked as `EntryStream` does it
+    (the first problem raised where its chunk would be read). For a source that runs in
+    another process (`host.compile_ahead`): the checks run there, and the stream that
+    reads the result is built with `checked=True`."""
+    checker = EntryChecker(n, limits, file)
+    first = 0
+    for chunk in chunks:
+        for k, e in enumerate(parse_chunk(chunk, first, file=file), first):
+            checker.check(k, e)
+        first += len(chunk)
+        yield chunk
 
 
 def streamed_program(stream: EntryStream, metadata: Mapping[str, Any]) -> CmdqProgram:
@@ -97,4 +122,4 @@ def streamed_program(stream: EntryStream, metadata: Mapping[str, Any]) -> CmdqPr
     return CmdqProgram.model_construct(cmdq=stream, metadata=CmdqMetadata(**metadata))
 
 
-__all__ = ["EntryStream", "streamed_program"]
+__all__ = ["EntryStream", "checked_chunks", "streamed_program"]

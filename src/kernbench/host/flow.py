@@ -14,7 +14,7 @@ import numpy as np
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.io import MAX_CMDQ_BYTES, load_program, parse_entries
 from kernbench.cmdq.schema import CmdqProgram
-from kernbench.cmdq.stream import EntryStream, streamed_program
+from kernbench.cmdq.stream import EntryStream, checked_chunks, streamed_program
 from kernbench.common.program import LayerSpan
 from kernbench.compiler import pe_choice
 from kernbench.compiler.cost import estimate_program
@@ -36,6 +36,7 @@ from kernbench.errors import (
     read_input_text,
     warn,
 )
+from kernbench.host import compile_ahead
 from kernbench.host.bundle import Bundle, run_with_data
 from kernbench.host.bundle_check import check_bundle
 from kernbench.host.estimate import graph_bytes, refuse_above_limit
@@ -94,6 +95,7 @@ class CompileRequest:
     write_weights: bool = True
     model_file: str | None = None
     qconfig_file: str | None = None
+    ahead: bool = False  # a streamed program compiled in a child process (host.compile_ahead)
 
 
 @gc_paused()  # a whole program's objects live until it is written (host.gc_pause)
@@ -150,8 +152,13 @@ def compile_for_run(graph: Graph, source: Path | None, topology: Topology, out: 
     _report_layer_ops(sc.survey.census, req.strict, name)
     write_bundle(sc.bundle_state(), Path(out), source, cmdq=False, entries=sc.entries,
                  weights=req.write_weights)
-    stream = EntryStream(sc.chunks(), sc.entries, sc.survey.layer_entries,
-                         limits_for(topology), file)
+    limits = limits_for(topology)
+    if req.ahead:  # compiled and checked in a child process while this one simulates
+        chunks = compile_ahead.ahead(checked_chunks(sc.chunks(), sc.entries, limits, file))
+    else:
+        chunks = sc.chunks()
+    stream = EntryStream(chunks, sc.entries, sc.survey.layer_entries, limits, file,
+                         checked=req.ahead)
     return streamed_program(stream, asdict(cmdq_metadata(sc.state))), None
 
 

@@ -34,7 +34,7 @@ from typing import Any
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.io import parse_entries
 from kernbench.cmdq.schema import CMDQ_VERSION, CmdqProgram
-from kernbench.cmdq.stream import EntryStream, streamed_program
+from kernbench.cmdq.stream import EntryStream, checked_chunks, streamed_program
 from kernbench.compiler.hbm import MemoryPlan
 from kernbench.compiler.parallel import TpGraph, shard_graph
 from kernbench.compiler.parallel.lockstep import LockstepMerge, RankShape
@@ -42,6 +42,7 @@ from kernbench.compiler.parallel.tp_program import SiteBuffers, merge_programs
 from kernbench.compiler.pipeline import load_model
 from kernbench.compiler.state import CompileState
 from kernbench.errors import InputError, warn
+from kernbench.host import compile_ahead
 from kernbench.host.block_replay import (
     ReplayCheckFailed,
     ReplayPlan,
@@ -197,8 +198,12 @@ def _lockstep(graph: Graph, source: Path | None, topo: Topology, groups: list[li
     limits = limits_for(topo)
     merge = LockstepMerge(RankShape(rank.entries, rank.layer_order, rank.layer_entries),
                           sites, topo, groups, limits, _scratch_base(_high_water(rank.state)))
-    stream = EntryStream(merge.chunks(rank.chunks), merge.entries, merge.layer_entries,
-                         limits, str(bundle / "cmdq.json"), pes=merge.entry_pes)
+    file = str(bundle / "cmdq.json")
+    chunks = merge.chunks(rank.chunks)
+    if req.ahead:  # compiled, merged and checked in a child process (host.compile_ahead)
+        chunks = compile_ahead.ahead(checked_chunks(chunks, merge.entries, limits, file))
+    stream = EntryStream(chunks, merge.entries, merge.layer_entries, limits, file,
+                         pes=merge.entry_pes, checked=req.ahead)
     return streamed_program(stream, meta), sites, merge.collective_entries
 
 
@@ -318,7 +323,8 @@ def run_parallel(model: Path, topo: Topology, out: Path, opts: RunOptions,
     bundle = opts.bundle or Path(out) / "bundle"
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
-                         model_file=str(model), write_cmdq=False, all_pes=opts.all_pes)
+                         model_file=str(model), write_cmdq=False, all_pes=opts.all_pes,
+                         ahead=opts.compile_ahead)
     meta = {"version": CMDQ_VERSION, "graph_name": graph.metadata.get("model_name", "model"),
             "generated_by": "kernbench.compiler.parallel", "topology": topo.name}
     if is_shape_only(compiled) and not (opts.trace or opts.report or opts.verify

@@ -85,6 +85,9 @@ class RunOptions:
     # the program compiled by this run is validated against the topology's limits before
     # it is simulated (False: trusted, as a serving run's many step programs are)
     check_compiled: bool = True
+    # a streamed program is compiled in a child process while this one simulates
+    # (host.compile_ahead; the same outputs, on two CPUs instead of one)
+    compile_ahead: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,8 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
                          model_file=str(model), write_cmdq=write_cmdq,
-                         write_weights=write_weights, all_pes=opts.all_pes)
+                         write_weights=write_weights, all_pes=opts.all_pes,
+                         ahead=opts.compile_ahead)
     if not (opts.trace or opts.report or opts.verify or write_cmdq or opts.entries):
         # nothing per entry is kept: compiled layer by layer while it runs
         prog, choice = compile_for_run(graph, source, topo, bundle, req,

@@ -1,0 +1,131 @@
+"""Compile ahead: a streamed program's compiler runs in a child process while the
+simulator, in this one, runs the entries it has already sent (issue 38: the two cores of
+a laptop or the CI machine, not one).
+
+A streamed run (`flow.compile_for_run`, ADR-0713) interleaves two single-threaded jobs in
+one process: lowering the next layer when the Control FSM first reads one of its entries,
+and simulating. `ahead(chunks)` forks after the survey (the compiler's state is the
+child's copy), iterates `chunks` there, and sends each chunk of entry dicts back through
+a pipe; the parent's iterator yields them in the same order. The child runs the same code
+on the same state, so the entries, and every output of the run, are byte-identical to
+the in-process stream (tests/host/test_compile_ahead.py).
+
+Contract:
+- The pipe bounds how far the child runs ahead (its buffer and one chunk in flight), so
+  host memory still follows the layers, not the program (ADR-0713).
+- An exception in the child (an InputError naming a layer, a compiler bug) is raised in
+  the parent when it reaches that point of the stream, with the same message. A child
+  that dies without a word is a RuntimeError, never a hang.
+- Closing the iterator (the stream read to its end, an error, Ctrl-C in the parent)
+  kills and reaps the child. The child ignores SIGINT (the parent decides) and writes
+  nothing on stdout or stderr; it leaves by `os._exit`, running no exit handlers of the
+  parent's.
+- Without `os.fork` (Windows) or with fewer than two usable CPUs, `ahead` is not used
+  (`available`): the stream runs in-process, with the same results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+Chunk = list[dict[str, Any]]
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def available() -> bool:
+    """Whether compiling ahead can run beside the simulation: `os.fork` exists and two or
+    more CPUs are usable."""
+    return hasattr(os, "fork") and usable_cpus() >= 2
+
+
+def ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
+    """`chunks`, produced in a forked child (module docstring). The caller must not
+    advance `chunks` itself afterwards; the returned iterator has `close()`."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(r)
+        _produce(chunks, w)
+    os.close(w)
+    return _consume(os.fdopen(r, "rb", buffering=1 << 16), pid)
+
+
+def _produce(chunks: Iterator[Chunk], fd: int) -> None:
+    """The child's whole life: send every chunk, then ("end", None) or the error."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    status = 0
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 16) as out:
+            try:
+                for chunk in chunks:
+                    pickle.dump(("chunk", chunk), out, pickle.HIGHEST_PROTOCOL)
+                    out.flush()  # the parent may be waiting for exactly this chunk
+                message: tuple[str, Any] = ("end", None)
+            except BaseException as e:  # noqa: BLE001 - every failure goes to the parent
+                status = 1
+                message = ("error", (_pickled(e), f"{type(e).__name__}: {e}"))
+            pickle.dump(message, out, pickle.HIGHEST_PROTOCOL)
+    except BaseException:  # noqa: BLE001 - the parent has gone (a broken pipe): nothing to tell
+        status = 1
+    finally:
+        os._exit(status)  # no exit handlers, no flush of the parent's buffered output
+
+
+def _pickled(e: BaseException) -> bytes | None:
+    """`e` pickled if it comes back as the same class with the same message, else None."""
+    try:
+        data = pickle.dumps(e, pickle.HIGHEST_PROTOCOL)
+        back = pickle.loads(data)
+    except Exception:  # noqa: BLE001 - an exception that does not pickle: its text is sent
+        return None
+    return data if type(back) is type(e) and str(back) == str(e) else None
+
+
+def _consume(f: Any, pid: int) -> Iterator[Chunk]:
+    """The parent's side: the child's chunks in order; the child killed and reaped when
+    this iterator ends or is closed."""
+    try:
+        while True:
+            try:
+                kind, value = pickle.load(f)
+            except EOFError:
+                raise RuntimeError("the compiler's child process ended before the program "
+                                   f"did (exit status {_reap(pid)})") from None
+            if kind == "chunk":
+                yield value
+            elif kind == "end":
+                return
+            else:
+                data, text = value
+                if data is not None:
+                    raise pickle.loads(data)
+                raise RuntimeError(f"the compiler's child process failed: {text}")
+    finally:
+        f.close()
+        _reap(pid)
+
+
+def _reap(pid: int) -> int | None:
+    """Kill the child if it still runs and collect it; its exit status (None if it was
+    collected already)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status)
+
+
+__all__ = ["ahead", "available", "usable_cpus"]
