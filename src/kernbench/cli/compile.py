@@ -77,6 +77,14 @@ ReplayBlocksOpt = Annotated[int, typer.Option(
 LlmOpt = Annotated[bool, typer.Option(
     "--llm", help="LLM figures (TTFT / TPOT, tokens/s, KV bytes, HBM fit) for any model "
                   "with attention; config.json models always get them")]
+GenerateOpt = Annotated[int | None, typer.Option(
+    "--generate", help="then N new tokens: the prompt's prefill gives the first, N − 1 "
+                       "decode steps with a growing KV cache the rest (TTFT, TPOT per "
+                       "step, tokens/s, energy per token)")]
+NoCompileAheadOpt = Annotated[bool, typer.Option(
+    "--no-compile-ahead", help="compile in this process only (default: a program compiled "
+                               "layer by layer as it runs is compiled in a second process, "
+                               "where two CPUs and fork exist; the same results)")]
 MODEL_HELP = ("MODEL.onnx, ir.json, a Hugging Face config.json (or its folder), or "
               "gpt2 | llama | gpt2-small")
 
@@ -189,10 +197,7 @@ def run_cmd(
     llm: LlmOpt = False,
     save_oplog: SaveOplogOpt = None,
     all_pes: AllPesOpt = False,
-    generate: Annotated[int | None, typer.Option(
-        "--generate", help="then N new tokens: the prompt's prefill gives the first, N − 1 "
-                           "decode steps with a growing KV cache the rest (TTFT, TPOT per "
-                           "step, tokens/s, energy per token)")] = None,
+    generate: GenerateOpt = None,
     exact_steps: ExactStepsOpt = False,
     entries: EntriesOpt = False,
     tp: TpOpt = None,
@@ -200,6 +205,7 @@ def run_cmd(
     ep: EpOpt = None,
     pp: PpOpt = None,
     micro_batches: MicroBatchesOpt = None,
+    no_compile_ahead: NoCompileAheadOpt = False,
 ) -> None:
     """Compile, simulate and report (and verify with --verify).
 
@@ -236,7 +242,8 @@ def run_cmd(
                           bundle=(stage if keep_bundle else Path(tmp)) / "bundle",
                           tp=par.tp, dp=par.dp, ep=par.ep,
                           replay_blocks=_replay_blocks(replay_blocks),
-                          compile_ahead=compile_ahead.available(), **pipe.run_fields())
+                          compile_ahead=not no_compile_ahead and compile_ahead.available(),
+                          **pipe.run_fields())
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
     if not ok:

@@ -30,8 +30,11 @@ import contextlib
 import os
 import pickle
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+from kernbench.cmdq.limits import CmdqLimits
+from kernbench.cmdq.stream import EntryStream, checked_chunks
 
 Chunk = list[dict[str, Any]]
 
@@ -59,6 +62,17 @@ def ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
         _produce(chunks, w)
     os.close(w)
     return _consume(os.fdopen(r, "rb", buffering=1 << 16), pid)
+
+
+def entry_stream(chunks: Iterator[Chunk], n: int, layer_entries: Mapping[str, int],
+                 limits: CmdqLimits, file: str | None, *, in_child: bool,
+                 pes: Callable[[], list[int | str]] | None = None) -> EntryStream:
+    """The `EntryStream` of a program whose `n` entries come from `chunks`: with
+    `in_child`, the chunks are produced and checked in a child process (`ahead`), else
+    read and checked here as the simulator reaches them."""
+    if in_child:
+        chunks = ahead(checked_chunks(chunks, n, limits, file))
+    return EntryStream(chunks, n, layer_entries, limits, file, pes=pes, checked=in_child)
 
 
 def _produce(chunks: Iterator[Chunk], fd: int) -> None:
@@ -128,4 +142,4 @@ def _reap(pid: int) -> int | None:
     return os.waitstatus_to_exitcode(status)
 
 
-__all__ = ["ahead", "available", "usable_cpus"]
+__all__ = ["ahead", "available", "entry_stream", "usable_cpus"]

@@ -14,7 +14,7 @@ import numpy as np
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.io import MAX_CMDQ_BYTES, load_program, parse_entries
 from kernbench.cmdq.schema import CmdqProgram
-from kernbench.cmdq.stream import EntryStream, checked_chunks, streamed_program
+from kernbench.cmdq.stream import streamed_program
 from kernbench.common.program import LayerSpan
 from kernbench.compiler import pe_choice
 from kernbench.compiler.cost import estimate_program
@@ -84,7 +84,7 @@ class CompileRequest:
     `calib_inputs` (an .npz keyed by input name; default seeded random inputs), `strict`
     (suspicious input refused instead of warned), `all_pes` (spread over every PE),
     `write_cmdq` (cmdq.json in the bundle), `write_weights` (its weights and model copy:
-    `pipeline.write_bundle`) and `model_file` (the name in diagnostics)."""
+    `pipeline.write_bundle`), `model_file` (the name in diagnostics), `ahead` (below)."""
 
     qconfig: Path | None = None
     dump_after: tuple[str, ...] = ()
@@ -152,13 +152,8 @@ def compile_for_run(graph: Graph, source: Path | None, topology: Topology, out: 
     _report_layer_ops(sc.survey.census, req.strict, name)
     write_bundle(sc.bundle_state(), Path(out), source, cmdq=False, entries=sc.entries,
                  weights=req.write_weights)
-    limits = limits_for(topology)
-    if req.ahead:  # compiled and checked in a child process while this one simulates
-        chunks = compile_ahead.ahead(checked_chunks(sc.chunks(), sc.entries, limits, file))
-    else:
-        chunks = sc.chunks()
-    stream = EntryStream(chunks, sc.entries, sc.survey.layer_entries, limits, file,
-                         checked=req.ahead)
+    stream = compile_ahead.entry_stream(sc.chunks(), sc.entries, sc.survey.layer_entries,
+                                        limits_for(topology), file, in_child=req.ahead)
     return streamed_program(stream, asdict(cmdq_metadata(sc.state))), None
 
 
@@ -382,7 +377,6 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
     `prog`: the program in memory (`program_of`; cmdq.json unread; see `check_prog`)."""
     verify, trace, report = opts.verify, opts.trace, opts.report
     phase, watch, post_stats = hooks.phase, hooks.watch, hooks.post_stats
-
     program = Path(program)
     bundle_dir = program if program.is_dir() else program.parent
     cmdq_path = program / "cmdq.json" if program.is_dir() else program
@@ -395,10 +389,10 @@ def simulate_bundle(program: Path, topology: Topology, out: Path,
     verdict, outputs = None, None
     if verify:
         run, outputs, verdict = _run_verified(bundle_dir, prog, topology, opts, record, phase)
+    elif opts.save_oplog is not None:
+        raise InputError("--save-oplog saves the data pass: it needs --verify",
+                         field="--save-oplog")
     else:
-        if opts.save_oplog is not None:
-            raise InputError("--save-oplog saves the data pass: it needs --verify",
-                             field="--save-oplog")
         # without a trace or the report nothing needs per-entry records: the program is
         # streamed and summarized per layer (host memory does not grow with commands)
         run = simulate_program(prog, topology, file=str(cmdq_path), trace=record, phase=phase,
@@ -446,7 +440,6 @@ def _run_verified(bundle_dir: Path, prog: CmdqProgram, topology: Topology, opts:
                   record: bool, phase: PhaseHook | None
                   ) -> tuple[CmdqRun, dict[str, np.ndarray], Verdict]:  # fmt: skip
     """Timing pass + data pass of a bundle, then the verdict (interpreter, onnxruntime)."""
-
     bundle = Bundle.load(bundle_dir)
     if is_shape_only(bundle.graph):
         raise InputError("--verify needs weight values; this bundle is of a shape-only "

@@ -34,7 +34,7 @@ from typing import Any
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.io import parse_entries
 from kernbench.cmdq.schema import CMDQ_VERSION, CmdqProgram
-from kernbench.cmdq.stream import EntryStream, checked_chunks, streamed_program
+from kernbench.cmdq.stream import streamed_program
 from kernbench.compiler.hbm import MemoryPlan
 from kernbench.compiler.parallel import TpGraph, shard_graph
 from kernbench.compiler.parallel.lockstep import LockstepMerge, RankShape
@@ -198,12 +198,9 @@ def _lockstep(graph: Graph, source: Path | None, topo: Topology, groups: list[li
     limits = limits_for(topo)
     merge = LockstepMerge(RankShape(rank.entries, rank.layer_order, rank.layer_entries),
                           sites, topo, groups, limits, _scratch_base(_high_water(rank.state)))
-    file = str(bundle / "cmdq.json")
-    chunks = merge.chunks(rank.chunks)
-    if req.ahead:  # compiled, merged and checked in a child process (host.compile_ahead)
-        chunks = compile_ahead.ahead(checked_chunks(chunks, merge.entries, limits, file))
-    stream = EntryStream(chunks, merge.entries, merge.layer_entries, limits, file,
-                         pes=merge.entry_pes, checked=req.ahead)
+    stream = compile_ahead.entry_stream(merge.chunks(rank.chunks), merge.entries,
+                                        merge.layer_entries, limits, str(bundle / "cmdq.json"),
+                                        in_child=req.ahead, pes=merge.entry_pes)
     return streamed_program(stream, meta), sites, merge.collective_entries
 
 
