@@ -6,7 +6,13 @@ import itertools
 
 import pytest
 
-from kernbench.host.serve.buckets import LINEAR_TOL, edges, first_asked, interpolate
+from kernbench.host.serve.buckets import (
+    LINEAR_TOL,
+    edges,
+    first_asked,
+    interpolate,
+    midpoint_chain,
+)
 from kernbench.host.serve.state import Seq, Step
 from kernbench.host.serve.steps import StepTimer
 from kernbench.host.serve.workload import Request
@@ -165,3 +171,53 @@ def test_a_timer_with_another_grid_asks_for_its_edges():
     # past tokens on a quarter octave: the edges 1024 and 1280 and the midpoint 1152
     assert sorted(calls) == [(8, 1, 1024), (8, 1, 1152), (8, 1, 1280)]
     assert t.program_ns((8, 1, 1100)) == 800 + 1100
+
+
+def test_the_midpoint_chain_follows_the_half_that_holds_the_value():
+    assert midpoint_chain(529, 512, 576) == [544, 528, 536, 532, 530, 529]
+    assert midpoint_chain(544, 512, 576) == [544]
+    assert midpoint_chain(513, 512, 514) == [513]
+    assert midpoint_chain(600, 576, 577) == []  # adjacent edges: nothing to refine
+
+
+def _jagged(shape):
+    """Linear in batch and past tokens with a ±1 % zigzag on odd past tokens (what the
+    simulator's decode steps do, docs/performance.md): refinements go deep."""
+    b, s, k = shape
+    base = 1e6 + 2e3 * b * s + 50.0 * k
+    return base * (0.99 if k % 2 else 1.0) + (3e4 if k % 97 > 60 else 0.0)
+
+
+def test_programs_simulated_ahead_change_no_time_and_no_program_asked():
+    asked_plain: list[tuple[int, int, int]] = []
+
+    def sim(shape):
+        asked_plain.append(shape)
+        return _jagged(shape)
+
+    batches: list[list[tuple[int, int, int]]] = []
+
+    def speculate(shapes):
+        batches.append(list(shapes))
+        return [(_jagged(s), 1.0) for s in shapes]
+
+    recorded: list[tuple[int, int, int]] = []
+    plain = StepTimer(sim)
+    ahead = StepTimer(sim, speculate=speculate, width=2,
+                      record=lambda s, ns: recorded.append(s))
+    asked_plain.clear()
+    shapes = [(32, 1, k) for k in range(512, 700, 7)] + [(5, 1, k) for k in (900, 1333)]
+    for shape in shapes:
+        assert plain.program_ns(shape) == ahead.program_ns(shape)
+    assert plain.programs == ahead.programs  # the same programs, the same times
+    assert batches and all(len(b) == 2 for b in batches)  # the second worker was used
+    # every program simulated ahead and then asked for was recorded, once; the rest were
+    # not asked for and stay out of the programs (and of any cache)
+    assert len(recorded) == len(set(recorded))
+    ran_ahead = {s for b in batches for s in b}
+    assert set(recorded) == ran_ahead - set(ahead.spare)
+    assert not set(ahead.spare) & set(ahead.programs)
+    assert ahead.spare_seconds == float(len(ahead.spare))
+    # what ran in this process plus what ran ahead and was used is what the plain timer ran
+    local = [s for s in ahead.programs if s not in ran_ahead]
+    assert sorted(local + recorded) == sorted(plain.programs)

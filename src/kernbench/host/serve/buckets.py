@@ -41,18 +41,23 @@ def edges(x: int, per_octave: int = PER_OCTAVE) -> tuple[int, int]:
 
 
 def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0,
-                per_octave: tuple[int, ...] | None = None) -> float:
+                per_octave: tuple[int, ...] | None = None,
+                ahead: Callable[[list[Shape]], None] | None = None) -> float:
     """`shape`'s time from simulated programs (`program(shape)` simulates one, memoized by
     the caller): exact on edges, else linear between the edges, refined by midpoints.
     `per_octave`: the edges an octave of each number (default `PER_OCTAVE` for all;
-    another grid is for measuring the rule, benchmarks/serve_memo_error.py)."""
+    another grid is for measuring the rule, benchmarks/serve_memo_error.py).
+    `ahead(programs)`, when given, is told before each midpoint of the last number is
+    asked which programs the refinement would ask next, in order, if no midpoint from
+    here on were on its chord (`midpoint_chain`); it must not change what `program`
+    returns, so the time is the same with or without it."""
     if dim == len(shape):
         return program(shape)
     x = shape[dim]
 
     def at(v: int) -> float:
         return interpolate((*shape[:dim], v, *shape[dim + 1:]), program, dim + 1,
-                           per_octave)
+                           per_octave, ahead)
 
     lo, hi = edges(x, per_octave[dim] if per_octave else PER_OCTAVE)
     if lo == hi:
@@ -60,6 +65,8 @@ def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0,
     t_lo, t_hi = at(lo), at(hi)
     while hi - lo > 1:
         mid = (lo + hi) // 2
+        if ahead is not None and dim == len(shape) - 1:
+            ahead([(*shape[:dim], v) for v in midpoint_chain(x, lo, hi)])
         t_mid = at(mid)
         chord = t_lo + (t_hi - t_lo) * (mid - lo) / (hi - lo)
         if abs(t_mid - chord) <= LINEAR_TOL * abs(t_mid):
@@ -76,6 +83,20 @@ def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0,
         return t_hi
     f = (x - lo) / (hi - lo)
     return t_lo * (1 - f) + t_hi * f
+
+
+def midpoint_chain(x: int, lo: int, hi: int) -> list[int]:
+    """The midpoints the refinement of `x` in [lo, hi] visits if none is on its chord:
+    (lo + hi) // 2 first, then the midpoint of the half that holds x, down to adjacent
+    edges or x itself."""
+    out = []
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        out.append(mid)
+        if x == mid:
+            break
+        lo, hi = (lo, mid) if x < mid else (mid, hi)
+    return out
 
 
 def first_asked(shape: Shape, per_octave: tuple[int, ...] | None = None) -> list[Shape]:

@@ -34,7 +34,7 @@ from kernbench.host.serve.results import (
 )
 from kernbench.host.serve.slo import parse_slo
 from kernbench.host.serve.step_cache import StepCache, identity
-from kernbench.host.serve.steps import StepTimer
+from kernbench.host.serve.steps import Shape, StepTimer
 from kernbench.host.serve.workload import LengthSpec, Request, poisson_requests, read_trace
 from kernbench.report.serving import write_serving_report
 from kernbench.report.stats import write_json
@@ -136,29 +136,13 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     note(f"serving {len(reqs)} requests of {m.name} on {where}")
     cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip))
 
-    fresh: list[tuple[int, int, int]] = []
-
-    def simulate(shape: tuple[int, int, int]) -> float:
-        ns = cache.get(shape)
-        if ns is None:
-            ns = m.simulate(shape, chip)
-            cache.put(shape, ns)
-            fresh.append(shape)
-        return ns
-
     t0 = time.process_time()
     with ProgramPool(m, chip, opts.workers) if opts.workers > 1 else nullcontext() as pool:
-
-        def simulate_many(shapes: list[tuple[int, int, int]]) -> list[tuple[float, float]]:
-            todo = [s for s in shapes if cache.get(s) is None]
-            done = dict(zip(todo, pool.simulate_many(todo), strict=True)) if todo else {}
-            for s in todo:  # in the order asked: the cache file and `fresh` alike
-                cache.put(s, done[s][0])
-                fresh.append(s)
-            return [done[s] if s in done else (cache.programs[s], 0.0) for s in shapes]
-
-        timer = StepTimer(simulate, exact=opts.exact_steps,
-                          simulate_many=simulate_many if pool is not None else None)
+        src = _Programs(m, chip, cache, pool)
+        timer = StepTimer(src.simulate, exact=opts.exact_steps,
+                          simulate_many=src.simulate_many if pool is not None else None,
+                          speculate=src.speculate if pool is not None else None,
+                          record=src.record, width=opts.workers)
         run, total_blocks, extra = _loop(reqs, policy, kv, pools, topo, m, timer, opts)
     loop_s = time.process_time() - t0 - timer.local_seconds
     stats = {"serve": {
@@ -172,15 +156,53 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                      "bytes_per_token": m.kv_bytes_per_token, "weight_bytes": m.weight_bytes,
                      "hbm_bytes": topo.hbm_bytes},
         "steps": {"count": timer.steps, "exact": opts.exact_steps,
-                  "programs": len(timer.programs), "programs_simulated": len(fresh),
+                  "programs": len(timer.programs), "programs_simulated": len(src.fresh),
                   "shapes": len(timer.shapes)},
         "results": serve_stats(run, slo, total_blocks),
     } | extra}
     write_outputs(Path(out), run, stats)
     note(f"{timer.steps:,} steps from {len(timer.programs)} programs "
-         f"({len(timer.programs) - len(fresh)} from the step cache) "
-         f"({timer.sim_seconds:.1f} CPU s simulating, {loop_s:.1f} CPU s in the loop)")
+         f"({len(timer.programs) - len(src.fresh)} from the step cache) "
+         f"({timer.sim_seconds:.1f} CPU s simulating, {loop_s:.1f} CPU s in the loop"
+         + (f", {timer.spare_seconds:.1f} CPU s simulated ahead and not needed"
+            if timer.spare else "") + ")")
     return stats
+
+
+class _Programs:
+    """Where a serving run's step programs come from: the step cache, else a simulation
+    (in this process, or side by side on `pool`), recorded in the cache and in `fresh`
+    once the run uses it."""
+
+    def __init__(self, m: ServedModel, chip: Topology, cache: StepCache,
+                 pool: ProgramPool | None) -> None:
+        self.m, self.chip, self.cache, self.pool = m, chip, cache, pool
+        self.fresh: list[Shape] = []  # simulated by this run, in the order used
+
+    def simulate(self, shape: Shape) -> float:
+        ns = self.cache.get(shape)
+        if ns is None:
+            ns = self.m.simulate(shape, self.chip)
+            self.record(shape, ns)
+        return ns
+
+    def simulate_many(self, shapes: list[Shape]) -> list[tuple[float, float]]:
+        out = self.speculate(shapes)
+        for s, (ns, _) in zip(shapes, out, strict=True):  # in the order asked
+            self.record(s, ns)
+        return out
+
+    def speculate(self, shapes: list[Shape]) -> list[tuple[float, float]]:
+        """(ns, CPU s) of each of `shapes`, side by side on the pool, not recorded."""
+        assert self.pool is not None
+        todo = [s for s in shapes if self.cache.get(s) is None]
+        done = dict(zip(todo, self.pool.simulate_many(todo), strict=True)) if todo else {}
+        return [done[s] if s in done else (self.cache.programs[s], 0.0) for s in shapes]
+
+    def record(self, shape: Shape, ns: float) -> None:
+        if self.cache.get(shape) is None:  # simulated by this run: into the step cache
+            self.cache.put(shape, ns)
+            self.fresh.append(shape)
 
 
 def _loop(reqs: list[Request], policy: Policy, kv: PagedKvCache, pools: ChipPools | None,

@@ -20,6 +20,13 @@ run simulates each shape at most once. With `simulate_many` (a pool of processes
 (`buckets.first_asked`: the edges around it and their first midpoints) are simulated
 side by side before interpolating; the same programs are simulated either way, so the
 times do not depend on it.
+
+With `speculate` (the same pool, programs simulated without being recorded), a
+refinement that must simulate a midpoint also simulates, beside it, the next midpoints it
+would ask if the refinement goes on (`buckets.midpoint_chain`), `width` programs in all:
+the pool's other workers would otherwise wait. A program simulated ahead is used (and
+handed to `record`, the step cache) only when the refinement asks for it; the ones never
+asked are counted in `spare_seconds` and change no output.
 """
 
 from __future__ import annotations
@@ -58,11 +65,16 @@ class StepTimer:
     exact: bool = False
     simulate_many: Callable[[list[Shape]], list[tuple[float, float]]] | None = None
     per_octave: tuple[int, int, int] | None = None  # edges an octave (None: the rule's)
+    speculate: Callable[[list[Shape]], list[tuple[float, float]]] | None = None
+    record: Callable[[Shape, float], None] | None = None  # a program simulated ahead, used
+    width: int = 1                # programs `speculate` runs side by side
+    spare: dict[Shape, tuple[float, float]] = field(default_factory=dict)  # ahead: (ns, CPU s)
     programs: dict[Shape, float] = field(default_factory=dict)   # simulated, by shape
     shapes: dict[Shape, int] = field(default_factory=dict)       # each shape's ns (memo)
     steps: int = 0
-    sim_seconds: float = 0.0      # CPU s of every simulation, in this process or not
+    sim_seconds: float = 0.0      # CPU s of every simulation used, in this process or not
     local_seconds: float = 0.0    # CPU s of the simulations in this process
+    _chain: list[Shape] = field(default_factory=list)  # what the refinement asks next
 
     def program_ns(self, shape: Shape) -> int:
         ns = self.shapes.get(shape)
@@ -70,7 +82,9 @@ class StepTimer:
             if self.exact:
                 ns = round(self._simulated(shape))
             else:
-                ns = round(interpolate(shape, self._simulated, per_octave=self.per_octave))
+                ahead = self._ahead if self.speculate is not None and self.width > 1 else None
+                ns = round(interpolate(shape, self._simulated, per_octave=self.per_octave,
+                                       ahead=ahead))
             self.shapes[shape] = ns
         return ns
 
@@ -82,9 +96,25 @@ class StepTimer:
                             for c in first_asked(p, self.per_octave)])
         return sum(self.program_ns(p) for p in programs)
 
+    @property
+    def spare_seconds(self) -> float:
+        """CPU s of the programs simulated ahead and not (yet) asked for."""
+        return sum(cpu for _, cpu in self.spare.values())
+
+    def _ahead(self, chain: list[Shape]) -> None:
+        self._chain = chain
+
     def _simulated(self, shape: Shape) -> float:
         t = self.programs.get(shape)
-        if t is None:
+        if t is None and shape in self.spare:
+            t, cpu = self.spare.pop(shape)
+            self.sim_seconds += cpu
+            self.programs[shape] = t
+            if self.record is not None:
+                self.record(shape, t)
+        elif t is None and self._speculated(shape):
+            return self._simulated(shape)
+        elif t is None:
             t0 = time.process_time()
             t = float(self.simulate(shape))
             dt = time.process_time() - t0
@@ -93,7 +123,23 @@ class StepTimer:
             self.programs[shape] = t
         return t
 
+    def _speculated(self, shape: Shape) -> bool:
+        """Simulate `shape` and the chain's next missing midpoints side by side, all into
+        `spare`; False (nothing done) when there is nothing to run beside it."""
+        chain, self._chain = self._chain, []  # told for this midpoint only
+        if self.speculate is None or not chain or chain[0] != shape:
+            return False
+        batch = [shape] + [s for s in chain[1:] if s not in self.programs
+                           and s not in self.spare][:self.width - 1]
+        if len(batch) < 2:
+            return False
+        for s, res in zip(batch, self.speculate(batch), strict=True):
+            self.spare[s] = (float(res[0]), res[1])
+        return True
+
     def _prefetch(self, shapes: list[Shape]) -> None:
+        for s in sorted({s for s in shapes if s in self.spare}):
+            self._simulated(s)  # simulated ahead already: used from there
         missing = sorted({s for s in shapes if s not in self.programs})
         if self.simulate_many is None or len(missing) < 2:
             return
