@@ -2,9 +2,9 @@
 simulator, in this one, runs the entries it has already sent (issue 38: the two cores of
 a laptop or the CI machine, not one).
 
-A streamed run (`flow.compile_for_run`, ADR-0713) interleaves two single-threaded jobs in
-one process: lowering the next layer when the Control FSM first reads one of its entries,
-and simulating. `ahead(chunks)` forks after the survey (the compiler's state is the
+A streamed run (`flow.compile_for_run`, compiled layer by layer) interleaves two
+single-threaded jobs in one process: lowering the next layer when the Control FSM first
+reads one of its entries, and simulating. `ahead(chunks)` forks after the survey (the compiler's state is the
 child's copy), iterates `chunks` there, and sends each chunk of entry dicts back through
 a pipe; the parent's iterator yields them in the same order. The child runs the same code
 on the same state, so the entries, and every output of the run, are byte-identical to
@@ -12,7 +12,7 @@ the in-process stream (tests/host/test_compile_ahead.py).
 
 Contract:
 - The pipe bounds how far the child runs ahead (its buffer and one chunk in flight), so
-  host memory still follows the layers, not the program (ADR-0713).
+  host memory still follows the layers, not the program, as in-process.
 - An exception in the child (an InputError naming a layer, a compiler bug) is raised in
   the parent when it reaches that point of the stream, with the same message. A child
   that dies without a word is a RuntimeError, never a hang.
