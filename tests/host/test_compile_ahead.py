@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,6 +82,22 @@ def test_an_input_error_in_the_child_is_raised_with_its_own_line():
         next(it)
     assert str(e.value) == "m.onnx: layer 'mlp.fc': field 'shape': cannot lower"
     assert e.value.exit_code == 2
+
+
+def test_what_the_child_prints_reaches_the_parents_stderr_in_order(capsys):
+    # (a warning is printed on sys.stderr the same way; pytest records warnings instead)
+    def noisy() -> Iterator[list[dict]]:
+        yield [{"id": 0}]
+        print("a note from the compiler", file=sys.stderr)
+        print("and one on stdout")
+        yield [{"id": 1}]
+
+    it = ahead(noisy())
+    assert next(it) == [{"id": 0}]
+    assert capsys.readouterr().err == ""  # not printed before the parent reads that far
+    assert next(it) == [{"id": 1}]
+    err = capsys.readouterr().err
+    assert err == "a note from the compiler\nand one on stdout\n"
 
 
 class _Unpicklable(Exception):

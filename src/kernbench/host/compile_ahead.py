@@ -17,9 +17,9 @@ Contract:
   the parent when it reaches that point of the stream, with the same message. A child
   that dies without a word is a RuntimeError, never a hang.
 - Closing the iterator (the stream read to its end, an error, Ctrl-C in the parent)
-  kills and reaps the child. The child ignores SIGINT (the parent decides) and writes
-  nothing on stdout or stderr; it leaves by `os._exit`, running no exit handlers of the
-  parent's.
+  kills and reaps the child. The child ignores SIGINT (the parent decides); what it
+  writes on stdout or stderr (a warning) travels through the pipe and is written on the
+  parent's stderr; it leaves by `os._exit`, running no exit handlers of the parent's.
 - Without `os.fork` (Windows) or with fewer than two usable CPUs, `ahead` is not used
   (`available`): the stream runs in-process, with the same results.
 """
@@ -27,11 +27,13 @@ Contract:
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import pickle
 import signal
+import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.stream import EntryStream, checked_chunks
@@ -81,6 +83,9 @@ def _produce(chunks: Iterator[Chunk], fd: int) -> None:
     status = 0
     try:
         with os.fdopen(fd, "wb", buffering=1 << 16) as out:
+            # new stream objects: another thread of the parent (a progress display) may
+            # have held the old ones' locks at the fork; what is written goes to the parent
+            sys.stdout = sys.stderr = _Relay(out)
             try:
                 for chunk in chunks:
                     pickle.dump(("chunk", chunk), out, pickle.HIGHEST_PROTOCOL)
@@ -96,6 +101,21 @@ def _produce(chunks: Iterator[Chunk], fd: int) -> None:
         os._exit(status)  # no exit handlers, no flush of the parent's buffered output
 
 
+class _Relay(io.TextIOBase):
+    """The child's stdout and stderr: each write is a ("stderr", text) message that the
+    parent writes on its own stderr, in order with the chunks."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        pickle.dump(("stderr", s), self._out, pickle.HIGHEST_PROTOCOL)
+        return len(s)
+
+
 def _pickled(e: BaseException) -> bytes | None:
     """`e` pickled if it comes back as the same class with the same message, else None."""
     try:
@@ -106,7 +126,7 @@ def _pickled(e: BaseException) -> bytes | None:
     return data if type(back) is type(e) and str(back) == str(e) else None
 
 
-def _consume(f: Any, pid: int) -> Iterator[Chunk]:
+def _consume(f: BinaryIO, pid: int) -> Iterator[Chunk]:
     """The parent's side: the child's chunks in order; the child killed and reaped when
     this iterator ends or is closed."""
     try:
@@ -120,6 +140,8 @@ def _consume(f: Any, pid: int) -> Iterator[Chunk]:
                 yield value
             elif kind == "end":
                 return
+            elif kind == "stderr":  # a warning the compiler printed in the child
+                sys.stderr.write(value)
             else:
                 data, text = value
                 if data is not None:
