@@ -209,6 +209,23 @@ def test_a_tensor_parallel_run_is_byte_identical_with_compile_ahead(tmp_path):
     assert json.loads(outs[1]["stats.json"])["parallel"]["tp"] == 2
 
 
+def test_a_fork_that_fails_is_said_and_the_stream_runs_here(tmp_path, monkeypatch, capsys):
+    chunks, n = _program(tmp_path)
+    limits = limits_for(load_topology("small"))
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    fds = len(os.listdir("/proc/self/fd"))
+    s = entry_stream(iter(chunks), n, {}, limits, None, in_child=True)
+    assert "compile ahead: no child process (Resource temporarily unavailable)" in \
+        capsys.readouterr().err
+    assert s._checker is not None  # checked here, as the in-process stream is
+    assert [s[i].id for i in range(n)] == list(range(n))
+    assert len(os.listdir("/proc/self/fd")) == fds  # the pipe was closed
+
+
 def test_available_needs_fork_and_two_cpus(monkeypatch):
     monkeypatch.setattr(compile_ahead, "usable_cpus", lambda: 1)
     assert not compile_ahead.available()

@@ -4,9 +4,9 @@ a laptop or the CI machine, not one).
 
 A streamed run (`flow.compile_for_run`, compiled layer by layer) interleaves two
 single-threaded jobs in one process: lowering the next layer when the Control FSM first
-reads one of its entries, and simulating. `ahead(chunks)` forks after the survey (the compiler's state is the
-child's copy), iterates `chunks` there, and sends each chunk of entry dicts back through
-a pipe; the parent's iterator yields them in the same order. The child runs the same code
+reads one of its entries, and simulating. `ahead(chunks)` forks after the survey (the
+compiler's state is the child's copy), iterates `chunks` there, and sends each chunk of
+entry dicts back through a pipe; the parent's iterator yields them in the same order. The child runs the same code
 on the same state, so the entries, and every output of the run, are byte-identical to
 the in-process stream (tests/host/test_compile_ahead.py).
 
@@ -21,7 +21,8 @@ Contract:
   writes on stdout or stderr (a warning) travels through the pipe and is written on the
   parent's stderr; it leaves by `os._exit`, running no exit handlers of the parent's.
 - Without `os.fork` (Windows) or with fewer than two usable CPUs, `ahead` is not used
-  (`available`): the stream runs in-process, with the same results.
+  (`available`): the stream runs in-process, with the same results. A fork that fails
+  (no process or memory to spare) says so on stderr and runs the stream in-process.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any, BinaryIO
 
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.stream import EntryStream, checked_chunks
+from kernbench.errors import warn
 
 Chunk = list[dict[str, Any]]
 
@@ -58,7 +60,12 @@ def ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
     """`chunks`, produced in a forked child (module docstring). The caller must not
     advance `chunks` itself afterwards; the returned iterator has `close()`."""
     r, w = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        raise
     if pid == 0:  # the child: never returns
         os.close(r)
         _produce(chunks, w)
@@ -73,7 +80,12 @@ def entry_stream(chunks: Iterator[Chunk], n: int, layer_entries: Mapping[str, in
     `in_child`, the chunks are produced and checked in a child process (`ahead`), else
     read and checked here as the simulator reaches them."""
     if in_child:
-        chunks = ahead(checked_chunks(chunks, n, limits, file))
+        try:
+            chunks = ahead(checked_chunks(chunks, n, limits, file))
+        except OSError as e:  # `chunks` is untouched: compiled here instead, and said so
+            warn(f"compile ahead: no child process ({e.strerror or e}); compiling in this "
+                 "process (the same results)")
+            in_child = False
     return EntryStream(chunks, n, layer_entries, limits, file, pes=pes, checked=in_child)
 
 
