@@ -233,3 +233,27 @@ def test_available_needs_fork_and_two_cpus(monkeypatch):
     assert compile_ahead.available()
     monkeypatch.delattr(os, "fork")
     assert not compile_ahead.available()
+
+
+@pytest.mark.parametrize(("cpus", "flag", "forked"), [(2, (), True),
+                                                     (2, ("--no-compile-ahead",), False),
+                                                     (1, (), False)])
+def test_kernbench_run_compiles_ahead_by_default_where_two_cpus_are(
+        tmp_path, monkeypatch, cpus, flag, forked):
+    from kernbench.cli import main
+
+    calls = []
+    real = compile_ahead.ahead
+
+    def spy(chunks):  # noqa: ANN001, ANN202
+        calls.append(1)
+        return real(chunks)
+
+    monkeypatch.setattr(compile_ahead, "ahead", spy)
+    monkeypatch.setattr(compile_ahead, "usable_cpus", lambda: cpus)
+    out = tmp_path / "out"
+    assert main(["run", str(CFG / "tiny-llama-4l.json"), "-t", "base", "--batch", "2",
+                 "--kv-len", "64", "--exact", "--all-pes", "--no-report", "--quiet",
+                 "--out", str(out), *flag]) == 0
+    assert calls == ([1] if forked else [])
+    assert json.loads((out / "stats.json").read_text())["total_ns"] > 0
