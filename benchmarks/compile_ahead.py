@@ -13,8 +13,8 @@ Wall seconds are the figure the mode changes; quote them from an otherwise idle 
 
 what the pipe could carry instead, per entry (process CPU µs, the first 20 000 entries of
 gpt2-small prefill 128 on `base`): parsing an entry dict into its model, lowering the
-model into its Control-FSM entry, and pickling each across (ADR-1230); the collector
-paused in each timed step.
+model into its Control-FSM entry, sending a dict as JSON (what the pipe carries) and
+pickling each across instead (ADR-1230); the collector paused in each timed step.
 """
 
 from __future__ import annotations
@@ -76,6 +76,8 @@ def entry_costs(n: int = 20_000) -> None:
 
     models, parse = timed(lambda: parse_chunk(dicts, 0))
     lowered, lower = timed(lambda: to_program(CmdqProgram.model_construct(cmdq=models), topo))
+    j_bytes, j_dump = timed(lambda: json.dumps(dicts, separators=(",", ":")).encode())
+    _, j_load = timed(lambda: json.loads(j_bytes))
     d_bytes, d_dump = timed(lambda: pickle.dumps(dicts, pickle.HIGHEST_PROTOCOL))
     _, d_load = timed(lambda: pickle.loads(d_bytes))
     m_bytes, m_dump = timed(lambda: pickle.dumps(models, pickle.HIGHEST_PROTOCOL))
@@ -85,6 +87,8 @@ def entry_costs(n: int = 20_000) -> None:
     print(f"| per entry ({len(dicts):,} entries) | µs |")
     print("| --- | ---: |")
     for name, us in (("parse a dict into its model", parse), ("lower the model", lower),
+                     ("a dict as a line of JSON (what the pipe carries)", j_dump),
+                     ("a line of JSON read back", j_load),
                      ("pickle a dict (dump)", d_dump), ("unpickle a dict", d_load),
                      ("pickle a parsed model (dump)", m_dump),
                      ("unpickle a parsed model", m_load),

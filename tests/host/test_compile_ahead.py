@@ -17,7 +17,7 @@ import pytest
 
 from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.stream import EntryStream, checked_chunks
-from kernbench.errors import InputError
+from kernbench.errors import DeadlockError, InputError
 from kernbench.host import compile_ahead
 from kernbench.host.compile_ahead import ahead, entry_stream
 from kernbench.host.models import ShapeOptions, resolve_model
@@ -100,18 +100,28 @@ def test_what_the_child_prints_reaches_the_parents_stderr_in_order(capsys):
     assert err == "a note from the compiler\nand one on stdout\n"
 
 
-class _Unpicklable(Exception):
-    def __init__(self, a: int, b: int) -> None:  # pickle re-calls with args=(message,)
-        super().__init__(f"bad {a} {b}")
-
-
-def test_an_exception_that_does_not_pickle_comes_back_as_its_text():
+@pytest.mark.parametrize(("error", "raised", "line"), [
+    (DeadlockError("the program did not reach END"), DeadlockError,
+     "the program did not reach END"),
+    (ValueError("bad 1 2"), RuntimeError,
+     "the compiler's child process failed: ValueError: bad 1 2"),
+])
+def test_other_errors_come_back_as_kernbench_s_own_or_as_their_text(error, raised, line):
     def failing() -> Iterator[list[dict]]:
-        raise _Unpicklable(1, 2)
+        raise error
         yield []  # a generator
 
-    with pytest.raises(RuntimeError, match=r"child process failed: _Unpicklable: bad 1 2"):
+    with pytest.raises(raised) as e:
         next(ahead(failing()))
+    assert type(e.value) is raised and str(e.value) == line
+
+
+def test_a_chunk_that_is_not_json_is_an_error_naming_the_type():
+    def odd() -> Iterator[list[dict]]:
+        yield [{"id": 0, "blob": object()}]
+
+    with pytest.raises(RuntimeError, match="TypeError: Object of type object is not JSON"):
+        next(ahead(odd()))
 
 
 def test_a_child_that_dies_without_a_word_is_an_error_not_a_hang():

@@ -6,16 +6,18 @@ A streamed run (`flow.compile_for_run`, compiled layer by layer) interleaves two
 single-threaded jobs in one process: lowering the next layer when the Control FSM first
 reads one of its entries, and simulating. `ahead(chunks)` forks after the survey (the
 compiler's state is the child's copy), iterates `chunks` there, and sends each chunk of
-entry dicts back through a pipe; the parent's iterator yields them in the same order. The child runs the same code
-on the same state, so the entries, and every output of the run, are byte-identical to
-the in-process stream (tests/host/test_compile_ahead.py).
+entry dicts back through a pipe, a line of JSON each (as cmdq.json holds them: what the
+parent reads back is data, never code); the parent's iterator yields them in the same
+order. The child runs the same code on the same state, so the entries, and every output
+of the run, are byte-identical to the in-process stream (tests/host/test_compile_ahead.py).
 
 Contract:
 - The pipe bounds how far the child runs ahead (its buffer and one chunk in flight), so
   host memory still follows the layers, not the program, as in-process.
 - An exception in the child (an InputError naming a layer, a compiler bug) is raised in
-  the parent when it reaches that point of the stream, with the same message. A child
-  that dies without a word is a RuntimeError, never a hang.
+  the parent when it reaches that point of the stream: kernbench's errors as the same
+  class with the same line (so the same exit code), any other as a RuntimeError with its
+  class name and text. A child that dies without a word is a RuntimeError, never a hang.
 - Closing the iterator (the stream read to its end, an error, Ctrl-C in the parent)
   kills and reaps the child. The child ignores SIGINT (the parent decides); what it
   writes on stdout or stderr (a warning) travels through the pipe and is written on the
@@ -29,8 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
-import pickle
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -38,7 +40,16 @@ from typing import Any, BinaryIO
 
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.stream import EntryStream, checked_chunks
-from kernbench.errors import warn
+from kernbench.errors import (
+    AddressError,
+    CapacityError,
+    DeadlockError,
+    InputError,
+    KernbenchError,
+    SimulationError,
+    VerificationError,
+    warn,
+)
 
 Chunk = list[dict[str, Any]]
 
@@ -90,7 +101,7 @@ def entry_stream(chunks: Iterator[Chunk], n: int, layer_entries: Mapping[str, in
 
 
 def _produce(chunks: Iterator[Chunk], fd: int) -> None:
-    """The child's whole life: send every chunk, then ("end", None) or the error."""
+    """The child's whole life: send every chunk, then ["end", null] or the error."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     status = 0
     try:
@@ -100,21 +111,26 @@ def _produce(chunks: Iterator[Chunk], fd: int) -> None:
             sys.stdout = sys.stderr = _Relay(out)
             try:
                 for chunk in chunks:
-                    pickle.dump(("chunk", chunk), out, pickle.HIGHEST_PROTOCOL)
+                    _send(out, "chunk", chunk)
                     out.flush()  # the parent may be waiting for exactly this chunk
-                message: tuple[str, Any] = ("end", None)
+                _send(out, "end", None)
             except BaseException as e:  # noqa: BLE001 - every failure goes to the parent
                 status = 1
-                message = ("error", (_pickled(e), f"{type(e).__name__}: {e}"))
-            pickle.dump(message, out, pickle.HIGHEST_PROTOCOL)
+                _send(out, "error", _error_of(e))
     except BaseException:  # noqa: BLE001 - the parent has gone (a broken pipe): nothing to tell
         status = 1
     finally:
         os._exit(status)  # no exit handlers, no flush of the parent's buffered output
 
 
+def _send(out: BinaryIO, kind: str, value: object) -> None:
+    """One message: a line of JSON, [kind, value] (entry dicts are JSON, as in cmdq.json;
+    nothing read back can run code)."""
+    out.write(json.dumps([kind, value], separators=(",", ":")).encode() + b"\n")
+
+
 class _Relay(io.TextIOBase):
-    """The child's stdout and stderr: each write is a ("stderr", text) message that the
+    """The child's stdout and stderr: each write is a ["stderr", text] message that the
     parent writes on its own stderr, in order with the chunks."""
 
     def __init__(self, out: BinaryIO) -> None:
@@ -124,18 +140,35 @@ class _Relay(io.TextIOBase):
         return True
 
     def write(self, s: str) -> int:
-        pickle.dump(("stderr", s), self._out, pickle.HIGHEST_PROTOCOL)
+        _send(self._out, "stderr", s)
         return len(s)
 
 
-def _pickled(e: BaseException) -> bytes | None:
-    """`e` pickled if it comes back as the same class with the same message, else None."""
-    try:
-        data = pickle.dumps(e, pickle.HIGHEST_PROTOCOL)
-        back = pickle.loads(data)
-    except Exception:  # noqa: BLE001 - an exception that does not pickle: its text is sent
-        return None
-    return data if type(back) is type(e) and str(back) == str(e) else None
+def _error_of(e: BaseException) -> dict[str, str | None]:
+    """What the parent needs to raise `e` again: its class name, its text and, for an
+    InputError, the parts of its location."""
+    out: dict[str, str | None] = {"type": type(e).__name__, "text": str(e)}
+    if isinstance(e, InputError):
+        out |= {"reason": e.reason, "file": e.file, "where": e.where, "field": e.field}
+    return out
+
+
+#: kernbench's errors a child's failure is raised again as (the same exit code); any
+#: other exception is a RuntimeError with its class name and text
+_ERRORS: dict[str, type[KernbenchError]] = {
+    c.__name__: c for c in (KernbenchError, VerificationError, SimulationError,
+                            DeadlockError, CapacityError, AddressError)}
+
+
+def _raised(err: dict[str, str | None]) -> BaseException:
+    """The exception the child sent (`_error_of`), built again here."""
+    if err.get("type") == "InputError":
+        return InputError(str(err["reason"]), file=err["file"], where=err["where"],
+                          field=err["field"])
+    cls = _ERRORS.get(str(err.get("type")))
+    if cls is not None:
+        return cls(err["text"])
+    return RuntimeError(f"the compiler's child process failed: {err['type']}: {err['text']}")
 
 
 def _consume(f: BinaryIO, pid: int) -> Iterator[Chunk]:
@@ -143,11 +176,11 @@ def _consume(f: BinaryIO, pid: int) -> Iterator[Chunk]:
     this iterator ends or is closed."""
     try:
         while True:
-            try:
-                kind, value = pickle.load(f)
-            except EOFError:
+            line = f.readline()
+            if not line.endswith(b"\n"):  # EOF, or a message cut short: the child died
                 raise RuntimeError("the compiler's child process ended before the program "
-                                   f"did (exit status {_reap(pid)})") from None
+                                   f"did (exit status {_reap(pid)})")
+            kind, value = json.loads(line)
             if kind == "chunk":
                 yield value
             elif kind == "end":
@@ -155,10 +188,7 @@ def _consume(f: BinaryIO, pid: int) -> Iterator[Chunk]:
             elif kind == "stderr":  # a warning the compiler printed in the child
                 sys.stderr.write(value)
             else:
-                data, text = value
-                if data is not None:
-                    raise pickle.loads(data)
-                raise RuntimeError(f"the compiler's child process failed: {text}")
+                raise _raised(value)
     finally:
         f.close()
         _reap(pid)
