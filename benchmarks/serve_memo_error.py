@@ -8,7 +8,8 @@ max-batch 16, max-batch-tokens 512) with every policy, once with the bucket rule
 once with every program shape simulated, and prints the relative error of the TTFT, TPOT
 and end-to-end percentiles (markdown, docs/serving.md). Programs are simulated once and
 shared by both modes (a step cache). `--per-octave B,S,K` measures another grid of
-edges for batch, new and past tokens instead of the rule's 16 each (ADR-1150).
+edges for batch, new and past tokens instead of the rule's 16 each (ADR-1150), `--tol
+B,S,K` other tolerances of the midpoint check than the rule's 0.005,0.005,0.01 (ADR-1240).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from kernbench.host.serve.buckets import TOLERANCE
 from kernbench.host.serve.engine import serve_requests
 from kernbench.host.serve.kv_cache import PagedKvCache
 from kernbench.host.serve.model import ServedModel
@@ -40,8 +42,12 @@ def main() -> None:
     ap.add_argument("--per-octave", default=None,
                     help="B,S,K: edges an octave of batch, new and past tokens instead of "
                          "serve's rule (16 each; ADR-1150)")
+    ap.add_argument("--tol", default=None,
+                    help="B,S,K: the midpoint check's relative tolerance for batch, new and "
+                         "past tokens instead of serve's rule (ADR-1240)")
     a = ap.parse_args()
     rule = tuple(int(x) for x in a.per_octave.split(",")) if a.per_octave else None
+    tol = tuple(float(x) for x in a.tol.split(",")) if a.tol else TOLERANCE
     topo = load_topology("small")
     with tempfile.TemporaryDirectory() as d:
         m = ServedModel.open(MODEL, None, Path(d))
@@ -62,7 +68,7 @@ def main() -> None:
         for name in sorted(POLICIES):
             res = {}
             for exact in (False, True):
-                t = StepTimer(sim, exact=exact, per_octave=rule)
+                t = StepTimer(sim, exact=exact, per_octave=rule, tol=tol)
                 run = serve_requests(reqs, policy_for(name, Limits(16, 512)),
                                      PagedKvCache(10**6, 16), t)
                 res[exact] = (serve_stats(run, {}, 10**6), len(t.programs))

@@ -77,10 +77,12 @@ def test_memo_simulates_each_corner_once():
     assert len(calls) == 3 + 64  # its own memo: every shape once
 
 
-def test_a_step_between_edges_is_found_and_every_shape_is_exact():
-    # A tile boundary at k = 1061: the time jumps by 2 %, the rest is linear.
+@pytest.mark.parametrize("dim, jump", [(2, 0.025), (1, 0.012)])
+def test_a_step_between_edges_is_found_and_every_shape_is_exact(dim, jump):
+    # A tile boundary at 1061: the time jumps by `jump`, the rest is linear. Past tokens
+    # (dim 2) find steps over twice their 1 % tolerance, new tokens over twice 0.5 %.
     def f(shape):
-        return 50_000.0 + 3.0 * shape[2] + (1_000.0 if shape[2] >= 1061 else 0.0)
+        return 50_000.0 + 3.0 * shape[dim] + (jump * 53_000 if shape[dim] >= 1061 else 0.0)
 
     calls = []
 
@@ -90,8 +92,28 @@ def test_a_step_between_edges_is_found_and_every_shape_is_exact():
 
     t = StepTimer(sim)
     for k in range(1024, 1089):
-        assert t.program_ns((4, 1, k)) == round(f((4, 1, k)))
+        shape = (4, k, 7) if dim == 1 else (4, 1, k)
+        assert t.program_ns(shape) == round(f(shape))
     assert len(set(calls)) == len(calls) <= 16  # bisection, not all 65 shapes
+
+
+def test_past_token_jitter_is_interpolated_over_but_not_in_new_tokens():
+    # The simulated schedule's jitter: values 0.4 % either side of a linear trend (a
+    # large model's decode step does so in past tokens), so a midpoint can lie 0.8 % off
+    # its chord. Past tokens take it as linear from the edges and one midpoint; the same
+    # jitter in new tokens, whose tolerance is half, is refined as if it were a step.
+    def f(x):
+        return 8e6 * (1 + 2e-4 * (x - 1024) + (0.004 if x % 3 == 0 else -0.004))
+
+    past, new = [], []
+    t_past = StepTimer(lambda c: past.append(c) or f(c[2]))
+    t_new = StepTimer(lambda c: new.append(c) or f(c[1]))
+    for x in range(1024, 1089):
+        v = t_past.program_ns((32, 1, x))
+        assert abs(v / f(x) - 1) <= 0.0085  # the chord runs through the jitter
+        t_new.program_ns((1, x, 0))
+    assert sorted(c[2] for c in past) == [1024, 1056, 1088]
+    assert len(new) > len(past)
 
 
 def test_a_step_below_the_tolerance_is_interpolated_over():

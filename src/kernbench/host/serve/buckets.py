@@ -11,10 +11,17 @@ interpolated linearly between the programs at both edges, one number after the o
 An interval is only trusted to be linear once its midpoint says so: a program's time
 steps where a dimension crosses a tile boundary, and a step of J between two edges puts
 the midpoint J/2 off the chord. So before interpolating in [lo, hi] the midpoint is
-simulated too; when it lies more than `LINEAR_TOL` (relative) off the chord, the half that
-holds the value is taken instead, down to adjacent integers (exact). The decision depends
-only on the simulated times at lo, mid and hi, never on which shapes were asked before,
-so the rule is deterministic.
+simulated too; when it lies more than the number's tolerance (`TOLERANCE`, relative) off
+the chord, the half that holds the value is taken instead, down to adjacent integers
+(exact). The decision depends only on the simulated times at lo, mid and hi, never on
+which shapes were asked before, so the rule is deterministic.
+
+Past tokens get twice the tolerance of batch and new tokens: one more cached token moves
+a decode step's time by far less than its simulated schedule's jitter (on a large model,
+adjacent past-token counts differ by up to about 1 % in either direction as the
+contention of transfers re-orders), so a half-percent check refines on that jitter down
+to single tokens without getting closer to the times around them; a step over 2 % is
+still found.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ from collections.abc import Callable
 EXACT_BELOW = 16
 PER_OCTAVE = 16
 LINEAR_TOL = 0.005
+#: the midpoint check's relative tolerance per number: (batch, new tokens, past tokens);
+#: numbers beyond the third (none in serve) take `LINEAR_TOL`
+TOLERANCE = (LINEAR_TOL, LINEAR_TOL, 2 * LINEAR_TOL)
 
 Shape = tuple[int, ...]
 
@@ -42,11 +52,13 @@ def edges(x: int, per_octave: int = PER_OCTAVE) -> tuple[int, int]:
 
 def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0,
                 per_octave: tuple[int, ...] | None = None,
-                ahead: Callable[[list[Shape]], None] | None = None) -> float:
+                ahead: Callable[[list[Shape]], None] | None = None,
+                tol: tuple[float, ...] = TOLERANCE) -> float:
     """`shape`'s time from simulated programs (`program(shape)` simulates one, memoized by
     the caller): exact on edges, else linear between the edges, refined by midpoints.
     `per_octave`: the edges an octave of each number (default `PER_OCTAVE` for all;
-    another grid is for measuring the rule, benchmarks/serve_memo_error.py).
+    another grid is for measuring the rule, benchmarks/serve_memo_error.py); `tol` the
+    midpoint check's tolerance of each number (likewise).
     `ahead(programs)`, when given, is told before each midpoint of the last number is
     asked which programs the refinement would ask next, in order, if no midpoint from
     here on were on its chord (`midpoint_chain`); it must not change what `program`
@@ -57,19 +69,20 @@ def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0,
 
     def at(v: int) -> float:
         return interpolate((*shape[:dim], v, *shape[dim + 1:]), program, dim + 1,
-                           per_octave, ahead)
+                           per_octave, ahead, tol)
 
     lo, hi = edges(x, per_octave[dim] if per_octave else PER_OCTAVE)
     if lo == hi:
         return at(x)
     t_lo, t_hi = at(lo), at(hi)
+    rel = tol[dim] if dim < len(tol) else LINEAR_TOL
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if ahead is not None and dim == len(shape) - 1:
             ahead([(*shape[:dim], v) for v in midpoint_chain(x, lo, hi)])
         t_mid = at(mid)
         chord = t_lo + (t_hi - t_lo) * (mid - lo) / (hi - lo)
-        if abs(t_mid - chord) <= LINEAR_TOL * abs(t_mid):
+        if abs(t_mid - chord) <= rel * abs(t_mid):
             break
         if x == mid:
             return t_mid

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kernbench.host.serve.buckets import first_asked, interpolate
+from kernbench.host.serve.buckets import TOLERANCE, first_asked, interpolate
 from kernbench.host.serve.state import Step
 
 Shape = tuple[int, int, int]  # (batch, new tokens, past tokens)
@@ -65,6 +65,7 @@ class StepTimer:
     exact: bool = False
     simulate_many: Callable[[list[Shape]], list[tuple[float, float]]] | None = None
     per_octave: tuple[int, int, int] | None = None  # edges an octave (None: the rule's)
+    tol: tuple[float, float, float] = TOLERANCE  # the midpoint check's, per number
     speculate: Callable[[list[Shape]], list[tuple[float, float]]] | None = None
     record: Callable[[Shape, float], None] | None = None  # a program simulated ahead, used
     width: int = 1                # programs `speculate` runs side by side
@@ -84,7 +85,7 @@ class StepTimer:
             else:
                 ahead = self._ahead if self.speculate is not None and self.width > 1 else None
                 ns = round(interpolate(shape, self._simulated, per_octave=self.per_octave,
-                                       ahead=ahead))
+                                       ahead=ahead, tol=self.tol))
             self.shapes[shape] = ns
         return ns
 
