@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/serve_programs.py --past 16 [--replay-blocks 4] [--samples FILE]
 
 simulates decode at batch 16 with 512, 528, …, 640 past tokens (the range of the issue's
-workload: prompt 512, output 128), the given decoder blocks before block replay (default
-serve's and run's, 4), and prints their simulated ms: how the KV length moves a decode step between
-the bucket rule's edges.
+workload: prompt 512, output 128; `--past-range 512:576:1` every count of another range),
+the given decoder blocks before block replay (default serve's and run's, 4), and prints
+their simulated ms: how the KV length moves a decode step between the bucket rule's
+edges, and the programs the rule asks on that profile (ADR-1240).
 
     .venv/bin/python benchmarks/serve_programs.py --blocks 1,1,512 16,1,512 [--samples FILE]
 
@@ -54,10 +55,12 @@ def simulated(shape: tuple[int, int, int], blocks: int, work: Path) -> dict:
 
 
 def rule_on_profile(batch: int, ns: dict[int, float]) -> None:
-    """The programs the bucket rule asks for every past count in 512..640, with the
-    sixteenth-octave and the quarter-octave grid for past tokens, on the sampled profile
-    (linear between the samples: a step inside a 16-token gap asks for more)."""
-    from kernbench.host.serve.buckets import interpolate
+    """The programs the bucket rule asks for every past count in the profile's range,
+    with the sixteenth-octave and the quarter-octave grid for past tokens and with a
+    half-percent midpoint tolerance for past tokens as well as the rule's (ADR-1240), on
+    the sampled profile (linear between the samples: a step inside a gap asks for more),
+    and the worst and mean error of the interpolated times against the profile's."""
+    from kernbench.host.serve.buckets import LINEAR_TOL, TOLERANCE, edges, interpolate
 
     ks = sorted(ns)
 
@@ -66,13 +69,20 @@ def rule_on_profile(batch: int, ns: dict[int, float]) -> None:
         b = min(x for x in ks if x >= k)
         return ns[a] if a == b else ns[a] + (ns[b] - ns[a]) * (k - a) / (b - a)
 
+    print("\n| past edges an octave | past tolerance | programs | past tokens simulated | "
+          "worst error | mean error |\n| ---: | ---: | ---: | --- | ---: | ---: |")
     for rule in ((16, 16, 16), (16, 16, 4)):
-        asked: set[tuple[int, ...]] = set()
-        worst = max(abs(interpolate((batch, 1, k), lambda c, asked=asked: asked.add(c)
-                                    or t(c[2]), per_octave=rule) / t(k) - 1)
-                    for k in range(512, 641))
-        print(f"edges an octave {rule}: {len(asked)} programs for 512..640 "
-              f"({', '.join(str(c[2]) for c in sorted(asked))}); worst {100 * worst:.2f} %")
+        inside = [k for k in range(ks[0], ks[-1] + 1)
+                  if ks[0] <= edges(k, rule[2])[0] and edges(k, rule[2])[1] <= ks[-1]]
+        between = any(len(set(edges(k, rule[2]))) == 2 for k in inside)
+        for tol in (TOLERANCE, (LINEAR_TOL,) * 3) if between else ():
+            asked: set[tuple[int, ...]] = set()
+            errs = [interpolate((batch, 1, k), lambda c, asked=asked: asked.add(c)
+                                or t(c[2]), per_octave=rule, tol=tol) / t(k) - 1
+                    for k in inside]
+            print(f"| {rule[2]} | {100 * tol[2]:.1f} % | {len(asked)} | "
+                  f"{', '.join(str(c[2]) for c in sorted(asked))} | "
+                  f"{100 * max(map(abs, errs)):.2f} % | {100 * sum(errs) / len(errs):+.2f} % |")
 
 
 def batch_rule_on_profile(past: int, ns: dict[int, float]) -> None:
@@ -95,6 +105,8 @@ def batch_rule_on_profile(past: int, ns: dict[int, float]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--past", type=int, default=None, help="decode batch: past 512..640")
+    ap.add_argument("--past-range", default="512:640:16",
+                    help="--past: FIRST:LAST:STEP past-token counts (every one: 512:576:1)")
     ap.add_argument("--blocks", nargs="*", default=None, help="shapes B,S,K: 3 / 4 / all")
     ap.add_argument("--batch", type=int, default=None, help="decode at this past: batch 1..32")
     ap.add_argument("--replay-blocks", type=int, default=None, help="--past: simulated blocks")
@@ -117,12 +129,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as d:
         if a.past is not None:
-            ks = range(512, 641, 16)
+            first, last, step = (int(x) for x in a.past_range.split(":"))
+            ks = range(first, last + 1, step)
             rows = [get((a.past, 1, k), past_blocks, Path(d)) for k in ks]
-            print("| past tokens | " + " | ".join(map(str, ks)) + " |")
-            print("| --- |" + " ---: |" * len(ks))
-            print(f"| batch {a.past}, {past_blocks} blocks, ms | "
-                  + " | ".join(f"{r['ns'] / 1e6:.3f}" for r in rows) + " |")
+            print(f"| past tokens | batch {a.past}, {past_blocks} blocks, ms | CPU s |\n"
+                  "| ---: | ---: | ---: |")
+            for k, r in zip(ks, rows, strict=True):
+                print(f"| {k} | {r['ns'] / 1e6:.3f} | {r['cpu_s']:.1f} |")
             rule_on_profile(a.past, dict(zip(ks, (r["ns"] for r in rows), strict=True)))
         if a.batch is not None:
             bs = range(1, 33)
