@@ -243,3 +243,27 @@ def test_programs_simulated_ahead_change_no_time_and_no_program_asked():
     # what ran in this process plus what ran ahead and was used is what the plain timer ran
     local = [s for s in ahead.programs if s not in ran_ahead]
     assert sorted(local + recorded) == sorted(plain.programs)
+
+
+def test_a_warm_timer_simulates_nothing_ahead():
+    # every program the rule asks is in the step cache: a second run simulates none of
+    # them and none ahead of them (the deeper midpoints it would have speculated on are
+    # not in the cache, since the first run never asked for them)
+    cache: dict[tuple[int, int, int], float] = {}
+
+    def speculate(shapes):
+        return [(_jagged(s), 1.0) for s in shapes]
+
+    cold = StepTimer(_jagged, speculate=speculate, width=2,
+                     record=lambda s, ns: cache.__setitem__(s, ns))
+    shapes = [(32, 1, k) for k in range(512, 700, 7)]
+    times = [cold.program_ns(s) for s in shapes]
+    cache.update({s: t for s, t in cold.programs.items() if s not in cache})
+    assert cold.spare  # the cold run did simulate midpoints it never needed
+
+    def never(*_):
+        raise AssertionError("a warm run simulated a program")
+
+    warm = StepTimer(never, speculate=never, width=2, record=never, cached=cache.get)
+    assert [warm.program_ns(s) for s in shapes] == times
+    assert warm.programs == cold.programs and warm.sim_seconds == 0.0

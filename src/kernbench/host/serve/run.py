@@ -142,7 +142,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
         timer = StepTimer(src.simulate, exact=opts.exact_steps,
                           simulate_many=src.simulate_many if pool is not None else None,
                           speculate=src.speculate if pool is not None else None,
-                          record=src.record, width=opts.workers)
+                          record=src.record, cached=cache.get, width=opts.workers)
         run, total_blocks, extra = _loop(reqs, policy, kv, pools, topo, m, timer, opts)
     loop_s = time.process_time() - t0 - timer.local_seconds
     stats = {"serve": {

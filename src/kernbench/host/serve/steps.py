@@ -24,7 +24,8 @@ times do not depend on it.
 With `speculate` (the same pool, programs simulated without being recorded), a
 refinement that must simulate a midpoint also simulates, beside it, the next midpoints it
 would ask if the refinement goes on (`buckets.midpoint_chain`), `width` programs in all:
-the pool's other workers would otherwise wait. A program simulated ahead is used (and
+the pool's other workers would otherwise wait. A midpoint that `cached` (the step cache)
+already knows needs no simulation, so nothing is simulated ahead of it. A program simulated ahead is used (and
 handed to `record`, the step cache) only when the refinement asks for it; the ones never
 asked are counted in `spare_seconds` and change no output.
 """
@@ -68,6 +69,7 @@ class StepTimer:
     tol: tuple[float, float, float] = TOLERANCE  # the midpoint check's, per number
     speculate: Callable[[list[Shape]], list[tuple[float, float]]] | None = None
     record: Callable[[Shape, float], None] | None = None  # a program simulated ahead, used
+    cached: Callable[[Shape], float | None] | None = None  # a program known without simulating
     width: int = 1                # programs `speculate` runs side by side
     spare: dict[Shape, tuple[float, float]] = field(default_factory=dict)  # ahead: (ns, CPU s)
     programs: dict[Shape, float] = field(default_factory=dict)   # simulated, by shape
@@ -107,6 +109,14 @@ class StepTimer:
 
     def _simulated(self, shape: Shape) -> float:
         t = self.programs.get(shape)
+        if t is None and self.cached is not None:
+            # a program already known (the step cache) is neither simulated nor a reason
+            # to simulate the midpoints after it ahead: the next one may be known too
+            t = self.cached(shape)
+            if t is not None:
+                self._chain = []
+                t = self.programs[shape] = float(t)
+                return t
         if t is None and shape in self.spare:
             t, cpu = self.spare.pop(shape)
             self.sim_seconds += cpu
