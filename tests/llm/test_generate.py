@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernbench.cli import main
-from kernbench.host.serve.buckets import LINEAR_TOL
+from kernbench.host.serve.buckets import TOLERANCE
 
 
 def _run(out: Path, *args: str) -> dict:
@@ -46,13 +46,14 @@ def test_generation_is_a_prefill_plus_separate_decode_steps(tmp_path, capsys):
 
 def test_between_bucket_edges_the_serving_rule_decides_and_exact_steps_simulates(tmp_path):
     # 33 cached tokens lie between the edges 32 and 34 (docs/serving.md, the bucket rule):
-    # the midpoint 33 is simulated; on the chord within LINEAR_TOL the chord is used, else it
+    # the midpoint 33 is simulated; on the chord within the past tokens' tolerance the chord
+    # is used, else the midpoint's own figure
     g = _run(tmp_path / "g", "--seq-len", "33", "--generate", "2")["generation"]
     lo, mid, hi = (_run(tmp_path / f"d{k}", "--kv-len", str(k)) for k in (32, 33, 34))
 
     def rule(key):  # noqa: ANN001, ANN202
         a, m, b = (key(s) for s in (lo, mid, hi))
-        return (a + b) / 2 if abs(m - (a + b) / 2) <= LINEAR_TOL * abs(m) else m
+        return (a + b) / 2 if abs(m - (a + b) / 2) <= TOLERANCE[2] * abs(m) else m
 
     assert g["kv_lens"] == [33] and g["programs_simulated"] == 3
     assert g["tpot_ns"][0] == pytest.approx(rule(lambda s: s["total_ns"]), abs=1e-3)
