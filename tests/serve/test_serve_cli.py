@@ -142,3 +142,23 @@ def test_disaggregated_bad_input_is_one_line_exit_2(tmp_path, capsys, args, need
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_loop_tells_its_phase_how_many_requests_finished(tmp_path):
+    # what `kernbench serve`'s progress bar polls: requests finished, of all of them
+    from contextlib import contextmanager
+
+    from kernbench.host.serve import ServeOptions, serve
+
+    seen: list[tuple[str, int | None, int]] = []
+
+    @contextmanager
+    def phase(name, total, poll):
+        seen.append((name, total, poll()))
+        yield
+        seen.append((name, total, poll()))
+
+    opts = ServeOptions(requests=5, rate=1e5, prompt_len="16:32", output_len="2:4", seed=3)
+    serve(TINY, load_topology("small"), tmp_path / "o", opts, tmp_path / "w",
+          note=lambda *_: None, phase=phase)
+    assert seen == [("serve", 5, 0), ("serve", 5, 5)]

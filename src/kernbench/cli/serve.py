@@ -72,6 +72,7 @@ def serve_cmd(
     import tempfile
 
     from kernbench.cli.outdir import OutDir
+    from kernbench.cli.progress import Phases
     from kernbench.host.serve import ServeOptions, serve
     from kernbench.report.serving import serve_lines
     from kernbench.topology import load_topology
@@ -85,7 +86,8 @@ def serve_cmd(
                         kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig,
                         step_cache=step_cache, prefill_chips=prefill_chips, workers=workers)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
-        stats = serve(model, topo, stage, opts, Path(tmp), note=err.print)
+        stats = serve(model, topo, stage, opts, Path(tmp), note=err.print,
+                      phase=Phases(err, enabled=not quiet).phase)
     r = stats["serve"]["results"]
     if json_:
         sys.stdout.write(json.dumps({k: r[k] for k in ("ttft_s", "tpot_s", "e2e_s",

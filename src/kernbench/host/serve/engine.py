@@ -10,6 +10,7 @@ and the same inputs give the same result on any machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kernbench.host.serve.kv_cache import PagedKvCache
@@ -40,8 +41,10 @@ class ServeRun:
 
 
 def serve_requests(requests: list[Request], policy: Policy, kv: PagedKvCache,
-                   timer: StepTimer) -> ServeRun:
-    """Serve `requests` (sorted by arrival) to completion."""
+                   timer: StepTimer, finished: Callable[[int], None] | None = None
+                   ) -> ServeRun:
+    """Serve `requests` (sorted by arrival) to completion. `finished(n)`, when given, is
+    told after every step how many requests have finished (a progress display)."""
     seqs = [Seq(r) for r in requests]
     state = SchedState(kv)
     tl = Timeline()
@@ -70,6 +73,8 @@ def serve_requests(requests: list[Request], policy: Policy, kv: PagedKvCache,
         tl.running.append(len(state.running))
         tl.waiting.append(len(state.waiting) + _arrived_during(seqs, nxt, t))
         tl.tokens.append(step.tokens())
+        if finished is not None:
+            finished(done)
     return ServeRun(seqs, tl, state.preemptions, t)
 
 

@@ -36,6 +36,7 @@ from kernbench.host.serve.slo import parse_slo
 from kernbench.host.serve.step_cache import StepCache, identity
 from kernbench.host.serve.steps import Shape, StepTimer
 from kernbench.host.serve.workload import LengthSpec, Request, poisson_requests, read_trace
+from kernbench.host.simulate import PhaseHook, no_phase
 from kernbench.report.serving import write_serving_report
 from kernbench.report.stats import write_json
 from kernbench.topology.model import Topology
@@ -104,8 +105,11 @@ def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
 
 
 def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: Path,
-          note: Callable[[str], None] = print) -> dict[str, Any]:
-    """See the module docstring. `workdir`: scratch space for the step programs."""
+          note: Callable[[str], None] = print, phase: PhaseHook = no_phase
+          ) -> dict[str, Any]:
+    """See the module docstring. `workdir`: scratch space for the step programs; `phase`
+    wraps the serving loop ("serve", the requests, how many have finished so far; a
+    progress display, which the disaggregated loop does not count)."""
     slo = parse_slo(opts.slo)
     policy = policy_for(opts.policy, Limits(opts.max_batch, opts.max_batch_tokens))
     reqs, describe = make_requests(opts)
@@ -143,7 +147,11 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                           simulate_many=src.simulate_many if pool is not None else None,
                           speculate=src.speculate if pool is not None else None,
                           record=src.record, cached=cache.get, width=opts.workers)
-        run, total_blocks, extra = _loop(reqs, policy, kv, pools, topo, m, timer, opts)
+        done = [0]
+        count = None if pools else lambda: done[0]
+        with phase("serve", len(reqs), count):
+            run, total_blocks, extra = _loop(reqs, policy, kv, pools, topo, m, timer, opts,
+                                             lambda n: done.__setitem__(0, n))
     loop_s = time.process_time() - t0 - timer.local_seconds
     stats = {"serve": {
         "model": m.name, "topology": topo.name, "policy": opts.policy,
@@ -207,10 +215,10 @@ class _Programs:
 
 def _loop(reqs: list[Request], policy: Policy, kv: PagedKvCache, pools: ChipPools | None,
           topo: Topology, m: ServedModel, timer: StepTimer, opts: ServeOptions,
-          ) -> tuple[ServeRun, int, dict[str, Any]]:
+          finished: Callable[[int], None]) -> tuple[ServeRun, int, dict[str, Any]]:
     """The serving loop: (its run, the KV blocks of every chip, the stats it adds)."""
     if pools is None:
-        return serve_requests(reqs, policy, kv, timer), kv.blocks, {}
+        return serve_requests(reqs, policy, kv, timer, finished), kv.blocks, {}
     xfer = KvTransfer(topo, pools, m.kv_bytes_per_token, exact=opts.exact_steps)
     run = serve_disaggregated(reqs, policy.limits, kv.blocks, kv.blocks, opts.block_tokens,
                               pools.prefill, pools.decode, timer, xfer.ns)
