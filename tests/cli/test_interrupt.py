@@ -240,14 +240,17 @@ print("ran on")
 """
 
 
-def test_a_ctrl_c_python_cannot_raise_ends_the_command_at_once(tmp_path):
+@pytest.mark.parametrize("sigint", [signal.default_int_handler, signal.SIG_IGN],
+                         ids=["ctrl-c", "sigterm-with-sigint-ignored"])
+def test_a_ctrl_c_python_cannot_raise_ends_the_command_at_once(tmp_path, sigint):
     """A KeyboardInterrupt Python cannot raise (here: in a finalizer) is neither reported
     as "Exception ignored ... Traceback" nor lost: the watchdog ends the command with 130
-    without waiting for its grace period. Other unraisable errors are reported as before."""
+    without waiting for its grace period. Other unraisable errors are reported as before.
+    Where SIGINT is ignored (`nohup`, `&`) only SIGTERM raises it, and it is watched too."""
     p = subprocess.run([sys.executable, "-c", LOST], capture_output=True, text=True,
                        timeout=HANG, cwd=tmp_path,
-                       preexec_fn=lambda: signal.signal(signal.SIGINT,
-                                                        signal.default_int_handler))
+                       preexec_fn=lambda: (signal.signal(signal.SIGINT, sigint),
+                                           signal.signal(signal.SIGTERM, signal.SIG_DFL)))
     assert p.returncode == 130, p.stderr
     assert "ran on" not in p.stdout
     assert p.stderr.count("Exception ignored") == 1 and "ValueError: boom" in p.stderr

@@ -87,7 +87,8 @@ def _term_as_interrupt(signum: int, frame: object) -> None:
 class Watchdog:
     """Context manager around one command (see the module docstring), in the main thread
     only: the SIGTERM handler where SIGTERM has its default action, the watchdog thread
-    where SIGINT is Python's KeyboardInterrupt handler."""
+    where SIGINT is Python's KeyboardInterrupt handler or SIGTERM is ours (a SIGTERM
+    whose KeyboardInterrupt is lost must end the command too, SIGINT ignored or not)."""
 
     def __init__(self, grace_s: float = GRACE_S) -> None:
         self.grace_s = grace_s
@@ -103,8 +104,9 @@ class Watchdog:
             return self
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             self.old_term = signal.signal(signal.SIGTERM, _term_as_interrupt)
-        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            return self
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler \
+                and self.old_term is None:
+            return self  # neither signal raises here: nothing to watch
         r, w = os.pipe()
         os.set_blocking(w, False)
         try:
