@@ -67,14 +67,11 @@ def serve_cmd(
     """Serve many requests on a simulated NPU: a scheduler policy batches them, each
     step's time comes from a compiled and simulated program. Writes requests.csv,
     occupancy.csv, stats.json, trace.json and report.html into --out (docs/serving.md)."""
-    import json
-    import sys
     import tempfile
 
     from kernbench.cli.outdir import OutDir
     from kernbench.cli.progress import Phases
     from kernbench.host.serve import ServeOptions, serve
-    from kernbench.report.serving import serve_lines
     from kernbench.topology import load_topology
 
     set_quiet(quiet)
@@ -88,7 +85,17 @@ def serve_cmd(
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         stats = serve(model, topo, stage, opts, Path(tmp), note=err.print,
                       phase=Phases(err, enabled=not quiet).phase)
-    r = stats["serve"]["results"]
+    _print_results(stats["serve"]["results"], json_)
+    err.print(f"wrote {out}/")
+
+
+def _print_results(r: dict, json_: bool) -> None:
+    """The percentiles, throughput and goodput on stdout: text, or JSON with --json."""
+    import json
+    import sys
+
+    from kernbench.report.serving import serve_lines
+
     if json_:
         sys.stdout.write(json.dumps({k: r[k] for k in ("ttft_s", "tpot_s", "e2e_s",
                                                        "throughput")}
@@ -96,4 +103,3 @@ def serve_cmd(
                                     indent=1, sort_keys=True) + "\n")
     else:
         sys.stdout.write("\n".join(serve_lines(r)) + "\n")
-    err.print(f"wrote {out}/")
