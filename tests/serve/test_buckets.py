@@ -267,3 +267,21 @@ def test_a_warm_timer_simulates_nothing_ahead():
     warm = StepTimer(never, speculate=never, width=2, record=never, cached=cache.get)
     assert [warm.program_ns(s) for s in shapes] == times
     assert warm.programs == cold.programs and warm.sim_seconds == 0.0
+
+
+def test_programs_the_cache_knows_are_never_simulated_ahead():
+    # half the programs in the step cache: what the timer simulates ahead beside a needed
+    # midpoint is always a program the cache does not hold, and the times are the same
+    plain = StepTimer(_jagged)
+    shapes = [(32, 1, k) for k in range(512, 700, 7)]
+    times = [plain.program_ns(s) for s in shapes]
+    cache = dict(sorted(plain.programs.items())[::2])
+    batches: list[list[tuple[int, int, int]]] = []
+
+    def speculate(batch):
+        batches.append(list(batch))
+        return [(_jagged(s), 1.0) for s in batch]
+
+    half = StepTimer(_jagged, speculate=speculate, width=2, cached=cache.get)
+    assert [half.program_ns(s) for s in shapes] == times
+    assert batches and not any(s in cache for b in batches for s in b)

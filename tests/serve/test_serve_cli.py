@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from kernbench.cli import main
 from kernbench.host.models import ShapeOptions, resolve_model
 from kernbench.host.run import RunHooks, RunOptions, run_model
+from kernbench.host.serve import ServeOptions, serve
 from kernbench.host.serve.chips import simulated_send
 from kernbench.topology import load_topology
 
@@ -146,10 +148,6 @@ def test_disaggregated_bad_input_is_one_line_exit_2(tmp_path, capsys, args, need
 
 def test_the_loop_tells_its_phase_how_many_requests_finished(tmp_path):
     # what `kernbench serve`'s progress bar polls: requests finished, of all of them
-    from contextlib import contextmanager
-
-    from kernbench.host.serve import ServeOptions, serve
-
     seen: list[tuple[str, int | None, int]] = []
 
     @contextmanager

@@ -17,11 +17,11 @@ the chord, the half that holds the value is taken instead, down to adjacent inte
 which shapes were asked before, so the rule is deterministic.
 
 Past tokens get twice the tolerance of batch and new tokens: one more cached token moves
-a decode step's time by far less than its simulated schedule's jitter (on a large model,
-adjacent past-token counts differ by up to about 1 % in either direction as the
-contention of transfers re-orders), so a half-percent check refines on that jitter down
-to single tokens without getting closer to the times around them; a step over 2 % is
-still found.
+a decode step's time by far less than its simulated schedule's jitter (on a large model
+the contention of transfers re-orders from one past-token count to the next;
+docs/serving.md), so a half-percent check refines on that jitter down to single tokens
+without getting closer to the times around them; a step of twice the tolerance is still
+found.
 """
 
 from __future__ import annotations

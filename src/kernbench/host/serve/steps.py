@@ -141,12 +141,16 @@ class StepTimer:
         if self.speculate is None or not chain or chain[0] != shape:
             return False
         batch = [shape] + [s for s in chain[1:] if s not in self.programs
-                           and s not in self.spare][:self.width - 1]
+                           and s not in self.spare and not self._known(s)][:self.width - 1]
         if len(batch) < 2:
             return False
         for s, res in zip(batch, self.speculate(batch), strict=True):
             self.spare[s] = (float(res[0]), res[1])
         return True
+
+    def _known(self, shape: Shape) -> bool:
+        """`cached` knows `shape`: nothing to simulate ahead for it."""
+        return self.cached is not None and self.cached(shape) is not None
 
     def _prefetch(self, shapes: list[Shape]) -> None:
         for s in sorted({s for s in shapes if s in self.spare}):
