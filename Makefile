@@ -20,10 +20,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks benches
 	$(BIN)/python -m pytest -n 2 tests
-	@# the float checks again with numpy's SIMD dispatch limited to its baseline, as on an
-	@# older CPU (docs/verification.md, "Golden outputs on any CPU")
+	@# the float checks again with numpy's SIMD dispatch limited to its baseline and
+	@# OpenBLAS's kernels to an SSE-only core, as on an older CPU (docs/verification.md,
+	@# "Golden outputs on any CPU")
 	NPY_DISABLE_CPU_FEATURES="$$($(BIN)/python scripts/npy_baseline.py)" \
-		$(BIN)/python -m pytest -n 2 -m float_cpu tests
+		OPENBLAS_CORETYPE=Nehalem $(BIN)/python -m pytest -n 2 -m float_cpu tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks benches

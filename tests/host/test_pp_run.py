@@ -43,9 +43,10 @@ def test_pp2_and_tp2_pp2_equal_the_single_chip_run(tmp_path: Path) -> None:
     a = one.outputs["logits"]
     # the same layers in the same order on other chips: the same bf16 arithmetic
     np.testing.assert_array_equal(two.outputs["logits"], a)
-    # tensor-parallel stages add their partial sums in another order
+    # tensor-parallel stages add their partial sums in another order: an intermediate may
+    # round to the neighbouring bf16 value, by CPU (tests/host/test_tp_run.py)
     np.testing.assert_allclose(four.outputs["logits"], a, rtol=0,
-                               atol=1e-3 * float(np.abs(a).max()))
+                               atol=2**-8 * float(np.abs(a).max()))
     s = two.stats
     assert s["parallel"]["pp"] == 2 and s["parallel"]["chips"] == [[[0], [1]]]
     # one send of the residual stream [1, 16, 64] (kept in fp32) from stage 0 to stage 1
