@@ -24,8 +24,9 @@ __all__ = ["import_onnx", "import_model_proto", "SUPPORTED_OPS"]
 def import_onnx(path: str | Path, qconfig: QConfig | None = None, *, fuse: bool = True) -> Graph:
     """Import the ONNX file at `path` into a verified IR Graph. The initializer arrays it
     reads are remembered with the file's key (`initializers`)."""
-    model, key = load_model_keyed(path)
-    return _import(model, qconfig, fuse=fuse, file=str(path), name=Path(path).stem, key=key)
+    model, key, arrays = load_model_keyed(path)
+    return _import(model, qconfig, fuse=fuse, file=str(path), name=Path(path).stem, key=key,
+                   arrays=arrays)
 
 
 def import_model_proto(model: onnx.ModelProto, qconfig: QConfig | None = None, *,
@@ -36,9 +37,10 @@ def import_model_proto(model: onnx.ModelProto, qconfig: QConfig | None = None, *
 
 
 def _import(model: onnx.ModelProto, qconfig: QConfig | None, *, fuse: bool,
-            file: str | None, name: str, key: tuple | None = None) -> Graph:  # fmt: skip
+            file: str | None, name: str, key: tuple | None = None,
+            arrays: dict | None = None) -> Graph:  # fmt: skip
 
-    lw = Lowering(model, HANDLERS, file=file)
+    lw = Lowering(model, HANDLERS, file=file, arrays=arrays)
     if key is not None:
         for init in model.graph.initializer:
             a = lw.consts.get(init.name)

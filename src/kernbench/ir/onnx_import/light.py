@@ -37,11 +37,14 @@ def movable(t: TensorProto) -> bool:
             and not t.external_data and not any(len(getattr(t, f)) for f in _TYPED_FIELDS))
 
 
-def light_model(model: onnx.ModelProto) -> onnx.ModelProto:
+def light_model(model: onnx.ModelProto, detached: frozenset[str] = frozenset()
+                ) -> onnx.ModelProto:
     """`model` with its `movable` initializers as typed graph inputs (`model` itself when
-    it has none): what onnx.checker and shape inference are given."""
+    it has none): what onnx.checker and shape inference are given. `detached` names
+    initializers whose raw_data was left out when the file was read (`detached`): large
+    and plainly stored, so movable."""
     g = model.graph
-    moved = [t for t in g.initializer if movable(t)]
+    moved = [t for t in g.initializer if t.name in detached or movable(t)]
     if not moved:
         return model
     light = _light_copy(model, {t.name for t in moved})

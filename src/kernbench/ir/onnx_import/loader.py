@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import external_data_helper
+from onnx import external_data_helper, serialization
 
 from kernbench.errors import MAX_MODEL_BYTES, InputError, check_input_file
+from kernbench.ir.onnx_import.detached import parse_detached
 from kernbench.ir.onnx_import.initializers import Source, file_key, sliced
 from kernbench.ir.onnx_import.light import inferred_shapes, light_model
 from kernbench.ir.onnx_import.onnx_util import to_array
@@ -18,20 +19,29 @@ from kernbench.ir.onnx_import.opset import MAX_OPSET, MIN_OPSET, default_opset, 
 
 
 def load_model(path: str | Path) -> onnx.ModelProto:
-    """Read, check and shape-infer `path`; returns the inferred ModelProto."""
-    return load_model_keyed(path)[0]
+    """Read, check and shape-infer `path`; returns the inferred ModelProto (every
+    initializer with its data)."""
+    model, _, arrays = load_model_keyed(path)
+    _attach(model, arrays)
+    return model
 
 
-def load_model_keyed(path: str | Path) -> tuple[onnx.ModelProto, tuple]:
-    """`load_model`, and the key (`initializers.file_key`) of the file as it was read."""
+def load_model_keyed(path: str | Path
+                     ) -> tuple[onnx.ModelProto, tuple, dict[str, np.ndarray]]:
+    """`load_model`, the key (`initializers.file_key`) of the file as it was read, and the
+    large initializers read in place (`detached`): {name: array}, their raw_data left out
+    of the model (it checks and infers them as typed inputs)."""
     path = Path(path)
     f = str(path)
     check_input_file(path, MAX_MODEL_BYTES)  # a regular file (never a FIFO), bounded
     key = file_key(path)  # before the read: a file changed while read gets another key
-    model = _read(path)
+    model, arrays = _read(path)
     _remember_external(key, _check_external_data(model, path))
     _load_external(model, path)
-    return prepare_model(model, file=f), key
+    if _converted(model):  # the version converter reads the whole model: give it back
+        _attach(model, arrays)
+        arrays = {}
+    return prepare_model(model, file=f, detached=frozenset(arrays)), key, arrays
 
 
 def read_initializers(path: Path, sources: dict[str, Source], *,
@@ -45,11 +55,10 @@ def read_initializers(path: Path, sources: dict[str, Source], *,
     if not path.is_file():
         raise InputError(f"lists weights of {path.name}, which is missing", file=listing)
     check_input_file(path, MAX_MODEL_BYTES)
-    model = _read(path)
+    model, arrays = _read(path)
     _check_external_data(model, path)
     _load_external(model, path)
     inits = {t.name: t for t in model.graph.initializer}
-    arrays: dict[str, np.ndarray] = {}
     out = {}
     for tid, src in sorted(sources.items()):
         name = src if isinstance(src, str) else src["initializer"]
@@ -70,12 +79,30 @@ def read_initializers(path: Path, sources: dict[str, Source], *,
     return out
 
 
-def _read(path: Path) -> onnx.ModelProto:
-    """The ModelProto of `path` without its external data."""
+def _read(path: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The ModelProto of `path` without its external data, and its large initializers
+    read in place (`detached.parse_detached`; none for a text-format file)."""
+    fmt = serialization.registry.get_format_from_file_extension(path.suffix)
     try:
-        return onnx.load(str(path), load_external_data=False)
+        if fmt not in (None, "protobuf"):
+            return onnx.load(str(path), load_external_data=False), {}
+        return parse_detached(path.read_bytes())
     except Exception as e:  # DecodeError, truncated protobuf, ...
         raise InputError(f"not a valid ONNX protobuf ({_one_line(e)})", file=str(path)) from None
+
+
+def _converted(model: onnx.ModelProto) -> bool:
+    """Does `normalize_opset` hand `model` to the version converter?"""
+    opset = default_opset(model)
+    return opset is not None and not MIN_OPSET <= opset <= MAX_OPSET
+
+
+def _attach(model: onnx.ModelProto, arrays: dict[str, np.ndarray]) -> None:
+    """Give the initializers read in place their raw_data back."""
+    for t in model.graph.initializer:
+        a = arrays.get(t.name)
+        if a is not None:
+            t.raw_data = a.tobytes()
 
 
 def _load_external(model: onnx.ModelProto, path: Path) -> None:
@@ -153,13 +180,16 @@ def _check_external_data(model: onnx.ModelProto, path: Path) -> tuple[str, ...]:
     return _external_locations(model)
 
 
-def prepare_model(model: onnx.ModelProto, *, file: str | None = None) -> onnx.ModelProto:
+def prepare_model(model: onnx.ModelProto, *, file: str | None = None,
+                  detached: frozenset[str] = frozenset()) -> onnx.ModelProto:
     """Opset normalisation (opset.py), onnx.checker, strict shape inference with data
-    propagation. The returned model carries `source_opset` in its metadata_props."""
+    propagation. The returned model carries `source_opset` in its metadata_props.
+    `detached`: initializers whose raw_data was read in place (`load_model_keyed`), checked
+    as the large weights they are."""
     source = default_opset(model)
     model = normalize_opset(model, file=file)
     _set_source_opset(model, source)
-    light = light_model(model)  # the weights left out: they decide no check, no shape
+    light = light_model(model, detached)  # the weights left out: they decide no check, no shape
     try:
         onnx.checker.check_model(light, full_check=False)
     except Exception as e:

@@ -36,7 +36,9 @@ class Lowering:
     """State of one import: the IR being built plus ONNX-side facts."""
 
     def __init__(self, model: onnx.ModelProto, handlers: Mapping[str, Handler], *,
-                 file: str | None = None) -> None:
+                 file: str | None = None,
+                 arrays: Mapping[str, np.ndarray] | None = None) -> None:
+        """`arrays`: initializers read in place (`detached`), their raw_data not in `model`."""
         self.model = model
         self.handlers = handlers  # ONNX op type → the handler that emits its layers
         self.file = file
@@ -55,9 +57,12 @@ class Lowering:
         gr = model.graph
         for vi in list(gr.value_info) + list(gr.input) + list(gr.output):
             self.vinfo[vi.name] = vi.type
+        arrays = arrays or {}
         for init in gr.initializer:
             try:
-                self.add_const(init.name, to_array(init), dtype=ONNX_TO_DTYPE.get(init.data_type))
+                a = arrays.get(init.name)
+                self.add_const(init.name, to_array(init) if a is None else a,
+                               dtype=ONNX_TO_DTYPE.get(init.data_type))
             except ValueError as e:
                 raise InputError(str(e), file=file, where=f"initializer {init.name}") from None
 
