@@ -8,9 +8,11 @@ the entry or node, the field and the reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
+from collections.abc import Iterator
 
 
 class KernbenchError(Exception):
@@ -81,9 +83,39 @@ class AddressError(SimulationError):
 def warn(message: str) -> None:
     """One `warning: ...` line on stderr: something suspicious that does not stop the run
     (a NaN in the weights, a QConfig glob that matches nothing). Kept here so every layer
-    reports warnings the same way without importing the CLI."""
+    reports warnings the same way without importing the CLI. Within `warnings_once`, a
+    line already given is not given again."""
+    line = f"warning: {message}".replace("\n", " ")
+    if _GIVEN is not None:
+        if line in _GIVEN:
+            return
+        _GIVEN.add(line)
+    print(line, file=sys.stderr)
 
-    print(f"warning: {message}".replace("\n", " "), file=sys.stderr)
+
+#: the warning lines given so far while `warnings_once` is on (None: off)
+_GIVEN: set[str] | None = None
+
+
+@contextlib.contextmanager
+def warnings_once() -> Iterator[None]:
+    """Within: each distinct warning line is given once. A serving run compiles many
+    programs of one model; what they warn about (a layer that runs whole) is the
+    model's, and said once."""
+    global _GIVEN
+    old = _GIVEN
+    _GIVEN = set() if old is None else old
+    try:
+        yield
+    finally:
+        _GIVEN = old
+
+
+def warn_each_once() -> None:
+    """`warnings_once` for the rest of this process's life (a serving run's worker)."""
+    global _GIVEN
+    if _GIVEN is None:
+        _GIVEN = set()
 
 
 # Size limits of the files kernbench reads (docs/errors.md). A file above its limit is

@@ -21,16 +21,18 @@ def serve_cmd(
     set_: SetOpt = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
     requests: Annotated[int | None, typer.Option(
-        "--requests", "-n", help="requests to draw (Poisson) [default: 100]")] = None,
+        "--requests", "-n", help="requests to draw (Poisson) \\[default: 100]")] = None,
     rate: Annotated[float | None, typer.Option(
-        "--rate", help="Poisson arrivals, requests per second")] = None,
+        "--rate", help="Poisson arrivals, requests per second (required without --trace)"
+    )] = None,
     prompt_len: Annotated[str | None, typer.Option(
         "--prompt-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX] "
-                             "[default: 512]")] = None,
+                             "\\[default: 512]")] = None,
     output_len: Annotated[str | None, typer.Option(
         "--output-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX] "
-                             "[default: 128]")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="seed of arrivals and lengths")] = 0,
+                             "\\[default: 128]")] = None,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="seed of the drawn arrivals and lengths \\[default: 0]")] = None,
     trace: Annotated[Path | None, typer.Option(
         "--trace", help="CSV arrival_s,prompt_tokens,output_tokens instead of drawing")] = None,
     policy: Annotated[str, typer.Option(
@@ -38,7 +40,7 @@ def serve_cmd(
                          "decode chips of a multi-chip system)")] = "continuous",
     prefill_chips: Annotated[int | None, typer.Option(
         "--prefill-chips", help="disaggregated: chips that prefill, the rest decode "
-                                "[default: half]")] = None,
+                                "\\[default: half]")] = None,
     max_batch: Annotated[int, typer.Option(
         "--max-batch", help="sequences running at once (static: the batch size)")] = 64,
     max_batch_tokens: Annotated[int, typer.Option(
@@ -51,7 +53,8 @@ def serve_cmd(
     kv_blocks: Annotated[int | None, typer.Option(
         "--kv-blocks", help="KV-cache size in blocks (instead of --kv-fraction)")] = None,
     slo: Annotated[str | None, typer.Option(
-        "--slo", help="goodput objectives, e.g. ttft=1s,tpot=50ms")] = None,
+        "--slo", help="goodput objectives KEY=VALUEUNIT,...: KEY ttft, tpot or e2e, UNIT s, "
+                      "ms, us or ns; e.g. ttft=1s,tpot=50ms")] = None,
     exact_steps: Annotated[bool, typer.Option(
         "--exact-steps", help="simulate every distinct step shape (no buckets)")] = False,
     qconfig: Annotated[Path | None, typer.Option("--qconfig", "-q",
@@ -71,6 +74,7 @@ def serve_cmd(
 
     from kernbench.cli.outdir import OutDir
     from kernbench.cli.progress import Phases
+    from kernbench.errors import warnings_once
     from kernbench.host.serve import ServeOptions, serve
     from kernbench.topology import load_topology
 
@@ -82,24 +86,21 @@ def serve_cmd(
                         block_tokens=block_tokens, kv_fraction=kv_fraction,
                         kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig,
                         step_cache=step_cache, prefill_chips=prefill_chips, workers=workers)
-    with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
+    with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp, warnings_once():
         stats = serve(model, topo, stage, opts, Path(tmp), note=err.print,
                       phase=Phases(err, enabled=not quiet).phase)
-    _print_results(stats["serve"]["results"], json_)
+    _print_results(stats["serve"]["results"], out / "stats.json" if json_ else None)
     err.print(f"wrote {out}/")
 
 
-def _print_results(r: dict, json_: bool) -> None:
-    """The percentiles, throughput and goodput on stdout: text, or JSON with --json."""
-    import json
+def _print_results(r: dict, stats_json: Path | None) -> None:
+    """The percentiles, throughput and goodput on stdout as text, or with --json the
+    stats.json written (`stats_json`)."""
     import sys
 
     from kernbench.report.serving import serve_lines
 
-    if json_:
-        sys.stdout.write(json.dumps({k: r[k] for k in ("ttft_s", "tpot_s", "e2e_s",
-                                                       "throughput")}
-                                    | ({"goodput": r["goodput"]} if "goodput" in r else {}),
-                                    indent=1, sort_keys=True) + "\n")
+    if stats_json is not None:
+        sys.stdout.write(stats_json.read_text(encoding="utf-8"))
     else:
         sys.stdout.write("\n".join(serve_lines(r)) + "\n")

@@ -139,7 +139,9 @@ def serve_lines(r: dict[str, Any]) -> list[str]:
                  f"{t['tokens_per_s']:,.0f} tokens/s")
     g = r.get("goodput")
     if g:
-        lines.append(f"goodput: {g['requests']} requests ({100 * g['fraction']:.1f} %) met "
+        n = g["requests"]
+        lines.append(f"goodput: {n} request{'' if n == 1 else 's'} ({100 * g['fraction']:.1f} "
+                     "%) met "
                      + ", ".join(f"{k} ≤ {fmt_time(v * 1e9)}" for k, v in g["slo_s"].items())
                      + f", {g['requests_per_s']:,.1f} requests/s")
     return lines

@@ -19,6 +19,8 @@ def capacity_blocks(hbm_bytes: int, weight_bytes: int, kv_bytes_per_token: int,
                     block_tokens: int, fraction: float) -> int:
     """Blocks that fit in `fraction` of the HBM the weights leave; InputError when the
     weights alone do not fit."""
+    if block_tokens < 1:
+        raise InputError(f"must be >= 1, got {block_tokens}", field="--block-tokens")
     free = hbm_bytes - weight_bytes
     if free <= 0:
         raise InputError(f"the weights ({weight_bytes / 2**30:.2f} GiB) leave no HBM for a KV "

@@ -58,7 +58,7 @@ class ServedModel:
         try:
             res = resolve_model(model, ShapeOptions(1, 1, 1), workdir / "facts", qconfig)
         except InputError as e:
-            if "apply to" in e.reason:
+            if "apply to" in e.reason or "symbolic dims" in e.reason:
                 raise InputError("serving builds steps of any batch and length: MODEL must be "
                                  "a built-in name, a Hugging Face config.json or an ONNX "
                                  "model with symbolic batch/sequence dims",

@@ -49,7 +49,7 @@ class ServeOptions:
     rate: float | None = None         # requests/s (Poisson); not with a trace
     prompt_len: str | None = None     # default "512"; not with a trace
     output_len: str | None = None     # default "128"; not with a trace
-    seed: int = 0
+    seed: int | None = None  # of the drawn requests (None: 0); refused with a trace
     trace: Path | None = None         # arrival_s,prompt_tokens,output_tokens CSV
     slo: str | None = None            # ttft=1s,tpot=50ms
     max_batch: int = 64
@@ -67,7 +67,8 @@ class ServeOptions:
 def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
     """The requests and a one-line description of the workload."""
     drawn = {"--requests": opts.requests, "--rate": opts.rate,
-             "--prompt-len": opts.prompt_len, "--output-len": opts.output_len}
+             "--prompt-len": opts.prompt_len, "--output-len": opts.output_len,
+             "--seed": opts.seed}
     if opts.trace is not None:
         for name, v in drawn.items():
             if v is not None:  # a trace fixes them: an ignored option would be a silent lie
@@ -80,9 +81,10 @@ def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
     n = 100 if opts.requests is None else opts.requests
     p = LengthSpec.parse(opts.prompt_len or "512", "--prompt-len")
     o = LengthSpec.parse(opts.output_len or "128", "--output-len")
-    reqs = poisson_requests(n, opts.rate, p, o, opts.seed)
+    seed = opts.seed or 0
+    reqs = poisson_requests(n, opts.rate, p, o, seed)
     return reqs, (f"{n} requests, Poisson {opts.rate:g}/s, prompt {p.text}, "
-                  f"output {o.text}, seed {opts.seed}")
+                  f"output {o.text}, seed {seed}")
 
 
 def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
@@ -157,7 +159,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
         "model": m.name, "topology": topo.name, "policy": opts.policy,
         "limits": asdict(policy.limits),
         "workload": {"describe": describe, "requests": len(reqs), "rate_per_s": opts.rate
-                     if opts.trace is None else None, "seed": opts.seed,
+                     if opts.trace is None else None, "seed": None if opts.trace else opts.seed or 0,
                      "prompt_len": None if opts.trace else opts.prompt_len or "512",
                      "output_len": None if opts.trace else opts.output_len or "128"},
         "kv_cache": {"block_tokens": opts.block_tokens, "blocks": total_blocks,

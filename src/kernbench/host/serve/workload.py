@@ -7,7 +7,9 @@ exponential gaps of mean 1/RATE and the lengths, all from one `random.Random(see
 fixed order (gap, prompt, output per request), so a seed gives the same requests on any
 machine. `read_trace` reads a CSV with the columns `arrival_s,prompt_tokens,output_tokens`
 (docs/serving.md); a negative, non-finite or decreasing time or a length below 1 is an
-`InputError` naming the file, the line and the field.
+`InputError` naming the file, the line and the field, and so is a time beyond
+`MAX_TIME_S` (a run's times are integer nanoseconds and must stay within 64 bits; a
+UTF-8 byte-order mark before the header, as spreadsheet programs write, is skipped).
 
 Times are integer nanoseconds from here on: every later sum is exact.
 """
@@ -24,6 +26,9 @@ from pathlib import Path
 from kernbench.errors import MAX_JSON_BYTES, InputError, read_input_text
 
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+#: the latest arrival a run takes, in seconds (about 32 years): its times, in integer
+#: nanoseconds, then stay far within 64 bits
+MAX_TIME_S = 1e9
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,9 @@ def poisson_requests(n: int, rate: float, prompt: LengthSpec, output: LengthSpec
     out = []
     for i in range(n):
         t += rng.expovariate(rate)
+        if t > MAX_TIME_S:
+            raise InputError(f"request {i} would arrive at {t:.3g} s, beyond {MAX_TIME_S:g} s "
+                             "(raise --rate or lower --requests)", field="--rate")
         out.append(Request(i, round(t * 1e9), prompt.draw(rng), output.draw(rng),
                            f"request {i}"))
     return out
@@ -111,7 +119,7 @@ def poisson_requests(n: int, rate: float, prompt: LengthSpec, output: LengthSpec
 def read_trace(path: Path) -> list[Request]:
     """The requests of a trace CSV (see the module docstring)."""
     file = str(path)
-    text = read_input_text(Path(path), MAX_JSON_BYTES)
+    text = read_input_text(Path(path), MAX_JSON_BYTES).removeprefix("\ufeff")
     rows = csv.reader(io.StringIO(text))
     header = next(rows, None)
     if header is None or [h.strip() for h in header] != list(TRACE_COLUMNS):
@@ -134,6 +142,9 @@ def read_trace(path: Path) -> list[Request]:
         if not math.isfinite(t) or t < 0:
             raise InputError(f"{row[0].strip()} is not a time >= 0", file=file, where=where,
                              field="arrival_s")
+        if t > MAX_TIME_S:
+            raise InputError(f"{row[0].strip()} is beyond {MAX_TIME_S:g} s, the latest arrival "
+                             "a run takes", file=file, where=where, field="arrival_s")
         ns = round(t * 1e9)
         if ns < last:
             raise InputError(f"{row[0].strip()} is earlier than the line before (times must "

@@ -1,0 +1,122 @@
+"""The step cache file (`--step-cache`) and the serve options checked before any program
+is simulated: a file that is not kernbench's is never overwritten, bad contents are one
+line and exit 2, two runs sharing a file keep each other's programs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernbench.cli import main
+from kernbench.errors import InputError
+from kernbench.host.serve.step_cache import StepCache
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "hf_configs" / "tiny-llama.json"
+TRACE = "arrival_s,prompt_tokens,output_tokens\n0,8,2\n"
+IDENT = "a" * 64
+
+
+def _serve(tmp: Path, *args: str) -> int:
+    trace = tmp / "t.csv"
+    if not trace.exists():
+        trace.write_text(TRACE)
+    return main(["serve", str(TINY), "-t", "small", "--out", str(tmp / "o"), "--quiet",
+                 "--trace", str(trace), *args])
+
+
+def _one_line(capsys, needle: str) -> None:  # noqa: ANN001
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+
+
+@pytest.mark.parametrize("text", ['{"a": 1}', "[1, 2, 3]", '{"_name_or_path": "x"}', ""])
+def test_a_file_that_is_not_a_step_cache_is_refused_and_left_as_it_was(tmp_path, capsys,
+                                                                       text):
+    f = tmp_path / "cfg.json"
+    f.write_text(text)
+    assert _serve(tmp_path, "--step-cache", str(f)) == 2
+    _one_line(capsys, "not a kernbench step cache")
+    assert f.read_text() == text and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("row", [[1, 1, 64, -5.0], [1, 1, 64, float("nan")],
+                                 [1, 1, 64, 1e300], [0, 1, 64, 10.0], [1, 1, -1, 10.0],
+                                 [1.5, 1, 64, 10.0], [1, 1, 64, True], [1, 1, 64]])
+def test_bad_programs_in_a_step_cache_are_refused(tmp_path, row):
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"identity": IDENT, "programs": [[1, 1, 8, 100.0], row]}))
+    with pytest.raises(InputError, match="not a kernbench step cache"):
+        StepCache(f, IDENT)
+
+
+def test_another_identitys_cache_is_replaced_with_a_warning(tmp_path, capsys):
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"identity": "b" * 64, "programs": [[1, 1, 8, 100.0]]}))
+    c = StepCache(f, IDENT)
+    assert c.loaded == 0 and "replaced" in capsys.readouterr().err
+    c.put((1, 1, 4), 50.0)
+    assert json.loads(f.read_text()) == {"identity": IDENT, "programs": [[1, 1, 4, 50.0]]}
+
+
+def test_two_runs_sharing_a_file_keep_each_others_programs(tmp_path):
+    f = tmp_path / "c.json"
+    a, b = StepCache(f, IDENT), StepCache(f, IDENT)
+    a.put((1, 1, 8), 100.0)
+    b.put((2, 1, 8), 200.0)  # b started before a wrote: it merges what a wrote
+    a.put((4, 1, 8), 400.0)
+    assert StepCache(f, IDENT).programs == {(1, 1, 8): 100.0, (2, 1, 8): 200.0,
+                                            (4, 1, 8): 400.0}
+
+
+@pytest.mark.parametrize(("where", "needle"), [("folder", "is a folder"),
+                                               ("missing/c.json", "does not exist")])
+def test_a_step_cache_path_that_cannot_be_written_is_refused_first(tmp_path, capsys, where,
+                                                                    needle):
+    (tmp_path / "folder").mkdir()
+    assert _serve(tmp_path, "--step-cache", str(tmp_path / where)) == 2
+    _one_line(capsys, needle)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("trace", "args", "needle"), [
+    ("arrival_s,prompt_tokens,output_tokens\n0,8,2\n1e10,8,2\n", (), "beyond 1e+09 s"),
+    (None, ("--block-tokens", "0"), "--block-tokens"),
+])
+def test_times_beyond_a_run_and_empty_blocks_are_one_line(tmp_path, capsys, trace, args,
+                                                           needle):
+    if trace is not None:
+        (tmp_path / "t.csv").write_text(trace)
+    assert _serve(tmp_path, *args) == 2
+    _one_line(capsys, needle)
+
+
+def test_a_rate_whose_arrivals_leave_a_run_is_one_line(tmp_path, capsys):
+    assert main(["serve", str(TINY), "-t", "small", "--out", str(tmp_path / "o"), "--quiet",
+                 "--requests", "3", "--rate", "1e-12", "--prompt-len", "8",
+                 "--output-len", "2"]) == 2
+    _one_line(capsys, "--rate")
+
+
+def test_a_trace_with_a_byte_order_mark_is_read(tmp_path):
+    (tmp_path / "t.csv").write_text("\ufeff" + TRACE, encoding="utf-8")
+    assert _serve(tmp_path) == 0
+    assert (tmp_path / "o" / "requests.csv").read_text().count("\n") == 2
+
+
+def test_a_models_warning_is_given_once_per_run(tmp_path, capsys):
+    """Every step program of a MoE model has layers that run whole: said once, not once a
+    program."""
+    moe = ROOT / "tests" / "hf_configs" / "tiny-mixtral.json"
+    (tmp_path / "t.csv").write_text(TRACE + "0.001,16,3\n")
+    assert main(["serve", str(moe), "-t", "small", "--out", str(tmp_path / "o"),
+                 "--trace", str(tmp_path / "t.csv")]) == 0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "whole-layer ops" in ln]
+    assert len(lines) == 1, lines
+
+
+def test_json_prints_the_stats_json_written(tmp_path, capsys):
+    assert _serve(tmp_path, "--json") == 0
+    assert capsys.readouterr().out == (tmp_path / "o" / "stats.json").read_text()
