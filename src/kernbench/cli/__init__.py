@@ -15,6 +15,8 @@ import gc
 import sys
 
 import typer
+from typer import Abort
+from typer._click.exceptions import ClickException  # typer's own click (pinned)
 
 from kernbench.cli.heap import tune_heap
 from kernbench.errors import KernbenchError
@@ -67,9 +69,16 @@ def main(argv: list[str] | None = None) -> int:
 
             set_quiet(False)  # --quiet lasts one command (main may run several in one process)
             _register()
-            # standalone mode: usage errors print their own message and exit 2; typer turns a
-            # KeyboardInterrupt inside a command into exit 130.
-            app(args=argv, standalone_mode=True)
+            # not standalone: a usage error comes here as an exception (one line, below);
+            # typer returns a typer.Exit's code, a KeyboardInterrupt in a command as 130
+            code = app(args=argv, prog_name="kernbench", standalone_mode=False)
+        if isinstance(code, int) and code:
+            return _interrupted() if code == INTERRUPTED else code
+    except ClickException as e:
+        return _usage_error(e)
+    except Abort:  # end of input where a command read it
+        print("error: aborted", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return _interrupted()
     except KernbenchError as e:
@@ -87,6 +96,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _restore_float_errors(float_errors)
     return 0
+
+
+def _usage_error(e: ClickException) -> int:
+    """A bad flag or argument as one `error:` line naming the command (exit 2); no
+    arguments at all print the help typer printed already."""
+    ctx = getattr(e, "ctx", None)
+    if type(e).__name__ == "NoArgsIsHelpError":
+        return e.exit_code
+    msg = " ".join(e.format_message().split())
+    where = f"{ctx.command_path}: " if ctx is not None else ""
+    hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+    print(f"error: {where}{msg}{hint}", file=sys.stderr)
+    return e.exit_code
 
 
 def _restore_float_errors(saved: dict[str, str] | None) -> None:

@@ -116,8 +116,9 @@ class Continuous(Policy):
     def check(self, prompt: int, output: int) -> None:
         # a preempted request recomputes its prompt and all but its last token at once
         if prompt + output - 1 > self.limits.max_batch_tokens:
-            raise InputError(f"a request of {prompt} prompt + {output} output tokens cannot "
-                             f"be prefilled within {self.limits.max_batch_tokens} tokens per "
+            raise InputError(f"a request of {prompt} prompt + {output} output tokens, "
+                             f"preempted, must prefill {prompt + output - 1} tokens again in "
+                             f"one step, more than {self.limits.max_batch_tokens} tokens per "
                              "step (use the chunked policy or raise it)",
                              field="--max-batch-tokens")
 

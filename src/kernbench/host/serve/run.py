@@ -103,7 +103,10 @@ def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
                              f"{cap} tokens) is too small for one request of {r.prompt} + "
                              f"{r.output} tokens", file=file, where=r.where, field=field)
         if policy is not None:
-            policy.check(r.prompt, r.output)
+            try:
+                policy.check(r.prompt, r.output)
+            except InputError as e:  # the limit's field, at the request that breaks it
+                raise InputError(e.reason, file=file, where=r.where, field=e.field) from None
 
 
 def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: Path,

@@ -29,6 +29,9 @@ TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 #: the latest arrival a run takes, in seconds (about 32 years): its times, in integer
 #: nanoseconds, then stay far within 64 bits
 MAX_TIME_S = 1e9
+#: the most requests a run takes (its request list and per-request outputs stay within a
+#: few hundred MB of host memory)
+MAX_REQUESTS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,12 @@ class LengthSpec:
                     raise ValueError
                 med, sigma = int(parts[0]), float(parts[1])
                 hi = int(parts[2]) if len(parts) == 3 else 0
-                if med < 1 or not (0 <= sigma < 10) or (hi and hi < med):
-                    raise ValueError
+                rule = ("MEDIAN >= 1" if med < 1 else "0 <= SIGMA < 10"
+                        if not 0 <= sigma < 10 else "MAX >= MEDIAN"
+                        if len(parts) == 3 and hi < med else None)
+                if rule is not None:
+                    raise InputError(f"'{text}': lognormal:MEDIAN:SIGMA[:MAX] needs {rule}",
+                                     field=option)
                 return LengthSpec("lognormal", med, hi, sigma, t)
             if ":" in t:
                 a, b = (int(x) for x in t.split(":"))
@@ -99,8 +106,8 @@ def poisson_requests(n: int, rate: float, prompt: LengthSpec, output: LengthSpec
                      seed: int) -> list[Request]:
     """`n` requests with Poisson arrivals of `rate` per second (the first at its first
     gap, not at 0)."""
-    if n < 1:
-        raise InputError(f"must be >= 1, got {n}", field="--requests")
+    if not 1 <= n <= MAX_REQUESTS:
+        raise InputError(f"must be 1..{MAX_REQUESTS:,}, got {n:,}", field="--requests")
     if not (rate > 0 and math.isfinite(rate)):
         raise InputError(f"must be a positive number, got {rate}", field="--rate")
     rng = random.Random(seed)
@@ -160,6 +167,9 @@ def read_trace(path: Path) -> list[Request]:
             if v < 1:
                 raise InputError(f"must be >= 1, got {v}", file=file, where=where, field=name)
             lens.append(v)
+        if len(out) == MAX_REQUESTS:
+            raise InputError(f"more than {MAX_REQUESTS:,} requests, the most a run takes",
+                             file=file, where=where)
         out.append(Request(len(out), ns, lens[0], lens[1], where))
     if not out:
         raise InputError("no requests (only a header)", file=file)

@@ -1,6 +1,8 @@
-"""The step cache file (`--step-cache`) and the serve options checked before any program
-is simulated: a file that is not kernbench's is never overwritten, bad contents are one
-line and exit 2, two runs sharing a file keep each other's programs."""
+"""`kernbench serve`'s inputs: the step cache file (`--step-cache`: a file that is not
+kernbench's is never overwritten, bad contents are one line and exit 2, two runs sharing a
+file keep each other's programs), traces and drawn workloads out of range (one line, exit
+2, checked before any program is simulated), and what a run prints (a model's warning
+once, `--json`)."""
 
 from __future__ import annotations
 
@@ -120,3 +122,21 @@ def test_a_models_warning_is_given_once_per_run(tmp_path, capsys):
 def test_json_prints_the_stats_json_written(tmp_path, capsys):
     assert _serve(tmp_path, "--json") == 0
     assert capsys.readouterr().out == (tmp_path / "o" / "stats.json").read_text()
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--prompt-len", "lognormal:100:1:0"), "MAX >= MEDIAN"),
+    (("--prompt-len", "lognormal:100:1:5"), "MAX >= MEDIAN"),
+    (("--output-len", "lognormal:100:12"), "0 <= SIGMA < 10"),
+    (("--requests", "1000001"), "--requests"),
+])
+def test_drawn_workloads_out_of_range_are_one_line(tmp_path, capsys, args, needle):
+    assert main(["serve", str(TINY), "-t", "small", "--out", str(tmp_path / "o"),
+                 "--rate", "10", *args]) == 2
+    _one_line(capsys, needle)
+
+
+def test_a_request_too_long_to_prefill_again_names_its_line(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text(TRACE + "0.1,64,9000\n")
+    assert _serve(tmp_path) == 2
+    _one_line(capsys, "line 3: field '--max-batch-tokens'")

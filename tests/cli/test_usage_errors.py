@@ -1,0 +1,39 @@
+"""A bad flag, a missing argument or an unknown command is invalid input like any other:
+exactly one `error:` line naming the command, exit 2, nothing on stdout (docs/errors.md).
+No arguments at all print the help."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernbench.cli import main
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["serve", "gpt2", "--rate", "abc"], "kernbench serve: Invalid value for '--rate'"),
+    (["serve", "gpt2", "--polcy", "x"], "No such option: --polcy"),
+    (["serve"], "Missing argument"),
+    (["run", "gpt2", "--seq-len", "x"], "kernbench run: Invalid value for '--seq-len'"),
+    (["simulate"], "kernbench simulate: Missing argument"),
+    (["nosuch"], "kernbench: No such command 'nosuch'"),
+])
+def test_a_usage_error_is_one_line_exit_2(capsys, args, needle):
+    assert main(args) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    lines = cap.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
+    assert "--help" in lines[0]
+
+
+def test_no_arguments_print_the_help(capsys):
+    assert main([]) == 2
+    cap = capsys.readouterr()
+    assert "serve" in cap.out and "simulate" in cap.out and "error" not in cap.err
+
+
+def test_help_and_version_still_exit_0(capsys):
+    assert main(["serve", "--help"]) == 0
+    assert "--step-cache" in capsys.readouterr().out
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("kernbench ")
