@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
+import pytest
+
+from kernbench.errors import InputError
 from kernbench.host.sweep import finish_sweep, plan_sweep, run_points
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,3 +31,38 @@ def test_load_sweep_gives_latency_against_throughput(tmp_path):
     assert float(fast["requests_per_s"]) > float(slow["requests_per_s"])
     assert float(fast["ttft_p99_s"]) > float(slow["ttft_p99_s"])
     assert "Latency against throughput" in html_path.read_text()
+
+
+def test_points_sharing_a_step_cache_simulate_each_program_once(tmp_path):
+    text = (f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
+            "serve:\n  rate: [5000, 200000]\n  requests: 8\n  prompt_len: '16:64'\n"
+            "  output_len: 3\n")
+    alone, shared = tmp_path / "a.yaml", tmp_path / "s.yaml"
+    alone.write_text(text)
+    shared.write_text(text + "  step_cache: steps.json\n")
+    ids = [p.id for p in plan_sweep(alone).points]
+    plan = plan_sweep(shared)
+    assert [p.id for p in plan.points] == ids  # the cache decides no result
+    assert all(p.step_cache == str((tmp_path / "steps.json").resolve()) for p in plan.points)
+
+    def simulated(out: Path) -> list[tuple[int, dict]]:
+        run_points(plan.points, out, workers=1)
+        stats = [json.loads((out / "points" / i / "stats.json").read_text())["serve"]
+                 for i in ids]
+        return [(s["steps"]["programs_simulated"], s["results"]) for s in stats]
+
+    first, again = simulated(tmp_path / "o1"), simulated(tmp_path / "o2")
+    assert first[0][0] > 0 and sum(n for n, _ in again) == 0  # all from the shared file
+    assert [r for _, r in again] == [r for _, r in first]
+    # the second point reused the first one's programs: fewer than it needs alone
+    run_points(plan_sweep(alone).points, tmp_path / "o3", workers=1)
+    own = json.loads((tmp_path / "o3" / "points" / ids[1] / "stats.json").read_text())
+    assert first[1][0] < own["serve"]["steps"]["programs_simulated"]
+
+
+def test_a_step_cache_in_a_missing_folder_is_a_spec_error(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
+                    "serve:\n  rate: [5000]\n  step_cache: nowhere/steps.json\n")
+    with pytest.raises(InputError, match="serve.step_cache"):
+        plan_sweep(spec)

@@ -70,6 +70,7 @@ class Point:
     cost: Cost | None
     error: str | None = None
     serve: dict[str, Any] | None = None  # a load-sweep point: the serve options
+    step_cache: str | None = None  # a load-sweep point: the step cache file (absolute)
 
     def describe(self) -> dict[str, Any]:
         """The point as JSON (written to points/ID/point.json)."""
@@ -230,6 +231,7 @@ def expand(spec: SweepSpec, spec_path: Path) -> list[Point]:
     qconfigs = _qconfigs(spec, base_dir, label)
     shapes = _shapes(spec, models, label) if spec.serve is None else []
     serving = _serve_axis(spec, label)
+    step_cache = _step_cache(spec, base_dir, label)
     source = _topology_source(spec, base_dir)
     fixed, base_cfg = _check_sets(spec, source, label)
     _check_grid(spec, source, fixed, base_cfg, label)
@@ -269,7 +271,8 @@ def expand(spec: SweepSpec, spec_path: Path) -> list[Point]:
         pid = point_id(model.identity, topo if topo is not None else
                        {"source": source, "overrides": overrides}, qc, shape)
         points.append(Point(pos, pid, model.name, model.ref, model.builtin, seq, kv, batch,
-                            qlabel, qc, params, topo, cost, err, serve))
+                            qlabel, qc, params, topo, cost, err, serve,
+                            step_cache if serve is not None else None))
     return points
 
 
@@ -294,11 +297,26 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
         if name not in known:
             raise InputError(f"unknown policy '{name}' (known: {', '.join(known)})",
                              file=label, field=f"serve.policy[{i}]")
-    fixed = spec.serve.model_dump(mode="json", exclude={"rate", "policy"})
+    # the step cache decides no result (a cached time is the simulator's): not an option
+    # of the point, so not in its id
+    fixed = spec.serve.model_dump(mode="json", exclude={"rate", "policy", "step_cache"})
     # prefill_chips splits the chips of the disaggregated points only
     return [{"policy": p, "rate": r, **fixed} | ({} if p == DISAGGREGATED else
                                                   {"prefill_chips": None})
             for p in spec.serve.policy for r in spec.serve.rate]
+
+
+def _step_cache(spec: SweepSpec, base_dir: Path, label: str) -> str | None:
+    """The shared step cache's absolute path (`serve.step_cache`), its folder checked."""
+    if spec.serve is None or spec.serve.step_cache is None:
+        return None
+    path = (base_dir / spec.serve.step_cache).resolve()
+    if path.is_dir() or not path.parent.is_dir():
+        raise InputError(f"{spec.serve.step_cache}: "
+                         + ("is a folder; give a file" if path.is_dir() else
+                            f"its folder {path.parent} does not exist"),
+                         file=label, field="serve.step_cache")
+    return str(path)
 
 
 def _decode(idx: int, radix: list[int]) -> list[int]:

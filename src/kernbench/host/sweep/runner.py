@@ -102,7 +102,8 @@ def _serve_point(point: Point, topo: object, tmp: Path) -> str:
     """A load-sweep point: `kernbench serve` of the point's options; its stats.json text."""
     from kernbench.host.serve import ServeOptions, serve
 
-    opts = ServeOptions(**point.serve, qconfig=_qconfig_file(point, tmp))  # type: ignore[arg-type]
+    opts = ServeOptions(**point.serve, qconfig=_qconfig_file(point, tmp),  # type: ignore[arg-type]
+                        step_cache=Path(point.step_cache) if point.step_cache else None)
     serve(Path(point.model_ref), topo, tmp / "serve", opts, tmp, note=lambda *a: None)
     return (tmp / "serve" / "stats.json").read_text(encoding="utf-8")
 

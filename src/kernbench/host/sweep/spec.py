@@ -107,6 +107,10 @@ class ServeSpec(_Strict):
     prefill_chips: int | None = Field(None, ge=1, strict=True,
                                       description="disaggregated: chips that prefill "
                                                   "[default: half]")
+    step_cache: str | None = Field(None, min_length=1,
+                                   description="a step cache file every point shares "
+                                               "(relative to the spec file): each program "
+                                               "is simulated once for the whole sweep")
 
 
 class SweepSpec(_Strict):
