@@ -138,6 +138,9 @@ def test_disaggregated_on_two_chips_is_one_chip_programs_plus_the_kv_transfer(tm
     (("--prefill-chips", "1"), "only the disaggregated policy"),
     (("--policy", "disaggregated", "--set", "system.chips=2", "--prefill-chips", "2"),
      "--prefill-chips"),
+    # the prefill budget holds on the prefill chips too (as `continuous` refuses it)
+    (("--policy", "disaggregated", "--set", "system.chips=2", "--max-batch-tokens", "50",
+      "--prompt-len", "100"), "request 0: field '--max-batch-tokens'"),
 ])
 def test_disaggregated_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
     assert _serve(tmp_path, "o", "--rate", "10", "-n", "2", *args) == 2

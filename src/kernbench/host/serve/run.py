@@ -88,10 +88,17 @@ def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
 
 
 def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
-                   policy: Policy | None, file: str | None) -> None:
-    """Refuse a request that can never be served (the first one, one line)."""
+                   policy: Policy | None, file: str | None,
+                   prefill_budget: int | None = None) -> None:
+    """Refuse a request that can never be served (the first one, one line).
+    `prefill_budget` (the disaggregated prefill chips, which never preempt): the most
+    prompt tokens one prefill step takes."""
     cap = kv.blocks * kv.block_tokens
     for r in reqs:
+        if prefill_budget is not None and r.prompt > prefill_budget:
+            raise InputError(f"a prompt of {r.prompt} tokens cannot be prefilled within "
+                             f"{prefill_budget} tokens per step (raise it)", file=file,
+                             where=r.where, field="--max-batch-tokens")
         field = "prompt_tokens" if file else "--prompt-len"
         if model.context is not None and r.prompt + r.output > model.context:
             raise InputError(f"{r.prompt} prompt + {r.output} output tokens exceed the model's "
@@ -137,7 +144,8 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                                  opts.block_tokens, opts.kv_fraction)
     kv = PagedKvCache(blocks, opts.block_tokens)
     check_requests(reqs, m, kv, None if disagg else policy,
-                   str(opts.trace) if opts.trace else None)
+                   str(opts.trace) if opts.trace else None,
+                   policy.limits.max_batch_tokens if disagg else None)
     where = (f"{pools.prefill} prefill + {pools.decode} decode chips of '{topo.name}', KV "
              f"cache {blocks:,} blocks of {opts.block_tokens} tokens per chip" if pools else
              f"'{topo.name}' ({opts.policy}); KV cache {blocks:,} blocks of "
