@@ -4,7 +4,7 @@ KV-cache occupancy, a Little's-law self-check, and the files of --out.
 - `requests.csv`: id, arrival_s, prompt_tokens, output_tokens, first_token_s, finish_s,
   ttft_s, tpot_s (empty for a one-token request), e2e_s, preemptions;
 - `occupancy.csv`: per step, its start and end (s), KV blocks used, running and waiting
-  sequences and the step's new tokens;
+  sequences (as they stand at the step's end) and the step's new tokens;
 - `trace.json`: Perfetto, one track per request (queued → prefill → decode spans) and a
   KV-blocks counter;
 - the `serve` section of stats.json (`serve_stats`, schema in docs/serving.md).
