@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from kernbench.errors import InputError
 from kernbench.ir.onnx_import import import_onnx, loader
 from kernbench.ir.onnx_import.detached import MIN_DETACHED_BYTES, parse_detached
+from kernbench.ir.onnx_import.light import LIGHT_ELEMENTS
 from kernbench.ir.onnx_import.loader import load_model, load_model_keyed, prepare_model
 from kernbench.models.builders import build_gpt2
 
@@ -61,7 +62,7 @@ def test_a_models_large_weights_are_read_in_place():
     data = build_gpt2(n_layer=1, d=128, heads=4, seq=8).SerializeToString()
     arrays = _same_as_protobuf(data)
     big = [t.name for t in _parsed(data).graph.initializer
-           if len(t.raw_data) >= MIN_DETACHED_BYTES]
+           if len(t.raw_data) >= MIN_DETACHED_BYTES and np.prod(t.dims) > LIGHT_ELEMENTS]
     assert big and sorted(arrays) == sorted(big)
     for a in arrays.values():  # views of the bytes read, not copies
         assert np.shares_memory(a, np.frombuffer(data, np.uint8))
@@ -118,7 +119,7 @@ def _tensor(name: str, dims: list[int], raw: bytes) -> TensorProto:
 
 
 def test_tensors_not_plainly_stored_keep_their_raw_data():
-    k = MIN_DETACHED_BYTES // 4  # float32 elements of the smallest raw_data read in place
+    k = 2 * MIN_DETACHED_BYTES // 4  # float32 elements: above both thresholds
     both = _tensor("both", [k], np.zeros(k, np.float32).tobytes())
     both.float_data.extend([1.0] * k)  # a typed field as well as raw_data
     short = _tensor("short", [4 * k], np.ones(k, np.float32).tobytes())  # dims say 4 × more
@@ -140,13 +141,17 @@ def test_tensors_not_plainly_stored_keep_their_raw_data():
 @given(st.data())
 def test_mutated_files_parse_or_fail_as_protobuf_does(data):
     base = _model([helper.make_tensor(
-        f"w{i}", TensorProto.FLOAT, [MIN_DETACHED_BYTES // 4],
-        np.arange(MIN_DETACHED_BYTES // 4, dtype=np.float32).tobytes(), raw=True)
+        f"w{i}", TensorProto.FLOAT, [2 * LIGHT_ELEMENTS],
+        np.arange(2 * LIGHT_ELEMENTS, dtype=np.float32).tobytes(), raw=True)
         for i in range(2)]).SerializeToString()
+    assert len(parse_detached(base)[1]) == 2  # the case reads both in place
     b = bytearray(base)
     for _ in range(data.draw(st.integers(1, 4))):
         i = data.draw(st.integers(0, len(b) - 1))
-        b[i] = data.draw(st.integers(0, 255))
+        if data.draw(st.booleans()):
+            b[i] = data.draw(st.integers(0, 255))
+        else:  # bytes inserted: a varint made longer, a field that was not there
+            b[i:i] = data.draw(st.binary(min_size=1, max_size=3))
     cut = data.draw(st.integers(len(b) // 2, len(b)))
     b = bytes(b[:cut])
     try:
@@ -183,3 +188,81 @@ def test_a_truncated_file_is_one_input_error(tmp_path):
     path.write_bytes(build_gpt2(n_layer=1, d=128, heads=4, seq=8).SerializeToString()[:-1000])
     with pytest.raises(InputError, match="not a valid ONNX protobuf"):
         import_onnx(path)
+
+
+def _varint(n: int, width: int | None = None) -> bytes:
+    """`n` as a protobuf varint, padded to `width` bytes (a valid but overlong encoding)."""
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        more = n or (width is not None and len(out) + 1 < width)
+        out.append(b | (0x80 if more else 0))
+        if not more:
+            return bytes(out)
+
+
+def _ld(tag: int, payload: bytes, tag_w: int | None = None, len_w: int | None = None) -> bytes:
+    return _varint(tag, tag_w) + _varint(len(payload), len_w) + payload
+
+
+_RAW = np.arange(8192, dtype=np.float32).tobytes()
+_HEAD = _varint(0x08) + _varint(8) + _ld(0x42, _ld(0x12, b"") + _varint(0x10) + _varint(18))
+_TENSOR = _varint(0x08) + _varint(8192) + _varint(0x10) + _varint(1) + _ld(0x42, b"w")
+
+
+@pytest.mark.parametrize("data", [
+    _HEAD + _ld(0x3A, _ld(0x2A, _TENSOR + _ld(0x4A, _RAW, tag_w=6))),   # raw_data's tag
+    _HEAD + _ld(0x3A, _ld(0x2A, _TENSOR + _ld(0x4A, _RAW, len_w=6))),   # its length
+    _HEAD + _ld(0x3A, _ld(0x2A, _TENSOR + _ld(0x4A, _RAW), tag_w=6)),   # the initializer's
+    _HEAD + _ld(0x3A, _ld(0x2A, _TENSOR + _ld(0x4A, _RAW)), len_w=6),   # the graph's length
+    _HEAD + _ld(0x3A, _ld(0x2A, _TENSOR + _ld(0x4A, _RAW, len_w=5))),   # 5 bytes: accepted
+    _HEAD + _ld(0x3A, _ld(0x2A, _TENSOR + _ld(0x4A, _RAW) + _varint(0x48) + _varint(7))),
+], ids=["tag-6", "length-6", "init-tag-6", "graph-length-6", "length-5", "field-9-varint"])
+def test_tags_and_lengths_protobuf_refuses_are_refused(data):
+    """protobuf refuses a tag or length of more than 5 bytes; the scan must not read past
+    it into a message protobuf would accept. A field 9 of another wire type (unknown to
+    protobuf) stays."""
+    try:
+        want = _parsed(data).SerializeToString(deterministic=True)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            parse_detached(data)
+        return
+    model, arrays = parse_detached(data)
+    assert _attached(model, arrays) == want
+
+
+def test_an_initializer_the_checker_reads_is_not_read_in_place(tmp_path, monkeypatch):
+    """An int64 table of 2048 elements (16 KiB) is not a large weight to the checker:
+    shape inference with data propagation reads its values, so it must stay in the
+    message, and the import refuses the model exactly as it did."""
+    table = np.ones(2048, np.int64)
+    table[0], table[1] = 4, 6
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [7, 7])
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["table", "idx"], ["shape"], axis=0),
+         helper.make_node("Reshape", ["x", "shape"], ["r"]),
+         helper.make_node("Relu", ["r"], ["y"])], "g", [x], [y],
+        initializer=[numpy_helper.from_array(table, "table"),
+                     numpy_helper.from_array(np.array([1, 0], np.int64), "idx")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    assert not parse_detached(path.read_bytes())[1]
+    with pytest.raises(InputError, match="shape inference failed"):
+        import_onnx(path)
+    float_4096 = helper.make_tensor("b", TensorProto.FLOAT, [4096],
+                                    np.zeros(4096, np.float32).tobytes(), raw=True)
+    assert not parse_detached(_model([float_4096]).SerializeToString())[1]
+
+
+def test_repeated_initializer_names_are_parsed_whole():
+    a = helper.make_tensor("w", TensorProto.FLOAT, [8192], np.zeros(8192, np.float32)
+                           .tobytes(), raw=True)
+    b = helper.make_tensor("w", TensorProto.FLOAT, [8192], np.ones(8192, np.float32)
+                           .tobytes(), raw=True)
+    data = _model([a, b]).SerializeToString()
+    model, arrays = parse_detached(data)
+    assert arrays == {}
+    assert model.SerializeToString(deterministic=True) == \
+        _parsed(data).SerializeToString(deterministic=True)

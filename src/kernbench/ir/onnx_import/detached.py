@@ -8,12 +8,16 @@ of it: most of an import's time where page faults are dear.
 
 `parse_detached(data)` parses the same bytes without those copies: a scan of the protobuf
 wire format finds the `raw_data` of the top graph's initializers of at least
-`MIN_DETACHED_BYTES`, the message is parsed without them, and each becomes an array
+`MIN_DETACHED_BYTES` (and more than `light.LIGHT_ELEMENTS` elements: the initializers
+the checker and shape inference take as typed inputs anyway, `light.movable`), the
+message is parsed without them, and each becomes an array
 viewing `data`: what `to_array` returns for them (`np.frombuffer(raw_data,
 dtype).reshape(dims)`, read-only), on little-endian hosts, for the plain numeric types
 below. A tensor whose other fields make it anything but plainly stored (typed data fields
 as well, external data, a segment, a byte count that does not match its dims) gets its `raw_data` back instead, so it parses, checks and converts exactly as
-before. Bytes the scan cannot read are parsed whole (protobuf then says what is wrong).
+before. Bytes the scan cannot read, a tag or length protobuf may refuse (more than 5
+bytes) and initializer names that repeat are parsed whole (protobuf then says what is
+wrong, or gives what it always gave).
 
 The arrays keep `data` alive: while any of them lives, so does the whole file's copy.
 """
@@ -25,6 +29,8 @@ import sys
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
+
+from kernbench.ir.onnx_import.light import LIGHT_ELEMENTS
 
 #: raw_data fields of at least this many bytes are read in place
 MIN_DETACHED_BYTES = 1 << 14
@@ -65,7 +71,8 @@ def parse_detached(data: bytes) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]
         model.ParseFromString(data)
         return model, {}
     inits = model.graph.initializer
-    if len(inits) != len(spans):  # the scan and protobuf disagree: parse it whole
+    # the scan and protobuf disagree, or names repeat (arrays are found by name): whole
+    if len(inits) != len(spans) or len({t.name for t in inits}) != len(inits):
         model = onnx.ModelProto()
         model.ParseFromString(data)
         return model, {}
@@ -92,20 +99,32 @@ def _viewed(t: TensorProto, data: bytes, span: Span) -> np.ndarray | None:
     n = 1
     for d in t.dims:
         n *= d
-    if any(d < 0 for d in t.dims) or n * dtype.itemsize != span[1]:
-        return None
+    if any(d < 0 for d in t.dims) or n * dtype.itemsize != span[1] or n <= LIGHT_ELEMENTS:
+        return None  # (at most LIGHT_ELEMENTS: the checker reads its values, light.movable)
     return np.frombuffer(data, dtype=dtype, count=n, offset=span[0]).reshape(tuple(t.dims))
 
 
 def _varint(buf: memoryview, i: int) -> tuple[int, int]:
+    """A tag or a length at buf[i]: (its value, the offset after it). protobuf refuses one
+    of more than 5 bytes; anything above 2**31 is left to it too (`_Malformed`)."""
     value = shift = 0
-    while shift < 64:
+    while shift < 35:
         b = buf[i]
         i += 1
         value |= (b & 0x7F) << shift
         if b < 0x80:
+            if value >= 1 << 31:
+                break
             return value, i
         shift += 7
+    raise _Malformed("a tag or length protobuf may refuse")
+
+
+def _skip_varint(buf: memoryview, i: int) -> int:
+    """The offset after a varint value (copied as it is: protobuf checks it)."""
+    for j in range(i, min(i + 10, len(buf))):
+        if buf[j] < 0x80:
+            return j + 1
     raise _Malformed("varint too long")
 
 
@@ -127,8 +146,7 @@ def _fields(buf: memoryview, start: int, end: int):  # noqa: ANN202 - a generato
         tag, i = _varint(buf, i)
         wire = tag & 7
         if wire == 0:
-            _, i = _varint(buf, i)
-            body = -1
+            i, body = _skip_varint(buf, i), -1
         elif wire == 1:
             i, body = i + 8, -1
         elif wire == 5:
@@ -175,8 +193,8 @@ def _strip_tensor(buf: memoryview, start: int, end: int, spans: list[Span | None
     if len(raw) == 1 and raw[0][4] - raw[0][3] >= MIN_DETACHED_BYTES:
         span = (raw[0][3], raw[0][4] - raw[0][3])
     out = bytearray()
-    for field, _wire, at, _body, stop in fields:
-        if span is None or field != _RAW_DATA:
+    for _field, _wire, at, body, stop in fields:
+        if span is None or body != span[0]:  # every field but the raw_data left out
             out += buf[at:stop]
     spans.append(span)
     return out
