@@ -53,6 +53,19 @@ def _same_as_protobuf(data: bytes) -> dict[str, np.ndarray]:
     return arrays
 
 
+def _parses_or_fails_as_protobuf(data: bytes) -> None:
+    """`parse_detached(data)` gives protobuf's message (the arrays put back), or raises
+    what protobuf raises."""
+    try:
+        want = _parsed(data).SerializeToString(deterministic=True)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            parse_detached(data)
+        return
+    model, arrays = parse_detached(data)
+    assert _attached(model, arrays) == want
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in MODELS.glob("*.onnx")))
 def test_every_stored_model_parses_as_protobuf_parses_it(name):
     _same_as_protobuf((MODELS / name).read_bytes())
@@ -153,15 +166,7 @@ def test_mutated_files_parse_or_fail_as_protobuf_does(data):
         else:  # bytes inserted: a varint made longer, a field that was not there
             b[i:i] = data.draw(st.binary(min_size=1, max_size=3))
     cut = data.draw(st.integers(len(b) // 2, len(b)))
-    b = bytes(b[:cut])
-    try:
-        want = _parsed(b).SerializeToString(deterministic=True)
-    except Exception as e:  # noqa: BLE001
-        with pytest.raises(type(e)):
-            parse_detached(b)
-        return
-    model, arrays = parse_detached(b)
-    assert _attached(model, arrays) == want
+    _parses_or_fails_as_protobuf(bytes(b[:cut]))
 
 
 def test_the_import_is_the_graph_of_the_whole_model(tmp_path, monkeypatch):
@@ -222,14 +227,7 @@ def test_tags_and_lengths_protobuf_refuses_are_refused(data):
     """protobuf refuses a tag or length of more than 5 bytes; the scan must not read past
     it into a message protobuf would accept. A field 9 of another wire type (unknown to
     protobuf) stays."""
-    try:
-        want = _parsed(data).SerializeToString(deterministic=True)
-    except Exception as e:  # noqa: BLE001
-        with pytest.raises(type(e)):
-            parse_detached(data)
-        return
-    model, arrays = parse_detached(data)
-    assert _attached(model, arrays) == want
+    _parses_or_fails_as_protobuf(data)
 
 
 def test_an_initializer_the_checker_reads_is_not_read_in_place(tmp_path, monkeypatch):
