@@ -35,7 +35,7 @@ def test_load_sweep_gives_latency_against_throughput(tmp_path):
 
 def test_points_sharing_a_step_cache_simulate_each_program_once(tmp_path):
     text = (f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
-            "serve:\n  rate: [5000, 200000]\n  requests: 8\n  prompt_len: '16:64'\n"
+            "serve:\n  rate: [5000, 200000]\n  requests: 6\n  prompt_len: '16:48'\n"
             "  output_len: 3\n")
     alone, shared = tmp_path / "a.yaml", tmp_path / "s.yaml"
     alone.write_text(text)
