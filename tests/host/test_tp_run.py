@@ -41,9 +41,8 @@ def test_tp2_verifies_and_equals_the_single_chip_run(tmp_path: Path) -> None:
     a, b = one.outputs["logits"], two.outputs["logits"]
     # the same bf16 math; only the order the ranks' partial sums are added in differs, so
     # an intermediate may round to the neighbouring bf16 value: OpenBLAS picks its float32
-    # kernels by CPU (on AVX-512 one logit moves by a bf16 step of its size, 1e-3 of the
-    # largest), hence half a bf16 step of the largest logit (2**-8); a missing or doubled
-    # partial sum is off by a whole term
+    # kernels by CPU (docs/verification.md), hence half a bf16 step of the largest logit
+    # (2**-8); a missing or doubled partial sum is off by a whole term
     np.testing.assert_allclose(b, a, rtol=0, atol=2**-8 * float(np.abs(a).max()))
     s = two.stats
     assert s["parallel"]["tp"] == 2 and s["parallel"]["chips"] == [[0, 1]]

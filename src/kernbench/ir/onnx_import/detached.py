@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from kernbench.ir.onnx_import.light import LIGHT_ELEMENTS
+from kernbench.ir.onnx_import.light import LIGHT_ELEMENTS, TYPED_FIELDS
 
 #: raw_data fields of at least this many bytes are read in place
 MIN_DETACHED_BYTES = 1 << 14
@@ -41,8 +41,6 @@ _PLAIN = frozenset((TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16,
                     TensorProto.INT16, TensorProto.UINT16, TensorProto.INT32,
                     TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64,
                     TensorProto.BOOL))
-_TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data",
-                 "uint64_data")
 # field numbers: ModelProto.graph, GraphProto.initializer, TensorProto.raw_data
 _GRAPH, _INITIALIZER, _RAW_DATA = 7, 5, 9
 _LEN = 2  # the length-delimited wire type
@@ -59,23 +57,18 @@ def parse_detached(data: bytes) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]
     initializers' raw_data left out, and {initializer name: its array viewing `data`}.
     The same message `ParseFromString(data)` gives, but for those fields. Raises what
     `ParseFromString` raises on bytes it cannot parse."""
-    model = onnx.ModelProto()
     if sys.byteorder != "little":
-        model.ParseFromString(data)
-        return model, {}
+        return _whole(data), {}
+    model = onnx.ModelProto()
     try:
         light, spans = _strip_model(memoryview(data))
         model.ParseFromString(light)
     except Exception:  # noqa: BLE001 - bytes the scan or protobuf refuse: parse them whole
-        model = onnx.ModelProto()
-        model.ParseFromString(data)
-        return model, {}
+        return _whole(data), {}
     inits = model.graph.initializer
     # the scan and protobuf disagree, or names repeat (arrays are found by name): whole
     if len(inits) != len(spans) or len({t.name for t in inits}) != len(inits):
-        model = onnx.ModelProto()
-        model.ParseFromString(data)
-        return model, {}
+        return _whole(data), {}
     arrays: dict[str, np.ndarray] = {}
     for t, span in zip(inits, spans, strict=True):
         if span is None:
@@ -88,12 +81,19 @@ def parse_detached(data: bytes) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]
     return model, arrays
 
 
+def _whole(data: bytes) -> onnx.ModelProto:
+    """`data` parsed by protobuf alone (what it refuses, it raises)."""
+    model = onnx.ModelProto()
+    model.ParseFromString(data)
+    return model
+
+
 def _viewed(t: TensorProto, data: bytes, span: Span) -> np.ndarray | None:
     """`to_array(t)` had `t` kept its raw_data `span`, viewing `data`; None when `t` is not
     plainly stored (module docstring)."""
     if (t.data_type not in _PLAIN or t.HasField("segment")
             or t.data_location != TensorProto.DEFAULT or len(t.external_data)
-            or any(len(getattr(t, f)) for f in _TYPED_FIELDS)):
+            or any(len(getattr(t, f)) for f in TYPED_FIELDS)):
         return None
     dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
     n = 1

@@ -21,7 +21,8 @@ from onnx import TensorProto, helper
 #: initializers with more elements than this are checked and inferred as typed inputs
 LIGHT_ELEMENTS = 4096
 
-_TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data",
+#: TensorProto fields holding typed values (a plainly stored tensor has none of them)
+TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data",
                  "uint64_data")
 
 
@@ -34,7 +35,7 @@ def movable(t: TensorProto) -> bool:
     return (n > LIGHT_ELEMENTS and t.data_type not in (TensorProto.UNDEFINED, TensorProto.STRING)
             and t.data_type in helper.get_all_tensor_dtypes()
             and t.data_location == TensorProto.DEFAULT and t.HasField("raw_data")
-            and not t.external_data and not any(len(getattr(t, f)) for f in _TYPED_FIELDS))
+            and not t.external_data and not any(len(getattr(t, f)) for f in TYPED_FIELDS))
 
 
 def light_model(model: onnx.ModelProto, detached: frozenset[str] = frozenset()

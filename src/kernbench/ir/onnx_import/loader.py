@@ -15,7 +15,13 @@ from kernbench.ir.onnx_import.detached import parse_detached
 from kernbench.ir.onnx_import.initializers import Source, file_key, sliced
 from kernbench.ir.onnx_import.light import inferred_shapes, light_model
 from kernbench.ir.onnx_import.onnx_util import to_array
-from kernbench.ir.onnx_import.opset import MAX_OPSET, MIN_OPSET, default_opset, normalize_opset
+from kernbench.ir.onnx_import.opset import (
+    MAX_OPSET,
+    MIN_OPSET,
+    default_opset,
+    normalize_opset,
+    target_opset,
+)
 
 
 def load_model(path: str | Path) -> onnx.ModelProto:
@@ -38,7 +44,8 @@ def load_model_keyed(path: str | Path
     model, arrays = _read(path)
     _remember_external(key, _check_external_data(model, path))
     _load_external(model, path)
-    if _converted(model):  # the version converter reads the whole model: give it back
+    if target_opset(model) != default_opset(model):  # the version converter reads the
+        # whole model (or its opset is relabelled): give it the weights back
         _attach(model, arrays)
         arrays = {}
     return prepare_model(model, file=f, detached=frozenset(arrays)), key, arrays
@@ -89,12 +96,6 @@ def _read(path: Path) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         return parse_detached(path.read_bytes())
     except Exception as e:  # DecodeError, truncated protobuf, ...
         raise InputError(f"not a valid ONNX protobuf ({_one_line(e)})", file=str(path)) from None
-
-
-def _converted(model: onnx.ModelProto) -> bool:
-    """Does `normalize_opset` hand `model` to the version converter?"""
-    opset = default_opset(model)
-    return opset is not None and not MIN_OPSET <= opset <= MAX_OPSET
 
 
 def _attach(model: onnx.ModelProto, arrays: dict[str, np.ndarray]) -> None:
