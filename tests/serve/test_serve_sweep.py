@@ -66,3 +66,20 @@ def test_a_step_cache_in_a_missing_folder_is_a_spec_error(tmp_path):
                     "serve:\n  rate: [5000]\n  step_cache: nowhere/steps.json\n")
     with pytest.raises(InputError, match="serve.step_cache"):
         plan_sweep(spec)
+
+
+def test_a_disaggregated_point_on_one_chip_fails_before_it_runs(tmp_path):
+    # a grid over the chip count: only the points that can split their chips run
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
+                    "topology: small\ngrid:\n  system.chips: [1, 2]\n"
+                    "serve:\n  rate: [5000]\n  policy: [continuous, disaggregated]\n"
+                    "  prefill_chips: 2\n  requests: 3\n")
+    plan = plan_sweep(spec)
+    errors = {(p.serve["policy"], dict(p.params)["system.chips"]): p.error
+              for p in plan.points}
+    assert errors[("continuous", 1)] is None and errors[("continuous", 2)] is None
+    assert "at least 2 chips" in errors[("disaggregated", 1)]
+    # two chips, both asked to prefill: none would decode
+    assert "serve.prefill_chips" in errors[("disaggregated", 2)]
+    assert "got 2" in errors[("disaggregated", 2)]

@@ -265,6 +265,8 @@ def expand(spec: SweepSpec, spec_path: Path) -> list[Point]:
         if ck not in topo_cache:
             topo_cache[ck] = _resolve(source, overrides)
         topo, cost, err = topo_cache[ck]
+        if err is None and serve is not None:
+            err = _serve_error(serve, topo)
         shape: dict[str, Any] = {"seq_len": seq, "kv_len": kv, "batch": batch}
         if serve is not None:
             shape["serve"] = serve
@@ -304,6 +306,27 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
     return [{"policy": p, "rate": r, **fixed} | ({} if p == DISAGGREGATED else
                                                   {"prefill_chips": None})
             for p in spec.serve.policy for r in spec.serve.rate]
+
+
+def _serve_error(serve: dict[str, Any], topo: dict[str, Any] | None) -> str | None:
+    """Why a load-sweep point cannot run on its topology (None: it can). The disaggregated
+    policy splits a system's chips, so a point with one chip, or with no chip left for
+    decode, fails here, before its model is loaded."""
+    from kernbench.host.serve.policies import DISAGGREGATED
+
+    if serve["policy"] != DISAGGREGATED or topo is None:
+        return None
+    system = topo.get("system")
+    chips = system["chips"] if system else 1
+    if chips < 2:
+        return (f"serve: the disaggregated policy needs a system of at least 2 chips; "
+                f"this point's topology has {chips}")
+    p = serve.get("prefill_chips")
+    p = chips // 2 if p is None else p
+    if not 1 <= p < chips:
+        return (f"serve.prefill_chips: must leave at least one prefill and one decode chip "
+                f"of {chips}, got {p}")
+    return None
 
 
 def _step_cache(spec: SweepSpec, base_dir: Path, label: str) -> str | None:
