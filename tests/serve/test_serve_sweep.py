@@ -83,3 +83,21 @@ def test_a_disaggregated_point_on_one_chip_fails_before_it_runs(tmp_path):
     # two chips, both asked to prefill: none would decode
     assert "serve.prefill_chips" in errors[("disaggregated", 2)]
     assert "got 2" in errors[("disaggregated", 2)]
+
+
+def test_the_load_sweep_legend_covers_no_plot():
+    from kernbench.host.sweep.report import latency_throughput_figure
+
+    # three policies whose curves fill both plots' corners
+    rows = [{"status": "ok", "model": "m.json", "qconfig": "default", "policy": pol,
+             "rate": rate, "output_tokens_per_s": 1000.0 * (i + 1) * (1 + 0.1 * j),
+             "ttft_p99_s": 1e-3 * 2**i, "tpot_p99_s": 1e-4 * (4 - i)}
+            for j, pol in enumerate(("continuous", "chunked", "static"))
+            for i, rate in enumerate((1000, 2000, 4000, 8000))]
+    fig = latency_throughput_figure(rows)
+    fig.canvas.draw()
+    legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert len(legends) == 1 and len(legends[0].get_texts()) == 3
+    box = legends[0].get_window_extent()
+    for ax in fig.axes:
+        assert not box.overlaps(ax.get_window_extent())

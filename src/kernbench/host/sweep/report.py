@@ -214,25 +214,33 @@ def latency_throughput_png(table: Table) -> str | None:
         return None
     import matplotlib.style  # heavy, only for the report (see _figure)
 
+    with matplotlib.style.context("default"):
+        return _png(latency_throughput_figure(rows))
+
+
+def latency_throughput_figure(rows: list[dict[str, Any]]) -> Figure:
+    """The figure of `latency_throughput_png` for its rows, the legend below the plots."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(f"{_workload(r)} {r['policy']}", []).append(r)
-    with matplotlib.style.context("default"):
-        fig, axes = _figure(2)
-        for ax, (col, name) in zip(axes, (("ttft_p99_s", "TTFT p99 (s)"),
-                                          ("tpot_p99_s", "TPOT p99 (s)")), strict=True):
-            for label, rs in groups.items():
-                pts = [(float(r["output_tokens_per_s"]), float(r[col]))
-                       for r in sorted(rs, key=lambda r: float(r["rate"]))
-                       if r.get(col) is not None]
-                if pts:
-                    ax.plot(*zip(*pts, strict=True), marker="o", label=label)
-            ax.set_xlabel("throughput (output tokens/s)")
-            ax.set_ylabel(name)
-            ax.set_yscale("log")
-            ax.grid(True, alpha=0.3)
-        axes[0].legend(fontsize=7)
-        return _png(fig)
+    fig, axes = _figure(2)
+    for ax, (col, name) in zip(axes, (("ttft_p99_s", "TTFT p99 (s)"),
+                                      ("tpot_p99_s", "TPOT p99 (s)")), strict=True):
+        for label, rs in groups.items():
+            pts = [(float(r["output_tokens_per_s"]), float(r[col]))
+                   for r in sorted(rs, key=lambda r: float(r["rate"]))
+                   if r.get(col) is not None]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="o", label=label)
+        ax.set_xlabel("throughput (output tokens/s)")
+        ax.set_ylabel(name)
+        ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+    # below both plots, outside them: a legend inside covers the curves' points
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", fontsize=7,
+               ncols=min(len(labels), 3))
+    return fig
 
 
 def _table_html(table: Table) -> str:
