@@ -72,12 +72,12 @@ def _unique(ops: list[tuple[str, Buf]]) -> list[tuple[str, Buf]]:
     return out
 
 
-def _merge(tg: TileGraph, a: TileOp, b: TileOp, x: Buf) -> TileOp:
+def _merge(a: TileOp, b: TileOp, x: Buf, dropped: list[Buf]) -> TileOp:
     """A then B as one op at B's place: reads A's inputs and B's but those A wrote
     (forwarded), writes what both write. When X only passes from A's last step to B
     (nothing else in the chain touches it, B frees it and writes elsewhere), X is never
     allocated: the two steps name B's output instead, a nominal location (nothing is
-    written there)."""
+    written there), and X is added to `dropped` (the caller removes it from the graph)."""
     fields = {"ve_id": a.fields["ve_id"]} if "ve_id" in a.fields else {}
     made = {buf.id for _, buf in a.writes}
     reads = _unique(a.reads + [(r, buf) for r, buf in b.reads if buf.id not in made])
@@ -92,10 +92,7 @@ def _merge(tg: TileGraph, a: TileOp, b: TileOp, x: Buf) -> TileOp:
         steps_b[0] = dataclasses.replace(steps_b[0], reads=_swap(steps_b[0].reads, x, y))
         writes = [(r, buf) for r, buf in writes if buf is not x]
         frees = [f for f in frees if f is not x]
-        for k in range(len(tg.bufs) - 1, -1, -1):  # X is recent: search from the end
-            if tg.bufs[k] is x:
-                del tg.bufs[k]
-                break
+        dropped.append(x)
     return TileOp(FUSED, b.pe, b.layer, fields, reads, writes, [], [], frees,
                   b.stream, index=b.index, fused_into=b.fused_into,
                   steps=steps_a + steps_b)
@@ -133,6 +130,7 @@ def fuse_chains(tg: TileGraph, first: int) -> None:
     touched: dict[int, int] = {}   # buffer id → last position that read or wrote it
     written: dict[int, int] = {}   # buffer id → last position that wrote it
     merged_any = False
+    dropped: list[Buf] = []  # buffers the merges made nominal
     for j, op in enumerate(ops):
         i = None
         chain = _chainable(op)
@@ -150,7 +148,7 @@ def fuse_chains(tg: TileGraph, first: int) -> None:
                         and all(_rows(t) == 1 for t in _steps(a) + [op])):
                     i = None
         if i is not None:
-            merged = _merge(tg, ops[i], op, ins[0])
+            merged = _merge(ops[i], op, ins[0], dropped)
             alive[i] = False
             merged_any = True
             layer = ops[i].layer
@@ -171,3 +169,17 @@ def fuse_chains(tg: TileGraph, first: int) -> None:
     if merged_any:
         _keep(kept)
     tg.ops[first:] = kept
+    _drop_bufs(tg, dropped)
+
+
+def _drop_bufs(tg: TileGraph, dropped: list[Buf]) -> None:
+    """Remove `dropped` from `tg.bufs` in one walk back from the end (they are this node's,
+    so recent): one walk per node, not one per merge."""
+    left = {id(b) for b in dropped}
+    bufs = tg.bufs
+    k = len(bufs)
+    while left and k:
+        k -= 1
+        if id(bufs[k]) in left:
+            left.discard(id(bufs[k]))
+            del bufs[k]
