@@ -34,7 +34,10 @@ def _one_line(capsys, needle: str) -> None:  # noqa: ANN001
     assert len(err) == 1 and needle in err[0], err
 
 
-@pytest.mark.parametrize("text", ['{"a": 1}', "[1, 2, 3]", '{"_name_or_path": "x"}', ""])
+@pytest.mark.parametrize("text", ['{"a": 1}', "[1, 2, 3]", '{"_name_or_path": "x"}', "",
+                                  '{"kind": "kernbench step cache", "caches": []}',
+                                  '{"kind": "kernbench step cache", "caches": '
+                                  '{"a": {"kernbench": 5, "programs": []}}}'])
 def test_a_file_that_is_not_a_step_cache_is_refused_and_left_as_it_was(tmp_path, capsys,
                                                                        text):
     f = tmp_path / "cfg.json"
@@ -46,7 +49,8 @@ def test_a_file_that_is_not_a_step_cache_is_refused_and_left_as_it_was(tmp_path,
 
 @pytest.mark.parametrize("row", [[1, 1, 64, -5.0], [1, 1, 64, float("nan")],
                                  [1, 1, 64, 1e300], [0, 1, 64, 10.0], [1, 1, -1, 10.0],
-                                 [1.5, 1, 64, 10.0], [1, 1, 64, True], [1, 1, 64]])
+                                 [1.5, 1, 64, 10.0], [1, 1, 64, True], [1, 1, 64],
+                                 [1, 1, 64, 1e-300], [1, 1, 8, 90.0]])
 def test_bad_programs_in_a_step_cache_are_refused(tmp_path, row):
     f = tmp_path / "c.json"
     f.write_text(json.dumps({"identity": IDENT, "programs": [[1, 1, 8, 100.0], row]}))
@@ -54,13 +58,25 @@ def test_bad_programs_in_a_step_cache_are_refused(tmp_path, row):
         StepCache(f, IDENT)
 
 
-def test_another_identitys_cache_is_replaced_with_a_warning(tmp_path, capsys):
+def test_each_identity_keeps_its_own_section_of_one_file(tmp_path, capsys):
     f = tmp_path / "c.json"
-    f.write_text(json.dumps({"identity": "b" * 64, "programs": [[1, 1, 8, 100.0]]}))
-    c = StepCache(f, IDENT)
-    assert c.loaded == 0 and "replaced" in capsys.readouterr().err
+    other = "b" * 64
+    f.write_text(json.dumps({"identity": other, "programs": [[1, 1, 8, 100.0]]}))
+    c = StepCache(f, IDENT)  # the one-section layout of earlier versions is read
+    assert c.loaded == 0
     c.put((1, 1, 4), 50.0)
-    assert json.loads(f.read_text()) == {"identity": IDENT, "programs": [[1, 1, 4, 50.0]]}
+    assert StepCache(f, other).programs == {(1, 1, 8): 100.0}  # kept beside ours
+    assert StepCache(f, IDENT).programs == {(1, 1, 4): 50.0}
+    assert capsys.readouterr().err == ""
+
+
+def test_sections_of_another_kernbench_version_are_dropped_with_a_note(tmp_path, capsys):
+    f = tmp_path / "c.json"
+    old = {"kernbench": "0.0.1", "programs": [[1, 1, 8, 100.0]]}
+    f.write_text(json.dumps({"kind": "kernbench step cache", "caches": {"b" * 64: old}}))
+    StepCache(f, IDENT).put((1, 1, 4), 50.0)
+    assert list(json.loads(f.read_text())["caches"]) == [IDENT]
+    assert "other kernbench version" in capsys.readouterr().err
 
 
 def test_two_runs_sharing_a_file_keep_each_others_programs(tmp_path):

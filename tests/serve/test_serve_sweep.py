@@ -101,3 +101,23 @@ def test_the_load_sweep_legend_covers_no_plot():
     box = legends[0].get_window_extent()
     for ax in fig.axes:
         assert not box.overlaps(ax.get_window_extent())
+
+
+def test_a_topology_grid_shares_one_step_cache(tmp_path):
+    """Each topology's programs have their own section of the one file: a second sweep
+    simulates nothing."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
+                    "grid:\n  cube.hbm_ctrl.channel_bw_gbs: [16.0, 32.0]\n"
+                    "serve:\n  rate: [5000]\n  requests: 4\n  prompt_len: '16:32'\n"
+                    "  output_len: 2\n  step_cache: steps.json\n")
+    plan = plan_sweep(spec)
+
+    def simulated(out: Path) -> list[int]:
+        run_points(plan.points, out, workers=1)
+        return [json.loads((out / "points" / p.id / "stats.json").read_text())
+                ["serve"]["steps"]["programs_simulated"] for p in plan.points]
+
+    first = simulated(tmp_path / "o1")
+    assert min(first) > 0 and simulated(tmp_path / "o2") == [0, 0]
+    assert len(json.loads((tmp_path / "steps.json").read_text())["caches"]) == 2

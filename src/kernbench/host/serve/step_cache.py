@@ -1,20 +1,22 @@
 """A step cache on disk (`--step-cache FILE`): simulated programs kept across runs.
 
 A serving run simulates each program shape once; a sweep of loads, or a re-run, needs the
-same programs again. The file holds the programs' simulated ns under an identity: the
-sha256 of the model file's bytes (or the built-in name), the qconfig file's bytes, the
-topology after every override and kernbench's version. A step cache of another identity
-is not used and is replaced, with a warning; so a cached time is always the one the
-simulator would give. Any other file is refused (it is not kernbench's to overwrite), and
-so is a step cache holding something other than programs of positive lengths with finite,
-positive times. The file is rewritten atomically after each new program, merged with
-what another run sharing it wrote meanwhile, so a run that is stopped keeps what it
-simulated.
+same programs again. The file holds the programs' simulated ns in sections, one per
+identity: the sha256 of the model file's bytes (or the built-in name), the qconfig file's
+bytes, the topology after every override and kernbench's version. A run reads and adds to
+its own identity's section only, so a cached time is always the one the simulator would
+give, and one file serves several models or topologies (a sweep over a topology grid).
+Sections another kernbench version wrote can never be read again by this one and are
+dropped when the file is written, with a note. Any other file is refused (it is not
+kernbench's to overwrite), and so is a step cache holding something other than programs
+of positive lengths with finite times of at least 1 ns, or one shape twice. The file is
+rewritten atomically after each new program, merged with what another run sharing it
+wrote meanwhile, so a run that is stopped keeps what it simulated. (A file of the
+earlier one-identity layout, `{"identity", "programs"}`, is read as one section.)
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -25,6 +27,10 @@ from kernbench.errors import MAX_JSON_BYTES, InputError, read_input_text, warn
 from kernbench.topology.model import Topology
 
 Shape = tuple[int, int, int]
+Section = dict[str, object]  # {"kernbench": version, "programs": [[b, s, k, ns], ...]}
+
+#: what the file's top level says it is
+KIND = "kernbench step cache"
 
 
 def _sha(path: Path | None) -> str | None:
@@ -44,7 +50,8 @@ def identity(model: Path, qconfig: Path | None, topo: Topology) -> str:
 
 
 class StepCache:
-    """`get(shape)` / `put(shape, ns)` backed by `path` (None: in memory only)."""
+    """`get(shape)` / `put(shape, ns)` backed by `path` (None: in memory only), in the
+    section of identity `ident`."""
 
     def __init__(self, path: Path | None, ident: str) -> None:
         self.path = Path(path) if path is not None else None
@@ -60,32 +67,17 @@ class StepCache:
             raise InputError(f"its folder {self.path.parent} does not exist",
                              file=str(self.path), field="--step-cache")
         if self.path.exists():
-            self.programs = self._read(warn_other=True)
+            self.programs = _programs(self._read().get(ident))
             self.loaded = len(self.programs)
 
-    def _read(self, warn_other: bool) -> dict[Shape, float]:
-        """The programs the file holds under this identity ({} under another one)."""
+    def _read(self) -> dict[str, Section]:
+        """Every section of the file, checked (InputError if it is not a step cache)."""
         assert self.path is not None
         try:
-            doc = json.loads(read_input_text(self.path, MAX_JSON_BYTES))
-            if not isinstance(doc, dict) or set(doc) != {"identity", "programs"} \
-                    or not isinstance(doc["identity"], str):
-                raise ValueError
-            programs = {}
-            for b, s, k, ns in doc["programs"]:
-                if not all(type(v) is int for v in (b, s, k)) or min(b, s) < 1 or k < 0 \
-                        or type(ns) not in (int, float) or not 0 < ns < _MAX_NS:
-                    raise ValueError
-                programs[(b, s, k)] = float(ns)
+            return _sections(json.loads(read_input_text(self.path, MAX_JSON_BYTES)))
         except (ValueError, KeyError, TypeError):
             raise InputError("not a kernbench step cache (delete it or give another file)",
                              file=str(self.path), field="--step-cache") from None
-        if doc["identity"] != self.ident:
-            if warn_other:
-                warn(f"--step-cache {self.path}: its programs are another model's, "
-                     "qconfig's, topology's or kernbench version's; replaced by this run's")
-            return {}
-        return programs
 
     def get(self, shape: Shape) -> float | None:
         return self.programs.get(shape)
@@ -94,17 +86,61 @@ class StepCache:
         self.programs[shape] = ns
         if self.path is None:
             return
+        sections: dict[str, Section] = {}
         if self.path.is_file():  # another run sharing the file may have added programs
-            with contextlib.suppress(InputError):
-                for k, v in self._read(warn_other=False).items():
-                    self.programs.setdefault(k, v)
-        rows = [[*k, v] for k, v in sorted(self.programs.items())]
+            try:
+                sections = self._read()
+            except InputError:
+                sections = {}
+            for k, v in _programs(sections.get(self.ident)).items():
+                self.programs.setdefault(k, v)
+        # a section of the one-section layout has no version (None): kept, it may be ours
+        stale = [i for i, sec in sections.items()
+                 if sec["kernbench"] not in (None, kernbench.__version__)]
+        if stale:
+            warn(f"--step-cache {self.path}: dropped the programs of {len(stale)} other "
+                 "kernbench version(s), which this version cannot use")
+        mine = {"kernbench": kernbench.__version__,
+                "programs": [[*k, v] for k, v in sorted(self.programs.items())]}
+        keep = {i: sec for i, sec in sections.items() if i not in stale} | {self.ident: mine}
+        doc = {"kind": KIND, "caches": dict(sorted(keep.items()))}
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"identity": self.ident, "programs": rows}) + "\n",
-                       encoding="utf-8")
+        tmp.write_text(json.dumps(doc) + "\n", encoding="utf-8")
         os.replace(tmp, self.path)
+
+
+def _sections(doc: object) -> dict[str, Section]:
+    """The sections of a decoded step cache; ValueError (or KeyError, TypeError) if it is
+    not one."""
+    if isinstance(doc, dict) and set(doc) == {"identity", "programs"}:  # one-section layout
+        doc = {"kind": KIND, "caches": {doc["identity"]: {"kernbench": None,
+                                                          "programs": doc["programs"]}}}
+    if not isinstance(doc, dict) or set(doc) != {"kind", "caches"} or doc["kind"] != KIND \
+            or not isinstance(doc["caches"], dict):
+        raise ValueError
+    for ident, sec in doc["caches"].items():
+        if not isinstance(ident, str) or not isinstance(sec, dict) \
+                or set(sec) != {"kernbench", "programs"} \
+                or not isinstance(sec["kernbench"], str | None):
+            raise ValueError
+        _programs(sec)  # checked now: a bad section is a bad file, whoever reads it
+    return doc["caches"]
+
+
+def _programs(section: Section | None) -> dict[Shape, float]:
+    """A section's programs by shape; ValueError for a bad row or a shape given twice."""
+    programs: dict[Shape, float] = {}
+    for b, s, k, ns in (section or {}).get("programs", []):  # type: ignore[union-attr]
+        if not all(type(v) is int for v in (b, s, k)) or min(b, s) < 1 or k < 0 \
+                or type(ns) not in (int, float) or not _MIN_NS <= ns < _MAX_NS \
+                or (b, s, k) in programs:
+            raise ValueError
+        programs[(b, s, k)] = float(ns)
+    return programs
 
 
 #: a program's time in ns above which a step cache is refused (about 11.6 days: no step
 #: takes that long, and a run's integer nanoseconds stay far within 64 bits)
 _MAX_NS = 1e15
+#: and below which: no program of any chip ends within its first nanosecond
+_MIN_NS = 1.0
