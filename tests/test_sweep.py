@@ -169,6 +169,7 @@ BAD_SPECS = [
     ("model: gpt2\ngrid:\n  name.x: [1]\n", "'name' is not a mapping"),
     ("model: gpt3\n", "field 'model': 'gpt3' is neither a file nor a built-in model"),
     ("model: gpt2\ntopology: nowhere\n", "field 'topology'"),
+    ("model: gpt2\nstep_cache: s.json\n", "unknown key (did you mean 'serve.step_cache'?)"),
 ]
 
 

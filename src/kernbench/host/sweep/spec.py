@@ -210,6 +210,8 @@ def _error_line(e: ValidationError, label: str) -> InputError:
     if err["type"] == "extra_forbidden":
         known = sorted(f.alias or n for n, f in SweepSpec.model_fields.items())
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        if len(loc) == 1 and not close and str(loc[0]) in ServeSpec.model_fields:
+            close = [f"serve.{loc[0]}"]  # a serve option written at the top level
         msg = "unknown key" + (f" (did you mean '{close[0]}'?)" if close and len(loc) == 1
                                else "")
     return InputError(msg, file=label, field=path or None)
