@@ -156,3 +156,40 @@ def test_a_request_too_long_to_prefill_again_names_its_line(tmp_path, capsys):
     (tmp_path / "t.csv").write_text(TRACE + "0.1,64,9000\n")
     assert _serve(tmp_path) == 2
     _one_line(capsys, "line 3: field '--max-batch-tokens'")
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--policy", "static", "--max-batch-tokens", "8"), "field '--max-batch-tokens'"),
+    (("--kv-blocks", "100", "--kv-fraction", "0.5"), "field '--kv-fraction'"),
+])
+def test_an_option_the_run_would_ignore_is_refused(tmp_path, capsys, args, needle):
+    assert _serve(tmp_path, *args) == 2
+    _one_line(capsys, needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_static_run_reports_no_token_budget(tmp_path):
+    assert _serve(tmp_path, "--policy", "static") == 0
+    stats = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert stats["serve"]["limits"] == {"max_batch": 64, "max_batch_tokens": None}
+
+
+def test_a_bad_step_cache_is_found_before_the_run_says_anything(tmp_path, capsys):
+    """Not even the `serving N requests ...` line: the error is the only one."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "t.csv").write_text(TRACE)
+    assert main(["serve", str(TINY), "-t", "small", "--out", str(tmp_path / "o"),
+                 "--trace", str(tmp_path / "t.csv"), "--step-cache",
+                 str(tmp_path / "folder")]) == 2
+    _one_line(capsys, "is a folder")
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--block-tokens", "10000000000"), "field '--block-tokens': the KV cache (0 blocks"),
+    (("--kv-blocks", "1", "--block-tokens", "4"),
+     "field '--kv-blocks': the KV cache (1 blocks"),
+    (("--max-batch-tokens", "4"), "a prompt of 8 tokens does not fit one step of 4"),
+])
+def test_the_error_names_the_option_at_fault(tmp_path, capsys, args, needle):
+    assert _serve(tmp_path, *args) == 2
+    _one_line(capsys, needle)

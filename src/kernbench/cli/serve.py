@@ -43,13 +43,14 @@ def serve_cmd(
                                 "\\[default: half]")] = None,
     max_batch: Annotated[int, typer.Option(
         "--max-batch", help="sequences running at once (static: the batch size)")] = 64,
-    max_batch_tokens: Annotated[int, typer.Option(
-        "--max-batch-tokens", help="new tokens per step (the prefill budget)")] = 8192,
+    max_batch_tokens: Annotated[int | None, typer.Option(
+        "--max-batch-tokens", help="new tokens per step (the prefill budget; not for static) "
+                                   "\\[default: 8192]")] = None,
     block_tokens: Annotated[int, typer.Option(
         "--block-tokens", help="tokens per KV-cache block")] = 16,
-    kv_fraction: Annotated[float, typer.Option(
+    kv_fraction: Annotated[float | None, typer.Option(
         "--kv-fraction", help="share of the HBM left by the weights given to the KV "
-                              "cache")] = 0.9,
+                              "cache \\[default: 0.9]")] = None,
     kv_blocks: Annotated[int | None, typer.Option(
         "--kv-blocks", help="KV-cache size in blocks (instead of --kv-fraction)")] = None,
     slo: Annotated[str | None, typer.Option(

@@ -79,6 +79,8 @@ def register(cls: type[Policy]) -> type[Policy]:
 #: prefill chips and decode chips (host/serve/disagg.py): not a one-NPU step former, so not
 #: in POLICIES; `policy_for` gives it a `Continuous` for its limits and its checks
 DISAGGREGATED = "disaggregated"
+#: fixed batches (`Static`): no per-step token budget
+STATIC = "static"
 
 
 def policy_for(name: str, limits: Limits) -> Policy:
@@ -94,7 +96,7 @@ def policy_for(name: str, limits: Limits) -> Policy:
 
 @register
 class Static(Policy):
-    name = "static"
+    name = STATIC
 
     def _form(self, state: SchedState, now_ns: int) -> Step:
         if state.running:
@@ -114,6 +116,11 @@ class Continuous(Policy):
     name = "continuous"
 
     def check(self, prompt: int, output: int) -> None:
+        budget = self.limits.max_batch_tokens
+        if prompt > budget:
+            raise InputError(f"a prompt of {prompt} tokens does not fit one step of {budget} "
+                             "tokens (use the chunked policy or raise it)",
+                             field="--max-batch-tokens")
         # a preempted request recomputes its prompt and all but its last token at once
         if prompt + output - 1 > self.limits.max_batch_tokens:
             raise InputError(f"a request of {prompt} prompt + {output} output tokens, "

@@ -23,7 +23,7 @@ from kernbench.host.serve.disagg import serve_disaggregated
 from kernbench.host.serve.engine import ServeRun, serve_requests
 from kernbench.host.serve.kv_cache import PagedKvCache, blocks_for, capacity_blocks
 from kernbench.host.serve.model import ServedModel
-from kernbench.host.serve.policies import DISAGGREGATED, Limits, Policy, policy_for
+from kernbench.host.serve.policies import DISAGGREGATED, STATIC, Limits, Policy, policy_for
 from kernbench.host.serve.pool import ProgramPool
 from kernbench.host.serve.results import (
     occupancy_csv,
@@ -53,9 +53,9 @@ class ServeOptions:
     trace: Path | None = None         # arrival_s,prompt_tokens,output_tokens CSV
     slo: str | None = None            # ttft=1s,tpot=50ms
     max_batch: int = 64
-    max_batch_tokens: int = 8192
+    max_batch_tokens: int | None = None  # default 8192; refused with static (no budget)
     block_tokens: int = 16
-    kv_fraction: float = 0.9          # of the HBM the weights leave
+    kv_fraction: float | None = None  # of the HBM the weights leave (None: 0.9)
     kv_blocks: int | None = None      # the cache's size in blocks, instead of the fraction
     exact_steps: bool = False
     qconfig: Path | None = None
@@ -89,10 +89,11 @@ def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
 
 def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
                    policy: Policy | None, file: str | None,
-                   prefill_budget: int | None = None) -> None:
+                   prefill_budget: int | None = None, cache_field: str | None = None) -> None:
     """Refuse a request that can never be served (the first one, one line).
     `prefill_budget` (the disaggregated prefill chips, which never preempt): the most
-    prompt tokens one prefill step takes."""
+    prompt tokens one prefill step takes. `cache_field`: the option to blame when the KV
+    cache is too small (None: the request's length)."""
     cap = kv.blocks * kv.block_tokens
     for r in reqs:
         if prefill_budget is not None and r.prompt > prefill_budget:
@@ -108,12 +109,36 @@ def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
         if blocks_for(r.prompt + r.output - 1, kv.block_tokens) > kv.blocks:
             raise InputError(f"the KV cache ({kv.blocks} blocks of {kv.block_tokens} tokens = "
                              f"{cap} tokens) is too small for one request of {r.prompt} + "
-                             f"{r.output} tokens", file=file, where=r.where, field=field)
+                             f"{r.output} tokens", file=file, where=r.where,
+                             field=cache_field or field)
         if policy is not None:
             try:
                 policy.check(r.prompt, r.output)
             except InputError as e:  # the limit's field, at the request that breaks it
                 raise InputError(e.reason, file=file, where=r.where, field=e.field) from None
+
+
+def _limits(opts: ServeOptions) -> Limits:
+    """The policy's limits; a token budget given to `static` (which has none) is refused:
+    an ignored option would mislead."""
+    if opts.max_batch_tokens is not None and opts.policy == STATIC:
+        raise InputError("the static policy has no per-step token budget (it batches whole "
+                         "prompts); drop it or choose another policy",
+                         field="--max-batch-tokens")
+    return Limits(opts.max_batch, 8192 if opts.max_batch_tokens is None
+                  else opts.max_batch_tokens)
+
+
+def _kv_fraction(opts: ServeOptions) -> float:
+    """The KV cache's share of the HBM the weights leave (unused with --kv-blocks, so not
+    both)."""
+    if opts.kv_fraction is not None and opts.kv_blocks is not None:
+        raise InputError("give the KV cache's size as --kv-blocks or --kv-fraction, not both",
+                         field="--kv-fraction")
+    f = 0.9 if opts.kv_fraction is None else opts.kv_fraction
+    if not (0 < f <= 1):
+        raise InputError(f"must be in (0, 1], got {f}", field="--kv-fraction")
+    return f
 
 
 def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: Path,
@@ -123,17 +148,17 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     wraps the serving loop ("serve", the requests, how many have finished so far; a
     progress display, which the disaggregated loop does not count)."""
     slo = parse_slo(opts.slo)
-    policy = policy_for(opts.policy, Limits(opts.max_batch, opts.max_batch_tokens))
+    policy = policy_for(opts.policy, _limits(opts))
     reqs, describe = make_requests(opts)
     if opts.workers < 1:
         raise InputError(f"must be >= 1, got {opts.workers}", field="--workers")
-    if not (0 < opts.kv_fraction <= 1):
-        raise InputError(f"must be in (0, 1], got {opts.kv_fraction}", field="--kv-fraction")
+    kv_fraction = _kv_fraction(opts)
     disagg = opts.policy == DISAGGREGATED
     if opts.prefill_chips is not None and not disagg:
         raise InputError("only the disaggregated policy splits chips", field="--prefill-chips")
     pools = ChipPools.split(topo, opts.prefill_chips) if disagg else None
     chip = one_chip(topo) if disagg else topo  # a step program runs on one chip
+    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip))
     m = ServedModel.open(model, opts.qconfig, workdir)
     if opts.kv_blocks is not None:
         if opts.kv_blocks < 1:
@@ -141,17 +166,19 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
         blocks = opts.kv_blocks
     else:
         blocks = capacity_blocks(chip.hbm_bytes, m.weight_bytes, m.kv_bytes_per_token,
-                                 opts.block_tokens, opts.kv_fraction)
+                                 opts.block_tokens, kv_fraction)
     kv = PagedKvCache(blocks, opts.block_tokens)
+    # a cache the user sized, or one whose blocks are too large to have any, is at fault
+    cache_field = ("--kv-blocks" if opts.kv_blocks is not None else
+                   "--block-tokens" if blocks == 0 else None)
     check_requests(reqs, m, kv, None if disagg else policy,
                    str(opts.trace) if opts.trace else None,
-                   policy.limits.max_batch_tokens if disagg else None)
+                   policy.limits.max_batch_tokens if disagg else None, cache_field)
     where = (f"{pools.prefill} prefill + {pools.decode} decode chips of '{topo.name}', KV "
              f"cache {blocks:,} blocks of {opts.block_tokens} tokens per chip" if pools else
              f"'{topo.name}' ({opts.policy}); KV cache {blocks:,} blocks of "
              f"{opts.block_tokens} tokens")
     note(f"serving {len(reqs)} requests of {m.name} on {where}")
-    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip))
 
     t0 = time.process_time()
     with ProgramPool(m, chip, opts.workers) if opts.workers > 1 else nullcontext() as pool:
@@ -168,7 +195,8 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     loop_s = time.process_time() - t0 - timer.local_seconds
     stats = {"serve": {
         "model": m.name, "topology": topo.name, "policy": opts.policy,
-        "limits": asdict(policy.limits),
+        "limits": asdict(policy.limits) | ({"max_batch_tokens": None}
+                                           if opts.policy == STATIC else {}),
         "workload": {"describe": describe, "requests": len(reqs), "rate_per_s": opts.rate
                      if opts.trace is None else None, "seed": None if opts.trace else opts.seed or 0,
                      "prompt_len": None if opts.trace else opts.prompt_len or "512",

@@ -282,7 +282,7 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
     """[None] for a step sweep; one serve-options mapping per (policy, rate) otherwise."""
     if spec.serve is None:
         return [None]
-    from kernbench.host.serve.policies import DISAGGREGATED, POLICIES
+    from kernbench.host.serve.policies import DISAGGREGATED, POLICIES, STATIC
     from kernbench.host.serve.slo import parse_slo
     from kernbench.host.serve.workload import LengthSpec
 
@@ -302,9 +302,11 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
     # the step cache decides no result (a cached time is the simulator's): not an option
     # of the point, so not in its id
     fixed = spec.serve.model_dump(mode="json", exclude={"rate", "policy", "step_cache"})
-    # prefill_chips splits the chips of the disaggregated points only
+    # prefill_chips splits the chips of the disaggregated points only; static has no
+    # per-step token budget
     return [{"policy": p, "rate": r, **fixed} | ({} if p == DISAGGREGATED else
                                                   {"prefill_chips": None})
+            | ({"max_batch_tokens": None} if p == STATIC else {})
             for p in spec.serve.policy for r in spec.serve.rate]
 
 
