@@ -193,3 +193,15 @@ def test_a_bad_step_cache_is_found_before_the_run_says_anything(tmp_path, capsys
 def test_the_error_names_the_option_at_fault(tmp_path, capsys, args, needle):
     assert _serve(tmp_path, *args) == 2
     _one_line(capsys, needle)
+
+
+def test_slo_units_as_printed_and_an_empty_slo():
+    from kernbench.host.serve.slo import parse_slo
+
+    # the tool prints µs; the micro sign and the Greek mu both read as us
+    assert parse_slo("ttft=2\u00b5s,tpot=3\u03bcs,e2e=4us") == {"ttft": 2e3, "tpot": 3e3,
+                                                               "e2e": 4e3}
+    assert parse_slo(None) == {}
+    for text in ("", " "):
+        with pytest.raises(InputError, match="--slo.*is empty"):
+            parse_slo(text)

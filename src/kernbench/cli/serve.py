@@ -55,7 +55,7 @@ def serve_cmd(
         "--kv-blocks", help="KV-cache size in blocks (instead of --kv-fraction)")] = None,
     slo: Annotated[str | None, typer.Option(
         "--slo", help="goodput objectives KEY=VALUEUNIT,...: KEY ttft, tpot or e2e, UNIT s, "
-                      "ms, us or ns; e.g. ttft=1s,tpot=50ms")] = None,
+                      "ms, us (µs) or ns; e.g. ttft=1s,tpot=50ms")] = None,
     exact_steps: Annotated[bool, typer.Option(
         "--exact-steps", help="simulate every distinct step shape (no buckets)")] = False,
     qconfig: Annotated[Path | None, typer.Option("--qconfig", "-q",

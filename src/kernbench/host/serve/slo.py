@@ -1,8 +1,9 @@
 """`--slo ttft=1s,tpot=50ms`: latency objectives a request must meet to count as goodput.
 
 Keys: `ttft` (time to first token), `tpot` (time per output token after the first) and
-`e2e` (arrival to last token); values a number with a unit `s`, `ms`, `us` or `ns`.
-Anything else is one InputError line naming `--slo`.
+`e2e` (arrival to last token); values a number with a unit `s`, `ms`, `us` (or `µs`, as
+the tool prints it) or `ns`. Anything else, an empty text included, is one InputError line
+naming `--slo`.
 """
 
 from __future__ import annotations
@@ -13,20 +14,24 @@ import re
 from kernbench.errors import InputError
 
 KEYS = ("ttft", "tpot", "e2e")
-_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
-_ITEM = re.compile(r"^(\w+)=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(s|ms|us|ns)$")
+_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "\u00b5s": 1e3, "\u03bcs": 1e3, "ns": 1.0}
+_ITEM = re.compile(r"^([a-z0-9]+)=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(s|ms|us|\u00b5s|\u03bcs|ns)$",
+                   re.ASCII)
 
 
 def parse_slo(text: str | None) -> dict[str, float]:
-    """{key: limit in ns}; {} when `text` is None or empty."""
+    """{key: limit in ns}; {} when `text` is None (no objective)."""
     out: dict[str, float] = {}
-    if not text:
+    if text is None:
         return out
+    if not text.strip():
+        raise InputError("is empty: give KEY=VALUEUNIT,... (e.g. ttft=1s,tpot=50ms) or leave "
+                         "it out", field="--slo")
     for item in text.split(","):
         m = _ITEM.match(item.strip())
         if not m or m.group(1) not in KEYS:
             raise InputError(f"'{item.strip()}' is not KEY=VALUEUNIT with KEY in "
-                             f"{', '.join(KEYS)} and UNIT in {', '.join(_UNITS)} "
+                             f"{', '.join(KEYS)} and UNIT in s, ms, us (µs), ns "
                              "(e.g. ttft=1s,tpot=50ms)", field="--slo")
         key, v = m.group(1), float(m.group(2)) * _UNITS[m.group(3)]
         if key in out:
