@@ -80,21 +80,24 @@ class AddressError(SimulationError):
     """An access fell outside the memory it addresses."""
 
 
-def warn(message: str) -> None:
+def warn(message: str, key: object = None) -> None:
     """One `warning: ...` line on stderr: something suspicious that does not stop the run
     (a NaN in the weights, a QConfig glob that matches nothing). Kept here so every layer
     reports warnings the same way without importing the CLI. Within `warnings_once`, a
-    line already given is not given again."""
+    warning already given is not given again: the same line, or the same `key` (for a
+    warning whose details, such as node names, differ from one program of a model to
+    the next while its substance does not)."""
     line = f"warning: {message}".replace("\n", " ")
     if _GIVEN is not None:
-        if line in _GIVEN:
+        seen = line if key is None else ("key", key)
+        if seen in _GIVEN:
             return
-        _GIVEN.add(line)
+        _GIVEN.add(seen)
     print(line, file=sys.stderr)
 
 
-#: the warning lines given so far while `warnings_once` is on (None: off)
-_GIVEN: set[str] | None = None
+#: the warnings (lines or keys) given so far while `warnings_once` is on (None: off)
+_GIVEN: set[object] | None = None
 
 
 @contextlib.contextmanager

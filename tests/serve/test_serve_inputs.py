@@ -205,3 +205,24 @@ def test_slo_units_as_printed_and_an_empty_slo():
     for text in ("", " "):
         with pytest.raises(InputError, match="--slo.*is empty"):
             parse_slo(text)
+
+
+def test_an_onnx_model_is_named_by_its_file_and_warned_about_once(tmp_path, capsys):
+    """A model with symbolic dims is built at each step's shape: its name stays the file's,
+    and what runs whole is said once even though each shape names its nodes anew."""
+    import importlib.util
+
+    import onnx
+
+    spec = importlib.util.spec_from_file_location(
+        "dynamic_decode", ROOT / "tests" / "ir" / "dynamic_decode.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    onnx.save(mod.build(), tmp_path / "dyn.onnx")
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,8,3\n0,5,2\n")
+    assert main(["serve", str(tmp_path / "dyn.onnx"), "-t", "small", "--out",
+                 str(tmp_path / "o"), "--trace", str(tmp_path / "t.csv")]) == 0
+    err = capsys.readouterr().err
+    assert json.loads((tmp_path / "o" / "stats.json").read_text())["serve"]["model"] == "dyn"
+    assert "requests of dyn on" in err
+    assert sum("whole-layer ops" in ln for ln in err.splitlines()) == 1

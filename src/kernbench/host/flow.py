@@ -206,7 +206,9 @@ def _report_layer_ops(census: LayerOpCensus, strict: bool, name: str | None) -> 
     if note and strict:
         raise InputError(note + " (refused with --strict)", file=name)
     if note:
-        warn(note)
+        # what runs whole, not which nodes: a serving run's programs of one model name
+        # their nodes differently from one shape to the next
+        warn(note, key=("whole-layer ops", tuple(sorted(census.by_op))))
 
 
 def warn_unreadable_cmdq(path: Path) -> None:

@@ -70,7 +70,10 @@ class ServedModel:
             raise InputError("not a language model (no attention layer): nothing to serve",
                              file=str(model))
         per_token = -(-facts.kv_cache_bytes // (facts.batch * (facts.seq_len + facts.kv_len)))
-        return ServedModel(model, qconfig, workdir, facts.model, facts.weight_bytes,
+        # the model as the user named it, not the probe shape it was built at
+        name = (facts.model if res.kind == "hf_config" else
+                str(model) if res.kind == "builtin" else model.stem)
+        return ServedModel(model, qconfig, workdir, name, facts.weight_bytes,
                            per_token, _context(model), replay_blocks)
 
     def simulate(self, shape: tuple[int, int, int], topo: Topology) -> float:
