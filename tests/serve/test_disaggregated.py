@@ -142,3 +142,11 @@ def test_pools_refuse_what_cannot_split(preset, prefill, needle):
     with pytest.raises(InputError) as e:
         ChipPools.split(load_topology(preset), prefill)
     assert needle in str(e.value)
+
+
+def test_occupancy_tokens_count_prompts_and_decodes_as_the_other_policies_do():
+    reqs = [Request(i, i * 1_000, 20 + 3 * i, 4 + i) for i in range(6)]
+    res = run(reqs, prefill=2, decode=2)
+    # every prompt token is prefilled once and every output token but the first decoded
+    want = sum(r.prompt + r.output - 1 for r in reqs)
+    assert sum(res.timeline.tokens) == want

@@ -24,7 +24,9 @@ instant, arrivals come first, then step and transfer ends, then idle chips start
 The timeline is the run cut at every event while a request is in the system: segments
 with the blocks used over all chips during the segment, and at its end the requests in
 the system (waiting: queued for prefill or arrived at a decode chip and not yet admitted;
-running: the rest, sends included) and the tokens emitted. That is what `results.py` reads for occupancy, busy fraction and Little's law.
+running: the rest, sends included) and the new tokens of the steps that ended then (prompt
+tokens prefilled, tokens decoded: what a step's row counts under the other policies).
+That is what `results.py` reads for occupancy, busy fraction and Little's law.
 """
 
 from __future__ import annotations
@@ -91,16 +93,16 @@ def serve_disaggregated(requests: list[Request], limits: Limits, prefill_blocks:
     open_segment = False
     while events:
         t = events[0][0]
-        emitted = 0
+        new = 0
         while events and events[0][0] == t:
             _, kind, _, chip, what = heapq.heappop(events)
-            emitted += _handle(pools, kind, chip, what, t)
+            new += _handle(pools, kind, chip, what, t)
         _send(pools, t, transfer_ns, at)
         _start_steps(pools, limits, t, timer, at)
         if open_segment:  # the segment ending now: its counts are those at its end
             tl.running[-1] = pools.in_system - pools.waiting
             tl.waiting[-1] = pools.waiting
-            tl.tokens[-1] = emitted
+            tl.tokens[-1] = new
         open_segment = bool(events and pools.in_system)
         if open_segment:
             tl.start_ns.append(t)
@@ -117,7 +119,7 @@ def serve_disaggregated(requests: list[Request], limits: Limits, prefill_blocks:
 
 
 def _handle(p: _Pools, kind: int, chip: int, what: object, t: int) -> int:
-    """Apply one event; the tokens it emitted."""
+    """Apply one event; the new tokens of the step it ends (0 for other events)."""
     if kind == _ARRIVE:
         s = what
         assert isinstance(s, Seq)
@@ -132,7 +134,9 @@ def _handle(p: _Pools, kind: int, chip: int, what: object, t: int) -> int:
         c.busy = False
         done = c.running
         c.running = []
+        new = 0
         for s in done:
+            new += s.target - s.computed
             s.computed = s.target
             s.generated = 1
             s.first_token_ns = t
@@ -143,7 +147,7 @@ def _handle(p: _Pools, kind: int, chip: int, what: object, t: int) -> int:
                 p.in_system -= 1
             else:
                 p.outbox[chip].append(s)
-        return len(done)
+        return new
     if kind == _SENT:
         src, s = what  # type: ignore[misc]
         p.prefill[src].kv.free(s.id)
