@@ -1,16 +1,22 @@
-"""`kernbench serve` at the edges of its inputs: trace files the csv module cannot split
-(one line, exit 2) or with lone-CR line endings (read), and the numbers a trace cell
-takes (ASCII, integral decimals for the token counts)."""
+"""`kernbench serve` at the edges of its inputs and outputs: trace files the csv module
+cannot split (one line, exit 2) or with lone-CR line endings (read), the numbers a trace
+cell takes (ASCII, integral decimals for the token counts), absolute times late in a
+run's range written to the exact ns, and throughput figures at very low rates that keep
+their significant digits instead of rounding to 0."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from serve_helpers import run as serve_run
 
 from kernbench.cli import main
 from kernbench.errors import InputError
-from kernbench.host.serve.workload import read_trace
+from kernbench.host.serve.results import occupancy_csv, requests_csv, serve_stats
+from kernbench.host.serve.workload import Request, read_trace
+from kernbench.report.serving import serve_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "hf_configs" / "tiny-llama.json"
@@ -66,3 +72,45 @@ def test_other_numbers_are_refused_naming_line_and_field(tmp_path, row, field, r
         read_trace(f)
     assert (e.value.file, e.value.where, e.value.field) == (str(f), "line 3", field)
     assert reason in e.value.reason
+
+
+def _ns(text: str) -> int:
+    return int(Decimal(text) * 10**9)  # exact: the text has 9 decimals
+
+
+def test_late_absolute_times_are_written_to_the_exact_ns():
+    late = 10**18  # a trace's latest arrival, 1e9 s
+    run = serve_run([Request(0, 1_234_567, 10, 3), Request(1, late, 10, 3)])
+    rows = [dict(zip(requests_csv(run).splitlines()[0].split(","), line.split(","),
+                     strict=True)) for line in requests_csv(run).splitlines()[1:]]
+    for s, row in zip(run.seqs, rows, strict=True):
+        assert _ns(row["arrival_s"]) == s.req.arrival_ns
+        assert _ns(row["first_token_s"]) == s.first_token_ns
+        assert _ns(row["finish_s"]) == s.finish_ns
+        assert _ns(row["first_token_s"]) - _ns(row["arrival_s"]) == _ns(row["ttft_s"])
+    # an early run's text is what the float formatting gave, to the byte
+    assert rows[0]["first_token_s"] == f"{run.seqs[0].first_token_ns / 1e9:.9f}"
+    assert rows[1]["arrival_s"] == "1000000000.000000000"
+    occ = [line.split(",") for line in occupancy_csv(run).splitlines()[1:]]
+    assert [_ns(b) for _, b, *_ in occ] == run.timeline.end_ns
+
+
+def test_throughput_at_a_very_low_rate_keeps_its_significant_digits():
+    gap = 267_000_000_000_000  # 2.67e5 s between arrivals: 3.7e-6 requests/s
+    run = serve_run([Request(i, i * gap, 8, 3) for i in range(5)])
+    st = serve_stats(run, {}, 10_000)
+    span_s = (run.end_ns - 0) / 1e9
+    th = st["throughput"]
+    assert th["requests_per_s"] == pytest.approx(5 / span_s, rel=1e-5)
+    assert th["output_tokens_per_s"] == pytest.approx(15 / span_s, rel=1e-5)
+    assert st["little"]["L"] == pytest.approx(st["little"]["lambda_W"], rel=1e-5)
+    assert st["little"]["L"] > 0 and st["busy_fraction"] > 0
+    assert st["kv_occupancy"]["peak_fraction"] == pytest.approx(1 / 10_000, rel=1e-5)
+    line = next(x for x in serve_lines(st) if x.startswith("throughput:"))
+    shown = float(line.split()[1])
+    assert shown == pytest.approx(5 / span_s, rel=1e-3), line
+    # a usual figure keeps its old text: 6 decimals in stats.json, one on stdout
+    usual = serve_stats(serve_run([Request(i, i * 1000, 8, 3) for i in range(5)]), {},
+                        10_000)
+    rps = usual["throughput"]["requests_per_s"]
+    assert rps == round(rps, 6) and f"{rps:,.1f} requests/s" in serve_lines(usual)[3]
