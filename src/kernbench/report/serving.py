@@ -13,7 +13,7 @@ import numpy as np
 
 from kernbench.report.html import _CSS, _card, _e, _img, _table
 from kernbench.report.plots import _new_figure, _png
-from kernbench.report.units import fmt_time
+from kernbench.report.units import fmt_figure, fmt_time
 
 MAX_POINTS = 4000  # per plotted line: the occupancy series is thinned to this many
 
@@ -74,8 +74,8 @@ def serving_html(title: str, serve: dict[str, Any], latencies: dict[str, list[fl
     th = r["throughput"]
     cards = [_card("requests", str(r["requests"]), f"over {_t(r['span_s'])}"),
              _card("TTFT p99", _t(r["ttft_s"]["p99"]), f"p50 {_t(r['ttft_s']['p50'])}"),
-             _card("throughput", f"{th['output_tokens_per_s']:,.0f} tok/s",
-                   f"{th['requests_per_s']:.3f} requests/s"),
+             _card("throughput", f"{fmt_figure(th['output_tokens_per_s'], 0)} tok/s",
+                   f"{fmt_figure(th['requests_per_s'], 3, '')} requests/s"),
              _card("KV cache peak", f"{100 * r['kv_occupancy']['peak_fraction']:.1f} %",
                    f"{r['kv_occupancy']['blocks']:,} blocks"),
              _card("preemptions", str(r["preemptions"]),
@@ -86,7 +86,7 @@ def serving_html(title: str, serve: dict[str, Any], latencies: dict[str, list[fl
     if "goodput" in r:
         g = r["goodput"]
         slo = ", ".join(f"{k} ≤ {_t(v)}" for k, v in g["slo_s"].items())
-        cards.append(_card("goodput", f"{g['requests_per_s']:.3f} req/s",
+        cards.append(_card("goodput", f"{fmt_figure(g['requests_per_s'], 3, '')} req/s",
                            f"{100 * g['fraction']:.1f} % meet {slo}"))
     unit, scale = ("ms", 1e3) if r["e2e_s"]["max"] >= 1e-3 else ("µs", 1e6)
     rows = [_pct_row("TTFT", r["ttft_s"], scale), _pct_row("TPOT", r["tpot_s"], scale),
@@ -134,14 +134,14 @@ def serve_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"{name}: " + ", ".join(
             f"{k} {'–' if v is None else fmt_time(v * 1e9)}" for k, v in d.items()))
     t = r["throughput"]
-    lines.append(f"throughput: {t['requests_per_s']:,.1f} requests/s, "
-                 f"{t['output_tokens_per_s']:,.0f} output tokens/s, "
-                 f"{t['tokens_per_s']:,.0f} tokens/s")
+    lines.append(f"throughput: {fmt_figure(t['requests_per_s'], 1)} requests/s, "
+                 f"{fmt_figure(t['output_tokens_per_s'], 0)} output tokens/s, "
+                 f"{fmt_figure(t['tokens_per_s'], 0)} tokens/s")
     g = r.get("goodput")
     if g:
         n = g["requests"]
         lines.append(f"goodput: {n} request{'' if n == 1 else 's'} ({100 * g['fraction']:.1f} "
                      "%) met "
                      + ", ".join(f"{k} ≤ {fmt_time(v * 1e9)}" for k, v in g["slo_s"].items())
-                     + f", {g['requests_per_s']:,.1f} requests/s")
+                     + f", {fmt_figure(g['requests_per_s'], 1)} requests/s")
     return lines

@@ -33,3 +33,12 @@ def fmt_bytes(n: float) -> str:
 def fmt_rate(per_s: float, unit: str) -> str:
     """A rate per second, whole, with a thousands separator."""
     return f"{per_s:,.0f} {unit}/s"
+
+
+def fmt_figure(x: float, decimals: int, sep: str = ",") -> str:
+    """`x` with `decimals` decimals (and `sep` between thousands) when they show four
+    significant digits, else to four significant digits: a low rate reads 3.746e-06, not
+    0.0."""
+    if x == 0 or abs(x) >= 10 ** (3 - decimals):
+        return f"{x:{sep}.{decimals}f}"
+    return f"{x:.4g}"

@@ -9,7 +9,13 @@ KV-cache occupancy, a Little's-law self-check, and the files of --out.
   KV-blocks counter;
 - the `serve` section of stats.json (`serve_stats`, schema in docs/serving.md).
 
-Times in the files are seconds with 9 decimals (the run's integer ns, exact).
+Times in the CSV files are seconds with 9 decimals: the run's integer ns, exact at any
+time a run reaches (`_s`). `tpot_s`, a mean of whole-ns gaps, is not a whole number of ns:
+it is the float nearest to it in seconds written to 9 decimals (`_mean_s`), so its nearest
+ns while a float resolves one (a TPOT of weeks would not), a mean exactly halfway between
+two ns going the way the float falls. In stats.json latencies keep the ns (9 decimals),
+the rates and fractions 6 decimals, or 6 significant digits where that keeps more
+(`_fig`: a low rate's throughput or a large cache's occupancy does not round to 0).
 """
 
 from __future__ import annotations
@@ -25,8 +31,21 @@ from kernbench.host.serve.state import Seq
 PERCENTILES = (50, 90, 99)
 
 
-def _s(ns: float | None) -> str:
+def _s(ns: int) -> str:
+    """Integer ns as seconds with 9 decimals, exactly: `ns / 1e9`, a float, loses ns from
+    2**23 s (about 97 days) on, and a trace's arrivals go up to 1e9 s."""
+    q, r = divmod(abs(ns), 10**9)
+    return f"{'-' if ns < 0 else ''}{q}.{r:09d}"
+
+
+def _mean_s(ns: float | None) -> str:
     return "" if ns is None else f"{ns / 1e9:.9f}"
+
+
+def _fig(x: float) -> float:
+    """`x` to 6 decimals, or to 6 significant digits below 0.1 (where 6 decimals keep
+    fewer), so that a small figure keeps its digits and a usual one its old text."""
+    return round(x, 6) if abs(x) >= 0.1 else float(f"{x:.6g}")
 
 
 def tpot_ns(seq: Seq) -> float | None:
@@ -41,7 +60,7 @@ def requests_csv(run: ServeRun) -> str:
         r = s.req
         lines.append(",".join((str(r.id), _s(r.arrival_ns), str(r.prompt), str(r.output),
                                _s(s.first_token_ns), _s(s.finish_ns),
-                               _s(s.first_token_ns - r.arrival_ns), _s(tpot_ns(s)),
+                               _s(s.first_token_ns - r.arrival_ns), _mean_s(tpot_ns(s)),
                                _s(s.finish_ns - r.arrival_ns), str(s.preemptions))))
     return "\n".join(lines) + "\n"
 
@@ -85,7 +104,7 @@ def little(run: ServeRun) -> dict[str, float]:
     span = run.end_ns - int(arrival.min())
     L = area / span
     lam_w = float((finish - arrival).sum()) / span  # λ·W = (N / span) · (Σ e2e / N)
-    return {"L": round(L, 6), "lambda_W": round(lam_w, 6),
+    return {"L": _fig(L), "lambda_W": _fig(lam_w),
             "relative_error": round(abs(L - lam_w) / lam_w, 9) if lam_w else 0.0}
 
 
@@ -108,27 +127,27 @@ def serve_stats(run: ServeRun, slo: dict[str, float], kv_blocks: int) -> dict[st
         "tpot_s": _summary(tpots),
         "e2e_s": _summary(e2e),
         "throughput": {
-            "requests_per_s": round(len(seqs) / span_s, 6),
-            "output_tokens_per_s": round(out_tokens / span_s, 6),
-            "tokens_per_s": round((out_tokens + sum(s.req.prompt for s in seqs)) / span_s, 6),
+            "requests_per_s": _fig(len(seqs) / span_s),
+            "output_tokens_per_s": _fig(out_tokens / span_s),
+            "tokens_per_s": _fig((out_tokens + sum(s.req.prompt for s in seqs)) / span_s),
         },
         "preemptions": run.preemptions,
         "preempted_requests": sum(1 for s in seqs if s.preemptions),
         "kv_occupancy": {
             "blocks": kv_blocks,
             "peak_blocks": max(tl.blocks, default=0),
-            "peak_fraction": round(max(tl.blocks, default=0) / kv_blocks, 6),
-            "mean_fraction_busy": round(weighted / busy / kv_blocks, 6) if busy else 0.0,
+            "peak_fraction": _fig(max(tl.blocks, default=0) / kv_blocks),
+            "mean_fraction_busy": _fig(weighted / busy / kv_blocks) if busy else 0.0,
         },
-        "busy_fraction": round(busy / (run.end_ns - first), 6) if run.end_ns > first else 0.0,
+        "busy_fraction": _fig(busy / (run.end_ns - first)) if run.end_ns > first else 0.0,
         "little": little(run),
     }
     if slo:
         good = sum(1 for s, a, e in zip(seqs, ttft, e2e, strict=True)
                    if meets(slo, a, tpot_ns(s), e))
         stats["goodput"] = {"slo_s": {k: v / 1e9 for k, v in slo.items()},
-                            "requests": good, "fraction": round(good / len(seqs), 6),
-                            "requests_per_s": round(good / span_s, 6)}
+                            "requests": good, "fraction": _fig(good / len(seqs)),
+                            "requests_per_s": _fig(good / span_s)}
     return stats
 
 

@@ -10,6 +10,10 @@ machine. `read_trace` reads a CSV with the columns `arrival_s,prompt_tokens,outp
 `InputError` naming the file, the line and the field, and so is a time beyond
 `MAX_TIME_S` (a run's times are integer nanoseconds and must stay within 64 bits; a
 UTF-8 byte-order mark before the header, as spreadsheet programs write, is skipped).
+Lines may end in LF, CRLF or CR alone; a file the csv module cannot split (a field
+longer than its limit) is an `InputError` naming the line. A cell is a number written in
+ASCII (`_NUMBER`: digits, an optional fraction and exponent); the token counts take an
+integral decimal as spreadsheet exports write it (`512.0`, `5.12e2`).
 
 Times are integer nanoseconds from here on: every later sum is exact.
 """
@@ -20,7 +24,10 @@ import csv
 import io
 import math
 import random
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 from kernbench.errors import MAX_JSON_BYTES, InputError, read_input_text
@@ -32,6 +39,9 @@ MAX_TIME_S = 1e9
 #: the most requests a run takes (its request list and per-request outputs stay within a
 #: few hundred MB of host memory)
 MAX_REQUESTS = 1_000_000
+#: a number in a trace cell: float() and int() also take `1_000`, digits of other scripts
+#: and (float) nan or inf, which no trace means as a time or a token count
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -123,30 +133,58 @@ def poisson_requests(n: int, rate: float, prompt: LengthSpec, output: LengthSpec
     return out
 
 
+def _csv_rows(text: str, file: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each CSV record of `text`; a record the csv module cannot
+    read is an InputError naming its line, never a traceback."""
+    # newline="" lets the reader end a record at LF, CRLF or a lone CR
+    reader = csv.reader(io.StringIO(text, newline=""))
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise InputError(f"not readable as CSV: {e}", file=file,
+                             where=f"line {reader.line_num}") from None
+        yield reader.line_num, row
+
+
+def _count(cell: str) -> int | None:
+    """A token-count cell's integer: `512`, or an integral decimal (`512.0`, `5.12e2`);
+    None for anything else."""
+    t = cell.strip()
+    if not _NUMBER.fullmatch(t):
+        return None
+    d = Decimal(t)
+    # int() refuses more than 4300 digits too; an exponent beyond would build a huge int
+    if d.adjusted() >= 4300 or d != d.to_integral_value():
+        return None
+    return int(d)
+
+
 def read_trace(path: Path) -> list[Request]:
     """The requests of a trace CSV (see the module docstring)."""
     file = str(path)
     text = read_input_text(Path(path), MAX_JSON_BYTES).removeprefix("\ufeff")
-    rows = csv.reader(io.StringIO(text))
-    header = next(rows, None)
+    rows = _csv_rows(text, file)
+    header = next(rows, (1, None))[1]
     if header is None or [h.strip() for h in header] != list(TRACE_COLUMNS):
         raise InputError(f"the header must be {','.join(TRACE_COLUMNS)} (got "
                          f"{','.join(header or []) or 'an empty file'})", file=file,
                          where="line 1")
     out: list[Request] = []
     last = 0
-    for line, row in enumerate(rows, start=2):
+    for line, row in rows:
         if not row or all(not c.strip() for c in row):
             continue
         where = f"line {line}"
         if len(row) != 3:
             raise InputError(f"{len(row)} fields, expected 3", file=file, where=where)
-        try:
-            t = float(row[0])
-        except ValueError:
+        if not _NUMBER.fullmatch(row[0].strip()):
             raise InputError(f"'{row[0]}' is not a number", file=file, where=where,
-                             field="arrival_s") from None
-        if not math.isfinite(t) or t < 0:
+                             field="arrival_s")
+        t = float(row[0])  # _NUMBER admits no nan: only an overflow is not finite
+        if t < 0:
             raise InputError(f"{row[0].strip()} is not a time >= 0", file=file, where=where,
                              field="arrival_s")
         if t > MAX_TIME_S:
@@ -159,11 +197,10 @@ def read_trace(path: Path) -> list[Request]:
         last = ns
         lens = []
         for name, cell in zip(TRACE_COLUMNS[1:], row[1:], strict=True):
-            try:
-                v = int(cell)
-            except ValueError:
+            v = _count(cell)
+            if v is None:
                 raise InputError(f"'{cell}' is not an integer", file=file, where=where,
-                                 field=name) from None
+                                 field=name)
             if v < 1:
                 raise InputError(f"must be >= 1, got {v}", file=file, where=where, field=name)
             lens.append(v)
