@@ -205,9 +205,7 @@ def _report_layer_ops(census: LayerOpCensus, strict: bool, name: str | None) -> 
     note = census.note()
     if note and strict:
         raise InputError(note + " (refused with --strict)", file=name)
-    if note:
-        # what runs whole, not which nodes: a serving run's programs of one model name
-        # their nodes differently from one shape to the next
+    if note:  # keyed by what runs whole: serve's programs of one model rename nodes
         warn(note, key=("whole-layer ops", tuple(sorted(census.by_op))))
 
 

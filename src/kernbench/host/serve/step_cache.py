@@ -9,10 +9,10 @@ give, and one file serves several models or topologies (a sweep over a topology 
 Sections another kernbench version wrote can never be read again by this one and are
 dropped when the file is written, with a note. Any other file is refused (it is not
 kernbench's to overwrite), and so is a step cache holding something other than programs
-of positive lengths with finite times of at least 1 ns, or one shape twice. The file is
-rewritten atomically after each new program, merged with what another run sharing it
-wrote meanwhile, so a run that is stopped keeps what it simulated. (A file of the
-earlier one-identity layout, `{"identity", "programs"}`, is read as one section.)
+of positive lengths with finite times of at least a nanosecond, or one shape twice. The
+file is rewritten atomically after each new program, merged with what another run
+sharing it wrote meanwhile, so a run that is stopped keeps what it simulated. (A file of
+the earlier one-identity layout, `{"identity", "programs"}`, is read as one section.)
 """
 
 from __future__ import annotations
