@@ -114,3 +114,12 @@ def test_throughput_at_a_very_low_rate_keeps_its_significant_digits():
                         10_000)
     rps = usual["throughput"]["requests_per_s"]
     assert rps == round(rps, 6) and f"{rps:,.1f} requests/s" in serve_lines(usual)[3]
+
+
+def test_a_late_arrival_keeps_every_nanosecond_of_its_text(tmp_path):
+    from kernbench.host.serve.workload import read_trace
+
+    f = tmp_path / "t.csv"
+    f.write_text("arrival_s,prompt_tokens,output_tokens\n0.000000001,8,2\n"
+                 "987654321.123456789,8,2\n")
+    assert [r.arrival_ns for r in read_trace(f)] == [1, 987654321123456789]

@@ -190,7 +190,9 @@ def read_trace(path: Path) -> list[Request]:
         if t > MAX_TIME_S:
             raise InputError(f"{row[0].strip()} is beyond {MAX_TIME_S:g} s, the latest arrival "
                              "a run takes", file=file, where=where, field="arrival_s")
-        ns = round(t * 1e9)
+        # from the decimal text, not the float: a 9-decimal arrival beyond about 9e6 s has
+        # more digits than a float holds (half-even, like round() of the float)
+        ns = round(Decimal(row[0].strip()) * 10**9)
         if ns < last:
             raise InputError(f"{row[0].strip()} is earlier than the line before (times must "
                              "not decrease)", file=file, where=where, field="arrival_s")
