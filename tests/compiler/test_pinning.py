@@ -53,3 +53,26 @@ def test_a_spread_input_a_layer_cannot_tile_is_pinned_and_the_layer_then_tiles(t
     gather = [op for op in ops if op.layer == "gather_1"]
     assert gather and not any(op.opcode.endswith("LAYER_OP") for op in ops)
     assert not st.require_tiles().whole
+
+
+def test_a_pinned_storage_keeps_its_name_when_intermediates_reuse_space(tmp_path):
+    """With HBM reuse (a shape-only model's default), a tensor that was spread took no
+    other's space; once pinned it must not either, or its storage is renamed and the
+    plan's pins name a storage its layer no longer touches (a real-size MoE prefill
+    failed the plan's check so). The MoE layers of a prefill run whole on spread rows."""
+    from kernbench.compiler.pipeline import compile_graph
+    from kernbench.host.models import ShapeOptions, resolve_model
+
+    repo = Path(__file__).resolve().parents[2]
+    res = resolve_model(repo / "tests" / "hf_configs" / "tiny-mixtral.json",
+                        ShapeOptions(1, 256, 0), tmp_path, None)
+    g, _ = load_model(res.path, None)
+    state, _ = compile_graph(g, load_topology("large"), CompileOptions(reuse_hbm=True))
+    pins = state.lowering_plan.pins
+    assert pins and set(pins) == state.pinned
+    memory = state.memory
+    nodes = {n.id: n for n in state.graph.nodes}
+    for key, layer in pins.items():  # each pin is touched by the layer it names
+        keys = {memory.placements[t].key for t in (*nodes[layer].inputs, *nodes[layer].outputs)
+                if t and t in memory.placements}
+        assert key in keys

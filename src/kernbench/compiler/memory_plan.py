@@ -9,7 +9,7 @@
   are never spread;
 - with `CompileOptions.reuse_hbm` (default: shape-only models) an unspread intermediate
   takes the space of a storage whose tensors are dead (compiler.liveness, MemoryPlan.allocate
-  `live=`);
+  `live=`), but for a pinned one, which keeps the storage its pin names;
 - graph inputs and constants are replicated in every cube's HBM (the host deploys each
   copy) so that PEs read them locally; DMAs use the copy in their own cube;
 - views (reshape of contiguous data, IDENTITY, transposes the layout pass folded) share
@@ -136,8 +136,11 @@ def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
         t = g.tensors[tid]
         dtype = _stored_dtype(plan, g, n, tid)
         # only plain intermediates take part in reuse; one a folded transpose writes is
-        # re-homed below (its allocation replaced), so it neither gives nor takes space
-        folded_into = any(state.folded.get(c) == "write" for c in t.consumers)
+        # re-homed below (its allocation replaced), so it neither gives nor takes space;
+        # one pinned keeps its own storage, which the plan's pins name (taking another's
+        # space would rename it once pinned: it was spread, so it took none before)
+        folded_into = any(state.folded.get(c) == "write" for c in t.consumers) \
+            or tid in state.pinned
         role = role_of.get(tid, "intermediate")
         perm = state.stored_permuted.get(tid)
         shape = [t.shape[p] for p in perm] if perm else t.shape
