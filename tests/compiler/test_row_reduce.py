@@ -173,3 +173,26 @@ def test_split_takes_the_fastest_estimate(tiles, k, pes, engines):
     best = min(cands, key=lambda ks: (cands[ks], ks))
     assert got.ks == best
     assert got.tk == (k if best == 1 else -(-k // (best * 32)) * 32)
+
+
+def test_a_split_keeps_each_parts_tiles_within_a_tcm_bank():
+    """A split part is one K step: on a long K (Llama-3.1-405B's MLP, K 53 248) the
+    splits with few parts have weight tiles larger than a bank and are not taken."""
+    from types import SimpleNamespace
+
+    from kernbench.compiler.lower.gemm_parts import split
+    from kernbench.compiler.tiling import GemmTiles
+    from kernbench.topology import load_topology
+
+    pt = load_topology("large").config.cube.pe_template
+    bank = pt.pe_tcm.capacity_kib * 1024 // pt.pe_tcm.banks
+
+    def parts(bank_bytes: int) -> GemmTiles:
+        lw = SimpleNamespace(gemm_spec=pt.pe_gemm, bank=bank_bytes,
+                             engines=SimpleNamespace(te_count=1))
+        # 128 output tiles over 8 PEs: few, long parts are estimated fastest
+        return split(lw, GemmTiles(tm=32, tn=128, tk=4096), 128, 53248, 8, 8, (1, 1))
+
+    assert parts(1 << 30).tk * 128 > bank  # what the estimate alone picks
+    out = parts(bank)
+    assert out.ks > 1 and out.tk * out.tn <= bank and out.tm * out.tk <= bank

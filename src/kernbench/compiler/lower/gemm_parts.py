@@ -100,7 +100,8 @@ def range_tiles(lw: Lowering, a_dtype: str, w_dtype: str, w_bits: int, rows: int
                           dma_peak_bytes_per_cycle=dma_peak_bytes_per_cycle(lw),
                           share_pes=memory_sharing_pes(lw))
     if row_reduce and integer and t.ks == 1 and rows <= t.tm:
-        t = split(lw, t, math.ceil(nn / t.tn), k, w_bits, n_pes)
+        t = split(lw, t, math.ceil(nn / t.tn), k, w_bits, n_pes,
+                  (ITEMSIZE[a_dtype], tcm_itemsize(w_dtype)))
     return t
 
 
@@ -116,12 +117,16 @@ def range_parts(t: GemmTiles, r_lo: int, r_hi: int, nn: int,
             for i, (k0, k1) in enumerate(parts)]
 
 
-def split(lw: Lowering, t: GemmTiles, tiles: int, k: int, bits: int, n_pes: int) -> GemmTiles:
+def split(lw: Lowering, t: GemmTiles, tiles: int, k: int, bits: int, n_pes: int,
+          itemsizes: tuple[float, float] = (1, 1)) -> GemmTiles:
     """The K parts per tile of a one-row GEMM that will be reduced on one PE: the
     reduction is paid anyway (it replaces the norm's gather), so the parts are chosen by
     the tensor engines' estimated time alone: waves of parts over the PEs' engines, each
     part one K step of its array cycles plus a command round trip. `t` (as the tiler
-    chose it) stands unless a split is estimated faster."""
+    chose it) stands unless a split is estimated faster. A part is one K step, so its A
+    and W tiles (`itemsizes`: bytes of an A and a W element in TCM) must each fit a TCM
+    bank, as the tiler's do: a long K (a 405B model's MLP) leaves only the splits with
+    enough parts."""
     engines = n_pes * lw.engines.te_count
     spec = lw.gemm_spec
 
@@ -136,6 +141,8 @@ def split(lw: Lowering, t: GemmTiles, tiles: int, k: int, bits: int, n_pes: int)
             break  # the reducer loads every slot of the row into one TCM bank
         tk = math.ceil(k / ks / K_ALIGN) * K_ALIGN
         if tk >= k or math.ceil(k / tk) != ks:
+            continue
+        if max(t.tm * tk * itemsizes[0], tk * t.tn * itemsizes[1]) > lw.bank:
             continue
         e = est(tk, ks)
         if e < best:
