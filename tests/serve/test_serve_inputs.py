@@ -226,3 +226,20 @@ def test_an_onnx_model_is_named_by_its_file_and_warned_about_once(tmp_path, caps
     assert json.loads((tmp_path / "o" / "stats.json").read_text())["serve"]["model"] == "dyn"
     assert "requests of dyn on" in err
     assert sum("whole-layer ops" in ln for ln in err.splitlines()) == 1
+
+
+def test_a_step_cache_identity_is_the_hardware_not_its_name():
+    from kernbench.host.serve.chips import one_chip
+    from kernbench.host.serve.step_cache import identity
+    from kernbench.topology import load_topology
+
+    one = one_chip(load_topology("large-x8"))  # a disaggregated run's chip
+    assert identity(TINY, None, one) == identity(TINY, None, load_topology("large"))
+    assert identity(TINY, None, one) != identity(TINY, None, load_topology("base"))
+
+
+def test_weights_that_fill_the_hbm_name_the_memory_and_the_way_out():
+    from kernbench.host.serve.kv_cache import capacity_blocks
+
+    with pytest.raises(InputError, match="HBM of one chip.*disaggregated"):
+        capacity_blocks(2**30, 2**31, 1024, 16, 0.9, "one chip")

@@ -16,15 +16,17 @@ def blocks_for(tokens: int, block_tokens: int) -> int:
 
 
 def capacity_blocks(hbm_bytes: int, weight_bytes: int, kv_bytes_per_token: int,
-                    block_tokens: int, fraction: float) -> int:
+                    block_tokens: int, fraction: float, where: str = "the topology") -> int:
     """Blocks that fit in `fraction` of the HBM the weights leave; InputError when the
-    weights alone do not fit."""
+    weights alone do not fit (`where` names the memory: the system's, or one chip's)."""
     if block_tokens < 1:
         raise InputError(f"must be >= 1, got {block_tokens}", field="--block-tokens")
     free = hbm_bytes - weight_bytes
     if free <= 0:
-        raise InputError(f"the weights ({weight_bytes / 2**30:.2f} GiB) leave no HBM for a KV "
-                         f"cache ({hbm_bytes / 2**30:g} GiB)", field="--topology")
+        raise InputError(f"the weights ({weight_bytes / 2**30:.2f} GiB) leave no room for a "
+                         f"KV cache in the {hbm_bytes / 2**30:g} GiB of HBM of {where} (a "
+                         "larger topology, or a multi-chip one with a policy that is not "
+                         "disaggregated)", field="--topology")
     return int(free * fraction) // (block_tokens * kv_bytes_per_token)
 
 

@@ -166,7 +166,9 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
         blocks = opts.kv_blocks
     else:
         blocks = capacity_blocks(chip.hbm_bytes, m.weight_bytes, m.kv_bytes_per_token,
-                                 opts.block_tokens, kv_fraction)
+                                 opts.block_tokens, kv_fraction,
+                                 "one chip (disaggregated: each chip holds the whole "
+                                 "model)" if disagg else f"'{topo.name}'")
     kv = PagedKvCache(blocks, opts.block_tokens)
     # a cache the user sized, or one whose blocks are too large to have any, is at fault
     cache_field = ("--kv-blocks" if opts.kv_blocks is not None else
@@ -201,9 +203,11 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                      if opts.trace is None else None, "seed": None if opts.trace else opts.seed or 0,
                      "prompt_len": None if opts.trace else opts.prompt_len or "512",
                      "output_len": None if opts.trace else opts.output_len or "128"},
+        # per chip when every chip holds the model (disaggregated): the sizing's inputs
         "kv_cache": {"block_tokens": opts.block_tokens, "blocks": total_blocks,
+                     "blocks_per_chip": blocks if disagg else None,
                      "bytes_per_token": m.kv_bytes_per_token, "weight_bytes": m.weight_bytes,
-                     "hbm_bytes": topo.hbm_bytes},
+                     "hbm_bytes": chip.hbm_bytes},
         "steps": {"count": timer.steps, "exact": opts.exact_steps,
                   "programs": len(timer.programs), "programs_simulated": len(src.fresh),
                   "shapes": len(timer.shapes)},

@@ -3,9 +3,10 @@
 A serving run simulates each program shape once; a sweep of loads, or a re-run, needs the
 same programs again. The file holds the programs' simulated ns in sections, one per
 identity: the sha256 of the model file's bytes (or the built-in name), the qconfig file's
-bytes, the topology after every override and kernbench's version. A run reads and adds to
-its own identity's section only, so a cached time is always the one the simulator would
-give, and one file serves several models or topologies (a sweep over a topology grid).
+bytes, the topology after every override (not its name) and kernbench's version. A run
+reads and adds to its own identity's section only, so a cached time is always the one the
+simulator would give, and one file serves several models or topologies (a sweep over a
+topology grid).
 Sections another kernbench version wrote can never be read again by this one and are
 dropped when the file is written, with a note. Any other file is refused (it is not
 kernbench's to overwrite), and so is a step cache holding something other than programs
@@ -43,8 +44,10 @@ def _sha(path: Path | None) -> str | None:
 
 
 def identity(model: Path, qconfig: Path | None, topo: Topology) -> str:
+    # the hardware, not its name: `large` and one chip of `large-x8` run the same programs
     blob = {"model": _sha(model), "qconfig": _sha(qconfig),
-            "topology": topo.config.model_dump(mode="json"), "kernbench": kernbench.__version__}
+            "topology": topo.config.model_dump(mode="json", exclude={"name"}),
+            "kernbench": kernbench.__version__}
     text = json.dumps(blob, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
