@@ -115,6 +115,13 @@ def test_kv_transfer_simulates_one_pair_per_route_distance_and_interpolates():
     exact = KvTransfer(topo, pools, bytes_per_token=1000, simulate=sim, exact=True)
     exact.ns(300, 0, 0)
     assert calls[-1] == (0, 4, 300_000)
+    # stats.json lists each simulated send with its bytes and rate
+    d = x.describe()
+    assert d["bytes_per_token"] == 1000 and d["programs"] == len(d["sends"]) == 6
+    first = d["sends"][0]
+    assert (first["src_chip"], first["dst_chip"], first["tokens"]) == (0, 4, 288)
+    assert first["bytes"] == 288_000
+    assert first["gb_per_s"] == round(288_000 / cost(topo, 0, 4, 288_000), 3)
 
 
 def test_a_simulated_send_takes_at_least_the_links_time():

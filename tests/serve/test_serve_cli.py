@@ -131,6 +131,12 @@ def test_disaggregated_on_two_chips_is_one_chip_programs_plus_the_kv_transfer(tm
     rest = round((float(row["finish_s"]) - float(row["first_token_s"])) * 1e9)
     assert ttft == _run_ns(1, 24, 0, tmp_path)  # each chip runs `small`'s programs
     assert rest == sent + _run_ns(1, 1, 24, tmp_path) + _run_ns(1, 1, 25, tmp_path)
+    # the sizing's inputs are one chip's, and the send is reported as simulated
+    assert doc["kv_cache"]["hbm_bytes"] == load_topology("small").hbm_bytes
+    assert doc["kv_cache"]["blocks"] == 2 * doc["kv_cache"]["blocks_per_chip"]
+    (send,) = doc["chips"]["kv_transfer"]["sends"]
+    assert (send["tokens"], send["bytes"], round(send["ns"])) == (24, 24 * per_token, sent)
+    assert "1 prefill + 1 decode" in (tmp_path / "o" / "report.html").read_text()
 
 
 @pytest.mark.parametrize(("args", "needle"), [

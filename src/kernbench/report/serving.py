@@ -88,6 +88,12 @@ def serving_html(title: str, serve: dict[str, Any], latencies: dict[str, list[fl
         slo = ", ".join(f"{k} ≤ {_t(v)}" for k, v in g["slo_s"].items())
         cards.append(_card("goodput", f"{fmt_figure(g['requests_per_s'], 3, '')} req/s",
                            f"{100 * g['fraction']:.1f} % meet {slo}"))
+    if "chips" in serve:  # disaggregated: the pools and the KV sends between them
+        c = serve["chips"]
+        sends = c["kv_transfer"].get("sends") or []
+        rate = (f"KV sends at {min(x['gb_per_s'] for x in sends):.3g}–"
+                f"{max(x['gb_per_s'] for x in sends):.3g} GB/s" if sends else "no KV send")
+        cards.append(_card("chips", f"{c['prefill']} prefill + {c['decode']} decode", rate))
     unit, scale = ("ms", 1e3) if r["e2e_s"]["max"] >= 1e-3 else ("µs", 1e6)
     rows = [_pct_row("TTFT", r["ttft_s"], scale), _pct_row("TPOT", r["tpot_s"], scale),
             _pct_row("end-to-end", r["e2e_s"], scale)]

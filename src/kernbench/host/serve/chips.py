@@ -71,9 +71,16 @@ class KvTransfer:
         return len(self.topo.route(chip_port(cfg, src), chip_port(cfg, self.pools.prefill + dst)))
 
     def describe(self) -> dict[str, object]:
+        """The transfer's parameters for stats.json: how it is timed, the KV bytes per
+        token, and every simulated send (its chips, tokens, bytes, ns and GB/s)."""
+        sends = [{"src_chip": a, "dst_chip": self.pools.prefill + b, "tokens": t,
+                  "bytes": t * self.bytes_per_token, "ns": round(ns, 3),
+                  "gb_per_s": round(t * self.bytes_per_token / ns, 3) if ns else None}
+                 for ((a, b), t), ns in sorted(self.programs.items())]
         return {"model": "simulated send_recv of the KV bytes over the chip route, per "
                          "route distance and token bucket",
-                "programs": len(self.programs)}
+                "bytes_per_token": self.bytes_per_token,
+                "programs": len(self.programs), "sends": sends}
 
     def ns(self, tokens: int, src: int, dst: int) -> int:
         hops = self.hops(src, dst)
