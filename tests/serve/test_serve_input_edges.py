@@ -117,8 +117,6 @@ def test_throughput_at_a_very_low_rate_keeps_its_significant_digits():
 
 
 def test_a_late_arrival_keeps_every_nanosecond_of_its_text(tmp_path):
-    from kernbench.host.serve.workload import read_trace
-
     f = tmp_path / "t.csv"
     f.write_text("arrival_s,prompt_tokens,output_tokens\n0.000000001,8,2\n"
                  "987654321.123456789,8,2\n")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import kernbench
 from kernbench.cli import main
 from kernbench.errors import InputError
 from kernbench.host.serve.step_cache import StepCache
@@ -61,13 +62,30 @@ def test_bad_programs_in_a_step_cache_are_refused(tmp_path, row):
 def test_each_identity_keeps_its_own_section_of_one_file(tmp_path, capsys):
     f = tmp_path / "c.json"
     other = "b" * 64
-    f.write_text(json.dumps({"identity": other, "programs": [[1, 1, 8, 100.0]]}))
-    c = StepCache(f, IDENT)  # the one-section layout of earlier versions is read
+    StepCache(f, other).put((1, 1, 8), 100.0)
+    c = StepCache(f, IDENT)
     assert c.loaded == 0
     c.put((1, 1, 4), 50.0)
     assert StepCache(f, other).programs == {(1, 1, 8): 100.0}  # kept beside ours
     assert StepCache(f, IDENT).programs == {(1, 1, 4): 50.0}
     assert capsys.readouterr().err == ""
+
+
+def test_an_earlier_layouts_file_is_read_and_its_other_identities_dropped(tmp_path,
+                                                                          capsys):
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"identity": IDENT, "programs": [[1, 1, 8, 100.0]]}))
+    c = StepCache(f, IDENT)  # read, not refused as a foreign file
+    assert c.programs == {(1, 1, 8): 100.0}
+    c.put((1, 1, 4), 50.0)  # ours: rewritten in the sectioned layout, no note
+    doc = json.loads(f.read_text())
+    assert doc["caches"] == {IDENT: {"kernbench": kernbench.__version__,
+                                     "programs": [[1, 1, 4, 50.0], [1, 1, 8, 100.0]]}}
+    assert capsys.readouterr().err == ""
+    f.write_text(json.dumps({"identity": "b" * 64, "programs": [[1, 1, 8, 100.0]]}))
+    StepCache(f, IDENT).put((1, 1, 4), 50.0)  # another's, of an unknown version: dropped
+    assert list(json.loads(f.read_text())["caches"]) == [IDENT]
+    assert "other kernbench version" in capsys.readouterr().err
 
 
 def test_sections_of_another_kernbench_version_are_dropped_with_a_note(tmp_path, capsys):

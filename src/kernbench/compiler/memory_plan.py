@@ -139,7 +139,7 @@ def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
         # re-homed below (its allocation replaced), so it neither gives nor takes space;
         # one pinned keeps its own storage, which the plan's pins name (taking another's
         # space would rename it once pinned: it was spread, so it took none before)
-        folded_into = any(state.folded.get(c) == "write" for c in t.consumers) \
+        no_reuse = any(state.folded.get(c) == "write" for c in t.consumers) \
             or tid in state.pinned
         role = role_of.get(tid, "intermediate")
         perm = state.stored_permuted.get(tid)
@@ -148,7 +148,7 @@ def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
         rows = [*shape[:-2], shape[-2] * shape[-1]] if perm and len(shape) > 1 else shape
         a = plan.allocate(tid, rows, dtype, role, source=tid,
                           spread=_spreads(state, tid, role, n),
-                          live=None if tid in role_of or folded_into else live.get(tid))
+                          live=None if tid in role_of or no_reuse else live.get(tid))
         p = plan.place(tid, a, shape)
         if perm:  # stored transposed (layout pass): seen through permuted strides
             inv = [perm.index(i) for i in range(len(perm))]

@@ -35,10 +35,15 @@ class ChipPools:
 
     @staticmethod
     def split(topo: Topology, prefill: int | None) -> ChipPools:
-        chips = topo.chips
+        return ChipPools.of(topo.chips, prefill, f"'{topo.name}'")
+
+    @staticmethod
+    def of(chips: int, prefill: int | None, name: str = "the topology") -> ChipPools:
+        """`chips` split into `prefill` prefill chips (None: half) and the rest decode;
+        InputError when that leaves a pool empty (`name`: the topology, for the message)."""
         if chips < 2:
             raise InputError(f"the disaggregated policy needs a system of at least 2 chips; "
-                             f"'{topo.name}' has {chips} (a multi-chip preset such as t3k, or "
+                             f"{name} has {chips} (a multi-chip preset such as t3k, or "
                              "--set system.chips=N)", field="--policy")
         p = chips // 2 if prefill is None else prefill
         if not 1 <= p < chips:

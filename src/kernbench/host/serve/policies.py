@@ -122,10 +122,10 @@ class Continuous(Policy):
                              "tokens (use the chunked policy or raise it)",
                              field="--max-batch-tokens")
         # a preempted request recomputes its prompt and all but its last token at once
-        if prompt + output - 1 > self.limits.max_batch_tokens:
+        if prompt + output - 1 > budget:
             raise InputError(f"a request of {prompt} prompt + {output} output tokens, "
                              f"preempted, must prefill {prompt + output - 1} tokens again in "
-                             f"one step, more than {self.limits.max_batch_tokens} tokens per "
+                             f"one step, more than {budget} tokens per "
                              "step (use the chunked policy or raise it)",
                              field="--max-batch-tokens")
 

@@ -14,9 +14,10 @@ import re
 from kernbench.errors import InputError
 
 KEYS = ("ttft", "tpot", "e2e")
+#: ns per unit; µs written with the micro sign or the Greek mu, as the tool prints it
 _UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "\u00b5s": 1e3, "\u03bcs": 1e3, "ns": 1.0}
-_ITEM = re.compile(r"^([a-z0-9]+)=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(s|ms|us|\u00b5s|\u03bcs|ns)$",
-                   re.ASCII)
+_ITEM = re.compile(r"^([a-z0-9]+)=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)("
+                   + "|".join(sorted(_UNITS, key=len, reverse=True)) + ")$", re.ASCII)
 
 
 def parse_slo(text: str | None) -> dict[str, float]:

@@ -13,7 +13,8 @@ kernbench's to overwrite), and so is a step cache holding something other than p
 of positive lengths with finite times of at least a nanosecond, or one shape twice. The
 file is rewritten atomically after each new program, merged with what another run
 sharing it wrote meanwhile, so a run that is stopped keeps what it simulated. (A file of
-the earlier one-identity layout, `{"identity", "programs"}`, is read as one section.)
+the earlier one-identity layout, `{"identity", "programs"}`, is read as one section of
+an unknown version: used by a run of its identity, else dropped as stale.)
 """
 
 from __future__ import annotations
@@ -97,9 +98,8 @@ class StepCache:
                 sections = {}
             for k, v in _programs(sections.get(self.ident)).items():
                 self.programs.setdefault(k, v)
-        # a section of the one-section layout has no version (None): kept, it may be ours
         stale = [i for i, sec in sections.items()
-                 if sec["kernbench"] not in (None, kernbench.__version__)]
+                 if i != self.ident and sec["kernbench"] != kernbench.__version__]
         if stale:
             warn(f"--step-cache {self.path}: dropped the programs of {len(stale)} other "
                  "kernbench version(s), which this version cannot use")

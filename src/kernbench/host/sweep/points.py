@@ -292,8 +292,7 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
         LengthSpec.parse(sv.output_len, "serve.output_len")
         parse_slo(sv.slo)
     except InputError as e:
-        raise InputError(e.reason, file=label, field=e.field.replace("--", "serve.")
-                         if e.field else "serve") from None
+        raise InputError(e.reason, file=label, field=_spec_key(e.field)) from None
     for i, name in enumerate(sv.policy):
         known = sorted([*POLICIES, DISAGGREGATED])
         if name not in known:
@@ -311,24 +310,30 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
 
 
 def _serve_error(serve: dict[str, Any], topo: dict[str, Any] | None) -> str | None:
-    """Why a load-sweep point cannot run on its topology (None: it can). The disaggregated
-    policy splits a system's chips, so a point with one chip, or with no chip left for
-    decode, fails here, before its model is loaded."""
+    """Why a load-sweep point cannot run on its topology (None: it can): a disaggregated
+    point whose chips `ChipPools` cannot split fails here, before its model is loaded."""
+    from kernbench.host.serve.chips import ChipPools
     from kernbench.host.serve.policies import DISAGGREGATED
 
     if serve["policy"] != DISAGGREGATED or topo is None:
         return None
     system = topo.get("system")
-    chips = system["chips"] if system else 1
-    if chips < 2:
-        return (f"serve: the disaggregated policy needs a system of at least 2 chips; "
-                f"this point's topology has {chips}")
-    p = serve.get("prefill_chips")
-    p = chips // 2 if p is None else p
-    if not 1 <= p < chips:
-        return (f"serve.prefill_chips: must leave at least one prefill and one decode chip "
-                f"of {chips}, got {p}")
+    try:
+        ChipPools.of(system["chips"] if system else 1, serve.get("prefill_chips"),
+                     "this point's topology")
+    except InputError as e:
+        return f"{_spec_key(e.field)}: {e.reason}"
     return None
+
+
+def _spec_key(field: str | None) -> str:
+    """A serve error's field as the spec names it: `--prefill-chips` is
+    `serve.prefill_chips`; a field already named so stays."""
+    if not field:
+        return "serve"
+    if field.startswith("--"):
+        return "serve." + field[2:].replace("-", "_")
+    return field
 
 
 def _step_cache(spec: SweepSpec, base_dir: Path, label: str) -> str | None:
