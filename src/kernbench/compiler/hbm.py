@@ -35,6 +35,10 @@ MIN_ROWS_PER_CUBE = 8
 #: and completion trips its tiles pay (tiny GPT-2 attention and BERT's QDQ chains on base:
 #: 1-8 KiB parts in far cubes made the models slower than on one cube)
 MIN_PART_BYTES = 16384
+#: distributed constants (`MemoryPlan.replicate_constants` False): a constant of at most
+#: this many bytes (a norm's scale, a bias, a scale vector) is still copied into every
+#: cube, so that no tile waits on a remote trip for a few hundred bytes
+SMALL_CONSTANT_BYTES = 65536
 #: bytes per element of the dtypes the compiler places (numerics.dtypes; int4 packed; the
 #: block floats with their shared exponents, numerics.block_float)
 ITEMSIZE = {n: dtype_bits(n) // 8 if dtype_bits(n) % 8 == 0 else dtype_bits(n) / 8 for n in (
@@ -187,9 +191,17 @@ class Allocation:
 
 
 class MemoryPlan:
-    def __init__(self, n_cubes: int, cube_bytes: int) -> None:
+    """Addresses per cube. `replicate_constants`: every constant is copied into every
+    cube (the layout a model gets when its constants fit each cube:
+    compiler.weights_fit); False: a constant above `SMALL_CONSTANT_BYTES` is placed once,
+    in the cube with the most free bytes, and PEs of other cubes read it over the links."""
+
+    def __init__(self, n_cubes: int, cube_bytes: int, replicate_constants: bool = True) -> None:
         self.n_cubes = n_cubes
         self.cube_bytes = cube_bytes
+        self.replicate_constants = replicate_constants
+        #: bytes of every cube that constants placed once leave free (`room`)
+        self.reserve = 0
         self._next = [c * cube_bytes for c in range(n_cubes)]
         self.allocations: dict[str, Allocation] = {}
         self.placements: dict[str, Placement] = {}
@@ -252,6 +264,21 @@ class MemoryPlan:
             self._busy_until[key] = live[1]
         return a
 
+    def free_bytes(self, cube: int) -> int:
+        """Bytes of `cube`'s HBM above the highest address placed in it."""
+        return (cube + 1) * self.cube_bytes - self._next[cube]
+
+    def room(self, cube: int) -> int:
+        """What a constant placed once may take of `cube`'s free bytes: all but the
+        `reserve` kept for what the lowering allocates after it (scratch, quantized
+        activations)."""
+        return self.free_bytes(cube) - self.reserve
+
+    def emptiest_cube(self) -> int:
+        """The cube with the most free HBM (the lowest index among equals)."""
+        free = [self.free_bytes(c) for c in range(self.n_cubes)]
+        return free.index(max(free))
+
     def spread_rows(self, shape, dtype: str = "int8") -> bool:
         """Are there enough rows (all axes but the last) and bytes to give every cube a
         part worth having?"""
@@ -279,11 +306,23 @@ class MemoryPlan:
         return p
 
     def constant(self, key: str, array: np.ndarray, dtype: str, role: str = "weight",
-                 source: str | None = None, shape: tuple[int, ...] | None = None) -> Placement:
-        """A replicated constant (weights, scale vectors, biases). `shape` is the logical
-        shape when `array` is a packed encoding of it (int4: two values per byte)."""
+                 source: str | None = None, shape: tuple[int, ...] | None = None,
+                 home: Sequence[tuple[int, int]] = ()) -> Placement:
+        """A constant (weights, scale vectors, biases): replicated, or placed once
+        (`replicate_constants` False, above `SMALL_CONSTANT_BYTES`): cut into parts in the
+        cubes `home` names ((end byte, cube) of each part, as `allocate`'s `cuts`), or
+        whole in the emptiest cube. `shape` is the logical shape when `array` is a packed
+        encoding of it (int4: two values per byte)."""
         shape = tuple(array.shape if shape is None else shape)
-        a = self.allocate(key, shape, dtype, role, replicate=True, source=source, data=array)
+        once = not self.replicate_constants and self.n_cubes > 1 \
+            and nbytes_of(shape, dtype) > SMALL_CONSTANT_BYTES
+        if once and len(home) == 1:
+            a = self.allocate(key, shape, dtype, role, source=source, data=array,
+                              cube=home[0][1])
+        else:
+            a = self.allocate(key, shape, dtype, role, replicate=not once, source=source,
+                              data=array, cube=self.emptiest_cube() if once else 0,
+                              cuts=home if once else ())
         if a.data is not None and a.dtype in PACKED_BYTES \
                 and np.asarray(a.data).nbytes != a.nbytes:
             raise ValueError(f"{key}: {np.asarray(a.data).nbytes} packed bytes for a "

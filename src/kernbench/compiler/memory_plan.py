@@ -11,7 +11,9 @@
   takes the space of a storage whose tensors are dead (compiler.liveness, MemoryPlan.allocate
   `live=`), but for a pinned one, which keeps the storage its pin names;
 - graph inputs and constants are replicated in every cube's HBM (the host deploys each
-  copy) so that PEs read them locally; DMAs use the copy in their own cube;
+  copy) so that PEs read them locally; DMAs use the copy in their own cube. A model whose
+  constants do not fit each cube beside the activations (compiler.weights_fit) has each
+  constant but the small ones placed once instead, in the emptiest cube;
 - views (reshape of contiguous data, IDENTITY, transposes the layout pass folded) share
   their source's storage through strides; a layer output the layout pass stores
   transposed (`CompileState.stored_permuted`: a ROPE after a folded head transpose) is
@@ -29,10 +31,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from kernbench.compiler.hbm import MemoryPlan, Placement
+from kernbench.compiler.hbm import SMALL_CONSTANT_BYTES, MemoryPlan, Placement
 from kernbench.compiler.liveness import live_ranges
 from kernbench.compiler.state import CompileState
-from kernbench.errors import InputError
+from kernbench.compiler.weights_fit import constant_bytes, model_constant_bytes
+from kernbench.errors import InputError, warn
 from kernbench.ir.model import Graph, LayerIR, is_shape_only
 from kernbench.ir.ops import node_attrs
 
@@ -158,6 +161,26 @@ def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
                 _place_folded_write(state, plan, tid, g.node(c), role_of)
 
 
+def _replicate_constants(state: CompileState, plan: MemoryPlan) -> bool:
+    """The option, or whether one copy of the model's constants fits in the HBM every
+    cube has left after the activations."""
+    if state.options.replicate_constants is not None:
+        return state.options.replicate_constants
+    if plan.n_cubes == 1:
+        return True
+    need = model_constant_bytes(state.graph)
+    free = min(plan.free_bytes(c) for c in range(plan.n_cubes))
+    if need <= free:
+        return True
+    warn(f"the model's constants ({need / 2**30:.3g} GiB) do not fit in each cube's HBM "
+         f"beside the activations ({free / 2**30:.3g} GiB free in the fullest cube): each "
+         f"constant above {SMALL_CONSTANT_BYTES // 1024} KiB is placed once (a GEMM "
+         "weight's columns in the cube whose PEs compute them, any other constant in the "
+         "emptiest cube), and PEs read what is not in their cube over the links",
+         key="constants placed once")
+    return False
+
+
 @dataclass(frozen=True)
 class PlanMemory:
     """Place every graph input and layer output in HBM (state.memory)."""
@@ -195,5 +218,14 @@ class PlanMemory:
         for tid in g.outputs:
             if tid not in plan.placements:
                 raise InputError(f"graph output '{tid}' has no placement")
+        plan.replicate_constants = _replicate_constants(state, plan)
+        if not plan.replicate_constants:
+            # the lowering allocates after the constants (quantized activation copies,
+            # scratch): each cube keeps as much free as the activations placed here take
+            # in the fullest cube, or an equal share of what the program's constants
+            # leave free when that is less
+            used = max(plan.cube_bytes - plan.free_bytes(c) for c in range(plan.n_cubes))
+            free = sum(plan.free_bytes(c) for c in range(plan.n_cubes))
+            plan.reserve = max(0, min(used, (free - constant_bytes(g)) // plan.n_cubes))
         state.memory = plan
         return state

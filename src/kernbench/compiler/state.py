@@ -36,6 +36,10 @@ class CompileOptions:
     # nothing reads a dead intermediate back); True/False force it. A data pass with reuse
     # is exact, but `--dump-intermediates` would read overwritten layer outputs.
     reuse_hbm: bool | None = None
+    # constants copied into every cube (True) or placed once each, spread over the cubes
+    # (False); None = copied when they fit each cube beside the activations
+    # (compiler.weights_fit)
+    replicate_constants: bool | None = None
     # calibration values by graph content (compiler.quantize), kept while a caller compiles
     # one graph several times (compiler.pe_choice's PE subsets) and sets a dict here; None
     # keeps nothing (the values are activations: a real-weight model's can be large)

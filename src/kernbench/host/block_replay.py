@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernbench.common.program import LayerSpan
+from kernbench.compiler.weights_fit import MODEL_CONSTANT_BYTES, model_constant_bytes
 from kernbench.host.replay_figures import ActionsOf, whole_model_figures
 from kernbench.ir.model import Graph
 from kernbench.report.stats import (
@@ -155,6 +156,8 @@ def truncate_blocks(g: Graph, keep: int) -> Graph:
     if "llm" in out.metadata:
         out.metadata["llm"]["blocks"] = keep
     out.metadata["replay_of_blocks"] = last + 1
+    # laid out as the whole model is: its constants decide whether they are replicated
+    out.metadata[MODEL_CONSTANT_BYTES] = model_constant_bytes(g)
     out.rebuild_links()
     return out
 

@@ -188,13 +188,22 @@ def _timing_tile(cmd: PeCommand) -> None:
 
 
 def deploy(store: MemoryStore, bundle: Bundle, inputs: dict[str, np.ndarray]) -> None:
-    """Host side: constants to every replica, then the graph inputs."""
+    """Host side: constants to every replica (or each part to its cube), then the graph
+    inputs."""
     for key, a in bundle.memory["tensors"].items():
         if key not in bundle.weights:
             continue
         arr = bundle.weights[key]
+        packed = a["dtype"] in PACKED_BYTES  # int4 pairs, block-float blocks: their bytes
+        if a.get("parts"):  # placed once, cut over the cubes: each part's bytes
+            raw = (np.asarray(arr, np.uint8) if packed else
+                   np.ascontiguousarray(arr).astype(np_dtype(a["dtype"]))).reshape(-1)
+            raw = raw.view(np.uint8)
+            for off, nb, addr in a["parts"]:
+                store.write_bytes("hbm", addr, raw[off:off + nb])
+            continue
         for addr in a["replicas"] or [a["address"]]:
-            if a["dtype"] in PACKED_BYTES:  # int4 pairs, block-float blocks: their bytes
+            if packed:
                 store.write_bytes("hbm", addr, np.asarray(arr, np.uint8).view(np.uint8))
             else:
                 store.write("hbm", addr, np.ascontiguousarray(arr).astype(np_dtype(a["dtype"])))

@@ -252,8 +252,9 @@ class Lowering:
         return self.real_const(tid) if t.const and t.quant is not None else self.placement(tid)
 
     def const(self, key: str, array: np.ndarray, dtype: str, source: str | None = None,
-              shape: tuple[int, ...] | None = None) -> Placement:
-        return self.plan.constant(key, array, dtype, source=source, shape=shape)
+              shape: tuple[int, ...] | None = None,
+              home: Sequence[tuple[int, int]] = ()) -> Placement:
+        return self.plan.constant(key, array, dtype, source=source, shape=shape, home=home)
 
     def buf(self, pe: int, nbytes: float, label: str) -> Buf:
         b = Buf(self._next_buf, pe, max(int(math.ceil(nbytes)), 1), label)

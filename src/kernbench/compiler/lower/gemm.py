@@ -49,6 +49,7 @@ from kernbench.compiler.lower.te_weights import (
     weight_tile,
 )
 from kernbench.compiler.lower.values import FusedStep, PreparedX, TeWeight
+from kernbench.compiler.lower.weight_home import place_by_use
 from kernbench.compiler.lower.xquant import (
     QuantOut,
     drop_unwritten,
@@ -227,6 +228,7 @@ def gemm_tiles(lw: Lowering, n: LayerIR, per_pe: dict[int, tuple[GemmTiles, list
     helpers' partial sums (in a later phase). `spread`:
     the output is spread over the cubes (so is the split-K scratch). With a `reducer`
     every part stores its partial sum for it instead (`gemm_rowreduce`)."""
+    place_by_use(lw, wp, per_pe)
     scratch = gemm_splitk.partials(lw, n, per_pe, xq.shape[0], nn, spread) \
         if reducer is None else reducer.scratch
     owner_cube = {p.tile: lw.topo.pes[pe].cube.index for pe, (_, parts) in per_pe.items()

@@ -19,6 +19,8 @@ lowered, once per panel width its tiles use.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import ml_dtypes
 import numpy as np
 
@@ -105,7 +107,7 @@ def planned_te_weight(g: Graph, n: LayerIR, w_tid: str, mode: str) -> TeWeight |
                         values(f"{w_tid}@int{bits}",
                                wq.astype(qmath.storage_dtype(bits), copy=False), dt, w_tid))
     if mode in ("bf16", "fp32") and n.qbits_weight in BFP_FORMATS:
-        # stored as the block float (encoded per panel row, `_stored`), loaded into bf16
+        # stored as the block float (encoded per panel row, `stored`), loaded into bf16
         if w.shape[1] % BLOCK:
             return None
         return TeWeight(None, None, 16, values=values(f"{w_tid}@{n.qbits_weight}",
@@ -190,10 +192,17 @@ def panels(w: np.ndarray, panel: int) -> np.ndarray:
     return np.concatenate([out, w[:, whole:].reshape(-1)]) if whole < n else out
 
 
-def _stored(lw: Lowering, v: WeightValues, panel: int) -> Placement:
+def stored_key(v: WeightValues, panel: int) -> str:
+    """The storage key of `v` as column panels `panel` wide (0: row-major)."""
+    return v.key + (f"@panel{panel}" if panel else "")
+
+
+def stored(lw: Lowering, v: WeightValues, panel: int,
+            home: Sequence[tuple[int, int]] = ()) -> Placement:
     """`v` in HBM, row-major (`panel` 0) or as column panels `panel` wide: stored on first
-    use, once per (weight, panel width)."""
-    key = v.key + (f"@panel{panel}" if panel else "")
+    use, once per (weight, panel width); `home`: the cubes of its parts when it is placed
+    once (`MemoryPlan.constant`, `weight_home`)."""
+    key = stored_key(v, panel)
     shape = (v.shape[0] * v.shape[1],) if panel else v.shape
     stored = lw.plan.allocations.get(key)  # the memory plan: stored by an earlier tile
     if stored is not None:
@@ -207,7 +216,7 @@ def _stored(lw: Lowering, v: WeightValues, panel: int) -> Placement:
         # every panel row is whole blocks (its width a multiple of BLOCK), so the flat
         # blocks are the blocks of the [K, N] rows the interpreter rounds
         data = block_float.encode(data, v.dtype)
-    return lw.const(key, data, v.dtype, source=v.source, shape=shape)
+    return lw.const(key, data, v.dtype, source=v.source, shape=shape, home=home)
 
 
 #: a decode GEMM's weight tile (`CHUNKED_MAX_ROWS`) moves in DMAs of at least this many bytes: a PE's
@@ -245,14 +254,14 @@ def weight_tile(lw: Lowering, pe: int, bw: Buf, wp: TeWeight, layer: str, rows: 
         raise ValueError(f"{layer}: a {wp.dtype} weight tile at column {n0}, {tn} wide, is "
                          f"not whole blocks of {BLOCK}")
     if not panel:
-        p = wp.placement if wp.values is None else _stored(lw, wp.values, 0)
+        p = wp.placement if wp.values is None else stored(lw, wp.values, 0)
         lw.dma(False, pe, bw, p, k0 * nn + n0, tk, tn, nn, layer, role="weight")
         return
     width = min(panel, nn - n0)
     if n0 % panel or tn != width:
         raise ValueError(f"{layer}: weight tile at column {n0}, {tn} wide, is not a "
                          f"{panel}-column panel")
-    p = _stored(lw, wp.values, panel)
+    p = stored(lw, wp.values, panel)
     row_bytes = width * wp.bits // 8
     per = chunk_rows(tk, row_bytes) if chunked and row_bytes else tk
     for r0 in range(0, tk, per):
