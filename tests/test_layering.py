@@ -201,7 +201,7 @@ LOWER_LAYERS = {
     1: {"plan"},
     2: {"context"},
     3: {"blocks"},
-    4: {"te_weights", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
+    4: {"te_weights", "weight_home", "activation", "xquant", "attention_tiles", "epilogue", "kv_rows",
         "gemm_outputs", "gemm_splitk", "gemm_cubes", "gemm_parts", "row_spec", "gemm_rowreduce", "gemm", "attention_kv",
         "attention_parts", "attention", "clamp", "conv_tiles", "qlinear",
         "attention_float_tiles", "attention_float_kv", "dynq_plan", "qdq_layout", "conv_plan",
