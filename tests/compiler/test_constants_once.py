@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from kernbench.cli import main
 from kernbench.compiler.hbm import SMALL_CONSTANT_BYTES, MemoryPlan
-from kernbench.compiler.weights_fit import MODEL_CONSTANT_BYTES, constant_bytes
+from kernbench.compiler.weights_fit import constant_bytes, model_constant_bytes
 from kernbench.topology import load_topology
 
 CONFIGS = Path(__file__).resolve().parents[1] / "hf_configs"
@@ -155,7 +155,10 @@ def test_the_estimate_counts_each_weight_at_its_stored_width(tmp_path):
     assert constant_bytes(g) == D * H + 4 * H
 
 
-def test_a_truncated_graph_carries_the_whole_models_constants():
+def test_a_truncated_graph_and_its_shards_stand_for_the_whole_models_constants():
+    """Replay keeps 2 of 4 blocks: the estimate scales the kept blocks' constants back to
+    four; a tensor-parallel rank's shard of it stands for its share of the whole."""
+    from kernbench.compiler.parallel import shard_graph  # noqa: PLC0415
     from kernbench.host.block_replay import truncate_blocks  # noqa: PLC0415
     from kernbench.models.hf_config import load_hf_config  # noqa: PLC0415
     from kernbench.models.llm_graph import LlmShape, build_llm_graph  # noqa: PLC0415
@@ -163,7 +166,10 @@ def test_a_truncated_graph_carries_the_whole_models_constants():
     g = build_llm_graph(load_hf_config(CONFIGS / "tiny-llama-4l.json"), LlmShape(1, 4, 0))
     small = truncate_blocks(g, 2)
     assert constant_bytes(small) < constant_bytes(g)
-    assert small.metadata[MODEL_CONSTANT_BYTES] == constant_bytes(g)
+    assert model_constant_bytes(small) == model_constant_bytes(g) == constant_bytes(g)
+    whole = model_constant_bytes(shard_graph(g, 2, 0).graph)
+    assert model_constant_bytes(shard_graph(small, 2, 0).graph) == whole
+    assert whole < constant_bytes(g)
 
 
 def test_the_emptiest_cube_takes_a_constant_placed_whole():

@@ -9,9 +9,11 @@ lowering chooses each constant's representation: every constant at the width it 
 stored at (a TE weight at its layer's weight bits, any other constant at its dtype).
 
 A run that simulates the first blocks of a model and replays the rest
-(host.block_replay) compiles a truncated graph; the truncation records the whole
-model's estimate in `Graph.metadata[MODEL_CONSTANT_BYTES]`, so the truncated program is
-laid out as the whole model would be.
+(host.block_replay) compiles a truncated graph: it keeps `REPLAY_KEPT_BLOCKS` of the
+model's `REPLAY_OF_BLOCKS` blocks (graph metadata), so the whole model's constants are
+its constants outside the blocks plus those of its blocks scaled by their ratio. That
+holds for a part of the truncated graph too (a tensor-parallel rank's shard, a pipeline
+stage's blocks), so each program is laid out as its share of the whole model would be.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from kernbench.ir.qconfig import WEIGHT_OPS
 from kernbench.numerics.block_float import FORMATS as BFP_FORMATS
 from kernbench.numerics.dtypes import bits as dtype_bits
 
-#: metadata key of the whole model's constant bytes in a truncated graph
-MODEL_CONSTANT_BYTES = "model_constant_bytes"
+#: graph metadata of a truncated graph (host.block_replay.truncate_blocks): the blocks of
+#: the whole model, and how many of them the truncated graph kept
+REPLAY_OF_BLOCKS = "replay_of_blocks"
+REPLAY_KEPT_BLOCKS = "replay_kept_blocks"
 
 
 def _stored_bits(q: object, dtype: str) -> float:
@@ -38,25 +42,50 @@ def _stored_bits(q: object, dtype: str) -> float:
     return dtype_bits(dtype)
 
 
-def constant_bytes(g: Graph) -> int:
-    """Estimated HBM bytes of one copy of the graph's constants: a weight matrix a
+def _widths(g: Graph) -> dict[str, float]:
+    """Bits an element of each constant takes in HBM: a weight matrix (or conv kernel) a
     GEMM / QKV_PROJ / CONV reads at that layer's `qbits_weight`, any other constant (a
-    bias, a norm's scale, a table) at its dtype (each tensor once, at the widest width a
-    reader stores it at)."""
+    bias, a norm's scale, a table) at its dtype; the widest width any reader stores."""
     widths: dict[str, float] = {}
     for n in g.nodes:
         for i, tid in enumerate(n.inputs):
             t = g.tensors.get(tid) if tid else None
             if t is None or not t.const:
                 continue
-            # a weight matrix (or conv kernel) at the layer's weight bits; its bias vector,
-            # stored beside the epilogue's scales, at its dtype
             q = n.qbits_weight if n.op_type in WEIGHT_OPS and i >= 1 and len(t.shape) >= 2 \
                 else None
             widths[tid] = max(widths.get(tid, 0.0), _stored_bits(q, t.dtype))
-    return sum(math.ceil(math.prod(g.tensors[tid].shape) * b / 8) for tid, b in widths.items())
+    return widths
+
+
+def _bytes(g: Graph, tid: str, bits: float) -> int:
+    return math.ceil(math.prod(g.tensors[tid].shape) * bits / 8)
+
+
+def constant_bytes(g: Graph) -> int:
+    """Estimated HBM bytes of one copy of the graph's constants (`_widths`)."""
+    return sum(_bytes(g, tid, b) for tid, b in _widths(g).items())
 
 
 def model_constant_bytes(g: Graph) -> int:
-    """`constant_bytes` of the whole model `g` stands for (itself unless truncated)."""
-    return max(constant_bytes(g), int(g.metadata.get(MODEL_CONSTANT_BYTES, 0)))
+    """`constant_bytes` of the whole model (or share of it) that `g` stands for: itself,
+    or for a truncated graph its constants outside the blocks plus its blocks' scaled by
+    `REPLAY_OF_BLOCKS` / `REPLAY_KEPT_BLOCKS`."""
+    whole, kept = g.metadata.get(REPLAY_OF_BLOCKS), g.metadata.get(REPLAY_KEPT_BLOCKS)
+    if not isinstance(whole, int) or not isinstance(kept, int) or kept < 1:
+        return constant_bytes(g)
+    # a constant of one block's own (not one the blocks share, such as rotary tables)
+    blocks_of: dict[str, set[object]] = {}
+    for n in g.nodes:
+        b = n.metadata.get("block")
+        for tid in n.inputs:
+            if tid:
+                blocks_of.setdefault(tid, set()).add(b if isinstance(b, int) else None)
+    outside = inside = 0
+    for tid, bits in _widths(g).items():
+        bs = blocks_of.get(tid, {None})
+        if len(bs) == 1 and None not in bs:
+            inside += _bytes(g, tid, bits)
+        else:
+            outside += _bytes(g, tid, bits)
+    return outside + math.ceil(inside * whole / kept)

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernbench.common.program import LayerSpan
-from kernbench.compiler.weights_fit import MODEL_CONSTANT_BYTES, model_constant_bytes
+from kernbench.compiler.weights_fit import REPLAY_KEPT_BLOCKS, REPLAY_OF_BLOCKS
 from kernbench.host.replay_figures import ActionsOf, whole_model_figures
 from kernbench.ir.model import Graph
 from kernbench.report.stats import (
@@ -155,9 +155,10 @@ def truncate_blocks(g: Graph, keep: int) -> Graph:
                 weights={k: v for k, v in g.weights.items() if k in used})
     if "llm" in out.metadata:
         out.metadata["llm"]["blocks"] = keep
-    out.metadata["replay_of_blocks"] = last + 1
-    # laid out as the whole model is: its constants decide whether they are replicated
-    out.metadata[MODEL_CONSTANT_BYTES] = model_constant_bytes(g)
+    # the whole model's blocks and those kept: the memory plan lays the truncated program
+    # out as the whole model's share (compiler.weights_fit)
+    out.metadata[REPLAY_OF_BLOCKS] = last + 1
+    out.metadata[REPLAY_KEPT_BLOCKS] = keep
     out.rebuild_links()
     return out
 
