@@ -209,3 +209,27 @@ def test_a_replayed_run_is_laid_out_as_the_whole_model(tmp_path, capsys):
         assert len(ups) == 1 and not ups[0]["replicas"]
         totals[name] = stats["total_ns"]
     assert abs(totals["replay"] / totals["exact"] - 1) <= 0.01, totals
+
+
+def test_a_kv_cache_too_large_to_copy_is_spread_once_and_stays_exact(tmp_path, capsys):
+    """GPT-2 decode over 512 cached tokens on 512 KiB cubes: the past keys and values
+    (128 KiB each) are graph inputs, copied into every cube when they fit. Here they do
+    not: each is spread by rows over the cubes once, the host writes each part to its
+    cube, and the step's logits and present caches are the interpreter's exactly."""
+    out = tmp_path / "o"
+    code = main(["run", "gpt2", "--seq-len", "1", "--kv-len", "512", "-t", "base", "--set",
+                 f"cube.hbm_ctrl.capacity_gib={2**19 / 2**30}", "--verify", "--keep-bundle",
+                 "--no-report", "--out", str(out)])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err[-2000:]
+    assert cap.err.count("warning: the model's constants and inputs") == 1
+    v = json.loads((out / "verification.json").read_text())
+    interp = [c for c in v["checks"] if c["reference"] == "interpreter"]
+    assert len(interp) == 5 and all(c["ok"] and c["max_abs_err"] == 0.0 for c in interp)
+    mem = json.loads((out / "bundle" / "memory.json").read_text())["tensors"]
+    past = {k: a for k, a in mem.items() if k.startswith("past_key_values.")}
+    assert len(past) == 4
+    cube_bytes = 2**19
+    for a in past.values():
+        assert not a["replicas"] and len({addr // cube_bytes for _, _, addr in a["parts"]}) == 4
+        assert sum(nb for _, nb, _ in a["parts"]) == a["nbytes"]

@@ -64,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     np = sys.modules.get("numpy")
     float_errors = np.geterr() if np is not None else None
     try:
-        with Watchdog():  # a swallowed or stuck Ctrl-C still ends the command (exit 130)
+        from kernbench.errors import warnings_once
+
+        # a command that compiles a model several times (the PE choice's candidates, the
+        # survey and the streamed program) says each warning once
+        with Watchdog(), warnings_once():  # Ctrl-C swallowed or stuck: still ends (130)
             from kernbench.cli.common import set_quiet
 
             set_quiet(False)  # --quiet lasts one command (main may run several in one process)

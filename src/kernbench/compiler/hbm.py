@@ -47,6 +47,11 @@ ITEMSIZE = {n: dtype_bits(n) // 8 if dtype_bits(n) % 8 == 0 else dtype_bits(n) /
 #: the packed encodings whose array form is their bytes (uint8) rather than their values
 PACKED_BYTES = ("int4", *BFP_FORMATS)
 
+class HbmFullError(InputError):
+    """A cube's HBM has no room for an allocation (the memory pass then tries the layout
+    placed once: compiler.weights_fit)."""
+
+
 def nbytes_of(shape: tuple[int, ...] | list[int], dtype: str) -> int:
     n = int(np.prod(shape)) if len(shape) else 1
     return int(np.ceil(n * ITEMSIZE[dtype]))
@@ -213,7 +218,7 @@ class MemoryPlan:
         a = self._next[cube]
         self._next[cube] = a + -(-max(nbytes, 1) // ALIGN) * ALIGN
         if self._next[cube] > (cube + 1) * self.cube_bytes:
-            raise InputError(f"model does not fit in cube {cube}'s HBM ({self.cube_bytes} B): "
+            raise HbmFullError(f"model does not fit in cube {cube}'s HBM ({self.cube_bytes} B): "
                              f"tensor '{key}' of {nbytes} B would end at byte "
                              f"{self._next[cube] - cube * self.cube_bytes}")
         return a

@@ -31,10 +31,16 @@ from typing import ClassVar
 
 import numpy as np
 
-from kernbench.compiler.hbm import SMALL_CONSTANT_BYTES, MemoryPlan, Placement
+from kernbench.compiler.hbm import (
+    SMALL_CONSTANT_BYTES,
+    HbmFullError,
+    MemoryPlan,
+    Placement,
+    nbytes_of,
+)
 from kernbench.compiler.liveness import live_ranges
 from kernbench.compiler.state import CompileState
-from kernbench.compiler.weights_fit import constant_bytes, model_constant_bytes
+from kernbench.compiler.weights_fit import constant_bytes, model_constant_bytes, model_input_bytes
 from kernbench.errors import InputError, warn
 from kernbench.ir.model import Graph, LayerIR, is_shape_only
 from kernbench.ir.ops import node_attrs
@@ -161,24 +167,38 @@ def _place_outputs(state: CompileState, plan: MemoryPlan, n: LayerIR,
                 _place_folded_write(state, plan, tid, g.node(c), role_of)
 
 
+def _copy_bytes(state: CompileState, plan: MemoryPlan) -> tuple[int, int]:
+    """(bytes one copy of the whole model's constants and inputs takes, bytes every cube
+    has for them beside the activations of `plan`, whose inputs are copied)."""
+    g = state.graph
+    own_inputs = sum(plan.allocations[t].nbytes for t in g.inputs if t in plan.allocations)
+    need = model_constant_bytes(g) + model_input_bytes(g)
+    free = min(plan.free_bytes(c) for c in range(plan.n_cubes)) + own_inputs
+    return need, free
+
+
 def _replicate_constants(state: CompileState, plan: MemoryPlan) -> bool:
-    """The option, or whether one copy of the model's constants fits in the HBM every
-    cube has left after the activations."""
+    """The option, or whether one copy of the model's constants and inputs fits in the
+    HBM every cube has beside the activations (`plan`: its inputs copied)."""
     if state.options.replicate_constants is not None:
         return state.options.replicate_constants
     if plan.n_cubes == 1:
         return True
-    need = model_constant_bytes(state.graph)
-    free = min(plan.free_bytes(c) for c in range(plan.n_cubes))
-    if need <= free:
-        return True
-    warn(f"the model's constants ({need / 2**30:.3g} GiB) do not fit in each cube's HBM "
-         f"beside the activations ({free / 2**30:.3g} GiB free in the fullest cube): each "
-         f"constant above {SMALL_CONSTANT_BYTES // 1024} KiB is placed once (a GEMM "
-         "weight's columns in the cube whose PEs compute them, any other constant in the "
-         "emptiest cube), and PEs read what is not in their cube over the links",
-         key="constants placed once")
-    return False
+    need, free = _copy_bytes(state, plan)
+    return need <= free
+
+
+def _warn_once(state: CompileState) -> None:
+    """The warning line of a layout placed once (one line a model: the programs a command
+    compiles of it give the same)."""
+    g = state.graph
+    need = model_constant_bytes(g) + model_input_bytes(g)
+    warn(f"the model's constants and inputs ({need / 2**30:.3g} GiB) do not fit in each "
+         "cube's HBM beside the activations: each one above "
+         f"{SMALL_CONSTANT_BYTES // 1024} KiB is placed once (a GEMM weight's columns in "
+         "the cube whose PEs compute them, an input spread by rows over the cubes, any "
+         "other constant in the emptiest cube), and PEs read what is not in their cube "
+         "over the links", key="constants placed once")
 
 
 @dataclass(frozen=True)
@@ -191,17 +211,49 @@ class PlanMemory:
 
     def apply(self, state: CompileState) -> CompileState:
         g = state.graph
-        topo = state.topology
-        plan = MemoryPlan(len(topo.cubes), topo.cubes[0].hbm_bytes)
         role_of = tensor_roles(g)
         reuse = state.options.reuse_hbm
         if reuse is None:
             reuse = is_shape_only(g)
         # folded transposes alias their source like views do
         live = live_ranges(g, aliases=state.folded) if reuse else {}
+        once = state.options.replicate_constants is False
+        plan: MemoryPlan | None = None
+        if not once:
+            try:
+                plan = self._plan(state, False, role_of, live)
+                once = not _replicate_constants(state, plan)
+            except HbmFullError:
+                if state.options.replicate_constants:
+                    raise
+                once = True  # copies of the inputs (a long KV cache) fill a cube
+            if once:
+                _warn_once(state)
+        if once or plan is None:
+            plan = self._plan(state, True, role_of, live)
+            plan.replicate_constants = False
+            # the lowering allocates after the constants (quantized activation copies,
+            # scratch): each cube keeps as much free as the activations placed here take
+            # in the fullest cube, or an equal share of what the program's constants
+            # leave free when that is less
+            used = max(plan.cube_bytes - plan.free_bytes(c) for c in range(plan.n_cubes))
+            free = sum(plan.free_bytes(c) for c in range(plan.n_cubes))
+            plan.reserve = max(0, min(used, (free - constant_bytes(g)) // plan.n_cubes))
+        state.memory = plan
+        return state
+
+    def _plan(self, state: CompileState, once: bool, role_of: dict[str, str],
+              live: dict[str, tuple[int, int]]) -> MemoryPlan:
+        """The plan of the graph's inputs and layer outputs; `once`: an input above
+        `SMALL_CONSTANT_BYTES` is placed once (spread by rows when it has them, else
+        whole in cube 0) instead of copied into every cube."""
+        g = state.graph
+        plan = MemoryPlan(len(state.topology.cubes), state.topology.cubes[0].hbm_bytes)
         for tid in g.inputs:
             t = g.tensors[tid]
-            a = plan.allocate(tid, t.shape, t.dtype, role_of[tid], replicate=True, source=tid)
+            big = once and nbytes_of(t.shape, t.dtype) > SMALL_CONSTANT_BYTES
+            a = plan.allocate(tid, t.shape, t.dtype, role_of[tid], replicate=not big,
+                              source=tid, spread=big)
             plan.place(tid, a)
         for n in g.nodes:
             fold = state.folded.get(n.id)
@@ -218,14 +270,4 @@ class PlanMemory:
         for tid in g.outputs:
             if tid not in plan.placements:
                 raise InputError(f"graph output '{tid}' has no placement")
-        plan.replicate_constants = _replicate_constants(state, plan)
-        if not plan.replicate_constants:
-            # the lowering allocates after the constants (quantized activation copies,
-            # scratch): each cube keeps as much free as the activations placed here take
-            # in the fullest cube, or an equal share of what the program's constants
-            # leave free when that is less
-            used = max(plan.cube_bytes - plan.free_bytes(c) for c in range(plan.n_cubes))
-            free = sum(plan.free_bytes(c) for c in range(plan.n_cubes))
-            plan.reserve = max(0, min(used, (free - constant_bytes(g)) // plan.n_cubes))
-        state.memory = plan
-        return state
+        return plan

@@ -1,17 +1,19 @@
-"""Do a model's constants fit in every cube? The choice between replicated and
-distributed constants (`MemoryPlan.replicate_constants`).
+"""Do a model's constants and inputs fit in every cube? The choice between copies in
+every cube and a layout placed once (`MemoryPlan.replicate_constants`, memory_plan).
 
-Replicated constants give every PE a local copy to read; that is the layout the compiler
-prefers. A model whose constants do not fit beside the activations in each cube's HBM
-cannot be laid out that way at all, so its constants are placed once each, spread over
-the cubes (`MemoryPlan.constant`). The choice is made from an estimate taken before the
-lowering chooses each constant's representation: every constant at the width it is
-stored at (a TE weight at its layer's weight bits, any other constant at its dtype).
+Copies give every PE a local copy to read; that is the layout the compiler prefers. A
+model whose constants and graph inputs (a long past KV cache) do not fit beside the
+activations in each cube's HBM cannot be laid out that way at all, so they are placed
+once each: constants by `MemoryPlan.constant` (a TE weight's panels by use:
+lower.weight_home), inputs spread by rows over the cubes. The choice is made from an
+estimate taken before the lowering chooses each constant's representation: every
+constant at the width it is stored at (a TE weight at its layer's weight bits, any other
+constant at its dtype), every input at its dtype.
 
 A run that simulates the first blocks of a model and replays the rest
 (host.block_replay) compiles a truncated graph: it keeps `REPLAY_KEPT_BLOCKS` of the
-model's `REPLAY_OF_BLOCKS` blocks (graph metadata), so the whole model's constants are
-its constants outside the blocks plus those of its blocks scaled by their ratio. That
+model's `REPLAY_OF_BLOCKS` blocks (graph metadata), so the whole model's constants (and
+inputs) are those outside the blocks plus those of its blocks scaled by their ratio. That
 holds for a part of the truncated graph too (a tensor-parallel rank's shard, a pipeline
 stage's blocks), so each program is laid out as its share of the whole model would be.
 """
@@ -67,6 +69,17 @@ def constant_bytes(g: Graph) -> int:
     return sum(_bytes(g, tid, b) for tid, b in _widths(g).items())
 
 
+def _blocks_of(g: Graph) -> dict[str, set[object]]:
+    """The blocks whose layers read each tensor (None for a layer outside the blocks)."""
+    out: dict[str, set[object]] = {}
+    for n in g.nodes:
+        b = n.metadata.get("block")
+        for tid in n.inputs:
+            if tid:
+                out.setdefault(tid, set()).add(b if isinstance(b, int) else None)
+    return out
+
+
 def model_constant_bytes(g: Graph) -> int:
     """`constant_bytes` of the whole model (or share of it) that `g` stands for: itself,
     or for a truncated graph its constants outside the blocks plus its blocks' scaled by
@@ -75,12 +88,7 @@ def model_constant_bytes(g: Graph) -> int:
     if not isinstance(whole, int) or not isinstance(kept, int) or kept < 1:
         return constant_bytes(g)
     # a constant of one block's own (not one the blocks share, such as rotary tables)
-    blocks_of: dict[str, set[object]] = {}
-    for n in g.nodes:
-        b = n.metadata.get("block")
-        for tid in n.inputs:
-            if tid:
-                blocks_of.setdefault(tid, set()).add(b if isinstance(b, int) else None)
+    blocks_of = _blocks_of(g)
     outside = inside = 0
     for tid, bits in _widths(g).items():
         bs = blocks_of.get(tid, {None})
@@ -89,3 +97,18 @@ def model_constant_bytes(g: Graph) -> int:
         else:
             outside += _bytes(g, tid, bits)
     return outside + math.ceil(inside * whole / kept)
+
+
+def model_input_bytes(g: Graph) -> int:
+    """Bytes of one copy of the graph inputs of the whole model (or share of it) that `g`
+    stands for: an input read by one block's layers only (its past KV cache) scaled like
+    the blocks' constants (`model_constant_bytes`)."""
+    whole, kept = g.metadata.get(REPLAY_OF_BLOCKS), g.metadata.get(REPLAY_KEPT_BLOCKS)
+    scale = whole / kept if isinstance(whole, int) and isinstance(kept, int) and kept else 1
+    blocks = _blocks_of(g)
+    total = 0.0
+    for tid in g.inputs:
+        bs = blocks.get(tid, {None})
+        nb = _bytes(g, tid, dtype_bits(g.tensors[tid].dtype))
+        total += nb * scale if len(bs) == 1 and None not in bs else nb
+    return math.ceil(total)

@@ -216,8 +216,14 @@ def deploy(store: MemoryStore, bundle: Bundle, inputs: dict[str, np.ndarray]) ->
             raise InputError(f"input '{tid}' has shape {list(x.shape)}, expected {t.shape}",
                              field="--inputs")
         a = bundle.memory["tensors"][tid]
+        data = np.ascontiguousarray(x.astype(np_dtype(a["dtype"])))
+        if a.get("parts"):  # placed once, spread by rows over the cubes
+            raw = data.reshape(-1).view(np.uint8)
+            for off, nb, addr in a["parts"]:
+                store.write_bytes("hbm", addr, raw[off:off + nb])
+            continue
         for addr in a["replicas"] or [a["address"]]:
-            store.write("hbm", addr, np.ascontiguousarray(x.astype(np_dtype(a["dtype"]))))
+            store.write("hbm", addr, data)
 
 
 def read_tensor(store: MemoryStore, bundle: Bundle, tid: str) -> np.ndarray:

@@ -234,6 +234,10 @@ def _write_tp_bundle(bundle: Path, graph: Graph, tp: int, chips: list[int], topo
         rt, rw = ranks[i % tp]
         for key, a in rt.items():
             if key in graph.inputs:  # every chip reads its own copy of the inputs
+                if a.get("parts"):
+                    raise InputError(f"input '{key}' is placed once, spread over the cubes (a "
+                                     "model larger than a cube), so the bundle of a --tp run "
+                                     "cannot give every chip its copy", field="--tp")
                 if i == 0:
                     tensors[key] = dict(a)
                     tensors[key]["replicas"] = [x + bases[c] for c in chips

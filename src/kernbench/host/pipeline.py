@@ -399,6 +399,10 @@ def _write_bundle(bundle: Path, graph: Graph, chips: dict[tuple[int, int, int], 
         base = bases[chip]
         for key, a in mem["tensors"].items():
             if key in graph.inputs:
+                if a.get("parts"):
+                    raise InputError(f"input '{key}' is placed once, spread over the cubes (a "
+                                     "model larger than a cube), so the bundle of a --pp run "
+                                     "cannot give every chip its copy", field="--pp")
                 got = [x + base for x in (a["replicas"] or [a["address"]])]
                 if key not in tensors:
                     tensors[key] = dict(a, address=got[0], replicas=got)
