@@ -199,7 +199,8 @@ class MemoryPlan:
     """Addresses per cube. `replicate_constants`: every constant is copied into every
     cube (the layout a model gets when its constants fit each cube:
     compiler.weights_fit); False: a constant above `SMALL_CONSTANT_BYTES` is placed once,
-    in the cube with the most free bytes, and PEs of other cubes read it over the links."""
+    in the cubes its reader names (`constant`'s `home`) or the one with the most free
+    bytes, and PEs of other cubes read it over the links."""
 
     def __init__(self, n_cubes: int, cube_bytes: int, replicate_constants: bool = True) -> None:
         self.n_cubes = n_cubes
@@ -218,9 +219,9 @@ class MemoryPlan:
         a = self._next[cube]
         self._next[cube] = a + -(-max(nbytes, 1) // ALIGN) * ALIGN
         if self._next[cube] > (cube + 1) * self.cube_bytes:
-            raise HbmFullError(f"model does not fit in cube {cube}'s HBM ({self.cube_bytes} B): "
-                             f"tensor '{key}' of {nbytes} B would end at byte "
-                             f"{self._next[cube] - cube * self.cube_bytes}")
+            raise HbmFullError(f"model does not fit in cube {cube}'s HBM ({self.cube_bytes} "
+                               f"B): tensor '{key}' of {nbytes} B would end at byte "
+                               f"{self._next[cube] - cube * self.cube_bytes}")
         return a
 
     def allocate(self, key: str, shape, dtype: str, role: str, *, replicate: bool = False,

@@ -12,8 +12,9 @@
   `live=`), but for a pinned one, which keeps the storage its pin names;
 - graph inputs and constants are replicated in every cube's HBM (the host deploys each
   copy) so that PEs read them locally; DMAs use the copy in their own cube. A model whose
-  constants do not fit each cube beside the activations (compiler.weights_fit) has each
-  constant but the small ones placed once instead, in the emptiest cube;
+  constants and inputs do not fit each cube beside the activations (compiler.weights_fit)
+  has each one but the small ones placed once instead: an input spread by rows, a TE
+  weight by use (lower.weight_home), any other constant in the emptiest cube;
 - views (reshape of contiguous data, IDENTITY, transposes the layout pass folded) share
   their source's storage through strides; a layer output the layout pass stores
   transposed (`CompileState.stored_permuted`: a ROPE after a folded head transpose) is
@@ -224,7 +225,7 @@ class PlanMemory:
                 plan = self._plan(state, False, role_of, live)
                 once = not _replicate_constants(state, plan)
             except HbmFullError:
-                if state.options.replicate_constants:
+                if state.options.replicate_constants or len(state.topology.cubes) == 1:
                     raise
                 once = True  # copies of the inputs (a long KV cache) fill a cube
             if once:
