@@ -80,35 +80,32 @@ def _blocks_of(g: Graph) -> dict[str, set[object]]:
     return out
 
 
-def model_constant_bytes(g: Graph) -> int:
-    """`constant_bytes` of the whole model (or share of it) that `g` stands for: itself,
-    or for a truncated graph its constants outside the blocks plus its blocks' scaled by
-    `REPLAY_OF_BLOCKS` / `REPLAY_KEPT_BLOCKS`."""
+def _whole_model(g: Graph, sizes: dict[str, int]) -> int:
+    """The bytes `sizes` (per tensor) of the whole model (or share of it) that `g` stands
+    for: as they are, but for a truncated graph each tensor of one block's own (not one
+    the blocks share, such as rotary tables) scaled by `REPLAY_OF_BLOCKS` /
+    `REPLAY_KEPT_BLOCKS`."""
     whole, kept = g.metadata.get(REPLAY_OF_BLOCKS), g.metadata.get(REPLAY_KEPT_BLOCKS)
     if not isinstance(whole, int) or not isinstance(kept, int) or kept < 1:
-        return constant_bytes(g)
-    # a constant of one block's own (not one the blocks share, such as rotary tables)
+        return sum(sizes.values())
     blocks_of = _blocks_of(g)
     outside = inside = 0
-    for tid, bits in _widths(g).items():
+    for tid, nb in sizes.items():
         bs = blocks_of.get(tid, {None})
         if len(bs) == 1 and None not in bs:
-            inside += _bytes(g, tid, bits)
+            inside += nb
         else:
-            outside += _bytes(g, tid, bits)
+            outside += nb
     return outside + math.ceil(inside * whole / kept)
+
+
+def model_constant_bytes(g: Graph) -> int:
+    """`constant_bytes` of the whole model (or share of it) that `g` stands for."""
+    return _whole_model(g, {tid: _bytes(g, tid, b) for tid, b in _widths(g).items()})
 
 
 def model_input_bytes(g: Graph) -> int:
     """Bytes of one copy of the graph inputs of the whole model (or share of it) that `g`
-    stands for: an input read by one block's layers only (its past KV cache) scaled like
-    the blocks' constants (`model_constant_bytes`)."""
-    whole, kept = g.metadata.get(REPLAY_OF_BLOCKS), g.metadata.get(REPLAY_KEPT_BLOCKS)
-    scale = whole / kept if isinstance(whole, int) and isinstance(kept, int) and kept else 1
-    blocks = _blocks_of(g)
-    total = 0.0
-    for tid in g.inputs:
-        bs = blocks.get(tid, {None})
-        nb = _bytes(g, tid, dtype_bits(g.tensors[tid].dtype))
-        total += nb * scale if len(bs) == 1 and None not in bs else nb
-    return math.ceil(total)
+    stands for, each at its dtype (a past KV cache is one block's own)."""
+    return _whole_model(g, {tid: _bytes(g, tid, dtype_bits(g.tensors[tid].dtype))
+                            for tid in g.inputs})
