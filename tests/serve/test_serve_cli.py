@@ -94,6 +94,8 @@ def test_programs_simulated_side_by_side_give_the_same_bytes(tmp_path):
     ("arrival,prompt,output\n0,8,2\n", (), "header"),
     ("arrival_s,prompt_tokens,output_tokens\n0,8,2\n", ("--rate", "5"), "--rate"),
     ("arrival_s,prompt_tokens,output_tokens\n0,8,2\n", ("--workers", "0"), "--workers"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,8,2\n", ("--replay-blocks", "2"),
+     "--replay-blocks"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, args, needle):
     trace = tmp_path / "t.csv"
@@ -169,3 +171,32 @@ def test_the_loop_tells_its_phase_how_many_requests_finished(tmp_path):
     serve(TINY, load_topology("small"), tmp_path / "o", opts, tmp_path / "w",
           note=lambda *_: None, phase=phase)
     assert seen == [("serve", 5, 0), ("serve", 5, 5)]
+
+
+def test_more_replayed_blocks_are_other_programs(tmp_path):
+    """`--replay-blocks 5` on an 8-block model: each step program simulates five blocks
+    (stats.json says so), its times are those `kernbench run --replay-blocks 5` gives,
+    and a step cache written with the default four is not reused for them."""
+    cfg = tmp_path / "llama-8l.json"
+    cfg.write_text(json.dumps(json.loads(TINY.read_text()) | {"num_hidden_layers": 8}))
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,3\n")
+    cache = tmp_path / "steps.json"
+    stats = {}
+    for name, extra in (("four", []), ("five", ["--replay-blocks", "5"])):
+        assert main(["serve", str(cfg), "-t", "small", "--trace", str(trace),
+                     "--exact-steps", "--step-cache", str(cache), "--quiet",
+                     "--out", str(tmp_path / name), *extra]) == 0
+        stats[name] = json.loads((tmp_path / name / "stats.json").read_text())["serve"]
+    assert stats["four"]["steps"]["replay_blocks"] == 4
+    assert stats["five"]["steps"]["replay_blocks"] == 5
+    assert stats["five"]["steps"]["programs_simulated"] == stats["five"]["steps"]["programs"]
+    # the one request's prefill, as `run` simulates it with five blocks
+    d = tmp_path / "ref"
+    res = resolve_model(cfg, ShapeOptions(1, 8, 0), d / "m")
+    r = run_model(res.path, load_topology("small"), d / "o",
+                  RunOptions(trace=False, report=False, write_cmdq=False, bundle=d / "b",
+                             replay_blocks=5),
+                  RunHooks(note=lambda *a: None))
+    rows = _csv(tmp_path / "five" / "requests.csv")
+    assert round(float(rows[0]["ttft_s"]) * 1e9) == round(r.stats["total_ns"])

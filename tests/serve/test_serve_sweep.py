@@ -121,3 +121,17 @@ def test_a_topology_grid_shares_one_step_cache(tmp_path):
     first = simulated(tmp_path / "o1")
     assert min(first) > 0 and simulated(tmp_path / "o2") == [0, 0]
     assert len(json.loads((tmp_path / "steps.json").read_text())["caches"]) == 2
+
+
+def test_replay_blocks_is_an_option_of_the_point_only_when_given(tmp_path):
+    text = (f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
+            "serve:\n  rate: [5000]\n  requests: 6\n")
+    plain, more, few = tmp_path / "p.yaml", tmp_path / "m.yaml", tmp_path / "f.yaml"
+    plain.write_text(text)
+    more.write_text(text + "  replay_blocks: 6\n")
+    few.write_text(text + "  replay_blocks: 2\n")
+    (p,), (m,) = plan_sweep(plain).points, plan_sweep(more).points
+    assert "replay_blocks" not in p.serve  # earlier sweeps' points keep their ids
+    assert m.serve["replay_blocks"] == 6 and m.id != p.id
+    with pytest.raises(InputError, match="replay_blocks"):
+        plan_sweep(few)

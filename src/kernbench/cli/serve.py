@@ -65,6 +65,10 @@ def serve_cmd(
                              "qconfig, topology and version)")] = None,
     workers: Annotated[int, typer.Option(
         "--workers", "-j", help="processes simulating step programs side by side")] = 1,
+    replay_blocks: Annotated[int | None, typer.Option(
+        "--replay-blocks", help="decoder blocks each step program simulates before "
+                                "replaying the rest (at least 3; more let a long-context "
+                                "warm-up settle) \\[default: 4]")] = None,
     quiet: QuietOpt = False,
     json_: JsonOpt = False,
 ) -> None:
@@ -86,7 +90,8 @@ def serve_cmd(
                         max_batch=max_batch, max_batch_tokens=max_batch_tokens,
                         block_tokens=block_tokens, kv_fraction=kv_fraction,
                         kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig,
-                        step_cache=step_cache, prefill_chips=prefill_chips, workers=workers)
+                        step_cache=step_cache, prefill_chips=prefill_chips, workers=workers,
+                        replay_blocks=replay_blocks)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp, warnings_once():
         stats = serve(model, topo, stage, opts, Path(tmp), note=err.print,
                       phase=Phases(err, enabled=not quiet).phase)

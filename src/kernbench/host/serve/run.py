@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernbench.errors import InputError
+from kernbench.host.block_replay import SIMULATED_BLOCKS
 from kernbench.host.serve.chips import ChipPools, KvTransfer, one_chip
 from kernbench.host.serve.disagg import serve_disaggregated
 from kernbench.host.serve.engine import ServeRun, serve_requests
@@ -62,6 +63,9 @@ class ServeOptions:
     step_cache: Path | None = None    # simulated programs kept across runs (step_cache.py)
     prefill_chips: int | None = None  # disaggregated: chips that prefill (default half)
     workers: int = 1                  # processes simulating step programs side by side
+    # decoder blocks each step program simulates before replaying the rest (None: run's
+    # default); more let the replay leave out a long-context warm-up, at their CPU
+    replay_blocks: int | None = None
 
 
 def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
@@ -158,8 +162,12 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
         raise InputError("only the disaggregated policy splits chips", field="--prefill-chips")
     pools = ChipPools.split(topo, opts.prefill_chips) if disagg else None
     chip = one_chip(topo) if disagg else topo  # a step program runs on one chip
-    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip))
-    m = ServedModel.open(model, opts.qconfig, workdir)
+    blocks = SIMULATED_BLOCKS if opts.replay_blocks is None else opts.replay_blocks
+    if blocks < 3:
+        raise InputError(f"{blocks}: the replay check needs at least 3 simulated blocks",
+                         field="--replay-blocks")
+    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip, blocks))
+    m = ServedModel.open(model, opts.qconfig, workdir, replay_blocks=blocks)
     if opts.kv_blocks is not None:
         if opts.kv_blocks < 1:
             raise InputError(f"must be >= 1, got {opts.kv_blocks}", field="--kv-blocks")
@@ -209,6 +217,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                      "bytes_per_token": m.kv_bytes_per_token, "weight_bytes": m.weight_bytes,
                      "hbm_bytes": chip.hbm_bytes},
         "steps": {"count": timer.steps, "exact": opts.exact_steps,
+                  "replay_blocks": m.replay_blocks,
                   "programs": len(timer.programs), "programs_simulated": len(src.fresh),
                   "shapes": len(timer.shapes)},
         "results": serve_stats(run, slo, total_blocks),

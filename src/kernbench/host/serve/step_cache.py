@@ -26,6 +26,7 @@ from pathlib import Path
 
 import kernbench
 from kernbench.errors import MAX_JSON_BYTES, InputError, read_input_text, warn
+from kernbench.host.block_replay import SIMULATED_BLOCKS
 from kernbench.topology.model import Topology
 
 Shape = tuple[int, int, int]
@@ -44,11 +45,14 @@ def _sha(path: Path | None) -> str | None:
     return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else str(path)
 
 
-def identity(model: Path, qconfig: Path | None, topo: Topology) -> str:
+def identity(model: Path, qconfig: Path | None, topo: Topology,
+             replay_blocks: int = SIMULATED_BLOCKS) -> str:
     # the hardware, not its name: `large` and one chip of `large-x8` run the same programs
     blob = {"model": _sha(model), "qconfig": _sha(qconfig),
             "topology": topo.config.model_dump(mode="json", exclude={"name"}),
             "kernbench": kernbench.__version__}
+    if replay_blocks != SIMULATED_BLOCKS:  # other programs (the default's caches stand)
+        blob["replay_blocks"] = replay_blocks
     text = json.dumps(blob, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -300,7 +300,9 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
                              file=label, field=f"serve.policy[{i}]")
     # the step cache decides no result (a cached time is the simulator's): not an option
     # of the point, so not in its id
-    fixed = spec.serve.model_dump(mode="json", exclude={"rate", "policy", "step_cache"})
+    # (nor replay_blocks when not given: the points of earlier sweeps keep their ids)
+    fixed = spec.serve.model_dump(mode="json", exclude={"rate", "policy", "step_cache"} | (
+        {"replay_blocks"} if spec.serve.replay_blocks is None else set()))
     # prefill_chips splits the chips of the disaggregated points only; static has no
     # per-step token budget
     return [{"policy": p, "rate": r, **fixed} | ({} if p == DISAGGREGATED else

@@ -107,6 +107,10 @@ class ServeSpec(_Strict):
     prefill_chips: int | None = Field(None, ge=1, strict=True,
                                       description="disaggregated: chips that prefill "
                                                   "[default: half]")
+    replay_blocks: int | None = Field(None, ge=3, strict=True,
+                                      description="decoder blocks each step program "
+                                                  "simulates before replaying the rest "
+                                                  "[default: 4]")
     step_cache: str | None = Field(None, min_length=1,
                                    description="a step cache file every point shares "
                                                "(relative to the spec file): each program "
