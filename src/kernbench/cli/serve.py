@@ -65,10 +65,9 @@ def serve_cmd(
                              "qconfig, topology and version)")] = None,
     workers: Annotated[int, typer.Option(
         "--workers", "-j", help="processes simulating step programs side by side")] = 1,
-    replay_blocks: Annotated[int | None, typer.Option(
-        "--replay-blocks", help="decoder blocks each step program simulates before "
-                                "replaying the rest (at least 3; more let a long-context "
-                                "warm-up settle) \\[default: 4]")] = None,
+    replay_blocks: Annotated[int | None, typer.Option("--replay-blocks", help=(
+        "decoder blocks a step program simulates before replaying the rest (at least 3; "
+        "more let a long-context warm-up settle) \\[default: 4]"))] = None,
     quiet: QuietOpt = False,
     json_: JsonOpt = False,
 ) -> None:
@@ -79,7 +78,6 @@ def serve_cmd(
 
     from kernbench.cli.outdir import OutDir
     from kernbench.cli.progress import Phases
-    from kernbench.errors import warnings_once
     from kernbench.host.serve import ServeOptions, serve
     from kernbench.topology import load_topology
 
@@ -92,7 +90,7 @@ def serve_cmd(
                         kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig,
                         step_cache=step_cache, prefill_chips=prefill_chips, workers=workers,
                         replay_blocks=replay_blocks)
-    with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp, warnings_once():
+    with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         stats = serve(model, topo, stage, opts, Path(tmp), note=err.print,
                       phase=Phases(err, enabled=not quiet).phase)
     _print_results(stats["serve"]["results"], out / "stats.json" if json_ else None)

@@ -162,12 +162,8 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
         raise InputError("only the disaggregated policy splits chips", field="--prefill-chips")
     pools = ChipPools.split(topo, opts.prefill_chips) if disagg else None
     chip = one_chip(topo) if disagg else topo  # a step program runs on one chip
-    blocks = SIMULATED_BLOCKS if opts.replay_blocks is None else opts.replay_blocks
-    if blocks < 3:
-        raise InputError(f"{blocks}: the replay check needs at least 3 simulated blocks",
-                         field="--replay-blocks")
-    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip, blocks))
-    m = ServedModel.open(model, opts.qconfig, workdir, replay_blocks=blocks)
+    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip, _blocks(opts)))
+    m = ServedModel.open(model, opts.qconfig, workdir, replay_blocks=_blocks(opts))
     if opts.kv_blocks is not None:
         if opts.kv_blocks < 1:
             raise InputError(f"must be >= 1, got {opts.kv_blocks}", field="--kv-blocks")
@@ -216,8 +212,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                      "blocks_per_chip": blocks if disagg else None,
                      "bytes_per_token": m.kv_bytes_per_token, "weight_bytes": m.weight_bytes,
                      "hbm_bytes": chip.hbm_bytes},
-        "steps": {"count": timer.steps, "exact": opts.exact_steps,
-                  "replay_blocks": m.replay_blocks,
+        "steps": {"count": timer.steps, "exact": opts.exact_steps, "replay_blocks": m.replay_blocks,
                   "programs": len(timer.programs), "programs_simulated": len(src.fresh),
                   "shapes": len(timer.shapes)},
         "results": serve_stats(run, slo, total_blocks),
@@ -229,6 +224,15 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
          + (f", {timer.spare_seconds:.1f} CPU s simulated ahead and not needed"
             if timer.spare else "") + ")")
     return stats
+
+
+def _blocks(opts: ServeOptions) -> int:
+    """The decoder blocks a step program simulates (`--replay-blocks`, checked)."""
+    blocks = SIMULATED_BLOCKS if opts.replay_blocks is None else opts.replay_blocks
+    if blocks < 3:
+        raise InputError(f"{blocks}: the replay check needs at least 3 simulated blocks",
+                         field="--replay-blocks")
+    return blocks
 
 
 class _Programs:
