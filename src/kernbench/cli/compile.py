@@ -251,11 +251,10 @@ def run_cmd(
 
 
 def _replay_blocks(n: int) -> int:
-    """`--replay-blocks`, checked: the replay check needs at least 3 simulated blocks."""
-    if n < 3:
-        raise InputError(f"--replay-blocks {n}: the replay check needs at least 3 simulated "
-                         "blocks", field="--replay-blocks")
-    return n
+    """`--replay-blocks`, checked (`block_replay.simulated_blocks`)."""
+    from kernbench.host.block_replay import simulated_blocks
+
+    return simulated_blocks(n)
 
 
 def _generation(generate: int, model: Path, kv_len: int | None, verify: bool,

@@ -56,6 +56,7 @@ from typing import Any
 
 from kernbench.common.program import LayerSpan
 from kernbench.compiler.weights_fit import REPLAY_KEPT_BLOCKS, REPLAY_OF_BLOCKS
+from kernbench.errors import InputError
 from kernbench.host.replay_figures import ActionsOf, whole_model_figures
 from kernbench.ir.model import Graph
 from kernbench.report.stats import (
@@ -98,6 +99,17 @@ def _signature(g: Graph, nodes: list[Any]) -> str:
                     [(t[i].shape, t[i].dtype, t[i].const) if i else None for i in n.inputs],
                     [(t[o].shape, t[o].dtype) for o in n.outputs]])
     return json.dumps(sig, sort_keys=True, default=str)
+
+
+def simulated_blocks(n: int | None) -> int:
+    """`--replay-blocks` (None: `SIMULATED_BLOCKS`), checked: the replay check needs at
+    least 3 simulated blocks."""
+    if n is None:
+        return SIMULATED_BLOCKS
+    if n < 3:
+        raise InputError(f"--replay-blocks {n}: the replay check needs at least 3 simulated "
+                         "blocks", field="--replay-blocks")
+    return n
 
 
 def plan_replay(g: Graph, simulated: int = SIMULATED_BLOCKS) -> tuple[ReplayPlan | None, str]:

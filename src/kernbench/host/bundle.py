@@ -195,12 +195,9 @@ def deploy(store: MemoryStore, bundle: Bundle, inputs: dict[str, np.ndarray]) ->
             continue
         arr = bundle.weights[key]
         packed = a["dtype"] in PACKED_BYTES  # int4 pairs, block-float blocks: their bytes
-        if a.get("parts"):  # placed once, cut over the cubes: each part's bytes
-            raw = (np.asarray(arr, np.uint8) if packed else
-                   np.ascontiguousarray(arr).astype(np_dtype(a["dtype"]))).reshape(-1)
-            raw = raw.view(np.uint8)
-            for off, nb, addr in a["parts"]:
-                store.write_bytes("hbm", addr, raw[off:off + nb])
+        if a.get("parts"):  # placed once, cut over the cubes
+            _write_parts(store, a, np.asarray(arr, np.uint8) if packed else
+                         np.ascontiguousarray(arr).astype(np_dtype(a["dtype"])))
             continue
         for addr in a["replicas"] or [a["address"]]:
             if packed:
@@ -218,12 +215,17 @@ def deploy(store: MemoryStore, bundle: Bundle, inputs: dict[str, np.ndarray]) ->
         a = bundle.memory["tensors"][tid]
         data = np.ascontiguousarray(x.astype(np_dtype(a["dtype"])))
         if a.get("parts"):  # placed once, spread by rows over the cubes
-            raw = data.reshape(-1).view(np.uint8)
-            for off, nb, addr in a["parts"]:
-                store.write_bytes("hbm", addr, raw[off:off + nb])
+            _write_parts(store, a, data)
             continue
         for addr in a["replicas"] or [a["address"]]:
             store.write("hbm", addr, data)
+
+
+def _write_parts(store: MemoryStore, a: dict[str, Any], data: np.ndarray) -> None:
+    """The bytes of `data` (stored dtype, contiguous), each part to its own address."""
+    raw = data.reshape(-1).view(np.uint8)
+    for off, nb, addr in a["parts"]:
+        store.write_bytes("hbm", addr, raw[off:off + nb])
 
 
 def read_tensor(store: MemoryStore, bundle: Bundle, tid: str) -> np.ndarray:
