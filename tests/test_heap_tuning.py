@@ -1,6 +1,6 @@
-"""`cli.tune_heap` (ADR-1110): with glibc, arrays freed and allocated again reuse the
-heap's memory instead of faulting fresh pages in; the setting holds for the whole process,
-so each case is a fresh interpreter."""
+"""`common.heap.tune_heap` (ADR-1110; `kernbench.cli` re-exports it): with glibc, arrays
+freed and allocated again reuse the heap's memory instead of faulting fresh pages in; the
+setting holds for the whole process, so each case is a fresh interpreter."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`gc_paused`: the collector is off inside, as it was after (nested, already off, after an
-exception), and a compile leaves it as it found it."""
+exception), a compile and a simulation leave it as they found it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kernbench.common.gc_pause import gc_paused
 from kernbench.host.flow import compile_model
-from kernbench.host.gc_pause import gc_paused
 from kernbench.topology import load_topology
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -79,3 +79,15 @@ def test_objects_someone_froze_stay_frozen(restore_gc):
         assert gc.get_freeze_count() == frozen  # not released by the block
     finally:
         gc.unfreeze()
+
+
+def test_a_simulation_runs_with_the_collector_paused_and_leaves_it_on(restore_gc):
+    from kernbench.sim_engine.engine import Simulator
+
+    gc.enable()
+    sim = Simulator(load_topology("small"))
+    seen: list[bool] = []
+    sim.env.timeout(1).callbacks.append(lambda _e: seen.append(gc.isenabled()))
+    sim.run()
+    assert seen == [False]  # the event ran inside the paused block
+    assert gc.isenabled()

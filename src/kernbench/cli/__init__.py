@@ -11,14 +11,16 @@ failed, 2 invalid input (one line), 3 internal error (a bug), 130 interrupted (C
 
 from __future__ import annotations
 
-import gc
 import sys
 
 import typer
 from typer import Abort
 from typer._click.exceptions import ClickException  # typer's own click (pinned)
 
-from kernbench.cli.heap import tune_heap
+# re-exported where benchmarks and older trees' scripts look for them
+from kernbench.common.gc_pause import GC_THRESHOLDS, tune_gc  # noqa: F401
+from kernbench.common.heap import tune_heap  # noqa: F401
+from kernbench.common.tuning import tune_process
 from kernbench.errors import KernbenchError
 
 app = typer.Typer(
@@ -136,20 +138,7 @@ def _interrupted() -> int:
     return INTERRUPTED
 
 
-#: the cyclic garbage collector's thresholds for a kernbench process: a compile or a
-#: simulation allocates millions of small objects that live until the run ends (tile ops,
-#: CMDQ entries, commands, events); with Python's default (700, 10, 10) the collector
-#: rescans them over and over. Collection changes no result, only when memory is freed.
-GC_THRESHOLDS = (50_000, 20, 100)
-
-
-def tune_gc() -> None:
-    """Set `GC_THRESHOLDS` (the console script does; benchmarks call it to match)."""
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
 def run() -> None:
     """Console-script entry point."""
-    tune_gc()
-    tune_heap()
+    tune_process()
     sys.exit(main())

@@ -15,6 +15,7 @@ from kernbench.cmdq.hw import limits_for
 from kernbench.cmdq.io import MAX_CMDQ_BYTES, load_program, parse_entries
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.stream import streamed_program
+from kernbench.common.gc_pause import gc_paused
 from kernbench.common.program import LayerSpan
 from kernbench.compiler import pe_choice
 from kernbench.compiler.cost import estimate_program
@@ -40,7 +41,6 @@ from kernbench.host import compile_ahead
 from kernbench.host.bundle import Bundle, run_with_data
 from kernbench.host.bundle_check import check_bundle
 from kernbench.host.estimate import graph_bytes, refuse_above_limit
-from kernbench.host.gc_pause import gc_paused
 from kernbench.host.intermediates import Intermediates
 from kernbench.host.precision import add_precision
 from kernbench.host.replay_figures import ActionsOf
@@ -98,7 +98,7 @@ class CompileRequest:
     ahead: bool = False  # a streamed program compiled in a child process (host.compile_ahead)
 
 
-@gc_paused()  # a whole program's objects live until it is written (host.gc_pause)
+@gc_paused()  # a whole program's objects live until it is written (common.gc_pause)
 def compile_model(model: Path, topology: Topology, out: Path,
                   req: CompileRequest = CompileRequest(),
                   progress: Progress | None = None) -> tuple[CompileState, PassManager | None]:
@@ -364,6 +364,7 @@ class SimHooks:
     post_stats: PostStats | None = None
 
 
+@gc_paused()  # the program's models and the run's records live until it is written
 def simulate_bundle(program: Path, topology: Topology, out: Path,
                     opts: SimOptions = SimOptions(), hooks: SimHooks = SimHooks(),
                     prog: CmdqProgram | None = None) -> SimResult:

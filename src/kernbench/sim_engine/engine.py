@@ -22,6 +22,7 @@ from typing import Any
 
 import simpy
 
+from kernbench.common.gc_pause import gc_paused
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
 from kernbench.common.tile_plan import TileToken
@@ -239,8 +240,12 @@ class Simulator:
 
     # ------------------------------------------------------------ running
     def run(self, until: float | simpy.Event | None = None) -> float:
-        """Run to completion (or `until`); raise DeadlockError if commands are left pending."""
-        self.env.run(until=until) if until is not None else self.env.run()
+        """Run to completion (or `until`); raise DeadlockError if commands are left pending.
+        The cyclic collector is paused meanwhile (common.gc_pause): the run's events and
+        reservations are freed by reference counting, and a collection would rescan every
+        command the program holds to free next to nothing."""
+        with gc_paused():
+            self.env.run(until=until) if until is not None else self.env.run()
         if until is None and self.pending:
             raise DeadlockError(self.deadlock_report())
         return self.env.now

@@ -20,6 +20,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from kernbench.common.tuning import tune_process
 from kernbench.errors import warn_each_once
 from kernbench.host.serve.model import ServedModel
 from kernbench.topology.model import Topology
@@ -32,6 +33,7 @@ _WORKER: tuple[ServedModel, Topology] | None = None
 def _init(model: ServedModel, topo: Topology) -> None:
     global _WORKER
     _WORKER = (model, topo)
+    tune_process()  # a spawned interpreter has Python's defaults, not the console script's
     warn_each_once()  # every program is the same model's: its warnings once a worker
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import onnx
 
+from kernbench.common.tuning import tune_process
 from kernbench.config import TopologyConfig
 from kernbench.errors import InputError, KernbenchError
 from kernbench.host.flow import (
@@ -77,6 +78,7 @@ def run_point(point: Point) -> Outcome:
     """Compile + simulate one point (no trace, no report); the error line if it fails."""
     if point.error is not None:
         return Outcome(point.id, "error", point.error)
+    tune_process()  # a spawned worker or a Ray task starts with Python's defaults
     try:
         with tempfile.TemporaryDirectory(prefix="kernbench-sweep-") as d:
             tmp = Path(d)
