@@ -200,3 +200,28 @@ def test_more_replayed_blocks_are_other_programs(tmp_path):
                   RunHooks(note=lambda *a: None))
     rows = _csv(tmp_path / "five" / "requests.csv")
     assert round(float(rows[0]["ttft_s"]) * 1e9) == round(r.stats["total_ns"])
+
+
+@pytest.mark.parametrize("context", [64, 64.0, "64"])
+def test_the_context_counts_the_positions_fed_and_is_read_as_exporters_write_it(
+        tmp_path, capsys, context):
+    cfg = json.loads(TINY.read_text()) | {"max_position_embeddings": context}
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps(cfg))
+    trace = tmp_path / "t.csv"
+    # 64 + 1 - 1 = 64 positions: fits; 63 + 3 - 1 = 65: one beyond
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,64,1\n0.1,63,3\n")
+    assert main(["serve", str(model), "-t", "small", "--trace", str(trace), "--quiet",
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line 3" in err[0] and "65 positions" in err[0], err
+
+
+def test_kv_blocks_beyond_the_hbm_are_refused_before_anything_runs(tmp_path, capsys):
+    # tiny-llama on `small`: the weights leave room for millions of 16-token blocks
+    assert main(["serve", str(TINY), "-t", "small", "--requests", "2", "--rate", "1000",
+                 "--prompt-len", "8", "--output-len", "2", "--kv-blocks", "100000000000",
+                 "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--kv-blocks" in err[0] and "at most" in err[0], err
+    assert not (tmp_path / "o").exists()

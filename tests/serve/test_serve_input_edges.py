@@ -121,3 +121,28 @@ def test_a_late_arrival_keeps_every_nanosecond_of_its_text(tmp_path):
     f.write_text("arrival_s,prompt_tokens,output_tokens\n0.000000001,8,2\n"
                  "987654321.123456789,8,2\n")
     assert [r.arrival_ns for r in read_trace(f)] == [1, 987654321123456789]
+
+
+@pytest.mark.parametrize("text", [
+    f"id,{HEADER},user\nr0,0,10,3,a\nr1,0.5,20,5,b\n",  # a producer's extra columns
+    "output_tokens,arrival_s,prompt_tokens\n3,0,10\n5,0.5,20\n",  # another order
+    "Arrival_S, PROMPT_TOKENS ,Output_Tokens\n0,10,3\n0.5,20,5\n",  # another case, spaces
+])
+def test_trace_columns_are_found_by_name(tmp_path, text):
+    reqs = read_trace(_trace(tmp_path, text))
+    assert [(r.arrival_ns, r.prompt, r.output) for r in reqs] == [
+        (0, 10, 3), (500_000_000, 20, 5)]
+
+
+@pytest.mark.parametrize(("text", "where", "reason"), [
+    ("arrival,prompt,output\n0,8,2\n", "line 1", "no column arrival_s, prompt_tokens"),
+    (f"{HEADER},arrival_s\n0,8,2,1\n", "line 1", "column arrival_s appears twice"),
+    (f"id,{HEADER}\n0,8,2\n", "line 2", "3 fields, expected 4"),
+])
+def test_a_header_without_the_columns_or_a_short_line_is_refused(tmp_path, text, where,
+                                                                 reason):
+    f = _trace(tmp_path, text)
+    with pytest.raises(InputError) as e:
+        read_trace(f)
+    assert (e.value.file, e.value.where) == (str(f), where)
+    assert reason in e.value.reason

@@ -207,6 +207,7 @@ def test_a_bad_step_cache_is_found_before_the_run_says_anything(tmp_path, capsys
     (("--kv-blocks", "1", "--block-tokens", "4"),
      "field '--kv-blocks': the KV cache (1 blocks"),
     (("--max-batch-tokens", "4"), "a prompt of 8 tokens does not fit one step of 4"),
+    (("--kv-fraction", "1e-12"), "field '--kv-fraction': the KV cache (0 blocks"),
 ])
 def test_the_error_names_the_option_at_fault(tmp_path, capsys, args, needle):
     assert _serve(tmp_path, *args) == 2

@@ -11,6 +11,7 @@ failed, 2 invalid input (one line), 3 internal error (a bug), 130 interrupted (C
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import typer
@@ -93,15 +94,31 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         return _interrupted() if code == INTERRUPTED else code
+    except OSError as e:
+        if e.errno not in _STORAGE_ERRNOS:
+            return _internal_error(e)
+        # the machine's storage, not a bug: a full disk, a quota, a read-only file system
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}cannot write: {e.strerror}", file=sys.stderr)
+        return 2
     except Exception as e:
-        import traceback
-
-        traceback.print_exc()
-        print(f"internal error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 3
+        return _internal_error(e)
     finally:
         _restore_float_errors(float_errors)
     return 0
+
+
+#: OSError numbers of a write the storage refused: one `error:` line, exit 2
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+def _internal_error(e: Exception) -> int:
+    """A bug: the traceback, one `internal error:` line, exit 3."""
+    import traceback
+
+    traceback.print_exc()
+    print(f"internal error: {type(e).__name__}: {e}", file=sys.stderr)
+    return 3
 
 
 def _usage_error(e: ClickException) -> int:

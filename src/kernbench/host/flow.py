@@ -227,8 +227,7 @@ def program_of(state: CompileState, file: str | None = None) -> CmdqProgram:
     real-size program's tile graph, entry objects and models never all coexist)."""
     doc = state.cmdq
     state.cmdq = state.tiles = state.memory = None
-    meta = doc.to_json()["metadata"]
-    return parse_entries(doc.entries, meta, file=file)
+    return parse_entries(doc.entries, doc.to_json()["metadata"], file=file)
 
 
 def check_graph_inputs(graph: Graph, qconfig_file: str | None, model_file: str | None,

@@ -105,8 +105,11 @@ def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
                              f"{prefill_budget} tokens per step (raise it)", file=file,
                              where=r.where, field="--max-batch-tokens")
         field = "prompt_tokens" if file else "--prompt-len"
-        if model.context is not None and r.prompt + r.output > model.context:
-            raise InputError(f"{r.prompt} prompt + {r.output} output tokens exceed the model's "
+        # the positions the model sees: the prompt and every generated token but the last,
+        # which is never fed back (a prompt of the whole context still yields one token)
+        if model.context is not None and r.prompt + r.output - 1 > model.context:
+            raise InputError(f"{r.prompt} prompt + {r.output} output tokens need "
+                             f"{r.prompt + r.output - 1} positions, beyond the model's "
                              f"context of {model.context} tokens", file=file, where=r.where,
                              field=field)
         # the most a request ever caches: its prompt and all but its last token
@@ -120,6 +123,24 @@ def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
                 policy.check(r.prompt, r.output)
             except InputError as e:  # the limit's field, at the request that breaks it
                 raise InputError(e.reason, file=file, where=r.where, field=e.field) from None
+
+
+def _kv_blocks(opts: ServeOptions, chip: Topology, m: ServedModel, kv_fraction: float,
+               where: str) -> int:
+    """The KV cache's blocks: `--kv-blocks` (refused beyond what the HBM holds beside the
+    weights) or `kv_fraction` of that room."""
+    if opts.kv_blocks is None:
+        return capacity_blocks(chip.hbm_bytes, m.weight_bytes, m.kv_bytes_per_token,
+                               opts.block_tokens, kv_fraction, where)
+    if opts.kv_blocks < 1:
+        raise InputError(f"must be >= 1, got {opts.kv_blocks}", field="--kv-blocks")
+    most = capacity_blocks(chip.hbm_bytes, m.weight_bytes, m.kv_bytes_per_token,
+                           opts.block_tokens, 1.0, where)
+    if opts.kv_blocks > most:
+        raise InputError(f"{opts.kv_blocks:,} blocks of {opts.block_tokens} tokens do not fit "
+                         f"beside the weights in the HBM of {where}: at most {most:,}",
+                         field="--kv-blocks")
+    return opts.kv_blocks
 
 
 def _limits(opts: ServeOptions) -> Limits:
@@ -165,19 +186,12 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     blocks = simulated_blocks(opts.replay_blocks)
     cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip, blocks))
     m = ServedModel.open(model, opts.qconfig, workdir, replay_blocks=blocks)
-    if opts.kv_blocks is not None:
-        if opts.kv_blocks < 1:
-            raise InputError(f"must be >= 1, got {opts.kv_blocks}", field="--kv-blocks")
-        blocks = opts.kv_blocks
-    else:
-        blocks = capacity_blocks(chip.hbm_bytes, m.weight_bytes, m.kv_bytes_per_token,
-                                 opts.block_tokens, kv_fraction,
-                                 "one chip (disaggregated: each chip holds the whole "
-                                 "model)" if disagg else f"'{topo.name}'")
+    blocks = _kv_blocks(opts, chip, m, kv_fraction, "one chip (disaggregated: each chip "
+                        "holds the whole model)" if disagg else f"'{topo.name}'")
     kv = PagedKvCache(blocks, opts.block_tokens)
     # a cache the user sized, or one whose blocks are too large to have any, is at fault
-    cache_field = ("--kv-blocks" if opts.kv_blocks is not None else
-                   "--block-tokens" if blocks == 0 else None)
+    cache_field = ("--kv-blocks" if opts.kv_blocks is not None else None if blocks else
+                   "--kv-fraction" if opts.kv_fraction is not None else "--block-tokens")
     check_requests(reqs, m, kv, None if disagg else policy,
                    str(opts.trace) if opts.trace else None,
                    policy.limits.max_batch_tokens if disagg else None, cache_field)

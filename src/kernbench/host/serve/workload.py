@@ -5,8 +5,9 @@ the integers, both ends included) or `lognormal:MEDIAN:SIGMA[:MAX]` (round(MEDIA
 exp(SIGMA × N(0, 1))), clamped to [1, MAX]). `poisson_requests` draws arrivals with
 exponential gaps of mean 1/RATE and the lengths, all from one `random.Random(seed)`, in a
 fixed order (gap, prompt, output per request), so a seed gives the same requests on any
-machine. `read_trace` reads a CSV with the columns `arrival_s,prompt_tokens,output_tokens`
-(docs/serving.md); a negative, non-finite or decreasing time or a length below 1 is an
+machine. `read_trace` reads a CSV whose header names the columns `arrival_s`,
+`prompt_tokens` and `output_tokens` (any order and case; other columns are ignored;
+docs/serving.md); a negative, non-finite or decreasing time or a length below 1 is an
 `InputError` naming the file, the line and the field, and so is a time beyond
 `MAX_TIME_S` (a run's times are integer nanoseconds and must stay within 64 bits; a
 UTF-8 byte-order mark before the header, as spreadsheet programs write, is skipped).
@@ -162,24 +163,40 @@ def _count(cell: str) -> int | None:
     return int(d)
 
 
+def _columns(header: list[str] | None, file: str) -> list[int]:
+    """Where each of TRACE_COLUMNS is in `header`: found by name (any case, any order);
+    other columns (a request id, a user) are ignored."""
+    names = [h.strip().lower() for h in header or ()]
+    missing = [c for c in TRACE_COLUMNS if c not in names]
+    twice = sorted({c for c in TRACE_COLUMNS if names.count(c) > 1})
+    if header is None or missing or twice:
+        got = ",".join(header or []) or "an empty file"
+        why = (f"column {twice[0]} appears twice" if twice else
+               f"it has no column {', '.join(missing)}")
+        raise InputError(f"the header must name the columns {','.join(TRACE_COLUMNS)} "
+                         f"(in any order; others are ignored): {why} (got {got})", file=file,
+                         where="line 1")
+    return [names.index(c) for c in TRACE_COLUMNS]
+
+
 def read_trace(path: Path) -> list[Request]:
     """The requests of a trace CSV (see the module docstring)."""
     file = str(path)
     text = read_input_text(Path(path), MAX_JSON_BYTES).removeprefix("\ufeff")
     rows = _csv_rows(text, file)
     header = next(rows, (1, None))[1]
-    if header is None or [h.strip() for h in header] != list(TRACE_COLUMNS):
-        raise InputError(f"the header must be {','.join(TRACE_COLUMNS)} (got "
-                         f"{','.join(header or []) or 'an empty file'})", file=file,
-                         where="line 1")
+    cols = _columns(header, file)
+    width = len(header or ())
     out: list[Request] = []
     last = 0
-    for line, row in rows:
-        if not row or all(not c.strip() for c in row):
+    for line, raw in rows:
+        if not raw or all(not c.strip() for c in raw):
             continue
         where = f"line {line}"
-        if len(row) != 3:
-            raise InputError(f"{len(row)} fields, expected 3", file=file, where=where)
+        if len(raw) != width:
+            raise InputError(f"{len(raw)} fields, expected {width} (as the header has)",
+                             file=file, where=where)
+        row = [raw[k] for k in cols]
         if not _NUMBER.fullmatch(row[0].strip()):
             raise InputError(f"'{row[0]}' is not a number", file=file, where=where,
                              field="arrival_s")
