@@ -103,9 +103,9 @@ def _context(model: Path) -> int | None:
         return None  # resolve_model read it already: unreachable in practice
     for key in _CONTEXT_KEYS:
         v = d.get(key) if isinstance(d, dict) else None
-        if isinstance(v, float) and v.is_integer():  # `64.0`, as some exporters write it
-            v = int(v)
-        elif isinstance(v, str) and v.strip().isdecimal():
+        # `64.0` or `"64"`, as some exporters write it
+        if (isinstance(v, float) and v.is_integer()) or (
+                isinstance(v, str) and v.strip().isdecimal()):
             v = int(v)
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             return v
