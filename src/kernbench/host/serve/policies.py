@@ -10,7 +10,8 @@ once, `max_batch_tokens` new tokens per step (the prefill budget).
   those whose whole prompt + output fits the free KV blocks) start together: one prefill
   padded to the longest prompt, then decode steps until the last finishes (finished
   sequences leave the batch; no request joins it). Blocks are reserved for the whole
-  output at admission, so nothing is preempted.
+  output at admission, so nothing is preempted; a request whose padding would take the
+  batch's padded prompts beyond the cache's tokens waits for the next batch.
 - `continuous`: iteration-level batching as vLLM's default scheduler. Before each decode
   step, waiting requests are admitted FCFS while the batch has room, their prompts fit
   `max_batch_tokens` and their blocks fit the cache; if any were admitted the step is
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from kernbench.errors import InputError
-from kernbench.host.serve.state import SchedState, Step
+from kernbench.host.serve.state import SchedState, Seq, Step
 
 
 @dataclass(frozen=True)
@@ -101,13 +102,21 @@ class Static(Policy):
     def _form(self, state: SchedState, now_ns: int) -> Step:
         if state.running:
             return Step(decode=state.grow_decodes(list(state.running)))
-        batch = []
+        batch: list[tuple[Seq, int]] = []
+        longest = 0
+        room = state.kv.blocks * state.kv.block_tokens  # tokens the cache holds at most
         while state.waiting and len(batch) < self.limits.max_batch:
             s = state.waiting[0]
+            chunk = s.target - s.computed
+            # the padded prefill caches every prompt at the longest one's length: a batch
+            # whose padded prompts exceed the cache could not run (never true of the first)
+            if batch and (len(batch) + 1) * max(longest, chunk) > room:
+                break
             if not state.kv.grow(s.id, max(s.target, s.req.prompt + s.req.output - 1)):
                 break
             state.admit(s, now_ns)
-            batch.append((s, s.target - s.computed))
+            batch.append((s, chunk))
+            longest = max(longest, chunk)
         return Step(prefill=batch, padded_prefill=True)
 
 

@@ -1,0 +1,41 @@
+"""`static` pads a batch's prefill to its longest prompt: the padded prompts must fit the
+KV cache's tokens, or the batch's one prefill program could not run. A request that would
+take them beyond waits for the next batch; the first of a batch is always admitted."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from kernbench.host.serve.kv_cache import PagedKvCache
+from kernbench.host.serve.policies import Limits, policy_for
+from kernbench.host.serve.state import SchedState, Seq
+from kernbench.host.serve.steps import step_programs
+from kernbench.host.serve.workload import Request
+
+
+def _state(prompts: list[int], blocks: int, block_tokens: int = 16) -> SchedState:
+    reqs = [Request(i, 0, p, 2, f"request {i}") for i, p in enumerate(prompts)]
+    return SchedState(PagedKvCache(blocks, block_tokens), deque(Seq(r) for r in reqs))
+
+
+def test_a_batch_stops_where_its_padded_prompts_would_pass_the_cache():
+    # 125 blocks of 16 = 2000 tokens: 1000 + 16 + 16 fit as blocks (63 + 2 + 2), but
+    # padded to 1000 each, three prompts take 3000 tokens
+    state = _state([1000, 16, 16, 16], blocks=125)
+    step = policy_for("static", Limits(max_batch=8)).schedule(state, 0)
+    assert [s.id for s, _ in step.prefill] == [0, 1]  # 2 × 1000 = 2000 fit, 3 × 1000 not
+    assert step_programs(step) == [(2, 1000, 0)]
+    assert [s.id for s in state.waiting] == [2, 3]
+
+
+def test_short_prompts_after_a_long_one_still_batch_when_the_cache_holds_them():
+    state = _state([1000, 16, 16, 16], blocks=1000)  # 16 000 tokens
+    step = policy_for("static", Limits(max_batch=8)).schedule(state, 0)
+    assert [s.id for s, _ in step.prefill] == [0, 1, 2, 3]
+    assert step_programs(step) == [(4, 1000, 0)]
+
+
+def test_the_first_request_of_a_batch_is_admitted_whatever_its_length():
+    state = _state([1999, 16], blocks=125)  # 1999 + 2 - 1 = 2000 tokens: exactly the cache
+    step = policy_for("static", Limits(max_batch=8)).schedule(state, 0)
+    assert [s.id for s, _ in step.prefill] == [0]
