@@ -17,7 +17,8 @@ once, `max_batch_tokens` new tokens per step (the prefill budget).
   `max_batch_tokens` and their blocks fit the cache; if any were admitted the step is
   their prefill (one program per prompt), else a decode step of every running sequence.
   A decode that needs a block when none is free preempts the latest-admitted sequence
-  (recomputed later).
+  (recomputed later: its prompt and generated tokens in one prefill, alone in its step
+  when they exceed `max_batch_tokens`).
 - `chunked`: chunked prefill mixed with decode (Sarathi, vLLM's chunked prefill): every
   step decodes all decoding sequences, then fills the rest of `max_batch_tokens` with
   prefill chunks, first of running sequences, then of new admissions.
@@ -130,20 +131,16 @@ class Continuous(Policy):
             raise InputError(f"a prompt of {prompt} tokens does not fit one step of {budget} "
                              "tokens (use the chunked policy or raise it)",
                              field="--max-batch-tokens")
-        # a preempted request recomputes its prompt and all but its last token at once
-        if prompt + output - 1 > budget:
-            raise InputError(f"a request of {prompt} prompt + {output} output tokens, "
-                             f"preempted, must prefill {prompt + output - 1} tokens again in "
-                             f"one step, more than {budget} tokens per "
-                             "step (use the chunked policy or raise it)",
-                             field="--max-batch-tokens")
 
     def _form(self, state: SchedState, now_ns: int) -> Step:
         batch, tokens = [], 0
         while state.waiting and len(state.running) < self.limits.max_batch:
             s = state.waiting[0]
             need = s.target - s.computed
-            if tokens + need > self.limits.max_batch_tokens or not state.kv.grow(s.id, s.target):
+            # a preempted sequence recomputes its prompt and what it generated in one
+            # prefill: beyond the budget, it runs alone in its step
+            over = tokens + need > self.limits.max_batch_tokens
+            if (over and (batch or not s.preemptions)) or not state.kv.grow(s.id, s.target):
                 break
             state.admit(s, now_ns)
             batch.append((s, need))

@@ -1,6 +1,8 @@
-"""`static` pads a batch's prefill to its longest prompt: the padded prompts must fit the
-KV cache's tokens, or the batch's one prefill program could not run. A request that would
-take them beyond waits for the next batch; the first of a batch is always admitted."""
+"""Batches at the edges of their limits. `static` pads a batch's prefill to its longest
+prompt: the padded prompts must fit the KV cache's tokens, or the batch's one prefill
+program could not run; a request that would take them beyond waits for the next batch,
+and the first of a batch is always admitted. `continuous` recomputes a preempted
+sequence in one prefill, alone in its step when it exceeds the token budget."""
 
 from __future__ import annotations
 
@@ -39,3 +41,29 @@ def test_the_first_request_of_a_batch_is_admitted_whatever_its_length():
     state = _state([1999, 16], blocks=125)  # 1999 + 2 - 1 = 2000 tokens: exactly the cache
     step = policy_for("static", Limits(max_batch=8)).schedule(state, 0)
     assert [s.id for s, _ in step.prefill] == [0]
+
+
+def test_continuous_recomputes_a_preempted_sequence_beyond_the_budget_alone():
+    from kernbench.host.serve.engine import serve_requests
+    from kernbench.host.serve.steps import StepTimer
+
+    # 3 requests of 100 + 50 tokens, a 110-token budget, a cache of 15 blocks of 16: two
+    # prompts take 7 blocks each, their decodes need an 8th, so the later one is
+    # preempted and recomputes 100 + generated tokens, more than the budget (such a
+    # request was refused before it could ever happen)
+    reqs = [Request(i, 0, 100, 50, f"request {i}") for i in range(3)]
+    policy = policy_for("continuous", Limits(max_batch=8, max_batch_tokens=110))
+    for r in reqs:
+        policy.check(r.prompt, r.output)  # no longer refused
+    seen: list[tuple[int, int, int]] = []
+
+    def ns(shape: tuple[int, int, int]) -> float:
+        seen.append(shape)
+        return 1000.0 * shape[0] + 10.0 * shape[1] + shape[2]
+
+    run = serve_requests(reqs, policy, PagedKvCache(15, 16), StepTimer(ns, exact=True),
+                         lambda _n: None)
+    assert all(q.finish_ns is not None for q in run.seqs)
+    assert sum(q.preemptions for q in run.seqs) > 0
+    recomputes = [s for s in seen if s[1] > 110]
+    assert recomputes and all(b == 1 and past == 0 for b, _, past in recomputes)
