@@ -170,10 +170,11 @@ def test_drawn_workloads_out_of_range_are_one_line(tmp_path, capsys, args, needl
     _one_line(capsys, needle)
 
 
-def test_a_request_too_long_to_prefill_again_names_its_line(tmp_path, capsys):
-    (tmp_path / "t.csv").write_text(TRACE + "0.1,64,9000\n")
+def test_a_prompt_beyond_the_step_budget_names_its_line(tmp_path, capsys):
+    # a long output is not refused (a recompute beyond the budget runs alone in its step)
+    (tmp_path / "t.csv").write_text(TRACE + "0.1,9000,2\n")
     assert _serve(tmp_path) == 2
-    _one_line(capsys, "line 3: field '--max-batch-tokens'")
+    _one_line(capsys, "line 3: field '--max-batch-tokens': a prompt of 9000 tokens")
 
 
 @pytest.mark.parametrize(("args", "needle"), [
