@@ -222,6 +222,10 @@ def test_slo_units_as_printed_and_an_empty_slo():
     assert parse_slo("ttft=2\u00b5s,tpot=3\u03bcs,e2e=4us") == {"ttft": 2e3, "tpot": 3e3,
                                                                "e2e": 4e3}
     assert parse_slo(None) == {}
+    # keys in any case, spaces around `=` and before the unit, as people type them
+    assert parse_slo(" TTFT = 1 s , Tpot=50 ms") == {"ttft": 1e9, "tpot": 5e7}
+    with pytest.raises(InputError, match="positive, finite"):
+        parse_slo("ttft=1e400s")
     for text in ("", " "):
         with pytest.raises(InputError, match="--slo.*is empty"):
             parse_slo(text)

@@ -1,8 +1,9 @@
 """`--slo ttft=1s,tpot=50ms`: latency objectives a request must meet to count as goodput.
 
 Keys: `ttft` (time to first token), `tpot` (time per output token after the first) and
-`e2e` (arrival to last token); values a number with a unit `s`, `ms`, `us` (or `µs`, as
-the tool prints it) or `ns`. Anything else, an empty text included, is one InputError line
+`e2e` (arrival to last token), in any case; values a number with a unit `s`, `ms`, `us`
+(or `µs`, as the tool prints it) or `ns`; spaces around `=` and before the unit are
+allowed. Anything else, an empty text included, is one InputError line
 naming `--slo`.
 """
 
@@ -16,7 +17,7 @@ from kernbench.errors import InputError
 KEYS = ("ttft", "tpot", "e2e")
 #: ns per unit; µs written with the micro sign or the Greek mu, as the tool prints it
 _UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "\u00b5s": 1e3, "\u03bcs": 1e3, "ns": 1.0}
-_ITEM = re.compile(r"^([a-z0-9]+)=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)("
+_ITEM = re.compile(r"^([A-Za-z0-9]+)\s*=\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*("
                    + "|".join(sorted(_UNITS, key=len, reverse=True)) + ")$", re.ASCII)
 
 
@@ -30,15 +31,16 @@ def parse_slo(text: str | None) -> dict[str, float]:
                          "it out", field="--slo")
     for item in text.split(","):
         m = _ITEM.match(item.strip())
-        if not m or m.group(1) not in KEYS:
+        if not m or m.group(1).lower() not in KEYS:
             raise InputError(f"'{item.strip()}' is not KEY=VALUEUNIT with KEY in "
                              f"{', '.join(KEYS)} and UNIT in s, ms, us (µs), ns "
                              "(e.g. ttft=1s,tpot=50ms)", field="--slo")
-        key, v = m.group(1), float(m.group(2)) * _UNITS[m.group(3)]
+        key, v = m.group(1).lower(), float(m.group(2)) * _UNITS[m.group(3)]
         if key in out:
             raise InputError(f"'{key}' given twice", field="--slo")
         if not (math.isfinite(v) and v > 0):
-            raise InputError(f"'{item.strip()}' must be a positive time", field="--slo")
+            raise InputError(f"'{item.strip()}' must be a positive, finite time",
+                             field="--slo")
         out[key] = v
     return out
 
