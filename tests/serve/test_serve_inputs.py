@@ -35,7 +35,7 @@ def _one_line(capsys, needle: str) -> None:  # noqa: ANN001
     assert len(err) == 1 and needle in err[0], err
 
 
-@pytest.mark.parametrize("text", ['{"a": 1}', "[1, 2, 3]", '{"_name_or_path": "x"}', "",
+@pytest.mark.parametrize("text", ['{"a": 1}', "[1, 2, 3]", '{"_name_or_path": "x"}', "{",
                                   '{"kind": "kernbench step cache", "caches": []}',
                                   '{"kind": "kernbench step cache", "caches": '
                                   '{"a": {"kernbench": 5, "programs": []}}}'])
@@ -46,6 +46,16 @@ def test_a_file_that_is_not_a_step_cache_is_refused_and_left_as_it_was(tmp_path,
     assert _serve(tmp_path, "--step-cache", str(f)) == 2
     _one_line(capsys, "not a kernbench step cache")
     assert f.read_text() == text and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n"])
+def test_an_empty_file_is_a_new_step_cache(tmp_path, text):
+    f = tmp_path / "steps.json"  # as `touch` or `mktemp` leave it
+    f.write_text(text)
+    cache = StepCache(f, IDENT)
+    assert cache.loaded == 0
+    cache.put((1, 1, 8), 100.0)
+    assert StepCache(f, IDENT).get((1, 1, 8)) == 100.0
 
 
 @pytest.mark.parametrize("row", [[1, 1, 64, -5.0], [1, 1, 64, float("nan")],

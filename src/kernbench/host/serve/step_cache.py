@@ -82,7 +82,9 @@ class StepCache:
         """Every section of the file, checked (InputError if it is not a step cache)."""
         assert self.path is not None
         try:
-            return _sections(json.loads(read_input_text(self.path, MAX_JSON_BYTES)))
+            text = read_input_text(self.path, MAX_JSON_BYTES)
+            # an empty file (`touch`, `mktemp`) is a cache with nothing in it yet
+            return _sections(json.loads(text)) if text.strip() else {}
         except (ValueError, KeyError, TypeError):
             raise InputError("not a kernbench step cache (delete it or give another file)",
                              file=str(self.path), field="--step-cache") from None
