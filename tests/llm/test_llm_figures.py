@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from kernbench.cli import main
 
 CONFIGS = Path(__file__).parent.parent / "hf_configs"
@@ -91,3 +93,16 @@ def test_hbm_nearly_full_is_a_warning_kept_with_quiet(tmp_path, capsys):
           "--quiet", "-o", str(tmp_path), "--set", f"cube.hbm_ctrl.capacity_gib={cap_gib!r}"])
     err = capsys.readouterr().err
     assert "warning: weights + KV cache use 95% of HBM" in err, err
+
+
+def test_a_small_model_that_cannot_fit_reads_its_sizes_in_mib():
+    from kernbench.errors import InputError
+    from kernbench.host.llm import LlmFacts, check_fit
+    from kernbench.topology import load_topology
+
+    topo = load_topology("small")
+    facts = LlmFacts("tiny", "prefill", 2, 1, 8, 0, 1000, 3 * 2**20, topo.hbm_bytes, 0, 0)
+    with pytest.raises(InputError) as e:
+        check_fit(facts, topo)
+    assert "weights 3.00 MiB + KV cache 16.00 GiB = 16.00 GiB do not fit the 16.00 GiB" \
+        in e.value.reason

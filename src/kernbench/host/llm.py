@@ -143,15 +143,19 @@ def _macs(g: Graph) -> dict[int, int]:
     return out
 
 
+def _binary(n: int) -> str:
+    """Bytes in GiB, or in MiB below one GiB (a small model's weights are not 0.00 GiB)."""
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.2f} MiB"
+
+
 def check_fit(f: LlmFacts, topo: Topology) -> list[str]:
     """Refuse (InputError) when weights + KV cache exceed HBM; warnings above 90 %."""
     cap = topo.hbm_bytes
     need = f.weight_bytes + f.kv_cache_bytes
     if need > cap:
-        raise InputError(f"weights {f.weight_bytes / 2**30:.2f} GiB + KV cache "
-                         f"{f.kv_cache_bytes / 2**30:.2f} GiB = {need / 2**30:.2f} GiB do not "
-                         f"fit the {cap / 2**30:g} GiB of HBM of '{topo.name}'",
-                         where=f"model '{f.model}'")
+        raise InputError(f"weights {_binary(f.weight_bytes)} + KV cache "
+                         f"{_binary(f.kv_cache_bytes)} = {_binary(need)} do not fit the "
+                         f"{_binary(cap)} of HBM of '{topo.name}'", where=f"model '{f.model}'")
     if need > HBM_WARN_FRACTION * cap:
         return [f"weights + KV cache use {100 * need / cap:.0f}% of HBM "
                 f"({need / 2**30:.2f} of {cap / 2**30:g} GiB): little room for activations"]
