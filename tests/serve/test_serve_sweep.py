@@ -135,3 +135,20 @@ def test_replay_blocks_is_an_option_of_the_point_only_when_given(tmp_path):
     assert m.serve["replay_blocks"] == 6 and m.id != p.id
     with pytest.raises(InputError, match="replay_blocks"):
         plan_sweep(few)
+
+
+def test_a_load_sweep_sizes_the_kv_cache_by_blocks(tmp_path):
+    text = (f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
+            "serve:\n  rate: [5000]\n  requests: 4\n  prompt_len: 16\n  output_len: 3\n")
+    plain, sized = tmp_path / "p.yaml", tmp_path / "s.yaml"
+    plain.write_text(text)
+    sized.write_text(text + "  kv_blocks: 40\n")
+    (point,) = plan_sweep(sized).points
+    assert point.id != plan_sweep(plain).points[0].id  # another cache: another point
+    run_points([point], tmp_path / "out", workers=1)
+    stats = json.loads((tmp_path / "out" / "points" / point.id / "stats.json").read_text())
+    assert stats["serve"]["kv_cache"]["blocks"] == 40
+    both = tmp_path / "b.yaml"
+    both.write_text(text + "  kv_blocks: 40\n  kv_fraction: 0.5\n")
+    with pytest.raises(InputError, match="kv_blocks or kv_fraction"):
+        plan_sweep(both)

@@ -293,6 +293,9 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
         parse_slo(sv.slo)
     except InputError as e:
         raise InputError(e.reason, file=label, field=_spec_key(e.field)) from None
+    if sv.kv_blocks is not None and "kv_fraction" in sv.model_fields_set:
+        raise InputError("give the KV cache's size as kv_blocks or kv_fraction, not both",
+                         file=label, field="serve.kv_fraction")
     for i, name in enumerate(sv.policy):
         known = sorted([*POLICIES, DISAGGREGATED])
         if name not in known:
@@ -301,8 +304,10 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
     # the step cache decides no result (a cached time is the simulator's): not an option
     # of the point, so not in its id
     # (nor replay_blocks when not given: the points of earlier sweeps keep their ids)
+    # (nor kv_blocks when not given; when given, it sizes the cache instead of kv_fraction)
     fixed = spec.serve.model_dump(mode="json", exclude={"rate", "policy", "step_cache"} | (
-        {"replay_blocks"} if spec.serve.replay_blocks is None else set()))
+        {"replay_blocks"} if spec.serve.replay_blocks is None else set()) | (
+        {"kv_blocks"} if spec.serve.kv_blocks is None else {"kv_fraction"}))
     # prefill_chips splits the chips of the disaggregated points only; static has no
     # per-step token budget
     return [{"policy": p, "rate": r, **fixed} | ({} if p == DISAGGREGATED else

@@ -104,6 +104,9 @@ class ServeSpec(_Strict):
     max_batch_tokens: int = Field(8192, ge=1, strict=True, description="new tokens per step")
     block_tokens: int = Field(16, ge=1, strict=True, description="tokens per KV block")
     kv_fraction: float = Field(0.9, gt=0, le=1, description="HBM share of the KV cache")
+    kv_blocks: int | None = Field(None, ge=1, strict=True,
+                                  description="KV cache blocks, instead of kv_fraction "
+                                              "[default: kv_fraction of the HBM]")
     prefill_chips: int | None = Field(None, ge=1, strict=True,
                                       description="disaggregated: chips that prefill "
                                                   "[default: half]")
