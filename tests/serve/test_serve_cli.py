@@ -225,3 +225,23 @@ def test_kv_blocks_beyond_the_hbm_are_refused_before_anything_runs(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--kv-blocks" in err[0] and "at most" in err[0], err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_step_program_with_no_room_beside_the_cache_names_the_cache_option(tmp_path, capsys):
+    # a deep, narrow llama whose KV cache takes the whole HBM the weights leave: the bucket
+    # rule's corner program (past tokens rounded up) cannot fit beside it
+    cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 32,
+           "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128,
+           "vocab_size": 256, "rms_norm_eps": 1e-05, "hidden_act": "silu",
+           "tie_word_embeddings": False}
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps(cfg))
+    assert main(["serve", str(model), "-t", "small", "--set", "cube.hbm_ctrl.capacity_gib=0.04",
+                 "--kv-fraction", "1", "--requests", "10", "--rate", "1e7", "--prompt-len",
+                 "980", "--output-len", "24", "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0] == err[-1], err
+    assert "field '--kv-fraction': the step program of batch" in err[-1]
+    assert "does not fit the HBM beside the KV cache" in err[-1]
+    assert not (tmp_path / "o").exists()

@@ -17,8 +17,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kernbench.compiler.hbm import HbmFullError
 from kernbench.compiler.roofline import operand_bits
-from kernbench.errors import InputError
 from kernbench.host.moe_stats import idle_weights
 from kernbench.ir.model import Graph, QBits
 from kernbench.numerics.block_float import FORMATS as BFP_FORMATS
@@ -149,11 +149,12 @@ def _binary(n: int) -> str:
 
 
 def check_fit(f: LlmFacts, topo: Topology) -> list[str]:
-    """Refuse (InputError) when weights + KV cache exceed HBM; warnings above 90 %."""
+    """Refuse (HbmFullError, an InputError) when weights + KV cache exceed HBM; warnings
+    above 90 %."""
     cap = topo.hbm_bytes
     need = f.weight_bytes + f.kv_cache_bytes
     if need > cap:
-        raise InputError(f"weights {_binary(f.weight_bytes)} + KV cache "
+        raise HbmFullError(f"weights {_binary(f.weight_bytes)} + KV cache "
                          f"{_binary(f.kv_cache_bytes)} = {_binary(need)} do not fit the "
                          f"{_binary(cap)} of HBM of '{topo.name}'", where=f"model '{f.model}'")
     if need > HBM_WARN_FRACTION * cap:

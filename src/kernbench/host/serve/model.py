@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernbench.compiler.hbm import HbmFullError
 from kernbench.compiler.pipeline import load_model
 from kernbench.errors import InputError
 from kernbench.host.block_replay import SIMULATED_BLOCKS
@@ -91,7 +92,15 @@ class ServedModel:
             opts = RunOptions(qconfig=self.qconfig, trace=False, report=False,
                               write_cmdq=False, write_weights=False, bundle=tmp / "bundle",
                               replay_blocks=self.replay_blocks, check_compiled=False)
-            return run_model(res.path, topo, tmp / "out", opts, RunHooks(note=_quiet)).stats
+            try:
+                return run_model(res.path, topo, tmp / "out", opts,
+                                 RunHooks(note=_quiet)).stats
+            except HbmFullError as e:  # the cache the options sized leaves it no room
+                raise InputError(
+                    f"the step program of batch {b}, {s} new and {k} past tokens does not "
+                    f"fit the HBM beside the KV cache: give the cache less (a lower "
+                    f"--kv-fraction or --kv-blocks) or use a larger topology ({e.reason})",
+                    field="--kv-fraction") from None
 
 
 def _context(model: Path) -> int | None:
