@@ -67,3 +67,24 @@ def test_continuous_recomputes_a_preempted_sequence_beyond_the_budget_alone():
     assert sum(q.preemptions for q in run.seqs) > 0
     recomputes = [s for s in seen if s[1] > 110]
     assert recomputes and all(b == 1 and past == 0 for b, _, past in recomputes)
+
+
+def test_the_trace_shows_each_preemption_inside_its_request_s_phase():
+    from kernbench.host.serve.engine import serve_requests
+    from kernbench.host.serve.results import serve_trace
+    from kernbench.host.serve.steps import StepTimer
+
+    reqs = [Request(i, 0, 100, 50, f"request {i}") for i in range(3)]
+    policy = policy_for("continuous", Limits(max_batch=8, max_batch_tokens=110))
+    run = serve_requests(reqs, policy, PagedKvCache(15, 16),
+                         StepTimer(lambda sh: 1000.0 * sh[0] + 10.0 * sh[1] + sh[2],
+                                   exact=True), lambda _n: None)
+    events = [e for e in serve_trace(run)["traceEvents"] if e["ph"] == "X"]
+    for q in run.seqs:
+        mine = [e for e in events if e["tid"] == q.req.id + 1]
+        again = [e for e in mine if e["name"] == "preempted: queued again"]
+        assert len(again) == q.preemptions == len(q.preempted)
+        for e in again:  # within the prefill or decode slice it interrupted
+            assert any(p["name"] in ("prefill", "decode") and p["ts"] <= e["ts"]
+                       and e["ts"] + e["dur"] <= p["ts"] + p["dur"] for p in mine)
+    assert sum(q.preemptions for q in run.seqs) > 0

@@ -53,6 +53,7 @@ class Policy:
         self.limits = limits
 
     def schedule(self, state: SchedState, now_ns: int) -> Step:
+        state.now_ns = now_ns  # when a preemption in this pass happens
         # a pass may only preempt (its decodes lost their blocks): the next one admits
         for _ in range(3):
             step = self._form(state, now_ns)

@@ -163,9 +163,12 @@ def serve_trace(run: ServeRun) -> dict[str, Any]:
                    "args": {"name": f"request {r.id}"}})
         args = {"prompt_tokens": r.prompt, "output_tokens": r.output,
                 "preemptions": s.preemptions}
-        for name, a, b in (("queued", r.arrival_ns, s.admitted_ns),
-                           ("prefill", s.admitted_ns, s.first_token_ns),
-                           ("decode", s.first_token_ns, s.finish_ns)):
+        spans = [("queued", r.arrival_ns, s.admitted_ns),
+                 ("prefill", s.admitted_ns, s.first_token_ns),
+                 ("decode", s.first_token_ns, s.finish_ns)]
+        # a preemption nests in its phase: queued again until admitted, then it recomputes
+        spans += [("preempted: queued again", a, b) for a, b in s.preempted if b is not None]
+        for name, a, b in spans:
             if b > a:
                 ev.append({"ph": "X", "name": name, "cat": "request", "pid": 1, "tid": tid,
                            "ts": a / 1e3, "dur": (b - a) / 1e3, "args": args})

@@ -30,6 +30,8 @@ class Seq:
     first_token_ns: int | None = None
     finish_ns: int | None = None
     running: bool = False      # in SchedState.running
+    # each preemption: (when it lost its cache, when it was admitted again or None)
+    preempted: list[list[int | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.target = self.req.prompt
@@ -73,6 +75,7 @@ class SchedState:
     waiting: deque[Seq] = field(default_factory=deque)
     running: list[Seq] = field(default_factory=list)
     preemptions: int = 0
+    now_ns: int = 0  # the time of the step being formed (set by Policy.schedule)
 
     def admit(self, s: Seq, now_ns: int) -> None:
         if self.waiting and self.waiting[0] is s:
@@ -82,6 +85,8 @@ class SchedState:
         s.running = True
         if s.admitted_ns is None:
             s.admitted_ns = now_ns
+        elif s.preempted and s.preempted[-1][1] is None:
+            s.preempted[-1][1] = now_ns
         self.running.append(s)
 
     def preempt(self, s: Seq) -> None:
@@ -90,6 +95,7 @@ class SchedState:
         s.running = False
         self.kv.free(s.id)
         s.restart()
+        s.preempted.append([self.now_ns, None])
         self.waiting.appendleft(s)
         self.preemptions += 1
 
