@@ -9,19 +9,33 @@ from __future__ import annotations
 import numpy as np
 
 from kernbench.numerics import quant as qmath
+from kernbench.numerics.errors import KernelError
 
 __all__ = ["embedding", "gather", "gather_elements", "gather_nd", "slice_", "concat",
            "expand", "transpose", "split", "reshape", "kv_update"]
 
 
+def _in_range(idx: np.ndarray, n: int, what: str) -> np.ndarray:
+    """`idx` as int64, refused (KernelError) when an index lies outside [-n, n): ONNX
+    gives such an index no meaning. A model's position table read past its end (a
+    sequence longer than the model's context) is the usual cause."""
+    idx = idx.astype(np.int64)
+    if idx.size and (int(idx.min()) < -n or int(idx.max()) >= n):
+        bad = int(idx.max()) if int(idx.max()) >= n else int(idx.min())
+        raise KernelError(f"index {bad} is outside the {n} {what} (a sequence longer "
+                          "than the model's context?)")
+    return idx
+
+
 def embedding(idx: np.ndarray, table: np.ndarray) -> np.ndarray:
     """Rows of `table` picked by `idx` (any shape)."""
-    return np.take(table, idx.astype(np.int64), axis=0)
+    return np.take(table, _in_range(idx, table.shape[0], "rows of the table"), axis=0)
 
 
 def gather(data: np.ndarray, idx: np.ndarray, *, axis: int) -> np.ndarray:
     """ONNX Gather along `axis`."""
-    return np.take(data, idx.astype(np.int64), axis=axis)
+    n = data.shape[axis]
+    return np.take(data, _in_range(idx, n, f"entries of axis {axis}"), axis=axis)
 
 
 def gather_elements(data: np.ndarray, idx: np.ndarray, *, axis: int) -> np.ndarray:

@@ -26,7 +26,6 @@ found.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 
 EXACT_BELOW = 16
@@ -50,10 +49,25 @@ def edges(x: int, per_octave: int = PER_OCTAVE) -> tuple[int, int]:
     return (x, x) if lo == x else (lo, lo + width)
 
 
+def edges_within(shape: Shape, dim: int, per_octave: tuple[int, ...] | None = None,
+                 context: int | None = None) -> tuple[int, int]:
+    """`edges` of `shape[dim]`, unless a program at its upper edge would see more positions
+    than the model's `context` (new + past tokens, numbers 1 and 2 of a serve shape; the
+    numbers after `dim` at their own values): then the value itself, exact. A shape within
+    the context never rounds past it, so no program beyond the model's positions is
+    asked for."""
+    x = shape[dim]
+    lo, hi = edges(x, per_octave[dim] if per_octave else PER_OCTAVE)
+    if context is not None and dim in (1, 2) and lo != hi \
+            and sum(shape[1:dim]) + hi + sum(shape[dim + 1:3]) > context:
+        return x, x
+    return lo, hi
+
+
 def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0,
                 per_octave: tuple[int, ...] | None = None,
                 ahead: Callable[[list[Shape]], None] | None = None,
-                tol: tuple[float, ...] = TOLERANCE) -> float:
+                tol: tuple[float, ...] = TOLERANCE, context: int | None = None) -> float:
     """`shape`'s time from simulated programs (`program(shape)` simulates one, memoized by
     the caller): exact on edges, else linear between the edges, refined by midpoints.
     `per_octave`: the edges an octave of each number (default `PER_OCTAVE` for all;
@@ -62,16 +76,17 @@ def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0,
     `ahead(programs)`, when given, is told before each midpoint of the last number is
     asked which programs the refinement would ask next, in order, if no midpoint from
     here on were on its chord (`midpoint_chain`); it must not change what `program`
-    returns, so the time is the same with or without it."""
+    returns, so the time is the same with or without it. `context`: the model's positions,
+    which no asked program exceeds (`edges_within`)."""
     if dim == len(shape):
         return program(shape)
     x = shape[dim]
 
     def at(v: int) -> float:
         return interpolate((*shape[:dim], v, *shape[dim + 1:]), program, dim + 1,
-                           per_octave, ahead, tol)
+                           per_octave, ahead, tol, context)
 
-    lo, hi = edges(x, per_octave[dim] if per_octave else PER_OCTAVE)
+    lo, hi = edges_within(shape, dim, per_octave, context)
     if lo == hi:
         return at(x)
     t_lo, t_hi = at(lo), at(hi)
@@ -112,14 +127,25 @@ def midpoint_chain(x: int, lo: int, hi: int) -> list[int]:
     return out
 
 
-def first_asked(shape: Shape, per_octave: tuple[int, ...] | None = None) -> list[Shape]:
+def first_asked(shape: Shape, per_octave: tuple[int, ...] | None = None,
+                context: int | None = None) -> list[Shape]:
     """The programs `interpolate(shape, …)` asks for whatever their times, in a fixed
     order: per number the value itself (exact or on an edge), or the two edges around it
     and, when they are not adjacent, their midpoint (the first midpoint is always
-    simulated; deeper ones depend on the times); every combination of them."""
-    per_dim = []
-    for d, x in enumerate(shape):
-        lo, hi = edges(x, per_octave[d] if per_octave else PER_OCTAVE)
-        per_dim.append((x,) if lo == hi else (lo, hi, (lo + hi) // 2) if hi - lo > 1
-                       else (lo, hi))
-    return list(itertools.product(*per_dim))
+    simulated; deeper ones depend on the times); every combination of them. With a
+    `context`, the combinations `interpolate` asks for: a number's edges depend on the
+    edge taken by the numbers before it (`edges_within`)."""
+    out: list[Shape] = []
+
+    def walk(prefix: tuple[int, ...], d: int) -> None:
+        if d == len(shape):
+            out.append(prefix)
+            return
+        x = shape[d]
+        lo, hi = edges_within((*prefix, *shape[d:]), d, per_octave, context)
+        for v in ((x,) if lo == hi else (lo, hi, (lo + hi) // 2) if hi - lo > 1
+                  else (lo, hi)):
+            walk((*prefix, v), d + 1)
+
+    walk((), 0)
+    return out

@@ -4,8 +4,9 @@
 new-token and past-token count (a built-in name, a Hugging Face config.json, an ONNX model
 with symbolic dims) and reads what the KV cache needs: the weight bytes, the KV bytes per
 cached token (every layer, K and V, at the KV bitwidth) and the model's context (a
-config.json's `max_position_embeddings` / `n_positions`; None when the model does not
-say). `simulate(shape, topo)` compiles and simulates one program through `host.run` (the
+config.json's `max_position_embeddings` / `n_positions`; for an ONNX file, those of the
+config.json beside it, as Optimum exports one; None when nothing says).
+`simulate(shape, topo)` compiles and simulates one program through `host.run` (the
 path `kernbench run --batch B --seq-len S --kv-len K` takes, block replay simulating
 `replay_blocks` decoder blocks) and returns its ns. The program the step compiled is
 simulated without validating it again against the topology's limits (`run` does): it
@@ -104,6 +105,10 @@ class ServedModel:
 
 
 def _context(model: Path) -> int | None:
+    """The model's positions: a config.json's context key; for an ONNX file, that of the
+    config.json beside it (as Hugging Face Optimum exports a model); else None."""
+    if model.suffix == ".onnx" and model.is_file():
+        model = model.parent / "config.json"
     if not (model.exists() and is_hf_config(model)):
         return None
     try:

@@ -207,7 +207,8 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
         timer = StepTimer(src.simulate, exact=opts.exact_steps,
                           simulate_many=src.simulate_many if pool is not None else None,
                           speculate=src.speculate if pool is not None else None,
-                          record=src.record, cached=cache.get, width=opts.workers)
+                          record=src.record, cached=cache.get, width=opts.workers,
+                          context=m.context)
         done = [0]
         count = None if pools else lambda: done[0]
         with phase("serve", len(reqs), count):

@@ -71,6 +71,7 @@ class StepTimer:
     record: Callable[[Shape, float], None] | None = None  # a program simulated ahead, used
     cached: Callable[[Shape], float | None] | None = None  # a program known without simulating
     width: int = 1                # programs `speculate` runs side by side
+    context: int | None = None    # the model's positions: no program asked beyond them
     spare: dict[Shape, tuple[float, float]] = field(default_factory=dict)  # ahead: (ns, CPU s)
     programs: dict[Shape, float] = field(default_factory=dict)   # simulated, by shape
     shapes: dict[Shape, int] = field(default_factory=dict)       # each shape's ns (memo)
@@ -87,7 +88,7 @@ class StepTimer:
             else:
                 ahead = self._ahead if self.speculate is not None and self.width > 1 else None
                 ns = round(interpolate(shape, self._simulated, per_octave=self.per_octave,
-                                       ahead=ahead, tol=self.tol))
+                                       ahead=ahead, tol=self.tol, context=self.context))
             self.shapes[shape] = ns
         return ns
 
@@ -96,7 +97,7 @@ class StepTimer:
         programs = step_programs(step)
         if self.simulate_many is not None and not self.exact:
             self._prefetch([c for p in programs if p not in self.shapes
-                            for c in first_asked(p, self.per_octave)])
+                            for c in first_asked(p, self.per_octave, self.context)])
         return sum(self.program_ns(p) for p in programs)
 
     @property
