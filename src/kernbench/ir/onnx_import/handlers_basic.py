@@ -283,6 +283,11 @@ def _concat(lw: Lowering, node: onnx.NodeProto) -> None:
     rank = len(lw.shape(node.output[0]))
     axis = int(_attrs(node)["axis"]) % rank
     ins = [i for i in node.input if i and 0 not in lw.shape(i)] or [node.input[0]]
+    if len(ins) == 1:
+        # one input left (an empty past KV cache at a prefill, or an exporter's one-input
+        # Concat): the output is that input, and the fusions see its producer directly
+        lw.alias[node.output[0]] = lw.name(ins[0])
+        return
     lw.emit("CONCAT", ins, [node.output[0]], {"axis": axis})
 
 
