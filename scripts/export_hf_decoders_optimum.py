@@ -12,6 +12,9 @@ from pathlib import Path
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from export_hf_decoders import randomize  # noqa: E402 - the same random weights
+
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "optimum")
 torch.manual_seed(0)
 models = {
@@ -23,18 +26,6 @@ models = {
                                           max_position_embeddings=256, bos_token_id=0,
                                           eos_token_id=0)),
 }
-def randomize(model):
-    """As export.py: every parameter random (no zero biases / unit norms to deduplicate)."""
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            r = torch.randn(p.shape, generator=g)
-            if ("ln" in name or "norm" in name) and name.endswith("weight"):
-                p.copy_(1 + 0.1 * r)
-            else:
-                p.copy_(0.02 * r if p.dim() > 1 else 0.05 * r)
-
-
 for name, m in models.items():
     randomize(m)
     ck = out / f"{name}_ckpt"
