@@ -29,7 +29,8 @@ _M_MMAP_THRESHOLD = -3
 
 def tune_heap() -> bool:
     """Set `MMAP_THRESHOLD` and `TRIM_THRESHOLD` for the process (the console script,
-    serve's and a sweep's worker processes do; benchmarks call it to match). True when the C library took both."""
+    serve's and a sweep's worker processes do; benchmarks call it to match). True when
+    the C library took both."""
     try:  # the process's own symbols: the C library it runs on, no library search
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):

@@ -155,11 +155,12 @@ def check_fit(f: LlmFacts, topo: Topology) -> list[str]:
     need = f.weight_bytes + f.kv_cache_bytes
     if need > cap:
         raise HbmFullError(f"weights {_binary(f.weight_bytes)} + KV cache "
-                         f"{_binary(f.kv_cache_bytes)} = {_binary(need)} do not fit the "
-                         f"{_binary(cap)} of HBM of '{topo.name}'", where=f"model '{f.model}'")
+                           f"{_binary(f.kv_cache_bytes)} = {_binary(need)} do not fit the "
+                           f"{_binary(cap)} of HBM of '{topo.name}'",
+                           where=f"model '{f.model}'")
     if need > HBM_WARN_FRACTION * cap:
         return [f"weights + KV cache use {100 * need / cap:.0f}% of HBM "
-                f"({need / 2**30:.2f} of {cap / 2**30:g} GiB): little room for activations"]
+                f"({_binary(need)} of {_binary(cap)}): little room for activations"]
     return []
 
 

@@ -169,7 +169,7 @@ def _columns(header: list[str] | None, file: str) -> list[int]:
     names = [h.strip().lower() for h in header or ()]
     missing = [c for c in TRACE_COLUMNS if c not in names]
     twice = sorted({c for c in TRACE_COLUMNS if names.count(c) > 1})
-    if header is None or missing or twice:
+    if missing or twice:
         got = ",".join(header or []) or "an empty file"
         why = (f"column {twice[0]} appears twice" if twice else
                f"it has no column {', '.join(missing)}")
