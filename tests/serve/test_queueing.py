@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from serve_helpers import program_ns, run
 
-from kernbench.host.serve.results import little, serve_stats
+from kernbench.host.serve.disagg import serve_disaggregated
+from kernbench.host.serve.policies import Limits
+from kernbench.host.serve.results import little, occupancy_csv, serve_stats
+from kernbench.host.serve.steps import StepTimer
 from kernbench.host.serve.workload import LengthSpec, Request, poisson_requests
 
 
@@ -79,3 +83,47 @@ def test_chunked_keeps_the_token_budget_and_batches_decodes():
     assert max(s.finish_ns - s.first_token_ns for s in res.seqs) > 0
     assert serve_stats(res, {}, 10_000)["tpot_s"]["max"] < \
         serve_stats(cont, {}, 10_000)["tpot_s"]["max"]
+
+
+def _l_from_occupancy(text: str) -> tuple[float, float]:
+    """(Σ (end − start) · (running + waiting), the busy time) read from occupancy.csv as a
+    user reads it, in seconds."""
+    rows = [dict(zip(text.splitlines()[0].split(","), line.split(","), strict=True))
+            for line in text.splitlines()[1:]]
+    area = sum((float(r["end_s"]) - float(r["start_s"])) * (int(r["running"]) + int(r["waiting"]))
+               for r in rows)
+    return area, sum(float(r["end_s"]) - float(r["start_s"]) for r in rows)
+
+
+def _disaggregated(reqs: list[Request]):  # noqa: ANN202
+    return serve_disaggregated(reqs, Limits(16, 512), 300, 300, 16, 2, 2,
+                               StepTimer(program_ns, exact=True),
+                               lambda tokens, src, dst: 1_000 + 10 * tokens)
+
+
+def test_occupancy_csv_integrates_to_the_requests_time_in_the_system():
+    """Little's law from the files alone: the time integral of running + waiting in
+    occupancy.csv is Σ (finish − arrival) of requests.csv, at a light load with short
+    outputs (where counts taken at a step's end miss each request's last step) and loaded,
+    under every policy; and the rows tile the busy time with no overlap."""
+    rng = random.Random(7)
+    light = [Request(i, i * 3_000_000 + rng.randint(0, 999_999), rng.randint(8, 40), 4)
+             for i in range(200)]
+    t, loaded = 0, []
+    for i in range(1500):
+        t += int(rng.expovariate(1 / 150_000))
+        loaded.append(Request(i, t, rng.randint(16, 300), rng.randint(1, 60)))
+    for reqs in (light, loaded):
+        runs = [run(reqs, policy=p, blocks=400, max_batch=16, max_batch_tokens=512)
+                for p in ("static", "continuous", "chunked")] + [_disaggregated(reqs)]
+        for res in runs:
+            area, busy = _l_from_occupancy(occupancy_csv(res))
+            in_system = sum(s.finish_ns - s.req.arrival_ns for s in res.seqs) / 1e9
+            assert area == pytest.approx(in_system, rel=1e-9)
+            tl = res.timeline
+            assert all(b > a for a, b in zip(tl.start_ns, tl.end_ns, strict=True))
+            assert all(b <= a for a, b in zip(tl.start_ns[1:], tl.end_ns, strict=False))
+            if not res.preemptions:  # the rows cut from a step keep its tokens once
+                assert sum(tl.tokens) == sum(s.req.prompt + s.req.output - 1
+                                             for s in res.seqs)
+            assert little(res)["relative_error"] == 0.0

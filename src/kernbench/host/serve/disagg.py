@@ -22,9 +22,9 @@ instant, arrivals come first, then step and transfer ends, then idle chips start
 (prefill chips, then decode chips, in chip order). So a run is deterministic.
 
 The timeline is the run cut at every event while a request is in the system: segments
-with the blocks used over all chips during the segment, and at its end the requests in
-the system (waiting: queued for prefill or arrived at a decode chip and not yet admitted;
-running: the rest, sends included) and the new tokens of the steps that ended then (prompt
+with, during the segment, the blocks used over all chips and the requests in the system
+(waiting: queued for prefill or arrived at a decode chip and not yet admitted; running:
+the rest, sends included), and the new tokens of the steps that ended at its end (prompt
 tokens prefilled, tokens decoded: what a step's row counts under the other policies).
 That is what `results.py` reads for occupancy, busy fraction and Little's law.
 """
@@ -99,17 +99,15 @@ def serve_disaggregated(requests: list[Request], limits: Limits, prefill_blocks:
             new += _handle(pools, kind, chip, what, t)
         _send(pools, t, transfer_ns, at)
         _start_steps(pools, limits, t, timer, at)
-        if open_segment:  # the segment ending now: its counts are those at its end
-            tl.running[-1] = pools.in_system - pools.waiting
-            tl.waiting[-1] = pools.waiting
+        if open_segment:  # the segment ending now: the tokens of the steps ending now
             tl.tokens[-1] = new
         open_segment = bool(events and pools.in_system)
-        if open_segment:
+        if open_segment:  # nothing it counts changes before the next event
             tl.start_ns.append(t)
             tl.end_ns.append(events[0][0])
             tl.blocks.append(sum(c.kv.used for c in pools.prefill + pools.decode))
-            tl.running.append(0)
-            tl.waiting.append(0)
+            tl.running.append(pools.in_system - pools.waiting)
+            tl.waiting.append(pools.waiting)
             tl.tokens.append(0)
     if pools.in_system:
         raise RuntimeError(f"disaggregated serving stalled with {pools.in_system} requests "

@@ -22,7 +22,11 @@ from kernbench.host.serve.workload import Request
 
 @dataclass
 class Timeline:
-    """Per step: its end (ns), KV blocks used, running and waiting sequences, tokens."""
+    """The run cut into rows over which nothing the rows count changes: each step, cut
+    again at every arrival during it. A row holds its start and end (ns) and, during it,
+    the KV blocks used, the running and the waiting sequences; `tokens` is the new tokens
+    of the step ending at the row's end (0 on a row a later arrival cuts off). So Σ (end −
+    start) × (running + waiting) is the requests' time in the system, exactly."""
 
     end_ns: list[int] = field(default_factory=list)
     start_ns: list[int] = field(default_factory=list)
@@ -60,6 +64,8 @@ def serve_requests(requests: list[Request], policy: Policy, kv: PagedKvCache,
         step = policy.schedule(state, t)
         start = t
         t += timer.ns(step)
+        _rows(tl, seqs, nxt, start, t, (kv.used, len(state.running), len(state.waiting)),
+              step.tokens())
         for s, c in step.prefill:
             s.computed += c
             if s.computed == s.target:
@@ -67,12 +73,6 @@ def serve_requests(requests: list[Request], policy: Policy, kv: PagedKvCache,
         for s in step.decode:
             s.computed += 1
             done += _emit(state, s, t)
-        tl.start_ns.append(start)
-        tl.end_ns.append(t)
-        tl.blocks.append(kv.used)
-        tl.running.append(len(state.running))
-        tl.waiting.append(len(state.waiting) + _arrived_during(seqs, nxt, t))
-        tl.tokens.append(step.tokens())
         if finished is not None:
             finished(done)
     return ServeRun(seqs, tl, state.preemptions, t)
@@ -89,9 +89,27 @@ def _emit(state: SchedState, s: Seq, t: int) -> int:
     return 0
 
 
-def _arrived_during(seqs: list[Seq], nxt: int, t: int) -> int:
-    """Requests that arrived by t but join the queue at the next step boundary."""
-    k = nxt
-    while k < len(seqs) and seqs[k].req.arrival_ns <= t:
-        k += 1
-    return k - nxt
+def _rows(tl: Timeline, seqs: list[Seq], nxt: int, start: int, end: int,
+          counts: tuple[int, int, int], tokens: int) -> None:
+    """The step [start, end) as timeline rows: (blocks, running, waiting) as the step
+    started, the waiting count one higher from each arrival during the step (those join
+    the queue at its end); the step's tokens on the last row."""
+    blocks, running, waiting = counts
+    a = start
+    while nxt < len(seqs) and (b := seqs[nxt].req.arrival_ns) < end:
+        if b > a:
+            tl.start_ns.append(a)
+            tl.end_ns.append(b)
+            tl.blocks.append(blocks)
+            tl.running.append(running)
+            tl.waiting.append(waiting)
+            tl.tokens.append(0)
+            a = b
+        waiting += 1
+        nxt += 1
+    tl.start_ns.append(a)
+    tl.end_ns.append(end)
+    tl.blocks.append(blocks)
+    tl.running.append(running)
+    tl.waiting.append(waiting)
+    tl.tokens.append(tokens)

@@ -3,8 +3,9 @@ KV-cache occupancy, a Little's-law self-check, and the files of --out.
 
 - `requests.csv`: id, arrival_s, prompt_tokens, output_tokens, first_token_s, finish_s,
   ttft_s, tpot_s (empty for a one-token request), e2e_s, preemptions;
-- `occupancy.csv`: per step, its start and end (s), KV blocks used, running and waiting
-  sequences (as they stand at the step's end) and the step's new tokens;
+- `occupancy.csv`: one row per interval over which its counts hold (a step, cut again at
+  every arrival during it): start and end (s), KV blocks used, running and waiting
+  sequences during it, and the new tokens of the step ending at its end;
 - `trace.json`: Perfetto, one track per request (queued → prefill → decode spans) and a
   KV-blocks counter;
 - the `serve` section of stats.json (`serve_stats`, schema in docs/serving.md).
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from kernbench.host.serve.engine import ServeRun
+from kernbench.host.serve.engine import ServeRun, Timeline
 from kernbench.host.serve.slo import meets
 from kernbench.host.serve.state import Seq
 
@@ -86,21 +87,16 @@ def _summary(values_ns: list[float]) -> dict[str, float | None]:
 
 def little(run: ServeRun) -> dict[str, float]:
     """Little's law on the run: L, the time-average number of requests in the system
-    integrated from the loop's own counts (running + waiting at each step's end, the
-    requests that finished in a step counted for all of it, those that arrived in a step
-    from their arrival), against λ·W from the requests' timestamps. They agree exactly
-    when the loop loses or double-counts no request; the stats keep the relative error."""
+    integrated from the loop's own counts (the timeline's running + waiting over each
+    row), against λ·W from the requests' timestamps. They agree exactly when the loop
+    loses or double-counts no request; the stats keep the relative error."""
     tl = run.timeline
     start = np.asarray(tl.start_ns, dtype=np.int64)
     end = np.asarray(tl.end_ns, dtype=np.int64)
-    n_end = np.asarray(tl.running, dtype=np.int64) + np.asarray(tl.waiting, dtype=np.int64)
+    n = np.asarray(tl.running, dtype=np.int64) + np.asarray(tl.waiting, dtype=np.int64)
     arrival = np.asarray([s.req.arrival_ns for s in run.seqs], dtype=np.int64)
     finish = np.asarray([s.finish_ns for s in run.seqs], dtype=np.int64)
-    area = int(((end - start) * n_end).sum())
-    fi = np.searchsorted(end, finish)  # the step each request finished in
-    area += int((finish - start[fi]).sum())
-    ai = np.searchsorted(end, arrival)  # the first step ending at or after each arrival
-    area -= int(np.maximum(0, arrival - start[np.minimum(ai, len(start) - 1)]).sum())
+    area = int(((end - start) * n).sum())
     span = run.end_ns - int(arrival.min())
     L = area / span
     lam_w = float((finish - arrival).sum()) / span  # λ·W = (N / span) · (Σ e2e / N)
@@ -172,8 +168,26 @@ def serve_trace(run: ServeRun) -> dict[str, Any]:
             if b > a:
                 ev.append({"ph": "X", "name": name, "cat": "request", "pid": 1, "tid": tid,
                            "ts": a / 1e3, "dur": (b - a) / 1e3, "args": args})
-    tl = run.timeline
-    for e, k in zip(tl.end_ns, tl.blocks, strict=True):
-        ev.append({"ph": "C", "name": "kv_blocks", "pid": 2, "tid": 0, "ts": e / 1e3,
-                   "args": {"blocks": k}})
+    ev += _kv_counter(run.timeline)
     return {"traceEvents": ev, "displayTimeUnit": "ns"}
+
+
+def kv_series(tl: Timeline) -> tuple[list[int], list[int]]:
+    """KV blocks over time as (ns, blocks) change points: each row's blocks from its start
+    where they change, 0 from the end of a row no row follows at once (the system empty)."""
+    ts: list[int] = []
+    ks: list[int] = []
+    for i, (a, e, k) in enumerate(zip(tl.start_ns, tl.end_ns, tl.blocks, strict=True)):
+        if not ks or k != ks[-1]:
+            ts.append(a)
+            ks.append(k)
+        if (i + 1 == len(tl.end_ns) or tl.start_ns[i + 1] != e) and ks[-1] != 0:
+            ts.append(e)
+            ks.append(0)
+    return ts, ks
+
+
+def _kv_counter(tl: Timeline) -> list[dict[str, Any]]:
+    """The KV-blocks counter track (`kv_series`)."""
+    return [{"ph": "C", "name": "kv_blocks", "pid": 2, "tid": 0, "ts": t / 1e3,
+             "args": {"blocks": k}} for t, k in zip(*kv_series(tl), strict=True)]

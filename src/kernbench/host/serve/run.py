@@ -27,6 +27,7 @@ from kernbench.host.serve.model import ServedModel
 from kernbench.host.serve.policies import DISAGGREGATED, STATIC, Limits, Policy, policy_for
 from kernbench.host.serve.pool import ProgramPool
 from kernbench.host.serve.results import (
+    kv_series,
     occupancy_csv,
     requests_csv,
     serve_stats,
@@ -301,5 +302,6 @@ def write_outputs(out: Path, run: ServeRun, stats: dict[str, Any]) -> None:
            "TPOT": [t / 1e9 for q in run.seqs if (t := tpot_ns(q)) is not None],
            "end-to-end": [(q.finish_ns - q.req.arrival_ns) / 1e9 for q in run.seqs]}
     blocks = s["kv_cache"]["blocks"]
-    occ = ([e / 1e9 for e in run.timeline.end_ns], [b / blocks for b in run.timeline.blocks])
+    ts, ks = kv_series(run.timeline)
+    occ = ([t / 1e9 for t in ts], [k / blocks for k in ks])
     write_serving_report(out / "report.html", f"kernbench serve — {s['model']}", s, lat, occ)
