@@ -1,7 +1,8 @@
 """Decoder-with-past ONNX files as PyTorch and Optimum export them (tests/models/
 hf_decoders): `run` and `serve` take them; a learned position table read past its end is
 one line naming the node, and with the model's context known (a config.json beside the
-ONNX file, as Optimum writes it) serve never asks for a program beyond it."""
+ONNX file, as Optimum writes it, or the rows of its position table) serve never asks for
+a program beyond it."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kernbench.cli import main
+from kernbench.host.onnx_positions import position_rows
 from kernbench.host.serve.buckets import first_asked, interpolate
 
 HF = Path(__file__).resolve().parents[1] / "models" / "hf_decoders"
@@ -48,6 +51,62 @@ def test_a_config_beside_the_onnx_file_gives_serve_the_context(tmp_path, capsys)
                  "--rate", "1000", "--prompt-len", "200", "--output-len", "58", "--quiet",
                  "--out", str(tmp_path / "o2")]) == 2
     assert "257 positions, beyond the model's context of 256" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["gpt2_dynamo", "gpt2_optimum"])
+def test_without_a_config_the_position_table_gives_the_context(tmp_path, capsys, name):
+    # no config.json beside it: the 256-row position table (wpe) bounds the positions,
+    # gathered by position_ids (Optimum) or by a Range over the past length (dynamo)
+    assert position_rows(HF / f"{name}.onnx") == 256
+    assert main(["serve", str(HF / f"{name}.onnx"), "-t", "small", "--requests", "1",
+                 "--rate", "1000", "--prompt-len", "200", "--output-len", "52", "--quiet",
+                 "--out", str(tmp_path / "o")]) == 0
+    assert main(["serve", str(HF / f"{name}.onnx"), "-t", "small", "--requests", "1",
+                 "--rate", "1000", "--prompt-len", "200", "--output-len", "58", "--quiet",
+                 "--out", str(tmp_path / "o2")]) == 2
+    assert "257 positions, beyond the model's context of 256" in capsys.readouterr().err
+    assert not (tmp_path / "o2").exists()
+
+
+def test_rope_from_inverse_frequencies_and_token_tables_set_no_limit():
+    # Llama's positions go through RoPE computed at run time: no table; the token
+    # embedding (512 rows, gathered by input_ids) is not a position table
+    assert position_rows(HF / "llama_legacy.onnx") is None
+
+
+def test_a_position_table_is_told_from_a_token_table(tmp_path):
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    wte = numpy_helper.from_array(np.zeros((50, 4), np.float32), "wte")
+    wpe = numpy_helper.from_array(np.zeros((30, 4), np.float32), "wpe")
+    rope = numpy_helper.from_array(np.zeros((20, 4), np.float32), "cos_cache")
+    nodes = [helper.make_node("Gather", ["wte", "input_ids"], ["tok"]),
+             # positions from the past length: Range(Shape(past)[2], + new)
+             helper.make_node("Shape", ["past"], ["ps"], start=2, end=3),
+             helper.make_node("Squeeze", ["ps"], ["p0"]),
+             helper.make_node("Shape", ["input_ids"], ["is"], start=1, end=2),
+             helper.make_node("Squeeze", ["is"], ["n"]),
+             helper.make_node("Add", ["p0", "n"], ["p1"]),
+             helper.make_node("Range", ["p0", "p1", "one"], ["pos"]),
+             helper.make_node("Gather", ["wpe", "pos"], ["pe"]),
+             helper.make_node("Cast", ["cos_cache"], ["cos16"], to=TensorProto.FLOAT16),
+             helper.make_node("Gather", ["cos16", "position_ids"], ["cos"])]
+    g = helper.make_graph(
+        nodes, "t",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"]),
+         helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["b", "s"]),
+         helper.make_tensor_value_info("past", TensorProto.FLOAT, ["b", 2, "p", 4])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)
+         for x in ("tok", "pe", "cos")],
+        [wte, wpe, rope, numpy_helper.from_array(np.array(1, np.int64), "one")])
+    save(helper.make_model(g), str(tmp_path / "m.onnx"))
+    assert position_rows(tmp_path / "m.onnx") == 20  # the smaller of wpe and the cache
+    g.node.pop()  # without the cos cache: wpe's rows
+    save(helper.make_model(g), str(tmp_path / "m.onnx"))
+    assert position_rows(tmp_path / "m.onnx") == 30
+    g.node.pop(7)  # no position table left: the token table is not one
+    save(helper.make_model(g), str(tmp_path / "m.onnx"))
+    assert position_rows(tmp_path / "m.onnx") is None
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 250), (3, 1, 255), (2, 200, 50), (1, 250, 0),

@@ -27,6 +27,7 @@ from kernbench.errors import InputError
 from kernbench.host.block_replay import SIMULATED_BLOCKS
 from kernbench.host.llm import llm_facts
 from kernbench.host.models import ShapeOptions, resolve_model
+from kernbench.host.onnx_positions import position_rows
 from kernbench.host.run import RunHooks, RunOptions, run_model
 from kernbench.models.hf_config import config_path, is_hf_config
 from kernbench.report.stats import Stats
@@ -105,10 +106,19 @@ class ServedModel:
 
 
 def _context(model: Path) -> int | None:
-    """The model's positions: a config.json's context key; for an ONNX file, that of the
-    config.json beside it (as Hugging Face Optimum exports a model); else None."""
+    """The model's positions: a config.json's context key; for an ONNX file, the fewer of
+    that of the config.json beside it (as Hugging Face Optimum exports a model) and the
+    rows of its position tables (`onnx_positions`: an export without a config.json beside
+    it); else None."""
     if model.suffix == ".onnx" and model.is_file():
-        model = model.parent / "config.json"
+        limits = [n for n in (_config_context(model.parent / "config.json"),
+                              position_rows(model)) if n is not None]
+        return min(limits) if limits else None
+    return _config_context(model)
+
+
+def _config_context(model: Path) -> int | None:
+    """A Hugging Face config.json's (or its folder's) context key, else None."""
     if not (model.exists() and is_hf_config(model)):
         return None
     try:
