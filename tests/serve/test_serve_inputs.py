@@ -172,6 +172,9 @@ def test_json_prints_the_stats_json_written(tmp_path, capsys):
     (("--prompt-len", "lognormal:100:1:0"), "MAX >= MEDIAN"),
     (("--prompt-len", "lognormal:100:1:5"), "MAX >= MEDIAN"),
     (("--output-len", "lognormal:100:12"), "0 <= SIGMA < 10"),
+    (("--output-len", "lognormal:0.5:1"), "1 <= MEDIAN"),
+    (("--output-len", "lognormal:nan:1"), "1 <= MEDIAN"),
+    (("--output-len", "uniform:9:3"), "is not a length"),
     (("--requests", "1000001"), "--requests"),
 ])
 def test_drawn_workloads_out_of_range_are_one_line(tmp_path, capsys, args, needle):
@@ -277,3 +280,22 @@ def test_weights_that_fill_the_hbm_name_the_memory_and_the_way_out():
 
     with pytest.raises(InputError, match="HBM of one chip.*disaggregated"):
         capacity_blocks(2**30, 2**31, 1024, 16, 0.9, "one chip")
+
+
+def test_length_syntax_variants_draw_what_they_say():
+    """`uniform:LO:HI` is `LO:HI`; a lognormal median may be any real from 1, and an
+    integer one draws what it drew before the median could be a real."""
+    import math
+    import random
+
+    from kernbench.host.serve.workload import LengthSpec
+
+    a, b = LengthSpec.parse("uniform:8:16", "--prompt-len"), LengthSpec.parse("8:16", "x")
+    assert (a.kind, a.lo, a.hi) == (b.kind, b.lo, b.hi) == ("uniform", 8, 16)
+    half = LengthSpec.parse("lognormal:300.5:0.6", "--output-len")
+    whole = LengthSpec.parse("lognormal:300:0.6:2000", "--output-len")
+    r1, r2, ref = random.Random(5), random.Random(5), random.Random(5)
+    for _ in range(200):
+        z = ref.gauss(0.0, 1.0)
+        assert half.draw(r1) == max(1, round(300.5 * math.exp(0.6 * z)))
+        assert whole.draw(r2) == max(1, min(2000, round(300 * math.exp(0.6 * z))))

@@ -1,8 +1,9 @@
 """The requests a serving run receives: Poisson arrivals with drawn lengths, or a trace.
 
-`LengthSpec.parse(text)` reads a length option: `512` (fixed), `128:2048` (uniform over
-the integers, both ends included) or `lognormal:MEDIAN:SIGMA[:MAX]` (round(MEDIAN ×
-exp(SIGMA × N(0, 1))), clamped to [1, MAX]). `poisson_requests` draws arrivals with
+`LengthSpec.parse(text)` reads a length option: `512` (fixed), `128:2048` or
+`uniform:128:2048` (uniform over the integers, both ends included) or
+`lognormal:MEDIAN:SIGMA[:MAX]` (round(MEDIAN × exp(SIGMA × N(0, 1))), clamped to [1, MAX];
+MEDIAN any real from 1). `poisson_requests` draws arrivals with
 exponential gaps of mean 1/RATE and the lengths, all from one `random.Random(seed)`, in a
 fixed order (gap, prompt, output per request), so a seed gives the same requests on any
 machine. `read_trace` reads a CSV whose header names the columns `arrival_s`,
@@ -66,25 +67,28 @@ class LengthSpec:
     hi: int = 0
     sigma: float = 0.0
     text: str = ""
+    median: float = 0.0  # lognormal: the median (any real >= 1; `lo` is it rounded up)
 
     @staticmethod
     def parse(text: str, option: str) -> LengthSpec:
         """A length option's text → LengthSpec; InputError (naming `option`) otherwise."""
         t = text.strip()
         try:
+            if t.startswith("uniform:"):
+                t = t[len("uniform:"):]
             if t.startswith("lognormal:"):
                 parts = t.split(":")[1:]
                 if len(parts) not in (2, 3):
                     raise ValueError
-                med, sigma = int(parts[0]), float(parts[1])
+                med, sigma = float(parts[0]), float(parts[1])
                 hi = int(parts[2]) if len(parts) == 3 else 0
-                rule = ("MEDIAN >= 1" if med < 1 else "0 <= SIGMA < 10"
+                rule = ("1 <= MEDIAN < 1e15" if not 1 <= med < 1e15 else "0 <= SIGMA < 10"
                         if not 0 <= sigma < 10 else "MAX >= MEDIAN"
                         if len(parts) == 3 and hi < med else None)
                 if rule is not None:
                     raise InputError(f"'{text}': lognormal:MEDIAN:SIGMA[:MAX] needs {rule}",
                                      field=option)
-                return LengthSpec("lognormal", med, hi, sigma, t)
+                return LengthSpec("lognormal", math.ceil(med), hi, sigma, t, med)
             if ":" in t:
                 a, b = (int(x) for x in t.split(":"))
                 if a < 1 or b < a:
@@ -103,7 +107,7 @@ class LengthSpec:
             return self.lo
         if self.kind == "uniform":
             return rng.randint(self.lo, self.hi)
-        x = round(self.lo * math.exp(self.sigma * rng.gauss(0.0, 1.0)))
+        x = round((self.median or self.lo) * math.exp(self.sigma * rng.gauss(0.0, 1.0)))
         return max(1, min(x, self.hi) if self.hi else x)
 
     def largest(self) -> int | None:
