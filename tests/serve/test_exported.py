@@ -128,3 +128,14 @@ def test_without_the_context_these_shapes_would_round_past_it(shape):
     wide: list[tuple[int, ...]] = []
     interpolate(shape, lambda s: wide.append(s) or 1.0)
     assert any(s[1] + s[2] > 256 for s in wide)  # what the cap prevents
+
+
+def test_diagnostics_of_a_bound_export_name_the_users_file(tmp_path, capsys):
+    # the dims are bound into a temporary copy; a --strict refusal (its −inf mask
+    # constant) names the file the user gave, not that copy
+    model = HF / "gpt2_optimum.onnx"
+    assert main(["run", str(model), "-t", "small", "--batch", "1", "--seq-len", "1",
+                 "--kv-len", "16", "--strict", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: {model}: weight "), err[-1]
+    assert "NaN/Inf" in err[-1]

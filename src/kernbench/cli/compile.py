@@ -143,14 +143,15 @@ def compile_cmd(
                            routing=routing, routing_seed=routing_seed,
                            routing_same=routing_same)
         _compile(res.path, stage, topology, set_, qconfig, dump_after, calib_inputs, phases,
-                 strict, time_passes, all_pes)
+                 strict, time_passes, all_pes, str(model))
     err.print(f"wrote the bundle {out}")
 
 
 def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
              qconfig: Path | None, dump_after: list[str] | None,
              calib_inputs: Path | None, phases: Phases, strict: bool,
-             time_passes: bool = False, all_pes: bool = False) -> None:
+             time_passes: bool = False, all_pes: bool = False,
+             source: str | None = None) -> None:
     from kernbench.host.flow import CompileRequest, compile_model
     from kernbench.topology import load_topology
 
@@ -158,7 +159,7 @@ def _compile(model: Path, out: Path, topology: str, set_: list[str] | None,
     with phases.phase("compile"):
         state, pm = compile_model(model, topo, out, CompileRequest(
             qconfig=qconfig, dump_after=tuple(dump_after or ()), calib_inputs=calib_inputs,
-            strict=strict, all_pes=all_pes), phases.update)
+            strict=strict, all_pes=all_pes, model_file=source), phases.update)
     err.print(f"compiled {model} for '{topo.name}': {len(state.cmdq.entries)} CMDQ entries")
     if state.pe_choice is not None and state.pe_choice.pes < state.pe_choice.of:
         err.print(state.pe_choice.note())
@@ -243,7 +244,7 @@ def run_cmd(
                           tp=par.tp, dp=par.dp, ep=par.ep,
                           replay_blocks=_replay_blocks(replay_blocks),
                           compile_ahead=not no_compile_ahead and compile_ahead.available(),
-                          **pipe.run_fields())
+                          source=str(model), **pipe.run_fields())
         ok = _run_and_report(res.path, topo, stage, opts, phases, json_, quiet, amend)
     err.print(f"wrote {out}/")
     if not ok:

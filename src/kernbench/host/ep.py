@@ -228,7 +228,8 @@ def run_ep(model: Path, topo: Topology, out: Path, opts: RunOptions,
     bundle = opts.bundle or Path(out) / "bundle"
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
-                         model_file=str(model), write_cmdq=False, all_pes=opts.all_pes)
+                         model_file=opts.source or str(model), write_cmdq=False,
+                         all_pes=opts.all_pes)
     rk = _compile_ranks(small, source, counts if plan is None else
                         drawn_counts(small, find_blocks(small), ranks), ep, ranks, slice_mode,
                         opts, bundle, req, chip_topology(topo), hooks)

@@ -107,7 +107,7 @@ def compile_model(model: Path, topology: Topology, out: Path,
     graph, source = load_model(Path(model), req.qconfig)
     return compile_loaded(graph, source, topology, out, replace(
         req, qconfig_file=str(req.qconfig) if req.qconfig else None,
-        model_file=str(model)), progress)
+        model_file=req.model_file or str(model)), progress)
 
 
 @gc_paused()

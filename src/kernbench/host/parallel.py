@@ -324,7 +324,8 @@ def run_parallel(model: Path, topo: Topology, out: Path, opts: RunOptions,
     bundle = opts.bundle or Path(out) / "bundle"
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
-                         model_file=str(model), write_cmdq=False, all_pes=opts.all_pes,
+                         model_file=opts.source or str(model), write_cmdq=False,
+                         all_pes=opts.all_pes,
                          ahead=opts.compile_ahead)
     meta = {"version": CMDQ_VERSION, "graph_name": graph.metadata.get("model_name", "model"),
             "generated_by": "kernbench.compiler.parallel", "topology": topo.name}

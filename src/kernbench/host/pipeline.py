@@ -240,7 +240,8 @@ def run_pipeline(model: Path, topo: Topology, out: Path, opts: RunOptions,
     bundle = opts.bundle or Path(out) / "bundle"
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
-                         model_file=str(model), write_cmdq=False, all_pes=opts.all_pes)
+                         model_file=opts.source or str(model), write_cmdq=False,
+                         all_pes=opts.all_pes)
     chip = chip_topology(topo)
     ranks = 1 if is_shape_only(graph) else tp
     stages: dict[tuple[int, int], _Stage] = {}

@@ -88,6 +88,9 @@ class RunOptions:
     # a streamed program is compiled in a child process while this one simulates
     # (host.compile_ahead; the same outputs, on two CPUs instead of one)
     compile_ahead: bool = False
+    # the model as the user named it, for diagnostics (default: the file compiled, which
+    # for an ONNX model with bound dims is a temporary copy)
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
         hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
                    "and replaying the rest (--exact simulates all)")
         state, _ = compile_loaded(small, None, topo, bundle, CompileRequest(
-            calib_inputs=opts.inputs, strict=opts.strict, model_file=str(model),
+            calib_inputs=opts.inputs, strict=opts.strict, model_file=opts.source or str(model),
             write_cmdq=write_cmdq, write_weights=write_weights), hooks.compile_progress)
         prog = program_of(state, str(bundle / "cmdq.json"))
         del state  # the tile graph and memory plan are not needed to simulate
@@ -163,7 +166,7 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
             plan = None
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
-                         model_file=str(model), write_cmdq=write_cmdq,
+                         model_file=opts.source or str(model), write_cmdq=write_cmdq,
                          write_weights=write_weights, all_pes=opts.all_pes,
                          ahead=opts.compile_ahead)
     if not (opts.trace or opts.report or opts.verify or write_cmdq or opts.entries):
