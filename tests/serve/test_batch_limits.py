@@ -2,16 +2,21 @@
 prompt: the padded prompts must fit the KV cache's tokens, or the batch's one prefill
 program could not run; a request that would take them beyond waits for the next batch,
 and the first of a batch is always admitted. `continuous` recomputes a preempted
-sequence in one prefill, alone in its step when it exceeds the token budget."""
+sequence in one prefill, alone in its step when it exceeds the token budget. `chunked`
+holds blocks for a whole prompt from its admission."""
 
 from __future__ import annotations
 
+import random
 from collections import deque
 
-from kernbench.host.serve.kv_cache import PagedKvCache
+from serve_helpers import program_ns, run
+
+from kernbench.host.serve.engine import serve_requests
+from kernbench.host.serve.kv_cache import PagedKvCache, blocks_for
 from kernbench.host.serve.policies import Limits, policy_for
 from kernbench.host.serve.state import SchedState, Seq
-from kernbench.host.serve.steps import step_programs
+from kernbench.host.serve.steps import StepTimer, step_programs
 from kernbench.host.serve.workload import Request
 
 
@@ -88,3 +93,41 @@ def test_the_trace_shows_each_preemption_inside_its_request_s_phase():
             assert any(p["name"] in ("prefill", "decode") and p["ts"] <= e["ts"]
                        and e["ts"] + e["dur"] <= p["ts"] + p["dur"] for p in mine)
     assert sum(q.preemptions for q in run.seqs) > 0
+
+
+def _tight_chunked_workload() -> list[Request]:
+    rng = random.Random(1)
+    t, reqs = 0, []
+    for i in range(300):
+        t += int(rng.expovariate(1 / 100_000))
+        reqs.append(Request(i, t, rng.randint(100, 600), rng.randint(1, 60)))
+    return reqs
+
+
+def test_chunked_admits_a_prompt_only_with_blocks_for_all_of_it():
+    """vLLM's chunked prefill allocates a prompt's blocks when it admits it: a partial
+    prefill never waits for (or preempts another partial prefill for) blocks of its later
+    chunks. Checked after every step of a cache that holds barely two prompts, with
+    chunks far shorter than the prompts."""
+    reqs = _tight_chunked_workload()
+    kv = PagedKvCache(45, 16)
+    pol = policy_for("chunked", Limits(16, 128))
+    steps = []
+    form = pol._form
+
+    def checked(state, now_ns):  # noqa: ANN001, ANN202
+        step = form(state, now_ns)
+        for s in state.running:
+            if s.prefilling:
+                assert kv.owned(s.id) >= blocks_for(s.target, 16), (s.id, s.target)
+        steps.append(step)
+        return step
+
+    pol._form = checked
+    res = serve_requests(reqs, pol, kv, StepTimer(program_ns, exact=True))
+    assert len(steps) > 1000 and all(s.finish_ns for s in res.seqs)
+    # what admitting a chunk's blocks only did on this workload: thousands of preemptions
+    # (every partial prefill pushing out the latest one) where continuous batching with
+    # whole-prompt steps has a few dozen
+    cont = run(reqs, policy="continuous", blocks=45, max_batch=16, max_batch_tokens=1024)
+    assert res.preemptions <= 2 * cont.preemptions, (res.preemptions, cont.preemptions)

@@ -21,7 +21,8 @@ once, `max_batch_tokens` new tokens per step (the prefill budget).
   when they exceed `max_batch_tokens`).
 - `chunked`: chunked prefill mixed with decode (Sarathi, vLLM's chunked prefill): every
   step decodes all decoding sequences, then fills the rest of `max_batch_tokens` with
-  prefill chunks, first of running sequences, then of new admissions.
+  prefill chunks, first of running sequences, then of new admissions; a new sequence
+  takes blocks for its whole prompt when it is admitted.
 
 - `disaggregated` (host/serve/disagg.py): prefill chips and decode chips of a multi-chip
   system, the KV cache sent between them; it runs its own event loop, not `schedule`.
@@ -174,7 +175,9 @@ class Chunked(Policy):
         while budget > 0 and state.waiting and len(state.running) < self.limits.max_batch:
             s = state.waiting[0]
             c = min(s.target - s.computed, budget)
-            if not state.kv.grow(s.id, c):
+            # blocks for the whole prefill at admission (vLLM's can_allocate): its later
+            # chunks then never take blocks from, or preempt, another partial prefill
+            if not state.kv.grow(s.id, s.target):
                 break
             state.admit(s, now_ns)
             pre.append((s, c))
