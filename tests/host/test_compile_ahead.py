@@ -116,11 +116,12 @@ def test_other_errors_come_back_as_kernbench_s_own_or_as_their_text(error, raise
     assert type(e.value) is raised and str(e.value) == line
 
 
-def test_a_chunk_that_is_not_json_is_an_error_naming_the_type():
+def test_a_chunk_that_cannot_be_sent_is_an_error_naming_the_type():
     def odd() -> Iterator[list[dict]]:
-        yield [{"id": 0, "blob": object()}]
+        yield [{"id": 0, "blob": lambda: 0}]  # a local function: not picklable
 
-    with pytest.raises(RuntimeError, match="TypeError: Object of type object is not JSON"):
+    with pytest.raises(RuntimeError, match=r"the compiler's child process failed: "
+                                           r"(PicklingError|AttributeError): .*lambda"):
         next(ahead(odd()))
 
 
@@ -152,17 +153,45 @@ def test_a_bad_entry_is_refused_with_the_line_the_in_process_stream_gives(tmp_pa
     chunks, n = _program(tmp_path)
     chunks[1] = [dict(e) for e in chunks[1]]
     chunks[1][0]["id"] += 1  # out of order
-    limits = limits_for(load_topology("small"))
+    topo = load_topology("small")
+    limits = limits_for(topo)
     lines = []
-    for in_child in (False, True):
+    for in_child, lowered_by in ((False, None), (True, None), (True, topo)):
         s = entry_stream(iter([list(c) for c in chunks]), n, {}, limits, "p.json",
-                         in_child=in_child)
+                         in_child=in_child, topology=lowered_by)
         with pytest.raises(InputError) as e:
             for i in range(n):
                 s[i]
         lines.append(str(e.value))
-    assert lines[0] == lines[1]
+    assert lines[0] == lines[1] == lines[2]
     assert "is out of order" in lines[0] and lines[0].startswith("p.json: entry ")
+
+
+def test_the_child_lowers_the_entries_the_parent_would(tmp_path):
+    """With the topology, the child parses, checks and lowers; the parent's stream holds
+    the Control-FSM entries, field for field those the in-process lowering makes."""
+    from kernbench.cmdq.hw import StreamedProgram
+    from kernbench.cmdq.stream import streamed_program
+    from kernbench.common.program import ProgramEntry
+
+    chunks, n = _program(tmp_path)
+    topo = load_topology("small")
+    limits = limits_for(topo)
+    progs = []
+    for topology in (None, topo):
+        s = entry_stream(iter([list(c) for c in chunks]), n, {}, limits, None,
+                         in_child=True, topology=topology)
+        assert s._lowered is (topology is not None)
+        sp = StreamedProgram(streamed_program(s, {}), topo, limits, lambda _e: None)
+        progs.append([sp[i] for i in range(n)])
+    assert all(type(e) is ProgramEntry for e in progs[1])
+
+    def fields(e: ProgramEntry) -> tuple:
+        c = e.command
+        return (e.id, e.kind, e.pe, e.deps, e.wait_for, e.label, type(c).__name__,
+                None if c is None else {k: getattr(c, k) for k in c.__slots__})
+
+    assert [fields(e) for e in progs[0]] == [fields(e) for e in progs[1]]
 
 
 def test_checked_chunks_passes_every_entry_of_a_good_program_unchanged(tmp_path):

@@ -9,13 +9,15 @@ is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol, overload
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, overload
 
+from kernbench.cmdq.io import parse_chunk
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.opcodes.base import NO_DATA, Lowering, Opcode, TcmDataEnv
 from kernbench.cmdq.schema import CmdqProgram, entry_wait_ids
 from kernbench.cmdq.stream import EntryStream
+from kernbench.cmdq.validate import EntryChecker
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
 from kernbench.topology.model import Topology
@@ -62,30 +64,21 @@ def to_program(program: CmdqProgram, topology: Topology,
     return [lower(i) for i in range(len(program.cmdq))]
 
 
-class _Lowerer:
-    """Entry i of a validated program → its ProgramEntry (predecessors computed once)."""
+class EntryLowering:
+    """One CMDQ entry → its ProgramEntry, given the entries it waits on besides its own
+    `deps` / `wait_for` (`after`: the reversed `deps_after`). Needs no program: a compile
+    ahead child lowers its chunks with it (`lowered_chunks`)."""
 
-    def __init__(self, program: CmdqProgram, topology: Topology, limits: CmdqLimits | None,
-                 data: DataAttacher | None) -> None:
-        self.program = program
+    def __init__(self, topology: Topology, limits: CmdqLimits | None = None,
+                 data: DataAttacher | None = None) -> None:
         self.topology = topology
         self.limits = limits or limits_for(topology)
         self.bank = self.limits.tcm_bank_bytes
         self.staging = topology.config.cube.pe_template.pe_tcm.reserved_kib * 1024
         self.data = data
         self.pe_ids = tuple(p.id for p in topology.pes)
-        # deps_before ∪ wait_for of an entry are its own; deps_after are reversed once
-        # (sparse: the compiler emits none), so entries can be lowered one at a time
-        self.after: dict[int, set[int]] = {}
-        if isinstance(program.cmdq, EntryStream):
-            return  # checked, as it streams, to have no deps_after
-        for e in program.cmdq:
-            for later in e.deps_after:
-                self.after.setdefault(later, set()).add(e.id)
 
-    def __call__(self, i: int) -> ProgramEntry:
-        e = self.program.cmdq[i]
-        after = self.after.get(i)
+    def __call__(self, e: Opcode, after: set[int] | None = None) -> ProgramEntry:
         ids = set(entry_wait_ids(e))
         deps = tuple(sorted(ids if after is None else ids | after))
         label = f"#{e.id} {e.opcode}"
@@ -98,6 +91,51 @@ class _Lowerer:
         if self.data is not None and e.data != NO_DATA:
             self.data.attach(e, cmd, self.topology.pes[pe].id, self.bank, self.pe_ids)
         return ProgramEntry(e.id, "command", pe=pe, command=cmd, deps=deps, label=label)
+
+
+class _Lowerer:
+    """Entry i of a validated program → its ProgramEntry (predecessors computed once). An
+    entry a stream holds lowered already (`EntryStream` of `lowered_chunks`) is itself."""
+
+    def __init__(self, program: CmdqProgram, topology: Topology, limits: CmdqLimits | None,
+                 data: DataAttacher | None) -> None:
+        self.program = program
+        self.lower = EntryLowering(topology, limits, data)
+        self.limits = self.lower.limits
+        # deps_before ∪ wait_for of an entry are its own; deps_after are reversed once
+        # (sparse: the compiler emits none), so entries can be lowered one at a time
+        self.after: dict[int, set[int]] = {}
+        if isinstance(program.cmdq, EntryStream):
+            return  # checked, as it streams, to have no deps_after
+        for e in program.cmdq:
+            for later in e.deps_after:
+                self.after.setdefault(later, set()).add(e.id)
+
+    def __call__(self, i: int) -> ProgramEntry:
+        e = self.program.cmdq[i]
+        if e.__class__ is ProgramEntry:
+            return e  # type: ignore[return-value]
+        return self.lower(e, self.after.get(i))
+
+
+def lowered_chunks(chunks: Iterator[list[dict[str, Any]]], n: int, limits: CmdqLimits,
+                   topology: Topology, file: str | None = None
+                   ) -> Iterator[list[ProgramEntry]]:
+    """Each chunk of entry dicts parsed, checked as `EntryStream` checks them (the first
+    problem raised where its chunk would be read) and lowered to its Control-FSM entries.
+    For a source that runs in another process (`host.compile_ahead`): the stream that reads
+    the result (`EntryStream(..., checked=True, lowered=True)`) holds ProgramEntry objects,
+    and neither parses nor lowers."""
+    checker = EntryChecker(n, limits, file)
+    lower = EntryLowering(topology, limits)
+    first = 0
+    for chunk in chunks:
+        out = []
+        for k, e in enumerate(parse_chunk(chunk, first, file=file), first):
+            checker.check(k, e)
+            out.append(lower(e))
+        first += len(chunk)
+        yield out
 
 
 class StreamedProgram(Sequence[ProgramEntry]):

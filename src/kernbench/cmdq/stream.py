@@ -15,6 +15,9 @@ multi-chip program whose layout is fixed, `compiler.parallel.lockstep`) says so 
 
 A stream built with `checked=True` parses its entries but leaves the checks to its source,
 which must have run them (`checked_chunks`, in a child process: `host.compile_ahead`).
+One built with `lowered=True` as well receives its entries parsed, checked and lowered to
+Control-FSM entries by its source (`cmdq.hw.lowered_chunks`, in that child) and holds them
+as they are: `StreamedProgram` takes them without parsing or lowering anything.
 """
 
 from __future__ import annotations
@@ -37,13 +40,16 @@ class EntryStream(Sequence[EntryBase]):
                  layer_entries: Mapping[str, int], limits: CmdqLimits,
                  file: str | None = None,
                  pes: Callable[[], list[int | str]] | None = None,
-                 checked: bool = False) -> None:
+                 checked: bool = False, lowered: bool = False) -> None:
         self._chunks = chunks
         self._pes = pes
         self._n = n
         self.layer_entries = dict(layer_entries)
         self._file = file
+        if lowered and not checked:
+            raise ValueError("a stream of lowered entries is checked by its source")
         self._checker = None if checked else EntryChecker(n, limits, file)
+        self._lowered = lowered
         self._models: dict[int, EntryBase] = {}
         self._next = 0  # entries parsed so far
 
@@ -89,11 +95,16 @@ class EntryStream(Sequence[EntryBase]):
         first = self._next
         if first + len(chunk) > self._n:
             raise RuntimeError(f"program stream runs past its {self._n} entries")
-        checker = self._checker
-        for k, e in enumerate(parse_chunk(chunk, first, file=self._file), first):
-            if checker is not None:
-                checker.check(k, e)
-            self._models[k] = e
+        models = self._models
+        if self._lowered:  # ProgramEntry objects, checked and lowered by the source
+            for k, e in enumerate(chunk, first):
+                models[k] = e
+        else:
+            checker = self._checker
+            for k, e in enumerate(parse_chunk(chunk, first, file=self._file), first):
+                if checker is not None:
+                    checker.check(k, e)
+                models[k] = e
         self._next = first + len(chunk)
         if self._next == self._n:  # the source is done: let it release what it holds
             close = getattr(self._chunks, "close", None)

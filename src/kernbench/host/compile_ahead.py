@@ -5,11 +5,14 @@ a laptop or the CI machine, not one).
 A streamed run (`flow.compile_for_run`, compiled layer by layer) interleaves two
 single-threaded jobs in one process: lowering the next layer when the Control FSM first
 reads one of its entries, and simulating. `ahead(chunks)` forks after the survey (the
-compiler's state is the child's copy), iterates `chunks` there, and sends each chunk of
-entry dicts back through a pipe, a line of JSON each (as cmdq.json holds them: what the
-parent reads back is data, never code); the parent's iterator yields them in the same
-order. The child runs the same code on the same state, so the entries, and every output
-of the run, are byte-identical to the in-process stream (tests/host/test_compile_ahead.py).
+compiler's state is the child's copy), iterates `chunks` there, and sends each chunk back
+through a pipe, pickled (the pipe joins this process and its own fork, and nothing else
+writes to it); the parent's iterator yields them in the same order. `entry_stream` gives
+the child more of the work than the compiler's: it parses, checks and lowers each chunk
+to the Control FSM's entries (`cmdq.hw.lowered_chunks`), so that the parent, which runs
+the simulation and is the slower of the two, only unpickles them. The child runs the
+same code on the same state, so the entries, and every output of the run, are
+byte-identical to the in-process stream (tests/host/test_compile_ahead.py).
 
 Contract:
 - The pipe bounds how far the child runs ahead (its buffer and one chunk in flight), so
@@ -33,11 +36,13 @@ import contextlib
 import io
 import json
 import os
+import pickle
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
+from kernbench.cmdq.hw import lowered_chunks
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.stream import EntryStream, checked_chunks
 from kernbench.errors import (
@@ -51,7 +56,14 @@ from kernbench.errors import (
     warn,
 )
 
-Chunk = list[dict[str, Any]]
+if TYPE_CHECKING:
+    from kernbench.topology.model import Topology
+
+Chunk = list[Any]
+
+# a message: its kind (one byte), its payload's length (8 bytes, little-endian), the payload
+_CHUNK, _END, _STDERR, _ERROR = b"c", b"e", b"s", b"x"
+_HEAD = 9
 
 
 def usable_cpus() -> int:
@@ -86,18 +98,23 @@ def ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
 
 def entry_stream(chunks: Iterator[Chunk], n: int, layer_entries: Mapping[str, int],
                  limits: CmdqLimits, file: str | None, *, in_child: bool,
-                 pes: Callable[[], list[int | str]] | None = None) -> EntryStream:
+                 pes: Callable[[], list[int | str]] | None = None,
+                 topology: Topology | None = None) -> EntryStream:
     """The `EntryStream` of a program whose `n` entries come from `chunks`: with
-    `in_child`, the chunks are produced and checked in a child process (`ahead`), else
-    read and checked here as the simulator reaches them."""
+    `in_child`, the chunks are produced and checked in a child process (`ahead`), and with
+    `topology` (the one the program is simulated on) lowered there too; else read and
+    checked here as the simulator reaches them."""
+    lowered = in_child and topology is not None
     if in_child:
         try:
-            chunks = ahead(checked_chunks(chunks, n, limits, file))
+            chunks = ahead(lowered_chunks(chunks, n, limits, topology, file) if lowered
+                           else checked_chunks(chunks, n, limits, file))
         except OSError as e:  # `chunks` is untouched: compiled here instead, and said so
             warn(f"compile ahead: no child process ({e.strerror or e}); compiling in this "
                  "process (the same results)")
-            in_child = False
-    return EntryStream(chunks, n, layer_entries, limits, file, pes=pes, checked=in_child)
+            in_child = lowered = False
+    return EntryStream(chunks, n, layer_entries, limits, file, pes=pes, checked=in_child,
+                       lowered=lowered)
 
 
 def _produce(chunks: Iterator[Chunk], fd: int) -> None:
@@ -111,22 +128,21 @@ def _produce(chunks: Iterator[Chunk], fd: int) -> None:
             sys.stdout = sys.stderr = _Relay(out)
             try:
                 for chunk in chunks:
-                    _send(out, "chunk", chunk)
+                    _send(out, _CHUNK, pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL))
                     out.flush()  # the parent may be waiting for exactly this chunk
-                _send(out, "end", None)
+                _send(out, _END, b"")
             except BaseException as e:  # noqa: BLE001 - every failure goes to the parent
                 status = 1
-                _send(out, "error", _error_of(e))
+                _send(out, _ERROR, json.dumps(_error_of(e)).encode())
     except BaseException:  # noqa: BLE001 - the parent has gone (a broken pipe): nothing to tell
         status = 1
     finally:
         os._exit(status)  # no exit handlers, no flush of the parent's buffered output
 
 
-def _send(out: BinaryIO, kind: str, value: object) -> None:
-    """One message: a line of JSON, [kind, value] (entry dicts are JSON, as in cmdq.json;
-    nothing read back can run code)."""
-    out.write(json.dumps([kind, value], separators=(",", ":")).encode() + b"\n")
+def _send(out: BinaryIO, kind: bytes, payload: bytes) -> None:
+    """One message: `kind`, the payload's length, the payload."""
+    out.write(kind + len(payload).to_bytes(_HEAD - 1, "little") + payload)
 
 
 class _Relay(io.TextIOBase):
@@ -140,7 +156,7 @@ class _Relay(io.TextIOBase):
         return True
 
     def write(self, s: str) -> int:
-        _send(self._out, "stderr", s)
+        _send(self._out, _STDERR, s.encode("utf-8", "backslashreplace"))
         return len(s)
 
 
@@ -176,19 +192,21 @@ def _consume(f: BinaryIO, pid: int) -> Iterator[Chunk]:
     this iterator ends or is closed."""
     try:
         while True:
-            line = f.readline()
-            if not line.endswith(b"\n"):  # EOF, or a message cut short: the child died
+            head = f.read(_HEAD)
+            size = int.from_bytes(head[1:], "little")
+            payload = f.read(size) if len(head) == _HEAD else b""
+            if len(head) < _HEAD or len(payload) < size:  # EOF, or a message cut short
                 raise RuntimeError("the compiler's child process ended before the program "
                                    f"did (exit status {_reap(pid)})")
-            kind, value = json.loads(line)
-            if kind == "chunk":
-                yield value
-            elif kind == "end":
+            kind = head[:1]
+            if kind == _CHUNK:
+                yield pickle.loads(payload)  # noqa: S301 - written by our own fork
+            elif kind == _END:
                 return
-            elif kind == "stderr":  # a warning the compiler printed in the child
-                sys.stderr.write(value)
+            elif kind == _STDERR:  # a warning the compiler printed in the child
+                sys.stderr.write(payload.decode("utf-8"))
             else:
-                raise _raised(value)
+                raise _raised(json.loads(payload))
     finally:
         f.close()
         _reap(pid)

@@ -153,7 +153,8 @@ def compile_for_run(graph: Graph, source: Path | None, topology: Topology, out: 
     write_bundle(sc.bundle_state(), Path(out), source, cmdq=False, entries=sc.entries,
                  weights=req.write_weights)
     stream = compile_ahead.entry_stream(sc.chunks(), sc.entries, sc.survey.layer_entries,
-                                        limits_for(topology), file, in_child=req.ahead)
+                                        limits_for(topology), file, in_child=req.ahead,
+                                        topology=topology)
     return streamed_program(stream, asdict(cmdq_metadata(sc.state))), None
 
 

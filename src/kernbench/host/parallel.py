@@ -200,7 +200,8 @@ def _lockstep(graph: Graph, source: Path | None, topo: Topology, groups: list[li
                           sites, topo, groups, limits, _scratch_base(_high_water(rank.state)))
     stream = compile_ahead.entry_stream(merge.chunks(rank.chunks), merge.entries,
                                         merge.layer_entries, limits, str(bundle / "cmdq.json"),
-                                        in_child=req.ahead, pes=merge.entry_pes)
+                                        in_child=req.ahead, pes=merge.entry_pes,
+                                        topology=topo)
     return streamed_program(stream, meta), sites, merge.collective_entries
 
 
