@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernbench.common.pe_commands import PeCommand
+from kernbench.common.pickling import constructor_reduce
 
 
 @dataclass(slots=True, eq=False)
@@ -30,6 +31,9 @@ class ProgramEntry:
     start_ns: float | None = None
     end_ns: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+
+    def __reduce__(self) -> tuple:
+        return constructor_reduce(self)  # a compile-ahead child sends entries pickled
 
 
 #: what part of a layer's time an entry's opcode counts as (stats `layers[..].bottleneck`)

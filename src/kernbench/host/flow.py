@@ -135,9 +135,9 @@ def compile_for_run(graph: Graph, source: Path | None, topology: Topology, out: 
                     ) -> tuple[CmdqProgram, PeChoice | None]:  # fmt: skip
     """compile_loaded for a timing run that keeps nothing per entry and no cmdq.json:
     (the program, the PE choice or None). The program is compiled layer by layer while it
-    runs (`compiler.stream`), so host memory does not grow with layers × tiles;
-    a program small enough for the cost model's PE choice is compiled whole,
-    from the passes the stream already ran. Writes the bundle without cmdq.json."""
+    runs (`compiler.stream`), so host memory does not grow with layers × tiles; a program
+    small enough for the cost model's PE choice is compiled whole, from the passes the
+    stream already ran. Writes the bundle without cmdq.json."""
     opts = _compile_options(graph, req)
     sc = compile_streamed(structure_copy(graph), topology, opts, progress=progress)
     name = req.model_file or graph.metadata.get("model_name")
@@ -154,7 +154,7 @@ def compile_for_run(graph: Graph, source: Path | None, topology: Topology, out: 
                  weights=req.write_weights)
     stream = compile_ahead.entry_stream(sc.chunks(), sc.entries, sc.survey.layer_entries,
                                         limits_for(topology), file, in_child=req.ahead,
-                                        topology=topology)
+                                        topology=topology)  # the child lowers them too
     return streamed_program(stream, asdict(cmdq_metadata(sc.state))), None
 
 
@@ -165,8 +165,7 @@ def _compile_options(graph: Graph, req: CompileRequest) -> CompileOptions:
         refuse_above_limit(graph_bytes(graph),
                            f"model {req.model_file or graph.metadata.get('model_name')}")
         check_graph_inputs(graph, req.qconfig_file, req.model_file, req.strict)
-    calib = load_inputs(req.calib_inputs, graph, strict=req.strict) if req.calib_inputs \
-        else None
+    calib = load_inputs(req.calib_inputs, graph, strict=req.strict) if req.calib_inputs else None
     if note := widened_weights_note(graph):  # fp32-stored integer weights: reported
         warn(note)
     return CompileOptions(calib_inputs=calib)
