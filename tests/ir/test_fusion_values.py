@@ -42,6 +42,32 @@ def _rms(exp: float, axis: int) -> tuple[list, dict]:
     return nodes, {"e": exp, "eps": 1e-5}
 
 
+def _ln(mean_axis: int = -1, swap: bool = False, recip: bool = False) -> tuple[list, dict]:
+    """(x - mean(x)) / sqrt(mean((x - mean)²) + eps) · w + b as torch's opset-14 export
+    writes LayerNorm (or with Mul(d, d) and Reciprocal): a LayerNorm when the mean is over
+    the last axis and d = x - mean."""
+    sub = ["m", "x"] if swap else ["x", "m"]
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[mean_axis], keepdims=1),
+             helper.make_node("Sub", sub, ["d"])]
+    if recip:
+        nodes += [helper.make_node("Mul", ["d", "d"], ["sq"])]
+    else:
+        nodes += [helper.make_node("Pow", ["d", "e"], ["sq"])]
+    nodes += [helper.make_node("ReduceMean", ["sq"], ["var"], axes=[-1], keepdims=1),
+              helper.make_node("Add", ["var", "eps"], ["ve"]),
+              helper.make_node("Sqrt", ["ve"], ["sd"])]
+    if recip:
+        nodes += [helper.make_node("Reciprocal", ["sd"], ["inv"]),
+                  helper.make_node("Mul", ["inv", "d"], ["n"])]
+    else:
+        nodes += [helper.make_node("Div", ["d", "sd"], ["n"])]
+    nodes += [helper.make_node("Mul", ["w", "n"], ["nw"]),
+              helper.make_node("Add", ["nw", "b"], ["y"])]
+    rng = np.random.default_rng(7)
+    return nodes, {"e": 2.0, "eps": 1e-5, "w": rng.standard_normal(16) + 1,
+                   "b": rng.standard_normal(16)}
+
+
 def _tanh_gelu(c: float) -> tuple[list, dict]:
     """0.5·x·(1 + tanh(√(2/π)·(x + c·x³))): the tanh GELU when c = 0.044715."""
     nodes = [helper.make_node("Pow", ["x", "three"], ["x3"]),
@@ -59,6 +85,10 @@ CASES = [  # (name, graph, the fused op it must (not) become)
     ("rms_norm", _rms(2.0, -1), "RMS_NORM", True),
     ("rms_cube", _rms(3.0, -1), "RMS_NORM", False),
     ("rms_axis0", _rms(2.0, 0), "RMS_NORM", False),
+    ("layer_norm", _ln(), "LAYER_NORM", True),
+    ("layer_norm_recip", _ln(recip=True), "LAYER_NORM", True),
+    ("layer_norm_mean_axis0", _ln(mean_axis=0), "LAYER_NORM", False),
+    ("layer_norm_mean_minus_x", _ln(swap=True), "LAYER_NORM", False),
     ("tanh_gelu", _tanh_gelu(0.044715), "GELU", True),
     ("tanh_near_gelu", _tanh_gelu(0.03), "GELU", False),
 ]
@@ -73,3 +103,15 @@ def test_fusion_matches_onnxruntime(tmp_path, name, graph, op, fused):
     got = run(g, {"x": X}, quantize=False)["y"]
     want = ort_run(path, {"x": X}, optimize=False)["y"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_decomposed_layer_norm_reads_eps_and_affine_from_the_graph(tmp_path):
+    nodes, consts = _ln()
+    consts = dict(consts, eps=3e-4)
+    g = import_onnx(_save(tmp_path, nodes, consts, "ln_eps"))
+    (ln,) = [n for n in g.nodes if n.op_type == "LAYER_NORM"]
+    assert math.isclose(ln.attributes["eps"], 3e-4, rel_tol=1e-6)
+    assert ln.attributes["axis"] == 1
+    np.testing.assert_array_equal(g.weights[ln.inputs[1]], consts["w"].astype(np.float32))
+    np.testing.assert_array_equal(g.weights[ln.inputs[2]], consts["b"].astype(np.float32))
+    assert Counter(g.op_types()) == Counter({"LAYER_NORM": 1})
