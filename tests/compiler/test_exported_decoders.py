@@ -69,10 +69,13 @@ def _i64(name: str, v: list[int]) -> onnx.TensorProto:
 def test_expands_are_dropped_or_tiled(tmp_path, topology):
     """A mask-like [2, 1, 1, 8] expanded four ways and a column expanded along the
     innermost axis: as a graph output and under a Softmax (tiled broadcasts), under an
-    Add that broadcasts anyway and to its own shape (both dropped)."""
+    Add that broadcasts anyway and to its own shape (both dropped); rows expanded along a
+    batch axis of the MatMul that reads them (a token's input per expert: dropped)."""
     x = rng.standard_normal((2, 1, 1, 8)).astype(np.float32)
     col = rng.standard_normal((2, 8, 1)).astype(np.float32)
     z = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    rows = rng.standard_normal((2, 1, 4, 8)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 8, 5)).astype(np.float32)
     nodes = [helper.make_node("Expand", ["x", "s_out"], ["e_out"]),
              helper.make_node("Expand", ["x", "s_heads"], ["e_heads"]),
              helper.make_node("Softmax", ["e_heads"], ["sm"], axis=-1),
@@ -81,18 +84,24 @@ def test_expands_are_dropped_or_tiled(tmp_path, topology):
              helper.make_node("Expand", ["x", "s_same"], ["e_same"]),
              helper.make_node("Mul", ["e_same", "two"], ["doubled"]),
              helper.make_node("Expand", ["col", "s_col"], ["e_col"]),
-             helper.make_node("Softmax", ["e_col"], ["sm_col"], axis=-1)]
+             helper.make_node("Softmax", ["e_col"], ["sm_col"], axis=-1),
+             helper.make_node("Expand", ["rows", "s_rows"], ["e_rows"]),
+             helper.make_node("MatMul", ["e_rows", "w"], ["mm"])]
     inits = [_i64("s_out", [2, 1, 8, 8]), _i64("s_heads", [2, 4, 8, 8]),
              _i64("s_add", [2, 3, 8, 8]), _i64("s_same", [2, 1, 1, 8]),
-             _i64("s_col", [2, 8, 16]), numpy_helper.from_array(z, "z"),
+             _i64("s_col", [2, 8, 16]), _i64("s_rows", [2, 3, 4, 8]),
+             numpy_helper.from_array(z, "z"),
              numpy_helper.from_array(np.array(2.0, np.float32), "two")]
     ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
-           helper.make_tensor_value_info("col", TensorProto.FLOAT, list(col.shape))]
-    outs = ["e_out", "sm", "added", "doubled", "sm_col"]
-    path = _save(tmp_path / "expand.onnx", nodes, ins, outs, inits, {"x": x, "col": col})
+           helper.make_tensor_value_info("col", TensorProto.FLOAT, list(col.shape)),
+           helper.make_tensor_value_info("rows", TensorProto.FLOAT, list(rows.shape)),
+           helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape))]
+    outs = ["e_out", "sm", "added", "doubled", "sm_col", "mm"]
+    path = _save(tmp_path / "expand.onnx", nodes, ins, outs, inits,
+                 {"x": x, "col": col, "rows": rows, "w": w})
     got, counts, ops = _run(tmp_path, path, topology)
     assert "VE_LAYER_OP" not in counts and "TE_LAYER_OP" not in counts, counts
-    assert ops["EXPAND"] == 3, ops  # e_out, e_heads, e_col tiled; e_add, e_same dropped
+    assert ops["EXPAND"] == 3, ops  # e_out, e_heads, e_col tiled; e_add, e_same, e_rows dropped
     assert counts["VE_ELEMENTWISE_TILE"] >= 3
 
     def softmax(a: np.ndarray) -> np.ndarray:
@@ -106,6 +115,7 @@ def test_expands_are_dropped_or_tiled(tmp_path, topology):
     np.testing.assert_allclose(got["doubled"], x * 2, rtol=1e-6)
     np.testing.assert_allclose(got["sm_col"], np.full((2, 8, 16), 1 / 16, np.float32),
                                rtol=1e-6)
+    np.testing.assert_allclose(got["mm"], rows @ w, rtol=1e-5, atol=1e-5)
 
 
 def _rope_model(tmp: Path, b: int, s: int, h: int, d: int, same_halves: bool) -> tuple:

@@ -7,9 +7,10 @@ transpose would run as a whole-layer copy. Consumers read the input instead; gra
 outputs and quantized tensors are left alone.
 
 An EXPAND goes the same way when its output has its input's shape (the attention mask's
-Expand to (batch, 1, seq, total) once the dims are bound), and when every reader is an
-element-wise layer that broadcasts its operands anyway to the same output shape (a mask
-expanded for the Where that reads it): those readers read the unexpanded input.
+Expand to (batch, 1, seq, total) once the dims are bound), and when every reader broadcasts
+its operands anyway to the same output shape: an element-wise layer (a mask expanded for
+the Where that reads it), or a MATMUL when only batch axes were expanded (a token's input
+repeated for each of its experts): those readers read the unexpanded input.
 """
 
 from __future__ import annotations
@@ -44,15 +45,21 @@ def _broadcast_by_readers(g: Graph, n: LayerIR) -> bool:
         return False
     for cid in out.consumers:
         c = g.node(cid)
-        if c.op_type not in BROADCASTING:
-            return False
         shapes = [tuple(src.shape if t == out.id else g.tensors[t].shape)
                   for t in c.inputs if t]
+        if c.op_type == "MATMUL" and len(shapes) == 2 \
+                and src.shape[-2:] == out.shape[-2:] and min(map(len, shapes)) >= 2:
+            shapes = [s[:-2] for s in shapes]  # the batch axes broadcast, the rest multiply
+            want = g.tensors[c.outputs[0]].shape[:-2]
+        elif c.op_type in BROADCASTING:
+            want = g.tensors[c.outputs[0]].shape
+        else:
+            return False
         try:
             b = np.broadcast_shapes(*shapes)
         except ValueError:
             return False
-        if list(b) != list(g.tensors[c.outputs[0]].shape):
+        if list(b) != list(want):
             return False
     return True
 
