@@ -39,13 +39,17 @@ Index inputs that the cases pass as graph inputs (axes, starts, shapes) are fold
 constants first, as a compiler does. `tests/test_stack_conformance.py` fails if a case
 listed as passing the whole stack stops passing.
 
-Beyond single ops the importer fuses exporter patterns (see docs/ir.md): LAYER_NORM,
-RMS_NORM (RMSNormalization or decomposed), GELU (erf / tanh), SILU, ROPE, ATTENTION
+Beyond single ops the importer fuses exporter patterns (see docs/ir.md): LAYER_NORM
+(LayerNormalization, or decomposed as exports below opset 17 write it: ReduceMean, Sub,
+Pow 2 or Mul, ReduceMean, Add eps, Sqrt, Div or Reciprocal and Mul, then an optional
+weight Mul and bias Add, epsilon and affine read from the graph; a mean over another axis
+is left unfused, ADR-1265), RMS_NORM (RMSNormalization or decomposed), GELU (erf / tanh), SILU, ROPE, ATTENTION
 (found by dataflow, ADR-0108: scale anywhere or none, additive masks and biases such as
 ALiBi or relative position bias, soft-cap, MatMul / batched MatMul / Einsum, heads split
 by Reshape / Transpose in any order, GQA / MQA by Expand / Tile / broadcasting, KV-cache
 Concat; attention with QDQ on its scores stays two MATMULs, tiled as batched GEMMs),
-QKV_PROJ, GEMM with bias, KV_UPDATE.
+QKV_PROJ, GEMM with bias, KV_UPDATE; a MatMul of inner dimension 1 (an outer product,
+Optimum's rotary frequencies) is a broadcast MUL.
 
 Quantized graphs as exporters write them (ADR-0704, ADR-0706): static QDQ with
 asymmetric int8 / uint8 activations (zero points compiled into the GEMM's int32 bias);
@@ -60,12 +64,16 @@ How the compiler runs them on the NPU: Conv (1-D / 2-D, any stride, padding, dil
 groups) as TE_CONV_TILE tiles over all PEs, depthwise Conv as VE_DWCONV_TILE, MaxPool /
 AveragePool as VE_POOL_TILE, GlobalAveragePool / GlobalMaxPool / ReduceMean over trailing
 axes as VE_REDUCE_TILE, Relu / Clip with constant bounds as VE_CLIP_TILE or inside the
-preceding conv's epilogue (ADR-0703; docs/compiler.md). RoPE (rotate-half, constant cos /
-sin tables) as VE_ROPE_TILE row blocks; Transpose, Slice, Split and Concat as strided DMA
+preceding conv's epilogue (ADR-0703; docs/compiler.md). RoPE (rotate-half, cos / sin
+tables constant or computed at run time from the position ids, their halves equal, ADR-1265)
+as VE_ROPE_TILE row blocks; Expand as VE_ELEMENTWISE_TILE blocks of the identity
+broadcast, or no operation when it changes nothing or its readers broadcast anyway
+(ADR-1265); Transpose, Slice, Split and Concat as strided DMA
 copies tiled over the PEs (VE_TRANSPOSE_TILE when the innermost axis moves), and the
 head-split Transpose in front of attention, RoPE or a copy as no operation at all: its
 readers load the source through permuted strides (ADR-0705). 3-D convs and pools, int8 /
-uint8 pools and clamps, interleaved (GPT-J) RoPE or RoPE with computed tables, and slices
+uint8 pools and clamps, interleaved (GPT-J) RoPE or RoPE with tables whose equal halves the compiler
+cannot prove, and slices
 stepping along the innermost axis or backwards run as whole-layer ops.
 
 **fp16 and bf16 models** (ADR-0304): a model exported or converted to half precision (all

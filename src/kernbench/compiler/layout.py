@@ -13,11 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
-
 from kernbench.compiler.hbm import ITEMSIZE
+from kernbench.compiler.rope_tables import halves_equal
 from kernbench.compiler.state import CompileState, FoldKind
-from kernbench.ir.model import Graph, LayerIR, is_shape_only
+from kernbench.ir.model import Graph, LayerIR
 from kernbench.ir.ops import node_attrs
 from kernbench.numerics.dtypes import bits as dtype_bits
 
@@ -88,17 +87,11 @@ def tiled_attention(g: Graph, n: LayerIR) -> bool:
 FLOATS = ("fp32", "fp16", "bf16")
 
 
-def _halves_equal(g: Graph, tid: str) -> bool:
-    if is_shape_only(g):
-        return True  # no values: the timing is the same either way
-    a = np.asarray(g.weights[tid])
-    h = a.shape[-1] // 2
-    return bool(np.array_equal(a[..., :h], a[..., h:]))
-
-
 def rope_tileable(g: Graph, n: LayerIR) -> bool:
     """Static conditions under which `lower_rope` tiles the layer (the layout pass folds
-    the head transpose into its x load only then)."""
+    the head transpose into its x load only then): rotate-half over all of D, float
+    operands, tables whose halves are equal (constant, or computed so:
+    `rope_tables.halves_equal`) and that broadcast to x with x's positions."""
     if n.op_type != "ROPE" or node_attrs(n).interleaved or len(n.inputs) < 3:
         return False
     x, y = g.tensors[n.inputs[0]], g.tensors[n.outputs[0]]
@@ -110,13 +103,13 @@ def rope_tileable(g: Graph, n: LayerIR) -> bool:
         return False
     for tid in n.inputs[1:3]:
         t = g.tensors[tid]
-        if not t.const or t.dtype not in FLOATS or not t.shape or t.shape[-1] != d \
+        if t.dtype not in FLOATS or not t.shape or t.shape[-1] != d \
                 or len(t.shape) > len(x.shape) or len(t.shape) < 2:
             return False
         if t.shape[-2] != x.shape[-2] or any(
                 c not in (1, xd) for c, xd in zip(t.shape[::-1], x.shape[::-1], strict=False)):
             return False
-        if not _halves_equal(g, tid):
+        if not halves_equal(g, tid):
             return False
     # one entry names one 16-bit float format (`f16_format`): fp16 and bf16 do not mix
     halves = {g.tensors[t].dtype for t in (*n.inputs[:3], n.outputs[0])} & set(HALF_FLOATS)

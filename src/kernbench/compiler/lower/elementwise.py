@@ -1,5 +1,5 @@
-"""Element-wise layers with numpy broadcasting (ELEMENTWISE, and ADD / MUL the row-wise
-lowering does not take) as VE_ELEMENTWISE_TILE blocks, ReLU / Clip as VE_CLIP_TILE blocks
+"""Element-wise layers with numpy broadcasting (ELEMENTWISE, ADD / MUL the row-wise
+lowering does not take, and EXPAND: the identity broadcast) as VE_ELEMENTWISE_TILE blocks, ReLU / Clip as VE_CLIP_TILE blocks
 (`lower_clamp`), and CUMSUM on the last axis as VE_CUMSUM_TILE row blocks.
 
 The blocks are `ew_tiling`'s (a function of the graph and the memory plan, which the plan
@@ -46,7 +46,7 @@ def lower_elementwise(lw: Lowering, n: LayerIR) -> bool:
     if t is None:
         return False
     spec, y, shape, ins, a, bl = t
-    spec = dict(spec, cost=ew_cost(spec["op"]))
+    spec = dict(spec, cost=spec.get("cost") or ew_cost(spec["op"]))
     roles = ("in", "in2", "in3")
     for b in bl:
         out_shape = [b[3], *shape[a + 1:]]

@@ -1,5 +1,5 @@
 """How an element-wise layer tiles, as a function of the graph and the memory plan: the
-blocks of a broadcasting ELEMENTWISE / ADD / MUL (`ew_tiling`), of a ReLU / Clip
+blocks of a broadcasting ELEMENTWISE / ADD / MUL / EXPAND (`ew_tiling`), of a ReLU / Clip
 (`clamp_tiling`) and of a CUMSUM (`cumsum_tiling`), or None when the layer runs whole.
 The per-op lowering (`elementwise`) emits the tiles of these blocks; the plan pass asks
 the same functions which layers make one tile (`lone_plan`).
@@ -72,8 +72,12 @@ def _operands(lw: Lowering, n: LayerIR,
     return out
 
 
-def _spec(n: LayerIR) -> dict[str, Any] | None:
-    """The tile's op fields, or None for an op it does not compute."""
+def _spec(lw: Lowering, n: LayerIR) -> dict[str, Any] | None:
+    """The tile's op fields, or None for an op it does not compute. An EXPAND is a cast to
+    its own type (the identity) broadcast to the block, priced as a copy."""
+    if n.op_type == "EXPAND":
+        to = lw.g.tensors[n.outputs[0]].dtype
+        return {"op": "cast", "to": to, "cost": "copy"} if to in ELEM_TYPES else None
     op = {"ADD": "add", "MUL": "mul"}.get(n.op_type) or node_attrs(n).op
     if op not in ARITY or not ARITY[op][0] <= len(n.inputs) <= ARITY[op][1]:
         return None
@@ -105,7 +109,7 @@ class EwTiling(NamedTuple):
 
 def ew_tiling(lw: Lowering, n: LayerIR) -> EwTiling | None:
     """The blocks of an element-wise layer with broadcasting (None: it runs whole)."""
-    spec = _spec(n)
+    spec = _spec(lw, n)
     y = lw.plan.placements.get(n.outputs[0])
     if spec is None or y is None or not y.contiguous or y.dtype not in ELEM_TYPES \
             or canon(y.dtype) != canon(lw.g.tensors[n.outputs[0]].dtype):

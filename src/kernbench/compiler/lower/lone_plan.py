@@ -8,7 +8,7 @@ PE, so a chain of independent tiny layers would otherwise queue on one PE, each 
 waiting for the PE's previous compute.
 
 Only element-wise layers (ELEMENTWISE, ADD / MUL the row-wise lowering does not take,
-CUMSUM) and gathers (EMBEDDING, GATHER, GATHER_ND, GATHER_ELEMENTS) place a layer of one
+EXPAND, CUMSUM) and gathers (EMBEDDING, GATHER, GATHER_ND, GATHER_ELEMENTS) place a layer of one
 tile so. Whether one of them makes one block, and in which cube, is a function of the
 graph and the memory plan (`ew_tiling`, `gather_tiling`, `row_spec` for the row-wise
 lowering tried first): the very functions the per-op lowerings cut their blocks with, so
@@ -27,8 +27,8 @@ from kernbench.compiler.lower.row_spec import row_spec
 from kernbench.ir.model import LayerIR
 
 #: the op types whose lowerings may run a layer as one tile on the rotation
-ONE_TILE_OPS = ("ELEMENTWISE", "ADD", "MUL", "CUMSUM", "EMBEDDING", "GATHER", "GATHER_ND",
-                "GATHER_ELEMENTS")
+ONE_TILE_OPS = ("ELEMENTWISE", "ADD", "MUL", "EXPAND", "CUMSUM", "EMBEDDING", "GATHER",
+                "GATHER_ND", "GATHER_ELEMENTS")
 
 
 def takes_no_op(lw: Lowering, n: LayerIR) -> bool:
@@ -57,6 +57,8 @@ def one_tile_cube(lw: Lowering, n: LayerIR) -> int | None:
         return None if row_spec(lw, n) is not None else _ew_cube(lw, n)
     if n.op_type == "ELEMENTWISE":
         return None if clamp_tiling(lw, n) is not None else _ew_cube(lw, n)
+    if n.op_type == "EXPAND":
+        return _ew_cube(lw, n)
     t = cumsum_tiling(lw, n) if n.op_type == "CUMSUM" else gather_tiling(lw, n)
     if t is None or len(t.spans) != 1:
         return None

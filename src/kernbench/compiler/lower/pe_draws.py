@@ -275,7 +275,7 @@ def _rope(lw: Lowering, n: LayerIR, d: Draws) -> int | None:
 COUNTS: dict[str, tuple[Callable[[Lowering, LayerIR, Draws], int | None], ...]] = {
     **{op: (_row_op,) for op in ROW_OPS},
     "ADD": (_row_op, _elementwise), "MUL": (_row_op, _elementwise),
-    "ELEMENTWISE": (_clamp, _elementwise), "CUMSUM": (_cumsum,),
+    "ELEMENTWISE": (_clamp, _elementwise), "CUMSUM": (_cumsum,), "EXPAND": (_elementwise,),
     **{op: (_gather,) for op in ("EMBEDDING", "GATHER", "GATHER_ND", "GATHER_ELEMENTS")},
     "GEMM": (_gemm,), "QKV_PROJ": (_gemm,), "MATMUL_INTEGER": (_matmul_integer,),
     "DYNAMIC_QUANTIZE": (_dynamic_quantize,), "MATMUL": (_bmm,),

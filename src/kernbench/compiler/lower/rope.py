@@ -4,9 +4,11 @@ The IR's ROPE is y = x·cos + rotate_half(x)·sin over the last axis (head_dim D
 full-width cos / sin tables broadcast to x (numerics.rope). VE_ROPE_TILE takes one table
 row of D/2 angles per row and repeats it for both halves, so the lowering needs tables
 whose two halves are equal (what every Hugging Face export computes: cat(freqs, freqs));
-it checks that on constant tables and DMAs only the first half of each table row (a
-strided 2-D load). Non-constant tables, interleaved (GPT-J) rotation and partial
-rotation inside the op are left to the whole-layer op (partial rotary reaches the
+it checks that on constant tables, proves it from the producers of tables computed at
+run time (`rope_tables`: Llama's cos / sin of Concat(freqs, freqs) from the position ids)
+and DMAs only the first half of each table row (a strided 2-D load; a constant table as
+a weight, a computed one as an activation). Tables not proven so, interleaved (GPT-J)
+rotation and partial rotation inside the op are left to the whole-layer op (partial rotary reaches the
 compiler as SLICE → ROPE → CONCAT, each tiled).
 
 x is read through its placement's strides, so the head-split transpose in front of a ROPE
@@ -49,10 +51,11 @@ def _block(lw: Lowering, n: LayerIR, geo: RopeTiling, pe: int, xo: int, yo: int,
     bi = lw.buf(pe, r * length * ITEMSIZE[x.dtype], f"{n.id}.in")
     lw.dma(False, pe, bi, x, xo + s0 * x.strides[-2], r, length, x.strides[-2], n.id)
     reads = [("in", bi)]
-    for role, t, off in (("cos", geo.cos, offs[0]), ("sin", geo.sin, offs[1])):
+    for role, t, off, kind in (("cos", geo.cos, offs[0], geo.roles[0]),
+                               ("sin", geo.sin, offs[1], geo.roles[1])):
         bt = lw.buf(pe, r * half * ITEMSIZE[t.dtype], f"{n.id}.{role}")
         lw.dma(False, pe, bt, t, off + s0 * t.strides[-2], r, half, t.strides[-2], n.id,
-               role="weight")
+               role=kind)
         reads.append((role, bt))
     bo = lw.buf(pe, r * length * ITEMSIZE[y.dtype], f"{n.id}.out")
     lw.op("VE_ROPE_TILE", pe, n.id, dict(geo.fields, rows=r, **lw.engines.ve(pe)),

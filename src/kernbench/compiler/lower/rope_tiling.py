@@ -1,8 +1,8 @@
 """How a ROPE layer is tiled, told from the graph and the memory plan (`rope_tiling`; the
 plan pass asks whether a layer runs whole, `rope` emits the tiles).
 
-Tiled: a rotate-half ROPE with constant half-equal tables (`layout.rope_tileable`) whose
-x and y have a unit innermost stride; a row holds every head of one position when the
+Tiled: a rotate-half ROPE with half-equal tables (`layout.rope_tileable`: constant, or
+computed at run time so, `rope_tables`) whose x, y and tables have a unit innermost stride; a row holds every head of one position when the
 heads axis is contiguous with D on both sides and the tables do not vary along it.
 Reading a placement may place a constant; nothing else is allocated.
 """
@@ -31,6 +31,7 @@ class RopeTiling(NamedTuple):
     outer: list[int]      # axes iterated one index at a time
     length: int           # elements per row (heads · D)
     fields: dict[str, Any]
+    roles: tuple[str, str]  # the DMA role of the cos / sin loads (weight: constant)
 
 
 def rope_tiling(lw: Lowering, n: LayerIR) -> RopeTiling | None:
@@ -39,8 +40,9 @@ def rope_tiling(lw: Lowering, n: LayerIR) -> RopeTiling | None:
         return None
     x = lw.placement(n.inputs[0])
     y = lw.plan.placements.get(n.outputs[0])
-    cos, sin = lw.raw_const(n.inputs[1]), lw.raw_const(n.inputs[2])
-    if y is None or x.strides[-1] != 1 or y.strides[-1] != 1:
+    cos, sin = (lw.raw_const(t) if lw.g.tensors[t].const else lw.placement(t)
+                for t in n.inputs[1:3])
+    if y is None or any(p.strides[-1] != 1 for p in (x, y, cos, sin)):
         return None
     rank, d = len(x.shape), x.shape[-1]
     # a heads axis contiguous with D on both sides and not in the tables: heads in a row
@@ -54,7 +56,8 @@ def rope_tiling(lw: Lowering, n: LayerIR) -> RopeTiling | None:
               "qbits_activation": QBITS_OF[x.dtype], "out_qbits": QBITS_OF[y.dtype],
               "param_qbits": QBITS_OF[cos.dtype],
               **float_format(x.dtype, y.dtype, cos.dtype, sin.dtype)}
-    return RopeTiling(x, y, cos, sin, outer, heads * d, fields)
+    roles = tuple("weight" if lw.g.tensors[t].const else "activation" for t in n.inputs[1:3])
+    return RopeTiling(x, y, cos, sin, outer, heads * d, fields, roles)
 
 
 def _table_offset(t: Placement, idx: dict[int, int], rank: int) -> int:

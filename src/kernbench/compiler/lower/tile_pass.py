@@ -89,6 +89,7 @@ LOWERINGS: dict[str, Callable[[Lowering, LayerIR], bool]] = {
     "CONV": lower_conv, "POOL": lower_pool, "REDUCE": lower_reduce,
     "ELEMENTWISE": lambda lw, n: lower_clamp(lw, n) or lower_elementwise(lw, n),
     "ADD": _row_or_elementwise, "MUL": _row_or_elementwise, "CUMSUM": lower_cumsum,
+    "EXPAND": lower_elementwise,
     **{op: lower_gather for op in ("EMBEDDING", "GATHER", "GATHER_ND", "GATHER_ELEMENTS")},
     "ROPE": lower_rope, **{op: lower_copy for op in COPY_OPS},
     "QLINEAR_MATMUL": lower_any_qlinear_matmul, "QLINEAR_CONV": lower_qlinear_conv,

@@ -64,7 +64,7 @@ TILED: dict[str, Tiled] = {
     "MATMUL_INTEGER": lambda lw, n: n.id in lw.lowering_plan.integer_matmuls,
     "CONV": conv_tiled, "POOL": _some(pool_tiling), "REDUCE": _some(reduce_tiling),
     "ELEMENTWISE": _clamp_or_ew, "ADD": _row_or_ew, "MUL": _row_or_ew,
-    "CUMSUM": _some(cumsum_tiling),
+    "CUMSUM": _some(cumsum_tiling), "EXPAND": _some(ew_tiling),
     **{op: _some(gather_tiling) for op in ("EMBEDDING", "GATHER", "GATHER_ND",
                                             "GATHER_ELEMENTS")},
     "ROPE": _some(rope_tiling), **{op: _some(copy_pairs) for op in COPY_OPS},

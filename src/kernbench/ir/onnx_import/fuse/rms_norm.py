@@ -25,14 +25,23 @@ from kernbench.ir.onnx_import.fuse.common import (
 from kernbench.ir.ops import node_attrs
 
 
-def _match(g: Graph, ix: Index, red) -> tuple | None:
+def _is_two(g: Graph, tid: str) -> bool:
+    """A constant scalar 2 (a float or an integer exponent)."""
+    v = const_value(g, tid)
+    return v is not None and v.size == 1 and v.dtype.kind in "fiuV" \
+        and float(v.reshape(-1)[0]) == 2.0
+
+
+def match_rms(g: Graph, ix: Index, red: LayerIR) -> tuple | None:
+    """The RMSNorm chain from the mean of squares `red` on: (x, eps, weight or None, y,
+    chain), or None. The decomposed LayerNorm (`layer_norm`) ends in this chain on x - mean."""
     a = node_attrs(red)
     if a.op != "mean" or not a.keepdims:
         return None
     sq = ix.prod(red.inputs[0])
     if sq is None or not ix.single_use(red.inputs[0]):
         return None
-    if ew(sq) == "pow" and scalar(g, sq.inputs[1]) == 2.0 or ew(sq) == "mul" and sq.inputs[0] == sq.inputs[1]:
+    if ew(sq) == "pow" and _is_two(g, sq.inputs[1]) or ew(sq) == "mul" and sq.inputs[0] == sq.inputs[1]:
         x = sq.inputs[0]
     else:
         return None
@@ -91,7 +100,7 @@ def fuse_rms_norm(g: Graph) -> None:
 def _rewrite(g: Graph, ix: Index, red: LayerIR) -> bool:
     if red.op_type != "REDUCE":
         return False
-    m = _match(g, ix, red)
+    m = match_rms(g, ix, red)
     if m is None:
         return False
     x, eps, weight, y, chain = m
