@@ -9,6 +9,12 @@ a markdown table on stdout: per case the entries, the best wall and CPU s of eac
 wall one-process / ahead, and whether the two stats.json are the same (they must be).
 Wall seconds are the figure the mode changes; quote them from an otherwise idle machine.
 
+    .venv/bin/python benchmarks/compile_ahead.py --baseline OTHER/src [--repeat 2]
+
+runs each case with compile ahead in this tree and in another (its `src` folder on
+PYTHONPATH), alternated, and prints the best wall s and the CPU s of each (the run and its
+child), their ratio, and whether the stats.json are the same (ADR-1280).
+
     .venv/bin/python benchmarks/compile_ahead.py --entry-costs
 
 what the pipe could carry instead, per entry (process CPU µs, the first 20 000 entries of
@@ -97,6 +103,30 @@ def entry_costs(n: int = 20_000) -> None:
         print(f"| {name} | {us:.1f} |")
 
 
+def against(names: list[str], baseline: str, repeat: int) -> None:
+    """Each case in this tree and in `baseline` (a src folder), compiling ahead, alternated."""
+    print("| case | entries | wall s | baseline wall s | baseline / this | CPU s | "
+          "baseline CPU s | same stats |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    here = str(ROOT / "src")
+    for name in names:
+        label, args = CASES[name]
+        base = [*args, "--exact", "--no-trace", "--no-report"]
+        runs: dict[str, list[dict]] = {here: [], baseline: []}
+        for _ in range(repeat):
+            for src in (baseline, here):
+                runs[src].append(measured_run(base, src))
+                print(f"{name} {src}: {runs[src][-1]['wall_s']:.1f} s wall, "
+                      f"{runs[src][-1]['cpu_s']:.1f} CPU s", file=sys.stderr, flush=True)
+        new = min(runs[here], key=lambda r: r["wall_s"])
+        old = min(runs[baseline], key=lambda r: r["wall_s"])
+        same = all(r["stats"] == new["stats"] for r in runs[here] + runs[baseline])
+        print(f"| {label} | {new['stats'].get('entry_count', 0):,} | {new['wall_s']:.1f} | "
+              f"{old['wall_s']:.1f} | {old['wall_s'] / new['wall_s']:.2f} | "
+              f"{new['cpu_s']:.1f} | {old['cpu_s']:.1f} | {'yes' if same else 'NO'} |",
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=2, help="runs of each mode (best kept)")
@@ -105,6 +135,8 @@ def main() -> None:
                          "decode takes about 6 min a run)")
     ap.add_argument("--entry-costs", action="store_true", help="per-entry parse / lower / "
                     "pickle costs instead (module docstring)")
+    ap.add_argument("--baseline", default=None, help="another tree's src folder: this "
+                    "tree against it, both compiling ahead")
     a = ap.parse_args()
     if a.entry_costs:
         entry_costs()
@@ -113,6 +145,9 @@ def main() -> None:
     unknown = [n for n in names if n not in CASES]
     if unknown:
         sys.exit(f"unknown case(s) {unknown}; known: {', '.join(CASES)}")
+    if a.baseline:
+        against(names, a.baseline, a.repeat)
+        return
     print("| case | entries | ahead wall s | one process wall s | one process / ahead | "
           "ahead CPU s | one process CPU s | ahead peak RSS MB | one process peak RSS MB | "
           "same stats |")

@@ -22,13 +22,15 @@ def kernbench_cmd() -> list[str]:
                                             "sys.exit(main(sys.argv[1:]))"]
 
 
-def measured_run(args: list[str]) -> dict[str, Any]:
+def measured_run(args: list[str], src: str | None = None) -> dict[str, Any]:
     """`kernbench run ARGS -o TMP`: wall_s, cpu_s, rss_mb, stats (stats.json) and
-    stats_bytes. Exits with the run's stderr when it fails."""
+    stats_bytes. Exits with the run's stderr when it fails. `src`: another tree's `src`
+    folder, put first on PYTHONPATH (the run then uses that tree's kernbench)."""
+    env = None if src is None else {**os.environ, "PYTHONPATH": src}
     with tempfile.TemporaryDirectory() as tmp:
         cmd = kernbench_cmd() + ["run", *args, "-o", tmp]
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         err = p.stderr.read().decode() if p.stderr else ""

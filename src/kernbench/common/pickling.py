@@ -16,7 +16,7 @@ from typing import Any
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def constructor_reduce(obj: Any) -> tuple[type, tuple[Any, ...]]:
+def constructor_reduce(obj: object) -> tuple[type, tuple[Any, ...]]:
     """`obj.__reduce__()` for a dataclass whose fields are all `__init__` arguments."""
     cls = obj.__class__
     names = _FIELDS.get(cls)
