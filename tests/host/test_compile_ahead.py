@@ -296,3 +296,19 @@ def test_kernbench_run_compiles_ahead_by_default_where_two_cpus_are(
                  "--out", str(out), *flag]) == 0
     assert calls == ([1] if forked else [])
     assert json.loads((out / "stats.json").read_text())["total_ns"] > 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pipe sizes are Linux's")
+def test_the_pipe_is_widened_as_far_as_the_os_allows():
+    import fcntl
+
+    r, w = os.pipe()
+    try:
+        before = fcntl.fcntl(w, fcntl.F_GETPIPE_SZ)
+        compile_ahead._widen(w)
+        most = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+        want = min(most, compile_ahead.PIPE_BYTES)  # the kernel may round it up
+        assert fcntl.fcntl(w, fcntl.F_GETPIPE_SZ) >= max(before, want) > 64 * 1024 - 1
+    finally:
+        os.close(r)
+        os.close(w)

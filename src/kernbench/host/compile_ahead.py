@@ -15,8 +15,9 @@ same code on the same state, so the entries, and every output of the run, are
 byte-identical to the in-process stream (tests/host/test_compile_ahead.py).
 
 Contract:
-- The pipe bounds how far the child runs ahead (its buffer and one chunk in flight), so
-  host memory still follows the layers, not the program, as in-process.
+- The pipe bounds how far the child runs ahead (its buffer, made as large as the OS lets
+  this process make it, up to `PIPE_BYTES`, and one chunk in flight), so host memory
+  still follows the layers, not the program, as in-process.
 - An exception in the child (an InputError naming a layer, a compiler bug) is raised in
   the parent when it reaches that point of the stream: kernbench's errors as the same
   class with the same line (so the same exit code), any other as a RuntimeError with its
@@ -83,6 +84,7 @@ def ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
     """`chunks`, produced in a forked child (module docstring). The caller must not
     advance `chunks` itself afterwards; the returned iterator has `close()`."""
     r, w = os.pipe()
+    _widen(w)
     try:
         pid = os.fork()
     except OSError:
@@ -94,6 +96,27 @@ def ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
         _produce(chunks, w)
     os.close(w)
     return _consume(os.fdopen(r, "rb", buffering=1 << 16), pid)
+
+
+#: the pipe's capacity asked for (bytes): a chunk of a real-size model pickles to up to
+#: about 2 MB, so this lets the child run several chunks ahead
+PIPE_BYTES = 8 << 20
+
+
+def _widen(fd: int) -> None:
+    """Make the pipe as large as this process may, up to PIPE_BYTES (Linux: up to
+    /proc/sys/fs/pipe-max-size, 1 MiB by default). With the default 64 KiB the child can
+    run only about a chunk ahead, and the parent waits for it wherever a layer takes
+    longer to compile than the one before took to simulate. Elsewhere, or when refused,
+    the pipe keeps its size: the same results, a little later."""
+    try:
+        import fcntl
+        setsz = fcntl.F_SETPIPE_SZ
+        with open("/proc/sys/fs/pipe-max-size", encoding="ascii") as f:
+            most = int(f.read())
+        fcntl.fcntl(fd, setsz, min(most, PIPE_BYTES))
+    except (ImportError, AttributeError, OSError, ValueError):
+        return
 
 
 def entry_stream(chunks: Iterator[Chunk], n: int, layer_entries: Mapping[str, int],
