@@ -153,11 +153,20 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
         small = truncate_blocks(marked, plan.simulated)
         hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
                    "and replaying the rest (--exact simulates all)")
-        state, _ = compile_loaded(small, None, topo, bundle, CompileRequest(
+        small_req = CompileRequest(
             calib_inputs=opts.inputs, strict=opts.strict, model_file=opts.source or str(model),
-            write_cmdq=write_cmdq, write_weights=write_weights), hooks.compile_progress)
-        prog = program_of(state, str(bundle / "cmdq.json"))
-        del state  # the tile graph and memory plan are not needed to simulate
+            write_cmdq=write_cmdq, write_weights=write_weights, ahead=opts.compile_ahead)
+        if opts.compile_ahead and not (opts.trace or opts.report or opts.verify
+                                       or write_cmdq or opts.entries):
+            # compiled in a child while this process simulates (nothing per entry kept);
+            # in one process the whole compile is the faster of the two
+            prog, _ = compile_for_run(small, None, topo, bundle, small_req,
+                                      hooks.compile_progress)
+        else:
+            state, _ = compile_loaded(small, None, topo, bundle, small_req,
+                                      hooks.compile_progress)
+            prog = program_of(state, str(bundle / "cmdq.json"))
+            del state  # the tile graph and memory plan are not needed to simulate
         try:
             return _simulate(bundle, topo, out, opts, hooks,
                              lambda st, sp, acts: finish(small, st, sp, acts), prog)
