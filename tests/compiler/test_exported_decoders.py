@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_small_ops import _save  # an ONNX graph and its inputs, checked and saved
 
 from kernbench.cli import main
 from kernbench.compiler.layer_ops import layer_op_census
@@ -25,19 +26,6 @@ from kernbench.topology import load_topology
 HF = Path(__file__).resolve().parents[1] / "models" / "hf_decoders"
 FP32 = "default: {weight: fp32, activation: fp32, kv: fp32}\n"
 rng = np.random.default_rng(21)
-
-
-def _save(path: Path, nodes: list, inputs: list, outputs: list[str], inits: list,
-          feeds: dict[str, np.ndarray]) -> Path:
-    g = helper.make_graph(nodes, "g", inputs,
-                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
-                           for o in outputs], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-    m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
-    onnx.checker.check_model(m)
-    onnx.save(m, path)
-    np.savez(path.with_suffix(".inputs.npz"), **feeds)
-    return path
 
 
 def _run(tmp: Path, model: Path, topology: str) -> tuple[dict[str, np.ndarray], dict, dict]:

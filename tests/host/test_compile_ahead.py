@@ -33,6 +33,19 @@ def _chunks(n: int, size: int = 3) -> Iterator[list[dict]]:
         yield [{"id": i * size + k, "payload": "x" * (i + k)} for k in range(size)]
 
 
+def _forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets an item each time a stream is compiled ahead (`ahead` called)."""
+    calls: list[int] = []
+    real = compile_ahead.ahead
+
+    def spy(chunks):  # noqa: ANN001, ANN202
+        calls.append(1)
+        return real(chunks)
+
+    monkeypatch.setattr(compile_ahead, "ahead", spy)
+    return calls
+
+
 def _gone(pid: int) -> bool:
     """The child was reaped: no process of ours has that pid any more."""
     try:
@@ -281,14 +294,7 @@ def test_kernbench_run_compiles_ahead_by_default_where_two_cpus_are(
         tmp_path, monkeypatch, cpus, flag, forked):
     from kernbench.cli import main
 
-    calls = []
-    real = compile_ahead.ahead
-
-    def spy(chunks):  # noqa: ANN001, ANN202
-        calls.append(1)
-        return real(chunks)
-
-    monkeypatch.setattr(compile_ahead, "ahead", spy)
+    calls = _forks(monkeypatch)
     monkeypatch.setattr(compile_ahead, "usable_cpus", lambda: cpus)
     out = tmp_path / "out"
     assert main(["run", str(CFG / "tiny-llama-4l.json"), "-t", "base", "--batch", "2",
@@ -321,14 +327,7 @@ def test_a_replayed_run_compiles_its_blocks_ahead_with_the_same_outputs(tmp_path
     from kernbench.compiler import pe_choice
 
     monkeypatch.setattr(pe_choice, "MAX_ENTRIES", 0)  # stream even this small program
-    forks = []
-    real = compile_ahead.ahead
-
-    def spy(chunks):  # noqa: ANN001, ANN202
-        forks.append(1)
-        return real(chunks)
-
-    monkeypatch.setattr(compile_ahead, "ahead", spy)
+    forks = _forks(monkeypatch)
     outs = []
     for ahead_ in (False, True):
         tmp = tmp_path / str(ahead_)

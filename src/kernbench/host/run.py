@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.common.program import LayerSpan
+from kernbench.compiler.pe_choice import PeChoice
 from kernbench.compiler.pipeline import load_model
 from kernbench.errors import warn
 from kernbench.host.block_detect import mark_blocks
@@ -134,6 +135,7 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
     bundle = opts.bundle or Path(out) / "bundle"
     write_cmdq = opts.write_cmdq or opts.verify
     write_weights = opts.write_weights or opts.verify
+    keeps = opts.trace or opts.report or opts.verify or write_cmdq or opts.entries  # per entry
 
     def finish(small: Graph, stats: Stats, spans: dict[str, LayerSpan],
                actions_of: ActionsOf | None = None) -> Stats:
@@ -156,17 +158,9 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
         small_req = CompileRequest(
             calib_inputs=opts.inputs, strict=opts.strict, model_file=opts.source or str(model),
             write_cmdq=write_cmdq, write_weights=write_weights, ahead=opts.compile_ahead)
-        if opts.compile_ahead and not (opts.trace or opts.report or opts.verify
-                                       or write_cmdq or opts.entries):
-            # compiled in a child while this process simulates (nothing per entry kept);
-            # in one process the whole compile is the faster of the two
-            prog, _ = compile_for_run(small, None, topo, bundle, small_req,
-                                      hooks.compile_progress)
-        else:
-            state, _ = compile_loaded(small, None, topo, bundle, small_req,
-                                      hooks.compile_progress)
-            prog = program_of(state, str(bundle / "cmdq.json"))
-            del state  # the tile graph and memory plan are not needed to simulate
+        # streamed only to compile ahead: in one process the whole compile is the faster
+        prog, _ = _program(small, None, topo, bundle, small_req,
+                           opts.compile_ahead and not keeps, hooks)
         try:
             return _simulate(bundle, topo, out, opts, hooks,
                              lambda st, sp, acts: finish(small, st, sp, acts), prog)
@@ -178,15 +172,7 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
                          model_file=opts.source or str(model), write_cmdq=write_cmdq,
                          write_weights=write_weights, all_pes=opts.all_pes,
                          ahead=opts.compile_ahead)
-    if not (opts.trace or opts.report or opts.verify or write_cmdq or opts.entries):
-        # nothing per entry is kept: compiled layer by layer while it runs
-        prog, choice = compile_for_run(graph, source, topo, bundle, req,
-                                       hooks.compile_progress)
-    else:
-        state, _ = compile_loaded(graph, source, topo, bundle, req, hooks.compile_progress)
-        choice = state.pe_choice
-        prog = program_of(state, str(bundle / "cmdq.json"))
-        del state
+    prog, choice = _program(graph, source, topo, bundle, req, not keeps, hooks)
     if choice is not None and choice.pes < choice.of:
         hooks.note(choice.note())
 
@@ -196,6 +182,18 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
         return finish(graph, st, sp, acts)
 
     return _simulate(bundle, topo, out, opts, hooks, post, prog)
+
+
+def _program(graph: Graph, source: Path | None, topo: Topology, bundle: Path,
+             req: CompileRequest, stream: bool, hooks: RunHooks
+             ) -> tuple[CmdqProgram, PeChoice | None]:  # fmt: skip
+    """(the compiled program, the PE choice or None): streamed layer by layer while it runs
+    (and compiled ahead with `req.ahead`) when `stream` (nothing per entry is kept), else
+    compiled whole; the tile graph and memory plan are not kept to simulate."""
+    if stream:
+        return compile_for_run(graph, source, topo, bundle, req, hooks.compile_progress)
+    state, _ = compile_loaded(graph, source, topo, bundle, req, hooks.compile_progress)
+    return program_of(state, str(bundle / "cmdq.json")), state.pe_choice
 
 
 def _simulate(bundle: Path, topo: Topology, out: Path, opts: RunOptions, hooks: RunHooks,
