@@ -338,3 +338,24 @@ def test_drift_is_refused_after_any_warm_up(tmp_path):
     with pytest.raises(ReplayCheckFailed, match="after a warm-up"):
         apply_replay({"total_ns": 9000.0, "clock_ghz": 1.0}, small, plan,
                      _spans(small, _cycle_ends([1000.0 * 1.02 ** i for i in range(5)])))
+
+
+def test_a_replayed_run_takes_all_pes_and_reports_its_pe_choice(tmp_path):
+    """The simulated blocks are compiled with the run's options: `--all-pes` spreads them
+    over every PE, and without it the cost model's choice is in stats.json and said, as in
+    a run that simulates every layer."""
+    cfg = CONFIGS / "tiny-llama-tp8.json"  # 6 blocks: replayed
+    res = resolve_model(cfg, ShapeOptions(1, 1, 16), tmp_path / "m")
+    stats, notes = {}, []
+    for all_pes in (False, True):
+        d = tmp_path / str(all_pes)
+        stats[all_pes] = run_model(res.path, load_topology("base"), d / "out",
+                                   RunOptions(trace=False, report=False, write_cmdq=False,
+                                              bundle=d / "b", all_pes=all_pes),
+                                   RunHooks(note=notes.append)).stats
+        assert stats[all_pes]["replay"]["simulated_blocks"] < 6
+    choice = stats[False]["pe_choice"]
+    assert choice["pes"] < choice["of"] == 64
+    assert any("PE" in n and str(choice["pes"]) in n for n in notes), notes
+    assert "pe_choice" not in stats[True]
+    assert stats[True]["total_ns"] != stats[False]["total_ns"]

@@ -137,51 +137,45 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
     write_weights = opts.write_weights or opts.verify
     keeps = opts.trace or opts.report or opts.verify or write_cmdq or opts.entries  # per entry
 
-    def finish(small: Graph, stats: Stats, spans: dict[str, LayerSpan],
-               actions_of: ActionsOf | None = None) -> Stats:
-        if plan is not None:
-            stats = apply_replay(stats, small, plan, spans, topo, actions_of)
-            set_precision(stats, run_precision(graph))  # every layer, not the simulated
-        # shape-only models always get the section; others on request (--llm), so that the
-        # stats of existing runs stay byte-identical
-        if facts is not None and (opts.llm or graph.metadata.get("shape_only")):
-            set_section(stats, "llm", llm_section(facts, stats, topo))
-        if (moe := moe_section(graph)) is not None:
-            set_section(stats, "moe", moe)
-        return stats
+    def finished(small: Graph, choice: PeChoice | None) -> PostStats:
+        """The stats of `small` (the model, or its simulated blocks) made final."""
+        if choice is not None and choice.pes < choice.of:
+            hooks.note(choice.note())
 
-    if plan is not None:
+        def post(stats: Stats, spans: dict[str, LayerSpan], actions_of: ActionsOf) -> Stats:
+            if choice is not None:
+                set_section(stats, "pe_choice", choice.to_json())
+            if plan is not None:
+                stats = apply_replay(stats, small, plan, spans, topo, actions_of)
+                set_precision(stats, run_precision(graph))  # every layer, not the simulated
+            # shape-only models always get the section; others on request (--llm), so that
+            # the stats of existing runs stay byte-identical
+            if facts is not None and (opts.llm or graph.metadata.get("shape_only")):
+                set_section(stats, "llm", llm_section(facts, stats, topo))
+            if (moe := moe_section(graph)) is not None:
+                set_section(stats, "moe", moe)
+            return stats
+        return post
 
-        small = truncate_blocks(marked, plan.simulated)
-        hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
-                   "and replaying the rest (--exact simulates all)")
-        small_req = CompileRequest(
-            calib_inputs=opts.inputs, strict=opts.strict, model_file=opts.source or str(model),
-            write_cmdq=write_cmdq, write_weights=write_weights, ahead=opts.compile_ahead)
-        # streamed only to compile ahead: in one process the whole compile is the faster
-        prog, _ = _program(small, None, topo, bundle, small_req,
-                           opts.compile_ahead and not keeps, hooks)
-        try:
-            return _simulate(bundle, topo, out, opts, hooks,
-                             lambda st, sp, acts: finish(small, st, sp, acts), prog)
-        except ReplayCheckFailed as e:
-            hooks.note(f"replay check failed ({e}): simulating every layer")
-            plan = None
     req = CompileRequest(calib_inputs=opts.inputs, strict=opts.strict,
                          qconfig_file=str(opts.qconfig) if opts.qconfig else None,
                          model_file=opts.source or str(model), write_cmdq=write_cmdq,
                          write_weights=write_weights, all_pes=opts.all_pes,
                          ahead=opts.compile_ahead)
+    if plan is not None:
+        small = truncate_blocks(marked, plan.simulated)
+        hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
+                   "and replaying the rest (--exact simulates all)")
+        # streamed only to compile ahead: in one process the whole compile is the faster
+        prog, choice = _program(small, None, topo, bundle, req,
+                                opts.compile_ahead and not keeps, hooks)
+        try:
+            return _simulate(bundle, topo, out, opts, hooks, finished(small, choice), prog)
+        except ReplayCheckFailed as e:
+            hooks.note(f"replay check failed ({e}): simulating every layer")
+            plan = None
     prog, choice = _program(graph, source, topo, bundle, req, not keeps, hooks)
-    if choice is not None and choice.pes < choice.of:
-        hooks.note(choice.note())
-
-    def post(st: Stats, sp: dict[str, LayerSpan], acts: ActionsOf) -> Stats:
-        if choice is not None:
-            set_section(st, "pe_choice", choice.to_json())
-        return finish(graph, st, sp, acts)
-
-    return _simulate(bundle, topo, out, opts, hooks, post, prog)
+    return _simulate(bundle, topo, out, opts, hooks, finished(graph, choice), prog)
 
 
 def _program(graph: Graph, source: Path | None, topo: Topology, bundle: Path,
