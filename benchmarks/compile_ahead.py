@@ -15,13 +15,6 @@ runs each case with compile ahead in this tree and in another (its `src` folder 
 PYTHONPATH), alternated, and prints the best wall s and the CPU s of each (the run and its
 child), their ratio, and whether the stats.json are the same (ADR-1280).
 
-    .venv/bin/python benchmarks/compile_ahead.py --programs
-
-serve's step programs of Llama-3-8B on `large` (`ServedModel.run`: 4 decoder blocks
-simulated, the rest replayed), each compiled in this process and compiled ahead in a
-child, alternated: wall s and CPU s (this process, the child) per program, and whether
-the simulated ns are the same (what `serve --workers 1` gains on two CPUs, ADR-1280).
-
     .venv/bin/python benchmarks/compile_ahead.py --entry-costs
 
 what the pipe could carry instead, per entry (process CPU µs, the first 20 000 entries of
@@ -110,46 +103,6 @@ def entry_costs(n: int = 20_000) -> None:
         print(f"| {name} | {us:.1f} |")
 
 
-def programs(repeat: int) -> None:
-    """serve's step programs with and without compile ahead (module docstring)."""
-    import resource
-    from dataclasses import replace
-
-    from kernbench.common.tuning import tune_process
-    from kernbench.host.serve.model import ServedModel
-    from kernbench.topology import load_topology
-
-    tune_process()  # as the console script, whose settings serve runs with
-    topo = load_topology("large")
-    print("| program (batch, new, past) | entries | one process wall s | ahead wall s | "
-          "one process / ahead | ahead CPU s: this process + child | same ns |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
-    with tempfile.TemporaryDirectory() as d:
-        m = ServedModel.open(CFG / "llama-3-8b", None, Path(d))
-        for shape in ((16, 1, 512), (32, 1, 520), (1, 512, 0)):
-            best: dict[bool, tuple[float, float, float]] = {}
-            ns: set[float] = set()
-            entries = 0
-            for _ in range(repeat):
-                for ahead in (False, True):
-                    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    t0, p0 = time.perf_counter(), time.process_time()
-                    st = replace(m, compile_ahead=ahead).run(shape, topo)
-                    wall, cpu = time.perf_counter() - t0, time.process_time() - p0
-                    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    child = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
-                    ns.add(float(st["total_ns"]))
-                    entries = st.get("entry_count", entries)
-                    if ahead not in best or wall < best[ahead][0]:
-                        best[ahead] = (wall, cpu, child)
-                    print(f"{shape} ahead={ahead}: {wall:.2f} s wall", file=sys.stderr,
-                          flush=True)
-            one, on = best[False], best[True]
-            print(f"| {shape} | {entries:,} | {one[0]:.2f} | {on[0]:.2f} | "
-                  f"{one[0] / on[0]:.2f} | {on[1]:.2f} + {on[2]:.2f} | "
-                  f"{'yes' if len(ns) == 1 else 'NO'} |", flush=True)
-
-
 def against(names: list[str], baseline: str, repeat: int) -> None:
     """Each case in this tree and in `baseline` (a src folder), compiling ahead, alternated."""
     print("| case | entries | wall s | baseline wall s | baseline / this | CPU s | "
@@ -184,14 +137,9 @@ def main() -> None:
                     "pickle costs instead (module docstring)")
     ap.add_argument("--baseline", default=None, help="another tree's src folder: this "
                     "tree against it, both compiling ahead")
-    ap.add_argument("--programs", action="store_true", help="serve's step programs "
-                    "instead (module docstring)")
     a = ap.parse_args()
     if a.entry_costs:
         entry_costs()
-        return
-    if a.programs:
-        programs(a.repeat)
         return
     names = a.cases.split(",")
     unknown = [n for n in names if n not in CASES]

@@ -245,31 +245,3 @@ def test_a_step_program_with_no_room_beside_the_cache_names_the_cache_option(tmp
     assert "field '--kv-fraction': the step program of batch" in err[-1]
     assert "does not fit the HBM beside the KV cache" in err[-1]
     assert not (tmp_path / "o").exists()
-
-
-def test_one_worker_compiles_each_program_ahead_with_the_same_files(tmp_path, monkeypatch):
-    """With one worker and two CPUs, each step program's replayed blocks are compiled in a
-    child process while serve simulates them (ADR-1280); the files are those of the run
-    that compiles in one process."""
-    from kernbench.compiler import pe_choice
-    from kernbench.host import compile_ahead
-
-    monkeypatch.setattr(pe_choice, "MAX_ENTRIES", 0)  # stream these small programs too
-    forks = []
-    real = compile_ahead.ahead
-    monkeypatch.setattr(compile_ahead, "ahead", lambda c: forks.append(1) or real(c))
-    model = ROOT / "tests" / "hf_configs" / "tiny-llama-tp8.json"  # 6 blocks: replayed
-    files = []
-    for cpus in (2, 1):
-        monkeypatch.setattr(compile_ahead, "usable_cpus", lambda n=cpus: n)
-        out = tmp_path / f"cpus{cpus}"
-        assert main(["serve", str(model), "-t", "small", "--requests", "2", "--rate",
-                     "1000", "--prompt-len", "8", "--output-len", "2", "--exact-steps",
-                     "--quiet", "--out", str(out)]) == 0
-        files.append({p.name: p.read_bytes() for p in sorted(out.iterdir())
-                      if p.name != "report.html"})
-        if cpus == 2:
-            assert forks, "no program was compiled ahead"
-            n = len(forks)
-    assert len(forks) == n  # one CPU: nothing forked
-    assert files[0] == files[1]

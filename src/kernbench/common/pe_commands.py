@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from kernbench.common.pickling import constructor_reduce
 from kernbench.common.tile_plan import StageType
 
 StageSpec = tuple[StageType, dict[str, Any]]
@@ -42,10 +41,6 @@ class PeCommand:
 
     def staging_bytes(self, tile: int) -> int:
         return 0
-
-    def __reduce__(self) -> tuple:
-        return constructor_reduce(self)  # a compile-ahead child sends commands pickled
-
 
 @dataclass(slots=True, eq=False)
 class DmaRead(PeCommand):

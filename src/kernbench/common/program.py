@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernbench.common.pe_commands import PeCommand
-from kernbench.common.pickling import constructor_reduce
 
 
 @dataclass(slots=True, eq=False)
@@ -31,10 +30,6 @@ class ProgramEntry:
     start_ns: float | None = None
     end_ns: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
-
-    def __reduce__(self) -> tuple:
-        return constructor_reduce(self)  # a compile-ahead child sends entries pickled
-
 
 #: what part of a layer's time an entry's opcode counts as (stats `layers[..].bottleneck`)
 _BUSY_KIND = {"DMA": "dma", "TE_": "tensor engine", "VE_": "vector engine"}

@@ -6,11 +6,11 @@ A streamed run (`flow.compile_for_run`, compiled layer by layer) interleaves two
 single-threaded jobs in one process: lowering the next layer when the Control FSM first
 reads one of its entries, and simulating. `ahead(chunks)` forks after the survey (the
 compiler's state is the child's copy), iterates `chunks` there, and sends each chunk back
-through a pipe, pickled (the pipe joins this process and its own fork, and nothing else
-writes to it); the parent's iterator yields them in the same order. `entry_stream` gives
+through a pipe as JSON (`common.entry_codec`: what the parent reads back is data, never
+code, Control-FSM entries included); the parent's iterator yields them in the same order. `entry_stream` gives
 the child more of the work than the compiler's: it parses, checks and lowers each chunk
 to the Control FSM's entries (`cmdq.hw.lowered_chunks`), so that the parent, which runs
-the simulation and is the slower of the two, only unpickles them. The child runs the
+the simulation and is the slower of the two, only reads them back. The child runs the
 same code on the same state, so the entries, and every output of the run, are
 byte-identical to the in-process stream (tests/host/test_compile_ahead.py).
 
@@ -37,7 +37,6 @@ import contextlib
 import io
 import json
 import os
-import pickle
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -46,6 +45,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from kernbench.cmdq.hw import lowered_chunks
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.stream import EntryStream, checked_chunks
+from kernbench.common import entry_codec
 from kernbench.errors import (
     AddressError,
     CapacityError,
@@ -98,7 +98,7 @@ def ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
     return _consume(os.fdopen(r, "rb", buffering=1 << 16), pid)
 
 
-#: the pipe's capacity asked for (bytes): a chunk of a real-size model pickles to up to
+#: the pipe's capacity asked for (bytes): a chunk of a real-size model is sent as up to
 #: about 2 MB, so this lets the child run several chunks ahead
 PIPE_BYTES = 8 << 20
 
@@ -151,7 +151,7 @@ def _produce(chunks: Iterator[Chunk], fd: int) -> None:
             sys.stdout = sys.stderr = _Relay(out)
             try:
                 for chunk in chunks:
-                    _send(out, _CHUNK, pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL))
+                    _send(out, _CHUNK, entry_codec.dumps(chunk))
                     out.flush()  # the parent may be waiting for exactly this chunk
                 _send(out, _END, b"")
             except BaseException as e:  # noqa: BLE001 - every failure goes to the parent
@@ -223,7 +223,7 @@ def _consume(f: BinaryIO, pid: int) -> Iterator[Chunk]:
                                    f"did (exit status {_reap(pid)})")
             kind = head[:1]
             if kind == _CHUNK:
-                yield pickle.loads(payload)  # noqa: S301 - written by our own fork
+                yield entry_codec.loads(payload)
             elif kind == _END:
                 return
             elif kind == _STDERR:  # a warning the compiler printed in the child

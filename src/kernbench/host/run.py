@@ -135,7 +135,6 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
     bundle = opts.bundle or Path(out) / "bundle"
     write_cmdq = opts.write_cmdq or opts.verify
     write_weights = opts.write_weights or opts.verify
-    keeps = opts.trace or opts.report or opts.verify or write_cmdq or opts.entries  # per entry
 
     def finished(small: Graph, choice: PeChoice | None) -> PostStats:
         """The stats of `small` (the model, or its simulated blocks) made final."""
@@ -166,14 +165,13 @@ def run_model(model: Path, topo: Topology, out: Path, opts: RunOptions,
         small = truncate_blocks(marked, plan.simulated)
         hooks.note(f"replay: {plan.blocks} identical blocks; simulating {plan.simulated} "
                    "and replaying the rest (--exact simulates all)")
-        # streamed only to compile ahead: in one process the whole compile is the faster
-        prog, choice = _program(small, None, topo, bundle, req,
-                                opts.compile_ahead and not keeps, hooks)
+        prog, choice = _program(small, None, topo, bundle, req, False, hooks)  # whole
         try:
             return _simulate(bundle, topo, out, opts, hooks, finished(small, choice), prog)
         except ReplayCheckFailed as e:
             hooks.note(f"replay check failed ({e}): simulating every layer")
             plan = None
+    keeps = opts.trace or opts.report or opts.verify or write_cmdq or opts.entries  # per entry
     prog, choice = _program(graph, source, topo, bundle, req, not keeps, hooks)
     return _simulate(bundle, topo, out, opts, hooks, finished(graph, choice), prog)
 

@@ -51,9 +51,6 @@ class ServedModel:
     kv_bytes_per_token: int
     context: int | None
     replay_blocks: int = SIMULATED_BLOCKS  # decoder blocks a step program simulates
-    # each program compiled in a child process while this one simulates it (serve with
-    # one worker on a machine of two CPUs or more: host.compile_ahead)
-    compile_ahead: bool = False
 
     @staticmethod
     def open(model: Path, qconfig: Path | None, workdir: Path,
@@ -96,8 +93,7 @@ class ServedModel:
             res = resolve_model(self.model, ShapeOptions(b, s, k), tmp / "model", self.qconfig)
             opts = RunOptions(qconfig=self.qconfig, trace=False, report=False,
                               write_cmdq=False, write_weights=False, bundle=tmp / "bundle",
-                              replay_blocks=self.replay_blocks, check_compiled=False,
-                              compile_ahead=self.compile_ahead)
+                              replay_blocks=self.replay_blocks, check_compiled=False)
             try:
                 return run_model(res.path, topo, tmp / "out", opts,
                                  RunHooks(note=_quiet)).stats

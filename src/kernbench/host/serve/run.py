@@ -13,12 +13,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from kernbench.errors import InputError
-from kernbench.host import compile_ahead
 from kernbench.host.block_replay import simulated_blocks
 from kernbench.host.serve.chips import ChipPools, KvTransfer, one_chip
 from kernbench.host.serve.disagg import serve_disaggregated
@@ -188,8 +187,6 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     blocks = simulated_blocks(opts.replay_blocks)
     cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip, blocks))
     m = ServedModel.open(model, opts.qconfig, workdir, replay_blocks=blocks)
-    if opts.workers == 1 and compile_ahead.available():  # the second CPU compiles
-        m = replace(m, compile_ahead=True)
     blocks = _kv_blocks(opts, chip, m, kv_fraction, "one chip (disaggregated: each chip "
                         "holds the whole model)" if disagg else f"'{topo.name}'")
     kv = PagedKvCache(blocks, opts.block_tokens)
