@@ -47,7 +47,7 @@ def _names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def _tagged(v: Any) -> Any:  # noqa: ANN401 - any value a chunk holds
+def _tagged(v: object) -> Any:  # noqa: ANN401 - any value a chunk holds
     """`v` with everything JSON does not keep as it is tagged (module docstring)."""
     t = v.__class__
     if t in _PLAIN:
@@ -91,7 +91,7 @@ def _untagged(d: dict[str, Any]) -> Any:  # noqa: ANN401 - any value a chunk hol
     return d
 
 
-def dumps(obj: Any) -> bytes:  # noqa: ANN401 - any value a chunk holds
+def dumps(obj: object) -> bytes:
     """`obj` as compact JSON bytes (module docstring); TypeError for what cannot be sent."""
     return json.dumps(_tagged(obj), separators=(",", ":")).encode()
 
