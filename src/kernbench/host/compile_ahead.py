@@ -98,8 +98,8 @@ def ahead(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
     return _consume(os.fdopen(r, "rb", buffering=1 << 16), pid)
 
 
-#: the pipe's capacity asked for (bytes): a chunk of a real-size model is sent as up to
-#: about 2 MB, so this lets the child run several chunks ahead
+#: the pipe's capacity asked for (bytes): room for several of a real-size model's chunks,
+#: so that the child can run ahead of the parent
 PIPE_BYTES = 8 << 20
 
 
