@@ -166,11 +166,13 @@ def _load_kv(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int,
 
 
 def _scores(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int,
-            s0: int, s: int, kq: Buf, eng: Engines) -> Buf:
-    """fp32 scores of query rows [s0, s0 + s) of head h against all keys."""
+            s0: int, s: int, kq: Buf, eng: Engines, heads: int = 1) -> Buf:
+    """fp32 scores of query rows [s0, s0 + s) of head h against all keys (with `heads`
+    > 1: row s0 of heads h .. h + heads - 1, `AttentionTiles.packed_heads`)."""
     te, ve = eng
     d, t_len = at.q.shape[3], at.t_len
-    bqq = q_rows(lw, n, at, pe, b, h, s0, s, ve)
+    bqq = q_rows(lw, n, at, pe, b, h, s0, s, ve, heads)
+    s *= heads
     acc = lw.buf(pe, s * t_len * (8 if at.wide else 4), f"{n.id}.scores")
     lw.op("TE_GEMM_TILE", pe, n.id,
           {"m": s, "n": t_len, "k": d, "qbits_weight": at.bits_kv,
@@ -186,37 +188,43 @@ def _scores(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
 
 
 def _probabilities(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int,
-                   s0: int, s: int, sc32: Buf, ve: dict[str, Any]) -> tuple[Buf, Buf]:
-    """(int8 P, its per-row scales) from the scores: masked softmax, row-scaled quantize."""
+                   s0: int, s: int, sc32: Buf, ve: dict[str, Any],
+                   heads: int = 1) -> tuple[Buf, Buf]:
+    """(int8 P, its per-row scales) from the scores: masked softmax, row-scaled quantize
+    (with `heads` > 1, one row per head, `AttentionTiles.packed_heads`: each head's mask row)."""
     t_len, mask = at.t_len, at.mask
-    sm_fields: dict[str, Any] = {"length": t_len, "rows": s, "qbits_activation": 32,
+    rows = s * heads
+    sm_fields: dict[str, Any] = {"length": t_len, "rows": rows, "qbits_activation": 32,
                                  "out_qbits": 32, **ve}
     reads = [("in", sc32)]
     frees = [sc32]
     if mask is not None:
-        bm = lw.buf(pe, s * t_len * ITEMSIZE[mask.dtype], f"{n.id}.mask")
+        isz = ITEMSIZE[mask.dtype]
+        bm = lw.buf(pe, rows * t_len * isz, f"{n.id}.mask")
         if mask.dtype != "fp32":  # an fp16 / bf16 export's mask, widened by the tile
             sm_fields.update(bias_qbits=QBITS_OF[mask.dtype], **float_format(mask.dtype))
-        moff = ((b % mask.shape[0]) * mask.strides[0] + (h % mask.shape[1]) * mask.strides[1]
-                + s0 * mask.strides[2])
-        lw.dma(False, pe, bm, mask, moff, s, t_len, mask.strides[2], n.id)
+        for i in range(heads):
+            moff = ((b % mask.shape[0]) * mask.strides[0]
+                    + ((h + i) % mask.shape[1]) * mask.strides[1] + s0 * mask.strides[2])
+            lw.dma(False, pe, bm, mask, moff, s, t_len, mask.strides[2], n.id,
+                   buf_offset=i * s * t_len * isz)
         reads.append(("bias", bm))
         frees.append(bm)
     if at.causal:
         sm_fields["causal_offset"] = at.causal_offset + s0
     if at.softcap:  # soft-capped scores (Gemma-2), before the bias as in numerics.attention
         sm_fields["softcap"] = at.softcap
-    prob = lw.buf(pe, s * t_len * 4, f"{n.id}.p")
+    prob = lw.buf(pe, rows * t_len * 4, f"{n.id}.p")
     lw.op("VE_SOFTMAX_TILE", pe, n.id, sm_fields, reads=reads, writes=[("out", prob)],
           frees=frees)
     # P is quantized with a per-row scale (row max / 127)
-    rsc = lw.buf(pe, s * 4, f"{n.id}.prow")
+    rsc = lw.buf(pe, rows * 4, f"{n.id}.prow")
     lw.op("VE_ROWSCALE_TILE", pe, n.id,
-          {"length": t_len, "rows": s, "qbits_activation": 32, "bits": at.bits_a, **ve},
+          {"length": t_len, "rows": rows, "qbits_activation": 32, "bits": at.bits_a, **ve},
           reads=[("in", prob)], writes=[("out", rsc)])
-    pq = lw.buf(pe, s * t_len * at.bits_a / 8, f"{n.id}.pq")
+    pq = lw.buf(pe, rows * t_len * at.bits_a / 8, f"{n.id}.pq")
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
-          {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": at.bits_a,
+          {"length": t_len, "rows": rows, "qbits_activation": 32, "out_qbits": at.bits_a,
            "scale": 1.0, "zero_point": 0, **ve},
           reads=[("in", prob), ("row_scale", rsc)], writes=[("out", pq)], frees=[prob])
     return pq, rsc
@@ -224,23 +232,25 @@ def _probabilities(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int
 
 def _output(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int,
             s0: int, s: int, p: tuple[Buf, Buf], vq: Buf, last_frees: list[Buf],
-            eng: Engines) -> None:
-    """P·V of the block, dequantized and stored into its rows of the output."""
+            eng: Engines, heads: int = 1) -> None:
+    """P·V of the block, dequantized and stored into its rows of the output (with
+    `heads` > 1, one row per head, `AttentionTiles.packed_heads`)."""
     pq, rsc = p
     te, ve = eng
     out, dv = at.out, at.v.shape[3]
-    oacc = lw.buf(pe, s * dv * (8 if at.wide else 4), f"{n.id}.oacc")
+    rows = s * heads
+    oacc = lw.buf(pe, rows * dv * (8 if at.wide else 4), f"{n.id}.oacc")
     lw.op("TE_GEMM_TILE", pe, n.id,
-          {"m": s, "n": dv, "k": at.t_len, "qbits_weight": at.bits_kv,
+          {"m": rows, "n": dv, "k": at.t_len, "qbits_weight": at.bits_kv,
            "qbits_activation": at.bits_a, **te, **kv_te(at.bits_kv), **at.te_fields()},
           reads=[("ifm", pq), ("wgt", vq)], writes=[("ofm", oacc)], frees=[pq] + last_frees)
-    o32 = lw.buf(pe, s * dv * ITEMSIZE[out.dtype], f"{n.id}.o32")
+    o32 = lw.buf(pe, rows * dv * ITEMSIZE[out.dtype], f"{n.id}.o32")
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
-          {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": QBITS_OF[out.dtype],
+          {"length": dv, "rows": rows, "qbits_activation": 32, "out_qbits": QBITS_OF[out.dtype],
            "scale": float(np.float32(at.scales[2])), "in_dtype": at.acc_dtype, **ve,
            **float_format(out.dtype)},
           reads=[("in", oacc), ("row_scale", rsc)], writes=[("out", o32)], frees=[oacc, rsc])
-    at.store(lw, n, pe, o32, b, h, s0, s, [o32])
+    at.store(lw, n, pe, o32, b, h, s0, s, [o32], heads)
 
 
 def _query_chunks(lw: Lowering, at: AttentionTiles, items: int, b: int,
@@ -386,6 +396,14 @@ def _tiles(lw: Lowering, n: LayerIR, at: AttentionTiles) -> None:
         for (b, g), piece in groupby(run, key=lambda blk: blk[:2]):
             rows = [blk[2:] for blk in piece]
             kq, vq = _load_kv(lw, n, at, pe, b, g)
+            if at.packed_heads(lw.bank, at.t_len) > 1:
+                eng = (lw.engines.te(blocks), lw.engines.ve(pe))
+                blocks += 1
+                s0 = rows[0][0]
+                sc32 = _scores(lw, n, at, pe, b, g * rep, s0, 1, kq, eng, rep)
+                p = _probabilities(lw, n, at, pe, b, g * rep, s0, 1, sc32, eng[1], rep)
+                _output(lw, n, at, pe, b, g * rep, s0, 1, p, vq, [kq, vq], eng, rep)
+                continue
             for hh in range(rep):
                 h = g * rep + hh
                 for i, (s0, s) in enumerate(rows):

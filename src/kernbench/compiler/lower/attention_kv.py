@@ -61,21 +61,24 @@ def _kv_block(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, g: 
 
 
 def q_rows(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int, s0: int,
-           s: int, ve: dict[str, Any] | None = None) -> Buf:
+           s: int, ve: dict[str, Any] | None = None, heads: int = 1) -> Buf:
     """Query rows [s0, s0 + s) of head h at the activation bits (int8, int16 at A16):
     loaded as they are when the projection stored them quantized
     (`xquant.kv_quant_out`), else loaded and quantized (VE_QUANTIZE on vector engine
-    `ve`)."""
+    `ve`). With `heads` > 1 (and one row, s == 1): row s0 of heads h .. h + heads - 1,
+    one row each (a decode step's query heads of one KV group,
+    `AttentionTiles.packed_heads`)."""
     q, d = at.q, at.q.shape[3]
     off = b * q.strides[0] + h * q.strides[1] + s0 * q.strides[2]
-    bqq = lw.buf(pe, s * d * at.bits_a / 8, f"{n.id}.qq")
+    rows, stride = (heads, q.strides[1]) if heads > 1 else (s, q.strides[2])
+    bqq = lw.buf(pe, rows * d * at.bits_a / 8, f"{n.id}.qq")
     if q.dtype == "int8":
-        lw.dma(False, pe, bqq, q, off, s, d, q.strides[2], n.id)
+        lw.dma(False, pe, bqq, q, off, rows, d, stride, n.id)
         return bqq
-    bq32 = lw.buf(pe, s * d * ITEMSIZE[q.dtype], f"{n.id}.q32")
-    lw.dma(False, pe, bq32, q, off, s, d, q.strides[2], n.id)
+    bq32 = lw.buf(pe, rows * d * ITEMSIZE[q.dtype], f"{n.id}.q32")
+    lw.dma(False, pe, bq32, q, off, rows, d, stride, n.id)
     lw.op("VE_QUANTIZE_TILE", pe, n.id,
-          {"length": d, "rows": s, "qbits_activation": QBITS_OF[q.dtype],
+          {"length": d, "rows": rows, "qbits_activation": QBITS_OF[q.dtype],
            "out_qbits": at.bits_a, "scale": float(at.scales[0]), "zero_point": 0,
            **(ve or {}), **float_format(q.dtype)},
           reads=[("in", bq32)], writes=[("out", bqq)], frees=[bq32])
@@ -84,12 +87,15 @@ def q_rows(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: int
 
 def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple[int, int],
                 rows: tuple[int, int], cols: tuple[int, int], ops: tuple[Buf, Buf, Buf],
-                run: tuple[Buf, Buf], free_kv: bool, ends: tuple[bool, bool]) -> None:
+                run: tuple[Buf, Buf], free_kv: bool, ends: tuple[bool, bool],
+                heads: int = 1) -> None:
     """One head, one query block, one KV block [j0, j0 + tb): scores, online softmax,
     P·V, merged into the running output `run` = (state, out); `free_kv`: the last head
     of the block releases K_j and V_j; `ends` = (first block of the range, last block
-    with the division by l)."""
+    with the division by l). With `heads` > 1: heads h .. h + heads - 1 packed, a row
+    each (`AttentionTiles.packed_heads`; s == 1)."""
     (b, h), (s0, s), (j0, tb) = bh, rows, cols
+    s1, s = s, s * heads  # rows of one head's mask; rows of the tiles
     qq, kq, vq = ops
     st, out = run
     wide = 8 if at.wide else 4  # accumulator bytes: int64 at A16
@@ -110,12 +116,15 @@ def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple
     frees = [sc32]
     if at.mask is not None:
         mask = at.mask
-        bm = lw.buf(pe, s * tb * ITEMSIZE[mask.dtype], f"{n.id}.mask")
+        isz = ITEMSIZE[mask.dtype]
+        bm = lw.buf(pe, s * tb * isz, f"{n.id}.mask")
         if mask.dtype != "fp32":  # an fp16 / bf16 export's mask, widened by the tile
             fields.update(bias_qbits=QBITS_OF[mask.dtype], **float_format(mask.dtype))
-        moff = ((b % mask.shape[0]) * mask.strides[0] + (h % mask.shape[1]) * mask.strides[1]
-                + s0 * mask.strides[2] + j0)
-        lw.dma(False, pe, bm, mask, moff, s, tb, mask.strides[2], n.id)
+        for i in range(heads):
+            moff = ((b % mask.shape[0]) * mask.strides[0]
+                    + ((h + i) % mask.shape[1]) * mask.strides[1] + s0 * mask.strides[2] + j0)
+            lw.dma(False, pe, bm, mask, moff, s1, tb, mask.strides[2], n.id,
+                   buf_offset=i * s1 * tb * isz)
         reads.append(("bias", bm))
         frees.append(bm)
     if at.causal:
@@ -158,8 +167,10 @@ def _block_step(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, bh: tuple
 
 
 #: one head's query block after a key range: (head, first row, rows, state, fp32 output,
-#: quantized Q rows); the output is unnormalized when the range was kept for a combine
-Run = tuple[int, int, int, Buf, Buf, Buf]
+#: quantized Q rows, heads); the output is unnormalized when the range was kept for a
+#: combine. With heads > 1 (one row, `AttentionTiles.packed_heads`) the buffers hold a
+#: row for each of the heads from `head` on.
+Run = tuple[int, int, int, Buf, Buf, Buf, int]
 
 
 def lower_kv_blocks(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int,
@@ -172,33 +183,35 @@ def lower_kv_blocks(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: in
     s_len, dv = at.q.shape[2], at.v.shape[3]
     lo, hi = keys or (0, at.t_len)
     blk = at.kv_block or hi - lo
-    st0 = lw.const(f"{n.id}@state0", init_state((at.s_blk,)), "fp32")
+    pack = at.packed_heads(lw.bank, blk)
+    st0 = lw.const(f"{n.id}@state0", init_state((max(at.s_blk, pack),)), "fp32")
     out = at.out
     kept: list[Run] = []
     for s0 in range(0, s_len, at.s_blk):
         s = min(at.s_blk, s_len - s0)
-        heads = [g * rep + hh for hh in range(rep)]
-        qs = [q_rows(lw, n, at, pe, b, h, s0, s) for h in heads]
+        heads = [g * rep] if pack > 1 else [g * rep + hh for hh in range(rep)]
+        rows = s * pack
+        qs = [q_rows(lw, n, at, pe, b, h, s0, s, heads=pack) for h in heads]
         runs = []
         for _ in heads:
-            st = lw.buf(pe, s * STATE_WIDTH * 4, f"{n.id}.state")
-            lw.dma(False, pe, st, st0, 0, 1, s * STATE_WIDTH, s * STATE_WIDTH, n.id,
+            st = lw.buf(pe, rows * STATE_WIDTH * 4, f"{n.id}.state")
+            lw.dma(False, pe, st, st0, 0, 1, rows * STATE_WIDTH, rows * STATE_WIDTH, n.id,
                    role="weight")
-            runs.append((st, lw.buf(pe, s * dv * 4, f"{n.id}.o32")))
+            runs.append((st, lw.buf(pe, rows * dv * 4, f"{n.id}.o32")))
         for j0 in range(lo, hi, blk):
             tb = min(blk, hi - j0)
             kq, vq = _kv_block(lw, n, at, pe, b, g, j0, tb)
             ends = (j0 == lo, not keep and j0 + tb >= hi)
             for i, h in enumerate(heads):
                 _block_step(lw, n, at, pe, (b, h), (s0, s), (j0, tb), (qs[i], kq, vq), runs[i],
-                            free_kv=i == len(heads) - 1, ends=ends)
+                            free_kv=i == len(heads) - 1, ends=ends, heads=pack)
         for i, h in enumerate(heads):
             st, o32 = runs[i]
             if keep:
-                kept.append((h, s0, s, st, o32, qs[i]))
+                kept.append((h, s0, s, st, o32, qs[i], pack))
                 continue
-            ob = to_out_dtype(lw, n, pe, o32, out.dtype, s, dv)
-            at.store(lw, n, pe, ob, b, h, s0, s, [ob, st, qs[i]])
+            ob = to_out_dtype(lw, n, pe, o32, out.dtype, rows, dv)
+            at.store(lw, n, pe, ob, b, h, s0, s, [ob, st, qs[i]], pack)
     return kept
 
 

@@ -42,11 +42,22 @@ class Scratch(NamedTuple):
     row0: int
 
 
-def _slot_row(at: AttentionTiles, scratch: Scratch, h: int, part: int, s0: int) -> int:
+def _slot_row(at: AttentionTiles, scratch: Scratch, h: int, part: int, s0: int,
+              heads: int) -> int:
     """Scratch row of head h's helper range `part` ≥ 1 at query row s0 (the group's heads
-    in order, each head's ranges next to each other)."""
+    in order, each head's ranges next to each other); with `heads` > 1 (the group's
+    heads packed, one query row) the first of the range's `heads` rows, a row per head,
+    the ranges one after the other."""
+    if heads > 1:
+        return scratch.row0 + (part - 1) * heads
     rep = at.q.shape[1] // at.k.shape[1]
     return scratch.row0 + ((h % rep) * (at.kv_parts - 1) + part - 1) * at.q.shape[2] + s0
+
+
+def _part_rows(at: AttentionTiles, heads: int) -> int:
+    """Scratch rows from one helper range's slot to the next range's, for one head (or
+    for the packed heads)."""
+    return heads if heads > 1 else at.q.shape[2]
 
 
 def _scratches(lw: Lowering, n: LayerIR, at: AttentionTiles,
@@ -75,12 +86,13 @@ def _scratches(lw: Lowering, n: LayerIR, at: AttentionTiles,
 def _store_part(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, scratch: Scratch,
                 part: int, run: Run) -> None:
     """A helper's unnormalized output rows and state into its scratch slots."""
-    h, s0, s, st, o32, qq = run
+    h, s0, s, st, o32, qq, heads = run
     dv = at.v.shape[3]
-    row = _slot_row(at, scratch, h, part, s0)
-    lw.dma(True, pe, o32, scratch.out, row * dv, s, dv, dv, n.id, frees=[o32, qq])
-    lw.dma(True, pe, st, scratch.state, row * STATE_WIDTH, s, STATE_WIDTH, STATE_WIDTH, n.id,
-           frees=[st])
+    row = _slot_row(at, scratch, h, part, s0, heads)
+    rows = s * heads
+    lw.dma(True, pe, o32, scratch.out, row * dv, rows, dv, dv, n.id, frees=[o32, qq])
+    lw.dma(True, pe, st, scratch.state, row * STATE_WIDTH, rows, STATE_WIDTH, STATE_WIDTH,
+           n.id, frees=[st])
 
 
 def _combine(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, scratch: Scratch,
@@ -88,25 +100,27 @@ def _combine(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, scratch: Scr
     """The owner folds every helper's slot into its running output, then stores it: as
     many helpers a load and a VE_ATTN_COMBINE_TILE as fit a TCM bank (all of them in a
     decode step)."""
-    h, s0, s, st, o32, qq = run
-    dv, out, s_len = at.v.shape[3], at.out, at.q.shape[2]
+    h, s0, s1, st, o32, qq, heads = run
+    dv, out = at.v.shape[3], at.out
+    s = s1 * heads  # rows of the tiles
+    step = _part_rows(at, heads)
     helpers = at.kv_parts - 1
     per = max(1, min(helpers, lw.bank // (s * dv * 4)))
     for p0 in range(1, at.kv_parts, per):
         parts = min(per, at.kv_parts - p0)
-        row = _slot_row(at, scratch, h, p0, s0)
+        row = _slot_row(at, scratch, h, p0, s0, heads)
         po = lw.buf(pe, parts * s * dv * 4, f"{n.id}.part_o")
-        lw.dma(False, pe, po, scratch.out, row * dv, parts, s * dv, s_len * dv, n.id)
+        lw.dma(False, pe, po, scratch.out, row * dv, parts, s * dv, step * dv, n.id)
         ps = lw.buf(pe, parts * s * STATE_WIDTH * 4, f"{n.id}.part_state")
         lw.dma(False, pe, ps, scratch.state, row * STATE_WIDTH, parts, s * STATE_WIDTH,
-               s_len * STATE_WIDTH, n.id)
+               step * STATE_WIDTH, n.id)
         lw.op("VE_ATTN_COMBINE_TILE", pe, n.id,
               {"length": dv, "rows": s, "qbits_activation": 32, "out_qbits": 32,
                "parts": parts, "last": p0 + parts == at.kv_parts, **lw.engines.ve(pe)},
               reads=[("in", po), ("part_state", ps), ("state", st), ("out", o32)],
               writes=[("out", o32), ("state", st)], frees=[po, ps])
     ob = to_out_dtype(lw, n, pe, o32, out.dtype, s, dv)
-    at.store(lw, n, pe, ob, b, h, s0, s, [ob, st, qq])
+    at.store(lw, n, pe, ob, b, h, s0, s1, [ob, st, qq], heads)
 
 
 def lower_kv_parts(lw: Lowering, n: LayerIR, at: AttentionTiles,

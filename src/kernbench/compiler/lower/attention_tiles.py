@@ -39,14 +39,31 @@ class AttentionTiles:
     q_out: QuantOut | None = None  # the output projection's int8 input, stored here too
 
     def store(self, lw: Lowering, n: LayerIR, pe: int, ob: Buf, b: int, h: int, s0: int,
-              s: int, frees: list[Buf]) -> None:
+              s: int, frees: list[Buf], heads: int = 1) -> None:
         """Output rows [s0, s0 + s) of head h from `ob` (out's dtype) into the output,
         and quantized into the consuming GEMM's int8 scratch first when it reads them
-        (`xquant`: the same values its own preparation would make)."""
+        (`xquant`: the same values its own preparation would make). With `heads` > 1
+        (s == 1): `ob` holds row s0 of heads h .. h + heads - 1, one row each."""
         out, dv = self.out, self.v.shape[3]
         ooff = b * out.strides[0] + h * out.strides[1] + s0 * out.strides[2]
-        store_tile(lw, self.q_out, pe, ob, out, n.id, ooff, s, dv, out.strides[2],
+        rows, stride = (heads, out.strides[1]) if heads > 1 else (s, out.strides[2])
+        store_tile(lw, self.q_out, pe, ob, out, n.id, ooff, rows, dv, stride,
                    lw.engines.ve(pe), frees)
+
+    def packed_heads(self, bank: int, keys: int) -> int:
+        """The query heads of one KV group that run as one block, a row per head: all
+        of them (`rep` ≥ 2) when each has a single query row (a decode step under
+        grouped-query attention), as a decode kernel packs them: one Q·Kᵀ and one P·V of
+        `rep` rows against the group's shared K and V (`keys` of them at once) instead of
+        `rep` one-row products. Else 1. Only when the rows' causal offsets make no
+        difference (a tile's row i sees keys up to causal_offset + i: every key when row 0
+        already does) and the `rep` rows' scores fit a TCM `bank`."""
+        rep = self.q.shape[1] // self.k.shape[1]
+        if rep < 2 or self.q.shape[2] != 1:
+            return 1
+        if self.causal and self.causal_offset < self.t_len - 1:
+            return 1
+        return rep if rep * keys * (8 if self.wide else 4) <= bank else 1
 
     @property
     def t_len(self) -> int:
