@@ -185,7 +185,11 @@ def test_the_emptiest_cube_takes_a_constant_placed_whole():
 def test_a_replayed_run_is_laid_out_as_the_whole_model(tmp_path, capsys):
     """Six blocks whose int8 weights (about 1 MiB a block) fit the four 4 MiB cubes once,
     not in each: the replay compiles four blocks, yet places their weights once as the
-    whole model's must be, and its total stays within the replay's 1 % of `--exact`."""
+    whole model's must be, and its total stays near `--exact`: within 1.5 %. (Measured
+    0.64 %, then 1.33 % since a decode step packs a KV group's query heads (ADR-1285):
+    the two blocks it does not simulate run 8.30 µs each in `--exact`, above the 7.97 µs
+    mean of the simulated ones' two-block cycle; the replay's check sees only the
+    simulated blocks.)"""
     cfg = tmp_path / "mid-llama.json"
     cfg.write_text(json.dumps({
         "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 6,
@@ -208,7 +212,7 @@ def test_a_replayed_run_is_laid_out_as_the_whole_model(tmp_path, capsys):
         ups = [a for k, a in mem.items() if k.startswith("l1.up.weight@")]
         assert len(ups) == 1 and not ups[0]["replicas"]
         totals[name] = stats["total_ns"]
-    assert abs(totals["replay"] / totals["exact"] - 1) <= 0.01, totals
+    assert abs(totals["replay"] / totals["exact"] - 1) <= 0.015, totals
 
 
 def test_a_kv_cache_too_large_to_copy_is_spread_once_and_stays_exact(tmp_path, capsys):

@@ -45,14 +45,18 @@ def test_long_cache_is_blocked_and_exact(tmp_path, capsys):
     blocks = [a["kv_block"] for a in attn]
     assert blocks and all(0 < b < 600 for b in blocks)
     assert {a.get("kv_parts", 1) for a in attn} == {2}
-    ops = [e["opcode"] for e in _cmdq(bundle)]
-    # one online-softmax step per (head, KV block of a range): 4 heads x 2 layers x
-    # ceil(600 / block) for each range of 1201 keys (601 + 600)
-    per_head = -(-601 // blocks[0]) + -(-600 // blocks[0])
-    assert ops.count("VE_SOFTMAX_BLOCK_TILE") == 8 * per_head
+    entries = _cmdq(bundle)
+    ops = [e["opcode"] for e in entries]
+    # one online-softmax step per (KV group, KV block of a range), the group's 2 query
+    # heads packed a row each (ADR-1285): 2 groups x 2 layers x ceil(600 / block) for
+    # each range of 1201 keys (601 + 600)
+    per_group = -(-601 // blocks[0]) + -(-600 // blocks[0])
+    assert ops.count("VE_SOFTMAX_BLOCK_TILE") == 4 * per_group
     assert ops.count("VE_ATTN_MERGE_TILE") == ops.count("VE_SOFTMAX_BLOCK_TILE")
-    # the owner folds the other range in once per head
-    assert ops.count("VE_ATTN_COMBINE_TILE") == 8
+    # the owner folds the other range in once per group
+    assert ops.count("VE_ATTN_COMBINE_TILE") == 4
+    assert {e["rows"] for e in entries if e["opcode"] in (
+        "VE_SOFTMAX_BLOCK_TILE", "VE_ATTN_MERGE_TILE", "VE_ATTN_COMBINE_TILE")} == {2}
     assert "TE_LAYER_OP" not in ops
 
 

@@ -173,9 +173,12 @@ def test_decode_step_split_over_pes_is_exact(tmp_path: Path, capsys):
     for a in attn:
         mine = unfused([e for e in cmdq if e.get("layer_id") == a["id"]])
         combines = [e for e in mine if e["opcode"] == "VE_ATTN_COMBINE_TILE"]
-        # one combine a head folds every helper's range in (ADR-0723)
-        assert len(combines) == heads
-        assert all(e["last"] and e["parts"] == parts - 1 for e in combines)
+        # one combine a KV group folds every helper's range in (ADR-0723), the group's
+        # query heads packed a row each (ADR-1285)
+        groups = a["attributes"]["num_kv_heads"]
+        assert len(combines) == groups
+        assert all(e["last"] and e["parts"] == parts - 1 and e["rows"] == heads // groups
+                   for e in combines)
         # Q·Kᵀ of each range runs on a PE of its own: the groups' ranges use
         # kv heads x parts PEs
         qk = {e["pe"] for e in mine if e["opcode"] == "TE_GEMM_TILE"
