@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from kernbench.cli import main
@@ -39,9 +40,10 @@ def _inputs(tmp_path: Path, batch: int, past: int) -> Path:
     return path
 
 
-def _run(tmp_path: Path, capsys, *args: str) -> list[dict]:
+def _run(tmp_path: Path, capsys, *args: str, model: Path = EXPORT,
+         topology: str = "small") -> list[dict]:
     out = tmp_path / "out"
-    code = main(["run", str(EXPORT), "-t", "small", "--verify", "--keep-bundle", "--quiet",
+    code = main(["run", str(model), "-t", topology, "--verify", "--keep-bundle", "--quiet",
                  "--no-report", "--out", str(out), *args])
     assert code == 0, capsys.readouterr().err[-2000:]
     v = json.loads((out / "verification.json").read_text())
@@ -70,11 +72,44 @@ def test_decode_runs_one_block_per_kv_group(tmp_path, capsys, qconfig):
 
 
 def test_decode_with_kv_blocks_packs_the_heads_too(tmp_path, capsys):
-    cmdq = _run(tmp_path, capsys, "--batch", "1", "--seq-len", "1", "--kv-len", "3000")
+    # A16 on 32 small banks: K / V of 5 001 keys do not fit one, so 2 048-key blocks
+    batch, keys, blk = 2, 5001, 2048
+    cmdq = _run(tmp_path, capsys, "--batch", str(batch), "--seq-len", "1", "--kv-len",
+                str(keys - 1), "--qconfig", str(ROOT / "examples/qconfig/w4a16_kv8.yaml"),
+                "--set", "cube.pe_template.pe_tcm.banks=32")
     steps = [e for e in cmdq if e["opcode"] == "VE_SOFTMAX_BLOCK_TILE"]
-    assert steps and {e["rows"] for e in steps} == {HEADS // KV_HEADS}
+    assert len(steps) == LAYERS * batch * KV_HEADS * -(-keys // blk)
+    assert {e["rows"] for e in steps} == {HEADS // KV_HEADS}
+
+
+def test_decode_with_key_ranges_packs_the_heads_too(tmp_path, capsys):
+    # on `base` the 601 keys of each group split into 4 ranges on PEs of their own: the
+    # owner folds the 3 helpers' packed rows in with one combine a group
+    cmdq = _run(tmp_path, capsys, "--batch", "1", "--seq-len", "1", "--kv-len", "600",
+                topology="base")
     combines = [e for e in cmdq if e["opcode"] == "VE_ATTN_COMBINE_TILE"]
-    assert len(combines) == LAYERS * KV_HEADS  # one a group, folding every key range in
+    assert len(combines) == LAYERS * KV_HEADS
+    assert {(e["rows"], e["parts"]) for e in combines} == {(HEADS // KV_HEADS, 3)}
+
+
+def test_key_ranges_of_unequal_length_decide_the_packing_together(tmp_path, capsys):
+    """4-bit K / V of head dim 16 on 32 small banks: the 4 query rows' scores, not the
+    keys, bind a bank, and the owner's range (4 128 keys) holds more keys than the
+    helper's (4 096). Decided per range, the helper packed and the owner did not, and the
+    helper read a one-row initial state four rows long (the data pass refused the
+    program); decided once for the layer, neither packs and the run is exact."""
+    from kernbench.models.builders import build_llama
+
+    model = tmp_path / "gqa4.onnx"
+    onnx.save(build_llama(n_layer=1, d=128, heads=8, kv_heads=2, ffn=64, seq=1,
+                          kv_len=8223, vocab=64), str(model))
+    qconfig = tmp_path / "kv4.yaml"
+    qconfig.write_text("default:\n  weight: 8\n  activation: 8\n  kv: 4\n")
+    cmdq = _run(tmp_path, capsys, "--qconfig", str(qconfig), "--set",
+                "cube.pe_template.pe_tcm.banks=32", model=model)
+    rows = {e["rows"] for e in cmdq if e["opcode"] in (
+        "VE_SOFTMAX_BLOCK_TILE", "VE_SOFTMAX_TILE", "VE_ATTN_COMBINE_TILE")}
+    assert rows == {1}
 
 
 def test_a_prefill_keeps_one_block_per_head(tmp_path, capsys):

@@ -396,7 +396,7 @@ def _tiles(lw: Lowering, n: LayerIR, at: AttentionTiles) -> None:
         for (b, g), piece in groupby(run, key=lambda blk: blk[:2]):
             rows = [blk[2:] for blk in piece]
             kq, vq = _load_kv(lw, n, at, pe, b, g)
-            if at.packed_heads(lw.bank, at.t_len) > 1:
+            if at.packed_heads(lw.bank) > 1:
                 eng = (lw.engines.te(blocks), lw.engines.ve(pe))
                 blocks += 1
                 s0 = rows[0][0]

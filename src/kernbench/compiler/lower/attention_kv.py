@@ -183,7 +183,7 @@ def lower_kv_blocks(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: in
     s_len, dv = at.q.shape[2], at.v.shape[3]
     lo, hi = keys or (0, at.t_len)
     blk = at.kv_block or hi - lo
-    pack = at.packed_heads(lw.bank, blk)
+    pack = at.packed_heads(lw.bank)
     st0 = lw.const(f"{n.id}@state0", init_state((max(at.s_blk, pack),)), "fp32")
     out = at.out
     kept: list[Run] = []

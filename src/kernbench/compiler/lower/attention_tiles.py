@@ -14,6 +14,7 @@ from kernbench.compiler.lower.context import Lowering
 from kernbench.compiler.lower.xquant import QuantOut, store_tile
 from kernbench.compiler.tilegraph import Buf
 from kernbench.ir.model import LayerIR, QBits
+from kernbench.numerics.flash import longest_part
 
 
 @dataclass(frozen=True)
@@ -50,19 +51,22 @@ class AttentionTiles:
         store_tile(lw, self.q_out, pe, ob, out, n.id, ooff, rows, dv, stride,
                    lw.engines.ve(pe), frees)
 
-    def packed_heads(self, bank: int, keys: int) -> int:
+    def packed_heads(self, bank: int) -> int:
         """The query heads of one KV group that run as one block, a row per head: all
         of them (`rep` ≥ 2) when each has a single query row (a decode step under
         grouped-query attention), as a decode kernel packs them: one Q·Kᵀ and one P·V of
-        `rep` rows against the group's shared K and V (`keys` of them at once) instead of
-        `rep` one-row products. Else 1. Only when the rows' causal offsets make no
-        difference (a tile's row i sees keys up to causal_offset + i: every key when row 0
-        already does) and the `rep` rows' scores fit a TCM `bank`."""
+        `rep` rows against the group's shared K and V instead of `rep` one-row products.
+        Else 1. Only when the rows' causal offsets make no difference (a tile's row i sees
+        keys up to causal_offset + i: every key when row 0 already does) and the `rep`
+        rows' scores fit a TCM `bank` for the most keys a tile holds at once (a KV block,
+        else the longest key range): one decision for the layer, so that every key range
+        and the owner's combine agree on the rows and the scratch layout."""
         rep = self.q.shape[1] // self.k.shape[1]
         if rep < 2 or self.q.shape[2] != 1:
             return 1
         if self.causal and self.causal_offset < self.t_len - 1:
             return 1
+        keys = self.kv_block or longest_part(self.t_len, self.kv_parts, self.kv_first)
         return rep if rep * keys * (8 if self.wide else 4) <= bank else 1
 
     @property
