@@ -215,6 +215,24 @@ def past_blocks(lw: Lowering, past: Placement, out: Placement, d: int,
     return out_blocks
 
 
+def head_runs(lw: Lowering, out: Placement, b: int, shape: tuple[int, int], row: int,
+              d: int, isz: float) -> list[tuple[int, int]]:
+    """(first head, heads) of the runs of batch b's heads (`shape` = (batches, heads))
+    whose present row `row` one block writes in a decode step (one new row a head):
+    consecutive heads in the same cube, at most a TCM bank of rows (`isz` bytes an
+    element), and no more than the layer's rows over the PEs, so that a step with fewer
+    rows than PEs still gives each row a block of its own (on a PE of its own)."""
+    b_, h_ = shape
+    per = max(1, min(int(lw.bank // (d * isz)), -(-b_ * h_ // lw.n_pes)))
+    runs: list[tuple[int, int]] = []
+    for _, grp in groupby(range(h_), key=lambda h: lw.cube_near(
+            out, present_row(out, h_, b * h_ + h, row, d))):
+        heads = list(grp)
+        end = heads[-1] + 1
+        runs += [(h0, min(per, end - h0)) for h0 in range(heads[0], end, per)]
+    return runs
+
+
 def new_blocks(rows: int, per: int) -> list[tuple[int, int]]:
     """(first row, rows) of the blocks of one head's new rows, `per` a block."""
     return [(r0, min(per, rows - r0)) for r0 in range(0, rows, per)]
@@ -235,6 +253,9 @@ def kv_update_draws(lw: Lowering, n: LayerIR) -> int | None:
         if not node_attrs(n).in_place and p_len else 0
     if new is not None:
         s_len = new.shape[2]
+        if s_len == 1:  # a decode step: a sequence's heads a block (`head_runs`)
+            return drawn + sum(len(head_runs(lw, out, b, (b_, h_), p_len, d, isz))
+                               for b in range(b_))
         per = block_rows(lw, s_len, d, isz, b_ * h_ * s_len)
         drawn += b_ * h_ * len(new_blocks(s_len, per))
     return drawn

@@ -17,6 +17,7 @@ from kernbench.compiler.hbm import ITEMSIZE, Placement
 from kernbench.compiler.lower.context import QBITS_OF, Lowering
 from kernbench.compiler.lower.kv_rows import (
     block_rows,
+    head_runs,
     kv_update_tiled,
     new_blocks,
     past_blocks,
@@ -73,6 +74,22 @@ def _copy_rows(lw: Lowering, n: LayerIR, src: Placement, out: Placement, b: int,
         lw.dma(False, pe, bb, src, off, r, d, src.strides[2], n.id, role="kv")
         bb = _convert(lw, n, pe, bb, src.dtype, out.dtype, r, d, scale)
         lw.dma(True, pe, bb, out, o, r, d, d, n.id, role="kv", frees=[bb])
+
+
+def _copy_heads(lw: Lowering, n: LayerIR, src: Placement, out: Placement, b: int,
+                heads: tuple[int, int], dst_row: int, d: int, isz: float,
+                scale: float | None) -> None:
+    """The one new row of heads [h0, h0 + hn) of batch b (src[b, h, 0]) into row
+    `dst_row` of each head's present rows: one load, conversion and store for the run,
+    its rows a head stride apart on both sides (`kv_rows.head_runs`: in one cube)."""
+    h0, hn = heads
+    o = b * out.strides[0] + h0 * out.strides[1] + dst_row * d
+    pe = lw.pe_near(out, o) if out.parts else lw.next_pe()
+    bb = lw.buf(pe, hn * d * isz, f"{n.id}.rows")
+    lw.dma(False, pe, bb, src, b * src.strides[0] + h0 * src.strides[1], hn, d,
+           src.strides[1], n.id, role="kv")
+    bb = _convert(lw, n, pe, bb, src.dtype, out.dtype, hn, d, scale)
+    lw.dma(True, pe, bb, out, o, hn, d, out.strides[1], n.id, role="kv", frees=[bb])
 
 
 def _copy_past(lw: Lowering, n: LayerIR, past: Placement, out: Placement, d: int,
@@ -153,6 +170,11 @@ def lower_kv_update(lw: Lowering, n: LayerIR) -> bool:
     if new is None:
         return True
     s_len = new.shape[2]
+    if s_len == 1:  # a decode step: the new rows of a sequence's heads move together
+        for b in range(b_):
+            for h0, hn in head_runs(lw, out, b, (b_, h_), p_len, d, isz):
+                _copy_heads(lw, n, new, out, b, (h0, hn), p_len, d, isz, scale)
+        return True
     per_new = block_rows(lw, s_len, d, isz, b_ * h_ * s_len)
     for b in range(b_):
         for h in range(h_):
