@@ -7,12 +7,12 @@ single-threaded jobs in one process: lowering the next layer when the Control FS
 reads one of its entries, and simulating. `ahead(chunks)` forks after the survey (the
 compiler's state is the child's copy), iterates `chunks` there, and sends each chunk back
 through a pipe as JSON (`common.entry_codec`: what the parent reads back is data, never
-code, Control-FSM entries included); the parent's iterator yields them in the same order. `entry_stream` gives
-the child more of the work than the compiler's: it parses, checks and lowers each chunk
-to the Control FSM's entries (`cmdq.hw.lowered_chunks`), so that the parent, which runs
-the simulation and is the slower of the two, only reads them back. The child runs the
-same code on the same state, so the entries, and every output of the run, are
-byte-identical to the in-process stream (tests/host/test_compile_ahead.py).
+code, Control-FSM entries included); the parent's iterator yields them in the same order.
+`entry_stream` gives the child more of the work than the compiler's: it parses, checks
+and lowers each chunk to the Control FSM's entries (`cmdq.hw.lowered_chunks`), so that
+the parent, which runs the simulation and is the slower of the two, only reads them
+back. The child runs the same code on the same state, so the entries, and every output
+of the run, are byte-identical to the in-process stream (tests/host/test_compile_ahead.py).
 
 Contract:
 - The pipe bounds how far the child runs ahead (its buffer, made as large as the OS lets

@@ -172,16 +172,16 @@ def _scores(lw: Lowering, n: LayerIR, at: AttentionTiles, pe: int, b: int, h: in
     te, ve = eng
     d, t_len = at.q.shape[3], at.t_len
     bqq = q_rows(lw, n, at, pe, b, h, s0, s, ve, heads)
-    s *= heads
-    acc = lw.buf(pe, s * t_len * (8 if at.wide else 4), f"{n.id}.scores")
+    rows = s * heads
+    acc = lw.buf(pe, rows * t_len * (8 if at.wide else 4), f"{n.id}.scores")
     lw.op("TE_GEMM_TILE", pe, n.id,
-          {"m": s, "n": t_len, "k": d, "qbits_weight": at.bits_kv,
+          {"m": rows, "n": t_len, "k": d, "qbits_weight": at.bits_kv,
            "qbits_activation": at.bits_a, "transpose_wgt": True, **te,
            **kv_te(at.bits_kv), **at.te_fields()},
           reads=[("ifm", bqq), ("wgt", kq)], writes=[("ofm", acc)], frees=[bqq])
-    sc32 = lw.buf(pe, s * t_len * 4, f"{n.id}.s32")
+    sc32 = lw.buf(pe, rows * t_len * 4, f"{n.id}.s32")
     lw.op("VE_DEQUANTIZE_TILE", pe, n.id,
-          {"length": t_len, "rows": s, "qbits_activation": 32, "out_qbits": 32,
+          {"length": t_len, "rows": rows, "qbits_activation": 32, "out_qbits": 32,
            "scale": at.score_scale, "in_dtype": at.acc_dtype, **ve},
           reads=[("in", acc)], writes=[("out", sc32)], frees=[acc])
     return sc32
@@ -388,6 +388,7 @@ def _tiles(lw: Lowering, n: LayerIR, at: AttentionTiles) -> None:
             pe = _pe_for(lw, at, b, g, b * out.strides[0] + g * rep * out.strides[1])
             lower_kv_blocks(lw, n, at, pe, b, g)
         return
+    pack = at.packed_heads(lw.bank)  # one decision for the layer
     for run in _query_runs(lw, at):
         b0, g0, s00, _ = run[0]
         pe = _pe_for(lw, at, b0, g0, b0 * out.strides[0] + g0 * rep * out.strides[1]
@@ -396,13 +397,13 @@ def _tiles(lw: Lowering, n: LayerIR, at: AttentionTiles) -> None:
         for (b, g), piece in groupby(run, key=lambda blk: blk[:2]):
             rows = [blk[2:] for blk in piece]
             kq, vq = _load_kv(lw, n, at, pe, b, g)
-            if at.packed_heads(lw.bank) > 1:
+            if pack > 1:
                 eng = (lw.engines.te(blocks), lw.engines.ve(pe))
                 blocks += 1
                 s0 = rows[0][0]
-                sc32 = _scores(lw, n, at, pe, b, g * rep, s0, 1, kq, eng, rep)
-                p = _probabilities(lw, n, at, pe, b, g * rep, s0, 1, sc32, eng[1], rep)
-                _output(lw, n, at, pe, b, g * rep, s0, 1, p, vq, [kq, vq], eng, rep)
+                sc32 = _scores(lw, n, at, pe, b, g * rep, s0, 1, kq, eng, pack)
+                p = _probabilities(lw, n, at, pe, b, g * rep, s0, 1, sc32, eng[1], pack)
+                _output(lw, n, at, pe, b, g * rep, s0, 1, p, vq, [kq, vq], eng, pack)
                 continue
             for hh in range(rep):
                 h = g * rep + hh
