@@ -77,20 +77,27 @@ class EntryLowering:
         self.staging = topology.config.cube.pe_template.pe_tcm.reserved_kib * 1024
         self.data = data
         self.pe_ids = tuple(p.id for p in topology.pes)
+        self.num_pes = self.limits.num_pes
 
     def __call__(self, e: Opcode, after: set[int] | None = None) -> ProgramEntry:
-        ids = set(entry_wait_ids(e))
-        deps = tuple(sorted(ids if after is None else ids | after))
-        label = f"#{e.id} {e.opcode}"
-        control = e.control_entry(deps, label)
-        if control is not None:
-            return control
-        pe = self.limits.pe_index(e.pe)
-        meta = {"entry_id": e.id, "layer_id": e.layer_id}
+        ident = e.id
+        ids = e.wait_ids()
+        if after is not None:
+            ids = set(ids) | after
+        elif len(ids) > 1:
+            ids = set(ids)
+        deps = tuple(sorted(ids))
+        label = f"#{ident} {e.opcode}"
+        if e.control is not None:  # BARRIER / NOP / END: no PE command
+            return e.control_entry(deps, label)
+        pe = e.pe
+        if pe.__class__ is not int or not 0 <= pe < self.num_pes:
+            pe = self.limits.pe_index(pe)  # a path, None, or the error's message
+        meta = {"entry_id": ident, "layer_id": e.layer_id}
         cmd = e.command(Lowering(pe, label, self.bank, self.staging, meta))
         if self.data is not None and e.data != NO_DATA:
             self.data.attach(e, cmd, self.topology.pes[pe].id, self.bank, self.pe_ids)
-        return ProgramEntry(e.id, "command", pe=pe, command=cmd, deps=deps, label=label)
+        return ProgramEntry(ident, "command", pe, cmd, deps, (), label)
 
 
 class _Lowerer:

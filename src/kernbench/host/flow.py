@@ -219,12 +219,12 @@ def warn_unreadable_cmdq(path: Path) -> None:
              "program from memory, see docs/adr/0708)")
 
 
+@gc_paused()  # the program's models live until it is simulated (common.gc_pause)
 def program_of(state: CompileState, file: str | None = None) -> CmdqProgram:
     """The compiled program of `state` as the simulator reads it, without a JSON round
-    trip: the same models `load_program` would make of the cmdq.json the compiler writes.
-    The state gives up its program (its entries are consumed as they are parsed), its tile
-    graph and its memory plan (released first: the models take their place, so a
-    real-size program's tile graph, entry objects and models never all coexist)."""
+    trip: the models `load_program` would make of the cmdq.json the compiler writes. The
+    state gives up its program (consumed as it is parsed), tile graph and memory plan
+    (released first, so a real-size program's tiles, entries and models never coexist)."""
     doc = state.cmdq
     state.cmdq = state.tiles = state.memory = None
     return parse_entries(doc.entries, doc.to_json()["metadata"], file=file)
