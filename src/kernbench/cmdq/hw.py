@@ -15,7 +15,7 @@ from typing import Any, Protocol, overload
 from kernbench.cmdq.io import parse_chunk
 from kernbench.cmdq.limits import CmdqLimits
 from kernbench.cmdq.opcodes.base import NO_DATA, Lowering, Opcode, TcmDataEnv
-from kernbench.cmdq.schema import CmdqProgram, entry_wait_ids
+from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.stream import EntryStream
 from kernbench.cmdq.validate import EntryChecker
 from kernbench.common.pe_commands import PeCommand
