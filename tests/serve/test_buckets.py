@@ -219,7 +219,7 @@ def test_programs_simulated_ahead_change_no_time_and_no_program_asked():
 
     batches: list[list[tuple[int, int, int]]] = []
 
-    def speculate(shapes):
+    def speculate(shapes, optional=0):
         batches.append(list(shapes))
         return [(_jagged(s), 1.0) for s in shapes]
 
@@ -251,7 +251,7 @@ def test_a_warm_timer_simulates_nothing_ahead():
     # not in the cache, since the first run never asked for them)
     cache: dict[tuple[int, int, int], float] = {}
 
-    def speculate(shapes):
+    def speculate(shapes, optional=0):
         return [(_jagged(s), 1.0) for s in shapes]
 
     cold = StepTimer(_jagged, speculate=speculate, width=2,
@@ -278,10 +278,77 @@ def test_programs_the_cache_knows_are_never_simulated_ahead():
     cache = dict(sorted(plain.programs.items())[::2])
     batches: list[list[tuple[int, int, int]]] = []
 
-    def speculate(batch):
+    def speculate(batch, optional=0):
         batches.append(list(batch))
         return [(_jagged(s), 1.0) for s in batch]
 
     half = StepTimer(_jagged, speculate=speculate, width=2, cached=cache.get)
     assert [half.program_ns(s) for s in shapes] == times
     assert batches and not any(s in cache for b in batches for s in b)
+
+
+def _decode_step(batch: int, past: int) -> Step:
+    seqs = []
+    for i in range(batch):
+        q = Seq(Request(i, 0, past, 64))
+        q.computed = past
+        seqs.append(q)
+    return Step(decode=seqs)
+
+
+def _filling_timer(fails=lambda s: False):  # noqa: ANN001, ANN202
+    """A two-worker timer whose pool calls are logged; `fails(shape)`: a program that
+    raises (None when it was simulated ahead, as `ProgramPool.simulate_many` gives)."""
+    calls: list[list[tuple[int, int, int]]] = []
+    recorded: list[tuple[int, int, int]] = []
+
+    def run(shapes, optional=0):
+        calls.append(list(shapes))
+        out = []
+        for i, s in enumerate(shapes):
+            if fails(s):
+                assert i >= len(shapes) - optional, f"a program asked for failed: {s}"
+                out.append(None)
+            else:
+                out.append((_jagged(s), 1.0))
+        return out
+
+    def many(shapes):
+        out = run(shapes)
+        recorded.extend(shapes)
+        return out
+
+    timer = StepTimer(_jagged, simulate_many=many, speculate=run, width=2, max_batch=9,
+                      record=lambda s, ns: recorded.append(s))
+    return timer, calls, recorded
+
+
+_DECODE_WALK = [(b, 512 + 3 * i) for i, b in enumerate([1, 2, 3, 3, 4, 5, 4, 6, 7, 8, 9, 8])]
+
+
+def test_idle_workers_are_filled_with_the_next_steps_programs():
+    # decode steps whose batch grows and shrinks by one: a pool call that would leave a
+    # worker idle also runs programs of the neighbouring batches, which later steps ask
+    # for; the times and the programs used are those of a timer without a pool
+    plain = StepTimer(_jagged)
+    timer, calls, recorded = _filling_timer()
+    for b, past in _DECODE_WALK:
+        assert timer.ns(_decode_step(b, past)) == plain.ns(_decode_step(b, past))
+    assert timer.programs == plain.programs
+    assert sorted(recorded) == sorted(plain.programs)  # each used program recorded once
+    assert all(len(c) % 2 == 0 for c in calls)  # no worker left idle
+    assert timer.local_seconds == 0.0  # and nothing simulated in this process
+    ran = {s for c in calls for s in c}
+    assert ran - set(timer.programs) == set(timer.spare)  # the rest waits, unused
+    filled_then_used = ran & set(timer.programs)
+    assert len(filled_then_used) == len(timer.programs)
+    assert not any(s[0] > 9 for s in ran)  # never beyond the policy's batch
+
+
+def test_a_program_simulated_ahead_that_fails_is_dropped():
+    plain = StepTimer(_jagged)
+    timer, calls, _ = _filling_timer(fails=lambda s: s[0] == 4)
+    for b, past in _DECODE_WALK[:3]:  # up to batch 3: batch 4 is never asked for
+        assert timer.ns(_decode_step(b, past)) == plain.ns(_decode_step(b, past))
+    assert any(s[0] == 4 for c in calls for s in c)  # it was tried, beside an asked one
+    assert not any(s[0] == 4 for s in timer.spare) and timer.programs == plain.programs

@@ -209,7 +209,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                           simulate_many=src.simulate_many if pool is not None else None,
                           speculate=src.speculate if pool is not None else None,
                           record=src.record, cached=cache.get, width=opts.workers,
-                          context=m.context)
+                          context=m.context, max_batch=policy.limits.max_batch)
         done = [0]
         count = None if pools else lambda: done[0]
         with phase("serve", len(reqs), count):
@@ -261,15 +261,21 @@ class _Programs:
 
     def simulate_many(self, shapes: list[Shape]) -> list[tuple[float, float]]:
         out = self.speculate(shapes)
-        for s, (ns, _) in zip(shapes, out, strict=True):  # in the order asked
-            self.record(s, ns)
-        return out
+        for s, res in zip(shapes, out, strict=True):  # in the order asked
+            assert res is not None
+            self.record(s, res[0])
+        return out  # type: ignore[return-value]
 
-    def speculate(self, shapes: list[Shape]) -> list[tuple[float, float]]:
-        """(ns, CPU s) of each of `shapes`, side by side on the pool, not recorded."""
+    def speculate(self, shapes: list[Shape], optional: int = 0
+                  ) -> list[tuple[float, float] | None]:
+        """(ns, CPU s) of each of `shapes`, side by side on the pool, not recorded; None
+        for one of the last `optional` whose simulation failed."""
         assert self.pool is not None
         todo = [s for s in shapes if self.cache.get(s) is None]
-        done = dict(zip(todo, self.pool.simulate_many(todo), strict=True)) if todo else {}
+        first_optional = len(shapes) - optional
+        maybe = {s for s in shapes[first_optional:]}
+        done = dict(zip(todo, self.pool.simulate_many(
+            todo, sum(s in maybe for s in todo)), strict=True)) if todo else {}
         return [done[s] if s in done else (self.cache.programs[s], 0.0) for s in shapes]
 
     def record(self, shape: Shape, ns: float) -> None:

@@ -28,6 +28,13 @@ the pool's other workers would otherwise wait. A program simulated ahead is used
 handed to `record`, the step cache) only when the refinement asks for it; the ones never
 asked are counted in `spare_seconds` and change no output. A midpoint that `cached` (the
 step cache) already knows needs no simulation, so nothing is simulated ahead of it.
+
+A pool call that would still leave a worker idle (an odd number of programs on two
+workers, or one program, which would otherwise run in this process) is filled with
+programs the next steps are likely to ask for: the first programs (`first_asked`) of
+the step's decode shape with one sequence more or one fewer, and with its past tokens
+past the next edge. They are simulated ahead like a refinement's midpoints (a failing
+one is dropped); each is used only if a later step asks for it.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kernbench.host.serve.buckets import TOLERANCE, first_asked, interpolate
+from kernbench.host.serve.buckets import TOLERANCE, edges_within, first_asked, interpolate
 from kernbench.host.serve.state import Step
 
 Shape = tuple[int, int, int]  # (batch, new tokens, past tokens)
@@ -67,11 +74,14 @@ class StepTimer:
     simulate_many: Callable[[list[Shape]], list[tuple[float, float]]] | None = None
     per_octave: tuple[int, int, int] | None = None  # edges an octave (None: the rule's)
     tol: tuple[float, float, float] = TOLERANCE  # the midpoint check's, per number
-    speculate: Callable[[list[Shape]], list[tuple[float, float]]] | None = None
+    #: `speculate(shapes, optional)`: (ns, CPU s) of each, None for one of the last
+    #: `optional` that failed
+    speculate: Callable[[list[Shape], int], list[tuple[float, float] | None]] | None = None
     record: Callable[[Shape, float], None] | None = None  # a program simulated ahead, used
     cached: Callable[[Shape], float | None] | None = None  # a program known without simulating
     width: int = 1                # programs `speculate` runs side by side
     context: int | None = None    # the model's positions: no program asked beyond them
+    max_batch: int | None = None  # the policy's: no batch beyond it is simulated ahead
     spare: dict[Shape, tuple[float, float]] = field(default_factory=dict)  # ahead: (ns, CPU s)
     programs: dict[Shape, float] = field(default_factory=dict)   # simulated, by shape
     shapes: dict[Shape, int] = field(default_factory=dict)       # each shape's ns (memo)
@@ -79,6 +89,7 @@ class StepTimer:
     sim_seconds: float = 0.0      # CPU s of every simulation used, in this process or not
     local_seconds: float = 0.0    # CPU s of the simulations in this process
     _chain: list[Shape] = field(default_factory=list)  # what the refinement asks next
+    _near: list[Shape] = field(default_factory=list)   # shapes the next steps may take
 
     def program_ns(self, shape: Shape) -> int:
         ns = self.shapes.get(shape)
@@ -95,6 +106,7 @@ class StepTimer:
     def ns(self, step: Step) -> int:
         self.steps += 1
         programs = step_programs(step)
+        self._near = self._next_shapes(programs)
         if self.simulate_many is not None and not self.exact:
             self._prefetch([c for p in programs if p not in self.shapes
                             for c in first_asked(p, self.per_octave, self.context)])
@@ -141,13 +153,55 @@ class StepTimer:
         chain, self._chain = self._chain, []  # told for this midpoint only
         if self.speculate is None or not chain or chain[0] != shape:
             return False
-        batch = [shape] + [s for s in chain[1:] if s not in self.programs
-                           and s not in self.spare and not self._known(s)][:self.width - 1]
-        if len(batch) < 2:
+        batch = [shape] + [s for s in chain[1:] if not self._simulated_or_known(s)
+                           ][:self.width - 1]
+        fill = self._fill(batch)
+        if len(batch) + len(fill) < 2:
             return False
-        for s, res in zip(batch, self.speculate(batch), strict=True):
-            self.spare[s] = (float(res[0]), res[1])
+        self._ahead_of(batch, fill)
         return True
+
+    def _simulated_or_known(self, shape: Shape) -> bool:
+        """`shape` is simulated, simulated ahead or in `cached`: nothing to run for it."""
+        return shape in self.programs or shape in self.spare or self._known(shape)
+
+    def _next_shapes(self, programs: list[Shape]) -> list[Shape]:
+        """The shapes the decode program of `programs` takes in the next steps, most likely
+        first: one sequence more (up to `max_batch`), one fewer, and its past tokens past
+        the next edge."""
+        out: list[Shape] = []
+        for b, new, past in programs:
+            if new != 1:
+                continue
+            if self.max_batch is None or b < self.max_batch:
+                out.append((b + 1, 1, past))
+            if b > 1:
+                out.append((b - 1, 1, past))
+            hi = edges_within((b, 1, past), 2, self.per_octave, self.context)[1]
+            if self.context is None or hi + 2 <= self.context:
+                out.append((b, 1, hi + 1))
+        return out
+
+    def _fill(self, batch: list[Shape]) -> list[Shape]:
+        """Programs the next steps may ask for, to run beside `batch` on the workers it
+        leaves idle (module docstring); none without a pool."""
+        idle = -len(batch) % self.width if self.speculate is not None else 0
+        out: list[Shape] = []
+        for near in self._near if idle else ():
+            for s in first_asked(near, self.per_octave, self.context):
+                if s not in batch and s not in out and not self._simulated_or_known(s):
+                    out.append(s)
+                    if len(out) == idle:
+                        return out
+        return out
+
+    def _ahead_of(self, batch: list[Shape], fill: list[Shape]) -> None:
+        """Simulate `batch` and `fill` side by side, into `spare`; a program of `fill`
+        that fails is dropped (it was never asked for)."""
+        assert self.speculate is not None
+        for s, res in zip(batch + fill, self.speculate(batch + fill, len(fill)), strict=True):
+            if res is not None:
+                self.spare[s] = (float(res[0]), res[1])
 
     def _known(self, shape: Shape) -> bool:
         """`cached` knows `shape`: nothing to simulate ahead for it."""
@@ -157,7 +211,16 @@ class StepTimer:
         for s in sorted({s for s in shapes if s in self.spare}):
             self._simulated(s)  # simulated ahead already: used from there
         missing = sorted({s for s in shapes if s not in self.programs})
-        if self.simulate_many is None or len(missing) < 2:
+        if self.simulate_many is None or not missing:
+            return
+        todo = [s for s in missing if not self._known(s)]
+        fill = self._fill(todo) if todo else []
+        if len(missing) + len(fill) < 2:
+            return
+        if fill:  # the missing programs are used at once, the fill stays ahead
+            self._ahead_of(todo, fill)
+            for s in missing:
+                self._simulated(s)
             return
         for shape, (t, cpu) in zip(missing, self.simulate_many(missing), strict=True):
             self.programs[shape] = float(t)
