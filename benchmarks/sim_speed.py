@@ -24,7 +24,7 @@ onnxruntime): its "data pass CPU s" is `DataExecutor.run` (pass 2, ADR-0020) alo
 simulate CPU s all of `simulate_bundle`.
 `stack` is benchmarks/sim_throughput.py's pair measured in one process: the full PE
 component stack against a bare 3-process SimPy Store pipeline, as stage operations per
-second and the ratio bare / stack. With `--baseline`, each case runs alternately on the
+second of each event loop (setup not timed in either) and the ratio bare / stack. With `--baseline`, each case runs alternately on the
 baseline tree and on this one, best of `--repeat`, and the table adds old / new ratios.
 """
 
