@@ -272,8 +272,7 @@ class _Programs:
         for one of the last `optional` whose simulation failed."""
         assert self.pool is not None
         todo = [s for s in shapes if self.cache.get(s) is None]
-        first_optional = len(shapes) - optional
-        maybe = {s for s in shapes[first_optional:]}
+        maybe = set(shapes[len(shapes) - optional:])  # never in the cache: last in `todo`
         done = dict(zip(todo, self.pool.simulate_many(
             todo, sum(s in maybe for s in todo)), strict=True)) if todo else {}
         return [done[s] if s in done else (self.cache.programs[s], 0.0) for s in shapes]
