@@ -22,11 +22,12 @@ A broken invariant is a compiler bug (`InvariantError`), except TCM capacity, wh
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import lt
 
 from kernbench.compiler.lower.lone_plan import ONE_TILE_OPS
 from kernbench.compiler.lower.plan import LoweringPlan
 from kernbench.compiler.state import CompileState
-from kernbench.compiler.tilegraph import Buf, TileGraph
+from kernbench.compiler.tilegraph import Buf, TileGraph, TileOp
 from kernbench.errors import CapacityError
 from kernbench.ir.ops import node_attrs
 from kernbench.ir.verify import verify as verify_ir
@@ -167,22 +168,23 @@ def check_tiles(state: CompileState) -> None:
     n_pes, bank = len(state.topology.pes), _bank_bytes(state)
     written: set[int] = set()
     for i, op in enumerate(tg.ops):
-        if not 0 <= op.pe < n_pes:
-            raise InvariantError(f"TileGraph: op {i} ({op.opcode}) on PE {op.pe} of {n_pes}")
-        for role, b in op.reads + op.writes:
-            if b.pe != op.pe or b.nbytes > bank:
-                raise InvariantError(f"TileGraph: op {i} ({op.opcode}) {role}={b.label} is on "
-                                     f"PE {b.pe} with {b.nbytes} B (op on PE {op.pe}, bank "
-                                     f"{bank} B)")
-        for role, off in (op.role_offset or {}).items():
-            if not any(r == role and 0 <= off < b.nbytes for r, b in op.reads):
-                raise InvariantError(f"TileGraph: op {i} ({op.opcode}) reads {role} at "
-                                     f"{off} B, outside its buffer")
+        pe = op.pe
+        if not 0 <= pe < n_pes:
+            raise InvariantError(f"TileGraph: op {i} ({op.opcode}) on PE {pe} of {n_pes}")
+        for role, b in op.reads:
+            if b.pe != pe or b.nbytes > bank:
+                _wrong_buf(i, op, role, b, bank)
+        for role, b in op.writes:
+            if b.pe != pe or b.nbytes > bank:
+                _wrong_buf(i, op, role, b, bank)
+        if op.role_offset:
+            _check_role_offsets(i, op)
         for role, b in op.reads:
             if b.id not in written:
                 raise InvariantError(f"TileGraph: op {i} ({op.opcode}) reads {role}={b.label} "
                                      "before any op writes it")
-        written.update(b.id for _, b in op.writes)
+        for _, b in op.writes:
+            written.add(b.id)
     if sum(tg.layer_tiles.values()) != len(tg.ops):
         raise InvariantError("TileGraph: layer_tiles does not count every op")
     plan, memory = state.lowering_plan, state.memory
@@ -206,6 +208,18 @@ def check_tiles(state: CompileState) -> None:
         if kept:  # the tiles and the plan disagree: some producer's tiles wrote it
             raise InvariantError(f"TileGraph: the lowering plan leaves {kept[0]} unwritten, "
                                  "yet it kept its storage")
+
+
+def _wrong_buf(i: int, op: TileOp, role: str, b: Buf, bank: int) -> None:
+    raise InvariantError(f"TileGraph: op {i} ({op.opcode}) {role}={b.label} is on PE {b.pe} "
+                         f"with {b.nbytes} B (op on PE {op.pe}, bank {bank} B)")
+
+
+def _check_role_offsets(i: int, op: TileOp) -> None:
+    for role, off in op.role_offset.items():
+        if not any(r == role and 0 <= off < b.nbytes for r, b in op.reads):
+            raise InvariantError(f"TileGraph: op {i} ({op.opcode}) reads {role} at "
+                                 f"{off} B, outside its buffer")
 
 
 def _check_first_pe(state: CompileState, tg: TileGraph, plan: LoweringPlan) -> None:
@@ -294,18 +308,19 @@ def _check_live_overlap(tg: TileGraph) -> None:
 def check_deps(state: CompileState) -> None:
     last_writer: dict[int, int] = {}
     for op in state.require_tiles().ops:
-        deps = op.deps  # strictly increasing, so within [0, index) when its ends are
-        if deps and (deps[0] < 0 or deps[-1] >= op.index
-                     or len(deps) > 1 and deps != sorted(set(deps))):
-            raise InvariantError(f"schedule: op {op.index} has dependencies {op.deps[:8]} "
+        deps, index = op.deps, op.index
+        # strictly increasing, so within [0, index) when its ends are
+        if deps and (deps[0] < 0 or deps[-1] >= index
+                     or len(deps) > 1 and not all(map(lt, deps, deps[1:]))):
+            raise InvariantError(f"schedule: op {index} has dependencies {deps[:8]} "
                                  "that are not earlier ops in order")
         for role, b in op.reads:
             w = last_writer.get(b.id)
-            if w is not None and w != op.index and w not in op.deps:
-                raise InvariantError(f"schedule: op {op.index} reads {role}={b.label} "
+            if w is not None and w != index and w not in deps:
+                raise InvariantError(f"schedule: op {index} reads {role}={b.label} "
                                      f"without waiting for its writer {w}")
         for _, b in op.writes:
-            last_writer[b.id] = op.index
+            last_writer[b.id] = index
 
 
 def check_cmdq(state: CompileState) -> None:

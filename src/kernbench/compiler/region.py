@@ -78,15 +78,16 @@ class StorageUse:
 
     def see(self, ops: Sequence[TileOp]) -> None:
         stream, node = None, -1
+        last, written = self.last, self.written
         for op in ops:
             if op.stream != stream:  # a node's ops share their streams: look up on a change
                 stream = op.stream
                 node = node_of(self.node_streams, stream)
             for h in op.hbm_reads:
-                self.last[h[0]] = node
+                last[h[0]] = node
             for h in op.hbm_writes:
-                self.last[h[0]] = node
-                self.written.add(h[0])
+                last[h[0]] = node
+                written.add(h[0])
 
 
 __all__ = ["Region", "RegionPass", "RegionStep", "StorageUse", "node_of"]

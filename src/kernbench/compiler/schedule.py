@@ -16,6 +16,7 @@ on (its docstring), so its memory follows the live storages, not the program.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -52,8 +53,64 @@ def overlaps(a: tuple, b: tuple) -> bool:
     return True
 
 
-#: an HBM storage's kept accesses by column class (`_column_class`) → accesses
-Classes = dict
+class Classes(dict):
+    """An HBM storage's kept accesses by column class (`_column_class`) → accesses, with
+    the strided classes indexed by (row stride, row bytes) → their first columns, sorted:
+    a storage read or written in many column blocks (a KV cache, one block per head) has
+    dozens of classes, of which a range's columns meet a few (`meeting`)."""
+
+    __slots__ = ("_phases",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._phases: dict[int, dict[int, list[int]]] = {}
+
+    def add(self, a: Access) -> None:
+        cls = _column_class(a.rng)
+        accesses = self.get(cls)
+        if accesses is not None:
+            accesses.append(a)
+            return
+        self[cls] = [a]
+        if cls is not None:
+            insort(self._phases.setdefault(cls[0], {}).setdefault(cls[2], []), cls[1])
+
+    def drop(self, cls: tuple | None) -> None:
+        del self[cls]
+        if cls is not None:
+            by_rb = self._phases[cls[0]]
+            phases = by_rb[cls[2]]
+            del phases[bisect_left(phases, cls[1])]
+            if not phases:
+                del by_rb[cls[2]]
+                if not by_rb:
+                    del self._phases[cls[0]]
+
+    def meeting(self, rng: tuple) -> list:
+        """The classes `rng` can share a byte with, hulls aside (`overlaps` without its
+        hull test, which decides alike for every range of a class): all but those of
+        `rng`'s own pitch whose columns miss its columns on every row."""
+        lo, _, st, rb = rng
+        if rb >= st:
+            return list(self)
+        out = [None] if None in self else []
+        for cst, by_rb in self._phases.items():
+            for crb, phases in by_rb.items():
+                # d = (phase - lo) mod st meets iff d < rb or d > st - crb: the phases
+                # of the circular window [lo - crb + 1, lo + rb - 1]
+                n = rb + crb - 1
+                if cst != st or n >= st:
+                    out.extend([(cst, p, crb) for p in phases])
+                    continue
+                a = (lo - crb + 1) % st
+                b = a + n
+                i = bisect_left(phases, a)
+                j = bisect_left(phases, b, i)
+                out.extend([(st, p, crb) for p in phases[i:j]])
+                if b > st:
+                    j = bisect_left(phases, b - st)
+                    out.extend([(st, p, crb) for p in phases[:j]])
+        return out
 
 
 def _column_class(rng: tuple) -> tuple | None:
@@ -63,19 +120,6 @@ def _column_class(rng: tuple) -> tuple | None:
     (row bytes >= stride), whose overlap is its hull's."""
     _, _, st, rb = rng
     return (st, rng[0] % st, rb) if rb < st else None
-
-
-def _columns_meet(rng: tuple, cls: tuple | None) -> bool:
-    """Can `rng` share a byte with a range of class `cls`, hulls aside? (`overlaps` with
-    the hull test left out: the same decision for every range of the class.)"""
-    if cls is None:
-        return True
-    lo, _, st, rb = rng
-    cst, phase, crb = cls
-    if st != cst or rb >= st:
-        return True
-    d = (phase - lo) % st
-    return d < rb or d + crb > st
 
 
 def _size(table: dict[str, Classes]) -> int:
@@ -147,41 +191,70 @@ class Scheduler:
     def feed(self, ops: list) -> None:  # noqa: ANN001 - tilegraph.TileOp
         """Set `deps` of `ops` (placed, allocated, in program order, after every op fed
         before)."""
+        use = self.use
         for op in ops:
-            if self.use is not None:
+            if use is not None and op.stream != self._stream:
                 self._enter(op.stream)
             op.deps = self._deps(op)
             self._record(op)
 
     def _deps(self, op) -> list[int]:  # noqa: ANN001
         deps: set[int] = set()
-        last_writer, readers, accessed = self.last_writer, self.readers, self.accessed
+        last_writer, readers = self.last_writer, self.readers
         for _, b in op.reads:
             w = last_writer.get(b.id)
             if w is not None:
                 deps.add(w)
         for _, b in op.writes:
-            if b.id not in last_writer and b.war_after:
-                for dead in b.war_after:  # space reuse: previous users finish first
-                    deps.update(accessed.get(dead.id, ()))
             w = last_writer.get(b.id)
             if w is not None:
                 deps.add(w)
-            deps.update(readers.get(b.id, ()))
-        for key, *rng in op.hbm_reads:
-            self._check_live(key, op)
-            _overlapping(deps, rng, self.hbm_writes.get(key))
-        for key, *rng in op.hbm_writes:  # WAW and WAR on HBM bytes
-            self._check_live(key, op)
-            _overlapping(deps, rng, self.hbm_writes.get(key))
-            _overlapping(deps, rng, self.hbm_reads.get(key))
+            elif b.war_after:
+                accessed = self.accessed
+                for dead in b.war_after:  # space reuse: previous users finish first
+                    deps.update(accessed.get(dead.id, ()))
+            r = readers.get(b.id)
+            if r:
+                deps.update(r)
+        if op.hbm_reads or op.hbm_writes:
+            self._hbm_deps(op, deps)
+        if op.opcode == "DMA_LOAD_TILE":
+            self._load_deps(op, deps)
+        deps.discard(op.index)
+        out = sorted(deps)
+        if out and out[-1] > op.index:
+            raise RuntimeError(f"schedule: op {op.index} depends on a later op")
+        return out
+
+    def _hbm_deps(self, op, deps: set[int]) -> None:  # noqa: ANN001
+        dropped, writes, reads = self.dropped, self.hbm_writes, self.hbm_reads
+        for h in op.hbm_reads:
+            if h[0] in dropped:
+                self._dead(h[0], op)
+            classes = writes.get(h[0])
+            if classes:
+                _overlapping(deps, h[1:], classes)
+        for h in op.hbm_writes:  # WAW and WAR on HBM bytes
+            if h[0] in dropped:
+                self._dead(h[0], op)
+            classes = writes.get(h[0])
+            if classes:
+                _overlapping(deps, h[1:], classes)
+            classes = reads.get(h[0])
+            if classes:
+                _overlapping(deps, h[1:], classes)
+
+    def _load_deps(self, op, deps: set[int]) -> None:  # noqa: ANN001
+        """The dependencies of a DMA load beyond its data's: how far a load of constants
+        may run ahead."""
+        role = op.fields.get("tensor_role")
         # a later chunk of a weight tile waits only for the chunk before it (the same
         # buffer): still a prefetch, not a data load
-        chunk = bool(deps) and op.opcode == "DMA_LOAD_TILE" \
-            and op.fields.get("tensor_role") == "weight" \
-            and deps <= {last_writer.get(b.id) for _, b in op.writes}
-        data_load = bool(deps) and op.opcode == "DMA_LOAD_TILE" and not chunk
-        if (not deps or chunk) and op.opcode == "DMA_LOAD_TILE" and op.pe in self.last_compute:
+        chunk = bool(deps) and role == "weight" \
+            and deps <= {self.last_writer.get(b.id) for _, b in op.writes}
+        if deps and not chunk:  # a data load
+            self.last_data_load[op.pe] = (op.fused_into or op.layer, op.index)
+        elif op.pe in self.last_compute:
             # a load of constants depends on nothing: without a bound the FSM would
             # prefetch every later layer's weights first and starve the critical path.
             # It may run ahead within its layer, but not before the PE's previous layer
@@ -201,90 +274,89 @@ class Scheduler:
             # exempt: the attention right after waits for it, and it would wait in turn
             # for the QKV projection it does not depend on
             prev = self.last_data_load.get(op.pe)
-            if prev is not None and prev[0] != (op.fused_into or op.layer) \
-                    and op.fields.get("tensor_role") != "kv":
+            if prev is not None and prev[0] != (op.fused_into or op.layer) and role != "kv":
                 deps.add(prev[1])
             # one prefetch in flight per PE (PREFETCH_DEPTH); the past KV cache, which
             # the attention waits for, is not a prefetch and joins no such chain
-            if op.fields.get("tensor_role") != "kv":
+            if role != "kv":
                 mine = self.prefetches.setdefault(op.pe, [])
                 if len(mine) >= PREFETCH_DEPTH:
                     deps.add(mine[-PREFETCH_DEPTH])
                 mine.append(op.index)
                 del mine[:-PREFETCH_DEPTH]
-        if data_load:
-            self.last_data_load[op.pe] = (op.fused_into or op.layer, op.index)
-        deps.discard(op.index)
-        if deps and max(deps) > op.index:
-            raise RuntimeError(f"schedule: op {op.index} depends on a later op")
-        return sorted(deps)
 
-    def _check_live(self, key: str, op) -> None:  # noqa: ANN001
-        if key in self.dropped:
-            raise RuntimeError(f"schedule: op {op.index} ({op.opcode}, layer {op.layer}) "
-                               f"touches storage {key} after its last layer")
+    def _dead(self, key: str, op) -> None:  # noqa: ANN001
+        raise RuntimeError(f"schedule: op {op.index} ({op.opcode}, layer {op.layer}) "
+                           f"touches storage {key} after its last layer")
 
     def _record(self, op) -> None:  # noqa: ANN001
+        readers, accessed, idx = self.readers, self.accessed, op.index
         for _, b in op.reads:
-            self.readers.setdefault(b.id, []).append(op.index)
-            self.accessed.setdefault(b.id, []).append(op.index)
+            readers.setdefault(b.id, []).append(idx)
+            accessed.setdefault(b.id, []).append(idx)
         for _, b in op.writes:
-            self.last_writer[b.id] = op.index
-            self.readers[b.id] = []
-            self.accessed.setdefault(b.id, []).append(op.index)
+            self.last_writer[b.id] = idx
+            readers[b.id] = []
+            accessed.setdefault(b.id, []).append(idx)
         for b in op.frees:  # never read or written again; its space may still be reused
             self.last_writer.pop(b.id, None)
-            self.readers.pop(b.id, None)
-        for key, *rng in op.hbm_writes:
-            w = tuple(rng)
+            readers.pop(b.id, None)
+        for h in op.hbm_writes:
+            w = h[1:]
             for table in (self.hbm_writes, self.hbm_reads):
-                classes = table.get(key)
+                classes = table.get(h[0])
                 if classes:  # accesses all of whose bytes writes since have covered
                     _drop_covered(classes, w)
-            _add(self.hbm_writes.setdefault(key, {}), Access(w, op.index))
-        for key, *rng in op.hbm_reads:
-            if self.use is None or key in self.use.written:  # else nothing writes it: no WAR
-                _add(self.hbm_reads.setdefault(key, {}), Access(tuple(rng), op.index))
+            _classes(self.hbm_writes, h[0]).add(Access(w, idx))
+        for h in op.hbm_reads:
+            if self.use is None or h[0] in self.use.written:  # else nothing writes it: no WAR
+                _classes(self.hbm_reads, h[0]).add(Access(h[1:], idx))
         if not op.opcode.startswith("DMA"):
             hist = self.last_compute.setdefault(op.pe, [])
             layer = op.fused_into or op.layer  # a fused epilogue op is its GEMM's
             if hist and hist[-1][0] == layer:
-                hist[-1] = (layer, op.index)
+                hist[-1] = (layer, idx)
             else:
-                hist.append((layer, op.index))
+                hist.append((layer, idx))
                 del hist[:-PREFETCH_LAYERS - 1]
 
 
-def _overlapping(deps: set[int], rng: list, classes: Classes | None) -> None:
+def _overlapping(deps: set[int], rng: tuple, classes: Classes | None) -> None:
     """Add to `deps` the op of every access in `classes` that `rng` overlaps (`overlaps`,
     decided per column class for the columns and per access for the hulls)."""
     if not classes:
         return
     lo, hi = rng[0], rng[1]
-    for cls, accesses in classes.items():
-        if _columns_meet(rng, cls):
-            for a in accesses:
-                r = a.rng
-                if lo < r[1] and r[0] < hi:
-                    deps.add(a.idx)
+    for cls in classes.meeting(rng):
+        for a in classes[cls]:
+            r = a.rng
+            if lo < r[1] and r[0] < hi:
+                deps.add(a.idx)
 
 
 def _drop_covered(classes: Classes, w: tuple) -> None:
     """Drop the accesses all of whose bytes write `w` and the writes before it have covered
     (`hbm_cover`; `w` overlaps each access it covers part of)."""
     lo, hi = w[0], w[1]
-    for cls in [c for c in classes if _columns_meet(w, c)]:
+    for cls in classes.meeting(w):
         old = classes[cls]
         kept = [a for a in old if not (lo < a.rng[1] and a.rng[0] < hi and a.cover(w))]
         if len(kept) != len(old):
             if kept:
                 classes[cls] = kept
             else:
-                del classes[cls]
+                classes.drop(cls)
 
 
 def _add(classes: Classes, a: Access) -> None:
-    classes.setdefault(_column_class(a.rng), []).append(a)
+    classes.add(a)
+
+
+def _classes(table: dict[str, Classes], key: str) -> Classes:
+    classes = table.get(key)
+    if classes is None:
+        classes = table[key] = Classes()
+    return classes
 
 
 def scheduler_for(tiles: TileGraph) -> Scheduler:
