@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernbench.compiler.hbm_cover import Access
-from kernbench.compiler.schedule import Classes, _add, _overlapping, overlaps
+from kernbench.compiler.schedule import Classes, _overlapping, overlaps
 
 
 @st.composite
@@ -28,9 +28,9 @@ def ranges(draw):  # noqa: ANN001, ANN201
 def test_class_search_matches_overlaps(kept, q):
     classes = Classes()
     for i, r in enumerate(kept):
-        _add(classes, Access(r, i))
+        classes.add(Access(r, i))
     deps: set[int] = set()
-    _overlapping(deps, list(q), classes)
+    _overlapping(deps, q, classes)
     assert deps == {i for i, r in enumerate(kept) if overlaps(q, r)}
 
 
@@ -53,7 +53,7 @@ def test_meeting_is_the_column_rule(kept, gone, q):
     """After adds and drops, `meeting` finds exactly the classes the rule admits."""
     classes = Classes()
     for i, r in enumerate(kept + gone):
-        _add(classes, Access(r, i))
+        classes.add(Access(r, i))
     for r in gone:
         cls = (r[2], r[0] % r[2], r[3]) if r[3] < r[2] else None
         if cls in classes:

@@ -97,7 +97,7 @@ class EntryLowering:
         cmd = e.command(Lowering(pe, label, self.bank, self.staging, meta))
         if self.data is not None and e.data != NO_DATA:
             self.data.attach(e, cmd, self.topology.pes[pe].id, self.bank, self.pe_ids)
-        return ProgramEntry(ident, "command", pe, cmd, deps, (), label)
+        return ProgramEntry(ident, "command", pe=pe, command=cmd, deps=deps, label=label)
 
 
 class _Lowerer:

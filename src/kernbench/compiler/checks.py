@@ -22,6 +22,7 @@ A broken invariant is a compiler bug (`InvariantError`), except TCM capacity, wh
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from itertools import chain
 from operator import lt
 
 from kernbench.compiler.lower.lone_plan import ONE_TILE_OPS
@@ -171,12 +172,11 @@ def check_tiles(state: CompileState) -> None:
         pe = op.pe
         if not 0 <= pe < n_pes:
             raise InvariantError(f"TileGraph: op {i} ({op.opcode}) on PE {pe} of {n_pes}")
-        for role, b in op.reads:
+        for role, b in chain(op.reads, op.writes):
             if b.pe != pe or b.nbytes > bank:
-                _wrong_buf(i, op, role, b, bank)
-        for role, b in op.writes:
-            if b.pe != pe or b.nbytes > bank:
-                _wrong_buf(i, op, role, b, bank)
+                raise InvariantError(f"TileGraph: op {i} ({op.opcode}) {role}={b.label} is on "
+                                     f"PE {b.pe} with {b.nbytes} B (op on PE {pe}, bank "
+                                     f"{bank} B)")
         if op.role_offset:
             _check_role_offsets(i, op)
         for role, b in op.reads:
@@ -208,11 +208,6 @@ def check_tiles(state: CompileState) -> None:
         if kept:  # the tiles and the plan disagree: some producer's tiles wrote it
             raise InvariantError(f"TileGraph: the lowering plan leaves {kept[0]} unwritten, "
                                  "yet it kept its storage")
-
-
-def _wrong_buf(i: int, op: TileOp, role: str, b: Buf, bank: int) -> None:
-    raise InvariantError(f"TileGraph: op {i} ({op.opcode}) {role}={b.label} is on PE {b.pe} "
-                         f"with {b.nbytes} B (op on PE {op.pe}, bank {bank} B)")
 
 
 def _check_role_offsets(i: int, op: TileOp) -> None:

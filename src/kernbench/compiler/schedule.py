@@ -321,11 +321,9 @@ class Scheduler:
                 del hist[:-PREFETCH_LAYERS - 1]
 
 
-def _overlapping(deps: set[int], rng: tuple, classes: Classes | None) -> None:
+def _overlapping(deps: set[int], rng: tuple, classes: Classes) -> None:
     """Add to `deps` the op of every access in `classes` that `rng` overlaps (`overlaps`,
     decided per column class for the columns and per access for the hulls)."""
-    if not classes:
-        return
     lo, hi = rng[0], rng[1]
     for cls in classes.meeting(rng):
         for a in classes[cls]:
@@ -346,10 +344,6 @@ def _drop_covered(classes: Classes, w: tuple) -> None:
                 classes[cls] = kept
             else:
                 classes.drop(cls)
-
-
-def _add(classes: Classes, a: Access) -> None:
-    classes.add(a)
 
 
 def _classes(table: dict[str, Classes], key: str) -> Classes:

@@ -86,20 +86,15 @@ class EntryTally:
         if lid is None:  # not a layer's work (`add_span`)
             return
         start = cmd.start_ns if cmd.start_ns is not None else e.start_ns
-        end = e.end_ns
-        spans = self.spans
-        if start is not None and end is not None:  # `add_span`, inlined: once per entry
-            start, end = round_ns(start), round_ns(end)
-            span = spans.get(lid)
-            if span is None:
-                span = spans[lid] = LayerSpan(start, end)
-            span.add(e.label.split(" ", 1)[1], start, end, e.pe)
+        add_span(self.spans, lid, e.label.split(" ", 1)[1],
+                 round_ns(start) if start is not None else None,
+                 round_ns(e.end_ns) if e.end_ns is not None else None, e.pe)
         left = self._left.get(lid)
         if left is not None:
             self._left[lid] = left - 1
             if left == 1:
                 self.layers_done += 1
-                span = spans.get(lid)
+                span = self.spans.get(lid)
                 if span is not None:
                     span.close()
 

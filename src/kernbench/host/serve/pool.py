@@ -62,19 +62,15 @@ class ProgramPool:
         (programs simulated ahead, which nobody asked for yet) whose simulation raised."""
         futures = [self._pool.submit(_simulate, s) for s in shapes]
         out: list[tuple[float, float] | None] = []
-        try:
-            for i, f in enumerate(futures):
+        for i, f in enumerate(futures):
+            try:
+                out.append(f.result())
+            except BrokenProcessPool as e:
+                raise RuntimeError(f"a step-program worker died ({e})") from None
+            except Exception:
                 if i < len(futures) - optional:
-                    out.append(f.result())
-                    continue
-                try:
-                    out.append(f.result())
-                except BrokenProcessPool:
                     raise
-                except Exception:  # noqa: BLE001 - not asked for: its error is nobody's
-                    out.append(None)
-        except BrokenProcessPool as e:
-            raise RuntimeError(f"a step-program worker died ({e})") from None
+                out.append(None)  # not asked for: its error is nobody's
         return out
 
     def close(self) -> None:

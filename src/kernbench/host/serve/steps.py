@@ -89,7 +89,7 @@ class StepTimer:
     sim_seconds: float = 0.0      # CPU s of every simulation used, in this process or not
     local_seconds: float = 0.0    # CPU s of the simulations in this process
     _chain: list[Shape] = field(default_factory=list)  # what the refinement asks next
-    _near: list[Shape] = field(default_factory=list)   # shapes the next steps may take
+    _step: list[Shape] = field(default_factory=list)   # the programs of the step asked
 
     def program_ns(self, shape: Shape) -> int:
         ns = self.shapes.get(shape)
@@ -106,7 +106,7 @@ class StepTimer:
     def ns(self, step: Step) -> int:
         self.steps += 1
         programs = step_programs(step)
-        self._near = self._next_shapes(programs)
+        self._step = programs
         if self.simulate_many is not None and not self.exact:
             self._prefetch([c for p in programs if p not in self.shapes
                             for c in first_asked(p, self.per_octave, self.context)])
@@ -187,7 +187,7 @@ class StepTimer:
         leaves idle (module docstring); none without a pool."""
         idle = -len(batch) % self.width if self.speculate is not None else 0
         out: list[Shape] = []
-        for near in self._near if idle else ():
+        for near in self._next_shapes(self._step) if idle else ():
             for s in first_asked(near, self.per_octave, self.context):
                 if s not in batch and s not in out and not self._simulated_or_known(s):
                     out.append(s)
