@@ -9,7 +9,9 @@ once with every program shape simulated, and prints the relative error of the TT
 and end-to-end percentiles (markdown, docs/serving.md). Programs are simulated once and
 shared by both modes (a step cache). `--per-octave B,S,K` measures another grid of
 edges for batch, new and past tokens instead of the rule's 16 each (ADR-1150), `--tol
-B,S,K` other tolerances of the midpoint check than the rule's 0.005,0.005,0.01 (ADR-1240).
+B,S,K` other tolerances of the midpoint check than the rule's 0.005,0.005,0.01 (ADR-1240),
+`--agree F` edges whose times differ by at most F tolerances trusted without a midpoint
+instead of the rule's 2 (0: every midpoint checked, the rule before ADR-1300).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from kernbench.host.serve.buckets import TOLERANCE
+from kernbench.host.serve.buckets import AGREE, TOLERANCE
 from kernbench.host.serve.engine import serve_requests
 from kernbench.host.serve.kv_cache import PagedKvCache
 from kernbench.host.serve.model import ServedModel
@@ -45,6 +47,9 @@ def main() -> None:
     ap.add_argument("--tol", default=None,
                     help="B,S,K: the midpoint check's relative tolerance for batch, new and "
                          "past tokens instead of serve's rule (ADR-1240)")
+    ap.add_argument("--agree", type=float, default=AGREE,
+                    help="edges whose times differ by at most this many tolerances need no "
+                         "midpoint (0: every interval checks its midpoint; ADR-1300)")
     a = ap.parse_args()
     rule = tuple(int(x) for x in a.per_octave.split(",")) if a.per_octave else None
     tol = tuple(float(x) for x in a.tol.split(",")) if a.tol else TOLERANCE
@@ -68,7 +73,7 @@ def main() -> None:
         for name in sorted(POLICIES):
             res = {}
             for exact in (False, True):
-                t = StepTimer(sim, exact=exact, per_octave=rule, tol=tol)
+                t = StepTimer(sim, exact=exact, per_octave=rule, tol=tol, agree=a.agree)
                 run = serve_requests(reqs, policy_for(name, Limits(16, 512)),
                                      PagedKvCache(10**6, 16), t)
                 res[exact] = (serve_stats(run, {}, 10**6), len(t.programs))

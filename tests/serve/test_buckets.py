@@ -8,6 +8,7 @@ import pytest
 
 from kernbench.host.serve.buckets import (
     LINEAR_TOL,
+    TOLERANCE,
     edges,
     first_asked,
     interpolate,
@@ -100,10 +101,11 @@ def test_a_step_between_edges_is_found_and_every_shape_is_exact(dim, jump):
 def test_past_token_jitter_is_interpolated_over_but_not_in_new_tokens():
     # The simulated schedule's jitter: values 0.4 % either side of a linear trend (a
     # large model's decode step does so in past tokens), so a midpoint can lie 0.8 % off
-    # its chord. Past tokens take it as linear from the edges and one midpoint; the same
+    # its chord. The trend is steep enough (2.6 % from edge to edge) that the midpoint is
+    # checked. Past tokens take it as linear from the edges and one midpoint; the same
     # jitter in new tokens, whose tolerance is half, is refined as if it were a step.
     def f(x):
-        return 8e6 * (1 + 2e-4 * (x - 1024) + (0.004 if x % 3 == 0 else -0.004))
+        return 8e6 * (1 + 4e-4 * (x - 1024) + (0.004 if x % 3 == 0 else -0.004))
 
     past, new = [], []
     t_past = StepTimer(lambda c: past.append(c) or f(c[2]))
@@ -114,6 +116,45 @@ def test_past_token_jitter_is_interpolated_over_but_not_in_new_tokens():
         t_new.program_ns((1, x, 0))
     assert sorted(c[2] for c in past) == [1024, 1056, 1088]
     assert len(new) > len(past)
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_edges_that_agree_need_no_midpoint(dim):
+    # Edges whose times differ by at most twice the number's tolerance are trusted without
+    # a midpoint; a single step between them is then at most that large, which is also
+    # the largest step the midpoint check lets pass (J/2 within the tolerance).
+    tol = TOLERANCE[dim]
+    for jump in (0.5 * tol, 1.9 * tol):
+        def f(shape, jump=jump):
+            return 1e6 * (1 + (jump if shape[dim] >= 1061 else 0.0))
+
+        calls = []
+        t = StepTimer(lambda c, calls=calls, f=f: calls.append(c) or f(c))
+        for x in range(1024, 1089):
+            shape = (4, x, 7) if dim == 1 else (4, 1, x)
+            assert abs(t.program_ns(shape) / f(shape) - 1) <= jump  # within the step
+        assert sorted(c[dim] for c in calls) == [1024, 1088]
+        # the rule before (`agree` 0) checks the midpoint, on the chord or not
+        old = []
+        t0 = StepTimer(lambda c, old=old, f=f: old.append(c) or f(c), agree=0)
+        t0.program_ns((4, 1061, 7) if dim == 1 else (4, 1, 1061))
+        assert 1056 in [c[dim] for c in old]
+
+
+def test_a_half_whose_edges_agree_is_not_refined_further():
+    # a 3 % step at 1030 (past tokens): the first midpoint 1056 is off the chord, and the
+    # half [1024, 1056] holding 1040 has edges 3 % apart, so its midpoint 1040 (the value
+    # itself) is checked; the half [1056, 1088] is flat and asks nothing more for 1070
+    def f(shape):
+        return 1e6 * (1.03 if shape[2] >= 1030 else 1.0)
+
+    calls = []
+    t = StepTimer(lambda c: calls.append(c) or f(c))
+    assert t.program_ns((4, 1, 1040)) == round(f((4, 1, 1040)))
+    assert sorted(c[2] for c in calls) == [1024, 1040, 1056, 1088]
+    calls.clear()
+    assert t.program_ns((4, 1, 1070)) == round(f((4, 1, 1070)))
+    assert calls == []
 
 
 def test_a_step_below_the_tolerance_is_interpolated_over():

@@ -8,13 +8,17 @@ under one stays valid). A value on an edge is exact; a value between two edges i
 interpolated linearly between the programs at both edges, one number after the other
 (multilinear over up to 2³ corners, which neighbouring shapes share).
 
-An interval is only trusted to be linear once its midpoint says so: a program's time
-steps where a dimension crosses a tile boundary, and a step of J between two edges puts
-the midpoint J/2 off the chord. So before interpolating in [lo, hi] the midpoint is
-simulated too; when it lies more than the number's tolerance (`TOLERANCE`, relative) off
-the chord, the half that holds the value is taken instead, down to adjacent integers
-(exact). The decision depends only on the simulated times at lo, mid and hi, never on
-which shapes were asked before, so the rule is deterministic.
+An interval is only trusted to be linear once its times say so: a program's time steps
+where a dimension crosses a tile boundary, and a step of J between two edges puts the
+midpoint J/2 off the chord. So when the edges' times differ by more than twice the
+number's tolerance (`TOLERANCE`, relative to the smaller), the midpoint is simulated too;
+when it lies more than the tolerance off the chord, the half that holds the value is
+taken instead, down to adjacent integers (exact), each half checked the same way. Edges
+that agree within twice the tolerance need no midpoint: a time that does not fall as the
+number grows lies between them, within that much of the chord, and a single step there is
+at most that large, which is also the largest step the midpoint check lets pass (J/2
+within the tolerance). The decision depends only on the simulated times at lo, hi (and
+mid), never on which shapes were asked before, so the rule is deterministic.
 
 Past tokens get twice the tolerance of batch and new tokens: one more cached token moves
 a decode step's time by far less than its simulated schedule's jitter (on a large model
@@ -34,6 +38,9 @@ LINEAR_TOL = 0.005
 #: the midpoint check's relative tolerance per number: (batch, new tokens, past tokens);
 #: numbers beyond the third (none in serve) take `LINEAR_TOL`
 TOLERANCE = (LINEAR_TOL, LINEAR_TOL, 2 * LINEAR_TOL)
+#: edges whose times differ by at most this many tolerances need no midpoint (0: every
+#: interval checks its midpoint, the rule before; for measuring it)
+AGREE = 2.0
 
 Shape = tuple[int, ...]
 
@@ -67,7 +74,8 @@ def edges_within(shape: Shape, dim: int, per_octave: tuple[int, ...] | None = No
 def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0,
                 per_octave: tuple[int, ...] | None = None,
                 ahead: Callable[[list[Shape]], None] | None = None,
-                tol: tuple[float, ...] = TOLERANCE, context: int | None = None) -> float:
+                tol: tuple[float, ...] = TOLERANCE, context: int | None = None,
+                agree: float = AGREE) -> float:
     """`shape`'s time from simulated programs (`program(shape)` simulates one, memoized by
     the caller): exact on edges, else linear between the edges, refined by midpoints.
     `per_octave`: the edges an octave of each number (default `PER_OCTAVE` for all;
@@ -77,21 +85,22 @@ def interpolate(shape: Shape, program: Callable[[Shape], float], dim: int = 0,
     asked which programs the refinement would ask next, in order, if no midpoint from
     here on were on its chord (`midpoint_chain`); it must not change what `program`
     returns, so the time is the same with or without it. `context`: the model's positions,
-    which no asked program exceeds (`edges_within`)."""
+    which no asked program exceeds (`edges_within`); `agree` how many tolerances apart
+    the edges' times may be without a midpoint (`AGREE`)."""
     if dim == len(shape):
         return program(shape)
     x = shape[dim]
 
     def at(v: int) -> float:
         return interpolate((*shape[:dim], v, *shape[dim + 1:]), program, dim + 1,
-                           per_octave, ahead, tol, context)
+                           per_octave, ahead, tol, context, agree)
 
     lo, hi = edges_within(shape, dim, per_octave, context)
     if lo == hi:
         return at(x)
     t_lo, t_hi = at(lo), at(hi)
     rel = tol[dim] if dim < len(tol) else LINEAR_TOL
-    while hi - lo > 1:
+    while hi - lo > 1 and abs(t_hi - t_lo) > agree * rel * min(abs(t_lo), abs(t_hi)):
         mid = (lo + hi) // 2
         if ahead is not None and dim == len(shape) - 1:
             ahead([(*shape[:dim], v) for v in midpoint_chain(x, lo, hi)])
@@ -131,8 +140,7 @@ def first_asked(shape: Shape, per_octave: tuple[int, ...] | None = None,
                 context: int | None = None) -> list[Shape]:
     """The programs `interpolate(shape, …)` asks for whatever their times, in a fixed
     order: per number the value itself (exact or on an edge), or the two edges around it
-    and, when they are not adjacent, their midpoint (the first midpoint is always
-    simulated; deeper ones depend on the times); every combination of them. With a
+    (a midpoint depends on the edges' times); every combination of them. With a
     `context`, the combinations `interpolate` asks for: a number's edges depend on the
     edge taken by the numbers before it (`edges_within`)."""
     out: list[Shape] = []
@@ -143,8 +151,7 @@ def first_asked(shape: Shape, per_octave: tuple[int, ...] | None = None,
             return
         x = shape[d]
         lo, hi = edges_within((*prefix, *shape[d:]), d, per_octave, context)
-        for v in ((x,) if lo == hi else (lo, hi, (lo + hi) // 2) if hi - lo > 1
-                  else (lo, hi)):
+        for v in (x,) if lo == hi else (lo, hi):
             walk((*prefix, v), d + 1)
 
     walk((), 0)

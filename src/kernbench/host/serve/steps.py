@@ -14,16 +14,16 @@ credit the weight reads a fused mixed step would share.
 
 `StepTimer` turns a step into integer nanoseconds through a `ProgramTimer`: `exact`
 simulates every distinct shape; otherwise the bucket rule (`buckets.interpolate`) takes a
-shape's time from simulated edges (and midpoints) around it. Simulated programs are memoized by shape, so a
-run simulates each shape at most once. With `simulate_many` (a pool of processes,
-`pool.ProgramPool`), the programs a new shape needs whatever their times
-(`buckets.first_asked`: the edges around it and their first midpoints) are simulated
-side by side before interpolating; the same programs are simulated either way, so the
-times do not depend on it.
+shape's time from simulated edges (and midpoints) around it. Simulated programs are
+memoized by shape, so a run simulates each shape at most once. With `simulate_many` (a
+pool of processes, `pool.ProgramPool`), the programs a new shape needs whatever their
+times (`buckets.first_asked`: the edges around it) are simulated side by side before
+interpolating; the same programs are simulated either way, so the times do not depend
+on it.
 
 With `speculate` (the same pool, programs simulated without being recorded), a
-refinement that must simulate a midpoint also simulates, beside it, the next midpoints it
-would ask if the refinement goes on (`buckets.midpoint_chain`), `width` programs in all:
+refinement that must simulate a midpoint (its edges' times disagree) also simulates,
+beside it, the next midpoints it would ask if the refinement goes on (`buckets.midpoint_chain`), `width` programs in all:
 the pool's other workers would otherwise wait. A program simulated ahead is used (and
 handed to `record`, the step cache) only when the refinement asks for it; the ones never
 asked are counted in `spare_seconds` and change no output. A midpoint that `cached` (the
@@ -43,7 +43,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kernbench.host.serve.buckets import TOLERANCE, edges_within, first_asked, interpolate
+from kernbench.host.serve.buckets import (
+    AGREE,
+    TOLERANCE,
+    edges_within,
+    first_asked,
+    interpolate,
+)
 from kernbench.host.serve.state import Step
 
 Shape = tuple[int, int, int]  # (batch, new tokens, past tokens)
@@ -74,6 +80,7 @@ class StepTimer:
     simulate_many: Callable[[list[Shape]], list[tuple[float, float]]] | None = None
     per_octave: tuple[int, int, int] | None = None  # edges an octave (None: the rule's)
     tol: tuple[float, float, float] = TOLERANCE  # the midpoint check's, per number
+    agree: float = AGREE  # edges this many tolerances apart need no midpoint
     #: `speculate(shapes, optional)`: (ns, CPU s) of each, None for one of the last
     #: `optional` that failed
     speculate: Callable[[list[Shape], int], list[tuple[float, float] | None]] | None = None
@@ -99,7 +106,8 @@ class StepTimer:
             else:
                 ahead = self._ahead if self.speculate is not None and self.width > 1 else None
                 ns = round(interpolate(shape, self._simulated, per_octave=self.per_octave,
-                                       ahead=ahead, tol=self.tol, context=self.context))
+                                       ahead=ahead, tol=self.tol, context=self.context,
+                                       agree=self.agree))
             self.shapes[shape] = ns
         return ns
 
