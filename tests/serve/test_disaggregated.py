@@ -107,7 +107,8 @@ def test_kv_transfer_simulates_one_pair_per_route_distance_and_interpolates():
     # t3k is a 2 × 4 mesh: chip 0 → chip 4 (decode 0) is one hop down, → chip 7 four hops
     assert x.hops(0, 0) == 1 and x.hops(0, 3) == 4 and x.hops(1, 1) == 1
     # 300 tokens lie between the bucket edges 288 and 304: those and the midpoint 296 are
-    # simulated (a linear cost: the midpoint agrees) for pair (0, 0), which stands for (1, 1)
+    # simulated (the edges' times disagree; a linear cost: the midpoint lies on the chord)
+    # for pair (0, 0), which stands for (1, 1)
     assert x.ns(300, 1, 1) == round(cost(topo, 0, 4, 300_000))
     assert sorted(calls) == [(0, 4, 288_000), (0, 4, 296_000), (0, 4, 304_000)]
     assert x.ns(290, 0, 0) == round(cost(topo, 0, 4, 290_000)) and len(calls) == 3

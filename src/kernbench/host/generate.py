@@ -10,8 +10,9 @@ decode step is a program compiled and simulated like `run --kv-len K --no-report
 (`host.serve.model.ServedModel.run`). With `exact` every step is simulated; otherwise
 a step's time and its energy each come from the serving layer's bucket rule
 (`host.serve.buckets.interpolate`: exact up to 16 cached tokens, then linear between
-edges at most 6.25 % apart, an interval trusted only once its simulated midpoint lies on
-the chord), and every program is simulated once (docs/serving.md).
+edges at most 6.25 % apart, an interval trusted only once its edges' times agree or its
+simulated midpoint lies on the chord), and every program is simulated once
+(docs/serving.md).
 """
 
 from __future__ import annotations
