@@ -6,7 +6,8 @@ simulates decode at batch 16 with 512, 528, …, 640 past tokens (the range of t
 workload: prompt 512, output 128; `--past-range 512:576:1` every count of another range),
 the given decoder blocks before block replay (default serve's and run's, 4), and prints
 their simulated ms: how the KV length moves a decode step between the bucket rule's
-edges, and the programs the rule asks on that profile (ADR-1240).
+edges, and the programs the rule asks on that profile with other grids, tolerances and
+midpoint checks (ADR-1240, ADR-1300).
 
     .venv/bin/python benchmarks/serve_programs.py --blocks 1,1,512 16,1,512 [--samples FILE]
 
@@ -56,11 +57,12 @@ def simulated(shape: tuple[int, int, int], blocks: int, work: Path) -> dict:
 
 def rule_on_profile(batch: int, ns: dict[int, float]) -> None:
     """The programs the bucket rule asks for every past count in the profile's range,
-    with the sixteenth-octave and the quarter-octave grid for past tokens and with a
-    half-percent midpoint tolerance for past tokens as well as the rule's (ADR-1240), on
-    the sampled profile (linear between the samples: a step inside a gap asks for more),
-    and the worst and mean error of the interpolated times against the profile's."""
-    from kernbench.host.serve.buckets import LINEAR_TOL, TOLERANCE, edges, interpolate
+    with the sixteenth-, eighth- and quarter-octave grid for past tokens, the rule's
+    tolerances and a half-percent one for past tokens too (ADR-1240), and with every
+    midpoint checked or only where the edges' times disagree (ADR-1300), on the sampled
+    profile (linear between the samples: a step inside a gap asks for more), and the
+    worst and mean error of the interpolated times against the profile's."""
+    from kernbench.host.serve.buckets import AGREE, LINEAR_TOL, TOLERANCE, edges, interpolate
 
     ks = sorted(ns)
 
@@ -69,20 +71,24 @@ def rule_on_profile(batch: int, ns: dict[int, float]) -> None:
         b = min(x for x in ks if x >= k)
         return ns[a] if a == b else ns[a] + (ns[b] - ns[a]) * (k - a) / (b - a)
 
-    print("\n| past edges an octave | past tolerance | programs | past tokens simulated | "
-          "worst error | mean error |\n| ---: | ---: | ---: | --- | ---: | ---: |")
-    for rule in ((16, 16, 16), (16, 16, 4)):
+    print("\n| past edges an octave | past tolerance | midpoints | programs | "
+          "past tokens simulated | worst error | mean error |\n"
+          "| ---: | ---: | --- | ---: | --- | ---: | ---: |")
+    for rule in ((16, 16, 16), (16, 16, 8), (16, 16, 4)):
         inside = [k for k in range(ks[0], ks[-1] + 1)
                   if ks[0] <= edges(k, rule[2])[0] and edges(k, rule[2])[1] <= ks[-1]]
         between = any(len(set(edges(k, rule[2]))) == 2 for k in inside)
         for tol in (TOLERANCE, (LINEAR_TOL,) * 3) if between else ():
-            asked: set[tuple[int, ...]] = set()
-            errs = [interpolate((batch, 1, k), lambda c, asked=asked: asked.add(c)
-                                or t(c[2]), per_octave=rule, tol=tol) / t(k) - 1
-                    for k in inside]
-            print(f"| {rule[2]} | {100 * tol[2]:.1f} % | {len(asked)} | "
-                  f"{', '.join(str(c[2]) for c in sorted(asked))} | "
-                  f"{100 * max(map(abs, errs)):.2f} % | {100 * sum(errs) / len(errs):+.2f} % |")
+            for agree in (0, AGREE):
+                asked: set[tuple[int, ...]] = set()
+                errs = [interpolate((batch, 1, k), lambda c, asked=asked: asked.add(c)
+                                    or t(c[2]), per_octave=rule, tol=tol, agree=agree)
+                        / t(k) - 1 for k in inside]
+                print(f"| {rule[2]} | {100 * tol[2]:.1f} % | "
+                      f"{'every' if agree == 0 else 'edges disagree'} | {len(asked)} | "
+                      f"{', '.join(str(c[2]) for c in sorted(asked))} | "
+                      f"{100 * max(map(abs, errs)):.2f} % | "
+                      f"{100 * sum(errs) / len(errs):+.2f} % |")
 
 
 def batch_rule_on_profile(past: int, ns: dict[int, float]) -> None:

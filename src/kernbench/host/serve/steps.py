@@ -25,10 +25,10 @@ With `speculate` (the same pool, programs simulated without being recorded), a
 refinement that must simulate a midpoint (its edges' times disagree) also simulates,
 beside it, the next midpoints it would ask if the refinement goes on
 (`buckets.midpoint_chain`), `width` programs in all: the pool's other workers would
-otherwise wait. A program simulated ahead is used (and
-handed to `record`, the step cache) only when the refinement asks for it; the ones never
-asked are counted in `spare_seconds` and change no output. A midpoint that `cached` (the
-step cache) already knows needs no simulation, so nothing is simulated ahead of it.
+otherwise wait. A program simulated ahead is used (and handed to `record`, the step
+cache) only when the refinement asks for it; the ones never asked are counted in
+`spare_seconds` and change no output. A midpoint that `cached` (the step cache) already
+knows needs no simulation, so nothing is simulated ahead of it.
 
 A pool call that would still leave a worker idle (an odd number of programs on two
 workers, or one program, which would otherwise run in this process) is filled with
