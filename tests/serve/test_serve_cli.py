@@ -13,6 +13,7 @@ from kernbench.host.models import ShapeOptions, resolve_model
 from kernbench.host.run import RunHooks, RunOptions, run_model
 from kernbench.host.serve import ServeOptions, serve
 from kernbench.host.serve.chips import simulated_send
+from kernbench.host.serve.run import AUTO_START_CPU_S as AUTO_START
 from kernbench.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +84,32 @@ def test_programs_simulated_side_by_side_give_the_same_bytes(tmp_path):
     assert (tmp_path / "c1.json").read_bytes() == (tmp_path / "c2.json").read_bytes()
     steps = json.loads((tmp_path / "two" / "stats.json").read_text())["serve"]["steps"]
     assert steps["programs_simulated"] == steps["programs"] > 1
+
+
+def test_default_workers_start_once_programs_are_costly(tmp_path, monkeypatch, capsys):
+    # without --workers the run starts a pool of CPU-count processes once a program
+    # simulated in the serve process has taken AUTO_START_CPU_S (a tiny model's never
+    # does); the files are those of one process whenever it starts
+    import kernbench.host.serve.run as serve_run
+
+    def loud(name: str, *more: str) -> str:
+        assert main(["serve", str(TINY), "-t", "small", "--out", str(tmp_path / name),
+                     "--requests", "8", "--rate", "100000", "--prompt-len", "20:60",
+                     "--output-len", "3:8", "--seed", "5", *more]) == 0
+        return " ".join(capsys.readouterr().err.split())
+
+    monkeypatch.setattr(serve_run.os, "cpu_count", lambda: 2)
+    started = "simulating step programs on 2 processes from here on"
+    assert started not in loud("one", "--workers", "1")
+    monkeypatch.setattr(serve_run, "AUTO_START_CPU_S", 0.0)
+    assert started in loud("auto")
+    for f in sorted(p.name for p in (tmp_path / "one").iterdir()):
+        assert (tmp_path / "one" / f).read_bytes() == (tmp_path / "auto" / f).read_bytes(), f
+    monkeypatch.setattr(serve_run, "AUTO_START_CPU_S", float("inf"))
+    assert "processes from here on" not in loud("never")
+    assert main(["serve", "--help"]) == 0
+    words = capsys.readouterr().out.replace("│", " ").split()
+    assert f"has taken {AUTO_START:g} CPU s" in " ".join(words)
 
 
 @pytest.mark.parametrize(("content", "args", "needle"), [

@@ -63,8 +63,10 @@ def serve_cmd(
     step_cache: Annotated[Path | None, typer.Option(
         "--step-cache", help="JSON file keeping simulated programs across runs (same model, "
                              "qconfig, topology and version)")] = None,
-    workers: Annotated[int, typer.Option(
-        "--workers", "-j", help="processes simulating step programs side by side")] = 1,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "-j", help="processes simulating step programs side by side (default: "
+                                "the CPU count, started once a program simulated in the "
+                                "serve process has taken 1 CPU s)")] = None,
     replay_blocks: Annotated[int | None, typer.Option("--replay-blocks", help=(
         "decoder blocks a step program simulates before replaying the rest (at least 3; "
         "more let a long-context warm-up settle) \\[default: 4]"))] = None,

@@ -10,9 +10,10 @@ report.html into `out`. Returns stats.json's content.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,9 @@ class ServeOptions:
     qconfig: Path | None = None
     step_cache: Path | None = None    # simulated programs kept across runs (step_cache.py)
     prefill_chips: int | None = None  # disaggregated: chips that prefill (default half)
-    workers: int = 1                  # processes simulating step programs side by side
+    # processes simulating step programs side by side; None: the CPU count, started once
+    # a program simulated in this process has taken `AUTO_START_CPU_S`
+    workers: int | None = 1
     # decoder blocks each step program simulates before replaying the rest (None: run's
     # default); more let the replay leave out a long-context warm-up, at their CPU
     replay_blocks: int | None = None
@@ -176,7 +179,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     slo = parse_slo(opts.slo)
     policy = policy_for(opts.policy, _limits(opts))
     reqs, describe = make_requests(opts)
-    if opts.workers < 1:
+    if opts.workers is not None and opts.workers < 1:
         raise InputError(f"must be >= 1, got {opts.workers}", field="--workers")
     kv_fraction = _kv_fraction(opts)
     disagg = opts.policy == DISAGGREGATED
@@ -203,13 +206,17 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     note(f"serving {len(reqs)} requests of {m.name} on {where}")
 
     t0 = time.process_time()
-    with ProgramPool(m, chip, opts.workers) if opts.workers > 1 else nullcontext() as pool:
-        src = _Programs(m, chip, cache, pool)
-        timer = StepTimer(src.simulate, exact=opts.exact_steps,
-                          simulate_many=src.simulate_many if pool is not None else None,
-                          speculate=src.speculate if pool is not None else None,
-                          record=src.record, cached=cache.get, width=opts.workers,
-                          context=m.context, max_batch=policy.limits.max_batch)
+    width = opts.workers or os.cpu_count() or 1
+    with ExitStack() as stack:
+        src = _Programs(m, chip, cache, None)
+        timer = StepTimer(src.simulate, exact=opts.exact_steps, record=src.record,
+                          cached=cache.get, context=m.context,
+                          max_batch=policy.limits.max_batch)
+        start = _PoolStart(stack, src, timer, width, note)
+        if opts.workers is None and width > 1:
+            src.after_cpu = (AUTO_START_CPU_S, start)  # a small model's run stays here
+        elif width > 1:
+            start()
         done = [0]
         count = None if pools else lambda: done[0]
         with phase("serve", len(reqs), count):
@@ -243,20 +250,52 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     return stats
 
 
+#: CPU s of one program simulated in the serve process from which `--workers` left to its
+#: default starts the pool: the processes' start-up and each program's round trip to them
+#: pay only when programs are this costly (a real-size model's), not for a small model's
+AUTO_START_CPU_S = 1.0
+
+
+class _PoolStart:
+    """Starts the run's `ProgramPool` of `width` processes (once; it stops with `stack`)
+    and hands it to the programs and the timer."""
+
+    def __init__(self, stack: ExitStack, src: _Programs, timer: StepTimer, width: int,
+                 note: Callable[[str], None]) -> None:
+        self.stack, self.src, self.timer, self.width, self.note = stack, src, timer, width, note
+
+    def __call__(self) -> None:
+        src, timer = self.src, self.timer
+        src.after_cpu = None
+        if src.last_seconds:  # started by a costly program, not by --workers
+            self.note(f"simulating step programs on {self.width} processes from here on "
+                      f"(one took {src.last_seconds:.1f} CPU s; --workers sets the count)")
+        src.pool = self.stack.enter_context(ProgramPool(src.m, src.chip, self.width))
+        timer.simulate_many, timer.speculate = src.simulate_many, src.speculate
+        timer.width = self.width
+
+
 class _Programs:
     """Where a serving run's step programs come from: the step cache, else a simulation
     (in this process, or side by side on `pool`), recorded in the cache and in `fresh`
-    once the run uses it."""
+    once the run uses it. `after_cpu` (CPU s, a callable): called once a program simulated
+    in this process has taken that long (`--workers` left to its default)."""
 
     def __init__(self, m: ServedModel, chip: Topology, cache: StepCache,
                  pool: ProgramPool | None) -> None:
         self.m, self.chip, self.cache, self.pool = m, chip, cache, pool
         self.fresh: list[Shape] = []  # simulated by this run, in the order used
+        self.last_seconds = 0.0  # CPU s of the last program simulated here
+        self.after_cpu: tuple[float, Callable[[], None]] | None = None
 
     def simulate(self, shape: Shape) -> float:
         """A program the step cache does not hold (the timer asks the cache first)."""
+        t0 = time.process_time()
         ns = self.m.simulate(shape, self.chip)
+        self.last_seconds = time.process_time() - t0
         self.record(shape, ns)
+        if self.after_cpu is not None and self.last_seconds >= self.after_cpu[0]:
+            self.after_cpu[1]()
         return ns
 
     def simulate_many(self, shapes: list[Shape]) -> list[tuple[float, float]]:
