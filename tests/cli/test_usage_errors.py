@@ -37,3 +37,20 @@ def test_help_and_version_still_exit_0(capsys):
     assert "--step-cache" in capsys.readouterr().out
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("kernbench ")
+
+
+def test_python_dash_m_kernbench_is_the_command_line():
+    # `python -m kernbench` runs the console script's command line: the same exit code and
+    # one error line for a usage error, the help for --help
+    import subprocess
+    import sys
+
+    bad = subprocess.run([sys.executable, "-m", "kernbench", "nosuch"], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [
+        line for line in bad.stderr.strip().splitlines() if line.startswith("error: ")]
+    assert "No such command 'nosuch'" in bad.stderr
+    ok = subprocess.run([sys.executable, "-m", "kernbench", "--help"], capture_output=True,
+                        text=True, timeout=120)
+    assert ok.returncode == 0 and "serve" in ok.stdout

@@ -22,9 +22,8 @@ def serve_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("out"),
     requests: Annotated[int | None, typer.Option(
         "--requests", "-n", help="requests to draw (Poisson) \\[default: 100]")] = None,
-    rate: Annotated[float | None, typer.Option(
-        "--rate", help="Poisson arrivals, requests per second (required without --trace)"
-    )] = None,
+    rate: Annotated[float | None, typer.Option("--rate", help=(
+        "Poisson arrivals, requests per second (required without --trace)"))] = None,
     prompt_len: Annotated[str | None, typer.Option(
         "--prompt-len", help="N, LO:HI (uniform) or lognormal:MEDIAN:SIGMA[:MAX] "
                              "\\[default: 512]")] = None,
@@ -63,10 +62,9 @@ def serve_cmd(
     step_cache: Annotated[Path | None, typer.Option(
         "--step-cache", help="JSON file keeping simulated programs across runs (same model, "
                              "qconfig, topology and version)")] = None,
-    workers: Annotated[int | None, typer.Option(
-        "--workers", "-j", help="processes simulating step programs side by side (default: "
-                                "the CPU count, started once a program simulated in the "
-                                "serve process has taken 1 CPU s)")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-j", help=(
+        "processes simulating step programs side by side (default: the CPU count, started "
+        "once a program simulated in the serve process has taken 1 CPU s)"))] = None,
     replay_blocks: Annotated[int | None, typer.Option("--replay-blocks", help=(
         "decoder blocks a step program simulates before replaying the rest (at least 3; "
         "more let a long-context warm-up settle) \\[default: 4]"))] = None,
