@@ -127,10 +127,11 @@ def test_default_workers_start_once_programs_are_costly(tmp_path, monkeypatch, c
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, content, args, needle):
     trace = tmp_path / "t.csv"
     trace.write_text(content)
-    assert _serve(tmp_path, "o", "--trace", str(trace), *args) == 2
+    # an --out whose folders do not exist yet: a refused run makes none of them
+    assert _serve(tmp_path, "new/deeper/o", "--trace", str(trace), *args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
-    assert not (tmp_path / "o").exists()  # nothing half-written
+    assert not (tmp_path / "new").exists()  # nothing half-written, no folder made
 
 
 def test_prompt_beyond_the_context_is_refused(tmp_path, capsys):

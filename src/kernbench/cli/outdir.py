@@ -55,6 +55,14 @@ def check_out(out: Path) -> None:
         raise InputError(f"'{anc}' is not a folder", file=str(out), field="--out")
 
 
+def _missing_top(d: Path) -> Path | None:
+    """The outermost ancestor of `d` (or `d`) that does not exist yet; None if `d` does."""
+    top = None
+    while not d.exists() and d != d.parent:
+        top, d = d, d.parent
+    return top
+
+
 def _fresh_dir(parent: Path, prefix: str) -> Path:
     """A new folder `parent/prefix<random>` with the umask's permissions (unlike mkdtemp's
     0700: the stage may become DIR itself)."""
@@ -78,6 +86,7 @@ class OutDir:
         self.keep = [Path(k).resolve() for k in keep]
         self.stage: Path | None = None
         self.written: list[str] = []
+        self.made: Path | None = None  # the outermost folder __enter__ created for DIR
         check_out(self.out)
 
     def __enter__(self) -> Path:
@@ -85,6 +94,7 @@ class OutDir:
         try:
             with deferred_interrupt():  # a stage is never made without being registered
                 try:
+                    self.made = _missing_top(parent)
                     parent.mkdir(parents=True, exist_ok=True)
                     self.stage = _fresh_dir(parent, f".{self.out.name}.kernbench-tmp-")
                 except OSError as e:
@@ -95,6 +105,7 @@ class OutDir:
             # a Ctrl-C held back above lands here, before `with` can call __exit__
             if self.stage is not None:
                 discard_stage(self.stage)
+            self._unmake()
             raise
         return self.stage
 
@@ -106,6 +117,23 @@ class OutDir:
                     self._commit()
             finally:
                 discard_stage(self.stage)
+                if not self.out.exists():  # failed before DIR was made: no folder for it
+                    self._unmake()
+
+    def _unmake(self) -> None:
+        """Remove the folders made for DIR's parent (`made` and those inside it, while
+        empty): a failed run leaves nothing on disk."""
+        if self.made is None:
+            return
+        d = self.out.resolve().parent
+        while True:
+            try:
+                d.rmdir()
+            except OSError:
+                return  # not empty (another run's files) or gone
+            if d == self.made or d == d.parent:
+                return
+            d = d.parent
 
     def _commit(self) -> None:
         assert self.stage is not None
