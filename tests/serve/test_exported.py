@@ -21,12 +21,19 @@ HF = Path(__file__).resolve().parents[1] / "models" / "hf_decoders"
 
 
 @pytest.mark.parametrize("name", ["gpt2_dynamo", "llama_legacy", "gpt2_optimum"])
-def test_serve_takes_a_decoder_exported_with_its_kv_cache(tmp_path, name):
-    assert main(["serve", str(HF / f"{name}.onnx"), "-t", "small", "--requests", "3",
-                 "--rate", "1000", "--prompt-len", "8", "--output-len", "3", "--quiet",
+def test_serve_takes_a_decoder_exported_with_its_kv_cache(tmp_path, capsys, name):
+    model = HF / f"{name}.onnx"
+    assert main(["serve", str(model), "-t", "small", "--requests", "3",
+                 "--rate", "1000", "--prompt-len", "8:40", "--output-len", "3", "--quiet",
                  "--out", str(tmp_path / "o")]) == 0
     stats = json.loads((tmp_path / "o" / "stats.json").read_text())
     assert stats["serve"]["results"]["requests"] == 3
+    assert stats["serve"]["steps"]["programs"] > 2
+    # what the programs warn about (the exports' -inf mask constants) is the model's: each
+    # warning once a run, naming the file the user gave, not a program's bound copy
+    warnings = [w for w in capsys.readouterr().err.splitlines() if w.startswith("warning:")]
+    assert len(warnings) == len(set(warnings))
+    assert all(w.startswith(f"warning: {model}: ") for w in warnings), warnings
 
 
 def test_positions_past_the_table_are_one_line_naming_the_node(tmp_path, capsys):

@@ -93,7 +93,8 @@ class ServedModel:
             res = resolve_model(self.model, ShapeOptions(b, s, k), tmp / "model", self.qconfig)
             opts = RunOptions(qconfig=self.qconfig, trace=False, report=False,
                               write_cmdq=False, write_weights=False, bundle=tmp / "bundle",
-                              replay_blocks=self.replay_blocks, check_compiled=False)
+                              replay_blocks=self.replay_blocks, check_compiled=False,
+                              source=str(self.model))  # warnings name the user's model
             try:
                 return run_model(res.path, topo, tmp / "out", opts,
                                  RunHooks(note=_quiet)).stats
