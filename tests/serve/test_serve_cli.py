@@ -144,6 +144,17 @@ def test_prompt_beyond_the_context_is_refused(tmp_path, capsys):
                  str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "line 3" in err[0] and "context of 64" in err[0], err
+    assert "field 'prompt_tokens'" in err[0]
+    # a prompt the context holds, with an output that runs past it: the output is blamed
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,2\n0.1,60,6\n")
+    assert main(["serve", str(model), "--trace", str(trace), "--out",
+                 str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "field 'output_tokens'" in err[0], err
+    assert "60 prompt + 6 output tokens need 65 positions" in err[0]
+    assert main(["serve", str(model), "--requests", "2", "--rate", "10", "--prompt-len", "60",
+                 "--output-len", "6", "--out", str(tmp_path / "o")]) == 2
+    assert "field '--output-len'" in capsys.readouterr().err
 
 
 def test_disaggregated_on_two_chips_is_one_chip_programs_plus_the_kv_transfer(tmp_path):

@@ -45,6 +45,19 @@ def test_lines_may_end_in_cr_crlf_or_lf(tmp_path, eol):
         (0, 10, 3, "line 2"), (500_000_000, 20, 5, "line 3")]
 
 
+def test_blank_lines_before_and_after_the_header_are_skipped(tmp_path):
+    # empty, spaces only, or only commas (a spreadsheet's empty row); a header that is
+    # wrong is named at its own line, and a file of blank lines has no header at all
+    reqs = read_trace(_trace(tmp_path, f"\n  \n{HEADER}\n,,\n0,10,3\n \n0.5,20,5\n"))
+    assert [(r.prompt, r.where) for r in reqs] == [(10, "line 5"), (20, "line 7")]
+    with pytest.raises(InputError) as e:
+        read_trace(_trace(tmp_path, "\n,,\narrival,prompt\n0,10\n"))
+    assert e.value.where == "line 3" and "(got arrival,prompt)" in e.value.reason
+    with pytest.raises(InputError) as e:
+        read_trace(_trace(tmp_path, "\n \n"))
+    assert e.value.where == "line 1" and "(got an empty file)" in e.value.reason
+
+
 @pytest.mark.parametrize("cell", ["12", " 12 ", "12.0", "12.", "1.2e1", "1.20E1", "120e-1",
                                   "+12"])
 def test_token_counts_take_integral_decimals_as_spreadsheets_write_them(tmp_path, cell):

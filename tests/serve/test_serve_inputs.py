@@ -35,16 +35,19 @@ def _one_line(capsys, needle: str) -> None:  # noqa: ANN001
     assert len(err) == 1 and needle in err[0], err
 
 
-@pytest.mark.parametrize("text", ['{"a": 1}', "[1, 2, 3]", '{"_name_or_path": "x"}', "{",
-                                  '{"kind": "kernbench step cache", "caches": []}',
-                                  '{"kind": "kernbench step cache", "caches": '
-                                  '{"a": {"kernbench": 5, "programs": []}}}'])
+@pytest.mark.parametrize(("text", "why"), [
+    ('{"a": 1}', "its top level is not"), ("[1, 2, 3]", "its top level is not"),
+    ('{"_name_or_path": "x"}', "its top level is not"),
+    ("{", "not JSON (Expecting property name enclosed in double quotes at line 1 column 2)"),
+    ('{"kind": "kernbench step cache", "caches": []}', "its top level is not"),
+    ('{"kind": "kernbench step cache", "caches": {"a": {"kernbench": 5, "programs": []}}}',
+     'section a: not {"kernbench": VERSION, "programs": [...]}')])
 def test_a_file_that_is_not_a_step_cache_is_refused_and_left_as_it_was(tmp_path, capsys,
-                                                                       text):
+                                                                       text, why):
     f = tmp_path / "cfg.json"
     f.write_text(text)
     assert _serve(tmp_path, "--step-cache", str(f)) == 2
-    _one_line(capsys, "not a kernbench step cache")
+    _one_line(capsys, f"not a kernbench step cache: {why}")
     assert f.read_text() == text and not (tmp_path / "o").exists()
 
 
@@ -58,15 +61,23 @@ def test_an_empty_file_is_a_new_step_cache(tmp_path, text):
     assert StepCache(f, IDENT).get((1, 1, 8)) == 100.0
 
 
-@pytest.mark.parametrize("row", [[1, 1, 64, -5.0], [1, 1, 64, float("nan")],
-                                 [1, 1, 64, 1e300], [0, 1, 64, 10.0], [1, 1, -1, 10.0],
-                                 [1.5, 1, 64, 10.0], [1, 1, 64, True], [1, 1, 64],
-                                 [1, 1, 64, 1e-300], [1, 1, 8, 90.0]])
-def test_bad_programs_in_a_step_cache_are_refused(tmp_path, row):
+TIME = "its time must be a number of ns in [1, 1e+15)"
+LENGTHS = "batch and new tokens must be integers >= 1, past tokens >= 0"
+
+
+@pytest.mark.parametrize(("row", "why"), [
+    ([1, 1, 64, -5.0], TIME), ([1, 1, 64, float("nan")], TIME), ([1, 1, 64, 1e300], TIME),
+    ([0, 1, 64, 10.0], LENGTHS), ([1, 1, -1, 10.0], LENGTHS), ([1.5, 1, 64, 10.0], LENGTHS),
+    ([1, 1, 64, True], TIME), ([1, 1, 64], "is not [batch, new tokens, past tokens, ns]"),
+    ([1, 1, 64, 1e-300], TIME), ([1, 1, 8, 90.0], "its shape is given twice"),
+    ("x", "is not [batch, new tokens, past tokens, ns]")])
+def test_bad_programs_in_a_step_cache_are_refused_saying_why(tmp_path, row, why):
     f = tmp_path / "c.json"
     f.write_text(json.dumps({"identity": IDENT, "programs": [[1, 1, 8, 100.0], row]}))
-    with pytest.raises(InputError, match="not a kernbench step cache"):
+    with pytest.raises(InputError) as e:
         StepCache(f, IDENT)
+    assert e.value.reason.startswith(f"not a kernbench step cache: program {json.dumps(row)}")
+    assert why in e.value.reason
 
 
 def test_each_identity_keeps_its_own_section_of_one_file(tmp_path, capsys):

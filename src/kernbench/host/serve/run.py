@@ -108,25 +108,34 @@ def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
             raise InputError(f"a prompt of {r.prompt} tokens cannot be prefilled within "
                              f"{prefill_budget} tokens per step (raise it)", file=file,
                              where=r.where, field="--max-batch-tokens")
-        field = "prompt_tokens" if file else "--prompt-len"
-        # the positions the model sees: the prompt and every generated token but the last,
-        # which is never fed back (a prompt of the whole context still yields one token)
-        if model.context is not None and r.prompt + r.output - 1 > model.context:
-            raise InputError(f"{r.prompt} prompt + {r.output} output tokens need "
-                             f"{r.prompt + r.output - 1} positions, beyond the model's "
-                             f"context of {model.context} tokens", file=file, where=r.where,
-                             field=field)
-        # the most a request ever caches: its prompt and all but its last token
-        if blocks_for(r.prompt + r.output - 1, kv.block_tokens) > kv.blocks:
+        # the positions the model sees, and the most a request caches: the prompt and every
+        # generated token but the last, which is never fed back (a prompt of the whole
+        # context still yields one token)
+        need = r.prompt + r.output - 1
+        if model.context is not None and need > model.context:
+            raise InputError(f"{r.prompt} prompt + {r.output} output tokens need {need} "
+                             f"positions, beyond the model's context of {model.context} "
+                             "tokens", file=file, where=r.where,
+                             field=_length_field(file, r.prompt > model.context))
+        if blocks_for(need, kv.block_tokens) > kv.blocks:
             raise InputError(f"the KV cache ({kv.blocks} blocks of {kv.block_tokens} tokens = "
                              f"{cap} tokens) is too small for one request of {r.prompt} + "
-                             f"{r.output} tokens", file=file, where=r.where,
-                             field=cache_field or field)
+                             f"{r.output} tokens, which caches {need}", file=file,
+                             where=r.where, field=cache_field or _length_field(
+                                 file, blocks_for(r.prompt, kv.block_tokens) > kv.blocks))
         if policy is not None:
             try:
                 policy.check(r.prompt, r.output)
             except InputError as e:  # the limit's field, at the request that breaks it
                 raise InputError(e.reason, file=file, where=r.where, field=e.field) from None
+
+
+def _length_field(trace: str | None, prompt: bool) -> str:
+    """The length to blame for a request that cannot be served: its prompt when that alone
+    is too long, else its output (a trace's column, or the option that drew it)."""
+    if trace:
+        return "prompt_tokens" if prompt else "output_tokens"
+    return "--prompt-len" if prompt else "--output-len"
 
 
 def _kv_blocks(opts: ServeOptions, chip: Topology, m: ServedModel, kv_fraction: float,
@@ -203,7 +212,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
              f"cache {blocks:,} blocks of {opts.block_tokens} tokens per chip" if pools else
              f"'{topo.name}' ({opts.policy}); KV cache {blocks:,} blocks of "
              f"{opts.block_tokens} tokens")
-    note(f"serving {len(reqs)} requests of {m.name} on {where}")
+    note(f"serving {len(reqs)} request{'' if len(reqs) == 1 else 's'} of {m.name} on {where}")
 
     t0 = time.process_time()
     width = opts.workers or os.cpu_count() or 1

@@ -85,9 +85,12 @@ class StepCache:
             text = read_input_text(self.path, MAX_JSON_BYTES)
             # an empty file (`touch`, `mktemp`) is a cache with nothing in it yet
             return _sections(json.loads(text)) if text.strip() else {}
-        except (ValueError, KeyError, TypeError):
-            raise InputError("not a kernbench step cache (delete it or give another file)",
-                             file=str(self.path), field="--step-cache") from None
+        except json.JSONDecodeError as e:
+            why = f"not JSON ({e.msg} at line {e.lineno} column {e.colno})"
+        except ValueError as e:
+            why = str(e)
+        raise InputError(f"not a kernbench step cache: {why} (delete it or give another "
+                         "file)", file=str(self.path), field="--step-cache")
 
     def get(self, shape: Shape) -> float | None:
         return self.programs.get(shape)
@@ -119,31 +122,39 @@ class StepCache:
 
 
 def _sections(doc: object) -> dict[str, Section]:
-    """The sections of a decoded step cache; ValueError (or KeyError, TypeError) if it is
-    not one."""
+    """The sections of a decoded step cache; ValueError saying why if it is not one."""
     if isinstance(doc, dict) and set(doc) == {"identity", "programs"}:  # one-section layout
         doc = {"kind": KIND, "caches": {doc["identity"]: {"kernbench": None,
                                                           "programs": doc["programs"]}}}
     if not isinstance(doc, dict) or set(doc) != {"kind", "caches"} or doc["kind"] != KIND \
             or not isinstance(doc["caches"], dict):
-        raise ValueError
+        raise ValueError(f'its top level is not {{"kind": "{KIND}", "caches": {{...}}}}')
     for ident, sec in doc["caches"].items():
-        if not isinstance(ident, str) or not isinstance(sec, dict) \
-                or set(sec) != {"kernbench", "programs"} \
-                or not isinstance(sec["kernbench"], str | None):
-            raise ValueError
+        if not isinstance(sec, dict) or set(sec) != {"kernbench", "programs"} \
+                or not isinstance(sec["kernbench"], str | None) \
+                or not isinstance(sec["programs"], list):
+            raise ValueError(f'section {ident[:16]}: not {{"kernbench": VERSION, '
+                             '"programs": [...]}')
         _programs(sec)  # checked now: a bad section is a bad file, whoever reads it
     return doc["caches"]
 
 
 def _programs(section: Section | None) -> dict[Shape, float]:
-    """A section's programs by shape; ValueError for a bad row or a shape given twice."""
+    """A section's programs by shape; ValueError naming a bad row or a shape given twice."""
     programs: dict[Shape, float] = {}
-    for b, s, k, ns in (section or {}).get("programs", []):  # type: ignore[union-attr]
-        if not all(type(v) is int for v in (b, s, k)) or min(b, s) < 1 or k < 0 \
-                or type(ns) not in (int, float) or not _MIN_NS <= ns < _MAX_NS \
-                or (b, s, k) in programs:
-            raise ValueError
+    for row in (section or {}).get("programs", []):  # type: ignore[union-attr]
+        shown = json.dumps(row)[:60]
+        if not isinstance(row, list) or len(row) != 4:
+            raise ValueError(f"program {shown} is not [batch, new tokens, past tokens, ns]")
+        b, s, k, ns = row
+        if not all(type(v) is int for v in (b, s, k)) or min(b, s) < 1 or k < 0:
+            raise ValueError(f"program {shown}: batch and new tokens must be integers >= 1, "
+                             "past tokens >= 0")
+        if type(ns) not in (int, float) or not _MIN_NS <= ns < _MAX_NS:
+            raise ValueError(f"program {shown}: its time must be a number of ns in "
+                             f"[{_MIN_NS:g}, {_MAX_NS:g})")
+        if (b, s, k) in programs:
+            raise ValueError(f"program {shown}: its shape is given twice")
         programs[(b, s, k)] = float(ns)
     return programs
 

@@ -167,19 +167,20 @@ def _count(cell: str) -> int | None:
     return int(d)
 
 
-def _columns(header: list[str] | None, file: str) -> list[int]:
-    """Where each of TRACE_COLUMNS is in `header`: found by name (any case, any order);
-    other columns (a request id, a user) are ignored."""
+def _columns(header: list[str] | None, file: str, line: int) -> list[int]:
+    """Where each of TRACE_COLUMNS is in `header` (at `line`; None: the file has no
+    line that is not blank): found by name (any case, any order); other columns (a
+    request id, a user) are ignored."""
     names = [h.strip().lower() for h in header or ()]
     missing = [c for c in TRACE_COLUMNS if c not in names]
     twice = sorted({c for c in TRACE_COLUMNS if names.count(c) > 1})
     if missing or twice:
-        got = ",".join(header or []) or "an empty file"
+        got = ",".join(header) if header is not None else "an empty file"
         why = (f"column {twice[0]} appears twice" if twice else
                f"it has no column {', '.join(missing)}")
         raise InputError(f"the header must name the columns {','.join(TRACE_COLUMNS)} "
                          f"(in any order; others are ignored): {why} (got {got})", file=file,
-                         where="line 1")
+                         where=f"line {line}")
     return [names.index(c) for c in TRACE_COLUMNS]
 
 
@@ -188,8 +189,12 @@ def read_trace(path: Path) -> list[Request]:
     file = str(path)
     text = read_input_text(Path(path), MAX_JSON_BYTES).removeprefix("\ufeff")
     rows = _csv_rows(text, file)
-    header = next(rows, (1, None))[1]
-    cols = _columns(header, file)
+    head_line, header = 1, None
+    for line, raw in rows:  # blank lines before the header are skipped, as after it
+        if raw and any(c.strip() for c in raw):
+            head_line, header = line, raw
+            break
+    cols = _columns(header, file, head_line)
     width = len(header or ())
     out: list[Request] = []
     last = 0
