@@ -159,3 +159,19 @@ def test_a_header_without_the_columns_or_a_short_line_is_refused(tmp_path, text,
         read_trace(f)
     assert (e.value.file, e.value.where) == (str(f), where)
     assert reason in e.value.reason
+
+
+def test_an_slo_is_shown_as_given():
+    # objectives one nanosecond apart are told apart on stdout and in the report's card,
+    # and each request is counted against its own
+    from kernbench.host.serve.slo import parse_slo
+    from kernbench.report.serving import serving_html
+
+    run = serve_run([Request(i, i * 10**9, 8, 3) for i in range(3)])
+    for text, shown in (("ttft=10502ns", "ttft ≤ 10.502 µs"), ("ttft=10501ns", "ttft ≤ 10.501 µs"),
+                        ("tpot=50ms", "tpot ≤ 50 ms"), ("e2e=1s", "e2e ≤ 1 s")):
+        st = serve_stats(run, parse_slo(text), 10_000)
+        line = next(x for x in serve_lines(st) if x.startswith("goodput:"))
+        assert shown in line, line
+        html = serving_html("t", {"results": st}, {}, ([], []))
+        assert shown in html

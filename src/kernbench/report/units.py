@@ -4,13 +4,13 @@ raw numbers (ns, mW, pJ, bytes) stay in stats.json."""
 from __future__ import annotations
 
 
-def fmt_time(ns: float) -> str:
-    """ns in the largest of ns / µs / ms / s that keeps the value at least 1, four
+def fmt_time(ns: float, digits: int = 4) -> str:
+    """ns in the largest of ns / µs / ms / s that keeps the value at least 1, `digits`
     significant digits."""
     for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
         if abs(ns) >= scale:
-            return f"{ns / scale:.4g} {unit}"
-    return f"{ns:.4g} ns"
+            return f"{ns / scale:.{digits}g} {unit}"
+    return f"{ns:.{digits}g} ns"
 
 
 def fmt_power(mw: float) -> str:
