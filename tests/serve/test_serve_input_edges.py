@@ -173,5 +173,8 @@ def test_an_slo_is_shown_as_given():
         st = serve_stats(run, parse_slo(text), 10_000)
         line = next(x for x in serve_lines(st) if x.startswith("goodput:"))
         assert shown in line, line
-        html = serving_html("t", {"results": st}, {}, ([], []))
+        html = serving_html("t", {"results": st, "model": "m", "topology": "t",
+                                  "policy": "p", "workload": {"describe": "d"},
+                                  "steps": {"count": 1, "programs": 1, "exact": True}},
+                            {}, ([], []))
         assert shown in html
