@@ -176,5 +176,5 @@ def test_an_slo_is_shown_as_given():
         html = serving_html("t", {"results": st, "model": "m", "topology": "t",
                                   "policy": "p", "workload": {"describe": "d"},
                                   "steps": {"count": 1, "programs": 1, "exact": True}},
-                            {}, ([], []))
+                            {"TTFT": [1e-5]}, ([0.0], [0.0]))
         assert shown in html
