@@ -87,9 +87,9 @@ def test_programs_simulated_side_by_side_give_the_same_bytes(tmp_path):
 
 
 def test_default_workers_start_once_programs_are_costly(tmp_path, monkeypatch, capsys):
-    # without --workers the run starts a pool of CPU-count processes once a program
-    # simulated in the serve process has taken AUTO_START_CPU_S (a tiny model's never
-    # does); the files are those of one process whenever it starts
+    # without --workers the run starts a pool of CPU-count processes once the programs
+    # simulated in the serve process have taken AUTO_START_CPU_S (a short run's never
+    # do); the files are those of one process whenever it starts
     import kernbench.host.serve.run as serve_run
 
     def loud(name: str, *more: str) -> str:
@@ -109,7 +109,7 @@ def test_default_workers_start_once_programs_are_costly(tmp_path, monkeypatch, c
     assert "processes from here on" not in loud("never")
     assert main(["serve", "--help"]) == 0
     words = capsys.readouterr().out.replace("│", " ").split()
-    assert f"has taken {AUTO_START:g} CPU s" in " ".join(words)
+    assert f"have taken {AUTO_START:g} CPU s" in " ".join(words)
 
 
 @pytest.mark.parametrize(("content", "args", "needle"), [

@@ -64,7 +64,7 @@ def serve_cmd(
                              "qconfig, topology and version)")] = None,
     workers: Annotated[int | None, typer.Option("--workers", "-j", help=(
         "processes simulating step programs side by side (default: the CPU count, started "
-        "once a program simulated in the serve process has taken 1 CPU s)"))] = None,
+        "once the programs simulated in the serve process have taken 20 CPU s)"))] = None,
     replay_blocks: Annotated[int | None, typer.Option("--replay-blocks", help=(
         "decoder blocks a step program simulates before replaying the rest (at least 3; "
         "more let a long-context warm-up settle) \\[default: 4]"))] = None,

@@ -65,7 +65,7 @@ class ServeOptions:
     step_cache: Path | None = None    # simulated programs kept across runs (step_cache.py)
     prefill_chips: int | None = None  # disaggregated: chips that prefill (default half)
     # processes simulating step programs side by side; None: the CPU count, started once
-    # a program simulated in this process has taken `AUTO_START_CPU_S`
+    # the programs simulated in this process have taken `AUTO_START_CPU_S`
     workers: int | None = 1
     # decoder blocks each step program simulates before replaying the rest (None: run's
     # default); more let the replay leave out a long-context warm-up, at their CPU
@@ -259,10 +259,10 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     return stats
 
 
-#: CPU s of one program simulated in the serve process from which `--workers` left to its
-#: default starts the pool: the processes' start-up and each program's round trip to them
-#: pay only when programs are this costly (a real-size model's), not for a small model's
-AUTO_START_CPU_S = 1.0
+#: CPU s of the programs simulated in the serve process after which `--workers` left to
+#: its default starts the pool: a pool costs its start-up and, in each call, the
+#: speculative programs it waits for, which a short run would not earn back
+AUTO_START_CPU_S = 20.0
 
 
 class _PoolStart:
@@ -276,9 +276,10 @@ class _PoolStart:
     def __call__(self) -> None:
         src, timer = self.src, self.timer
         src.after_cpu = None
-        if src.last_seconds:  # started by a costly program, not by --workers
+        if src.local_seconds:  # started by the programs' cost, not by --workers
             self.note(f"simulating step programs on {self.width} processes from here on "
-                      f"(one took {src.last_seconds:.1f} CPU s; --workers sets the count)")
+                      f"(those so far took {src.local_seconds:.1f} CPU s; --workers sets "
+                      "the count)")
         src.pool = self.stack.enter_context(ProgramPool(src.m, src.chip, self.width))
         timer.simulate_many, timer.speculate = src.simulate_many, src.speculate
         timer.width = self.width
@@ -287,23 +288,23 @@ class _PoolStart:
 class _Programs:
     """Where a serving run's step programs come from: the step cache, else a simulation
     (in this process, or side by side on `pool`), recorded in the cache and in `fresh`
-    once the run uses it. `after_cpu` (CPU s, a callable): called once a program simulated
-    in this process has taken that long (`--workers` left to its default)."""
+    once the run uses it. `after_cpu` (CPU s, a callable): called once the programs
+    simulated in this process have taken that long (`--workers` left to its default)."""
 
     def __init__(self, m: ServedModel, chip: Topology, cache: StepCache,
                  pool: ProgramPool | None) -> None:
         self.m, self.chip, self.cache, self.pool = m, chip, cache, pool
         self.fresh: list[Shape] = []  # simulated by this run, in the order used
-        self.last_seconds = 0.0  # CPU s of the last program simulated here
+        self.local_seconds = 0.0  # CPU s of the programs simulated here
         self.after_cpu: tuple[float, Callable[[], None]] | None = None
 
     def simulate(self, shape: Shape) -> float:
         """A program the step cache does not hold (the timer asks the cache first)."""
         t0 = time.process_time()
         ns = self.m.simulate(shape, self.chip)
-        self.last_seconds = time.process_time() - t0
+        self.local_seconds += time.process_time() - t0
         self.record(shape, ns)
-        if self.after_cpu is not None and self.last_seconds >= self.after_cpu[0]:
+        if self.after_cpu is not None and self.local_seconds >= self.after_cpu[0]:
             self.after_cpu[1]()
         return ns
 
