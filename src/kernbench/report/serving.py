@@ -51,7 +51,8 @@ def _occupancy_fig(t_s: list[float], fraction: list[float]) -> Any:
     return fig
 
 
-#: an SLO is shown as the user gave it (a 10502 ns objective is not "10.5 µs")
+#: an SLO is shown with every digit the user gave (two objectives a nanosecond apart
+#: must not print alike)
 SLO_DIGITS = 12
 
 
