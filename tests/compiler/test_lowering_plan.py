@@ -38,7 +38,7 @@ def test_plan_holds_the_gemm_weight_quantized_per_column():
     np.testing.assert_allclose(np.asarray(wp.scale, np.float64).reshape(-1), scale, rtol=1e-6)
     q = np.clip(np.round(w / scale), -127, 127)
     np.testing.assert_array_equal(wp.values.data.astype(np.int64), q.astype(np.int64))
-    np.testing.assert_array_equal(wp.colsum, q.astype(np.int64).sum(axis=0))
+    np.testing.assert_array_equal(wp.column_sums(), q.astype(np.int64).sum(axis=0))
     assert wp.placement is None  # stored by the tile that first reads it, not by the plan
 
 

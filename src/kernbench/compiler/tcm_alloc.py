@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import ClassVar
 
 from kernbench.compiler.region import Region, StorageUse
@@ -28,12 +29,10 @@ from kernbench.topology.model import Topology
 TCM_ALIGN = 64
 
 
-def _start(part: tuple[int, int, Buf]) -> int:
-    return part[0]
-
-
-def _end(part: tuple[int, int, Buf]) -> int:
-    return part[1]
+#: a dead part's first byte and its end, the keys its list is searched by: C callables,
+#: not Python functions (a bisect calls its key at every probe)
+_start = itemgetter(0)
+_end = itemgetter(1)
 
 
 class _Ring:

@@ -142,9 +142,10 @@ def _zp_correction(lw: Lowering, n: LayerIR, x: PreparedX, wp: TeWeight,
     exact zero-point-corrected sum."""
     if not x.zero_point:
         return None
-    if wp.colsum is None:
+    colsum = wp.column_sums()
+    if colsum is None:
         raise ValueError(f"{n.id}: a zero-point activation needs the weight's values")
-    corr = (-int(x.zero_point) * wp.colsum).astype(np.int32)
+    corr = (-int(x.zero_point) * colsum).astype(np.int32)
     return lw.const(f"{n.id}:{out_tid}@zpcorr", corr, "int32")
 
 

@@ -103,9 +103,10 @@ def planned_te_weight(g: Graph, n: LayerIR, w_tid: str, mode: str) -> TeWeight |
             return None
         wq, sw, bits = iw
         dt = {4: "int4", 8: "int8", 16: "int16"}[bits]
-        return TeWeight(None, sw, bits, wq.sum(axis=0, dtype=np.int64),
+        return TeWeight(None, sw, bits, None,
                         values(f"{w_tid}@int{bits}",
-                               wq.astype(qmath.storage_dtype(bits), copy=False), dt, w_tid))
+                               wq.astype(qmath.storage_dtype(bits), copy=False), dt, w_tid),
+                        summed_later=True)
     if mode in ("bf16", "fp32") and n.qbits_weight in BFP_FORMATS:
         # stored as the block float (encoded per panel row, `stored`), loaded into bf16
         if w.shape[1] % BLOCK:

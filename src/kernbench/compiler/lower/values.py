@@ -39,14 +39,23 @@ class TeWeight(NamedTuple):
     scale of an integer weight (None otherwise) and its bits (a conv weight: OIHW, its scale
     per output channel); `colsum`: the int64 column
     sums of the stored integers (for the activation zero-point correction), None when
-    unknown (float or shape-only weights). A weight given by its `values` has no
-    placement until a tile reads it (`te_weights.weight_tile`)."""
+    unknown (float or shape-only weights) or `summed_later`: then `column_sums` adds up
+    `values` when a GEMM with a zero-point activation asks (most never do). A weight
+    given by its `values` has no placement until a tile reads it
+    (`te_weights.weight_tile`)."""
 
     placement: Placement | None
     scale: np.ndarray | None
     bits: int
     colsum: np.ndarray | None = None
     values: WeightValues | None = None
+    summed_later: bool = False
+
+    def column_sums(self) -> np.ndarray | None:
+        """`colsum`, or with `summed_later` the int64 column sums of `values`' integers."""
+        if self.colsum is None and self.summed_later and self.values is not None:
+            return self.values.data.sum(axis=0, dtype=np.int64)
+        return self.colsum
 
     @property
     def shape(self) -> tuple[int, ...]:

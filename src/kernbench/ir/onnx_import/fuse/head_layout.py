@@ -18,7 +18,9 @@ with each of the Hkv heads repeated H / Hkv times (grouped- / multi-query attent
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -134,15 +136,15 @@ def _heads(canon: np.ndarray, bsz: int, fixed: int | None) -> int | None:
     return None
 
 
-def _classify(g: Graph, src: str, got: np.ndarray, bsz: int, fixed: int | None):
-    """(kind, (B, Hkv, T, D)) of a source whose index array, viewed (B, H, T, D), is
-    `got`; None if it is neither layout."""
+def _classify(size: int, got: np.ndarray, bsz: int, fixed: int | None):
+    """(kind, (B, Hkv, T, D)) of a source of `size` elements whose index array, viewed
+    (B, H, T, D), is `got`; None if it is neither layout."""
     hkv = _heads(got, bsz, fixed)
     if hkv is None:
         return None
     base = got[:, ::got.shape[1] // hkv]
     b, _, t, d = base.shape
-    if int(np.prod(g.tensors[src].shape)) != b * hkv * t * d:
+    if size != b * hkv * t * d:
         return None
     ref = np.arange(base.size).reshape(b, hkv, t, d)
     if np.array_equal(base, ref):
@@ -150,6 +152,28 @@ def _classify(g: Graph, src: str, got: np.ndarray, bsz: int, fixed: int | None):
     if np.array_equal(base, ref.reshape(b, t, hkv, d).transpose(0, 2, 1, 3)):
         return "swap", (b, hkv, t, d)
     return None
+
+
+@lru_cache(maxsize=256)
+def _layout_of(shape: tuple[int, ...], steps: tuple[Step, ...], batch: tuple[int, ...],
+               bsz: int, heads: int, transposed: bool, fixed_kv: int | None):
+    """`_classify` of a source of `shape` seen through `steps`, or None: a function of
+    its arguments alone, kept for the next layer (a model's layers trace their
+    operands through the same steps)."""
+    size = math.prod(shape)
+    if not shape or size > 1 << 26:
+        return None
+    got = apply_steps(list(steps), np.arange(size).reshape(shape))
+    if got is None or got.ndim < 2:
+        return None
+    try:
+        got = np.broadcast_to(got, batch + got.shape[-2:])
+    except ValueError:
+        return None
+    if transposed:
+        got = np.swapaxes(got, -1, -2)
+    got = got.reshape((bsz, heads) + got.shape[-2:])
+    return _classify(size, got, bsz, fixed_kv)
 
 
 def head_source(g: Graph, ix: Index, t: str, *, batch: tuple[int, ...], bsz: int,
@@ -162,20 +186,8 @@ def head_source(g: Graph, ix: Index, t: str, *, batch: tuple[int, ...], bsz: int
     Kᵀ (…, D, T); `fixed_kv`: Hkv must be this (V must match K)."""
     best: list[Operand] = []
     for depth, (src, steps, layers, scale) in enumerate(_walk(g, ix, t, scalable)):
-        shape = g.tensors[src].shape
-        if not shape or int(np.prod(shape)) > 1 << 26:
-            continue
-        got = apply_steps(steps + pre, np.arange(int(np.prod(shape))).reshape(shape))
-        if got is None or got.ndim < 2:
-            continue
-        try:
-            got = np.broadcast_to(got, tuple(batch) + got.shape[-2:])
-        except ValueError:
-            continue
-        if transposed:
-            got = np.swapaxes(got, -1, -2)
-        got = got.reshape((bsz, heads) + got.shape[-2:])
-        c = _classify(g, src, got, bsz, fixed_kv)
+        c = _layout_of(tuple(g.tensors[src].shape), tuple(steps + pre), tuple(batch), bsz,
+                       heads, transposed, fixed_kv)
         if c is not None:
             best.append(Operand(src, c[0], c[1], scale, tuple(layers), depth))
     if not best:
