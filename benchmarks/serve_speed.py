@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/serve_speed.py [--requests 10000] [--cache FILE]
 
-Three runs, each `kernbench serve --workers 2` (--workers) in its own process (CPU time
+Three runs, each `kernbench serve --workers 2` (--workers; `--workers auto` leaves the
+option out, serve's default) in its own process (CPU time
 and peak RSS from os.wait4: the serve process and its workers, CPU summed, RSS the
 largest of them), sharing one step cache (--step-cache):
 1. saturation: 1000 requests arriving within a millisecond; its requests/s is the
@@ -232,7 +233,8 @@ def main() -> None:
     ap.add_argument("--output-len", default="128")
     ap.add_argument("--max-batch", default="32")
     ap.add_argument("--cache", type=Path, default=None, help="step cache file to keep")
-    ap.add_argument("--workers", default="2", help="serve --workers (programs side by side)")
+    ap.add_argument("--workers", default="2", help="serve --workers (programs side by side); "
+                    "auto: the option left out, serve's own default")
     ap.add_argument("--loop-only", action="store_true", help="the loop alone (see above)")
     ap.add_argument("--estimate", action="store_true", help="extrapolate a cold run (above)")
     ap.add_argument("--samples", type=Path, default=None, help="--estimate: sampled costs")
@@ -255,7 +257,7 @@ def main() -> None:
         return
     work = ["--prompt-len", a.prompt_len, "--output-len", a.output_len,
             "--max-batch", a.max_batch, "--policy", "continuous", "--seed", "0",
-            "--workers", a.workers]
+            *(["--workers", a.workers] if a.workers != "auto" else [])]
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cache = a.cache or tmp / "steps.json"
