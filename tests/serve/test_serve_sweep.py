@@ -68,6 +68,19 @@ def test_a_step_cache_in_a_missing_folder_is_a_spec_error(tmp_path):
         plan_sweep(spec)
 
 
+def test_a_file_that_is_not_a_step_cache_is_a_spec_error(tmp_path):
+    # refused once, before any point runs (each point would fail on it), and left as it is
+    (tmp_path / "steps.json").write_text('{"kind": "kernbench step cache", "caches": []}')
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
+                    "serve:\n  rate: [5000, 6000]\n  step_cache: steps.json\n")
+    with pytest.raises(InputError) as e:
+        plan_sweep(spec)
+    assert e.value.field == "serve.step_cache"
+    assert "steps.json: not a kernbench step cache: its top level is not" in e.value.reason
+    assert (tmp_path / "steps.json").read_text().endswith('"caches": []}')
+
+
 def test_a_disaggregated_point_on_one_chip_fails_before_it_runs(tmp_path):
     # a grid over the chip count: only the points that can split their chips run
     spec = tmp_path / "s.yaml"

@@ -353,6 +353,14 @@ def _step_cache(spec: SweepSpec, base_dir: Path, label: str) -> str | None:
                          + ("is a folder; give a file" if path.is_dir() else
                             f"its folder {path.parent} does not exist"),
                          file=label, field="serve.step_cache")
+    if path.is_file():  # refused here, once, as serve refuses it; not by every point
+        from kernbench.host.serve.step_cache import StepCache
+
+        try:
+            StepCache(path, "")
+        except InputError as e:
+            raise InputError(f"{spec.serve.step_cache}: {e.reason}", file=label,
+                             field="serve.step_cache") from None
     return str(path)
 
 
