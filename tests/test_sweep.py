@@ -170,6 +170,8 @@ BAD_SPECS = [
     ("model: gpt3\n", "field 'model': 'gpt3' is neither a file nor a built-in model"),
     ("model: gpt2\ntopology: nowhere\n", "field 'topology'"),
     ("model: gpt2\nstep_cache: s.json\n", "unknown key (did you mean 'serve.step_cache'?)"),
+    ("model: gpt2\nserve:\n  rate: 5\n  trace: t.csv\n",
+     "field 'serve.trace': unknown key; a load sweep draws Poisson arrivals"),
 ]
 
 

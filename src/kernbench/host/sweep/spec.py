@@ -221,6 +221,9 @@ def _error_line(e: ValidationError, label: str) -> InputError:
             close = [f"serve.{loc[0]}"]  # a serve option written at the top level
         msg = "unknown key" + (f" (did you mean '{close[0]}'?)" if close and len(loc) == 1
                                else "")
+        if loc[-1] == "trace":  # serve's --trace, which a load sweep has no use for
+            msg += ("; a load sweep draws Poisson arrivals at each rate: serve a recorded "
+                    "trace with `kernbench serve --trace`")
     return InputError(msg, file=label, field=path or None)
 
 
