@@ -223,7 +223,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                           max_batch=policy.limits.max_batch)
         start = _PoolStart(stack, src, timer, width, note)
         if opts.workers is None and width > 1:
-            src.after_cpu = (AUTO_START_CPU_S, start)  # a small model's run stays here
+            src.after_cpu = (AUTO_START_CPU_S, start)  # a short run stays in this process
         elif width > 1:
             start()
         done = [0]
