@@ -223,7 +223,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                           max_batch=policy.limits.max_batch)
         start = _PoolStart(stack, src, timer, width, note)
         if opts.workers is None and width > 1:
-            src.after_cpu = (AUTO_START_CPU_S, start)  # a short run stays in this process
+            src.before_local = start.when_due  # a short run stays in this process
         elif width > 1:
             start()
         done = [0]
@@ -275,37 +275,39 @@ class _PoolStart:
 
     def __call__(self) -> None:
         src, timer = self.src, self.timer
-        src.after_cpu = None
-        if src.local_seconds:  # started by the programs' cost, not by --workers
-            self.note(f"simulating step programs on {self.width} processes from here on "
-                      f"(those so far took {src.local_seconds:.1f} CPU s; --workers sets "
-                      "the count)")
         src.pool = self.stack.enter_context(ProgramPool(src.m, src.chip, self.width))
         timer.simulate_many, timer.speculate = src.simulate_many, src.speculate
         timer.width = self.width
+
+    def when_due(self) -> None:
+        """`--workers` left to its default: start once the programs simulated in this
+        process (the timer's count) have taken `AUTO_START_CPU_S`."""
+        spent = self.timer.local_seconds
+        if spent >= AUTO_START_CPU_S:
+            self.src.before_local = None
+            self.note(f"simulating step programs on {self.width} processes from here on "
+                      f"(those so far took {spent:.1f} CPU s; --workers sets the count)")
+            self()
 
 
 class _Programs:
     """Where a serving run's step programs come from: the step cache, else a simulation
     (in this process, or side by side on `pool`), recorded in the cache and in `fresh`
-    once the run uses it. `after_cpu` (CPU s, a callable): called once the programs
-    simulated in this process have taken that long (`--workers` left to its default)."""
+    once the run uses it. `before_local`: called before each program simulated in this
+    process (`--workers` left to its default: `_PoolStart.when_due`)."""
 
     def __init__(self, m: ServedModel, chip: Topology, cache: StepCache,
                  pool: ProgramPool | None) -> None:
         self.m, self.chip, self.cache, self.pool = m, chip, cache, pool
         self.fresh: list[Shape] = []  # simulated by this run, in the order used
-        self.local_seconds = 0.0  # CPU s of the programs simulated here
-        self.after_cpu: tuple[float, Callable[[], None]] | None = None
+        self.before_local: Callable[[], None] | None = None
 
     def simulate(self, shape: Shape) -> float:
         """A program the step cache does not hold (the timer asks the cache first)."""
-        t0 = time.process_time()
+        if self.before_local is not None:
+            self.before_local()
         ns = self.m.simulate(shape, self.chip)
-        self.local_seconds += time.process_time() - t0
         self.record(shape, ns)
-        if self.after_cpu is not None and self.local_seconds >= self.after_cpu[0]:
-            self.after_cpu[1]()
         return ns
 
     def simulate_many(self, shapes: list[Shape]) -> list[tuple[float, float]]:

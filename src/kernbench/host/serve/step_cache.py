@@ -143,20 +143,22 @@ def _programs(section: Section | None) -> dict[Shape, float]:
     """A section's programs by shape; ValueError naming a bad row or a shape given twice."""
     programs: dict[Shape, float] = {}
     for row in (section or {}).get("programs", []):  # type: ignore[union-attr]
-        shown = json.dumps(row)[:60]
         if not isinstance(row, list) or len(row) != 4:
-            raise ValueError(f"program {shown} is not [batch, new tokens, past tokens, ns]")
+            raise _bad(row, " is not [batch, new tokens, past tokens, ns]")
         b, s, k, ns = row
         if not all(type(v) is int for v in (b, s, k)) or min(b, s) < 1 or k < 0:
-            raise ValueError(f"program {shown}: batch and new tokens must be integers >= 1, "
-                             "past tokens >= 0")
+            raise _bad(row, ": batch and new tokens must be integers >= 1, past tokens >= 0")
         if type(ns) not in (int, float) or not _MIN_NS <= ns < _MAX_NS:
-            raise ValueError(f"program {shown}: its time must be a number of ns in "
-                             f"[{_MIN_NS:g}, {_MAX_NS:g})")
+            raise _bad(row, f": its time must be a number of ns in [{_MIN_NS:g}, {_MAX_NS:g})")
         if (b, s, k) in programs:
-            raise ValueError(f"program {shown}: its shape is given twice")
+            raise _bad(row, ": its shape is given twice")
         programs[(b, s, k)] = float(ns)
     return programs
+
+
+def _bad(row: object, why: str) -> ValueError:
+    """The error of a program row that is not one (`why` follows the row as written)."""
+    return ValueError(f"program {json.dumps(row)[:60]}{why}")
 
 
 #: a program's time in ns above which a step cache is refused (about 11.6 days: no step
