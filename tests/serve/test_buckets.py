@@ -393,3 +393,24 @@ def test_a_program_simulated_ahead_that_fails_is_dropped():
         assert timer.ns(_decode_step(b, past)) == plain.ns(_decode_step(b, past))
     assert any(s[0] == 4 for c in calls for s in c)  # it was tried, beside an asked one
     assert not any(s[0] == 4 for s in timer.spare) and timer.programs == plain.programs
+
+
+def test_a_batch_held_at_its_limit_guesses_past_tokens_first():
+    # a saturated server: every step decodes max_batch (9) sequences while their past
+    # tokens grow. The first idle worker guesses one sequence fewer (a batch that never
+    # comes); once that guess has gone unasked and the past-token guess has been asked,
+    # idle workers go to the past tokens ahead first, and to a batch of 8 only when
+    # nothing past the next edge is left to run. Times and programs used are unchanged.
+    plain = StepTimer(_jagged)
+    timer, calls, _ = _filling_timer()
+    for past in range(512, 1100, 4):
+        step = _decode_step(9, past)
+        assert timer.ns(step) == plain.ns(step)
+    assert timer.programs == plain.programs
+    assert timer.guesses["more"] == [0, 0]  # a batch at its limit cannot grow
+    fewer, never = timer.guesses["fewer"]
+    assert never == 0 and fewer == sum(s[0] == 8 for c in calls for s in c)
+    later, asked = timer.guesses["later"]
+    assert asked >= later - 1  # every past-token guess asked for, but maybe the last
+    assert later > 2 * fewer  # the right guess went first (the fixed order: 19 fewer)
+    assert all(s[0] == 8 or s[2] > 1096 for s in timer.spare)

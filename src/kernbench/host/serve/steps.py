@@ -35,7 +35,12 @@ workers, or one program, which would otherwise run in this process) is filled wi
 programs the next steps are likely to ask for: the first programs (`first_asked`) of
 the step's decode shape with one sequence more or one fewer, and with its past tokens
 past the next edge. They are simulated ahead like a refinement's midpoints (a failing
-one is dropped); each is used only if a later step asks for it.
+one is dropped); each is used only if a later step asks for it. Which of the three
+guesses goes first is learnt from the run: the one whose filled programs were asked for
+most often so far (Laplace's rule: (asked + 1) / (filled + 2); ties in the order above).
+A batch held at its limit (a saturated server) then stops growing or shrinking, and its
+idle workers go to the past tokens ahead instead. Guesses change only which programs
+are simulated ahead, never a time.
 """
 
 from __future__ import annotations
@@ -54,6 +59,10 @@ from kernbench.host.serve.buckets import (
 from kernbench.host.serve.state import Step
 
 Shape = tuple[int, int, int]  # (batch, new tokens, past tokens)
+
+#: what a pool call fills idle workers with (module docstring): the step's decode batch
+#: with one sequence more, with one fewer, and its past tokens past the next edge
+GUESSES = ("more", "fewer", "later")
 
 
 def step_programs(step: Step) -> list[Shape]:
@@ -96,6 +105,10 @@ class StepTimer:
     steps: int = 0
     sim_seconds: float = 0.0      # CPU s of every simulation used, in this process or not
     local_seconds: float = 0.0    # CPU s of the simulations in this process
+    #: per guess: [programs it filled idle workers with, of them asked for since]
+    guesses: dict[str, list[int]] = field(
+        default_factory=lambda: {g: [0, 0] for g in GUESSES})
+    _guessed: dict[Shape, str] = field(default_factory=dict)  # a filled program's guess
     _chain: list[Shape] = field(default_factory=list)  # what the refinement asks next
     _step: list[Shape] = field(default_factory=list)   # the programs of the step asked
 
@@ -141,6 +154,9 @@ class StepTimer:
                 return t
         if t is None and shape in self.spare:
             t, cpu = self.spare.pop(shape)
+            guess = self._guessed.pop(shape, None)
+            if guess is not None:
+                self.guesses[guess][1] += 1
             self.sim_seconds += cpu
             self.programs[shape] = t
             if self.record is not None:
@@ -174,32 +190,39 @@ class StepTimer:
         """`shape` is simulated, simulated ahead or in `cached`: nothing to run for it."""
         return shape in self.programs or shape in self.spare or self._known(shape)
 
-    def _next_shapes(self, programs: list[Shape]) -> list[Shape]:
-        """The shapes the decode program of `programs` takes in the next steps, most likely
-        first: one sequence more (up to `max_batch`), one fewer, and its past tokens past
-        the next edge."""
-        out: list[Shape] = []
+    def _next_shapes(self, programs: list[Shape]) -> list[tuple[str, Shape]]:
+        """(guess, shape) of the shapes the decode program of `programs` takes in the next
+        steps, the guess asked for most often so far first: one sequence more (up to
+        `max_batch`), one fewer, and its past tokens past the next edge."""
+        out: list[tuple[str, Shape]] = []
         for b, new, past in programs:
             if new != 1:
                 continue
             if self.max_batch is None or b < self.max_batch:
-                out.append((b + 1, 1, past))
+                out.append(("more", (b + 1, 1, past)))
             if b > 1:
-                out.append((b - 1, 1, past))
+                out.append(("fewer", (b - 1, 1, past)))
             hi = edges_within((b, 1, past), 2, self.per_octave, self.context)[1]
             if self.context is None or hi + 2 <= self.context:
-                out.append((b, 1, hi + 1))
-        return out
+                out.append(("later", (b, 1, hi + 1)))
+
+        def likelihood(guess: str) -> float:
+            filled, asked = self.guesses[guess]
+            return (asked + 1) / (filled + 2)
+
+        return sorted(out, key=lambda gs: -likelihood(gs[0]))  # stable: ties keep order
 
     def _fill(self, batch: list[Shape]) -> list[Shape]:
         """Programs the next steps may ask for, to run beside `batch` on the workers it
         leaves idle (module docstring); none without a pool."""
         idle = -len(batch) % self.width if self.speculate is not None else 0
         out: list[Shape] = []
-        for near in self._next_shapes(self._step) if idle else ():
+        for guess, near in self._next_shapes(self._step) if idle else ():
             for s in first_asked(near, self.per_octave, self.context):
                 if s not in batch and s not in out and not self._simulated_or_known(s):
                     out.append(s)
+                    self._guessed[s] = guess
+                    self.guesses[guess][0] += 1
                     if len(out) == idle:
                         return out
         return out
