@@ -38,9 +38,9 @@ past the next edge. They are simulated ahead like a refinement's midpoints (a fa
 one is dropped); each is used only if a later step asks for it. Which of the three
 guesses goes first is learnt from the run: the one whose filled programs were asked for
 most often so far (Laplace's rule: (asked + 1) / (filled + 2); ties in the order above).
-A batch held at its limit (a saturated server) then stops growing or shrinking, and its
-idle workers go to the past tokens ahead instead. Guesses change only which programs
-are simulated ahead, never a time.
+In a saturated run the batch stays at its limit, so "fewer" goes unasked and the idle
+workers go to the past tokens ahead. Guesses change only which programs are simulated
+ahead, never a time.
 """
 
 from __future__ import annotations
