@@ -97,7 +97,9 @@ def emulate(cache: Path, requests: int, rate: float, workers: int | None,
     res = st["serve"]["results"]
     used = steps["programs_simulated"] - count["local"]  # by the pool
     return {**count, "programs": steps["programs"],
-            "unused": count["cpu"] - count["local"] - used, "tpot_p50_ms": 1e3 * res["tpot_s"]["p50"], "ttft_p99_ms": 1e3 * res["ttft_s"]["p99"]}
+            "unused": count["cpu"] - count["local"] - used,
+            "tpot_p50_ms": 1e3 * res["tpot_s"]["p50"],
+            "ttft_p99_ms": 1e3 * res["ttft_s"]["p99"]}
 
 
 def main() -> None:

@@ -2,8 +2,8 @@
 
 docs/performance.md ("Serving", ADR-1310) quotes its units; these tests pin them on a run
 whose programs all take one stand-in time: in one process every program is a unit of wall
-and of CPU; with two workers the run's outputs are the same, each program asked for is
-simulated once, and what the pool ran beyond them is counted as unused."""
+and of CPU; with two workers the run's outputs and programs are the same and the pool's
+calls take fewer units of wall, but no fewer than the programs over the workers."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from kernbench.host.serve import run as serve_run  # noqa: E402
 from kernbench.host.serve.model import ServedModel  # noqa: E402
 
 
-def test_the_replay_counts_each_program_once_and_restores_serve(tmp_path):
+def test_the_replay_counts_units_of_wall_and_cpu_and_restores_serve(tmp_path):
     cache = tmp_path / "steps.json"
     cache.write_text('{"kind": "kernbench step cache", "caches": {}}')
     before = serve_run.ProgramPool, ServedModel.simulate, serve_run.AUTO_START_CPU_S
@@ -27,8 +27,8 @@ def test_the_replay_counts_each_program_once_and_restores_serve(tmp_path):
     # one process: every program in the serve process, a unit of wall and of CPU each
     assert one["calls"] == 0 and one["unused"] == 0
     assert one["local"] == one["wall"] == one["cpu"] == one["programs"] > 1
-    # two workers: the same run, every program asked for simulated once, the rest unused
+    # two workers: the same run, its programs two at a time at best
     same = ("programs", "tpot_p50_ms", "ttft_p99_ms")
     assert [two[k] for k in same] == [one[k] for k in same]
-    assert two["cpu"] == two["programs"] + two["unused"]
+    assert two["calls"] > 0 and two["cpu"] >= two["programs"]
     assert -(-two["programs"] // 2) <= two["wall"] < one["wall"]
