@@ -60,7 +60,8 @@ def main() -> None:
     ap.add_argument("--scratch-bundle", action="store_true",
                     help="the bundle of a timing-only run (no cmdq.json, no weights)")
     ap.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
-                    help="measure the phases in CPU s (default), wall s, kernel CPU s or page faults")
+                    help="measure the phases in CPU s (default), wall s, kernel CPU s or "
+                         "page faults")
     args = ap.parse_args()
     global clock
     clock = CLOCKS[args.clock]
