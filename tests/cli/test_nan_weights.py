@@ -45,3 +45,28 @@ def test_quantize_defines_nan_and_inf():
     assert q.tolist() == [3, 127, -128, 5, 3]
     z = qmath.quantize(np.array([1.0, -1.0, 0.0], np.float32), np.float32(0.0), 0, 8)
     assert z.tolist() == [127, -128, 0]  # a zero scale saturates, 0/0 is the zero point
+
+
+@pytest.mark.parametrize(("shape", "value", "warned"), [
+    ((), -np.inf, False),    # masked_fill's -inf, as PyTorch and Optimum export it
+    ((1,), np.inf, False),
+    ((), np.nan, True),      # NaN is never a fill value
+    ((2,), -np.inf, True),   # a tensor of them is a weight that went wrong
+])
+def test_a_one_element_infinite_constant_is_a_fill_value_not_a_broken_weight(
+        capsys, shape, value, warned):
+    from types import SimpleNamespace
+
+    from kernbench.errors import InputError
+    from kernbench.host.flow import check_graph_inputs
+
+    graph = SimpleNamespace(qconfig=None, weights={
+        "fill": np.full(shape, value, np.float32), "w": np.ones((4, 4), np.float32)})
+    with np.errstate():  # a warning switches numpy's float warnings off: restored here
+        check_graph_inputs(graph, None, "m.onnx", strict=False)
+        assert ("weight 'fill'" in capsys.readouterr().err) == warned
+        if warned:
+            with pytest.raises(InputError, match="refused with --strict"):
+                check_graph_inputs(graph, None, "m.onnx", strict=True)
+        else:
+            check_graph_inputs(graph, None, "m.onnx", strict=True)

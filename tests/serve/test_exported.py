@@ -29,11 +29,13 @@ def test_serve_takes_a_decoder_exported_with_its_kv_cache(tmp_path, capsys, name
     stats = json.loads((tmp_path / "o" / "stats.json").read_text())
     assert stats["serve"]["results"]["requests"] == 3
     assert stats["serve"]["steps"]["programs"] > 2
-    # what the programs warn about (the exports' -inf mask constants) is the model's: each
-    # warning once a run, naming the file the user gave, not a program's bound copy
+    # what the programs warn about is the model's: each warning once a run, naming the
+    # file the user gave, not a program's bound copy; the exports' one-element -inf mask
+    # constants are fill values, not broken weights, and are not warned about
     warnings = [w for w in capsys.readouterr().err.splitlines() if w.startswith("warning:")]
     assert len(warnings) == len(set(warnings))
     assert all(w.startswith(f"warning: {model}: ") for w in warnings), warnings
+    assert not any("NaN/Inf" in w for w in warnings), warnings
 
 
 def test_positions_past_the_table_are_one_line_naming_the_node(tmp_path, capsys):
@@ -138,9 +140,19 @@ def test_without_the_context_these_shapes_would_round_past_it(shape):
 
 
 def test_diagnostics_of_a_bound_export_name_the_users_file(tmp_path, capsys):
-    # the dims are bound into a temporary copy; a --strict refusal (its −inf mask
-    # constant) names the file the user gave, not that copy
-    model = HF / "gpt2_optimum.onnx"
+    # the dims are bound into a temporary copy; a --strict refusal (a NaN put in one
+    # weight) names the file the user gave, not that copy
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.load(str(HF / "gpt2_optimum.onnx"))
+    init = next(i for i in m.graph.initializer if i.data_type == onnx.TensorProto.FLOAT
+                and np.prod(i.dims) > 1000)
+    a = numpy_helper.to_array(init).copy()
+    a.flat[7] = np.nan
+    init.CopyFrom(numpy_helper.from_array(a, init.name))
+    model = tmp_path / "gpt2_nan.onnx"
+    onnx.save(m, str(model))
     assert main(["run", str(model), "-t", "small", "--batch", "1", "--seq-len", "1",
                  "--kv-len", "16", "--strict", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

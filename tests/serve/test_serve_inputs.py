@@ -230,7 +230,7 @@ def test_a_bad_step_cache_is_found_before_the_run_says_anything(tmp_path, capsys
 @pytest.mark.parametrize(("args", "needle"), [
     (("--block-tokens", "10000000000"), "field '--block-tokens': the KV cache (0 blocks"),
     (("--kv-blocks", "1", "--block-tokens", "4"),
-     "field '--kv-blocks': the KV cache (1 blocks"),
+     "field '--kv-blocks': the KV cache (1 block of"),
     (("--max-batch-tokens", "4"), "a prompt of 8 tokens does not fit one step of 4"),
     (("--kv-fraction", "1e-12"), "field '--kv-fraction': the KV cache (0 blocks"),
 ])
@@ -253,6 +253,28 @@ def test_slo_units_as_printed_and_an_empty_slo():
     for text in ("", " "):
         with pytest.raises(InputError, match="--slo.*is empty"):
             parse_slo(text)
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("ttft=-1ms", "'ttft=-1ms' must be a positive, finite time"),  # not "not KEY=VALUEUNIT"
+    ("tpot=-0s", "must be a positive, finite time"),
+    ("ttft=1s,", "an empty item in 'ttft=1s,'"),
+    ("ttft=1s,,tpot=5ms", "an empty item"),
+    ("ttft=1e-12s", "'ttft=1e-12s' is under one nanosecond"),
+    ("tpot=0.5ns", "is under one nanosecond"),
+])
+def test_slo_values_a_user_mistypes_get_their_own_reason(text, needle):
+    from kernbench.host.serve.slo import parse_slo
+
+    with pytest.raises(InputError, match="--slo") as e:
+        parse_slo(text)
+    assert needle in str(e.value)
+
+
+def test_slo_limits_from_one_nanosecond_on_are_kept():
+    from kernbench.host.serve.slo import parse_slo
+
+    assert parse_slo("tpot=1ns,ttft=+2ms") == {"tpot": 1.0, "ttft": 2e6}
 
 
 def test_an_onnx_model_is_named_by_its_file_and_warned_about_once(tmp_path, capsys):

@@ -244,7 +244,8 @@ def check_graph_inputs(graph: Graph, qconfig_file: str | None, model_file: str |
             warn(f"{qconfig_file}: {msg}")
     for key in sorted(graph.weights):
         w = np.asarray(graph.weights[key])
-        if w.dtype.kind == "f":
+        # a one-element ±Inf constant is a mask's fill value (masked_fill's -inf), NaN is not
+        if w.dtype.kind == "f" and not (w.size == 1 and np.isinf(w).all()):
             check_finite(w, f"weight '{key}'", model_file, strict)
 
 
@@ -252,7 +253,6 @@ def load_inputs(path: Path | None, graph: Graph, seed: int = 0, *,
                 strict: bool = False) -> dict[str, np.ndarray]:
     """The model's inputs from an .npz keyed by input name (checked: check_inputs), or
     seeded random inputs valid for the model when `path` is None."""
-
     if path is None:
         return default_inputs(graph, seed)
     check_input_file(path, MAX_MODEL_BYTES, label=f"--inputs {path}")

@@ -118,7 +118,8 @@ def check_requests(reqs: list[Request], model: ServedModel, kv: PagedKvCache,
                              "tokens", file=file, where=r.where,
                              field=_length_field(file, r.prompt > model.context))
         if blocks_for(need, kv.block_tokens) > kv.blocks:
-            raise InputError(f"the KV cache ({kv.blocks} blocks of {kv.block_tokens} tokens = "
+            raise InputError(f"the KV cache ({kv.blocks} block{'' if kv.blocks == 1 else 's'} "
+                             f"of {kv.block_tokens} tokens = "
                              f"{cap} tokens) is too small for one request of {r.prompt} + "
                              f"{r.output} tokens, which caches {need}", file=file,
                              where=r.where, field=cache_field or _length_field(

@@ -3,8 +3,8 @@
 Keys: `ttft` (time to first token), `tpot` (time per output token after the first) and
 `e2e` (arrival to last token), in any case; values a number with a unit `s`, `ms`, `us`
 (or `µs`, as the tool prints it) or `ns`; spaces around `=` and before the unit are
-allowed. Anything else, an empty text included, is one InputError line
-naming `--slo`.
+allowed. A limit is at least one nanosecond: the served times are whole nanoseconds.
+Anything else, an empty text or item included, is one InputError line naming `--slo`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from kernbench.errors import InputError
 KEYS = ("ttft", "tpot", "e2e")
 #: ns per unit; µs written with the micro sign or the Greek mu, as the tool prints it
 _UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "\u00b5s": 1e3, "\u03bcs": 1e3, "ns": 1.0}
-_ITEM = re.compile(r"^([A-Za-z0-9]+)\s*=\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*("
+_ITEM = re.compile(r"^([A-Za-z0-9]+)\s*=\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*("
                    + "|".join(sorted(_UNITS, key=len, reverse=True)) + ")$", re.ASCII)
 
 
@@ -30,6 +30,9 @@ def parse_slo(text: str | None) -> dict[str, float]:
         raise InputError("is empty: give KEY=VALUEUNIT,... (e.g. ttft=1s,tpot=50ms) or leave "
                          "it out", field="--slo")
     for item in text.split(","):
+        if not item.strip():
+            raise InputError(f"an empty item in '{text}': give KEY=VALUEUNIT items separated "
+                             "by single commas (e.g. ttft=1s,tpot=50ms)", field="--slo")
         m = _ITEM.match(item.strip())
         if not m or m.group(1).lower() not in KEYS:
             raise InputError(f"'{item.strip()}' is not KEY=VALUEUNIT with KEY in "
@@ -41,6 +44,9 @@ def parse_slo(text: str | None) -> dict[str, float]:
         if not (math.isfinite(v) and v > 0):
             raise InputError(f"'{item.strip()}' must be a positive, finite time",
                              field="--slo")
+        if v < 1.0:
+            raise InputError(f"'{item.strip()}' is under one nanosecond, which no served "
+                             "time can meet (times are whole nanoseconds)", field="--slo")
         out[key] = v
     return out
 

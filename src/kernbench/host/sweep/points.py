@@ -292,7 +292,7 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
         LengthSpec.parse(sv.output_len, "serve.output_len")
         parse_slo(sv.slo)
     except InputError as e:
-        raise InputError(e.reason, file=label, field=_spec_key(e.field)) from None
+        raise InputError(e.reason, file=label, field=spec_key(e.field)) from None
     if sv.kv_blocks is not None and "kv_fraction" in sv.model_fields_set:
         raise InputError("give the KV cache's size as kv_blocks or kv_fraction, not both",
                          file=label, field="serve.kv_fraction")
@@ -301,6 +301,14 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
         if name not in known:
             raise InputError(f"unknown policy '{name}' (known: {', '.join(known)})",
                              file=label, field=f"serve.policy[{i}]")
+    # an option no point uses is refused, as `kernbench serve` refuses it: ignored, it misleads
+    if "max_batch_tokens" in sv.model_fields_set and set(sv.policy) == {STATIC}:
+        raise InputError("the static policy has no per-step token budget (it batches whole "
+                         "prompts) and no point uses another policy; drop it or sweep another "
+                         "policy", file=label, field="serve.max_batch_tokens")
+    if sv.prefill_chips is not None and DISAGGREGATED not in sv.policy:
+        raise InputError("only the disaggregated policy splits chips, and no point uses it",
+                         file=label, field="serve.prefill_chips")
     # the step cache decides no result (a cached time is the simulator's): not an option
     # of the point, so not in its id
     # (nor replay_blocks when not given: the points of earlier sweeps keep their ids)
@@ -329,11 +337,11 @@ def _serve_error(serve: dict[str, Any], topo: dict[str, Any] | None) -> str | No
         ChipPools.of(system["chips"] if system else 1, serve.get("prefill_chips"),
                      "this point's topology")
     except InputError as e:
-        return f"{_spec_key(e.field)}: {e.reason}"
+        return f"{spec_key(e.field)}: {e.reason}"
     return None
 
 
-def _spec_key(field: str | None) -> str:
+def spec_key(field: str | None) -> str:
     """A serve error's field as the spec names it: `--prefill-chips` is
     `serve.prefill_chips`; a field already named so stays."""
     if not field:
@@ -394,4 +402,5 @@ def swept_keys(spec: SweepSpec, points: list[Point]) -> list[str]:
     return cols + list(spec.grid)
 
 
-__all__ = ["Cost", "Point", "canonical", "cost_of", "expand", "point_id", "swept_keys"]
+__all__ = ["Cost", "Point", "canonical", "cost_of", "expand", "point_id", "spec_key",
+           "swept_keys"]

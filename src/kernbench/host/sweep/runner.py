@@ -34,7 +34,7 @@ from kernbench.host.flow import (
     program_of,
     simulate_bundle,
 )
-from kernbench.host.sweep.points import Point
+from kernbench.host.sweep.points import Point, spec_key
 from kernbench.models.builders import model_for
 from kernbench.topology import build_topology
 
@@ -106,7 +106,11 @@ def _serve_point(point: Point, topo: object, tmp: Path) -> str:
 
     opts = ServeOptions(**point.serve, qconfig=_qconfig_file(point, tmp),  # type: ignore[arg-type]
                         step_cache=Path(point.step_cache) if point.step_cache else None)
-    serve(Path(point.model_ref), topo, tmp / "serve", opts, tmp, note=lambda *a: None)
+    try:
+        serve(Path(point.model_ref), topo, tmp / "serve", opts, tmp, note=lambda *a: None)
+    except InputError as e:  # named as the spec names it: serve.kv_blocks, not --kv-blocks
+        raise InputError(e.reason, file=e.file, where=e.where,
+                         field=spec_key(e.field) if e.field else None) from None
     return (tmp / "serve" / "stats.json").read_text(encoding="utf-8")
 
 

@@ -206,8 +206,9 @@ def _is_branch_tag(part: object) -> bool:
 
 def _error_line(e: ValidationError, label: str) -> InputError:
     errs = e.errors()
-    # a union reports one error per branch: the deepest location is the specific one
-    err = max(errs, key=lambda x: len(x["loc"]))
+    # a union reports one error per branch: the deepest location is the specific one; of
+    # equal depth an unknown key goes first (a misspelt key is also a missing one)
+    err = max(errs, key=lambda x: (len(x["loc"]), x["type"] == "extra_forbidden"))
     loc = [x for x in err["loc"] if not _is_branch_tag(x)]
     if loc and loc[0] == "set_":
         loc[0] = "set"  # the field's name in the YAML (`set` is a Python builtin)
