@@ -167,6 +167,14 @@ def test_a_load_sweep_sizes_the_kv_cache_by_blocks(tmp_path):
         plan_sweep(both)
 
 
+def _tiny_llama_spec(tmp_path: Path, serve_keys: str) -> Path:
+    """A load sweep of the tiny Llama at one rate, with `serve_keys` (YAML lines) added."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
+                    "serve:\n  rate: [5000]\n" + serve_keys)
+    return spec
+
+
 @pytest.mark.parametrize(("extra", "field", "needle"), [
     # options no point of the sweep uses: refused as `kernbench serve` refuses them
     ("  policy: static\n  max_batch_tokens: 100\n", "serve.max_batch_tokens",
@@ -178,29 +186,22 @@ def test_a_load_sweep_sizes_the_kv_cache_by_blocks(tmp_path):
 ])
 def test_a_load_sweep_refuses_what_none_of_its_points_would_use(tmp_path, extra, field,
                                                                 needle):
-    spec = tmp_path / "s.yaml"
-    spec.write_text(f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
-                    "serve:\n  rate: [5000]\n" + extra)
+    spec = _tiny_llama_spec(tmp_path, extra)
     with pytest.raises(InputError) as e:
         plan_sweep(spec)
     assert e.value.field == field and needle in e.value.reason, str(e.value)
 
 
 def test_options_some_point_uses_are_kept(tmp_path):
-    spec = tmp_path / "s.yaml"
-    spec.write_text(f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
-                    "serve:\n  rate: [5000]\n  policy: [static, continuous]\n"
-                    "  max_batch_tokens: 100\n")
+    spec = _tiny_llama_spec(tmp_path, "  policy: [static, continuous]\n"
+                                      "  max_batch_tokens: 100\n")
     tokens = {p.serve["policy"]: p.serve["max_batch_tokens"] for p in plan_sweep(spec).points}
     assert tokens == {"static": None, "continuous": 100}
 
 
 def test_a_failed_point_names_the_spec_key_not_the_serve_option(tmp_path):
-    spec = tmp_path / "s.yaml"
-    spec.write_text(f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\n"
-                    "serve:\n  rate: [5000]\n  requests: 3\n  prompt_len: 64\n"
-                    "  kv_blocks: 1\n")
-    plan = plan_sweep(spec)
+    plan = plan_sweep(_tiny_llama_spec(tmp_path, "  requests: 3\n  prompt_len: 64\n"
+                                                 "  kv_blocks: 1\n"))
     run_points(plan.points, tmp_path / "out", workers=1)
     (row,) = csv.DictReader(finish_sweep(plan, tmp_path / "out")[1].open())
     assert row["status"] == "error"
