@@ -36,6 +36,11 @@ def _cdf_fig(lat: dict[str, list[float]]) -> Any:
     return fig
 
 
+#: below this peak fraction the occupancy plot's axis ends at the peak, not at 1: a small
+#: model in a large HBM fills a sliver of its cache, and a line along 0 shows nothing
+ZOOM_BELOW = 0.2
+
+
 def _occupancy_fig(t_s: list[float], fraction: list[float]) -> Any:
     if not t_s:
         return None
@@ -44,11 +49,23 @@ def _occupancy_fig(t_s: list[float], fraction: list[float]) -> Any:
     step = max(1, len(t_s) // MAX_POINTS)
     ax.step(t_s[::step], fraction[::step], where="post", color="#d62728")
     ax.set_xlabel("time (s)")
-    ax.set_ylabel("KV blocks used (fraction)")
-    ax.set_ylim(0, 1.02)
+    peak = max(fraction)
+    if 0 < peak < ZOOM_BELOW:
+        ax.set_ylim(0, 1.25 * peak)
+        ax.set_ylabel("KV blocks used (fraction;\naxis up to the peak)")
+    else:
+        ax.set_ylim(0, 1.02)
+        ax.set_ylabel("KV blocks used (fraction)")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def _share(fraction: float) -> str:
+    """A share of the KV cache as a percentage that is not 0.0 % unless it is 0."""
+    if fraction == 0 or fraction >= 1e-3:
+        return f"{100 * fraction:.1f} %"
+    return f"{100 * fraction:.2g} %"
 
 
 #: an SLO is shown with every digit the user gave (two objectives a nanosecond apart
@@ -81,7 +98,8 @@ def serving_html(title: str, serve: dict[str, Any], latencies: dict[str, list[fl
              _card("TTFT p99", _t(r["ttft_s"]["p99"]), f"p50 {_t(r['ttft_s']['p50'])}"),
              _card("throughput", f"{fmt_figure(th['output_tokens_per_s'], 0)} tok/s",
                    f"{fmt_figure(th['requests_per_s'], 3, '')} requests/s"),
-             _card("KV cache peak", f"{100 * r['kv_occupancy']['peak_fraction']:.1f} %",
+             _card("KV cache peak", _share(r["kv_occupancy"]["peak_fraction"]),
+                   f"{r['kv_occupancy']['peak_blocks']:,} of "
                    f"{r['kv_occupancy']['blocks']:,} blocks"),
              _card("preemptions", str(r["preemptions"]),
                    f"{r['preempted_requests']} requests")]
