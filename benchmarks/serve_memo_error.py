@@ -6,8 +6,10 @@ Serves the same 60 (--requests) Poisson requests of the tiny Llama config (tests
 tiny-llama.json, `small`; prompt 16:400, output 2:64, 40 000 requests/s, seed 1 (--seed),
 max-batch 16, max-batch-tokens 512) with every policy, once with the bucket rule and
 once with every program shape simulated, and prints the relative error of the TTFT, TPOT
-and end-to-end percentiles (markdown, docs/serving.md). Programs are simulated once and
-shared by both modes (a step cache). `--per-octave B,S,K` measures another grid of
+and end-to-end percentiles (markdown, docs/serving.md). `disaggregated` serves the trace
+on `small` with two chips (one prefill, one decode; its step programs run on one chip,
+its KV transfers are bucketed or simulated for every token count with them). Programs are
+simulated once and shared by both modes (a step cache). `--per-octave B,S,K` measures another grid of
 edges for batch, new and past tokens instead of the rule's 16 each (ADR-1150), `--tol
 B,S,K` other tolerances of the midpoint check than the rule's 0.005,0.005,0.01 (ADR-1240),
 `--agree F` edges whose times differ by at most F tolerances trusted without a midpoint
@@ -21,10 +23,12 @@ import tempfile
 from pathlib import Path
 
 from kernbench.host.serve.buckets import AGREE, TOLERANCE
+from kernbench.host.serve.chips import ChipPools, KvTransfer, one_chip
+from kernbench.host.serve.disagg import serve_disaggregated
 from kernbench.host.serve.engine import serve_requests
 from kernbench.host.serve.kv_cache import PagedKvCache
 from kernbench.host.serve.model import ServedModel
-from kernbench.host.serve.policies import POLICIES, Limits, policy_for
+from kernbench.host.serve.policies import DISAGGREGATED, POLICIES, Limits, policy_for
 from kernbench.host.serve.results import serve_stats
 from kernbench.host.serve.step_cache import StepCache, identity
 from kernbench.host.serve.steps import StepTimer
@@ -70,12 +74,20 @@ def main() -> None:
         print("| policy | programs: buckets / exact | "
               + " | ".join(f"{m[:-2].upper()} {p}" for m, p in METRICS) + " |")
         print("| --- | ---: |" + " ---: |" * len(METRICS))
-        for name in sorted(POLICIES):
+        two = load_topology("small", ["system.chips=2"])
+        pools = ChipPools.split(two, None)
+        assert one_chip(two).config == topo.config  # the same step programs as `small`'s
+        for name in [*sorted(POLICIES), DISAGGREGATED]:
             res = {}
             for exact in (False, True):
                 t = StepTimer(sim, exact=exact, per_octave=rule, tol=tol, agree=a.agree)
-                run = serve_requests(reqs, policy_for(name, Limits(16, 512)),
-                                     PagedKvCache(10**6, 16), t)
+                if name == DISAGGREGATED:
+                    xfer = KvTransfer(two, pools, m.kv_bytes_per_token, exact=exact)
+                    run = serve_disaggregated(reqs, Limits(16, 512), 10**6, 10**6, 16,
+                                              pools.prefill, pools.decode, t, xfer.ns)
+                else:
+                    run = serve_requests(reqs, policy_for(name, Limits(16, 512)),
+                                         PagedKvCache(10**6, 16), t)
                 res[exact] = (serve_stats(run, {}, 10**6), len(t.programs))
             errs = [100 * (res[False][0][m][p] - res[True][0][m][p]) / res[True][0][m][p]
                     for m, p in METRICS]
