@@ -9,8 +9,9 @@ once with every program shape simulated, and prints the relative error of the TT
 and end-to-end percentiles (markdown, docs/serving.md). `disaggregated` serves the trace
 on `small` with two chips (one prefill, one decode; its step programs run on one chip,
 its KV transfers are bucketed or simulated for every token count with them). Programs are
-simulated once and shared by both modes (a step cache). `--per-octave B,S,K` measures another grid of
-edges for batch, new and past tokens instead of the rule's 16 each (ADR-1150), `--tol
+simulated once and shared by both modes (a step cache). `--per-octave B,S,K` measures
+another grid of edges for batch, new and past tokens instead of the rule's 16 each
+(ADR-1150), `--tol
 B,S,K` other tolerances of the midpoint check than the rule's 0.005,0.005,0.01 (ADR-1240),
 `--agree F` edges whose times differ by at most F tolerances trusted without a midpoint
 instead of the rule's 2 (0: every midpoint checked, the rule before ADR-1300).
