@@ -9,9 +9,20 @@ import typer
 
 from kernbench.cli import app
 from kernbench.cli.common import JsonOpt, QuietOpt, SetOpt, TopologyOpt, err, set_quiet
+from kernbench.cli.compile import RoutingOpt, RoutingSameOpt, RoutingSeedOpt
 
 MODEL_HELP = ("anything `run` takes that can be built for any batch and length: gpt2 | "
               "llama | gpt2-small, a Hugging Face config.json, an ONNX model with symbolic dims")
+
+SloOpt = Annotated[str | None, typer.Option(
+    "--slo", help="goodput objectives KEY=VALUEUNIT,...: KEY ttft, tpot or e2e, UNIT s, "
+                  "ms, us (µs) or ns; e.g. ttft=1s,tpot=50ms")]
+StepCacheOpt = Annotated[Path | None, typer.Option(
+    "--step-cache", help="JSON file keeping simulated programs across runs (same model, "
+                         "qconfig, routing, topology and version)")]
+WorkersOpt = Annotated[int | None, typer.Option("--workers", "-j", help=(
+    "processes simulating step programs side by side (default: the CPU count, started "
+    "once the programs simulated in the serve process have taken 20 CPU s)"))]
 
 
 @app.command("serve")
@@ -52,22 +63,19 @@ def serve_cmd(
                               "cache \\[default: 0.9]")] = None,
     kv_blocks: Annotated[int | None, typer.Option(
         "--kv-blocks", help="KV-cache size in blocks (instead of --kv-fraction)")] = None,
-    slo: Annotated[str | None, typer.Option(
-        "--slo", help="goodput objectives KEY=VALUEUNIT,...: KEY ttft, tpot or e2e, UNIT s, "
-                      "ms, us (µs) or ns; e.g. ttft=1s,tpot=50ms")] = None,
+    slo: SloOpt = None,
     exact_steps: Annotated[bool, typer.Option(
         "--exact-steps", help="simulate every distinct step shape (no buckets)")] = False,
     qconfig: Annotated[Path | None, typer.Option("--qconfig", "-q",
                                                  help="quantization config YAML")] = None,
-    step_cache: Annotated[Path | None, typer.Option(
-        "--step-cache", help="JSON file keeping simulated programs across runs (same model, "
-                             "qconfig, topology and version)")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-j", help=(
-        "processes simulating step programs side by side (default: the CPU count, started "
-        "once the programs simulated in the serve process have taken 20 CPU s)"))] = None,
+    step_cache: StepCacheOpt = None,
+    workers: WorkersOpt = None,
     replay_blocks: Annotated[int | None, typer.Option("--replay-blocks", help=(
         "decoder blocks a step program simulates before replaying the rest (at least 3; "
         "more let a long-context warm-up settle) \\[default: 4]"))] = None,
+    routing: RoutingOpt = None,
+    routing_seed: RoutingSeedOpt = None,
+    routing_same_layers: RoutingSameOpt = False,
     quiet: QuietOpt = False,
     json_: JsonOpt = False,
 ) -> None:
@@ -89,7 +97,8 @@ def serve_cmd(
                         block_tokens=block_tokens, kv_fraction=kv_fraction,
                         kv_blocks=kv_blocks, exact_steps=exact_steps, qconfig=qconfig,
                         step_cache=step_cache, prefill_chips=prefill_chips, workers=workers,
-                        replay_blocks=replay_blocks)
+                        replay_blocks=replay_blocks, routing=routing,
+                        routing_seed=routing_seed, routing_same_layers=routing_same_layers)
     with OutDir(out) as stage, tempfile.TemporaryDirectory() as tmp:
         stats = serve(model, topo, stage, opts, Path(tmp), note=err.print,
                       phase=Phases(err, enabled=not quiet).phase)

@@ -33,6 +33,10 @@ from kernbench.models.hf_config import config_path, is_hf_config
 from kernbench.report.stats import Stats
 from kernbench.topology.model import Topology
 
+#: `run`'s --routing, --routing-seed and --routing-same-layers, as given (None: not given)
+RoutingOptions = tuple[str | None, int | None, bool]
+NO_ROUTING: RoutingOptions = (None, None, False)
+
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
                  "seq_length")
 
@@ -51,17 +55,23 @@ class ServedModel:
     kv_bytes_per_token: int
     context: int | None
     replay_blocks: int = SIMULATED_BLOCKS  # decoder blocks a step program simulates
+    routing: RoutingOptions = NO_ROUTING  # an MoE model's (--routing, --routing-seed, same layers)
 
     @staticmethod
     def open(model: Path, qconfig: Path | None, workdir: Path,
-             replay_blocks: int = SIMULATED_BLOCKS) -> ServedModel:
+             replay_blocks: int = SIMULATED_BLOCKS,
+             routing: RoutingOptions = NO_ROUTING) -> ServedModel:
         """`replay_blocks`: the decoder blocks each program simulates before block replay
-        (`run`'s default; another count is for measuring the replay)."""
+        (`run`'s default; another count is for measuring the replay). `routing`: what
+        `run`'s --routing, --routing-seed and --routing-same-layers give an MoE model
+        (refused, as `run` refuses it, for any other)."""
         model = Path(model)
         try:
-            res = resolve_model(model, ShapeOptions(1, 1, 1), workdir / "facts", qconfig)
+            res = resolve_model(model, ShapeOptions(1, 1, 1, *routing), workdir / "facts",
+                                qconfig)
         except InputError as e:
-            if "apply to" in e.reason or "symbolic dims" in e.reason:
+            if ("apply to" in e.reason or "symbolic dims" in e.reason) \
+                    and "--routing" not in e.reason:  # that one is said as `run` says it
                 raise InputError("serving builds steps of any batch and length: MODEL must be "
                                  "a built-in name, a Hugging Face config.json or an ONNX "
                                  "model with symbolic batch/sequence dims",
@@ -77,7 +87,7 @@ class ServedModel:
         name = (facts.model if res.kind == "hf_config" else
                 str(model) if res.kind == "builtin" else model.stem)
         return ServedModel(model, qconfig, workdir, name, facts.weight_bytes,
-                           per_token, _context(model), replay_blocks)
+                           per_token, _context(model), replay_blocks, routing)
 
     def simulate(self, shape: tuple[int, int, int], topo: Topology) -> float:
         """Simulated ns of one program (batch, new tokens, past tokens) on `topo`."""
@@ -90,7 +100,8 @@ class ServedModel:
         b, s, k = shape
         with tempfile.TemporaryDirectory(dir=self.workdir) as d:
             tmp = Path(d)
-            res = resolve_model(self.model, ShapeOptions(b, s, k), tmp / "model", self.qconfig)
+            res = resolve_model(self.model, ShapeOptions(b, s, k, *self.routing), tmp / "model",
+                                self.qconfig)
             opts = RunOptions(qconfig=self.qconfig, trace=False, report=False,
                               write_cmdq=False, write_weights=False, bundle=tmp / "bundle",
                               replay_blocks=self.replay_blocks, check_compiled=False,

@@ -70,6 +70,11 @@ class ServeOptions:
     # decoder blocks each step program simulates before replaying the rest (None: run's
     # default); more let the replay leave out a long-context warm-up, at their CPU
     replay_blocks: int | None = None
+    # an MoE config.json model's routing, as `run` takes it (--routing, --routing-seed,
+    # --routing-same-layers): every step program is built with it
+    routing: str | None = None
+    routing_seed: int | None = None
+    routing_same_layers: bool = False
 
 
 def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
@@ -198,8 +203,9 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     pools = ChipPools.split(topo, opts.prefill_chips) if disagg else None
     chip = one_chip(topo) if disagg else topo  # a step program runs on one chip
     blocks = simulated_blocks(opts.replay_blocks)
-    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip, blocks))
-    m = ServedModel.open(model, opts.qconfig, workdir, replay_blocks=blocks)
+    routing = (opts.routing, opts.routing_seed, opts.routing_same_layers)
+    cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip, blocks, routing))
+    m = ServedModel.open(model, opts.qconfig, workdir, replay_blocks=blocks, routing=routing)
     blocks = _kv_blocks(opts, chip, m, kv_fraction, "one chip (disaggregated: each chip "
                         "holds the whole model)" if disagg else f"'{topo.name}'")
     kv = PagedKvCache(blocks, opts.block_tokens)

@@ -46,13 +46,16 @@ def _sha(path: Path | None) -> str | None:
 
 
 def identity(model: Path, qconfig: Path | None, topo: Topology,
-             replay_blocks: int = SIMULATED_BLOCKS) -> str:
+             replay_blocks: int = SIMULATED_BLOCKS,
+             routing: tuple[str | None, int | None, bool] = (None, None, False)) -> str:
     # the hardware, not its name: `large` and one chip of `large-x8` run the same programs
     blob = {"model": _sha(model), "qconfig": _sha(qconfig),
             "topology": topo.config.model_dump(mode="json", exclude={"name"}),
             "kernbench": kernbench.__version__}
     if replay_blocks != SIMULATED_BLOCKS:  # other programs (the default's caches stand)
         blob["replay_blocks"] = replay_blocks
+    if routing != (None, None, False):  # an MoE model's other routing: other programs
+        blob["routing"] = list(routing)
     text = json.dumps(blob, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
