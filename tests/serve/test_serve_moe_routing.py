@@ -47,6 +47,8 @@ def test_the_step_cache_keeps_each_routing_apart(tmp_path):
 
     plain = serve("a")
     zipf = serve("b", "--routing", "zipf:2", "--routing-seed", "3")
+    assert "routing" not in plain  # a run without the options writes what it always wrote
+    assert zipf["routing"] == {"routing": "zipf:2", "seed": 3, "same_layers": False}
     assert zipf["steps"]["programs_simulated"] == zipf["steps"]["programs"]  # none reused
     assert zipf["results"] != plain["results"]
     again = serve("c", "--routing", "zipf:2", "--routing-seed", "3")

@@ -173,6 +173,14 @@ def _limits(opts: ServeOptions) -> Limits:
                   else opts.max_batch_tokens)
 
 
+def _routing_stats(opts: ServeOptions) -> dict[str, Any]:
+    """stats.json's `routing` of an MoE model's run, when any of its options was given."""
+    if (opts.routing, opts.routing_seed, opts.routing_same_layers) == (None, None, False):
+        return {}
+    return {"routing": {"routing": opts.routing, "seed": opts.routing_seed,
+                        "same_layers": opts.routing_same_layers}}
+
+
 def _kv_fraction(opts: ServeOptions) -> float:
     """The KV cache's share of the HBM the weights leave (unused with --kv-blocks, so not
     both)."""
@@ -256,7 +264,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                   "programs": len(timer.programs), "programs_simulated": len(src.fresh),
                   "shapes": len(timer.shapes)},
         "results": serve_stats(run, slo, total_blocks),
-    } | extra}
+    } | extra | _routing_stats(opts)}
     write_outputs(Path(out), run, stats)
     note(f"{timer.steps:,} steps from {len(timer.programs)} programs "
          f"({len(timer.programs) - len(src.fresh)} from the step cache) "
