@@ -3,6 +3,12 @@ of benchmarks/sim_speed.py's GPT-2 cases (compiled to a bundle on `base`, simula
 only). A grant of the arbiter is not an event; it is counted on a line of its own.
 
     .venv/bin/python benchmarks/sim_events.py --case g2s-prefill
+    .venv/bin/python benchmarks/sim_events.py --floor 1000000
+
+`--floor N` times the event mechanism alone instead: N events scheduled one after the other
+with `arbiter.call_after` on a `GrantingEnvironment`, each callback scheduling the next
+(a schedule, a pop and one callback per event, no model work): events per second, the
+floor under which no per-entry cost of the simulator can go on its events.
     PYTHONPATH=/path/to/old/src .venv/bin/python benchmarks/sim_events.py   # another tree
 """
 
@@ -48,12 +54,38 @@ def counting_run(counts: collections.Counter):  # noqa: ANN201
     return run
 
 
+def floor(n: int) -> None:
+    """`--floor`: n trivial events through the simulator's environment, timed."""
+    import time
+
+    from kernbench.components.arbiter import GrantingEnvironment, call_after
+
+    env = GrantingEnvironment()
+    left = [n]
+
+    def tick(_ev: object) -> None:
+        left[0] -= 1
+        if left[0]:
+            call_after(env, 1.0, tick)
+
+    call_after(env, 1.0, tick)
+    t0 = time.perf_counter()
+    env.run()
+    dt = time.perf_counter() - t0
+    print(f"{n:,} events in {dt:.3f} s: {n / dt:,.0f} events/s, {1e6 * dt / n:.2f} µs each")
+
+
 def main() -> None:
     from sim_speed import GPT2
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", default="g2s-prefill", choices=sorted(GPT2))
+    ap.add_argument("--floor", type=int, default=None, metavar="N",
+                    help="time N trivial events instead (the event mechanism alone)")
     a = ap.parse_args()
+    if a.floor is not None:
+        floor(a.floor)
+        return
     import onnx
 
     import kernbench.components.arbiter as arbiter

@@ -29,13 +29,10 @@ from kernbench.host.llm import llm_facts
 from kernbench.host.models import ShapeOptions, resolve_model
 from kernbench.host.onnx_positions import position_rows
 from kernbench.host.run import RunHooks, RunOptions, run_model
+from kernbench.host.serve.step_cache import NO_ROUTING, RoutingOptions
 from kernbench.models.hf_config import config_path, is_hf_config
 from kernbench.report.stats import Stats
 from kernbench.topology.model import Topology
-
-#: `run`'s --routing, --routing-seed and --routing-same-layers, as given (None: not given)
-RoutingOptions = tuple[str | None, int | None, bool]
-NO_ROUTING: RoutingOptions = (None, None, False)
 
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
                  "seq_length")
@@ -67,11 +64,11 @@ class ServedModel:
         (refused, as `run` refuses it, for any other)."""
         model = Path(model)
         try:
-            res = resolve_model(model, ShapeOptions(1, 1, 1, *routing), workdir / "facts",
-                                qconfig)
+            res = resolve_model(model, _shape(1, 1, 1, routing), workdir / "facts", qconfig)
         except InputError as e:
-            if ("apply to" in e.reason or "symbolic dims" in e.reason) \
-                    and "--routing" not in e.reason:  # that one is said as `run` says it
+            # routing given to a model without experts is refused first, as `run` says it
+            if routing == NO_ROUTING and ("apply to" in e.reason
+                                          or "symbolic dims" in e.reason):
                 raise InputError("serving builds steps of any batch and length: MODEL must be "
                                  "a built-in name, a Hugging Face config.json or an ONNX "
                                  "model with symbolic batch/sequence dims",
@@ -100,7 +97,7 @@ class ServedModel:
         b, s, k = shape
         with tempfile.TemporaryDirectory(dir=self.workdir) as d:
             tmp = Path(d)
-            res = resolve_model(self.model, ShapeOptions(b, s, k, *self.routing), tmp / "model",
+            res = resolve_model(self.model, _shape(b, s, k, self.routing), tmp / "model",
                                 self.qconfig)
             opts = RunOptions(qconfig=self.qconfig, trace=False, report=False,
                               write_cmdq=False, write_weights=False, bundle=tmp / "bundle",
@@ -115,6 +112,12 @@ class ServedModel:
                     f"fit the HBM beside the KV cache: give the cache less (a lower "
                     f"--kv-fraction or --kv-blocks) or use a larger topology ({e.reason})",
                     field="--kv-fraction") from None
+
+
+def _shape(batch: int, new: int, past: int, routing: RoutingOptions) -> ShapeOptions:
+    """The shape options of one program, with the model's routing options."""
+    r, seed, same = routing
+    return ShapeOptions(batch, new, past, routing=r, routing_seed=seed, routing_same=same)
 
 
 def _context(model: Path) -> int | None:

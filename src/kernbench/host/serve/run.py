@@ -36,7 +36,7 @@ from kernbench.host.serve.results import (
     tpot_ns,
 )
 from kernbench.host.serve.slo import parse_slo
-from kernbench.host.serve.step_cache import StepCache, identity
+from kernbench.host.serve.step_cache import NO_ROUTING, RoutingOptions, StepCache, identity
 from kernbench.host.serve.steps import Shape, StepTimer
 from kernbench.host.serve.workload import LengthSpec, Request, poisson_requests, read_trace
 from kernbench.host.simulate import PhaseHook, no_phase
@@ -173,12 +173,11 @@ def _limits(opts: ServeOptions) -> Limits:
                   else opts.max_batch_tokens)
 
 
-def _routing_stats(opts: ServeOptions) -> dict[str, Any]:
+def _routing_stats(routing: RoutingOptions) -> dict[str, Any]:
     """stats.json's `routing` of an MoE model's run, when any of its options was given."""
-    if (opts.routing, opts.routing_seed, opts.routing_same_layers) == (None, None, False):
+    if routing == NO_ROUTING:
         return {}
-    return {"routing": {"routing": opts.routing, "seed": opts.routing_seed,
-                        "same_layers": opts.routing_same_layers}}
+    return {"routing": dict(zip(("routing", "seed", "same_layers"), routing, strict=True))}
 
 
 def _kv_fraction(opts: ServeOptions) -> float:
@@ -264,7 +263,7 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                   "programs": len(timer.programs), "programs_simulated": len(src.fresh),
                   "shapes": len(timer.shapes)},
         "results": serve_stats(run, slo, total_blocks),
-    } | extra | _routing_stats(opts)}
+    } | extra | _routing_stats(routing)}
     write_outputs(Path(out), run, stats)
     note(f"{timer.steps:,} steps from {len(timer.programs)} programs "
          f"({len(timer.programs) - len(src.fresh)} from the step cache) "

@@ -45,16 +45,21 @@ def _sha(path: Path | None) -> str | None:
     return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else str(path)
 
 
+#: `run`'s --routing, --routing-seed and --routing-same-layers, as given (None: not given)
+RoutingOptions = tuple[str | None, int | None, bool]
+NO_ROUTING: RoutingOptions = (None, None, False)
+
+
 def identity(model: Path, qconfig: Path | None, topo: Topology,
              replay_blocks: int = SIMULATED_BLOCKS,
-             routing: tuple[str | None, int | None, bool] = (None, None, False)) -> str:
+             routing: RoutingOptions = NO_ROUTING) -> str:
     # the hardware, not its name: `large` and one chip of `large-x8` run the same programs
     blob = {"model": _sha(model), "qconfig": _sha(qconfig),
             "topology": topo.config.model_dump(mode="json", exclude={"name"}),
             "kernbench": kernbench.__version__}
     if replay_blocks != SIMULATED_BLOCKS:  # other programs (the default's caches stand)
         blob["replay_blocks"] = replay_blocks
-    if routing != (None, None, False):  # an MoE model's other routing: other programs
+    if routing != NO_ROUTING:  # an MoE model's other routing: other programs
         blob["routing"] = list(routing)
     text = json.dumps(blob, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
