@@ -231,6 +231,7 @@ def expand(spec: SweepSpec, spec_path: Path) -> list[Point]:
     qconfigs = _qconfigs(spec, base_dir, label)
     shapes = _shapes(spec, models, label) if spec.serve is None else []
     serving = _serve_axis(spec, label)
+    _check_routing(spec, models, label)
     step_cache = _step_cache(spec, base_dir, label)
     source = _topology_source(spec, base_dir)
     fixed, base_cfg = _check_sets(spec, source, label)
@@ -313,15 +314,50 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
     # of the point, so not in its id
     # (nor replay_blocks when not given: the points of earlier sweeps keep their ids)
     # (nor kv_blocks when not given; when given, it sizes the cache instead of kv_fraction)
+    # (nor the routing options when none is given: they apply to MoE models only)
     fixed = spec.serve.model_dump(mode="json", exclude={"rate", "policy", "step_cache"} | (
         {"replay_blocks"} if spec.serve.replay_blocks is None else set()) | (
-        {"kv_blocks"} if spec.serve.kv_blocks is None else {"kv_fraction"}))
+        {"kv_blocks"} if spec.serve.kv_blocks is None else {"kv_fraction"}) | (
+        set() if _routing_given(sv) else set(ROUTING_KEYS)))
     # prefill_chips splits the chips of the disaggregated points only; static has no
     # per-step token budget
     return [{"policy": p, "rate": r, **fixed} | ({} if p == DISAGGREGATED else
                                                   {"prefill_chips": None})
             | ({"max_batch_tokens": None} if p == STATIC else {})
             for p in spec.serve.policy for r in spec.serve.rate]
+
+
+#: the load sweep's keys of an MoE model's routing (serve's --routing, --routing-seed,
+#: --routing-same-layers)
+ROUTING_KEYS = ("routing", "routing_seed", "routing_same_layers")
+
+
+def _routing_given(sv: Any) -> bool:  # noqa: ANN401
+    """Whether the spec's `serve` section gives any routing option."""
+    return sv.routing is not None or sv.routing_seed is not None or sv.routing_same_layers
+
+
+def _check_routing(spec: SweepSpec, models: list[_Model], label: str) -> None:
+    """Serve's routing options, refused before any point runs where `kernbench serve`
+    refuses them: a malformed routing, or a model that is not an MoE config.json."""
+    sv = spec.serve
+    if sv is None or not _routing_given(sv):
+        return
+    from kernbench.host.onnx_dims import ShapeOptions
+    from kernbench.models.hf_config import is_hf_config, load_hf_config
+
+    key = next(f"serve.{k}" for k in ROUTING_KEYS if getattr(sv, k) not in (None, False))
+    try:
+        ShapeOptions(routing=sv.routing, routing_seed=sv.routing_seed,
+                     routing_same=sv.routing_same_layers).check()
+    except InputError as e:
+        raise InputError(e.reason, file=label, field=key) from None
+    for m in models:
+        path = Path(m.ref)
+        if m.builtin or not is_hf_config(path) or load_hf_config(path).moe is None:
+            raise InputError(f"routing applies to MoE Hugging Face config.json models "
+                             f"(mixtral, qwen3_moe, deepseek_v3); '{m.name}' has no experts",
+                             file=label, field=key)
 
 
 def _serve_error(serve: dict[str, Any], topo: dict[str, Any] | None) -> str | None:

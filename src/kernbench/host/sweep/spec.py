@@ -114,6 +114,14 @@ class ServeSpec(_Strict):
                                       description="decoder blocks each step program "
                                                   "simulates before replaying the rest "
                                                   "[default: 4]")
+    routing: str | None = Field(None, min_length=1,
+                                description="an MoE config.json model's expert choice, as "
+                                            "run's --routing: uniform | zipf | zipf:SKEW")
+    routing_seed: int | None = Field(None, strict=True,
+                                     description="seed of the routing's draw (--routing-seed)")
+    routing_same_layers: bool = Field(False, strict=True,
+                                      description="every MoE layer takes the first layer's "
+                                                  "draw (--routing-same-layers)")
     step_cache: str | None = Field(None, min_length=1,
                                    description="a step cache file every point shares "
                                                "(relative to the spec file): each program "
