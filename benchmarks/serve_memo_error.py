@@ -15,11 +15,20 @@ another grid of edges for batch, new and past tokens instead of the rule's 16 ea
 B,S,K` other tolerances of the midpoint check than the rule's 0.005,0.005,0.01 (ADR-1240),
 `--agree F` edges whose times differ by at most F tolerances trusted without a midpoint
 instead of the rule's 2 (0: every midpoint checked, the rule before ADR-1300).
+`--policies a,b` serves with those policies only.
+
+`--noise SD` is a control, not the memo: the first run of each pair takes every program
+shape's exact time times (1 + SD × z), z a standard normal drawn per shape (seeded by
+`--noise-seed` and the shape, so a shape always gets the same factor), with exact KV
+transfers. It shows how far an unbiased per-program error of SD moves each percentile,
+whatever approximation makes it: docs/serving.md's disaggregated TPOT tail moves as far
+under SD 0.001 as under the memo.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import tempfile
 from pathlib import Path
 
@@ -55,6 +64,12 @@ def main() -> None:
     ap.add_argument("--agree", type=float, default=AGREE,
                     help="edges whose times differ by at most this many tolerances need no "
                          "midpoint (0: every interval checks its midpoint; ADR-1300)")
+    ap.add_argument("--policies", default=None,
+                    help="a,b: serve with these policies only (default: every policy)")
+    ap.add_argument("--noise", type=float, default=None,
+                    help="SD: exact times with a seeded relative error of SD per program "
+                         "shape instead of the bucket rule (a control)")
+    ap.add_argument("--noise-seed", type=int, default=0, help="seed of --noise's factors")
     a = ap.parse_args()
     rule = tuple(int(x) for x in a.per_octave.split(",")) if a.per_octave else None
     tol = tuple(float(x) for x in a.tol.split(",")) if a.tol else TOLERANCE
@@ -78,12 +93,23 @@ def main() -> None:
         two = load_topology("small", ["system.chips=2"])
         pools = ChipPools.split(two, None)
         assert one_chip(two).config == topo.config  # the same step programs as `small`'s
-        for name in [*sorted(POLICIES), DISAGGREGATED]:
+        def noisy(shape: tuple[int, int, int]) -> float:  # --noise: the control
+            z = random.Random(f"{a.noise_seed}:{shape}").gauss(0.0, 1.0)
+            return sim(shape) * (1.0 + a.noise * z)
+
+        names = [*sorted(POLICIES), DISAGGREGATED]
+        for name in a.policies.split(",") if a.policies else names:
+            if name not in names:
+                ap.error(f"--policies: unknown policy '{name}' (known: {', '.join(names)})")
             res = {}
             for exact in (False, True):
-                t = StepTimer(sim, exact=exact, per_octave=rule, tol=tol, agree=a.agree)
+                if a.noise is not None and not exact:
+                    t = StepTimer(noisy, exact=True)
+                else:
+                    t = StepTimer(sim, exact=exact, per_octave=rule, tol=tol, agree=a.agree)
                 if name == DISAGGREGATED:
-                    xfer = KvTransfer(two, pools, m.kv_bytes_per_token, exact=exact)
+                    xfer = KvTransfer(two, pools, m.kv_bytes_per_token,
+                                      exact=exact or a.noise is not None)
                     run = serve_disaggregated(reqs, Limits(16, 512), 10**6, 10**6, 16,
                                               pools.prefill, pools.decode, t, xfer.ns)
                 else:
