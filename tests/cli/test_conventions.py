@@ -45,7 +45,10 @@ def _one_line(err: str) -> str:
 
 def test_version_on_stdout(capsys):
     assert main(["--version"]) == 0
-    assert capsys.readouterr().out.strip() == f"kernbench {kernbench.__version__}"
+    from kernbench.components.native import fabric_kind
+
+    assert capsys.readouterr().out.strip() == (
+        f"kernbench {kernbench.__version__} (simulator core: {fabric_kind()})")
 
 
 def test_summary_on_stdout_and_json(tmp_path, capsys):

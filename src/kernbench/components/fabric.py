@@ -17,7 +17,13 @@ size over the bottleneck bandwidth.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Protocol
+from typing import Any, Protocol
+
+try:  # mypyc's class options; plain Python runs without mypy installed
+    from mypy_extensions import mypyc_attr
+except ImportError:  # pragma: no cover - the decorator then changes nothing
+    def mypyc_attr(*_a: object, **_k: object) -> Any:  # type: ignore[misc]  # noqa: ANN401
+        return lambda cls: cls
 
 
 class Stage(Protocol):
@@ -36,6 +42,7 @@ class Stage(Protocol):
 _INLINE: set[type] = set()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # ChipLink, UcieLink and plug-ins extend it
 class Server:
     """One contended resource: a link direction, a memory port, a TCM port.
 
@@ -64,9 +71,15 @@ class Server:
     def occupy(
         self, head_ns: float, nbytes: int, min_end_ns: float, now: float
     ) -> tuple[float, float]:
-        ser = nbytes / self.bw_gbs
-        self.busy_ns += ser
         self.bytes += nbytes
+        return self.occupy_for(head_ns, nbytes / self.bw_gbs, min_end_ns, now)
+
+    def occupy_for(
+        self, head_ns: float, ser: float, min_end_ns: float, now: float
+    ) -> tuple[float, float]:
+        """`occupy` for `ser` ns of serialisation, its bytes counted by the caller (a
+        subclass that holds the link for more than the bytes it carries)."""
+        self.busy_ns += ser
         self.transfers += 1
         starts, ends = self._starts, self._ends
         if ends and ends[0] <= now:  # forget reservations that ended
@@ -153,11 +166,15 @@ def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
     end = now
     lat = 0.0
     inline = _INLINE
-    for s in stages:
-        cls = s.__class__
+    hops: Any = stages  # each a Stage; an inline one is read as a Server below
+    for st in hops:
+        cls = st.__class__
         if cls is not Server and cls not in inline:
-            start, end = s.occupy(head, nbytes, end + lat, keep)
+            start, end = st.occupy(head, nbytes, end + lat, keep)
+            lat = st.latency_ns
+            head = start + lat
         else:
+            s: Server = st  # compiled (setup.py): a checked cast; plain Python: a name
             min_end = end + lat
             ser = nbytes / s.bw_gbs
             s.busy_ns += ser
@@ -205,8 +222,8 @@ def transfer(now: float, nbytes: int, stages: list[Stage] | tuple[Stage, ...],
                     ends.append(end)
             else:
                 start, end = s._fit(head, ser, min_end)
-        lat = s.latency_ns
-        head = start + lat
+            lat = s.latency_ns
+            head = start + lat
     return end + lat
 
 
@@ -260,13 +277,18 @@ class Route:
     def __init__(self, stages: tuple[Stage, ...] | list[Stage], nbytes: int) -> None:
         self.stages = tuple(stages)
         self.nbytes = nbytes
-        # (stage, its serialisation ns if `transfer` reserves it inline else None, latency,
-        # and an inline stage's reservation lists: a Server keeps the same two list
-        # objects for its lifetime)
-        self._hops = tuple(
-            (s, nbytes / s.bw_gbs, s.latency_ns, s._starts, s._ends)
-            if s.__class__ in _INLINE else (s, None, s.latency_ns, None, None)
-            for s in self.stages)
+        # (stage, whether `transfer` reserves it inline, its serialisation ns if so,
+        # latency, and an inline stage's reservation lists: a Server keeps the same two
+        # list objects for its lifetime; another stage's are empty placeholders)
+        hops: list[tuple[Any, bool, float, float, list[float], list[float]]] = []
+        for st in self.stages:
+            if st.__class__ in _INLINE:
+                srv: Any = st
+                hops.append((st, True, nbytes / srv.bw_gbs, st.latency_ns, srv._starts,
+                             srv._ends))
+            else:
+                hops.append((st, False, 0.0, st.latency_ns, [], []))
+        self._hops = tuple(hops)
 
     def reserve(self, now: float) -> float:
         """Reserve the route for one transfer starting at `now`; return its end."""
@@ -274,14 +296,16 @@ class Route:
         head = now
         end = now
         lat = 0.0
-        for s, ser, s_lat, starts, ends in self._hops:
+        for st, direct, ser, s_lat, starts, ends in self._hops:
             min_end = end + lat
-            if ser is None:
-                start, end = s.occupy(head, nbytes, min_end, now)
+            if not direct:
+                start, end = st.occupy(head, nbytes, min_end, now)
             else:
+                s: Server = st  # compiled (setup.py): a checked cast; plain Python: a name
                 s.busy_ns += ser
                 s.bytes += nbytes
                 s.transfers += 1
+                last = 0.0
                 if ends:
                     last = ends[-1]
                     if last <= now:

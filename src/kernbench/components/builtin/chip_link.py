@@ -95,12 +95,10 @@ class FramedChipLink(ChipLink):
     ) -> tuple[float, float]:
         spec = self.spec
         wire = wire_bytes(nbytes, spec)
-        if self._flow_bytes:
-            payload = self.bytes
-            span = Server.occupy(self, head_ns, wire + packets(nbytes, spec) * self._flow_bytes,
-                                 min_end_ns, now)
-            self.bytes = payload + nbytes
-            return span
+        if self._flow_bytes:  # held for the wire bytes and the flow control's worth
+            held = wire + packets(nbytes, spec) * self._flow_bytes
+            self.bytes += nbytes
+            return self.occupy_for(head_ns, held / self.bw_gbs, min_end_ns, now)
         span = Server.occupy(self, head_ns, wire, min_end_ns, now)
         self.bytes += nbytes - wire
         return span

@@ -1,0 +1,61 @@
+"""Build: pure Python, plus the simulator's reservation servers compiled by mypyc when it can.
+
+`src/kernbench/components/fabric.py` (every link, port and memory channel reservation;
+the simulator's most called code) is compiled to a C extension with mypyc when mypy and
+a C compiler are at hand (ADR-1315). Without them, or when the compile fails, the
+package installs as pure Python and runs the same source: same results, slower. Set
+KERNBENCH_PURE_PYTHON=1 to build (and run) without it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+NATIVE = ["src/kernbench/components/fabric.py"]
+
+
+class OptionalBuildExt(build_ext):
+    """Build the compiled modules if possible; a failure leaves the pure-Python package."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as e:  # noqa: BLE001 - no compiler, no headers: pure Python then
+            _skip(f"{type(e).__name__}: {e}")
+
+    def build_extension(self, ext) -> None:  # noqa: ANN001
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # noqa: BLE001
+            _skip(f"{ext.name}: {type(e).__name__}: {e}")
+
+
+def _skip(why: str) -> None:
+    print(f"kernbench: building without the compiled simulator core ({why}); the "
+          "package runs as pure Python", file=sys.stderr)
+
+
+def _ext_modules() -> list:
+    if os.environ.get("KERNBENCH_PURE_PYTHON"):
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError as e:
+        _skip(f"no mypyc: {e}")
+        return []
+    try:
+        exts = mypycify(NATIVE, opt_level="3")
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - mypy exits on a type error
+        _skip(f"mypyc: {type(e).__name__}: {e}")
+        return []
+    for ext in exts:
+        # timing outputs are byte-identical on any CPU: no fused multiply-add contraction
+        ext.extra_compile_args = [*ext.extra_compile_args, "-ffp-contract=off"]
+    return exts
+
+
+setup(ext_modules=_ext_modules(), cmdclass={"build_ext": OptionalBuildExt})
