@@ -11,27 +11,33 @@ import time
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
+import pytest
+
 from kernbench.components.native import PURE_ENV, compiled_file, use_source
 
 ROOT = Path(__file__).resolve().parents[2]
 GPT2 = ROOT / "tests" / "models" / "gpt2.onnx"
-# a run with contended links, HBM channels and command packets on a many-cube topology
 _RUN = ("import sys; from kernbench.cli import main; from kernbench.components.native "
-        "import fabric_kind; print(fabric_kind()); sys.exit(main(['run', sys.argv[1], "
-        "'-t', 'large', '--no-report', '--quiet', '--trace', '--out', sys.argv[2]]))")
+        "import fabric_kind; print(fabric_kind()); sys.exit(main(sys.argv[1:]))")
+# contended links, HBM channels and command packets on a many-cube topology (UCIe); chip
+# links with packet framing and ring flow control (ChipLink's own reservation)
+CASES = {"large": ["-t", "large"], "t3k": ["-t", "t3k", "--tp", "2"]}
 
 
-def _run(out: Path, pure: bool) -> str:
+def _run(out: Path, pure: bool, topo: list[str]) -> str:
     env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
     if pure:
         env[PURE_ENV] = "1"
-    done = subprocess.run([sys.executable, "-c", _RUN, str(GPT2), str(out)], env=env,
+    args = ["run", str(GPT2), *topo, "--no-report", "--quiet", "--trace", "--out", str(out)]
+    done = subprocess.run([sys.executable, "-c", _RUN, *args], env=env,
                           capture_output=True, text=True, check=True)
     return done.stdout.splitlines()[0]
 
 
-def test_compiled_and_source_servers_give_identical_outputs(tmp_path):
-    kinds = {_run(tmp_path / "a", pure=False), _run(tmp_path / "b", pure=True)}
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compiled_and_source_servers_give_identical_outputs(tmp_path, case):
+    topo = CASES[case]
+    kinds = {_run(tmp_path / "a", False, topo), _run(tmp_path / "b", True, topo)}
     # the source always runs under KERNBENCH_PURE_PYTHON; the other run is compiled when
     # this install built it (the comparison is then between the two)
     folder = ROOT / "src" / "kernbench" / "components"
