@@ -9,13 +9,16 @@ KERNBENCH_PURE_PYTHON=1 to build (and run) without it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 NATIVE = ["src/kernbench/components/fabric.py"]
+BUILT_SUFFIX = ".built-sha256"  # components/native.py reads it
 
 
 class OptionalBuildExt(build_ext):
@@ -32,6 +35,22 @@ class OptionalBuildExt(build_ext):
             super().build_extension(ext)
         except Exception as e:  # noqa: BLE001
             _skip(f"{ext.name}: {type(e).__name__}: {e}")
+            return
+        # the source this build is of, beside it: the package runs the source instead
+        # when it differs (an edit since the build; components/native.py). Written where
+        # a wheel takes its files and into the package's own folder, where an editable
+        # install's extension is copied
+        for path in NATIVE:
+            mod = path[len("src/"):-len(".py")].replace("/", ".")
+            if ext.name != mod:
+                continue
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest() + "\n"
+            name = Path(path).stem + BUILT_SUFFIX
+            package = self.get_finalized_command("build_py").get_package_dir(
+                mod.rpartition(".")[0])
+            for folder in (Path(self.get_ext_fullpath(ext.name)).parent, Path(package)):
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_text(digest)
 
 
 def _skip(why: str) -> None:

@@ -4,16 +4,22 @@ is asked for or newer than the build."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
-import time
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
 
-from kernbench.components.native import PURE_ENV, compiled_file, use_source
+from kernbench.components.native import (
+    BUILT_SUFFIX,
+    PURE_ENV,
+    compiled_file,
+    fabric_kind,
+    use_source,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 GPT2 = ROOT / "tests" / "models" / "gpt2.onnx"
@@ -46,16 +52,26 @@ def test_compiled_and_source_servers_give_identical_outputs(tmp_path, case):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
-def test_a_build_older_than_its_source_is_not_run(tmp_path):
-    (tmp_path / "fabric.py").write_text("")
+def test_a_build_of_another_source_is_not_run(tmp_path):
+    src = tmp_path / "fabric.py"
+    src.write_text("X = 1\n")
     assert not use_source(tmp_path, pure=False)  # no extension: Python imports the source
     ext = tmp_path / f"fabric{EXTENSION_SUFFIXES[0]}"
     ext.write_bytes(b"")
-    now = time.time()
-    os.utime(tmp_path / "fabric.py", (now - 10, now - 10))
-    os.utime(ext, (now, now))
     assert compiled_file(tmp_path) == ext
-    assert not use_source(tmp_path, pure=False)  # a fresh build runs
+    assert use_source(tmp_path, pure=False)      # no record of what it was built from
+    record = tmp_path / f"fabric{BUILT_SUFFIX}"
+    record.write_text(hashlib.sha256(src.read_bytes()).hexdigest() + "\n")
+    assert not use_source(tmp_path, pure=False)  # built from this source: it runs
     assert use_source(tmp_path, pure=True)       # unless the source is asked for
-    os.utime(tmp_path / "fabric.py", (now + 10, now + 10))
+    src.write_text("X = 2\n")
     assert use_source(tmp_path, pure=False)      # the source edited since the build
+
+
+def test_this_install_runs_its_build_when_it_is_current():
+    folder = ROOT / "src" / "kernbench" / "components"
+    if compiled_file(folder) is None:  # built without a C compiler: the source runs
+        assert fabric_kind() == "source"
+        return
+    assert use_source(folder) == bool(os.environ.get(PURE_ENV))
+    assert fabric_kind() == ("source" if os.environ.get(PURE_ENV) else "compiled")

@@ -10,8 +10,8 @@ Never imports ir, cmdq, compiler, host or triton_emu.
 
 `fabric` may be installed compiled (setup.py builds it with mypyc where it can): the
 same source as a C extension beside `fabric.py`. `native.choose_fabric` runs the source
-instead when KERNBENCH_PURE_PYTHON is set or when the extension is older than the source
-(edited since the last build); either way the results are the same.
+instead when KERNBENCH_PURE_PYTHON is set or when the extension was built from another
+source (edited since the last build); either way the results are the same.
 """
 
 from kernbench.components.native import choose_fabric

@@ -4,11 +4,15 @@ Python imports an extension module before a source file of the same name. That i
 for a fresh build, and wrong when the source has been edited since (a stale build would
 run old code) or when the user asks for the source (KERNBENCH_PURE_PYTHON=1: to compare
 the two, or to profile the Python). In those cases `choose_fabric` loads `fabric.py`
-itself, before anything imports the module.
+itself, before anything imports the module. The build writes the SHA-256 of the source
+it compiled beside the extension (`fabric.built-sha256`); a build is current when that is
+the source's (file times are not used: an install from a wheel writes both files at
+once, in any order).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import sys
@@ -17,6 +21,7 @@ from pathlib import Path
 
 MODULE = "kernbench.components.fabric"
 PURE_ENV = "KERNBENCH_PURE_PYTHON"
+BUILT_SUFFIX = ".built-sha256"  # setup.py writes it
 
 
 def compiled_file(folder: Path, stem: str = "fabric") -> Path | None:
@@ -30,13 +35,17 @@ def compiled_file(folder: Path, stem: str = "fabric") -> Path | None:
 
 def use_source(folder: Path, stem: str = "fabric", pure: bool | None = None) -> bool:
     """Whether `stem`'s source must run instead of its extension: asked for (`pure`,
-    default from KERNBENCH_PURE_PYTHON), or the extension older than the source."""
-    ext = compiled_file(folder, stem)
-    if ext is None:
+    default from KERNBENCH_PURE_PYTHON), or the extension built from another source (or
+    with no record of its source)."""
+    if compiled_file(folder, stem) is None:
         return False  # only the source is there: Python imports it anyway
     if pure if pure is not None else bool(os.environ.get(PURE_ENV)):
         return True
-    return ext.stat().st_mtime < (folder / f"{stem}.py").stat().st_mtime
+    try:
+        built = (folder / f"{stem}{BUILT_SUFFIX}").read_text(encoding="ascii").strip()
+    except OSError:
+        return True
+    return built != hashlib.sha256((folder / f"{stem}.py").read_bytes()).hexdigest()
 
 
 def choose_fabric() -> None:
