@@ -54,7 +54,13 @@ def choose_fabric() -> None:
         return
     folder = Path(__file__).resolve().parent
     if not use_source(folder):
-        return
+        if compiled_file(folder) is None:
+            return
+        try:  # a build whose shared part is missing or broken leaves the source to run
+            importlib.import_module(MODULE)
+            return
+        except ImportError:
+            sys.modules.pop(MODULE, None)
     spec = importlib.util.spec_from_file_location(MODULE, folder / "fabric.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
