@@ -49,7 +49,7 @@ def test_without_routing_a_sweep_keeps_its_point_ids(tmp_path):
 
 
 @pytest.mark.parametrize("model, extra, key, reason", [
-    ("tiny-llama.json", "routing: zipf", "serve.routing", "'tiny-llama.json' has no experts"),
+    ("tiny-llama.json", "routing: zipf", "serve.routing", "model_type 'llama' has no experts"),
     ("tiny-llama.json", "routing_same_layers: true", "serve.routing_same_layers",
      "has no experts"),
     ("tiny-qwen3-moe.json", "routing: zipf:9", "serve.routing", "zipf"),

@@ -43,10 +43,7 @@ def resolve_model(model: Path, shapes: ShapeOptions, save_dir: Path,
     shapes.check()
     model = Path(model)
     _check_exists(model)
-    if (shapes.routing or shapes.routing_seed is not None or shapes.routing_same) and not (
-            model.exists() and is_hf_config(model)):
-        raise InputError("--routing/--routing-seed apply to MoE Hugging Face config.json "
-                         "models (mixtral, qwen3_moe, deepseek_v3)", file=str(model))
+    check_routing(model, shapes)
     if not model.exists() and str(model) in MODELS:
         return _builtin(str(model), shapes, save_dir)
     if model.exists() and is_hf_config(model):
@@ -96,14 +93,24 @@ def _builtin(name: str, shapes: ShapeOptions, save_dir: Path) -> ResolvedModel:
         f"built {name} ({phase}: batch {batch}, seq {seq}, kv {kv})"])
 
 
+def check_routing(model: Path, shapes: ShapeOptions) -> None:
+    """--routing / --routing-seed / --routing-same-layers given for a model they do not
+    apply to (anything but an MoE Hugging Face config.json) → InputError."""
+    if not (shapes.routing or shapes.routing_seed is not None or shapes.routing_same):
+        return
+    if not (model.exists() and is_hf_config(model)):
+        raise InputError("--routing/--routing-seed apply to MoE Hugging Face config.json "
+                         "models (mixtral, qwen3_moe, deepseek_v3)", file=str(model))
+    arch = load_hf_config(model)
+    if arch.moe is None:
+        raise InputError(f"--routing/--routing-seed apply to MoE models; model_type "
+                         f"{arch.model_type!r} has no experts", file=str(config_path(model)))
+
+
 def _hf(model: Path, shapes: ShapeOptions, save_dir: Path,
         qconfig: Path | None) -> ResolvedModel:
 
     arch = load_hf_config(model)
-    if arch.moe is None and (shapes.routing or shapes.routing_seed is not None
-                             or shapes.routing_same):
-        raise InputError(f"--routing/--routing-seed apply to MoE models; model_type "
-                         f"{arch.model_type!r} has no experts", file=str(config_path(model)))
     batch, seq, kv = shapes.resolved()
     routing = shapes.routing_spec()
     g = build_llm_graph(arch, LlmShape(batch, seq, kv),

@@ -339,25 +339,23 @@ def _routing_given(sv: Any) -> bool:  # noqa: ANN401
 
 def _check_routing(spec: SweepSpec, models: list[_Model], label: str) -> None:
     """Serve's routing options, refused before any point runs where `kernbench serve`
-    refuses them: a malformed routing, or a model that is not an MoE config.json."""
+    refuses them (`check_routing`): a malformed routing, or a model that is not an MoE
+    config.json."""
     sv = spec.serve
     if sv is None or not _routing_given(sv):
         return
+    from kernbench.host.models import check_routing
     from kernbench.host.onnx_dims import ShapeOptions
-    from kernbench.models.hf_config import is_hf_config, load_hf_config
 
     key = next(f"serve.{k}" for k in ROUTING_KEYS if getattr(sv, k) not in (None, False))
+    shapes = ShapeOptions(routing=sv.routing, routing_seed=sv.routing_seed,
+                          routing_same=sv.routing_same_layers)
     try:
-        ShapeOptions(routing=sv.routing, routing_seed=sv.routing_seed,
-                     routing_same=sv.routing_same_layers).check()
+        shapes.check()
+        for m in models:
+            check_routing(Path(m.ref), shapes)
     except InputError as e:
         raise InputError(e.reason, file=label, field=key) from None
-    for m in models:
-        path = Path(m.ref)
-        if m.builtin or not is_hf_config(path) or load_hf_config(path).moe is None:
-            raise InputError(f"routing applies to MoE Hugging Face config.json models "
-                             f"(mixtral, qwen3_moe, deepseek_v3); '{m.name}' has no experts",
-                             file=label, field=key)
 
 
 def _serve_error(serve: dict[str, Any], topo: dict[str, Any] | None) -> str | None:
