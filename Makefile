@@ -9,10 +9,12 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-# setup.py compiles fabric.py (ADR-1315): an edit of it rebuilds, so the build is never
-# older than its source
-$(STAMP): $(BIN)/python pyproject.toml constraints.txt setup.py \
-		src/kernbench/components/fabric.py
+# setup.py compiles the simulator core (ADR-1315, kernbench/native.py): an edit of one of
+# its modules rebuilds, so the build is never older than its source
+NATIVE_SRC := $(shell sed -n 's/^    "\(kernbench\.[a-z_.]*\)",$$/src\/\1.py/p' src/kernbench/native.py \
+		| sed 's/\./\//g; s/\/py$$/.py/')
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt setup.py src/kernbench/native.py \
+		$(NATIVE_SRC)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	touch $(STAMP)

@@ -1,14 +1,17 @@
-"""Build: pure Python, plus the simulator's reservation servers compiled by mypyc when it can.
+"""Build: pure Python, plus the simulator's core compiled by mypyc when it can.
 
-`src/kernbench/components/fabric.py` (every link, port and memory channel reservation;
-the simulator's most called code) is compiled to a C extension with mypyc when mypy and
-a C compiler are at hand (ADR-1315). Without them, or when the compile fails, the
-package installs as pure Python and runs the same source: same results, slower. Set
-KERNBENCH_PURE_PYTHON=1 to build (and run) without it.
+The modules `kernbench.native.NATIVE` lists (every link, port and memory channel
+reservation, the per-command state machines of M_CPU and PE_SCHEDULER, the engines'
+channels, tile tokens and program entries, the JSON writer: the code that runs per
+command) are compiled to C extensions with mypyc when mypy and a C compiler are at hand
+(ADR-1315, ADR-1320). Without them, or when the compile fails, the package installs as
+pure Python and runs the same source: same results, slower. Set KERNBENCH_PURE_PYTHON=1
+to build (and run) without it.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import sys
@@ -17,8 +20,21 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
-NATIVE = ["src/kernbench/components/fabric.py"]
-BUILT_SUFFIX = ".built-sha256"  # components/native.py reads it
+BUILT_SUFFIX = ".built-sha256"  # kernbench/native.py reads it
+
+
+def _native() -> list[str]:
+    """The source files of `NATIVE` in src/kernbench/native.py (read, not imported: the
+    package is not installed while it is being built)."""
+    tree = ast.parse(Path("src/kernbench/native.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "NATIVE":
+            names = ast.literal_eval(node.value)
+            return ["src/" + n.replace(".", "/") + ".py" for n in names]
+    raise LookupError("NATIVE not found in src/kernbench/native.py")
+
+
+NATIVE = _native()
 
 
 class OptionalBuildExt(build_ext):
@@ -37,7 +53,7 @@ class OptionalBuildExt(build_ext):
             _skip(f"{ext.name}: {type(e).__name__}: {e}")
             return
         # the source this build is of, beside it: the package runs the source instead
-        # when it differs (an edit since the build; components/native.py). Written where
+        # when it differs (an edit since the build; kernbench/native.py). Written where
         # a wheel takes its files and into the package's own folder, where an editable
         # install's extension is copied
         for path in NATIVE:

@@ -58,7 +58,8 @@ def floor(n: int) -> None:
     """`--floor`: n trivial events through the simulator's environment, timed."""
     import time
 
-    from kernbench.components.arbiter import GrantingEnvironment, call_after
+    from kernbench.components.arbiter import call_after
+    from kernbench.components.environment import GrantingEnvironment
 
     env = GrantingEnvironment()
     left = [n]

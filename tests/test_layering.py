@@ -18,7 +18,7 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kernbench"
-ORDER = ["errors", "numerics", "config", "topology", "common", "components", "sim_engine",
+ORDER = ["native", "errors", "numerics", "config", "topology", "common", "components", "sim_engine",
          "report", "cmdq", "ir", "compiler", "triton_emu", "tl", "models", "host", "cli",
          "__main__"]  # `python -m kernbench`: the console script's entry point
 FORBIDDEN = {

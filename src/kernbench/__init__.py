@@ -2,8 +2,8 @@
 
 Layers (each imports only the ones before it in this list; docs/architecture.md,
 checked by tests/test_layering.py):
-errors → numerics → config → topology → common → components → sim_engine → report →
-cmdq → ir → compiler → triton_emu → models → host → cli.
+native → errors → numerics → config → topology → common → components → sim_engine →
+report → cmdq → ir → compiler → triton_emu → models → host → cli.
 """
 
 import os as _os
@@ -15,6 +15,12 @@ __version__ = "0.1.0"
 # busy-waits between calls and doubles the CPU they cost. It takes effect when kernbench
 # is imported before numpy (the console script, `python -m`, the benchmarks).
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+# the simulator core's compiled modules, or their source when the build is stale or the
+# source is asked for (kernbench.native); decided before any of them is imported
+from kernbench.native import choose_core as _choose_core  # noqa: E402
+
+_choose_core()
 
 # Kernel front end, loaded lazily so that `import kernbench` stays light.
 _LAZY = {

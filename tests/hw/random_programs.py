@@ -108,6 +108,21 @@ def run(seed: int, overrides: list[str]) -> dict[str, Any]:
     return {"total_ns": res.total_ns, "entries": times, "stats_sha256": digest}
 
 
+def contention(seed: int, overrides: list[str]) -> tuple[int, int]:
+    """(grants where two requests or more met, tiles that waited for staging bytes) of one
+    program on one topology variant."""
+    from kernbench.cmdq.io import parse_program
+    from kernbench.components.builtin.pe_scheduler import PeScheduler
+    from kernbench.host.simulate import simulate_program
+    from kernbench.topology import load_topology
+
+    prog, window = program(seed)
+    topo = load_topology("small", [*overrides, f"cube.m_cpu.issue_window={window}"])
+    sim = simulate_program(parse_program(prog), topo, trace=False).sim
+    waits = sum(c.staging_waits for c in sim.components.values() if isinstance(c, PeScheduler))
+    return sim.arbiter.met, waits
+
+
 def record() -> dict[str, Any]:
     return {f"{seed}@{name}": run(seed, ov) for seed in SEEDS for name, ov in VARIANTS}
 

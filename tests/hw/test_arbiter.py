@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernbench.components.arbiter import GrantingEnvironment
+from kernbench.components.environment import GrantingEnvironment
 from kernbench.components.fabric import Server, transfer
 
 

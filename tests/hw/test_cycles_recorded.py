@@ -52,28 +52,9 @@ def test_the_programs_exercise_what_they_claim():
     assert any(e["opcode"].endswith("_LAYER_OP") for p in progs for e in p)
 
 
-def test_the_programs_contend_where_they_claim(monkeypatch):
+def test_the_programs_contend_where_they_claim():
     """Seed 17 on one link: same-instant reservations meet at the arbiter (ties ADR-0925's
     rule decides, on the hot HBM channel and the one link) and tiles wait for staging TCM."""
-    from kernbench.components.arbiter import Arbiter
-    from kernbench.components.builtin.pe_scheduler import PeScheduler
-
-    batches: list[int] = []
-    waits: list[int] = []
-    grant0, feed0 = Arbiter.grant, PeScheduler.release_staging
-
-    def grant(self):  # noqa: ANN001, ANN202
-        batches.append(len(self.pending))
-        return grant0(self)
-
-    def release(self, plan):  # noqa: ANN001, ANN202
-        waits.append(len(self._staging_waiters))
-        return feed0(self, plan)
-
-    monkeypatch.setattr(Arbiter, "grant", grant)
-    monkeypatch.setattr(PeScheduler, "release_staging", release)
-    got = rp.run(17, dict(rp.VARIANTS)["one_link"])
-    assert got["total_ns"] == EXPECTED["17@one_link"]["total_ns"]
-    assert max(batches) >= 2, "no two requests ever met in one instant"
-    assert sum(b >= 2 for b in batches) >= 5
-    assert max(waits) >= 1, "no tile ever waited for SchedulerReservedTCM"
+    met, waits = rp.contention(17, dict(rp.VARIANTS)["one_link"])
+    assert met >= 5, "fewer than five instants where two requests met"
+    assert waits >= 1, "no tile ever waited for SchedulerReservedTCM"

@@ -36,10 +36,10 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     if value:
         from kernbench import __version__
-        from kernbench.components.native import fabric_kind
+        from kernbench.native import core_kind
 
         # the reservation servers: compiled by setup.py where it could, else the source
-        print(f"kernbench {__version__} (simulator core: {fabric_kind()})")
+        print(f"kernbench {__version__} (simulator core: {core_kind()})")
         raise typer.Exit(0)
 
 

@@ -8,12 +8,7 @@ reservation servers), `actions` (the action ledger energy is priced from), `coun
 through the `kernbench.components` entry-point group) and `builtin/` (one file per kind).
 Never imports ir, cmdq, compiler, host or triton_emu.
 
-`fabric` may be installed compiled (setup.py builds it with mypyc where it can): the
-same source as a C extension beside `fabric.py`. `native.choose_fabric` runs the source
-instead when KERNBENCH_PURE_PYTHON is set or when the extension was built from another
-source (edited since the last build); either way the results are the same.
+The hot modules (`fabric`, `channel`, `base`, `actions`, `signals` and the PE and M_CPU
+blocks that run per command) may be installed compiled (setup.py builds them with mypyc
+where it can; `kernbench.native` decides which runs); either way the results are the same.
 """
-
-from kernbench.components.native import choose_fabric
-
-choose_fabric()

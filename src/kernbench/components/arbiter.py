@@ -8,8 +8,9 @@ then the lower tile, then the earlier stage. Requests at different instants
 are still first come, first served.
 
 "The end of the instant" is when SimPy has no event left at the current time: the
-simulator's environment (`GrantingEnvironment`, a `simpy.Environment` whose `step`
-grants before it advances the clock) runs the pending grant then, after every event of
+simulator's environment (components.environment's `GrantingEnvironment`, a
+`simpy.Environment` whose `step` grants before it advances the clock, with `run_events`
+as its loop) runs the pending grant then, after every event of
 that instant, including those scheduled while the instant is processed. So which requests
 meet in one grant depends on nothing but their time and on grants they causally follow,
 not on how many zero-delay events each chain took to get there. A grant's outcome (a
@@ -25,7 +26,7 @@ from typing import Any
 
 import simpy
 from simpy.core import EmptySchedule, StopSimulation
-from simpy.events import NORMAL, URGENT, Event, EventPriority
+from simpy.events import NORMAL, Event, EventPriority
 
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.tile_plan import TileToken
@@ -34,11 +35,12 @@ from kernbench.common.tile_plan import TileToken
 class Arbiter:
     """Collects the requests of the current instant; its environment grants them."""
 
-    __slots__ = ("pending", "grants")
+    __slots__ = ("pending", "grants", "met")
 
     def __init__(self) -> None:
         self.pending: list[tuple[Any, int, Callable[..., None], tuple]] = []
         self.grants = 0
+        self.met = 0  # grants where two requests or more met: what the key order decided
 
     def request(self, key: tuple, grant: Callable[..., None], *args: object) -> None:
         """Call `grant(*args)` at the end of this instant, after every request of the
@@ -53,6 +55,7 @@ class Arbiter:
         self.pending = []
         self.grants += 1
         if len(batch) > 1:
+            self.met += 1
             # (key, request number, ...): the numbers are distinct, so the sort never
             # compares past them and orders by key, then request order
             batch.sort()
@@ -60,72 +63,23 @@ class Arbiter:
             grant(*args)
 
 
-class GrantingEnvironment(simpy.Environment):
-    """A SimPy environment that grants its arbiter's requests at the end of each instant:
-    `step` is SimPy's, preceded by the grant when no event is left at the current time."""
-
-    def __init__(self, initial_time: float = 0) -> None:
-        super().__init__(initial_time)
-        self.arbiter = Arbiter()
-
-    def run(self, until: float | Event | None = None) -> Any:
-        """SimPy's `run`, with `step` inlined in its loop (the loop runs once per event
-        and per grant, so the call is a measurable share of a run)."""
-        if until is not None:
-            if not isinstance(until, Event):
-                at = until if isinstance(until, int) else float(until)
-                if at <= self._now:
-                    raise ValueError(
-                        f"until ({at}) must be greater than the current simulation time")
-                until = Event(self)
-                until._ok = True
-                until._value = None
-                self.schedule(until, URGENT, at - self._now)
-            elif until.callbacks is None:
-                return until.value
-            until.callbacks.append(StopSimulation.callback)
-        arbiter = self.arbiter
-        queue = self._queue
+def run_events(env: Any, arbiter: Arbiter) -> None:
+    """Process `env`'s events, and `arbiter`'s grants at the end of each instant, until
+    the schedule is empty (`EmptySchedule`) or an event stops the simulation
+    (`StopSimulation`, after keeping the stopping event's remaining callbacks as SimPy
+    does). SimPy's `Environment.step` in a loop, with the grant before the clock moves;
+    `GrantingEnvironment` (components.environment) runs it."""
+    queue: list = env._queue
+    now: Any = env._now
+    while True:
+        if arbiter.pending and (not queue or queue[0][0] > now):
+            arbiter.grant()
+            continue
         try:
-            while True:
-                if arbiter.pending and (not queue or queue[0][0] > self._now):
-                    arbiter.grant()
-                    continue
-                try:
-                    self._now, _, _, event = heappop(queue)
-                except IndexError:
-                    raise EmptySchedule from None
-                callbacks, event.callbacks = event.callbacks, None
-                try:
-                    for callback in callbacks:
-                        callback(event)
-                except StopSimulation:
-                    event.callbacks = callbacks[callbacks.index(callback) + 1:]
-                    self.schedule(event, EventPriority(-1))
-                    raise
-                if not event._ok and not hasattr(event, "_defused"):
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    raise exc
-        except StopSimulation as exc:
-            return exc.args[0]
-        except EmptySchedule:
-            if until is not None:
-                raise RuntimeError(f'No scheduled events left but "until" event was not '
-                                   f"triggered: {until}") from None
-        return None
-
-    def step(self) -> None:
-        arbiter = self.arbiter
-        if arbiter.pending:
-            queue = self._queue
-            if not queue or queue[0][0] > self._now:
-                arbiter.grant()
-                return
-        try:
-            self._now, _, _, event = heappop(self._queue)
+            now, _, _, event = heappop(queue)
         except IndexError:
             raise EmptySchedule from None
+        env._now = now
         callbacks, event.callbacks = event.callbacks, None
         try:
             for callback in callbacks:
@@ -133,7 +87,7 @@ class GrantingEnvironment(simpy.Environment):
         except StopSimulation:
             # as SimPy: keep the remaining callbacks for when the simulation resumes
             event.callbacks = callbacks[callbacks.index(callback) + 1:]
-            self.schedule(event, EventPriority(-1))
+            env.schedule(event, EventPriority(-1))
             raise
         if not event._ok and not hasattr(event, "_defused"):
             exc = type(event._value)(*event._value.args)

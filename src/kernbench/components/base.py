@@ -22,6 +22,7 @@ import simpy
 
 from kernbench.components.channel import Channel
 from kernbench.components.counters import MemoryCounters
+from kernbench.components.fabric import mypyc_attr
 from kernbench.components.ports import Port, SimContext, declared
 from kernbench.components.queues import HwQueue
 from kernbench.errors import InputError
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from kernbench.topology.model import Node
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # every block not compiled extends it
 class ComponentBase:
     KIND: ClassVar[str] = ""
     IMPL: ClassVar[str] = ""
@@ -110,6 +112,7 @@ class ComponentBase:
         return f"<{type(self).__name__} {self.id}>"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PeEngineBase(ComponentBase):
     """A pipeline stage with one worker per channel (chained by inboxes)."""
 
@@ -119,7 +122,7 @@ class PeEngineBase(ComponentBase):
     def __init__(self, node: Node, sim: SimContext) -> None:
         super().__init__(node, sim)
         depth = getattr(self.spec, "queue_depth", 4)
-        self.inboxes: dict[str, simpy.Store] = {
+        self.inboxes: dict[str, HwQueue] = {
             ch: HwQueue(self.env, capacity=depth) for ch in self.CHANNELS
         }
         self._port_by_stage: dict[int, simpy.Store] = {}

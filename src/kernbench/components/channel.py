@@ -13,7 +13,7 @@ registered its resumption; only the generator and its resumptions are gone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import simpy
 
@@ -79,8 +79,10 @@ class Channel:
         req = self.req = slot.request()
         req.callbacks.append(self._granted)
 
-    def _granted(self, _ev: simpy.Event) -> None:
-        self._serve(self.token)
+    def _granted(self, _ev: object) -> None:
+        token = self.token
+        assert token is not None  # _acquire set it
+        self._serve(token)
 
     def _serve(self, token: TileToken) -> None:
         self.token = token
@@ -93,17 +95,20 @@ class Channel:
             self.eng._on_process_start(env, token)
         d = self.eng.service(token)
         if d.__class__ is float or d.__class__ is int:
-            if d > 0:
-                call_after(env, d, self._served)
+            if cast(float, d) > 0:
+                call_after(env, cast(float, d), self._served)
             else:
                 self._served(None)
-        elif d.callbacks is not None:
-            d.callbacks.append(self._served)
         else:
-            self._served(d)
+            ev = cast(simpy.Event, d)
+            if ev.callbacks is not None:
+                ev.callbacks.append(self._served)
+            else:
+                self._served(ev)
 
-    def _served(self, _ev: simpy.Event) -> None:
+    def _served(self, _ev: object) -> None:
         token = self.token
+        assert token is not None  # _serve set it
         eng = self.eng
         env = self.env
         end = env._now
@@ -111,7 +116,7 @@ class Channel:
             eng._on_process_end(env, token)
         req = self.req
         if req is not None:
-            eng._slot.release(req)
+            cast(simpy.Resource, eng._slot).release(cast(Any, req))
             self.req = None
         busy = end - self.start
         eng.busy_ns += busy
@@ -141,5 +146,5 @@ class Channel:
             self.tile_done(token, end)
         self.take()
 
-    def _forwarded(self, _ev: simpy.Event) -> None:
+    def _forwarded(self, _ev: object) -> None:
         self.take()

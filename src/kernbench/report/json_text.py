@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from json.encoder import encode_basestring_ascii
-from typing import IO
+from typing import IO, cast
 
 MAX_DEPTH = 200
 _FLUSH = 1 << 16  # pieces held before a write
@@ -57,7 +57,7 @@ class _Writer:
         out = self.out
         t = v.__class__
         if t is str:
-            out.append(encode_basestring_ascii(v))
+            out.append(encode_basestring_ascii(cast(str, v)))
         elif v is None:
             out.append("null")
         elif v is True:
@@ -67,11 +67,11 @@ class _Writer:
         elif t is int:
             out.append(_irepr(v))
         elif t is float:
-            out.append(_float(v))
+            out.append(_float(cast(float, v)))
         elif t is dict:
-            self.mapping(v, level)
+            self.mapping(cast(dict, v), level)
         elif t is list or t is tuple:
-            self.sequence(v, level)
+            self.sequence(cast("list | tuple", v), level)
         else:
             raise _Unsupported
 

@@ -27,7 +27,7 @@ from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
 from kernbench.common.tile_plan import TileToken
 from kernbench.components.actions import ActionLedger
-from kernbench.components.arbiter import GrantingEnvironment
+from kernbench.components.environment import GrantingEnvironment
 from kernbench.components.base import ComponentBase, PeEngineBase
 from kernbench.components.counters import (
     EngineCounters,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
 from kernbench.components.counters import MemoryCounters, ServerCounters
-from kernbench.components.fabric import Server, occupy_parallel, transfer
+from kernbench.components.fabric import Server, mypyc_attr, occupy_parallel, transfer
 from kernbench.errors import AddressError
 
 
@@ -95,7 +95,7 @@ def channel_shares(offset: int, nbytes: int, interleave: int,
     return [(i, b) for i, b in enumerate(out) if b > 0]
 
 
-@register("hbm_ctrl", "hbm_v1")
+@mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins may extend it
 class HbmCtrl(ComponentBase):
     def __init__(self, node, sim) -> None:  # noqa: ANN001
         super().__init__(node, sim)
@@ -157,3 +157,7 @@ class HbmCtrl(ComponentBase):
         """Bytes served and each channel's bytes and busy time."""
         return MemoryCounters(self.id, self.KIND, self.bytes, None, tuple(
             ServerCounters(ch.id, ch.bytes, ch.busy_ns) for ch in self.channels))
+
+
+# registered here, not by a decorator: mypyc compiles a decorated class as plain Python
+register("hbm_ctrl", "hbm_v1")(HbmCtrl)

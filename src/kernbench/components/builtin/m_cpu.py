@@ -20,7 +20,7 @@ chip's FSM has fetched and completed all its entries.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import simpy
@@ -29,7 +29,7 @@ from simpy.events import URGENT
 from kernbench.components.arbiter import BACK_TILE, call_after
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
-from kernbench.components.fabric import Route
+from kernbench.components.fabric import Route, mypyc_attr
 from kernbench.components.ports import Port
 from kernbench.components.signals import Signal
 
@@ -183,7 +183,7 @@ class _Fsm:
             while run.ready:  # lowest id first, one per issue latency
                 e = run.entries[heapq.heappop(run.ready)]
                 if self.issue_ns:
-                    call_after(env, self.issue_ns, lambda _ev, e=e: self._go(e))
+                    call_after(env, self.issue_ns, self._issuer(e))
                     return
                 self._issue(e)
             if run.outstanding == 0 and not run.ready and mcpu._ended(run, self.done):
@@ -193,6 +193,10 @@ class _Fsm:
             wake = mcpu._wake = env.event()
             wake.callbacks.append(self._woken)
             return
+
+    def _issuer(self, e: ProgramEntry) -> Callable[[object], None]:
+        """The callback that issues `e` once its issue latency has passed."""
+        return lambda _ev: self._go(e)
 
     def _woken(self, _ev: object) -> None:
         self.mcpu._wake = None
@@ -210,7 +214,7 @@ class _Fsm:
             mcpu._send(e, self.finish)
 
 
-@register("m_cpu", "m_cpu_v1")
+@mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins may extend it
 class MCpu(ComponentBase):
     PORTS = (Port("pe_cpus", "pe_cpu", many=True,
                   doc="every PE's PE_CPU, in global PE index order (the CMDQ `pe` field)"),)
@@ -365,3 +369,7 @@ class MCpu(ComponentBase):
 
         cmd.done = Signal(completed)
         arbiter.request((seq, -1, 0), send)
+
+
+# registered here, not by a decorator: mypyc compiles a decorated class as plain Python
+register("m_cpu", "m_cpu_v1")(MCpu)

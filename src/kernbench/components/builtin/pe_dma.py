@@ -21,7 +21,7 @@ from kernbench.common.tile_plan import StageType
 from kernbench.components.arbiter import done_at, pending, token_key
 from kernbench.components.base import PeEngineBase
 from kernbench.components.catalog import register
-from kernbench.components.fabric import Server, transfer
+from kernbench.components.fabric import Server, mypyc_attr, transfer
 from kernbench.components.ports import Port
 
 
@@ -32,7 +32,7 @@ def wire_bytes(burst_bytes: int, nbytes: int, rows: int) -> int:
     return rows * (-(-row // burst_bytes) * burst_bytes)
 
 
-@register("pe_dma", "pe_dma_v1")
+@mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins may extend it
 class PeDma(PeEngineBase):
     CHANNELS = {"read": (StageType.DMA_READ,), "write": (StageType.DMA_WRITE,)}
     PORTS = (Port("tcm", "pe_tcm", doc="its PE's scratchpad"),
@@ -110,3 +110,7 @@ class PeDma(PeEngineBase):
 
     def stats(self) -> dict:
         return {"bytes_read": self.bytes_read, "bytes_written": self.bytes_written}
+
+
+# registered here, not by a decorator: mypyc compiles a decorated class as plain Python
+register("pe_dma", "pe_dma_v1")(PeDma)

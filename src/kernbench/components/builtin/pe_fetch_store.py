@@ -13,11 +13,11 @@ from kernbench.common.tile_plan import StageType
 from kernbench.components.arbiter import done_at, pending, token_key
 from kernbench.components.base import PeEngineBase
 from kernbench.components.catalog import register
-from kernbench.components.fabric import transfer
+from kernbench.components.fabric import mypyc_attr, transfer
 from kernbench.components.ports import Port
 
 
-@register("pe_fetch_store", "pe_fetch_store_v1")
+@mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins may extend it
 class PeFetchStore(PeEngineBase):
     CHANNELS = {"fetch": (StageType.FETCH,), "store": (StageType.STORE,)}
     PORTS = (Port("tcm", "pe_tcm", doc="its PE's scratchpad (the port it moves bytes over)"),)
@@ -51,3 +51,7 @@ class PeFetchStore(PeEngineBase):
 
     def stats(self) -> dict:
         return {"bytes_fetched": self.bytes_fetched, "bytes_stored": self.bytes_stored}
+
+
+# registered here, not by a decorator: mypyc compiles a decorated class as plain Python
+register("pe_fetch_store", "pe_fetch_store_v1")(PeFetchStore)

@@ -20,6 +20,7 @@ from kernbench.common.tile_plan import PipelineContext, Stage, StageType, TilePl
 from kernbench.components.arbiter import call_after
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
+from kernbench.components.fabric import mypyc_attr
 from kernbench.components.ports import Port
 from kernbench.components.queues import HwQueue
 from kernbench.components.signals import Signal
@@ -62,7 +63,7 @@ def split_transfers(stages: list, limit: int) -> list:  # noqa: ANN001
     return out
 
 
-@register("pe_scheduler", "pe_scheduler_v2")
+@mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins may extend it
 class PeScheduler(ComponentBase):
     PORTS = (
         Port("dma", "pe_dma"),
@@ -93,6 +94,7 @@ class PeScheduler(ComponentBase):
         # SchedulerReservedTCM as a counting semaphore: no SimPy event unless a tile waits
         self.staging_free = tcm.reserved_bytes
         self._staging_waiters: list[tuple[int, simpy.Event]] = []
+        self.staging_waits = 0  # tiles that waited for staging bytes
         if self.spec.shared_compute_slot:
             slot = simpy.Resource(self.env, capacity=1)
             for comp in (*self.peers_of("gemm"), *self.peers_of("math")):
@@ -208,6 +210,7 @@ class PeScheduler(ComponentBase):
         """Feed the current command's tiles from `_tile` on; return at a wait (staging
         bytes, a full first-stage queue), where the wait's event resumes it."""
         plans, ctx = self._plans, self._ctx
+        assert plans is not None and ctx is not None  # _start_feed set them
         cmd = ctx.command
         while self._tile < len(plans):
             plan = plans[self._tile]
@@ -222,6 +225,7 @@ class PeScheduler(ComponentBase):
                 if need <= self.staging_free and not self._staging_waiters:
                     self.staging_free -= need
                 else:  # release_staging grants the bytes and triggers the event
+                    self.staging_waits += 1
                     ev = self.env.event()
                     self._staging_waiters.append((need, ev))
                     self._granted = True
@@ -243,7 +247,9 @@ class PeScheduler(ComponentBase):
         self._feed_tiles()
 
     def _tile_put(self, _ev) -> None:  # noqa: ANN001
-        self._traced(self._plans[self._tile - 1])
+        plans = self._plans
+        assert plans is not None  # a tile of the current command was put
+        self._traced(plans[self._tile - 1])
         self._feed_tiles()
 
     def _traced(self, plan: TilePlan) -> None:
@@ -270,3 +276,7 @@ class PeScheduler(ComponentBase):
             self.completion_queue.append((now, cmd.label))
             tracer.events.append((now, "command_complete", self.id, cmd.label, -1))
         self.sim.command_complete(cmd, now)
+
+
+# registered here, not by a decorator: mypyc compiles a decorated class as plain Python
+register("pe_scheduler", "pe_scheduler_v2")(PeScheduler)
