@@ -35,11 +35,13 @@ NATIVE = (
     "kernbench.components.base",
     "kernbench.components.builtin.hbm_ctrl",
     "kernbench.components.builtin.m_cpu",
+    "kernbench.components.builtin.pe_cpu",
     "kernbench.components.builtin.pe_dma",
     "kernbench.components.builtin.pe_fetch_store",
     "kernbench.components.builtin.pe_scheduler",
     "kernbench.components.channel",
     "kernbench.components.fabric",
+    "kernbench.components.queues",
     "kernbench.components.signals",
     "kernbench.report.json_text",
 )

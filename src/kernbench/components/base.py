@@ -125,7 +125,7 @@ class PeEngineBase(ComponentBase):
         self.inboxes: dict[str, HwQueue] = {
             ch: HwQueue(self.env, capacity=depth) for ch in self.CHANNELS
         }
-        self._port_by_stage: dict[int, simpy.Store] = {}
+        self._port_by_stage: dict[int, HwQueue] = {}
         for ch, stypes in self.CHANNELS.items():
             for st in stypes:
                 self._port_by_stage[int(st)] = self.inboxes[ch]
@@ -133,7 +133,7 @@ class PeEngineBase(ComponentBase):
         self.ops = 0
         self._slot: simpy.Resource | None = None  # shared compute slot, if any
 
-    def port(self, stage_type: int) -> simpy.Store:
+    def port(self, stage_type: int) -> HwQueue:
         return self._port_by_stage[int(stage_type)]
 
     def start(self) -> None:

@@ -1,4 +1,4 @@
-"""HwQueue: a bounded FIFO between hardware blocks, a `simpy.Store` with a lean put / get.
+"""HwQueue: a bounded FIFO between hardware blocks, a `simpy.Store`'s behaviour, lean.
 
 Every command and tile crosses several queues (PE_CPU, SubmissionQueue, the feeder, each
 engine's inbox), so their cost is the simulator's. HwQueue keeps `simpy.Store`'s behaviour
@@ -7,7 +7,9 @@ that can complete is triggered at once; a put's processing serves the oldest wai
 a get's processing admits the oldest waiting put), so a run is event-for-event the one a
 `simpy.Store` gives. It only skips SimPy's generic resource machinery (bound event
 classes, request-queue scans that stop after the first element anyway). `items`,
-`put_queue`, `get_queue` and `capacity` are the Store's, for deadlock reports.
+`put_queue`, `get_queue` and `capacity` are the Store's, for deadlock reports. It is not
+a subclass of `simpy.Store` (a compiled class cannot extend an interpreted one); its
+events are SimPy's, scheduled as `Environment.schedule` schedules them.
 
 `offer` and `take` are the hardware's own put and get, with no event when they complete
 at once: `offer` appends an item if there is room and nobody waits to put (returning None;
@@ -23,63 +25,80 @@ this way).
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heappush
 from typing import Any
 
-import simpy
-from simpy.events import PENDING, Event
+from simpy.events import NORMAL, PENDING, Event
 
 
-class _Put(Event):
-    __slots__ = ("item",)
+def _schedule(env: Any, ev: Event) -> None:
+    """`env.schedule(ev)`: triggered now, after the events already scheduled now."""
+    heappush(env._queue, (env._now + 0, NORMAL, next(env._eid), ev))
 
 
-class HwQueue(simpy.Store):
+class HwQueue:
     """A FIFO of `capacity` items (default unbounded) with Store semantics."""
 
-    def __init__(self, env: simpy.Environment, capacity: float = float("inf")) -> None:
-        super().__init__(env, capacity)
-        self._on_put_done = self._serve_get
-        self._on_get_done = self._admit_put
-        self._taker: Any = None
+    __slots__ = ("_env", "_capacity", "items", "put_queue", "get_queue", "_put_items",
+                 "_taker")
 
-    def put(self, item: object) -> Event:  # type: ignore[override]
+    def __init__(self, env: Any, capacity: float = float("inf")) -> None:
+        if capacity <= 0:
+            raise ValueError('"capacity" must be > 0.')  # simpy.Store's check
+        self._env = env
+        self._capacity = capacity
+        self.items: list[Any] = []
+        self.put_queue: list[Event] = []  # waiting puts, oldest first
+        self._put_items: list[Any] = []  # the item of each waiting put
+        self.get_queue: list[Event] = []
+        self._taker: Callable[[Any], None] | None = None
+
+    @property
+    def capacity(self) -> float:
+        return self._capacity
+
+    def put(self, item: object) -> Event:
         """Request to append `item`; the event is triggered once it is in the queue."""
         env = self._env
-        ev = _Put.__new__(_Put)
+        ev = Event.__new__(Event)
         ev.env = env
-        ev.item = item
-        ev.callbacks = [self._on_put_done]
+        ev.callbacks = [self._serve_get]
         ev._value = PENDING
-        pq = self.put_queue
-        pq.append(ev)
-        head = pq[0]
+        self.put_queue.append(ev)
+        self._put_items.append(item)
         if len(self.items) < self._capacity:
-            self.items.append(head.item)
-            head._ok = True
-            head._value = None
-            env.schedule(head)
-            del pq[0]
+            self._enter()
         return ev
 
-    def get(self) -> Event:  # type: ignore[override]
+    def _enter(self) -> None:
+        """The oldest waiting put's item enters the queue; its event is triggered."""
+        head = self.put_queue.pop(0)
+        self.items.append(self._put_items.pop(0))
+        head._ok = True
+        head._value = None
+        _schedule(self._env, head)
+
+    def get(self) -> Event:
         """Request the oldest item; the event's value is the item."""
         env = self._env
         ev = Event.__new__(Event)
         ev.env = env
-        ev.callbacks = [self._on_get_done]
+        ev.callbacks = [self._admit_put]
         ev._value = PENDING
         gq = self.get_queue
         gq.append(ev)
-        items = self.items
-        if items:
-            head = gq[0]
-            head._ok = True
-            head._value = items.pop(0)
-            env.schedule(head)
-            del gq[0]
+        if self.items:
+            self._hand_over()
         return ev
 
-    def _serve_get(self, _put: Event) -> None:
+    def _hand_over(self) -> None:
+        """The oldest waiting get takes the oldest item; its event is triggered."""
+        head = self.get_queue.pop(0)
+        head._ok = True
+        head._value = self.items.pop(0)
+        _schedule(self._env, head)
+
+    def _serve_get(self, _put: object) -> None:
         """A put was processed: the oldest waiting get (or the taker) takes the oldest
         item, if any."""
         taker = self._taker
@@ -87,24 +106,13 @@ class HwQueue(simpy.Store):
             self._taker = None
             taker(self.items.pop(0))
             return
-        gq = self.get_queue
-        if gq and self.items:
-            head = gq[0]
-            head._ok = True
-            head._value = self.items.pop(0)
-            self._env.schedule(head)
-            del gq[0]
+        if self.get_queue and self.items:
+            self._hand_over()
 
-    def _admit_put(self, _get: Event) -> None:
+    def _admit_put(self, _get: object) -> None:
         """A get was processed: the oldest waiting put enters, if there is room."""
-        pq = self.put_queue
-        if pq and len(self.items) < self._capacity:
-            head = pq[0]
-            self.items.append(head.item)
-            head._ok = True
-            head._value = None
-            self._env.schedule(head)
-            del pq[0]
+        if self.put_queue and len(self.items) < self._capacity:
+            self._enter()
 
     def offer(self, item: object) -> Event | None:
         """Append `item` now if there is room (None), else `put(item)` (its event). A
@@ -117,13 +125,8 @@ class HwQueue(simpy.Store):
             taker(item)
             return None
         self.items.append(item)
-        gq = self.get_queue
-        if gq:
-            head = gq[0]
-            head._ok = True
-            head._value = self.items.pop(0)
-            self._env.schedule(head)
-            del gq[0]
+        if self.get_queue:
+            self._hand_over()
         return None
 
     def wait(self, taker: Callable[[Any], None]) -> None:
@@ -134,19 +137,13 @@ class HwQueue(simpy.Store):
         are not mixed on one queue."""
         self._taker = taker
 
-    def take(self) -> Any:
+    def take(self) -> Any:  # noqa: ANN401 - whatever was put
         """The oldest item, now, if there is one and no get waits; else None (wait on
         `get`)."""
         items = self.items
         if not items or self.get_queue:
             return None
         item = items.pop(0)
-        pq = self.put_queue
-        if pq:
-            head = pq[0]
-            items.append(head.item)
-            head._ok = True
-            head._value = None
-            self._env.schedule(head)
-            del pq[0]
+        if self.put_queue:
+            self._enter()
         return item

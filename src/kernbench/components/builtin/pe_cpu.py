@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections import deque
 
-import simpy
 from simpy.events import Event
 
 from kernbench.components.arbiter import call_after
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
+from kernbench.components.fabric import mypyc_attr
 from kernbench.components.ports import Port
+from kernbench.components.queues import HwQueue
 
 
 class Inbox:
@@ -40,7 +41,7 @@ class Inbox:
         return list(self.waiting)[self.capacity:]
 
 
-@register("pe_cpu", "pe_cpu_v1")
+@mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins may extend it
 class PeCpu(ComponentBase):
     PORTS = (Port("scheduler", "pe_scheduler", doc="its PE's SubmissionQueue"),)
 
@@ -51,7 +52,7 @@ class PeCpu(ComponentBase):
         self._delay = self.spec.dispatch_latency_cycles / self.spec.clock_ghz
 
     def connect(self) -> None:
-        self.submission_queue: simpy.Store = self.peer("scheduler").inbox
+        self.submission_queue: HwQueue = self.peer("scheduler").inbox
 
     def submit(self, cmd) -> None:  # noqa: ANN001
         """A command arrives now."""
@@ -89,3 +90,7 @@ class PeCpu(ComponentBase):
             self._take(waiting.popleft())
         else:
             self._busy = False
+
+
+# registered here, not by a decorator: mypyc compiles a decorated class as plain Python
+register("pe_cpu", "pe_cpu_v1")(PeCpu)
