@@ -45,10 +45,10 @@ def _one_line(err: str) -> str:
 
 def test_version_on_stdout(capsys):
     assert main(["--version"]) == 0
-    from kernbench.components.native import fabric_kind
+    from kernbench.native import core_kind
 
     assert capsys.readouterr().out.strip() == (
-        f"kernbench {kernbench.__version__} (simulator core: {fabric_kind()})")
+        f"kernbench {kernbench.__version__} (simulator core: {core_kind()})")
 
 
 def test_summary_on_stdout_and_json(tmp_path, capsys):
