@@ -7,7 +7,8 @@ in the same run (the machine is shared: compare ratios, not absolute seconds).
     .venv/bin/python benchmarks/sim_speed.py --baseline /path/to/old/src --repeat 2
 
 Every case runs in its own process (so that imports and caches are the same for both
-trees), with `Simulator.run` wrapped to take their CPU time and the number of SimPy events scheduled. The GPT-2-small
+trees), with the event loop (`GrantingEnvironment.run`) wrapped to take their CPU time
+and the number of SimPy events scheduled. The GPT-2-small
 cases (d 768, 12 layers, 12 heads, vocab 2048, as benchmarks/compile_simulate.py) are
 compiled to a bundle (`compile_model`, compile CPU s) and then simulated from it
 (`simulate_bundle`, timing only); the Llama cases are one `kernbench run` (compiled layer
@@ -16,7 +17,7 @@ own). Columns: entries simulated, SimPy events per entry, compile CPU s, simulat
 (GPT-2: `simulate_bundle` whole, parse + validate + run + stats; Llama: the total, with
 the CPU of the child process a compile ahead forks, ADR-1230; its wall s is printed on
 stderr), event
-loop CPU s (`Simulator.run`, which lowers entries as the Control FSM fetches them),
+loop CPU s (`GrantingEnvironment.run`, which lowers entries as the Control FSM fetches them),
 entries per simulate CPU s, total CPU s, data pass CPU s.
 `g2s-prefill-verify` is the GPT-2-small prefill compiled the same way and simulated with
 `--verify` (timing pass, data pass, verification against the interpreter and
@@ -88,11 +89,14 @@ def worker(case: str) -> dict:
         bare = max(n / dt for n, dt in (bare_pipeline(20000) for _ in range(2)))
         stack = max(n / dt for n, dt in (component_stack(20000, False) for _ in range(2)))
         return {"bare_ops_s": bare, "stack_ops_s": stack, "ratio": bare / stack}
-    from kernbench.sim_engine.engine import Simulator
+    try:  # the event loop: its own module since ADR-1320 (Simulator may run compiled)
+        from kernbench.components.environment import GrantingEnvironment
+    except ImportError:  # an older tree (--baseline)
+        from kernbench.components.arbiter import GrantingEnvironment
     from kernbench.sim_engine.executor import DataExecutor
 
     acc = {"sim_cpu": 0.0, "events": 0, "compile_cpu": 0.0, "data_cpu": 0.0}
-    run0, data0 = Simulator.run, DataExecutor.run
+    run0, data0 = GrantingEnvironment.run, DataExecutor.run
 
     def data_run(self, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
         c0 = time.process_time()
@@ -104,14 +108,14 @@ def worker(case: str) -> dict:
     DataExecutor.run = data_run
 
     def run(self, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
-        c0, e0 = time.process_time(), _events(self.env)
+        c0, e0 = time.process_time(), _events(self)
         try:
             return run0(self, *a, **kw)
         finally:
             acc["sim_cpu"] += time.process_time() - c0
-            acc["events"] += _events(self.env) - e0
+            acc["events"] += _events(self) - e0
 
-    Simulator.run = run
+    GrantingEnvironment.run = run
     with tempfile.TemporaryDirectory() as tmp:
         if case in GPT2:
             stats, total = _compile_then_simulate(GPT2[case], Path(tmp), acc, case in VERIFY)

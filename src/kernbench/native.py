@@ -43,6 +43,7 @@ NATIVE = (
     "kernbench.components.fabric",
     "kernbench.components.queues",
     "kernbench.components.signals",
+    "kernbench.sim_engine.engine",
     "kernbench.report.json_text",
 )
 PURE_ENV = "KERNBENCH_PURE_PYTHON"

@@ -27,13 +27,13 @@ from kernbench.common.pe_commands import PeCommand
 from kernbench.common.program import ProgramEntry
 from kernbench.common.tile_plan import TileToken
 from kernbench.components.actions import ActionLedger
-from kernbench.components.environment import GrantingEnvironment
 from kernbench.components.base import ComponentBase, PeEngineBase
 from kernbench.components.counters import (
     EngineCounters,
     HardwareCounters,
     ServerCounters,
 )
+from kernbench.components.environment import GrantingEnvironment
 from kernbench.components.fabric import Server
 from kernbench.components.ports import OpLogSink
 from kernbench.components.registry import lookup
@@ -63,7 +63,7 @@ class Simulator:
         self.pending: dict[int, PeCommand] = {}
         self.completed = 0
         self._seq = 0
-        self._path_cache: dict[tuple, tuple] = {}
+        self._path_cache: dict[tuple, Any] = {}
         self._request_ns: dict[tuple[int, int], float] = {}
         # energy-relevant action counts, recorded by the engines beside their timing
         self.actions = ActionLedger({lid: k.kind for lid, k in topology.links.items()}, trace,
@@ -102,11 +102,12 @@ class Simulator:
             src.bind(w.port, dst)
         for comp in comps.values():
             comp.check_ports()
-        self._pe_cpu = [comps[p.cpu] for p in topology.pes]
-        self._tcm = [comps[p.tcm] for p in topology.pes]
-        self._m_cpu = [comps[c.m_cpu] for c in topology.cubes]
-        self._hbm = [comps[c.hbm_ctrl] for c in topology.cubes]
-        self._sram = [comps[c.sram] if c.sram else None for c in topology.cubes]
+        # the blocks' own methods are called on these (PE_CPU's submit, a TCM's port, ...)
+        self._pe_cpu: list[Any] = [comps[p.cpu] for p in topology.pes]
+        self._tcm: list[Any] = [comps[p.tcm] for p in topology.pes]
+        self._m_cpu: list[Any] = [comps[c.m_cpu] for c in topology.cubes]
+        self._hbm: list[Any] = [comps[c.hbm_ctrl] for c in topology.cubes]
+        self._sram: list[Any] = [comps[c.sram] if c.sram else None for c in topology.cubes]
 
     def pe_tcm(self, pe: int | str | Pe) -> ComponentBase:
         """The PE_TCM component of a PE (its allocator serves the kernel front end)."""
@@ -255,7 +256,7 @@ class Simulator:
         queues = []
         for cid in sorted(self.components):
             comp = self.components[cid]
-            boxes: dict[str, simpy.Store] = {}
+            boxes: dict[str, Any] = {}
             if isinstance(comp, PeEngineBase):
                 boxes = comp.inboxes
             elif hasattr(comp, "inbox"):
@@ -301,15 +302,15 @@ class Simulator:
                 links = tuple(self._links(topo.memory_path(pe, mem.id, hr, write)))
                 self._path_cache[key] = links
         elif space == "sram":
-            cube = next((c for c in topo.cubes
-                         if c.sram_base <= addr < c.sram_base + c.sram_bytes), None)
-            if cube is None:
+            holder = next((c for c in topo.cubes
+                           if c.sram_base <= addr < c.sram_base + c.sram_bytes), None)
+            if holder is None:
                 raise AddressError(f"{what}: SRAM address {addr:#x} is not in any shared SRAM")
-            mem = self._sram[cube.index]
-            key = ("sram", pe.index, cube.index, write)
+            mem = self._sram[holder.index]
+            key = ("sram", pe.index, holder.index, write)
             links = self._path_cache.get(key)
             if links is None:
-                links = tuple(self._links(topo.memory_path(pe, cube.sram, cube.sram_router,
+                links = tuple(self._links(topo.memory_path(pe, holder.sram, holder.sram_router,
                                                            write)))
                 self._path_cache[key] = links
         else:
