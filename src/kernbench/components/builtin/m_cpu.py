@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import simpy
 from simpy.events import URGENT
@@ -332,43 +332,67 @@ class MCpu(ComponentBase):
                 sim.actions.path_actions(out.stages), sim.actions.path_actions(back.stages))
         return r
 
-    def _send(self, e: ProgramEntry, finish) -> None:  # noqa: ANN001
+    def _send(self, e: ProgramEntry, finish: Callable[[ProgramEntry], None]) -> None:
         """Send `e`'s command to its PE: the command route is reserved at this instant's
         grant (components.arbiter), the completion route at the grant of the instant the
         command completes."""
-        env = self.env
-        sim = self.sim
-        count = sim.actions.count_path
-        arbiter = sim.arbiter
-        pe, pe_cpu, out, back_route, acts_out, acts_back = self._route(e.pe)
-        nbytes = out.nbytes
         cmd = e.command
+        assert cmd is not None  # _issue sends commands only
+        route = self._route(e.pe)
         meta = cmd.meta
         meta["entry"] = e
-        meta["pe_id"] = pe.id
-        seq = meta.get("seq", 0)
+        meta["pe_id"] = route[0].id
+        trip = _Trip(self, e, cmd, route, meta.get("seq", 0), finish)
+        cmd.done = Signal(trip.completed)
+        self.sim.arbiter.request((trip.seq, -1, 0), trip.send)
 
-        def deliver(_ev) -> None:  # noqa: ANN001
-            cmd.submit_ns = env._now
-            pe_cpu.submit(cmd)
 
-        def send() -> None:
-            now = env._now
-            arrive = out.reserve(now)
-            count(cmd, acts_out, nbytes, now, arrive)
-            call_after(env, arrive - now, deliver)
+class _Trip:
+    """One command's packets: out to its PE, and its completion back to M_CPU.
 
-        def back() -> None:
-            now = env._now
-            end = back_route.reserve(now)
-            count(cmd, acts_back, nbytes, now, end)
-            call_after(env, end - now, lambda _e: finish(e))
+    An object, not closures: compiled, nested functions share one environment that holds
+    them, a reference cycle per command that only the (paused) collector would free."""
 
-        def completed(_ev) -> None:  # noqa: ANN001
-            arbiter.request((seq, BACK_TILE, 0), back)
+    __slots__ = ("mcpu", "e", "cmd", "route", "seq", "finish")
 
-        cmd.done = Signal(completed)
-        arbiter.request((seq, -1, 0), send)
+    def __init__(self, mcpu: MCpu, e: ProgramEntry, cmd: Any, route: tuple, seq: int,
+                 finish: Callable[[ProgramEntry], None]) -> None:
+        self.mcpu = mcpu
+        self.e = e
+        self.cmd = cmd
+        self.route = route  # (PE, its PE_CPU, route out, route back, their ledger actions)
+        self.seq = seq
+        self.finish = finish
+
+    def send(self) -> None:
+        """The command packet's route is reserved now (this instant's grant)."""
+        env = self.mcpu.env
+        now = env._now
+        out = self.route[2]
+        arrive = out.reserve(now)
+        self.mcpu.sim.actions.count_path(self.cmd, self.route[4], out.nbytes, now, arrive)
+        call_after(env, arrive - now, self.deliver)
+
+    def deliver(self, _ev: object) -> None:
+        cmd = self.cmd
+        cmd.submit_ns = self.mcpu.env._now
+        self.route[1].submit(cmd)
+
+    def completed(self, _ev: object) -> None:
+        """The command has completed on its PE: its completion packet asks for its route."""
+        self.mcpu.sim.arbiter.request((self.seq, BACK_TILE, 0), self.back)
+
+    def back(self) -> None:
+        env = self.mcpu.env
+        now = env._now
+        back = self.route[3]
+        end = back.reserve(now)
+        self.mcpu.sim.actions.count_path(self.cmd, self.route[5], self.route[2].nbytes, now,
+                                         end)
+        call_after(env, end - now, self.arrived)
+
+    def arrived(self, _ev: object) -> None:
+        self.finish(self.e)
 
 
 # registered here, not by a decorator: mypyc compiles a decorated class as plain Python
