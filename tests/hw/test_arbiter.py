@@ -3,16 +3,19 @@ zero-delay events each requester's chain took (ADR-0925)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simpy.core import EmptySchedule
 
 from kernbench.components.environment import GrantingEnvironment
 from kernbench.components.fabric import Server, transfer
 
 
-def _race(hops: list[int], keys: list[int]) -> list[tuple[int, float]]:
+def _race(hops: list[int], keys: list[int], stepwise: bool = False) -> list[tuple[int, float]]:
     """Requesters i = 0..n-1 each take hops[i] zero-delay events, then ask the arbiter to
-    reserve one shared server for 64 bytes under key keys[i]; (key, end) in grant order."""
+    reserve one shared server for 64 bytes under key keys[i]; (key, end) in grant order.
+    `stepwise`: `env.step()` until the schedule is empty instead of `env.run()`."""
     env = GrantingEnvironment()
     arb = env.arbiter
     link = Server("l", 1.0, 8.0)
@@ -29,7 +32,12 @@ def _race(hops: list[int], keys: list[int]) -> list[tuple[int, float]]:
 
     for i in range(len(hops)):
         env.process(requester(i))
-    env.run()
+    if not stepwise:
+        env.run()
+        return log
+    with pytest.raises(EmptySchedule):
+        while True:
+            env.step()
     return log
 
 
@@ -44,6 +52,8 @@ def test_grant_order_is_key_order_whatever_the_event_count(hops, rnd):
     assert [e for _, e in log] == [5 + 8 * (i + 1) + 1 for i in range(len(keys))]
     # the same race with every chain one event longer or shorter gives the same result
     assert _race([h + 1 for h in hops], keys) == log
+    # and one step at a time (a grant or an event each) gives what run gives
+    assert _race(hops, keys, stepwise=True) == log
 
 
 def test_a_request_made_after_a_grant_of_the_same_instant_meets_the_next_grant():

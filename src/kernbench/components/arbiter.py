@@ -63,15 +63,17 @@ class Arbiter:
             grant(*args)
 
 
-def run_events(env: Any, arbiter: Arbiter) -> None:
+def run_events(env: Any, arbiter: Arbiter, steps: int = -1) -> None:
     """Process `env`'s events, and `arbiter`'s grants at the end of each instant, until
-    the schedule is empty (`EmptySchedule`) or an event stops the simulation
+    the schedule is empty (`EmptySchedule`), an event stops the simulation
     (`StopSimulation`, after keeping the stopping event's remaining callbacks as SimPy
-    does). SimPy's `Environment.step` in a loop, with the grant before the clock moves;
+    does) or `steps` steps (a grant or an event each) are done; -1: no limit. SimPy's
+    `Environment.step` in a loop, with the grant before the clock moves;
     `GrantingEnvironment` (components.environment) runs it."""
     queue: list = env._queue
     now: Any = env._now
-    while True:
+    while steps:
+        steps -= 1
         if arbiter.pending and (not queue or queue[0][0] > now):
             arbiter.grant()
             continue

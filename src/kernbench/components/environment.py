@@ -9,12 +9,11 @@ of its own because a compiled module cannot extend SimPy's interpreted environme
 
 from __future__ import annotations
 
-from heapq import heappop
 from typing import Any
 
 import simpy
 from simpy.core import EmptySchedule, StopSimulation
-from simpy.events import URGENT, Event, EventPriority
+from simpy.events import URGENT, Event
 
 from kernbench.components.arbiter import Arbiter, run_events
 
@@ -52,26 +51,6 @@ class GrantingEnvironment(simpy.Environment):
         return None
 
     def step(self) -> None:
-        arbiter = self.arbiter
-        if arbiter.pending:
-            queue = self._queue
-            if not queue or queue[0][0] > self._now:
-                arbiter.grant()
-                return
-        try:
-            self._now, _, _, event = heappop(self._queue)
-        except IndexError:
-            raise EmptySchedule from None
-        callbacks, event.callbacks = event.callbacks, None
-        try:
-            for callback in callbacks:
-                callback(event)
-        except StopSimulation:
-            # as SimPy: keep the remaining callbacks for when the simulation resumes
-            event.callbacks = callbacks[callbacks.index(callback) + 1:]
-            self.schedule(event, EventPriority(-1))
-            raise
-        if not event._ok and not hasattr(event, "_defused"):
-            exc = type(event._value)(*event._value.args)
-            exc.__cause__ = event._value
-            raise exc
+        """One step: the pending grant, if no event is left at the current time, else the
+        next event."""
+        run_events(self, self.arbiter, 1)
