@@ -105,15 +105,25 @@ def done_at(env: simpy.Environment, ev: Event, t: float) -> None:
     heappush(env._queue, (now + (t - now), NORMAL, next(env._eid), ev))  # env.schedule
 
 
-def call_after(env: simpy.Environment, delay: float, fn: Callable[[Event], None]) -> None:
+class Call:
+    """The event `call_after` schedules: what the event loop reads of a SimPy event (its
+    callbacks, `_ok`, `_value`, `env`) and nothing else, in fixed slots. Only the loop and
+    the one callback see it: no process waits on it, no condition holds it."""
+
+    __slots__ = ("env", "callbacks", "_ok", "_value")
+
+    def __init__(self, env: Any, fn: Callable[[Any], None]) -> None:
+        self.env = env
+        self.callbacks: list[Callable[[Any], None]] | None = [fn]
+        self._ok = True
+        self._value: Any = None
+
+
+def call_after(env: Any, delay: float, fn: Callable[[Any], None]) -> None:
     """Call `fn(event)` `delay` ns from now: the one event `env.timeout(delay)` with `fn`
-    as its callback is, without a Timeout object."""
-    ev = Event.__new__(Event)
-    ev.env = env
-    ev.callbacks = [fn]
-    ev._ok = True
-    ev._value = None
-    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))  # env.schedule
+    as its callback is, without a Timeout object (its place in the schedule is the
+    timeout's: the same time, priority and sequence number)."""
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), Call(env, fn)))
 
 
 def pending(env: simpy.Environment) -> Event:
