@@ -24,9 +24,8 @@ from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import Any
 
-import simpy
 from simpy.core import EmptySchedule, StopSimulation
-from simpy.events import NORMAL, Event, EventPriority
+from simpy.events import NORMAL, PENDING, EventPriority
 
 from kernbench.common.pe_commands import PeCommand
 from kernbench.common.tile_plan import TileToken
@@ -97,7 +96,24 @@ def run_events(env: Any, arbiter: Arbiter, steps: int = -1) -> None:
             raise exc
 
 
-def done_at(env: simpy.Environment, ev: Event, t: float) -> None:
+class LoopEvent:
+    """What the event loop (`run_events`) reads of a SimPy event: its callbacks, `_ok`,
+    `_value` and `env`, in fixed slots, without a SimPy event's instance dict. The events
+    `call_after` schedules and those `pending` returns are these: only the loop and the
+    component that made them see them (no process waits on them, no condition holds them),
+    and they take their place in SimPy's queue as SimPy's own would (time, priority,
+    sequence number)."""
+
+    __slots__ = ("env", "callbacks", "_ok", "_value")
+
+    def __init__(self, env: Any, callbacks: list[Callable[[Any], None]], value: object) -> None:
+        self.env = env
+        self.callbacks: list[Callable[[Any], None]] | None = callbacks
+        self._ok = value is not PENDING
+        self._value: Any = value
+
+
+def done_at(env: Any, ev: Any, t: float) -> None:
     """Trigger the pending event `ev` (successfully, value None) at time `t` ≥ now."""
     ev._ok = True
     ev._value = None
@@ -105,34 +121,16 @@ def done_at(env: simpy.Environment, ev: Event, t: float) -> None:
     heappush(env._queue, (now + (t - now), NORMAL, next(env._eid), ev))  # env.schedule
 
 
-class Call:
-    """The event `call_after` schedules: what the event loop reads of a SimPy event (its
-    callbacks, `_ok`, `_value`, `env`) and nothing else, in fixed slots. Only the loop and
-    the one callback see it: no process waits on it, no condition holds it."""
-
-    __slots__ = ("env", "callbacks", "_ok", "_value")
-
-    def __init__(self, env: Any, fn: Callable[[Any], None]) -> None:
-        self.env = env
-        self.callbacks: list[Callable[[Any], None]] | None = [fn]
-        self._ok = True
-        self._value: Any = None
-
-
 def call_after(env: Any, delay: float, fn: Callable[[Any], None]) -> None:
     """Call `fn(event)` `delay` ns from now: the one event `env.timeout(delay)` with `fn`
-    as its callback is, without a Timeout object (its place in the schedule is the
-    timeout's: the same time, priority and sequence number)."""
-    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), Call(env, fn)))
+    as its callback is, without a Timeout object."""
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid),
+                          LoopEvent(env, [fn], None)))  # env.schedule
 
 
-def pending(env: simpy.Environment) -> Event:
-    """A pending event, for a service whose end a grant decides."""
-    ev = Event.__new__(Event)
-    ev.env = env
-    ev.callbacks = []
-    ev._value = simpy.events.PENDING
-    return ev
+def pending(env: Any) -> LoopEvent:
+    """A pending event, for a service whose end a grant decides (`done_at` triggers it)."""
+    return LoopEvent(env, [], PENDING)
 
 
 def token_key(token: TileToken) -> tuple[int, int, int]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import simpy
 
+from kernbench.components.arbiter import LoopEvent
 from kernbench.components.channel import Channel
 from kernbench.components.counters import MemoryCounters
 from kernbench.components.fabric import mypyc_attr
@@ -141,5 +142,5 @@ class PeEngineBase(ComponentBase):
         for ch, box in self.inboxes.items():
             Channel(self, ch, box).take()
 
-    def service(self, token: TileToken) -> float | simpy.Event:
+    def service(self, token: TileToken) -> float | simpy.Event | LoopEvent:
         raise NotImplementedError

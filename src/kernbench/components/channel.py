@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import simpy
 
-from kernbench.components.arbiter import call_after
+from kernbench.components.arbiter import LoopEvent, call_after
 
 if TYPE_CHECKING:
     from kernbench.common.tile_plan import TileToken
@@ -36,7 +36,7 @@ class Engine(Protocol):
     _slot: simpy.Resource | None
     _op_logger: Any
 
-    def service(self, token: TileToken) -> float | simpy.Event: ...
+    def service(self, token: TileToken) -> float | simpy.Event | LoopEvent: ...
     def _on_process_start(self, env: simpy.Environment, msg: object) -> None: ...
     def _on_process_end(self, env: simpy.Environment, msg: object) -> None: ...
 
@@ -100,7 +100,7 @@ class Channel:
             else:
                 self._served(None)
         else:
-            ev = cast(simpy.Event, d)
+            ev: Any = d  # a SimPy event or a LoopEvent: its callbacks are what is read
             if ev.callbacks is not None:
                 ev.callbacks.append(self._served)
             else:

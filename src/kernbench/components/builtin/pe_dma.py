@@ -15,10 +15,8 @@ only at their own rates.
 
 from __future__ import annotations
 
-from simpy.events import Event
-
 from kernbench.common.tile_plan import StageType
-from kernbench.components.arbiter import done_at, pending, token_key
+from kernbench.components.arbiter import LoopEvent, done_at, pending, token_key
 from kernbench.components.base import PeEngineBase
 from kernbench.components.catalog import register
 from kernbench.components.fabric import Server, mypyc_attr, transfer
@@ -51,7 +49,7 @@ class PeDma(PeEngineBase):
     def wire_bytes(self, nbytes: int, rows: int) -> int:
         return wire_bytes(self.spec.burst_bytes, nbytes, rows)
 
-    def service(self, token) -> Event:  # noqa: ANN001
+    def service(self, token) -> LoopEvent:  # noqa: ANN001
         """The transfer's stages now (address errors are raised here); the reservation at
         this instant's grant (components.arbiter), in (command, tile, stage) order."""
         p = token.params
@@ -78,7 +76,7 @@ class PeDma(PeEngineBase):
         return ev
 
     def _reserve(self, token, space: str, wire: int, write: bool, start: float,  # noqa: ANN001
-                 stages: list, ev: Event) -> None:
+                 stages: list, ev: LoopEvent) -> None:
         timed = stages
         if self.reader is not None and space == "hbm" and not write:
             timed = [*stages[:-1], self.reader, stages[-1]]
@@ -97,7 +95,7 @@ class PeDma(PeEngineBase):
         done_at(self.env, ev, end)
 
     def _mcast(self, token, dst_pes: list[int], wire: int, start: float,  # noqa: ANN001
-               stages: list, ev: Event) -> None:
+               stages: list, ev: LoopEvent) -> None:
         """A copy into the TCMs of `dst_pes`: one pipelined transfer (`mcast_stages`)."""
         end = transfer(start, wire, stages)
         cmd = token.pipeline_ctx.command

@@ -7,10 +7,8 @@ Stage params: nbytes.
 
 from __future__ import annotations
 
-from simpy.events import Event
-
 from kernbench.common.tile_plan import StageType
-from kernbench.components.arbiter import done_at, pending, token_key
+from kernbench.components.arbiter import LoopEvent, done_at, pending, token_key
 from kernbench.components.base import PeEngineBase
 from kernbench.components.catalog import register
 from kernbench.components.fabric import mypyc_attr, transfer
@@ -27,7 +25,7 @@ class PeFetchStore(PeEngineBase):
         self.bytes_fetched = 0
         self.bytes_stored = 0
 
-    def service(self, token) -> float | Event:  # noqa: ANN001
+    def service(self, token) -> float | LoopEvent:  # noqa: ANN001
         """0 for an empty move; else the TCM port's reservation at this instant's grant."""
         nbytes = token.params.get("nbytes", 0)
         if nbytes <= 0:
@@ -36,7 +34,7 @@ class PeFetchStore(PeEngineBase):
         self.sim.arbiter.request(token_key(token), self._reserve, token, nbytes, ev)
         return ev
 
-    def _reserve(self, token, nbytes: int, ev: Event) -> None:  # noqa: ANN001
+    def _reserve(self, token, nbytes: int, ev: LoopEvent) -> None:  # noqa: ANN001
         now = self.env._now
         end = transfer(now, nbytes, self._stages)
         cmd = token.pipeline_ctx.command
