@@ -24,6 +24,7 @@ from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import Any
 
+import simpy
 from simpy.core import EmptySchedule, StopSimulation
 from simpy.events import NORMAL, PENDING, EventPriority
 
@@ -62,7 +63,7 @@ class Arbiter:
             grant(*args)
 
 
-def run_events(env: Any, arbiter: Arbiter, steps: int = -1) -> None:
+def run_events(env: simpy.Environment, arbiter: Arbiter, steps: int = -1) -> None:
     """Process `env`'s events, and `arbiter`'s grants at the end of each instant, until
     the schedule is empty (`EmptySchedule`), an event stops the simulation
     (`StopSimulation`, after keeping the stopping event's remaining callbacks as SimPy
@@ -106,29 +107,32 @@ class LoopEvent:
 
     __slots__ = ("env", "callbacks", "_ok", "_value")
 
-    def __init__(self, env: Any, callbacks: list[Callable[[Any], None]], value: object) -> None:
+    def __init__(self, env: simpy.Environment, callbacks: list[Callable[[Any], None]],
+                 value: object) -> None:
         self.env = env
         self.callbacks: list[Callable[[Any], None]] | None = callbacks
         self._ok = value is not PENDING
         self._value: Any = value
 
 
-def done_at(env: Any, ev: Any, t: float) -> None:
+def done_at(env: simpy.Environment, ev: LoopEvent, t: float) -> None:
     """Trigger the pending event `ev` (successfully, value None) at time `t` ≥ now."""
     ev._ok = True
     ev._value = None
     now = env._now
-    heappush(env._queue, (now + (t - now), NORMAL, next(env._eid), ev))  # env.schedule
+    queue: list = env._queue  # SimPy's schedule; it types its entries as its own events
+    heappush(queue, (now + (t - now), NORMAL, next(env._eid), ev))  # env.schedule
 
 
-def call_after(env: Any, delay: float, fn: Callable[[Any], None]) -> None:
+def call_after(env: simpy.Environment, delay: float, fn: Callable[[Any], None]) -> None:
     """Call `fn(event)` `delay` ns from now: the one event `env.timeout(delay)` with `fn`
     as its callback is, without a Timeout object."""
-    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid),
-                          LoopEvent(env, [fn], None)))  # env.schedule
+    queue: list = env._queue
+    heappush(queue, (env._now + delay, NORMAL, next(env._eid),
+                     LoopEvent(env, [fn], None)))  # env.schedule
 
 
-def pending(env: Any) -> LoopEvent:
+def pending(env: simpy.Environment) -> LoopEvent:
     """A pending event, for a service whose end a grant decides (`done_at` triggers it)."""
     return LoopEvent(env, [], PENDING)
 

@@ -11,7 +11,8 @@ simulator through the `SimContext` Protocol only (never by importing sim_engine)
 queue depth, one worker per inbox (a "channel", components.channel), and the common loop
 take token → hooks → service → trace → forward to the next stage named by the token's
 plan, or complete the tile. Subclasses implement `service(token)` only: return the busy
-time in ns (a float), or a SimPy event to wait on.
+time in ns (a float), or an event to wait on: a SimPy event, or `arbiter.pending()`,
+which `arbiter.done_at` triggers when a grant has decided the service's end.
 """
 
 from __future__ import annotations

@@ -28,10 +28,11 @@ from collections.abc import Callable
 from heapq import heappush
 from typing import Any
 
+import simpy
 from simpy.events import NORMAL, PENDING, Event
 
 
-def _schedule(env: Any, ev: Event) -> None:
+def _schedule(env: simpy.Environment, ev: Event) -> None:
     """`env.schedule(ev)`: triggered now, after the events already scheduled now."""
     heappush(env._queue, (env._now + 0, NORMAL, next(env._eid), ev))
 
@@ -42,7 +43,7 @@ class HwQueue:
     __slots__ = ("_env", "_capacity", "items", "put_queue", "get_queue", "_put_items",
                  "_taker")
 
-    def __init__(self, env: Any, capacity: float = float("inf")) -> None:
+    def __init__(self, env: simpy.Environment, capacity: float = float("inf")) -> None:
         if capacity <= 0:
             raise ValueError('"capacity" must be > 0.')  # simpy.Store's check
         self._env = env

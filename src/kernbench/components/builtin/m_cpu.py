@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import simpy
 from simpy.events import URGENT
 
+from kernbench.common.pe_commands import PeCommand
 from kernbench.components.arbiter import BACK_TILE, call_after
 from kernbench.components.base import ComponentBase
 from kernbench.components.catalog import register
@@ -355,7 +356,7 @@ class _Trip:
 
     __slots__ = ("mcpu", "e", "cmd", "route", "seq", "finish")
 
-    def __init__(self, mcpu: MCpu, e: ProgramEntry, cmd: Any, route: tuple, seq: int,
+    def __init__(self, mcpu: MCpu, e: ProgramEntry, cmd: PeCommand, route: tuple, seq: int,
                  finish: Callable[[ProgramEntry], None]) -> None:
         self.mcpu = mcpu
         self.e = e
