@@ -109,7 +109,7 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
 def _compiled_imports() -> bool:
     """Whether the compiled modules load (one of them loads their shared library)."""
     try:
-        importlib.import_module("kernbench.common.tile_plan")
+        importlib.import_module(NATIVE[0])
         return True
     except ImportError:
         for name in NATIVE:
@@ -117,9 +117,13 @@ def _compiled_imports() -> bool:
         return False
 
 
+def _source_chosen() -> bool:
+    return any(isinstance(f, _SourceFinder) for f in sys.meta_path)
+
+
 def choose_core() -> None:
     """Run the sources of `NATIVE` when `use_source` says so or the build does not load."""
-    if any(isinstance(f, _SourceFinder) for f in sys.meta_path):
+    if _source_chosen():
         return
     if use_source() or (compiled_file(*module_path(NATIVE[0])) and not _compiled_imports()):
         sys.meta_path.insert(0, _SourceFinder(_ROOT))
@@ -127,6 +131,6 @@ def choose_core() -> None:
 
 def core_kind() -> str:
     """"compiled" or "source": which simulator core this process runs (without importing it)."""
-    if any(isinstance(f, _SourceFinder) for f in sys.meta_path):
+    if _source_chosen():
         return "source"
     return "compiled" if compiled_file(*module_path(NATIVE[0])) else "source"

@@ -1,8 +1,8 @@
 """A simulation frees each command's objects by reference counting as the command
 retires. The cyclic collector is paused while a program runs (common.gc_pause), so a
 reference cycle made per command would hold every command's objects until the run ends:
-compiled nested functions that call each other make one (ADR-1320; 6.7 GB on serve's
-load run before M_CPU's packets became an object)."""
+compiled nested functions that call each other make one (ADR-1320: M_CPU's packets were
+such closures)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ reservation servers), `actions` (the action ledger energy is priced from), `coun
 through the `kernbench.components` entry-point group) and `builtin/` (one file per kind).
 Never imports ir, cmdq, compiler, host or triton_emu.
 
-The hot modules (`fabric`, `channel`, `base`, `actions`, `signals` and the PE and M_CPU
-blocks that run per command) may be installed compiled (setup.py builds them with mypyc
-where it can; `kernbench.native` decides which runs); either way the results are the same.
+The modules that run per command (`kernbench.native.NATIVE`) may be installed compiled
+(setup.py builds them with mypyc where it can; `kernbench.native` decides which runs);
+either way the results are the same.
 """

@@ -115,21 +115,24 @@ class LoopEvent:
         self._value: Any = value
 
 
+def schedule(env: simpy.Environment, ev: object, delay: float) -> None:
+    """`env.schedule(ev, NORMAL, delay)`: the same place in SimPy's queue (time, priority,
+    the environment's next sequence number), for SimPy's events and `LoopEvent`s alike."""
+    queue: list = env._queue  # SimPy types its entries as its own events
+    heappush(queue, (env._now + delay, NORMAL, next(env._eid), ev))
+
+
 def done_at(env: simpy.Environment, ev: LoopEvent, t: float) -> None:
     """Trigger the pending event `ev` (successfully, value None) at time `t` ≥ now."""
     ev._ok = True
     ev._value = None
-    now = env._now
-    queue: list = env._queue  # SimPy's schedule; it types its entries as its own events
-    heappush(queue, (now + (t - now), NORMAL, next(env._eid), ev))  # env.schedule
+    schedule(env, ev, t - env._now)
 
 
 def call_after(env: simpy.Environment, delay: float, fn: Callable[[Any], None]) -> None:
     """Call `fn(event)` `delay` ns from now: the one event `env.timeout(delay)` with `fn`
     as its callback is, without a Timeout object."""
-    queue: list = env._queue
-    heappush(queue, (env._now + delay, NORMAL, next(env._eid),
-                     LoopEvent(env, [fn], None)))  # env.schedule
+    schedule(env, LoopEvent(env, [fn], None), delay)
 
 
 def pending(env: simpy.Environment) -> LoopEvent:

@@ -95,8 +95,9 @@ class Channel:
             self.eng._on_process_start(env, token)
         d = self.eng.service(token)
         if d.__class__ is float or d.__class__ is int:
-            if cast(float, d) > 0:
-                call_after(env, cast(float, d), self._served)
+            busy = cast(float, d)
+            if busy > 0:
+                call_after(env, busy, self._served)
             else:
                 self._served(None)
         else:

@@ -25,16 +25,12 @@ this way).
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappush
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL, PENDING, Event
+from simpy.events import PENDING, Event
 
-
-def _schedule(env: simpy.Environment, ev: Event) -> None:
-    """`env.schedule(ev)`: triggered now, after the events already scheduled now."""
-    heappush(env._queue, (env._now + 0, NORMAL, next(env._eid), ev))
+from kernbench.components.arbiter import schedule
 
 
 class HwQueue:
@@ -77,7 +73,7 @@ class HwQueue:
         self.items.append(self._put_items.pop(0))
         head._ok = True
         head._value = None
-        _schedule(self._env, head)
+        schedule(self._env, head, 0)
 
     def get(self) -> Event:
         """Request the oldest item; the event's value is the item."""
@@ -97,7 +93,7 @@ class HwQueue:
         head = self.get_queue.pop(0)
         head._ok = True
         head._value = self.items.pop(0)
-        _schedule(self._env, head)
+        schedule(self._env, head, 0)
 
     def _serve_get(self, _put: object) -> None:
         """A put was processed: the oldest waiting get (or the taker) takes the oldest
