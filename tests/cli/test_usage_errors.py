@@ -16,6 +16,9 @@ from kernbench.cli import main
     (["run", "gpt2", "--seq-len", "x"], "kernbench run: Invalid value for '--seq-len'"),
     (["simulate"], "kernbench simulate: Missing argument"),
     (["nosuch"], "kernbench: No such command 'nosuch'"),
+    # an option without its value fails before the command has a context: still named
+    (["serve", "gpt2", "--rate"], "kernbench serve: Option '--rate' requires an argument"),
+    (["run", "gpt2", "--out"], "kernbench run: Option '--out' requires an argument"),
 ])
 def test_a_usage_error_is_one_line_exit_2(capsys, args, needle):
     assert main(args) == 2

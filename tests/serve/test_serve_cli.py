@@ -256,6 +256,39 @@ def test_the_context_counts_the_positions_fed_and_is_read_as_exporters_write_it(
     assert len(err) == 1 and "line 3" in err[0] and "65 positions" in err[0], err
 
 
+@pytest.mark.parametrize("context", [0, -1, 64.5, "abc", "64.0", True, [64]])
+def test_a_context_that_is_not_a_whole_number_is_refused_not_ignored(tmp_path, capsys, context):
+    # ignored, it would let requests run beyond the model's positions
+    cfg = json.loads(TINY.read_text()) | {"max_position_embeddings": context}
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps(cfg))
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,250,8\n")
+    assert main(["serve", str(model), "-t", "small", "--trace", str(trace), "--quiet",
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "field 'max_position_embeddings'" in err[0], err
+    assert str(model) in err[0] and "whole number >= 1" in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("option", ["--prompt-len", "--output-len"])
+def test_an_empty_length_is_refused_not_taken_as_the_default(tmp_path, capsys, option):
+    assert main(["serve", str(TINY), "-t", "small", "--requests", "2", "--rate", "1000",
+                 option, "", "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"field '{option}'" in err[0] and "is not a length" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_length_is_recorded_as_it_was_parsed(tmp_path):
+    assert main(["serve", str(TINY), "-t", "small", "--requests", "2", "--rate", "1000",
+                 "--prompt-len", " 12 ", "--output-len", "2", "--quiet",
+                 "--out", str(tmp_path / "o")]) == 0
+    workload = json.loads((tmp_path / "o" / "stats.json").read_text())["serve"]["workload"]
+    assert (workload["prompt_len"], workload["output_len"]) == ("12", "2")
+
+
 def test_kv_blocks_beyond_the_hbm_are_refused_before_anything_runs(tmp_path, capsys):
     # tiny-llama on `small`: the weights leave room for millions of 16-token blocks
     assert main(["serve", str(TINY), "-t", "small", "--requests", "2", "--rate", "1000",
@@ -283,4 +316,22 @@ def test_a_step_program_with_no_room_beside_the_cache_names_the_cache_option(tmp
     assert len(errors) == 1 and errors[0] == err[-1], err
     assert "field '--kv-fraction': the step program of batch" in err[-1]
     assert "does not fit the HBM beside the KV cache" in err[-1]
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_model_too_large_for_the_topology_is_blamed_on_it_not_on_the_cache(tmp_path, capsys):
+    # one 16-token prompt with nothing cached is the least any request needs: with a cache
+    # of two blocks the model itself does not fit this HBM (its compiled layout is larger
+    # than its raw weight bytes, which the sizing before the run used)
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,16,2\n")
+    assert main(["serve", str(TINY), "-t", "small", "--set",
+                 "cube.hbm_ctrl.capacity_gib=0.0002", "--kv-blocks", "2", "--trace", str(trace),
+                 "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0] == err[-1], err
+    assert "field '--topology': the step program of batch 1, 16 new and 0 past" in err[-1]
+    assert "the model does not fit this topology" in err[-1]
+    assert "--kv-fraction" not in err[-1]
     assert not (tmp_path / "o").exists()

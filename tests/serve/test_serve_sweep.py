@@ -207,3 +207,21 @@ def test_a_failed_point_names_the_spec_key_not_the_serve_option(tmp_path):
     assert row["status"] == "error"
     assert "field 'serve.kv_blocks': the KV cache (1 block of 16 tokens" in row["error"]
     assert "--kv-blocks" not in row["error"]
+
+
+@pytest.mark.parametrize(("serve_keys", "field", "needle"), [
+    # what each point's own serve run would refuse is found before any point runs
+    ("  rate: [5000]\n  requests: 5000000\n", "serve.requests", "must be 1..1,000,000"),
+    ("  rate: [5000, .inf]\n", "serve.rate", "must be a positive number, got inf"),
+    # the draw's horizon, in the spec's words, not serve's options
+    ("  rate: [5000, 1.0e-12]\n", "serve.rate", "(raise serve.rate or lower serve.requests)"),
+])
+def test_a_load_sweep_finds_a_point_serve_would_refuse_before_any_runs(tmp_path, serve_keys,
+                                                                       field, needle):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {ROOT / 'tests/hf_configs/tiny-llama.json'}\nserve:\n"
+                    + serve_keys)
+    with pytest.raises(InputError) as e:
+        plan_sweep(spec)
+    assert e.value.field == field and needle in e.value.reason, str(e.value)
+    assert "--" not in e.value.reason

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(code, int) and code:
             return _interrupted() if code == INTERRUPTED else code
     except ClickException as e:
-        return _usage_error(e)
+        return _usage_error(e, sys.argv[1:] if argv is None else argv)
     except Abort:  # end of input where a command read it
         print("error: aborted", file=sys.stderr)
         return 1
@@ -123,17 +123,28 @@ def _internal_error(e: Exception) -> int:
     return 3
 
 
-def _usage_error(e: ClickException) -> int:
+def _usage_error(e: ClickException, argv: list[str]) -> int:
     """A bad flag or argument as one `error:` line naming the command (exit 2); no
     arguments at all print the help typer printed already."""
     ctx = getattr(e, "ctx", None)
     if type(e).__name__ == "NoArgsIsHelpError":
         return e.exit_code
     msg = " ".join(e.format_message().split())
-    where = f"{ctx.command_path}: " if ctx is not None else ""
-    hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+    # the parser raises an option without its value before the command has a context
+    path = ctx.command_path if ctx is not None else _command_path(argv)
+    where = f"{path}: " if path else ""
+    hint = f" (see {path} --help)" if path else ""
     print(f"error: {where}{msg}{hint}", file=sys.stderr)
     return e.exit_code
+
+
+def _command_path(argv: list[str]) -> str | None:
+    """`kernbench COMMAND` of the command `argv` names first, if it names one."""
+    from typer.main import get_command
+
+    first = next((a for a in argv if not a.startswith("-")), None)
+    commands = getattr(get_command(app), "commands", {})
+    return f"kernbench {first}" if first in commands else None
 
 
 def _restore_float_errors(saved: dict[str, str] | None) -> None:

@@ -53,15 +53,18 @@ class ServedModel:
     context: int | None
     replay_blocks: int = SIMULATED_BLOCKS  # decoder blocks a step program simulates
     routing: RoutingOptions = NO_ROUTING  # an MoE model's (--routing, --routing-seed, same layers)
+    cache_option: str = "--kv-fraction"  # the option that sized the KV cache (`_no_room`)
 
     @staticmethod
     def open(model: Path, qconfig: Path | None, workdir: Path,
              replay_blocks: int = SIMULATED_BLOCKS,
-             routing: RoutingOptions = NO_ROUTING) -> ServedModel:
+             routing: RoutingOptions = NO_ROUTING,
+             cache_option: str = "--kv-fraction") -> ServedModel:
         """`replay_blocks`: the decoder blocks each program simulates before block replay
         (`run`'s default; another count is for measuring the replay). `routing`: what
         `run`'s --routing, --routing-seed and --routing-same-layers give an MoE model
-        (refused, as `run` refuses it, for any other)."""
+        (refused, as `run` refuses it, for any other). `cache_option`: the option that
+        sized the KV cache, blamed when a step has no room beside it."""
         model = Path(model)
         try:
             res = resolve_model(model, _shape(1, 1, 1, routing), workdir / "facts", qconfig)
@@ -84,7 +87,7 @@ class ServedModel:
         name = (facts.model if res.kind == "hf_config" else
                 str(model) if res.kind == "builtin" else model.stem)
         return ServedModel(model, qconfig, workdir, name, facts.weight_bytes,
-                           per_token, _context(model), replay_blocks, routing)
+                           per_token, _context(model), replay_blocks, routing, cache_option)
 
     def simulate(self, shape: tuple[int, int, int], topo: Topology) -> float:
         """Simulated ns of one program (batch, new tokens, past tokens) on `topo`."""
@@ -106,12 +109,25 @@ class ServedModel:
             try:
                 return run_model(res.path, topo, tmp / "out", opts,
                                  RunHooks(note=_quiet)).stats
-            except HbmFullError as e:  # the cache the options sized leaves it no room
-                raise InputError(
-                    f"the step program of batch {b}, {s} new and {k} past tokens does not "
-                    f"fit the HBM beside the KV cache: give the cache less (a lower "
-                    f"--kv-fraction or --kv-blocks) or use a larger topology ({e.reason})",
-                    field="--kv-fraction") from None
+            except HbmFullError as e:
+                raise self._no_room(shape, topo, e) from None
+
+    def _no_room(self, shape: tuple[int, int, int], topo: Topology,
+                 e: HbmFullError) -> InputError:
+        """Why a step program does not fit the HBM, blamed on what can change it. One
+        prompt with nothing cached (batch 1, no past tokens) is the least any request
+        needs: the model does not fit the topology. A larger step holds more cached
+        tokens, as many as the KV cache the options sized lets the policy batch (the
+        bucket rule rounds past tokens up): the cache's option is at fault."""
+        b, s, k = shape
+        what = f"the step program of batch {b}, {s} new and {k} past tokens"
+        if b == 1 and k == 0:
+            return InputError(f"{what} (one prompt, nothing cached) does not fit the HBM of "
+                              f"'{topo.name}': the model does not fit this topology; use a "
+                              f"larger one ({e.reason})", field="--topology")
+        return InputError(f"{what} does not fit the HBM beside the KV cache: give the cache "
+                          f"less (a lower {self.cache_option}) or use a larger topology "
+                          f"({e.reason})", field=self.cache_option)
 
 
 def _shape(batch: int, new: int, past: int, routing: RoutingOptions) -> ShapeOptions:
@@ -133,19 +149,39 @@ def _context(model: Path) -> int | None:
 
 
 def _config_context(model: Path) -> int | None:
-    """A Hugging Face config.json's (or its folder's) context key, else None."""
+    """A Hugging Face config.json's (or its folder's) context: the first of its context
+    keys that holds a value, a whole number >= 1 (`64.0` or `"64"`, as some exporters
+    write it); InputError naming the key when it holds anything else (an ignored bad
+    value would serve requests beyond the context). None when no key holds a value."""
     if not (model.exists() and is_hf_config(model)):
         return None
+    path = config_path(model)
     try:
-        d = json.loads(config_path(model).read_text(encoding="utf-8"))
+        d = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # resolve_model read it already: unreachable in practice
+    if not isinstance(d, dict):
+        return None
     for key in _CONTEXT_KEYS:
-        v = d.get(key) if isinstance(d, dict) else None
-        # `64.0` or `"64"`, as some exporters write it
-        if (isinstance(v, float) and v.is_integer()) or (
-                isinstance(v, str) and v.strip().isdecimal()):
-            v = int(v)
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            return v
+        v = d.get(key)
+        if v is None:
+            continue
+        n = _whole(v)
+        if n is None or n < 1:
+            raise InputError(f"the model's context must be a whole number >= 1, got {v!r}",
+                             file=str(path), field=key)
+        return n
+    return None
+
+
+def _whole(v: object) -> int | None:
+    """`v` as a whole number: an int, a float with no fraction, a string of digits."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str) and v.strip().isdecimal() and v.strip().isascii():
+        return int(v)
     return None

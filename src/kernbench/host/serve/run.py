@@ -92,8 +92,9 @@ def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
     if opts.rate is None:
         raise InputError("give --rate (Poisson arrivals) or --trace FILE.csv", field="--rate")
     n = 100 if opts.requests is None else opts.requests
-    p = LengthSpec.parse(opts.prompt_len or "512", "--prompt-len")
-    o = LengthSpec.parse(opts.output_len or "128", "--output-len")
+    # an empty text is a mistake, not the default (LengthSpec refuses it)
+    p = LengthSpec.parse("512" if opts.prompt_len is None else opts.prompt_len, "--prompt-len")
+    o = LengthSpec.parse("128" if opts.output_len is None else opts.output_len, "--output-len")
     seed = opts.seed or 0
     reqs = poisson_requests(n, opts.rate, p, o, seed)
     return reqs, (f"{n} requests, Poisson {opts.rate:g}/s, prompt {p.text}, "
@@ -142,6 +143,12 @@ def _length_field(trace: str | None, prompt: bool) -> str:
     if trace:
         return "prompt_tokens" if prompt else "output_tokens"
     return "--prompt-len" if prompt else "--output-len"
+
+
+def _length_text(text: str | None, default: str) -> str:
+    """A length option as stats.json records it: the default when not given, else the
+    text without the spaces around it (as it was parsed)."""
+    return default if text is None else text.strip()
 
 
 def _kv_blocks(opts: ServeOptions, chip: Topology, m: ServedModel, kv_fraction: float,
@@ -212,7 +219,8 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
     blocks = simulated_blocks(opts.replay_blocks)
     routing = (opts.routing, opts.routing_seed, opts.routing_same_layers)
     cache = StepCache(opts.step_cache, identity(model, opts.qconfig, chip, blocks, routing))
-    m = ServedModel.open(model, opts.qconfig, workdir, replay_blocks=blocks, routing=routing)
+    m = ServedModel.open(model, opts.qconfig, workdir, replay_blocks=blocks, routing=routing,
+                         cache_option="--kv-fraction" if opts.kv_blocks is None else "--kv-blocks")
     blocks = _kv_blocks(opts, chip, m, kv_fraction, "one chip (disaggregated: each chip "
                         "holds the whole model)" if disagg else f"'{topo.name}'")
     kv = PagedKvCache(blocks, opts.block_tokens)
@@ -252,8 +260,8 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                                            if opts.policy == STATIC else {}),
         "workload": {"describe": describe, "requests": len(reqs), "rate_per_s": opts.rate
                      if opts.trace is None else None, "seed": None if opts.trace else opts.seed or 0,
-                     "prompt_len": None if opts.trace else opts.prompt_len or "512",
-                     "output_len": None if opts.trace else opts.output_len or "128"},
+                     "prompt_len": None if opts.trace else _length_text(opts.prompt_len, "512"),
+                     "output_len": None if opts.trace else _length_text(opts.output_len, "128")},
         # per chip when every chip holds the model (disaggregated): the sizing's inputs
         "kv_cache": {"block_tokens": opts.block_tokens, "blocks": total_blocks,
                      "blocks_per_chip": blocks if disagg else None,

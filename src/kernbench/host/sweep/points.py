@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -285,15 +286,17 @@ def _serve_axis(spec: SweepSpec, label: str) -> list[dict[str, Any] | None]:
         return [None]
     from kernbench.host.serve.policies import DISAGGREGATED, POLICIES, STATIC
     from kernbench.host.serve.slo import parse_slo
-    from kernbench.host.serve.workload import LengthSpec
+    from kernbench.host.serve.workload import LengthSpec, poisson_requests
 
     sv = spec.serve
     try:  # every mistake found before any point runs
-        LengthSpec.parse(sv.prompt_len, "serve.prompt_len")
-        LengthSpec.parse(sv.output_len, "serve.output_len")
+        prompt = LengthSpec.parse(sv.prompt_len, "serve.prompt_len")
+        output = LengthSpec.parse(sv.output_len, "serve.output_len")
         parse_slo(sv.slo)
+        for rate in sv.rate:  # each point's draw, as its serve run makes it (count, horizon)
+            poisson_requests(sv.requests, rate, prompt, output, sv.seed)
     except InputError as e:
-        raise InputError(e.reason, file=label, field=spec_key(e.field)) from None
+        raise InputError(_spec_words(e.reason), file=label, field=spec_key(e.field)) from None
     if sv.kv_blocks is not None and "kv_fraction" in sv.model_fields_set:
         raise InputError("give the KV cache's size as kv_blocks or kv_fraction, not both",
                          file=label, field="serve.kv_fraction")
@@ -373,6 +376,12 @@ def _serve_error(serve: dict[str, Any], topo: dict[str, Any] | None) -> str | No
     except InputError as e:
         return f"{spec_key(e.field)}: {e.reason}"
     return None
+
+
+def _spec_words(reason: str) -> str:
+    """A serve error's text as the spec says it: the options it names (`--rate`) are
+    the spec's keys (`serve.rate`)."""
+    return re.sub(r"(?<![\w-])--([a-z][a-z-]*)", lambda m: spec_key(m.group(0)), reason)
 
 
 def spec_key(field: str | None) -> str:
