@@ -241,35 +241,34 @@ def test_more_replayed_blocks_are_other_programs(tmp_path):
     assert round(float(rows[0]["ttft_s"]) * 1e9) == round(r.stats["total_ns"])
 
 
+def _serve_with_context(tmp_path, capsys, context: object, rows: str) -> list[str]:
+    """The error lines of serving the trace `rows` on tiny-llama whose config.json says
+    `max_position_embeddings: context` (exit 2 asserted)."""
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps(json.loads(TINY.read_text())
+                                | {"max_position_embeddings": context}))
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + rows)
+    assert main(["serve", str(model), "-t", "small", "--trace", str(trace), "--quiet",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o").exists()
+    return capsys.readouterr().err.strip().splitlines()
+
+
 @pytest.mark.parametrize("context", [64, 64.0, "64"])
 def test_the_context_counts_the_positions_fed_and_is_read_as_exporters_write_it(
         tmp_path, capsys, context):
-    cfg = json.loads(TINY.read_text()) | {"max_position_embeddings": context}
-    model = tmp_path / "config.json"
-    model.write_text(json.dumps(cfg))
-    trace = tmp_path / "t.csv"
     # 64 + 1 - 1 = 64 positions: fits; 63 + 3 - 1 = 65: one beyond
-    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,64,1\n0.1,63,3\n")
-    assert main(["serve", str(model), "-t", "small", "--trace", str(trace), "--quiet",
-                 "--out", str(tmp_path / "o")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = _serve_with_context(tmp_path, capsys, context, "0,64,1\n0.1,63,3\n")
     assert len(err) == 1 and "line 3" in err[0] and "65 positions" in err[0], err
 
 
 @pytest.mark.parametrize("context", [0, -1, 64.5, "abc", "64.0", True, [64]])
 def test_a_context_that_is_not_a_whole_number_is_refused_not_ignored(tmp_path, capsys, context):
     # ignored, it would let requests run beyond the model's positions
-    cfg = json.loads(TINY.read_text()) | {"max_position_embeddings": context}
-    model = tmp_path / "config.json"
-    model.write_text(json.dumps(cfg))
-    trace = tmp_path / "t.csv"
-    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,250,8\n")
-    assert main(["serve", str(model), "-t", "small", "--trace", str(trace), "--quiet",
-                 "--out", str(tmp_path / "o")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = _serve_with_context(tmp_path, capsys, context, "0,250,8\n")
     assert len(err) == 1 and "field 'max_position_embeddings'" in err[0], err
-    assert str(model) in err[0] and "whole number >= 1" in err[0], err
-    assert not (tmp_path / "o").exists()
+    assert str(tmp_path / "config.json") in err[0] and "whole number >= 1" in err[0], err
 
 
 @pytest.mark.parametrize("option", ["--prompt-len", "--output-len"])
