@@ -25,6 +25,7 @@ Byte-count rule shared by all of them: a tile of ``e`` elements at ``q`` bits ta
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Protocol
 
@@ -295,10 +296,21 @@ class Opcode(BaseModel):
 
     def traffic(self, pe: int) -> tuple[int, int]:
         """(bytes fetched from TCM, bytes stored to TCM) around the engine's work."""
-        ranges = self.tcm_ranges(pe)
-        rd = sum(r.nbytes for r in ranges if "r" in r.access)
-        wr = sum(r.nbytes for r in ranges if "w" in r.access)
-        return rd, wr
+        return tcm_traffic(self.tcm_ranges(pe))
+
+
+def tcm_traffic(ranges: Iterable[TcmRange], not_fetched: str | None = None) -> tuple[int, int]:
+    """(bytes read, bytes written) of `ranges`; a range of role `not_fetched` is written
+    but not fetched. One loop: a command's lowering runs this per entry."""
+    rd = wr = 0
+    for r in ranges:
+        n = (r.elements * r.qbits + 7) // 8  # tile_bytes
+        access = r.access
+        if "r" in access and r.role != not_fetched:
+            rd += n
+        if "w" in access:
+            wr += n
+    return rd, wr
 
 
 def engine_range(field_name: str, value: int, count: int) -> str:

@@ -29,6 +29,7 @@ from kernbench.cmdq.opcodes.base import (
     TcmRange,
     check_engine_id,
     require_math_op,
+    tcm_traffic,
 )
 from kernbench.cmdq.opcodes.registry import register_opcode
 from kernbench.cmdq.opcodes.window import Window2D
@@ -128,10 +129,7 @@ class TeTile(Opcode):
     def traffic(self, pe: int) -> tuple[int, int]:
         # an accumulating GEMM keeps its partial sums in the array's accumulators: the ofm
         # is written back, not fetched again
-        ranges = self.tcm_ranges(pe)
-        rd = sum(r.nbytes for r in ranges if "r" in r.access and r.role != "ofm")
-        wr = sum(r.nbytes for r in ranges if "w" in r.access)
-        return rd, wr
+        return tcm_traffic(self.tcm_ranges(pe), not_fetched="ofm")
 
     def unit(self, pe_id: str) -> str | None:
         return f"{pe_id}.pe_gemm" + (str(self.te_id) if self.te_id else "")
