@@ -248,6 +248,8 @@ def test_slo_units_as_printed_and_an_empty_slo():
     assert parse_slo(None) == {}
     # keys in any case, spaces around `=` and before the unit, as people type them
     assert parse_slo(" TTFT = 1 s , Tpot=50 ms") == {"ttft": 1e9, "tpot": 5e7}
+    # a number written as a trace's cell may be: a trailing or a leading point
+    assert parse_slo("ttft=5.ms,tpot=.5ms") == {"ttft": 5e6, "tpot": 5e5}
     with pytest.raises(InputError, match="positive, finite"):
         parse_slo("ttft=1e400s")
     for text in ("", " "):

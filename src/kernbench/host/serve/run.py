@@ -145,7 +145,7 @@ def _length_field(trace: str | None, prompt: bool) -> str:
     return "--prompt-len" if prompt else "--output-len"
 
 
-def _length_text(text: str | None, default: str) -> str:
+def _as_parsed(text: str | None, default: str) -> str:
     """A length option as stats.json records it: the default when not given, else the
     text without the spaces around it (as it was parsed)."""
     return default if text is None else text.strip()
@@ -260,8 +260,8 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
                                            if opts.policy == STATIC else {}),
         "workload": {"describe": describe, "requests": len(reqs), "rate_per_s": opts.rate
                      if opts.trace is None else None, "seed": None if opts.trace else opts.seed or 0,
-                     "prompt_len": None if opts.trace else _length_text(opts.prompt_len, "512"),
-                     "output_len": None if opts.trace else _length_text(opts.output_len, "128")},
+                     "prompt_len": None if opts.trace else _as_parsed(opts.prompt_len, "512"),
+                     "output_len": None if opts.trace else _as_parsed(opts.output_len, "128")},
         # per chip when every chip holds the model (disaggregated): the sizing's inputs
         "kv_cache": {"block_tokens": opts.block_tokens, "blocks": total_blocks,
                      "blocks_per_chip": blocks if disagg else None,

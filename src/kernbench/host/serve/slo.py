@@ -17,7 +17,9 @@ from kernbench.errors import InputError
 KEYS = ("ttft", "tpot", "e2e")
 #: ns per unit; µs written with the micro sign or the Greek mu, as the tool prints it
 _UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "\u00b5s": 1e3, "\u03bcs": 1e3, "ns": 1.0}
-_ITEM = re.compile(r"^([A-Za-z0-9]+)\s*=\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*("
+# a number as a trace's cells take it (`5`, `5.`, `.5`, `5e-3`)
+_NUMBER = r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+_ITEM = re.compile(r"^([A-Za-z0-9]+)\s*=\s*(" + _NUMBER + r")\s*("
                    + "|".join(sorted(_UNITS, key=len, reverse=True)) + ")$", re.ASCII)
 
 
