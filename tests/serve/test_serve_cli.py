@@ -331,6 +331,6 @@ def test_a_model_too_large_for_the_topology_is_blamed_on_it_not_on_the_cache(tmp
     errors = [line for line in err if line.startswith("error:")]
     assert len(errors) == 1 and errors[0] == err[-1], err
     assert "field '--topology': the step program of batch 1, 16 new and 0 past" in err[-1]
-    assert "the model does not fit this topology" in err[-1]
+    assert "the model and one prompt of 16 tokens, nothing cached, do not fit" in err[-1]
     assert "--kv-fraction" not in err[-1]
     assert not (tmp_path / "o").exists()

@@ -122,9 +122,10 @@ class ServedModel:
         b, s, k = shape
         what = f"the step program of batch {b}, {s} new and {k} past tokens"
         if b == 1 and k == 0:
-            return InputError(f"{what} (one prompt, nothing cached) does not fit the HBM of "
-                              f"'{topo.name}': the model does not fit this topology; use a "
-                              f"larger one ({e.reason})", field="--topology")
+            return InputError(f"{what} does not fit the HBM of '{topo.name}': the model and "
+                              f"one prompt of {s} tokens, nothing cached, do not fit this "
+                              f"topology; use a larger one or shorter prompts ({e.reason})",
+                              field="--topology")
         return InputError(f"{what} does not fit the HBM beside the KV cache: give the cache "
                           f"less (a lower {self.cache_option}) or use a larger topology "
                           f"({e.reason})", field=self.cache_option)
