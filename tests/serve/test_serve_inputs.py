@@ -163,6 +163,16 @@ def test_a_trace_with_a_byte_order_mark_is_read(tmp_path):
     assert (tmp_path / "o" / "requests.csv").read_text().count("\n") == 2
 
 
+def test_a_length_is_a_whole_number_written_as_a_trace_cell_may_be():
+    from kernbench.host.serve.workload import LengthSpec
+
+    # what `int` reads, and an integral decimal as a trace's token count may be
+    assert LengthSpec.parse("12.0", "--prompt-len").lo == 12
+    assert LengthSpec.parse("5.12e2", "--prompt-len").lo == 512
+    assert (LengthSpec.parse("16:64.0", "--prompt-len").hi,
+            LengthSpec.parse("lognormal:100:1:200.0", "--prompt-len").hi) == (64, 200)
+
+
 def test_a_models_warning_is_given_once_per_run(tmp_path, capsys):
     """Every step program of a MoE model has layers that run whole: said once, not once a
     program."""
@@ -186,6 +196,8 @@ def test_json_prints_the_stats_json_written(tmp_path, capsys):
     (("--output-len", "lognormal:0.5:1"), "1 <= MEDIAN"),
     (("--output-len", "lognormal:nan:1"), "1 <= MEDIAN"),
     (("--output-len", "uniform:9:3"), "is not a length"),
+    (("--output-len", "12.5"), "(whole numbers, 1 <= LO <= HI)"),
+    (("--prompt-len", "lognormal:100:1:200.5"), "(MAX whole)"),
     (("--requests", "1000001"), "--requests"),
 ])
 def test_drawn_workloads_out_of_range_are_one_line(tmp_path, capsys, args, needle):

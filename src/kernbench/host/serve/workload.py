@@ -81,7 +81,7 @@ class LengthSpec:
                 if len(parts) not in (2, 3):
                     raise ValueError
                 med, sigma = float(parts[0]), float(parts[1])
-                hi = int(parts[2]) if len(parts) == 3 else 0
+                hi = _whole(parts[2]) if len(parts) == 3 else 0
                 rule = ("1 <= MEDIAN < 1e15" if not 1 <= med < 1e15 else "0 <= SIGMA < 10"
                         if not 0 <= sigma < 10 else "MAX >= MEDIAN"
                         if len(parts) == 3 and hi < med else None)
@@ -90,17 +90,18 @@ class LengthSpec:
                                      field=option)
                 return LengthSpec("lognormal", math.ceil(med), hi, sigma, t, med)
             if ":" in t:
-                a, b = (int(x) for x in t.split(":"))
+                a, b = (_whole(x) for x in t.split(":"))
                 if a < 1 or b < a:
                     raise ValueError
                 return LengthSpec("uniform", a, b, text=t)
-            n = int(t)
+            n = _whole(t)
             if n < 1:
                 raise ValueError
             return LengthSpec("fixed", n, n, text=t)
         except ValueError:
-            raise InputError(f"'{text}' is not a length: give N, LO:HI (1 <= LO <= HI) or "
-                             "lognormal:MEDIAN:SIGMA[:MAX]", field=option) from None
+            raise InputError(f"'{text}' is not a length: give N, LO:HI (whole numbers, 1 <= LO "
+                             "<= HI) or lognormal:MEDIAN:SIGMA[:MAX] (MAX whole)",
+                             field=option) from None
 
     def draw(self, rng: random.Random) -> int:
         if self.kind == "fixed":
@@ -152,6 +153,18 @@ def _csv_rows(text: str, file: str) -> Iterator[tuple[int, list[str]]]:
             raise InputError(f"not readable as CSV: {e}", file=file,
                              where=f"line {reader.line_num}") from None
         yield reader.line_num, row
+
+
+def _whole(text: str) -> int:
+    """A length option's number: what `int` reads, or an integral decimal as a trace's
+    cell may be (`512.0`, `5.12e2`); ValueError otherwise."""
+    try:
+        return int(text)
+    except ValueError:
+        n = _count(text)
+        if n is None:
+            raise
+        return n
 
 
 def _count(cell: str) -> int | None:
