@@ -304,7 +304,7 @@ def tcm_traffic(ranges: Iterable[TcmRange], not_fetched: str | None = None) -> t
     but not fetched. One loop: a command's lowering runs this per entry."""
     rd = wr = 0
     for r in ranges:
-        n = (r.elements * r.qbits + 7) // 8  # tile_bytes
+        n = tile_bytes(r.elements, r.qbits)
         access = r.access
         if "r" in access and r.role != not_fetched:
             rd += n

@@ -167,7 +167,7 @@ def _config_context(model: Path) -> int | None:
         v = d.get(key)
         if v is None:
             continue
-        n = _whole(v)
+        n = _json_whole(v)
         if n is None or n < 1:
             raise InputError(f"the model's context must be a whole number >= 1, got {v!r}",
                              file=str(path), field=key)
@@ -175,8 +175,9 @@ def _config_context(model: Path) -> int | None:
     return None
 
 
-def _whole(v: object) -> int | None:
-    """`v` as a whole number: an int, a float with no fraction, a string of digits."""
+def _json_whole(v: object) -> int | None:
+    """A JSON value as a whole number: an int, a float with no fraction, a string of
+    digits (a trace's or an option's text is read by `workload._whole`)."""
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
