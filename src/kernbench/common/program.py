@@ -113,3 +113,72 @@ def add_span(spans: dict[str, LayerSpan], layer_id: str | None, opcode: str,
     if s is None:
         s = spans[layer_id] = LayerSpan(start, end)
     s.add(opcode, start, end, pe)
+
+
+#: 2**52: below it a double's whole numbers and halves are exact
+_EXACT_HALVES = 4503599627370496.0
+
+
+def round_ns(x: float) -> float:
+    """`round(x, 3)` (times in stats.json: ns to 1e-3 ns), bit for bit, without Python's
+    decimal conversion where it cannot matter. round(x, 3) is the double nearest D / 1000,
+    D the whole number nearest the exact x·1000 (ties to even). y = x·1000 in floating point
+    is that product rounded to the nearest double, which is monotonic and keeps a
+    representable half where it is: if y lies above the half between two whole numbers,
+    so does the exact product, and below likewise. So D is the whole number nearest y
+    unless y is that half, and D / 1000 (a whole number divided exactly, the quotient
+    rounded to nearest) is the double nearest D / 1000. Halves, zeros, negatives,
+    non-finite and huge values take `round`."""
+    y = x * 1000.0
+    if 0.0 < y < _EXACT_HALVES:
+        whole = float(int(y))  # y > 0: int() is the floor
+        off = y - whole - 0.5  # exact: y − whole is y's fraction, and halves are doubles
+        if off > 0.0:
+            return (whole + 1.0) / 1000.0
+        if off < 0.0:
+            return whole / 1000.0
+    return round(float(x), 3)
+
+
+class LayerTally:
+    """Completed entries folded into per-layer spans as the Control FSM retires them (a
+    timing run that keeps no per-entry record): rounded like stats rows (`round_ns`), so
+    a layer's span is the one its rows would give. `layer_entries`: each layer's entry
+    count, to close a layer's span when its last entry retires."""
+
+    def __init__(self, layer_entries: dict[str, int]) -> None:
+        self.spans: dict[str, LayerSpan] = {}
+        self.done = 0
+        self.layers_done = 0
+        self._left: dict[str, int] = dict(layer_entries)  # layer → entries not yet retired
+
+    @property
+    def layers(self) -> int:
+        return len(self._left)
+
+    def __call__(self, e: ProgramEntry) -> None:
+        self.done += 1
+        cmd = e.command
+        if cmd is None:
+            return
+        lid = cmd.meta.get("layer_id")
+        if lid is None:  # not a layer's work (`add_span`)
+            return
+        start = cmd.start_ns
+        if start is None:
+            start = e.start_ns
+        end = e.end_ns
+        span = self.spans.get(lid)
+        if start is not None and end is not None:  # else not counted (`add_span`)
+            s = round_ns(start)
+            t = round_ns(end)
+            if span is None:
+                span = self.spans[lid] = LayerSpan(s, t)
+            span.add(e.label.split(" ", 1)[1], s, t, e.pe)
+        left = self._left.get(lid)
+        if left is not None:
+            self._left[lid] = left - 1
+            if left == 1:
+                self.layers_done += 1
+                if span is not None:
+                    span.close()

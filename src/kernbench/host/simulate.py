@@ -1,7 +1,7 @@
 """Run a CMDQ program on the hardware model and report (stats entries, critical path).
 
 A run that records nothing per entry (timing only, no trace) streams the program through
-the Control FSM and keeps per-layer spans instead of entry rows (`EntryTally`).
+the Control FSM and keeps per-layer spans instead of entry rows (`LayerTally`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from kernbench.cmdq.hw import DataAttacher, StreamedProgram, engine_of, limits_f
 from kernbench.cmdq.schema import CmdqProgram
 from kernbench.cmdq.stream import EntryStream
 from kernbench.cmdq.validate import check_program
-from kernbench.common.program import LayerSpan, ProgramEntry, add_span
+from kernbench.common.program import LayerSpan, LayerTally, ProgramEntry, add_span, round_ns
 from kernbench.errors import DeadlockError
 from kernbench.report.energy import group_energy
 from kernbench.report.perfetto import build_trace, with_pipeline_track
-from kernbench.report.stats import collect_stats, round_ns
+from kernbench.report.stats import collect_stats
 from kernbench.sim_engine.engine import Simulator
 from kernbench.sim_engine.op_log import OpLogger
 from kernbench.topology.model import Topology
@@ -50,53 +50,18 @@ class SimWatch:
 WatchHook = Callable[[SimWatch], Callable[[], None] | None]
 
 
-class EntryTally:
-    """Completed entries folded into per-layer spans as the FSM retires them (a timing run
-    that keeps no per-entry record): rounded like stats rows, so a layer's span is the
-    one its rows would give."""
-
-    def __init__(self, layer_entries: dict[str, int]) -> None:
-        self.spans: dict[str, LayerSpan] = {}
-        self.done = 0
-        self.layers_done = 0
-        self._left = dict(layer_entries)  # layer id → its entries not yet retired
-
-    @classmethod
-    def of(cls, program: CmdqProgram) -> EntryTally:
-        """The tally of `program`: a streamed one says its layers' entries itself."""
-        if isinstance(program.cmdq, EntryStream):
-            return cls(program.cmdq.layer_entries)
-        left: dict[str, int] = {}
-        for src in program.cmdq:
-            lid = getattr(src, "layer_id", None)
-            if lid:
-                left[lid] = left.get(lid, 0) + 1
-        return cls(left)
-
-    @property
-    def layers(self) -> int:
-        return len(self._left)
-
-    def __call__(self, e: ProgramEntry) -> None:
-        self.done += 1
-        cmd = e.command
-        if cmd is None:
-            return
-        lid = cmd.meta.get("layer_id")
-        if lid is None:  # not a layer's work (`add_span`)
-            return
-        start = cmd.start_ns if cmd.start_ns is not None else e.start_ns
-        add_span(self.spans, lid, e.label.split(" ", 1)[1],
-                 round_ns(start) if start is not None else None,
-                 round_ns(e.end_ns) if e.end_ns is not None else None, e.pe)
-        left = self._left.get(lid)
-        if left is not None:
-            self._left[lid] = left - 1
-            if left == 1:
-                self.layers_done += 1
-                span = self.spans.get(lid)
-                if span is not None:
-                    span.close()
+def tally_of(program: CmdqProgram) -> LayerTally:
+    """The per-layer tally of `program` (common.program's `LayerTally`, compiled with the
+    simulator's core: it runs once per entry): a streamed program says its layers'
+    entries itself."""
+    if isinstance(program.cmdq, EntryStream):
+        return LayerTally(program.cmdq.layer_entries)
+    left: dict[str, int] = {}
+    for src in program.cmdq:
+        lid = getattr(src, "layer_id", None)
+        if lid:
+            left[lid] = left.get(lid, 0) + 1
+    return LayerTally(left)
 
 
 @dataclass
@@ -108,7 +73,7 @@ class CmdqRun:
     program: CmdqProgram
     entries: Sequence[ProgramEntry]
     total_ns: float
-    tally: EntryTally | None = None
+    tally: LayerTally | None = None
 
     def stats(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """stats.json: `entries` rows and `critical_path` when they were kept, else
@@ -247,7 +212,7 @@ def simulate_program(program: CmdqProgram, topology: Topology, *, file: str | No
                            "records only")
     tally = None
     if compact:
-        tally = EntryTally.of(program)
+        tally = tally_of(program)
         entries: Sequence[ProgramEntry] = StreamedProgram(program, topology, limits, tally,
                                                           consume=consume)
         progress = SimWatch(len(entries), tally.layers, lambda: (tally.done, tally.layers_done))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from kernbench.common.program import round_ns  # times in stats.json: ns to 1e-3 ns
 from kernbench.components.counters import EngineCounters, HardwareCounters, MemoryCounters
 from kernbench.report.energy import energy_report
 from kernbench.report.json_text import dump_indented
@@ -37,9 +38,6 @@ TOP_KEYS = ("schema_version", "topology", "total_ns", "clock_ghz", "total_cycles
 Stats = dict[str, Any]
 
 
-def round_ns(x: float) -> float:
-    """Times in stats.json: ns rounded to 1e-3 ns."""
-    return round(float(x), 3)
 
 
 def _u(busy: float, total: float) -> float:
