@@ -28,6 +28,8 @@ from pathlib import Path
 
 #: the modules setup.py compiles (dotted names; setup.py reads this list)
 NATIVE = (
+    "kernbench.cmdq.hw",
+    "kernbench.common.pe_commands",
     "kernbench.common.program",
     "kernbench.common.tile_plan",
     "kernbench.components.actions",

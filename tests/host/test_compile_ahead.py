@@ -183,6 +183,8 @@ def test_a_bad_entry_is_refused_with_the_line_the_in_process_stream_gives(tmp_pa
 def test_the_child_lowers_the_entries_the_parent_would(tmp_path):
     """With the topology, the child parses, checks and lowers; the parent's stream holds
     the Control-FSM entries, field for field those the in-process lowering makes."""
+    from dataclasses import fields as dc_fields
+
     from kernbench.cmdq.hw import StreamedProgram
     from kernbench.cmdq.stream import streamed_program
     from kernbench.common.program import ProgramEntry
@@ -202,7 +204,7 @@ def test_the_child_lowers_the_entries_the_parent_would(tmp_path):
     def fields(e: ProgramEntry) -> tuple:
         c = e.command
         return (e.id, e.kind, e.pe, e.deps, e.wait_for, e.label, type(c).__name__,
-                None if c is None else {k: getattr(c, k) for k in c.__slots__})
+                None if c is None else {f.name: getattr(c, f.name) for f in dc_fields(c)})
 
     assert [fields(e) for e in progs[0]] == [fields(e) for e in progs[1]]
 

@@ -40,7 +40,7 @@ class TcmData:
                pe_ids: tuple[str, ...] = ()) -> None:
         desc = e.data(TcmDataEnv(e, pe_id, bank_bytes, pe_ids))
         if desc is not None:
-            cmd.params["data"] = desc
+            cmd.params["data"] = desc  # type: ignore[attr-defined]  # a data command's
 
 
 def limits_for(topology: Topology) -> CmdqLimits:
@@ -61,7 +61,7 @@ def to_program(program: CmdqProgram, topology: Topology,
     With `data` (a `DataAttacher`), every command also carries its `"data"` description
     for the op log (each opcode's ``data`` semantics)."""
     lower = _Lowerer(program, topology, limits, data)
-    return [lower(i) for i in range(len(program.cmdq))]
+    return [lower(i) for i in range(len(lower.entries))]
 
 
 class EntryLowering:
@@ -81,7 +81,7 @@ class EntryLowering:
 
     def __call__(self, e: Opcode, after: set[int] | None = None) -> ProgramEntry:
         ident = e.id
-        ids = e.wait_ids()
+        ids: Any = e.wait_ids()
         if after is not None:
             ids = set(ids) | after
         elif len(ids) > 1:
@@ -89,7 +89,9 @@ class EntryLowering:
         deps = tuple(sorted(ids))
         label = f"#{ident} {e.opcode}"
         if e.control is not None:  # BARRIER / NOP / END: no PE command
-            return e.control_entry(deps, label)
+            control = e.control_entry(deps, label)
+            assert control is not None  # a control opcode has its entry
+            return control
         pe = e.pe
         if pe.__class__ is not int or not 0 <= pe < self.num_pes:
             pe = self.limits.pe_index(pe)  # a path, None, or the error's message
@@ -100,28 +102,34 @@ class EntryLowering:
         return ProgramEntry(ident, "command", pe=pe, command=cmd, deps=deps, label=label)
 
 
+def _entries(program: Any) -> Any:  # noqa: ANN401 - a CmdqProgram's `cmdq`, list or stream
+    return program.cmdq
+
+
 class _Lowerer:
     """Entry i of a validated program → its ProgramEntry (predecessors computed once). An
     entry a stream holds lowered already (`EntryStream` of `lowered_chunks`) is itself."""
 
     def __init__(self, program: CmdqProgram, topology: Topology, limits: CmdqLimits | None,
                  data: DataAttacher | None) -> None:
-        self.program = program
+        # the program's entries: a list of models, or an EntryStream (typed loosely: compiled,
+        # a read of `program.cmdq` as its declared list would refuse the stream)
+        self.entries: Any = _entries(program)
         self.lower = EntryLowering(topology, limits, data)
         self.limits = self.lower.limits
         # deps_before ∪ wait_for of an entry are its own; deps_after are reversed once
         # (sparse: the compiler emits none), so entries can be lowered one at a time
         self.after: dict[int, set[int]] = {}
-        if isinstance(program.cmdq, EntryStream):
+        if isinstance(self.entries, EntryStream):
             return  # checked, as it streams, to have no deps_after
-        for e in program.cmdq:
+        for e in self.entries:
             for later in e.deps_after:
                 self.after.setdefault(later, set()).add(e.id)
 
     def __call__(self, i: int) -> ProgramEntry:
-        e = self.program.cmdq[i]
+        e: Any = self.entries[i]
         if e.__class__ is ProgramEntry:
-            return e  # type: ignore[return-value]
+            return e
         return self.lower(e, self.after.get(i))
 
 
@@ -157,7 +165,7 @@ class StreamedProgram(Sequence[ProgramEntry]):
     def __init__(self, program: CmdqProgram, topology: Topology, limits: CmdqLimits | None,
                  on_retire: Callable[[ProgramEntry], None], *, consume: bool = False) -> None:
         self._lower = _Lowerer(program, topology, limits, None)
-        self._n = len(program.cmdq)
+        self._n = len(self._lower.entries)
         self._built: dict[int, ProgramEntry] = {}
         self._on_retire = on_retire
         self._consume = consume
@@ -184,7 +192,7 @@ class StreamedProgram(Sequence[ProgramEntry]):
             if self._on_build is not None:
                 self._on_build(e)
             if self._consume:
-                self._lower.program.cmdq[i] = None  # type: ignore[call-overload]
+                self._lower.entries[i] = None
         return e
 
     def entry_pes(self) -> list[int | str] | None:
@@ -192,7 +200,7 @@ class StreamedProgram(Sequence[ProgramEntry]):
         the CMDQ entries without building them; when the CMDQ itself streams, what the
         EntryStream knows in advance (`EntryStream.entry_pes`: None, or a PE of each
         entry's chip)."""
-        cmdq = self._lower.program.cmdq
+        cmdq = self._lower.entries
         if isinstance(cmdq, EntryStream):
             return cmdq.entry_pes()
         pe_index = self._lower.limits.pe_index

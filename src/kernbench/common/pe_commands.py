@@ -17,7 +17,7 @@ Anything else (addresses, dtypes, shapes) rides along for the data pass's op log
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from kernbench.common.tile_plan import StageType
 
@@ -69,15 +69,18 @@ class FetchComputeStoreCmd(PeCommand):
     """One compute op on TCM operands: fetch → the `STAGE` engine → store."""
 
     data_op: bool = True  # computes data: logged for the data pass
-    STAGE: ClassVar[StageType]
     params: dict[str, Any] = field(default_factory=dict)
     fetch_nbytes: int = 0
     store_nbytes: int = 0
 
+    def stage(self) -> StageType:
+        """The engine stage between the fetch and the store."""
+        raise NotImplementedError
+
     def tiles(self) -> list[list[StageSpec]]:
         return [[
             (StageType.FETCH, {"nbytes": self.fetch_nbytes}),
-            (self.STAGE, self.params),
+            (self.stage(), self.params),
             (StageType.STORE, {"nbytes": self.store_nbytes}),
         ]]
 
@@ -86,14 +89,16 @@ class FetchComputeStoreCmd(PeCommand):
 class GemmCmd(FetchComputeStoreCmd):
     """One GEMM tile on TCM operands: fetch A (and B) → pe_gemm → store C."""
 
-    STAGE: ClassVar[StageType] = StageType.GEMM
+    def stage(self) -> StageType:
+        return StageType.GEMM
 
 
 @dataclass(slots=True, eq=False)
 class MathCmd(FetchComputeStoreCmd):
     """One vector op on TCM operands: fetch → pe_math → store."""
 
-    STAGE: ClassVar[StageType] = StageType.MATH
+    def stage(self) -> StageType:
+        return StageType.MATH
 
 
 @dataclass(slots=True, eq=False)

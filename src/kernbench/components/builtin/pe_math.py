@@ -52,14 +52,27 @@ class PeMath(PeEngineBase):
                 f"{self.id}: no cost for op '{op}' (known: {', '.join(sorted(s.op_cycles))})"
             ) from None
 
+    def connect(self) -> None:
+        # (op, length, rows) → `cycles`: the service asks the same few shapes again and
+        # again, and `cycles` is a function of them and the (fixed) spec
+        self._cycles: dict[tuple[str, int, int], int] = {}
+
     def service(self, token) -> float:  # noqa: ANN001
         p = token.params
         steps = stage_steps(p)
-        cycles = sum(self.cycles(op, length, rows) for op, length, rows in steps)
-        busy = cycles / self.spec.clock_ghz
+        known = self._cycles
+        cycles = 0
+        for op, length, rows in steps:
+            key = (op, length, rows)
+            c = known.get(key)
+            if c is None:
+                c = known[key] = self.cycles(op, length, rows)
+            cycles += c
+        spec = self.spec
+        busy = cycles / spec.clock_ghz
         # every lane is busy for the cycles after each step's pipeline fill
         now = self.env._now
-        fill = len(steps) * self.spec.pipeline_latency_cycles
+        fill = len(steps) * spec.pipeline_latency_cycles
         self.sim.actions.add(token.pipeline_ctx.command, "math_lane_cycle",
-                             (cycles - fill) * self.spec.lanes, now, now + busy)
+                             (cycles - fill) * spec.lanes, now, now + busy)
         return busy
