@@ -16,10 +16,6 @@ from kernbench.cli.common import SetOpt, TopologyOpt, err
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
           "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "tb": 1000 ** 4}
 
-#: worker PEs per chip when --workers is not given (fewer on a chip with fewer PEs)
-DEFAULT_WORKERS = 8
-
-
 def parse_bytes(text: str) -> int:
     """`1024`, `64KiB`, `1MiB`, `2GB` → bytes; InputError otherwise."""
     from kernbench.errors import InputError
@@ -58,9 +54,9 @@ def _worker_count(given: int | None, topo, links: int) -> int:  # noqa: ANN001
     """`--workers`, checked against the PEs of a chip on the `links` lanes used; without
     it, DEFAULT_WORKERS or all of those PEs when the chip has fewer."""
     from kernbench.errors import InputError
+    from kernbench.host.collective import DEFAULT_WORKERS, chip_pes
 
-    per_chip = len(topo.pes) // topo.chips
-    have = sum(1 for p in topo.pes[:per_chip] if topo.lane_of(p) < max(1, links))
+    have = chip_pes(topo, links)
     if given is None:
         return min(DEFAULT_WORKERS, have)
     if given < 1:

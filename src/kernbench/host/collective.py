@@ -70,9 +70,25 @@ def reference(c: Collective, x: np.ndarray) -> list[np.ndarray | None]:
     return [None, x[0]]  # send_recv: rank 1 receives rank 0's input
 
 
+#: worker PEs per chip when none are asked for (fewer on a chip with fewer PEs)
+DEFAULT_WORKERS = 8
+
+
+def chip_pes(topo: Topology, links: int) -> int:
+    """The PEs of one chip on the `links` link lanes a collective uses: most workers it
+    can have."""
+    per_chip = len(topo.pes) // topo.chips
+    return sum(1 for p in topo.pes[:per_chip] if topo.lane_of(p) < max(1, links))
+
+
 def run_collective(topo: Topology, c: Collective, *, verify: bool = False, trace: bool = False,
-                   seed: int = 0, workers: int = 8, links: int = 1) -> CollectiveResult:
-    """Lower `c` on `topo`, simulate it; with `verify`, run the data pass and compare."""
+                   seed: int = 0, workers: int | None = None,
+                   links: int = 1) -> CollectiveResult:
+    """Lower `c` on `topo`, simulate it; with `verify`, run the data pass and compare.
+    `workers`: worker PEs per chip (default `DEFAULT_WORKERS`, or every PE of a chip on
+    the lanes used when it has fewer, as `kernbench collective` does)."""
+    if workers is None:
+        workers = min(DEFAULT_WORKERS, chip_pes(topo, links))
     prog = lower_collective(c, topo, limits_for(topo), workers=workers, links=links)
     program = parse_program(prog.doc)
     if not verify:

@@ -88,7 +88,8 @@ def make_requests(opts: ServeOptions) -> tuple[list[Request], str]:
                 raise InputError("a trace gives the arrivals and lengths; drop it or --trace",
                                  field=name)
         reqs = read_trace(opts.trace)
-        return reqs, f"trace {Path(opts.trace).name} ({len(reqs)} requests)"
+        n = len(reqs)
+        return reqs, f"trace {Path(opts.trace).name} ({n} request{'s' * (n != 1)})"
     if opts.rate is None:
         raise InputError("give --rate (Poisson arrivals) or --trace FILE.csv", field="--rate")
     n = 100 if opts.requests is None else opts.requests
@@ -273,12 +274,18 @@ def serve(model: Path, topo: Topology, out: Path, opts: ServeOptions, workdir: P
         "results": serve_stats(run, slo, total_blocks),
     } | extra | _routing_stats(routing)}
     write_outputs(Path(out), run, stats)
-    note(f"{timer.steps:,} steps from {len(timer.programs)} programs "
-         f"({len(timer.programs) - len(src.fresh)} from the step cache) "
-         f"({timer.sim_seconds:.1f} CPU s simulating, {loop_s:.1f} CPU s in the loop"
-         + (f", {timer.spare_seconds:.1f} CPU s simulated ahead and not needed"
-            if timer.spare else "") + ")")
+    note(_cost_line(timer, len(src.fresh), loop_s))
     return stats
+
+
+def _cost_line(timer: StepTimer, fresh: int, loop_s: float) -> str:
+    """The closing note: steps, programs (how many the step cache gave) and CPU spent."""
+    n = len(timer.programs)
+    return (f"{timer.steps:,} step{'s' * (timer.steps != 1)} from {n} program"
+            f"{'s' * (n != 1)} ({n - fresh} from the step cache) "
+            f"({timer.sim_seconds:.1f} CPU s simulating, {loop_s:.1f} CPU s in the loop"
+            + (f", {timer.spare_seconds:.1f} CPU s simulated ahead and not needed"
+               if timer.spare else "") + ")")
 
 
 #: CPU s of the programs simulated in the serve process after which `--workers` left to

@@ -12,7 +12,11 @@ dropped when the file is written, with a note. Any other file is refused (it is 
 kernbench's to overwrite), and so is a step cache holding something other than programs
 of positive lengths with finite times of at least a nanosecond, or one shape twice. The
 file is rewritten atomically after each new program, merged with what another run
-sharing it wrote meanwhile, so a run that is stopped keeps what it simulated. (A file of
+sharing it wrote meanwhile, so a run that is stopped keeps what it simulated. A file
+that cannot be written is read and left as it is (a note says so; where none exists yet
+and none can be made, the option is refused), and so is one that stops being a step
+cache, or whose writing fails, during a run: the run goes on without keeping its
+programs, since its results do not depend on the cache. (A file of
 the earlier one-identity layout, `{"identity", "programs"}`, is read as one section of
 an unknown version: used by a run of its identity, else dropped as stale.)
 """
@@ -82,9 +86,18 @@ class StepCache:
         if not self.path.parent.is_dir():
             raise InputError(f"its folder {self.path.parent} does not exist",
                              file=str(self.path), field="--step-cache")
+        self.writable = True
         if self.path.exists():
             self.programs = _programs(self._read().get(ident))
             self.loaded = len(self.programs)
+        why = _unwritable(self.path)
+        if why is not None:
+            if not self.path.exists():
+                raise InputError(f"cannot be written ({why})", file=str(self.path),
+                                 field="--step-cache")
+            self.writable = False
+            warn(f"--step-cache {self.path}: cannot be written ({why}); its programs are "
+                 "used, the ones this run simulates are not kept")
 
     def _read(self) -> dict[str, Section]:
         """Every section of the file, checked (InputError if it is not a step cache)."""
@@ -95,6 +108,8 @@ class StepCache:
             return _sections(json.loads(text)) if text.strip() else {}
         except json.JSONDecodeError as e:
             why = f"not JSON ({e.msg} at line {e.lineno} column {e.colno})"
+        except InputError as e:  # not text, too large, unreadable
+            why = e.reason
         except ValueError as e:
             why = str(e)
         raise InputError(f"not a kernbench step cache: {why} (delete it or give another "
@@ -105,14 +120,15 @@ class StepCache:
 
     def put(self, shape: Shape, ns: float) -> None:
         self.programs[shape] = ns
-        if self.path is None:
+        if self.path is None or not self.writable:
             return
         sections: dict[str, Section] = {}
         if self.path.is_file():  # another run sharing the file may have added programs
             try:
                 sections = self._read()
-            except InputError:
-                sections = {}
+            except InputError as e:  # replaced since the run began: not ours to overwrite
+                self._stop_writing(f"it is no longer a step cache: {e.reason}")
+                return
             for k, v in _programs(sections.get(self.ident)).items():
                 self.programs.setdefault(k, v)
         stale = [i for i, sec in sections.items()
@@ -125,8 +141,36 @@ class StepCache:
         keep = {i: sec for i, sec in sections.items() if i not in stale} | {self.ident: mine}
         doc = {"kind": KIND, "caches": dict(sorted(keep.items()))}
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(doc) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text(json.dumps(doc) + "\n", encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as e:  # the disk filled, the file or its folder was locked
+            tmp.unlink(missing_ok=True)
+            self._stop_writing(f"writing it failed: {e.strerror or e}")
+
+    def _stop_writing(self, why: str) -> None:
+        """Keep the file as it is from now on; the run goes on (its results do not depend
+        on the cache, only its speed)."""
+        self.writable = False
+        warn(f"--step-cache {self.path}: {why}; left as it is, and the programs this run "
+             "simulates from now on are not kept")
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why `path` (the cache file, or where it would be made) cannot be written, else None:
+    the file itself opened for writing (without changing it), and a file made and removed
+    beside it, as each write of the cache does."""
+    try:
+        if path.exists():
+            with path.open("ab"):
+                pass
+        probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
+        with probe.open("xb"):
+            pass
+        probe.unlink()
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
 
 
 def _sections(doc: object) -> dict[str, Section]:
