@@ -36,3 +36,14 @@ def test_the_kv_card_gives_the_peak_share_and_its_blocks(peak, blocks, shown):
 def test_the_occupancy_axis_ends_at_the_peak_when_the_cache_is_barely_used(peak, top):
     fig = serving._occupancy_fig([0.0, 1e-4, 2e-4], [0.0, peak, 0.0])
     assert fig.axes[0].get_ylim() == pytest.approx((0.0, top))
+
+
+def test_the_cards_and_notes_say_what_they_count():
+    """The throughput card counts output tokens (stdout's "tokens/s" counts prompt and
+    output): it says so. One step of one program reads in the singular."""
+    html = serving.serving_html("t", _serve(1, 2), {"TTFT": [1e-5]}, ([0.0], [0.0]))
+    assert "60,000 output tok/s" in html[html.index("throughput"):][:200]
+    one = _serve(1, 2)
+    one["steps"] = {"count": 1, "programs": 1, "exact": True}
+    html = serving.serving_html("t", one, {"TTFT": [1e-5]}, ([0.0], [0.0]))
+    assert "1 step; step times from 1 simulated program (" in html

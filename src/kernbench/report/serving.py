@@ -96,7 +96,7 @@ def serving_html(title: str, serve: dict[str, Any], latencies: dict[str, list[fl
     th = r["throughput"]
     cards = [_card("requests", str(r["requests"]), f"over {_t(r['span_s'])}"),
              _card("TTFT p99", _t(r["ttft_s"]["p99"]), f"p50 {_t(r['ttft_s']['p50'])}"),
-             _card("throughput", f"{fmt_figure(th['output_tokens_per_s'], 0)} tok/s",
+             _card("throughput", f"{fmt_figure(th['output_tokens_per_s'], 0)} output tok/s",
                    f"{fmt_figure(th['requests_per_s'], 3, '')} requests/s"),
              _card("KV cache peak", _share(r["kv_occupancy"]["peak_fraction"]),
                    f"{r['kv_occupancy']['peak_blocks']:,} of "
