@@ -373,8 +373,8 @@ def _serve_error(serve: dict[str, Any], topo: dict[str, Any] | None) -> str | No
     try:
         ChipPools.of(system["chips"] if system else 1, serve.get("prefill_chips"),
                      "this point's topology")
-    except InputError as e:
-        return f"{spec_key(e.field)}: {e.reason}"
+    except InputError as e:  # worded as the spec's errors are (docs/sweep.md)
+        return InputError(e.reason, field=spec_key(e.field)).line()
     return None
 
 
