@@ -168,17 +168,14 @@ class LayerTally:
         if start is None:
             start = e.start_ns
         end = e.end_ns
-        span = self.spans.get(lid)
-        if start is not None and end is not None:  # else not counted (`add_span`)
-            s = round_ns(start)
-            t = round_ns(end)
-            if span is None:
-                span = self.spans[lid] = LayerSpan(s, t)
-            span.add(e.label.split(" ", 1)[1], s, t, e.pe)
+        add_span(self.spans, lid, e.label.split(" ", 1)[1],
+                 round_ns(start) if start is not None else None,
+                 round_ns(end) if end is not None else None, e.pe)
         left = self._left.get(lid)
         if left is not None:
             self._left[lid] = left - 1
             if left == 1:
                 self.layers_done += 1
+                span = self.spans.get(lid)
                 if span is not None:
                     span.close()
